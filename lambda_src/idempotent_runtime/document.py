@@ -1,0 +1,82 @@
+"""document mode: one conditional PutItem per message; ConditionalCheckFailed means "already stored"."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from idempotent_runtime.attributes import MAX_ITEM_BYTES, check_item_size, to_item
+from idempotent_runtime.config import Config
+from idempotent_runtime.errors import InvalidMessage, is_conditional_check_failed
+from idempotent_runtime.message import Message
+
+PROCESSED = "processed"
+DUPLICATE = "duplicate"
+# A record past its TTL but not yet deleted by DynamoDB (deletion lags up to ~48 h) counts as absent.
+ABSENT = "attribute_not_exists(#pk) OR #ttl < :now"
+# Bodies up to this many characters cannot make a 400 KB item (a character is at most 4 UTF-8 bytes and an
+# item is at most ~1.5x its JSON text), so their size is not computed.
+_SIZE_CHECK_FROM = 50_000
+
+
+class DocumentMode:
+    """Store the item built from the message with ``attribute_not_exists`` on its key: 1 request, new or not.
+
+    Processor (optional): ``fn(message) -> dict | None`` returning the item's attributes as Python values;
+    None (or no processor) stores the fields of the JSON body. The runtime sets the key attributes and
+    the TTL.
+    """
+
+    name = "document"
+    sort_reserve = 0
+
+    def __init__(
+        self,
+        config: Config,
+        dynamodb: Callable[[], Any],
+        processor: Callable[[Message], Any] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.table = config.table_name
+        self.pk, self.sk, self.ttl = config.partition_key, config.sort_key, config.ttl_attribute
+        self.ttl_seconds = config.ttl_seconds
+        self.names = {"#pk": self.pk, "#ttl": self.ttl}
+        self.dynamodb = dynamodb
+        self.processor = processor
+        self.clock = clock
+
+    def process(self, message: Message, context: object | None = None) -> tuple[str, Any]:
+        attributes = self.processor(message) if self.processor is not None else None
+        if attributes is None:
+            attributes = message.json_object()
+        elif not isinstance(attributes, dict):
+            raise InvalidMessage(
+                "document processor must return a dict of attributes or None, "
+                f"got {type(attributes).__name__}"
+            )
+        item = to_item(attributes)
+        key = message.key
+        assert key is not None
+        now = int(self.clock())
+        item[self.pk] = {"S": key.partition}
+        item[self.sk] = {"S": key.sort}
+        if self.ttl_seconds:
+            item[self.ttl] = {"N": str(now + self.ttl_seconds)}
+        else:
+            item.pop(self.ttl, None)
+        if self.processor is not None or len(message.body) > _SIZE_CHECK_FROM:
+            check_item_size(item, MAX_ITEM_BYTES)
+        try:
+            self.dynamodb().put_item(
+                TableName=self.table,
+                Item=item,
+                ConditionExpression=ABSENT,
+                ExpressionAttributeNames=self.names,
+                ExpressionAttributeValues={":now": {"N": str(now)}},
+            )
+        except Exception as exc:
+            if is_conditional_check_failed(exc):
+                return DUPLICATE, None
+            raise
+        return PROCESSED, None

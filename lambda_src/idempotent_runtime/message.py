@@ -1,0 +1,89 @@
+"""One SQS record as processing functions see it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from idempotent_runtime.errors import InvalidMessage
+
+_UNPARSED: Any = object()
+
+
+class Key:
+    """A record's idempotency key: the item's partition and sort key values."""
+
+    __slots__ = ("partition", "sort")
+
+    def __init__(self, partition: str, sort: str) -> None:
+        self.partition = partition
+        self.sort = sort
+
+    def __str__(self) -> str:
+        return f"{self.partition}#{self.sort}"
+
+    def __repr__(self) -> str:
+        return f"Key({self.partition!r}, {self.sort!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Key) and (self.partition, self.sort) == (other.partition, other.sort)
+
+    def __hash__(self) -> int:
+        return hash((self.partition, self.sort))
+
+
+class Message:
+    """An SQS record from Lambda's event, with its parsed body and idempotency key.
+
+    ``body`` is the raw text; ``data`` the JSON body, parsed once on first use (invalid JSON raises
+    :class:`~idempotent_runtime.errors.InvalidMessage`, a permanent error). ``key`` is set by the runtime
+    before the processing function runs; ``str(message.key)`` is a good idempotency key to pass to a
+    third-party API.
+    """
+
+    __slots__ = ("_data", "attributes", "body", "group_id", "key", "message_id", "record")
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+        self.message_id: str = record["messageId"]
+        body = record.get("body")
+        self.body: str = body if isinstance(body, str) else ""
+        attributes = record.get("attributes")
+        self.attributes: dict[str, str] = attributes if isinstance(attributes, dict) else {}
+        self.group_id: str | None = self.attributes.get("MessageGroupId")
+        self.key: Key | None = None
+        self._data: Any = _UNPARSED
+
+    @property
+    def dedup_id(self) -> str | None:
+        return self.attributes.get("MessageDeduplicationId")
+
+    @property
+    def receive_count(self) -> int:
+        return int(self.attributes.get("ApproximateReceiveCount", "1"))
+
+    @property
+    def message_attributes(self) -> dict[str, Any]:
+        return self.record.get("messageAttributes") or {}
+
+    @property
+    def data(self) -> Any:
+        if self._data is _UNPARSED:
+            try:
+                self._data = json.loads(self.body)
+            except ValueError as exc:
+                raise InvalidMessage(f"body is not valid json ({exc}): {_excerpt(self.body)}") from None
+        return self._data
+
+    def json_object(self) -> dict[str, Any]:
+        """The body as a JSON object; anything else is a permanent error."""
+        data = self.data
+        if not isinstance(data, dict):
+            raise InvalidMessage(
+                f"body must be a json object, got {type(data).__name__}: {_excerpt(self.body)}"
+            )
+        return data
+
+
+def _excerpt(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")

@@ -1,0 +1,101 @@
+"""Fixtures for the consumer runtime's tests: moto in-process (no network), a table, a FIFO DLQ, records."""
+
+from __future__ import annotations
+
+import functools
+import io
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from idempotent_runtime.config import Config
+from idempotent_runtime.consumer import build_handler
+from moto import mock_aws
+
+# The example processing functions (runtime_examples.py) import as a top-level module, as in a code asset.
+sys.path.insert(0, str(Path(__file__).parent))
+
+from runtime_helpers import REGION, TABLE
+
+
+@pytest.fixture(autouse=True)
+def aws(monkeypatch: pytest.MonkeyPatch):
+    """A fresh in-process moto for each test, with fake credentials so nothing can reach AWS."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    _serialise_moto_writes(monkeypatch)
+    with mock_aws():
+        yield
+
+
+def _serialise_moto_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoDB applies each conditional write and transaction atomically; moto's in-process backend checks
+    the condition, then writes, without a lock, so concurrent threads could both pass a condition.
+    Serialising moto's write operations restores DynamoDB's atomicity (and nothing else) for the races."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.RLock()
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        original = getattr(DynamoDBBackend, name)
+
+        def locked(self, *args, __original=original, **kwargs):
+            with lock:
+                return __original(self, *args, **kwargs)
+
+        monkeypatch.setattr(DynamoDBBackend, name, functools.wraps(original)(locked))
+
+
+@pytest.fixture
+def dynamodb():
+    return boto3.client("dynamodb", region_name=REGION)
+
+
+@pytest.fixture
+def sqs():
+    return boto3.client("sqs", region_name=REGION)
+
+
+@pytest.fixture
+def table(dynamodb) -> str:
+    dynamodb.create_table(
+        TableName=TABLE,
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return TABLE
+
+
+@pytest.fixture
+def dlq_url(sqs) -> str:
+    return sqs.create_queue(QueueName="consumer-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+
+
+@pytest.fixture
+def make_handler(table, dynamodb, sqs):
+    """``make_handler(processor=None, clock=None, **config)`` -> (handler, log stream)."""
+
+    def make(processor: Any = None, clock: Any = None, **overrides: Any):
+        config = Config(table_name=table, **overrides)
+        stream = io.StringIO()
+        extra = {"clock": clock} if clock is not None else {}
+        handler = build_handler(
+            config, dynamodb_client=dynamodb, sqs_client=sqs, processor=processor, log_stream=stream, **extra
+        )
+        return handler, stream
+
+    return make

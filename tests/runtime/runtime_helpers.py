@@ -1,0 +1,96 @@
+"""Helpers shared by the runtime tests: Lambda SQS records, table scans, queue draining, log parsing."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from typing import Any
+
+REGION = "us-east-1"
+TABLE = "documents"
+
+
+def record(
+    body: Any,
+    *,
+    group: str | None = "g1",
+    message_id: str | None = None,
+    dedup_id: str | None = None,
+    receive_count: int = 1,
+) -> dict[str, Any]:
+    """One record of Lambda's SQS event for a FIFO queue (``group=None``: a standard queue)."""
+    text = body if isinstance(body, str) else json.dumps(body)
+    attributes = {
+        "ApproximateReceiveCount": str(receive_count),
+        "SentTimestamp": "1700000000000",
+        "SenderId": "AIDAEXAMPLE",
+        "ApproximateFirstReceiveTimestamp": "1700000000001",
+    }
+    if group is not None:
+        attributes.update(
+            {
+                "MessageGroupId": group,
+                "MessageDeduplicationId": dedup_id or uuid.uuid4().hex,
+                "SequenceNumber": "18880000000000000000",
+            }
+        )
+    return {
+        "messageId": message_id or str(uuid.uuid4()),
+        "receiptHandle": "handle-" + uuid.uuid4().hex,
+        "body": text,
+        "attributes": attributes,
+        "messageAttributes": {},
+        "md5OfBody": "0" * 32,
+        "eventSource": "aws:sqs",
+        "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:consumer.fifo",
+        "awsRegion": REGION,
+    }
+
+
+def event(*records: dict[str, Any]) -> dict[str, Any]:
+    return {"Records": list(records)}
+
+
+def failures(response: dict[str, Any]) -> list[str]:
+    return [f["itemIdentifier"] for f in response["batchItemFailures"]]
+
+
+def scan(dynamodb, table: str = TABLE) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
+    while True:
+        page = dynamodb.scan(**kwargs)
+        items.extend(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def drain(sqs, queue_url: str) -> list[dict[str, Any]]:
+    """Receive (and delete) every message of a queue, with all attributes."""
+    messages: list[dict[str, Any]] = []
+    while True:
+        batch = sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not batch:
+            return messages
+        for message in batch:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        messages.extend(batch)
+
+
+def log_lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+
+
+def record_logs(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [line for line in log_lines(stream) if "outcome" in line]
+
+
+def metrics(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [line for line in log_lines(stream) if "_aws" in line]

@@ -1,0 +1,157 @@
+"""document mode: one conditional PutItem per message; duplicates are successes that write nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from runtime_helpers import event, failures, record, record_logs, scan
+
+
+def _count_requests(dynamodb) -> list[str]:
+    calls: list[str] = []
+    dynamodb.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+    return calls
+
+
+def test_new_message_stores_the_body_fields_under_the_business_key(make_handler, dynamodb):
+    handler, _ = make_handler()
+    body = {"x": "a1", "y": "b1", "amount": 12.5, "tags": ["t"], "nested": {"ok": True}, "none": None}
+    assert failures(handler(event(record(body)), None)) == []
+    (item,) = scan(dynamodb)
+    assert item["pk"] == {"S": "a1"} and item["sk"] == {"S": "b1"}
+    assert item["amount"] == {"N": "12.5"}
+    assert item["tags"] == {"L": [{"S": "t"}]}
+    assert item["nested"] == {"M": {"ok": {"BOOL": True}}}
+    assert item["none"] == {"NULL": True}
+    assert abs(int(item["expires_at"]["N"]) - (time.time() + 604800)) < 60
+
+
+def test_duplicate_delivery_writes_one_item(make_handler, dynamodb):
+    handler, stream = make_handler()
+    same = record({"x": "a1", "y": "b1", "v": 1})
+    for _ in range(5):
+        assert failures(handler(event(same), None)) == []
+    assert len(scan(dynamodb)) == 1
+    outcomes = [line["outcome"] for line in record_logs(stream)]
+    assert outcomes == ["processed"] + ["duplicate"] * 4
+
+
+def test_same_content_under_a_new_message_id_is_a_duplicate(make_handler, dynamodb):
+    handler, stream = make_handler()
+    body = {"x": "a1", "y": "b1"}
+    handler(event(record(body)), None)
+    response = handler(event(record(body)), None)  # a new messageId and dedup id: SQS cannot tell
+    assert failures(response) == []
+    assert len(scan(dynamodb)) == 1
+    assert [line["outcome"] for line in record_logs(stream)] == ["processed", "duplicate"]
+
+
+def test_same_business_key_after_the_dedup_window_keeps_the_first_document(make_handler, dynamodb):
+    handler, _ = make_handler()
+    handler(event(record({"x": "a1", "y": "b1", "version": "first"})), None)
+    # Past SNS/SQS's 5-minute dedup window the producer resends the key with new content.
+    handler(event(record({"x": "a1", "y": "b1", "version": "second"})), None)
+    (item,) = scan(dynamodb)
+    assert item["version"] == {"S": "first"}
+
+
+def test_document_mode_makes_exactly_one_request_per_message(make_handler, dynamodb):
+    handler, _ = make_handler()
+    calls = _count_requests(dynamodb)
+    batch = [record({"x": f"a{i}", "y": "b"}, group=f"g{i}") for i in range(10)]
+    handler(event(*batch), None)
+    assert calls == ["PutItem"] * 10
+    calls.clear()
+    handler(event(*batch), None)  # all duplicates now
+    assert calls == ["PutItem"] * 10
+
+
+def test_ttl_expired_but_present_record_counts_as_absent(make_handler, dynamodb, table):
+    dynamodb.put_item(
+        TableName=table,
+        Item={"pk": {"S": "a1"}, "sk": {"S": "b1"}, "version": {"S": "old"}, "expires_at": {"N": "1000"}},
+    )
+    handler, stream = make_handler()
+    assert failures(handler(event(record({"x": "a1", "y": "b1", "version": "new"})), None)) == []
+    (item,) = scan(dynamodb)
+    assert item["version"] == {"S": "new"}
+    assert record_logs(stream)[0]["outcome"] == "processed"
+
+
+def test_unexpired_record_is_a_duplicate_even_with_other_content(make_handler, dynamodb, table):
+    future = str(int(time.time()) + 3600)
+    dynamodb.put_item(
+        TableName=table,
+        Item={"pk": {"S": "a1"}, "sk": {"S": "b1"}, "version": {"S": "old"}, "expires_at": {"N": future}},
+    )
+    handler, stream = make_handler()
+    handler(event(record({"x": "a1", "y": "b1", "version": "new"})), None)
+    assert scan(dynamodb)[0]["version"] == {"S": "old"}
+    assert record_logs(stream)[0]["outcome"] == "duplicate"
+
+
+def test_processor_builds_the_stored_attributes(make_handler, dynamodb):
+    def processor(message):
+        data = message.data
+        return {"total": data["a"] + data["b"], "source": message.message_id, "pk": "ignored"}
+
+    handler, _ = make_handler(processor=processor)
+    rec = record({"x": "k1", "y": "k2", "a": 2, "b": 3})
+    handler(event(rec), None)
+    (item,) = scan(dynamodb)
+    assert item["total"] == {"N": "5"}
+    assert item["source"] == {"S": rec["messageId"]}
+    assert item["pk"] == {"S": "k1"}  # the key attributes always come from the idempotency key
+
+
+def test_processor_returning_none_stores_the_body(make_handler, dynamodb):
+    seen = []
+    handler, _ = make_handler(processor=lambda message: seen.append(message.key) or None)
+    handler(event(record({"x": "k1", "y": "k2", "note": "hi"})), None)
+    assert scan(dynamodb)[0]["note"] == {"S": "hi"}
+    assert str(seen[0]) == "k1#k2"
+
+
+def test_custom_key_attribute_names_and_ttl(dynamodb):
+    dynamodb.create_table(
+        TableName="custom",
+        AttributeDefinitions=[
+            {"AttributeName": "id", "AttributeType": "S"},
+            {"AttributeName": "kind", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}, {"AttributeName": "kind", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    from idempotent_runtime.config import Config
+    from idempotent_runtime.consumer import build_handler
+
+    handler = build_handler(
+        Config(
+            table_name="custom",
+            partition_key="id",
+            sort_key="kind",
+            ttl_attribute="ttl",
+            ttl_seconds=60,
+            partition_key_field="order",
+            sort_key_field="line",
+        ),
+        dynamodb_client=dynamodb,
+    )
+    handler(event(record({"order": "o-1", "line": "3"})), None)
+    (item,) = scan(dynamodb, "custom")
+    assert item["id"] == {"S": "o-1"} and item["kind"] == {"S": "3"}
+    assert abs(int(item["ttl"]["N"]) - (time.time() + 60)) < 30
+
+
+def test_log_line_per_record_names_message_group_key_mode_and_outcome(make_handler):
+    handler, stream = make_handler()
+    rec = record({"x": "a1", "y": "b1"}, group="orders")
+    handler(event(rec), None)
+    (line,) = record_logs(stream)
+    assert line["message_id"] == rec["messageId"]
+    assert line["group_id"] == "orders"
+    assert line["key"] == "a1#b1"
+    assert line["mode"] == "document"
+    assert line["outcome"] == "processed"
+    json.dumps(line)
