@@ -61,8 +61,6 @@ class Config:
             raise ConfigurationError(
                 f"PROCESSOR must look like 'package.module:function', got {self.processor!r}"
             )
-        if self.processor is None and self.mode != "document":
-            raise ConfigurationError(f"PROCESSOR is required with IDEMPOTENCY_MODE={self.mode}, got nothing")
         if self.dlq_url is not None and not self.dlq_url.startswith(("https://", "http://")):
             raise ConfigurationError(f"DLQ_URL must be an sqs queue url (https://...), got {self.dlq_url!r}")
         if self.ttl_seconds < 0:
@@ -115,7 +113,12 @@ class Config:
         level = get("LOG_LEVEL")
         if level is not None:
             values["log_level"] = level.strip().upper()
-        return cls(**values)  # type: ignore[arg-type]
+        config = cls(**values)  # type: ignore[arg-type]
+        if config.processor is None and config.mode != "document":
+            raise ConfigurationError(
+                f"PROCESSOR is required with IDEMPOTENCY_MODE={config.mode}, got {env.get('PROCESSOR')!r}"
+            )
+        return config
 
 
 def _integer(variable: str, value: str) -> int:

@@ -87,14 +87,14 @@ def dlq_url(sqs) -> str:
 
 @pytest.fixture
 def make_handler(table, dynamodb, sqs):
-    """``make_handler(processor=None, clock=None, **config)`` -> (handler, log stream)."""
+    """``make_handler(fn=None, clock=None, **config)`` -> (handler, log stream); ``fn`` is the processor."""
 
-    def make(processor: Any = None, clock: Any = None, **overrides: Any):
+    def make(fn: Any = None, clock: Any = None, **overrides: Any):
         config = Config(table_name=table, **overrides)
         stream = io.StringIO()
         extra = {"clock": clock} if clock is not None else {}
         handler = build_handler(
-            config, dynamodb_client=dynamodb, sqs_client=sqs, processor=processor, log_stream=stream, **extra
+            config, dynamodb_client=dynamodb, sqs_client=sqs, processor=fn, log_stream=stream, **extra
         )
         return handler, stream
 

@@ -96,7 +96,7 @@ def test_processor_builds_the_stored_attributes(make_handler, dynamodb):
         data = message.data
         return {"total": data["a"] + data["b"], "source": message.message_id, "pk": "ignored"}
 
-    handler, _ = make_handler(processor=processor)
+    handler, _ = make_handler(fn=processor)
     rec = record({"x": "k1", "y": "k2", "a": 2, "b": 3})
     handler(event(rec), None)
     (item,) = scan(dynamodb)
@@ -107,7 +107,7 @@ def test_processor_builds_the_stored_attributes(make_handler, dynamodb):
 
 def test_processor_returning_none_stores_the_body(make_handler, dynamodb):
     seen = []
-    handler, _ = make_handler(processor=lambda message: seen.append(message.key) or None)
+    handler, _ = make_handler(fn=lambda message: seen.append(message.key) or None)
     handler(event(record({"x": "k1", "y": "k2", "note": "hi"})), None)
     assert scan(dynamodb)[0]["note"] == {"S": "hi"}
     assert str(seen[0]) == "k1#k2"

@@ -1,0 +1,232 @@
+"""guarded mode: a fenced IN_PROGRESS lease around an effect outside DynamoDB."""
+
+from __future__ import annotations
+
+import threading
+
+import runtime_examples
+from idempotent_runtime import PermanentError, TransientError
+from runtime_helpers import drain, event, failures, record, scan
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Effects:
+    """A side effect that counts its runs per key; optionally blocks its first run until released."""
+
+    def __init__(self, block_first: bool = False) -> None:
+        self.calls: list[str] = []
+        self.lock = threading.Lock()
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.block_first = block_first
+
+    def __call__(self, message):
+        with self.lock:
+            self.calls.append(str(message.key))
+            first = len(self.calls) == 1
+        if first and self.block_first:
+            self.started.set()
+            assert self.release.wait(10), "test never released the first run"
+        return {"run": len(self.calls), "key": str(message.key)}
+
+
+def _item(dynamodb, pk="a1", sk="b1"):
+    items = [i for i in scan(dynamodb) if i["pk"]["S"] == pk and i["sk"]["S"] == sk]
+    return items[0] if items else None
+
+
+def _in_thread(target):
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.setdefault("value", target()))
+    thread.start()
+    return thread, box
+
+
+def test_new_key_runs_the_effect_once_and_stores_completed_with_its_result(make_handler, dynamodb):
+    effects = Effects()
+    handler, _ = make_handler(fn=effects, mode="guarded")
+    assert failures(handler(event(record({"x": "a1", "y": "b1"})), None)) == []
+    assert effects.calls == ["a1#b1"]
+    item = _item(dynamodb)
+    assert item["status"] == {"S": "COMPLETED"}
+    assert item["result"] == {"S": '{"run":1,"key":"a1#b1"}'}
+    assert "lease_expires_at" not in item
+
+
+def test_duplicate_of_completed_returns_the_stored_result_without_running(make_handler):
+    effects = Effects()
+    handler, _ = make_handler(fn=effects, mode="guarded")
+    handler(event(record({"x": "a1", "y": "b1"})), None)
+    (result,) = handler.process_batch(event(record({"x": "a1", "y": "b1"})), None)
+    assert result.outcome == "duplicate"
+    assert result.result == {"run": 1, "key": "a1#b1"}
+    assert effects.calls == ["a1#b1"]
+
+
+def test_duplicate_of_live_in_progress_is_retried_later_not_run(make_handler):
+    clock = Clock()
+    effects = Effects(block_first=True)
+    handler, _ = make_handler(fn=effects, clock=clock, mode="guarded", lease_seconds=30)
+    first, box = _in_thread(lambda: handler(event(record({"x": "a1", "y": "b1"})), None))
+    assert effects.started.wait(10)
+    second = record({"x": "a1", "y": "b1"})
+    assert failures(handler(event(second), None)) == [second["messageId"]]
+    effects.release.set()
+    first.join(10)
+    assert failures(box["value"]) == []
+    assert effects.calls == ["a1#b1"]
+    # Redelivered after the first finished: a duplicate now.
+    assert failures(handler(event(second), None)) == []
+    assert effects.calls == ["a1#b1"]
+
+
+def test_exception_releases_the_claim_so_a_retry_runs(make_handler, dynamodb):
+    runs = []
+
+    def flaky(message):
+        runs.append(message.message_id)
+        if len(runs) == 1:
+            raise TransientError("provider unavailable")
+        return "sent"
+
+    handler, _ = make_handler(fn=flaky, mode="guarded")
+    rec = record({"x": "a1", "y": "b1"})
+    assert failures(handler(event(rec), None)) == [rec["messageId"]]
+    assert _item(dynamodb) is None  # released
+    assert failures(handler(event(rec), None)) == []
+    assert len(runs) == 2
+    assert _item(dynamodb)["status"] == {"S": "COMPLETED"}
+
+
+def test_unexpected_exception_is_retried_and_releases_the_claim(make_handler, dynamodb):
+    def broken(message):
+        raise KeyError("bug")
+
+    handler, _ = make_handler(fn=broken, mode="guarded")
+    rec = record({"x": "a1", "y": "b1"})
+    assert failures(handler(event(rec), None)) == [rec["messageId"]]
+    assert _item(dynamodb) is None
+
+
+def test_expired_lease_is_taken_over_and_the_stale_owner_cannot_complete(make_handler, dynamodb):
+    clock = Clock()
+    effects = Effects(block_first=True)
+    handler, stream = make_handler(fn=effects, clock=clock, mode="guarded", lease_seconds=30)
+    stale_delivery = record({"x": "a1", "y": "b1"})
+    stale, box = _in_thread(lambda: handler(event(stale_delivery), None))
+    assert effects.started.wait(10)
+    stale_owner = _item(dynamodb)["owner"]
+
+    clock.now += 31  # the first invocation overran its lease
+    retry = record({"x": "a1", "y": "b1"})
+    assert failures(handler(event(retry), None)) == []
+    taken_over = _item(dynamodb)
+    assert taken_over["status"] == {"S": "COMPLETED"}
+    assert taken_over["owner"] != stale_owner
+
+    effects.release.set()
+    stale.join(10)
+    # The stale owner's completion is refused: it reports a failure instead of overwriting the new owner.
+    assert failures(box["value"]) == [stale_delivery["messageId"]]
+    assert _item(dynamodb) == taken_over
+    assert '"lease lost' in stream.getvalue()
+    # Its redelivery finds the completed key.
+    (again,) = handler.process_batch(event(stale_delivery), None)
+    assert again.outcome == "duplicate" and again.result == {"run": 2, "key": "a1#b1"}
+
+
+def test_stale_owner_cannot_release_a_newer_claim(make_handler, dynamodb):
+    clock = Clock()
+    gate = threading.Event()
+    started = threading.Event()
+    calls = []
+
+    def fails_late(message):
+        calls.append(1)
+        if len(calls) == 1:
+            started.set()
+            gate.wait(10)
+            raise TransientError("timed out talking to the provider")
+        started.set()
+        gate.wait(10)
+        return "ok"
+
+    handler, _ = make_handler(fn=fails_late, clock=clock, mode="guarded", lease_seconds=30)
+    stale, _ = _in_thread(lambda: handler(event(record({"x": "a1", "y": "b1"})), None))
+    assert started.wait(10)
+    started.clear()
+    clock.now += 31
+    newer, newer_box = _in_thread(lambda: handler(event(record({"x": "a1", "y": "b1"})), None))
+    assert started.wait(10)
+    claim = _item(dynamodb)
+    gate.set()
+    stale.join(10)
+    newer.join(10)
+    # The stale owner's release (a conditional delete) did not remove the newer claim, which completed.
+    assert failures(newer_box["value"]) == []
+    item = _item(dynamodb)
+    assert item["status"] == {"S": "COMPLETED"} and item["owner"] == claim["owner"]
+
+
+def test_ttl_expired_completed_record_counts_as_absent(make_handler, dynamodb, table):
+    dynamodb.put_item(
+        TableName=table,
+        Item={
+            "pk": {"S": "a1"},
+            "sk": {"S": "b1"},
+            "status": {"S": "COMPLETED"},
+            "result": {"S": '"old"'},
+            "expires_at": {"N": "1000"},
+        },
+    )
+    effects = Effects()
+    handler, _ = make_handler(fn=effects, mode="guarded")
+    assert failures(handler(event(record({"x": "a1", "y": "b1"})), None)) == []
+    assert effects.calls == ["a1#b1"]
+    assert _item(dynamodb)["result"] == {"S": '{"run":1,"key":"a1#b1"}'}
+
+
+def test_lease_defaults_to_the_remaining_invocation_time(make_handler, dynamodb):
+    clock = Clock()
+    seen = {}
+
+    class Context:
+        def get_remaining_time_in_millis(self):
+            return 42_000
+
+    def look(message):
+        seen.update(_item(dynamodb))
+        return None
+
+    handler, _ = make_handler(fn=look, clock=clock, mode="guarded")
+    handler(event(record({"x": "a1", "y": "b1"})), Context())
+    assert int(seen["lease_expires_at"]["N"]) == int(clock.now * 1000) + 42_000
+    assert seen["status"] == {"S": "IN_PROGRESS"}
+
+
+def test_permanent_error_releases_and_quarantines(make_handler, dynamodb, dlq_url, sqs):
+    def reject(message):
+        raise PermanentError("account closed")
+
+    handler, _ = make_handler(fn=reject, mode="guarded", dlq_url=dlq_url)
+    rec = record({"x": "a1", "y": "b1"})
+    assert failures(handler(event(rec), None)) == []
+    assert _item(dynamodb) is None
+    (dead,) = drain(sqs, dlq_url)
+    assert dead["MessageAttributes"]["reason"]["StringValue"] == "account closed"
+
+
+def test_example_processor_loaded_from_processor_setting(make_handler):
+    runtime_examples.SENT.clear()
+    handler, _ = make_handler(mode="guarded", processor="runtime_examples:send_receipt")
+    rec = record({"x": "o-1", "y": "receipt", "email": "a@example.com"})
+    for _ in range(3):
+        assert failures(handler(event(rec), None)) == []
+    assert runtime_examples.SENT == [("o-1#receipt", "a@example.com")]
