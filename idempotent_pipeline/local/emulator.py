@@ -1,0 +1,223 @@
+"""The local AWS emulator: a moto server on loopback, taught the CloudFormation types our stacks use.
+
+One emulator runs per state directory (default ``.local-cloud/`` in the working directory). It listens on
+``127.0.0.1`` on a free port; clients use ``http://localhost:PORT`` (the CDK CLI and moto disagree about a
+numeric host in a CloudFormation template URL). Its state file (``state.json``: pid, port, endpoint) exists
+exactly while it runs, so ``deploy``, ``demo`` and ``destroy`` find and reuse it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ACCOUNT_ID = "000000000000"
+REGION = "us-east-1"
+DEFAULT_STATE_DIR = Path(".local-cloud")
+STATE_FILE = "state.json"
+LOG_FILE = "emulator.log"
+
+# Fake credentials: the emulator accepts any; real ones must never reach it (or leave this machine).
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "local-cloud",
+    "AWS_SECRET_ACCESS_KEY": "local-cloud",
+}
+
+
+class EmulatorError(RuntimeError):
+    """The emulator could not be started, reached or stopped."""
+
+
+@dataclass(frozen=True)
+class Emulator:
+    """A running emulator, as recorded in its state file."""
+
+    pid: int
+    port: int
+    state_dir: str
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://localhost:{self.port}"
+
+    def client_environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """Environment for a process that must talk to this emulator and nothing else."""
+        env = dict(os.environ if base is None else base)
+        for name in list(env):
+            # A profile, session token or SSO setting would send the SDKs to a real account.
+            if name.startswith("AWS_") and name not in ("AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE",):
+                del env[name]
+        missing = str(Path(self.state_dir, "no-aws-config").resolve())
+        env.update(FAKE_CREDENTIALS)
+        env.update(
+            {
+                "AWS_ENDPOINT_URL": self.endpoint,
+                "AWS_REGION": REGION,
+                "AWS_DEFAULT_REGION": REGION,
+                "AWS_CONFIG_FILE": missing,
+                "AWS_SHARED_CREDENTIALS_FILE": missing,
+                "AWS_EC2_METADATA_DISABLED": "true",
+            }
+        )
+        return env
+
+    def client(self, service: str):
+        import boto3
+
+        return boto3.session.Session(
+            aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region_name=REGION,
+        ).client(service, endpoint_url=self.endpoint)
+
+    def reset(self) -> None:
+        """Forget every resource (``POST /moto-api/reset``); the server keeps running."""
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST", data=b"")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+
+
+def _state_path(state_dir: Path | str) -> Path:
+    return Path(state_dir) / STATE_FILE
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of this process counts as gone.
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    return True
+
+
+def _responds(endpoint: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{endpoint}/moto-api/config", timeout=timeout) as response:
+            return 200 <= response.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def find(state_dir: Path | str = DEFAULT_STATE_DIR) -> Emulator | None:
+    """The emulator recorded in ``state_dir`` if it is running and answering, else None."""
+    path = _state_path(state_dir)
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    emulator = Emulator(pid=int(data["pid"]), port=int(data["port"]), state_dir=str(Path(state_dir)))
+    if _alive(emulator.pid) and _responds(emulator.endpoint):
+        return emulator
+    return None
+
+
+def start(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 60.0) -> tuple[Emulator, bool]:
+    """Start the emulator in the background, or reuse the one already running.
+
+    Returns the emulator and whether this call started it. The process is detached (its own session), so it
+    outlives the caller until :func:`stop`; its output goes to ``emulator.log`` in ``state_dir``.
+    """
+    state_dir = Path(state_dir)
+    running = find(state_dir)
+    if running is not None:
+        return running, False
+    state_dir.mkdir(parents=True, exist_ok=True)
+    _state_path(state_dir).unlink(missing_ok=True)
+    with open(state_dir / LOG_FILE, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "idempotent_pipeline.local", "serve", "--state-dir", str(state_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "MOTO_ACCOUNT_ID": ACCOUNT_ID},
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise EmulatorError(
+                f"the emulator exited with code {process.returncode} at start; see {state_dir / LOG_FILE}"
+            )
+        emulator = find(state_dir)
+        if emulator is not None and emulator.pid == process.pid:
+            return emulator, True
+        time.sleep(0.2)
+    process.terminate()
+    raise EmulatorError(f"the emulator did not answer within {timeout:.0f} s; see {state_dir / LOG_FILE}")
+
+
+def stop(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 15.0) -> bool:
+    """Stop the emulator recorded in ``state_dir``. Returns whether one was running."""
+    path = _state_path(state_dir)
+    try:
+        pid = int(json.loads(path.read_text())["pid"])
+    except (FileNotFoundError, ValueError, KeyError):
+        return False
+    if not _alive(pid):
+        path.unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    path.unlink(missing_ok=True)
+    return True
+
+
+def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce: bool = True) -> None:
+    """Run the emulator in this process until SIGTERM or Ctrl-C (the body of ``local serve``)."""
+    from moto.server import ThreadedMotoServer
+
+    from idempotent_pipeline.local import cloudformation
+
+    os.environ.setdefault("MOTO_ACCOUNT_ID", ACCOUNT_ID)
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    cloudformation.install()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    _, bound_port = server.get_host_and_port()
+    emulator = Emulator(pid=os.getpid(), port=int(bound_port), state_dir=str(state_dir))
+    cloudformation.install(endpoint=emulator.endpoint)
+
+    stopping = threading.Event()
+
+    def _stop(signum: int, frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    path = _state_path(state_dir)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps({**asdict(emulator), "endpoint": emulator.endpoint}))
+    temporary.replace(path)
+    if announce:
+        print(f"emulator listening on {emulator.endpoint} (pid {emulator.pid}); Ctrl-C stops it", flush=True)
+    try:
+        while not stopping.wait(0.5):
+            pass
+    finally:
+        with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
+            if json.loads(path.read_text())["pid"] == emulator.pid:
+                path.unlink()
+        server.stop()
+        if announce:
+            print("emulator stopped", flush=True)

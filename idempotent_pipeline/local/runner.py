@@ -1,0 +1,463 @@
+"""The event-source runner: what Lambda's SQS event source mapping does, for functions in the emulator.
+
+The emulator stores functions but cannot run them (moto needs Docker for that). The runner reads everything
+back from the emulator, as Lambda's poller would:
+
+- the event source mappings (queue, ``BatchSize``, ``FunctionResponseTypes``, enabled);
+- each function's configuration (handler, environment, timeout) and its deployed code (the zip);
+- it long-polls the queue for up to ``BatchSize`` messages with all attributes, builds Lambda's SQS event,
+  invokes the handler in a worker process that imported the deployed code with the function's
+  environment (one warm worker per function, restarted after a crash or a timeout), deletes the records
+  that succeeded and leaves the rest on the queue.
+
+Records that failed (``batchItemFailures``, an exception, a timeout) come back after the queue's visibility
+timeout, and the queue's redrive policy moves them to the dead-letter queue after ``maxReceiveCount``
+receives, exactly as in AWS. **One deliberate difference, off by default:** with ``retry_delay`` set, the
+runner makes failed records visible again after that many seconds instead of the full visibility timeout
+(``ChangeMessageVisibility``), so a demo does not wait 6 x the function timeout per retry. The number of
+receives before redrive is unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+import zipfile
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from idempotent_pipeline.local.emulator import REGION, Emulator
+
+WORKER = Path(__file__).with_name("worker.py")
+# Lambda's poller asks for every system attribute; the event carries these.
+EVENT_ATTRIBUTES = (
+    "ApproximateReceiveCount",
+    "SentTimestamp",
+    "SenderId",
+    "ApproximateFirstReceiveTimestamp",
+    "SequenceNumber",
+    "MessageGroupId",
+    "MessageDeduplicationId",
+    "AWSTraceHeader",
+    "DeadLetterQueueSourceArn",
+)
+
+
+class RunnerError(RuntimeError):
+    """The runner cannot do its job (no mapping, no code, a function that fails its cold start)."""
+
+
+def lambda_sqs_record(message: dict[str, Any], queue_arn: str, region: str = REGION) -> dict[str, Any]:
+    """One record of Lambda's SQS event, from one message of a ``ReceiveMessage`` response."""
+    attributes = message.get("Attributes", {})
+    record: dict[str, Any] = {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message.get("Body", ""),
+        "attributes": {name: attributes[name] for name in EVENT_ATTRIBUTES if name in attributes},
+        "messageAttributes": {},
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+    for name, value in (message.get("MessageAttributes") or {}).items():
+        converted: dict[str, Any] = {
+            "stringListValues": value.get("StringListValues", []),
+            "binaryListValues": [base64.b64encode(v).decode() for v in value.get("BinaryListValues", [])],
+            "dataType": value["DataType"],
+        }
+        if "StringValue" in value:
+            converted["stringValue"] = value["StringValue"]
+        if "BinaryValue" in value:
+            converted["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode()
+        record["messageAttributes"][name] = converted
+    if message.get("MD5OfMessageAttributes"):
+        record["md5OfMessageAttributes"] = message["MD5OfMessageAttributes"]
+    return record
+
+
+def lambda_sqs_event(
+    messages: Iterable[dict[str, Any]], queue_arn: str, region: str = REGION
+) -> dict[str, Any]:
+    """Lambda's SQS event (``{"Records": [...]}``) for the messages of one ``ReceiveMessage`` response."""
+    return {"Records": [lambda_sqs_record(m, queue_arn, region) for m in messages]}
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """An SQS event source mapping, as read back from the emulator."""
+
+    uuid: str
+    function_arn: str
+    queue_arn: str
+    queue_url: str
+    batch_size: int
+    report_batch_item_failures: bool
+    enabled: bool
+
+    @property
+    def function_name(self) -> str:
+        return self.function_arn.rsplit(":", 1)[-1]
+
+
+@dataclass
+class Stats:
+    """What the runner did; ``records`` counts deliveries (a redelivered message counts again)."""
+
+    invocations: int = 0
+    records: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    whole_batch_failures: int = 0
+    message_ids: set[str] = field(default_factory=set)
+    metrics: Counter[str] = field(default_factory=Counter)
+
+    def clear(self) -> None:
+        self.invocations = self.records = self.succeeded = self.failed = self.whole_batch_failures = 0
+        self.message_ids.clear()
+        self.metrics.clear()
+
+    @property
+    def delivered(self) -> int:
+        """Distinct messages the queue handed to the function."""
+        return len(self.message_ids)
+
+
+class Worker:
+    """A warm execution environment of one function (a subprocess, see ``worker.py``)."""
+
+    def __init__(
+        self, name: str, code_dir: Path, handler: str, env: dict[str, str], log_path: Path, stats: Stats
+    ) -> None:
+        self.name, self.code_dir, self.handler, self.env = name, code_dir, handler, env
+        self.log_path = log_path
+        self.stats = stats
+        self.process: subprocess.Popen[str] | None = None
+        self._log_thread: threading.Thread | None = None
+
+    def _pump_log(self, stream: io.TextIOBase) -> None:
+        with open(self.log_path, "a") as log:
+            for line in stream:
+                log.write(line)
+                log.flush()
+                self._count_metrics(line)
+
+    def _count_metrics(self, line: str) -> None:
+        """Sum the Embedded Metric Format lines the function writes, as CloudWatch would."""
+        if '"_aws"' not in line:
+            return
+        try:
+            document = json.loads(line)
+            for directive in document["_aws"]["CloudWatchMetrics"]:
+                for metric in directive["Metrics"]:
+                    value = document.get(metric["Name"])
+                    if isinstance(value, int | float):
+                        self.stats.metrics[metric["Name"]] += value
+        except (ValueError, KeyError, TypeError):
+            return
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [sys.executable, str(WORKER), str(self.code_dir), self.handler],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+            cwd=self.code_dir,
+        )
+        assert self.process.stderr is not None
+        self._log_thread = threading.Thread(target=self._pump_log, args=(self.process.stderr,), daemon=True)
+        self._log_thread.start()
+        reply = self._read(timeout=60)
+        if reply is None or "init_error" in reply:
+            error = (reply or {}).get("init_error", {"errorMessage": "no answer within 60 s"})
+            self.stop()
+            raise RunnerError(
+                f"function {self.name} failed its cold start: {error.get('errorType', 'Error')}: "
+                f"{error.get('errorMessage')} (log: {self.log_path})"
+            )
+
+    def _read(self, timeout: float) -> dict[str, Any] | None:
+        assert self.process is not None and self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        if not ready:
+            return None
+        line = self.process.stdout.readline()
+        return json.loads(line) if line else None
+
+    def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """``{"result": ...}``, ``{"error": ...}`` or ``{"timeout": True}`` / ``{"crash": ...}``."""
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        assert self.process is not None and self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"event": event, "timeout_ms": int(timeout_s * 1000)}) + "\n")
+        self.process.stdin.flush()
+        reply = self._read(timeout=timeout_s + 1)
+        if reply is None:
+            crashed = self.process.poll() is not None
+            self.stop()
+            return {"crash": "the worker exited"} if crashed else {"timeout": True}
+        return reply
+
+    def stop(self) -> None:
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.terminate()
+                try:
+                    self.process.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
+            for stream in (self.process.stdin, self.process.stdout):
+                with contextlib.suppress(OSError):
+                    stream.close()  # type: ignore[union-attr]
+            self.process = None
+        if self._log_thread is not None:
+            self._log_thread.join(5)
+            self._log_thread = None
+
+
+class EventSourceRunner:
+    """Polls every enabled SQS event source mapping of the emulator and invokes the mapped functions."""
+
+    def __init__(
+        self,
+        emulator: Emulator,
+        *,
+        retry_delay: float | None = None,
+        wait_seconds: int = 1,
+        work_dir: Path | str | None = None,
+    ) -> None:
+        self.emulator = emulator
+        self.retry_delay = retry_delay
+        self.wait_seconds = wait_seconds
+        self.work_dir = Path(
+            work_dir if work_dir is not None else Path(emulator.state_dir) / "functions"
+        ).resolve()
+        self.stats = Stats()
+        self._sqs = emulator.client("sqs")
+        self._lambda = emulator.client("lambda")
+        self._s3 = emulator.client("s3")
+        self._workers: dict[str, Worker] = {}
+        self._timeouts: dict[str, float] = {}
+
+    # --- reading back what is deployed -------------------------------------------------------------
+    def mappings(self) -> list[Mapping]:
+        found = []
+        for page in self._lambda.get_paginator("list_event_source_mappings").paginate():
+            for esm in page["EventSourceMappings"]:
+                arn = esm["EventSourceArn"]
+                if arn.split(":")[2] != "sqs":
+                    continue
+                _, _, _, _, account, name = arn.split(":", 5)
+                url = self._sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+                found.append(
+                    Mapping(
+                        uuid=esm["UUID"],
+                        function_arn=esm["FunctionArn"],
+                        queue_arn=arn,
+                        queue_url=url,
+                        batch_size=int(esm.get("BatchSize", 10)),
+                        report_batch_item_failures="ReportBatchItemFailures"
+                        in (esm.get("FunctionResponseTypes") or []),
+                        enabled=esm.get("State", "Enabled") == "Enabled",
+                    )
+                )
+        return found
+
+    def _download(self, location: str) -> bytes:
+        parsed = urllib.parse.urlparse(location)
+        if f"{parsed.scheme}://{parsed.netloc}" == self.emulator.endpoint:
+            bucket, _, key = parsed.path.lstrip("/").partition("/")
+            return self._s3.get_object(Bucket=bucket, Key=urllib.parse.unquote(key))["Body"].read()
+        with urllib.request.urlopen(location, timeout=30) as response:
+            return response.read()
+
+    def _worker(self, function_arn: str) -> Worker:
+        worker = self._workers.get(function_arn)
+        configuration = self._lambda.get_function_configuration(FunctionName=function_arn)
+        sha = configuration.get("CodeSha256", "")
+        if worker is not None and worker.env.get("LOCAL_CLOUD_CODE_SHA256") == sha:
+            return worker
+        if worker is not None:
+            worker.stop()
+        function = self._lambda.get_function(FunctionName=function_arn)
+        name = configuration["FunctionName"]
+        code_dir = self.work_dir / f"{name}-{sha.replace('/', '_').replace('+', '-')[:16]}"
+        if not code_dir.exists():
+            location = function.get("Code", {}).get("Location")
+            if not location:
+                raise RunnerError(f"function {name} has no downloadable code: {function.get('Code')}")
+            staging = code_dir.with_suffix(".partial")
+            with zipfile.ZipFile(io.BytesIO(self._download(location))) as archive:
+                archive.extractall(staging)
+            staging.replace(code_dir)
+        env = self.emulator.client_environment(base={"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"})
+        env.update(configuration.get("Environment", {}).get("Variables", {}))
+        env.update(
+            {
+                "AWS_LAMBDA_FUNCTION_NAME": name,
+                "AWS_LAMBDA_FUNCTION_VERSION": configuration.get("Version", "$LATEST"),
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(configuration.get("MemorySize", 128)),
+                "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{name}",
+                "AWS_LAMBDA_LOG_STREAM_NAME": "local-cloud",
+                "AWS_EXECUTION_ENV": f"AWS_Lambda_{configuration.get('Runtime', 'python')}",
+                "LAMBDA_TASK_ROOT": str(code_dir),
+                "_HANDLER": configuration["Handler"],
+                "LOCAL_CLOUD_FUNCTION_ARN": function_arn,
+                "LOCAL_CLOUD_CODE_SHA256": sha,
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",
+            }
+        )
+        worker = Worker(
+            name,
+            code_dir,
+            configuration["Handler"],
+            env,
+            Path(self.emulator.state_dir).resolve() / "logs" / f"{name}.log",
+            self.stats,
+        )
+        worker.start()
+        self._workers[function_arn] = worker
+        self._timeouts[function_arn] = float(configuration.get("Timeout", 3))
+        return worker
+
+    # --- polling ------------------------------------------------------------------------------------
+    def poll(self, mapping: Mapping, wait_seconds: int | None = None) -> int:
+        """One receive + invoke + delete cycle for one mapping; returns the number of records handled."""
+        response = self._sqs.receive_message(
+            QueueUrl=mapping.queue_url,
+            MaxNumberOfMessages=min(mapping.batch_size, 10),
+            WaitTimeSeconds=self.wait_seconds if wait_seconds is None else wait_seconds,
+            AttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        messages = response.get("Messages", [])
+        if not messages:
+            return 0
+        worker = self._worker(mapping.function_arn)
+        event = lambda_sqs_event(messages, mapping.queue_arn, mapping.queue_arn.split(":")[3])
+        self.stats.invocations += 1
+        self.stats.records += len(messages)
+        self.stats.message_ids.update(m["MessageId"] for m in messages)
+        reply = worker.invoke(event, self._timeouts[mapping.function_arn])
+        failed_ids = self._failed_ids(mapping, messages, reply)
+        succeeded = [m for m in messages if m["MessageId"] not in failed_ids]
+        for start in range(0, len(succeeded), 10):
+            chunk = succeeded[start : start + 10]
+            self._sqs.delete_message_batch(
+                QueueUrl=mapping.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
+            )
+        failed = [m for m in messages if m["MessageId"] in failed_ids]
+        self.stats.succeeded += len(succeeded)
+        self.stats.failed += len(failed)
+        if failed and self.retry_delay is not None:
+            for start in range(0, len(failed), 10):
+                self._sqs.change_message_visibility_batch(
+                    QueueUrl=mapping.queue_url,
+                    Entries=[
+                        {
+                            "Id": str(i),
+                            "ReceiptHandle": m["ReceiptHandle"],
+                            "VisibilityTimeout": int(self.retry_delay),
+                        }
+                        for i, m in enumerate(failed[start : start + 10])
+                    ],
+                )
+        return len(messages)
+
+    def _failed_ids(
+        self, mapping: Mapping, messages: list[dict[str, Any]], reply: dict[str, Any]
+    ) -> set[str]:
+        everything = {m["MessageId"] for m in messages}
+        if "result" not in reply:
+            self.stats.whole_batch_failures += 1
+            return everything
+        if not mapping.report_batch_item_failures:
+            return set()
+        result = reply["result"]
+        if result is None:
+            return set()
+        failures = result.get("batchItemFailures") if isinstance(result, dict) else None
+        if failures is None:
+            return set()
+        ids = set()
+        for failure in failures:
+            identifier = failure.get("itemIdentifier") if isinstance(failure, dict) else None
+            if not identifier or identifier not in everything:
+                # Lambda treats a malformed response as a failure of the whole batch.
+                self.stats.whole_batch_failures += 1
+                return everything
+            ids.add(identifier)
+        return ids
+
+    def backlog(self, mapping: Mapping) -> int:
+        attributes = self._sqs.get_queue_attributes(
+            QueueUrl=mapping.queue_url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+        return sum(int(v) for v in attributes.values())
+
+    def drain(self, timeout: float = 120.0, mappings: list[Mapping] | None = None) -> Stats:
+        """Poll until every mapped queue is empty (no visible, in-flight or delayed message)."""
+        mappings = [m for m in (mappings if mappings is not None else self.mappings()) if m.enabled]
+        deadline = time.monotonic() + timeout
+        while True:
+            handled = sum(self.poll(m, wait_seconds=0) for m in mappings)
+            if handled:
+                continue
+            if all(self.backlog(m) == 0 for m in mappings):
+                return self.stats
+            if time.monotonic() > deadline:
+                left = {m.queue_arn: self.backlog(m) for m in mappings}
+                raise RunnerError(f"queues not drained within {timeout:.0f} s: {left}")
+            time.sleep(0.2)
+
+    def run(self, stop: threading.Event) -> Stats:
+        """Poll until ``stop`` is set (the body of ``local run``); picks up mappings added meanwhile."""
+        refreshed = 0.0
+        mappings: list[Mapping] = []
+        while not stop.is_set():
+            if time.monotonic() - refreshed > 10:
+                mappings = [m for m in self.mappings() if m.enabled]
+                refreshed = time.monotonic()
+            if not mappings:
+                stop.wait(1)
+                continue
+            for mapping in mappings:
+                self.poll(mapping)
+        return self.stats
+
+    def close(self) -> None:
+        for worker in self._workers.values():
+            worker.stop()
+        self._workers.clear()
+
+    def __enter__(self) -> EventSourceRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,75 @@
+"""One execution environment of a deployed function: a Python process that imports the handler once.
+
+Started by the runner as ``python worker.py CODE_DIR HANDLER`` with the function's environment (the
+configuration read back from the emulator, plus Lambda's reserved variables and the emulator endpoint).
+The code directory comes first on ``sys.path``, like ``/var/task`` in Lambda, so the deployed copy of the
+code is what runs. Requests arrive as JSON lines on stdin (``{"event": ..., "timeout_ms": ...}``);
+replies leave as JSON lines on the original stdout (``{"result": ...}`` or ``{"error": ...}``), while
+everything the function prints goes to stderr: the function's log, like CloudWatch Logs.
+
+This file imports nothing from the project: it runs beside the function's code, not the package's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+import uuid
+
+
+class Context:
+    """The parts of Lambda's context object handlers use."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        self._deadline = time.monotonic() + timeout_ms / 1000
+        self.function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
+        self.function_version = os.environ.get("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        self.invoked_function_arn = os.environ.get("LOCAL_CLOUD_FUNCTION_ARN", "")
+        self.memory_limit_in_mb = os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME", "")
+        self.log_stream_name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "")
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def _error(exc: BaseException) -> dict[str, object]:
+    return {
+        "errorType": type(exc).__name__,
+        "errorMessage": str(exc),
+        "stackTrace": traceback.format_exception(type(exc), exc, exc.__traceback__),
+    }
+
+
+def main(code_dir: str, handler_name: str) -> int:
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # the function's prints and logs go to stderr
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.path[0] = code_dir  # replaces this file's directory
+    os.chdir(code_dir)
+    module_name, _, function_name = handler_name.rpartition(".")
+    try:
+        handler = getattr(importlib.import_module(module_name), function_name)
+    except BaseException as exc:  # the cold start failed: report it and stop, as Lambda does
+        replies.write(json.dumps({"init_error": _error(exc)}) + "\n")
+        return 1
+    replies.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            result = handler(request["event"], Context(int(request["timeout_ms"])))
+            reply: dict[str, object] = {"result": result}
+        except Exception as exc:
+            reply = {"error": _error(exc)}
+        sys.stdout.flush()
+        replies.write(json.dumps(reply, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
