@@ -94,3 +94,28 @@ def record_logs(stream: io.StringIO) -> list[dict[str, Any]]:
 
 def metrics(stream: io.StringIO) -> list[dict[str, Any]]:
     return [line for line in log_lines(stream) if "_aws" in line]
+
+
+def inject_errors(client: Any, operation: str, code: str, *, every: int = 1, status: int = 400, **extra: Any):
+    """Make every ``every``-th ``operation`` call of ``client`` fail with ``code`` before it reaches moto
+    (botocore's ``before-call`` event short-circuits the request). Returns the list of failed call numbers."""
+    from botocore.awsrequest import AWSResponse
+
+    calls = {"n": 0}
+    failed: list[int] = []
+
+    def fail(**_: Any):
+        calls["n"] += 1
+        if calls["n"] % every:
+            return None
+        failed.append(calls["n"])
+        parsed = {
+            "Error": {"Code": code, "Message": "injected"},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+        parsed.update(extra)
+        return AWSResponse("https://dynamodb.invalid", status, {}, None), parsed
+
+    service = client.meta.service_model.service_name
+    client.meta.events.register(f"before-call.{service}.{operation}", fail)
+    return failed

@@ -1,0 +1,137 @@
+"""Permanent failures: each goes to the DLQ at once with its reason, its group goes on, nothing is lost."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from idempotent_runtime import PermanentError
+from runtime_helpers import drain, event, failures, record, record_logs, scan
+
+# 420 KB of UTF-8 in a 210,000-character field (SQS takes bodies up to 1 MiB).
+BIG = json.dumps({"x": "a1", "y": "b1", "blob": "é" * 210_000}, ensure_ascii=False)
+
+POISON = [
+    pytest.param("{not json", "body is not valid json", id="invalid-json"),
+    pytest.param("", "body is not valid json", id="empty-body"),
+    pytest.param("[1, 2]", "body must be a json object, got list", id="json-array"),
+    pytest.param({"y": "b1"}, "partition key field 'x' is missing", id="missing-partition-field"),
+    pytest.param({"x": "a1"}, "sort key field 'y' is missing", id="missing-sort-field"),
+    pytest.param({"x": "", "y": "b1"}, "partition key field 'x' is empty", id="empty-partition-field"),
+    pytest.param({"x": "a1", "y": ""}, "sort key field 'y' is empty", id="empty-sort-field"),
+    pytest.param({"x": 7, "y": "b1"}, "partition key field 'x' must be a string, got int 7", id="int-key"),
+    pytest.param({"x": "a1", "y": None}, "sort key field 'y' must be a string, got NoneType", id="null-key"),
+    pytest.param({"x": ["a"], "y": "b1"}, "must be a string, got list", id="list-key"),
+    pytest.param(
+        {"x": "p" * 2049, "y": "b1"}, "is 2049 bytes, over dynamodb's 2048-byte limit", id="long-pk"
+    ),
+    pytest.param({"x": "a1", "y": "é" * 513}, "is 1026 bytes, over dynamodb's 1024-byte limit", id="long-sk"),
+    pytest.param(BIG, "over dynamodb's 409600-byte (400 KB) item limit", id="big"),
+    pytest.param(
+        '{"x": "a1", "y": "b1", "n": 1e999}', "number inf cannot be stored", id="overflowing-number"
+    ),
+    pytest.param('{"x": "a1", "y": "b1", "n": NaN}', "number nan cannot be stored", id="nan"),
+]
+
+
+@pytest.mark.parametrize(("body", "reason"), POISON)
+def test_poison_input_goes_to_the_dlq_with_its_reason_and_unblocks_its_group(
+    make_handler, dynamodb, sqs, dlq_url, body, reason
+):
+    handler, stream = make_handler(dlq_url=dlq_url)
+    poison = record(body, group="orders")
+    after = record({"x": "next", "y": "1"}, group="orders")
+    assert failures(handler(event(poison, after), None)) == []
+    (dead,) = drain(sqs, dlq_url)
+    assert reason in dead["MessageAttributes"]["reason"]["StringValue"]
+    assert dead["MessageAttributes"]["source_message_id"]["StringValue"] == poison["messageId"]
+    assert dead["Body"] == poison["body"] or (poison["body"] == "" and dead["Body"] == " ")
+    assert dead["Attributes"]["MessageGroupId"] == "orders"
+    assert dead["Attributes"]["MessageDeduplicationId"] == poison["messageId"]
+    assert [(i["pk"]["S"], i["sk"]["S"]) for i in scan(dynamodb)] == [("next", "1")]
+    assert [line["outcome"] for line in record_logs(stream)] == ["quarantined", "processed"]
+
+
+def test_processor_permanent_error_is_quarantined_with_its_reason(make_handler, sqs, dlq_url, dynamodb):
+    def reject(message):
+        if message.data.get("cents", 0) < 0:
+            raise PermanentError(f"cents must not be negative, got {message.data['cents']}")
+        return None
+
+    handler, _ = make_handler(fn=reject, dlq_url=dlq_url)
+    assert (
+        failures(handler(event(record({"x": "a", "y": "b", "cents": -1}), record({"x": "c", "y": "d"}))))
+        == []
+    )
+    (dead,) = drain(sqs, dlq_url)
+    assert dead["MessageAttributes"]["reason"]["StringValue"] == "cents must not be negative, got -1"
+    assert len(scan(dynamodb)) == 1
+
+
+def test_dedup_id_key_source_without_a_dedup_id_is_quarantined(make_handler, sqs, dlq_url):
+    handler, _ = make_handler(key_source="dedup_id", dlq_url=dlq_url)
+    handler(event(record({"v": 1}, group=None)), None)  # a standard queue has no MessageDeduplicationId
+    (dead,) = drain(sqs, dlq_url)
+    assert "no MessageDeduplicationId" in dead["MessageAttributes"]["reason"]["StringValue"]
+
+
+def test_original_message_attributes_travel_to_the_dlq(make_handler, sqs, dlq_url):
+    handler, _ = make_handler(dlq_url=dlq_url)
+    poison = record("{bad")
+    poison["messageAttributes"] = {
+        "tenant": {
+            "stringValue": "acme",
+            "dataType": "String",
+            "stringListValues": [],
+            "binaryListValues": [],
+        },
+        "blob": {"binaryValue": "AAE=", "dataType": "Binary", "stringListValues": [], "binaryListValues": []},
+    }
+    handler(event(poison), None)
+    (dead,) = drain(sqs, dlq_url)
+    assert dead["MessageAttributes"]["tenant"]["StringValue"] == "acme"
+    assert dead["MessageAttributes"]["blob"]["BinaryValue"] == b"\x00\x01"
+
+
+def test_dlq_send_failure_is_a_batch_item_failure_and_blocks_the_group(make_handler, dynamodb):
+    handler, stream = make_handler(dlq_url="https://sqs.us-east-1.amazonaws.com/123456789012/missing.fifo")
+    poison = record("{bad", group="g")
+    later = record({"x": "a", "y": "b"}, group="g")
+    other = record({"x": "c", "y": "d"}, group="other")
+    assert failures(handler(event(poison, later, other), None)) == [poison["messageId"], later["messageId"]]
+    assert [(i["pk"]["S"]) for i in scan(dynamodb)] == ["c"]
+    logs = {line["message_id"]: line for line in record_logs(stream)}
+    assert "sending to the dlq failed" in logs[poison["messageId"]]["reason"]
+
+
+def test_without_a_dlq_a_permanent_failure_fails_the_rest_of_its_group(make_handler, dynamodb):
+    handler, stream = make_handler()
+    poison = record("{bad", group="g")
+    later = record({"x": "a", "y": "b"}, group="g")
+    other = record({"x": "c", "y": "d"}, group="other")
+    assert failures(handler(event(poison, later, other), None)) == [poison["messageId"], later["messageId"]]
+    assert [i["pk"]["S"] for i in scan(dynamodb)] == ["c"]
+    logs = {line["message_id"]: line for line in record_logs(stream)}
+    assert "no DLQ_URL" in logs[poison["messageId"]]["reason"]
+    assert "earlier record" in logs[later["messageId"]]["reason"]
+
+
+def test_every_input_ends_as_one_item_or_one_dlq_message(make_handler, dynamodb, sqs, dlq_url):
+    handler, _ = make_handler(dlq_url=dlq_url)
+    bodies = [{"x": f"k{i}", "y": "v"} for i in range(6)] + ["nope", {"x": 1, "y": "v"}, {"y": "v"}]
+    records = [record(b, group=f"g{i % 3}") for i, b in enumerate(bodies)]
+    for _ in range(2):  # delivered twice
+        assert failures(handler(event(*records), None)) == []
+    assert len(scan(dynamodb)) == 6
+    dead = drain(sqs, dlq_url)  # the second quarantine of each poison message is deduplicated by the DLQ
+    assert sorted(m["Body"] for m in dead) == sorted(
+        json.dumps(b) if isinstance(b, dict) else b for b in bodies[6:]
+    )
+
+
+def test_processor_item_over_400_kb_is_quarantined(make_handler, sqs, dlq_url, dynamodb):
+    handler, _ = make_handler(fn=lambda message: {"copies": [message.body] * 20_000}, dlq_url=dlq_url)
+    handler(event(record({"x": "a", "y": "b"})), None)
+    (dead,) = drain(sqs, dlq_url)
+    assert "400 KB" in dead["MessageAttributes"]["reason"]["StringValue"]
+    assert scan(dynamodb) == []
