@@ -1,0 +1,143 @@
+"""Instruments attached to one botocore client: request counting, fixed latency, standing stubbed answers.
+
+All three work through botocore's event system on the client they are attached to, so the code under test
+(our runtime or Powertools) runs unchanged and only that client is affected.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+from botocore.stub import StubAssertionError, Stubber
+
+
+def _operation_of(event_name: str) -> str:
+    """`before-send.dynamodb.PutItem` -> `PutItem`."""
+    return event_name.rsplit(".", 1)[-1]
+
+
+class RequestCounter:
+    """Counts the HTTP requests a client sends, per operation (retries included: each attempt is a request).
+
+    Registered first on `before-send`, so it sees every attempt before moto (or the network) answers it.
+    """
+
+    def __init__(self, client: Any, service: str = "dynamodb") -> None:
+        self._client = client
+        self._event = f"before-send.{service}"
+        self._lock = threading.Lock()
+        self.by_operation: Counter[str] = Counter()
+        client.meta.events.register_first(self._event, self._on_send, unique_id=f"bench-counter-{id(self)}")
+
+    def _on_send(self, event_name: str = "", **_: Any) -> None:
+        with self._lock:
+            self.by_operation[_operation_of(event_name)] += 1
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.by_operation.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self.by_operation.clear()
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.by_operation)
+
+    def detach(self) -> None:
+        self._client.meta.events.unregister(self._event, unique_id=f"bench-counter-{id(self)}")
+
+
+class LatencyInjector:
+    """Adds a fixed delay to every request of a client, then lets it go on to moto (or the network).
+
+    The delay is a sleep, so it releases the GIL the way a socket wait does: concurrent requests overlap
+    exactly as they would against a remote DynamoDB with that round-trip time.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        delay_s: float,
+        service: str = "dynamodb",
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if delay_s < 0:
+            raise ValueError(f"delay_s must be >= 0, got {delay_s!r}")
+        self._client = client
+        self._event = f"before-send.{service}"
+        self.delay_s = delay_s
+        self._sleep = sleep
+        client.meta.events.register_first(self._event, self._on_send, unique_id=f"bench-latency-{id(self)}")
+
+    def _on_send(self, **_: Any) -> None:
+        self._sleep(self.delay_s)
+
+    def detach(self) -> None:
+        self._client.meta.events.unregister(self._event, unique_id=f"bench-latency-{id(self)}")
+
+
+class StandingStubber(Stubber):
+    """A botocore Stubber that answers every call of an operation with the same response, in any order.
+
+    The stock Stubber pops a queue of responses in call order, which concurrent threads (our runtime runs
+    message groups in parallel) cannot honour. This one keeps one validated response per operation and
+    answers any number of calls; a call to an operation without a response is an error, as in Stubber.
+    No network, no moto: the request is built and validated by botocore, then answered in `before-call`.
+    """
+
+    def __init__(self, client: Any, responses: Mapping[str, Mapping[str, Any]]) -> None:
+        super().__init__(client)
+        self._standing: dict[str, dict[str, Any]] = {}
+        for method, response in responses.items():
+            operation_name = client.meta.method_to_api_mapping.get(method)
+            if operation_name is None:
+                raise ValueError(f"unknown client method for stubbing: {method!r}")
+            self._validate_operation_response(operation_name, dict(response))
+            self._standing[operation_name] = dict(response)
+        self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def _assert_expected_call_order(self, model: Any, params: Any) -> None:
+        if model.name not in self._standing:
+            raise StubAssertionError(
+                operation_name=model.name,
+                reason=f"no standing response for {model.name}; stubbed: {sorted(self._standing)}",
+            )
+
+    def _assert_expected_params(self, model: Any, params: Any, context: Any, **kwargs: Any) -> None:
+        if self._should_not_stub(context):
+            return
+        self._assert_expected_call_order(model, params)
+
+    def _get_response_handler(self, model: Any, params: Any, context: Any, **kwargs: Any) -> Any:
+        self._assert_expected_call_order(model, params)
+        with self._lock:
+            self.calls[model.name] += 1
+        http_response = AWSResponse(None, 200, {}, None)
+        return http_response, dict(self._standing[model.name])
+
+
+class FakeLambdaContext:
+    """The parts of Lambda's context object the handlers read."""
+
+    function_name = "bench-consumer"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench-consumer"
+    memory_limit_in_mb = 512
+    aws_request_id = "00000000-0000-4000-8000-000000000000"
+    log_group_name = "/aws/lambda/bench-consumer"
+    log_stream_name = "bench"
+
+    def __init__(self, remaining_ms: int = 60_000) -> None:
+        self._deadline = time.monotonic() + remaining_ms / 1000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))

@@ -1,0 +1,182 @@
+"""Metrics, targets and the three outputs: results.json, results.md (a table) and results.png (a chart)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TIMES = "\u00d7"  # the multiplication sign, as in "0.3x Powertools"
+DASH = "\u2013"  # an empty cell
+
+
+@dataclass
+class Target:
+    """The bar we hold ourselves to: either on the ratio ours / reference, or on ours itself."""
+
+    on: str  # "ratio" or "value"
+    limit: float
+    text: str  # as the README says it, e.g. "<= 0.3x Powertools"
+
+    def met(self, ours: float | None, ratio: float | None) -> bool | None:
+        measured = ratio if self.on == "ratio" else ours
+        if measured is None:
+            return None
+        return measured <= self.limit + 1e-12
+
+
+@dataclass
+class Metric:
+    name: str
+    unit: str
+    ours: float | None
+    reference: float | None
+    reference_name: str
+    method: str
+    target: Target | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.ours is None or self.reference is None or self.reference == 0:
+            return None
+        return self.ours / self.reference
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.target is None else self.target.met(self.ours, self.ratio)
+
+    def as_json(self) -> dict[str, Any]:
+        ratio = self.ratio
+        out: dict[str, Any] = {
+            "name": self.name,
+            "unit": self.unit,
+            "ours": _rounded(self.ours),
+            "reference": _rounded(self.reference),
+            "reference_name": self.reference_name,
+            "ratio": None if ratio is None else round(ratio, 4),
+            "method": self.method,
+            "target": None if self.target is None else self.target.text,
+            "met": self.met,
+        }
+        out.update(self.extra)
+        return out
+
+
+def _rounded(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, int) or float(value).is_integer():
+        return value
+    return float(f"{value:.6g}")
+
+
+def unmeasured(
+    name: str, unit: str, reference_name: str, method: str, reason: str, target: Target | None = None
+) -> Metric:
+    """A metric that could not be taken in this run; it stays in the table, empty, with the reason."""
+    return Metric(name, unit, None, None, reference_name, method, target, {"not_measured": reason})
+
+
+def write_json(metrics: list[Metric], run_info: dict[str, Any], path: Path) -> dict[str, Any]:
+    document = {"metrics": [metric.as_json() for metric in metrics], "run": run_info}
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    return document
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return DASH
+    if unit == "bytes":
+        return f"{value:,.0f}"
+    if value == 0:
+        return "0"
+    if float(value).is_integer() and abs(value) < 1e6:
+        return f"{value:.0f}"
+    digits = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:.{digits}f}"
+
+
+def _met_cell(metric: Metric) -> str:
+    if metric.target is None:
+        return "(recorded)"
+    if metric.met is None:
+        return "not measured"
+    return "yes" if metric.met else "**no**"
+
+
+def render_markdown(metrics: list[Metric], run_info: dict[str, Any]) -> str:
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Run {run_info.get('finished_utc', '?')} on {run_info.get('machine', '?')}, commit "
+        f"`{run_info.get('commit', '?')}`, {run_info.get('duration_s', '?')} s "
+        f"(1-minute load average {run_info.get('load_average_start', '?')} at start, "
+        f"{run_info.get('load_average_end', '?')} at end). "
+        "Ratios are ours / reference, measured side by side in this run; rerun with `make bench`.",
+        "",
+        "| metric | unit | ours | reference | ratio | target | met |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
+    for metric in metrics:
+        reference = f"{_fmt(metric.reference, metric.unit)} ({metric.reference_name})"
+        ratio = DASH if metric.ratio is None else f"{metric.ratio:.2f}{TIMES}"
+        target = DASH if metric.target is None else metric.target.text
+        lines.append(
+            f"| `{metric.name}` | {metric.unit} | {_fmt(metric.ours, metric.unit)} | {reference} | {ratio} "
+            f"| {target} | {_met_cell(metric)} |"
+        )
+    lines += ["", "## Method", ""]
+    for metric in metrics:
+        note = metric.extra.get("not_measured")
+        suffix = f" **Not measured in this run:** {note}" if note else ""
+        lines.append(f"- `{metric.name}`: {metric.method}{suffix}")
+    return "\n".join(lines) + "\n"
+
+
+def render_chart(metrics: list[Metric], latency: dict[str, dict[int, float]] | None, path: Path) -> None:
+    """Left: ours / reference per metric with its target. Right: batch latency by message groups."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    compared = [m for m in metrics if m.ratio is not None and m.reference_name]
+    panels = 2 if latency else 1
+    fig, axes = plt.subplots(
+        1, panels, figsize=(7 * panels, 0.42 * max(len(compared), 6) + 1.6), squeeze=False
+    )
+    ax = axes[0][0]
+    names = [m.name for m in compared][::-1]
+    ratios = [m.ratio for m in compared][::-1]
+    colors = []
+    for m in compared[::-1]:
+        colors.append("#9e9e9e" if m.met is None else ("#2e7d32" if m.met else "#c62828"))
+    ax.barh(names, ratios, color=colors)
+    for i, m in enumerate(compared[::-1]):
+        if m.target is not None and m.target.on == "ratio":
+            ax.plot([m.target.limit] * 2, [i - 0.4, i + 0.4], color="black", linewidth=2)
+        ax.text(m.ratio, i, f" {m.ratio:.2f}{TIMES}", va="center", fontsize=8)
+    ax.axvline(1.0, color="#555555", linestyle=":", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("ours / reference (log scale; black tick = target; green met, red missed)")
+    ax.set_title("Side by side with Powertools, the boto3 floor and plain CDK")
+    ax.tick_params(axis="y", labelsize=8)
+    if latency:
+        ax2 = axes[0][1]
+        contenders = list(latency)
+        group_counts = sorted({g for per in latency.values() for g in per})
+        width = 0.8 / len(contenders)
+        for j, name in enumerate(contenders):
+            xs = [i + j * width for i in range(len(group_counts))]
+            ax2.bar(xs, [latency[name].get(g, 0) * 1000 for g in group_counts], width=width, label=name)
+        ax2.set_xticks([i + width * (len(contenders) - 1) / 2 for i in range(len(group_counts))])
+        ax2.set_xticklabels([f"{g} group{'s' if g > 1 else ''}" for g in group_counts])
+        ax2.set_ylabel("median wall time of a 10-record batch (ms)")
+        ax2.set_title("Batch latency, fixed latency injected per DynamoDB request")
+        ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

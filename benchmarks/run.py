@@ -1,0 +1,542 @@
+"""`make bench`: measure everything side by side and write results.json, results.md and results.png.
+
+    .venv/bin/python benchmarks/run.py [--quick] [--skip-test-suite] [--skip-synth] [--only SECTION ...]
+
+Sections: requests, latency, cpu, cold_init, synth (synth time + asset size), test_suite. A section that
+cannot run (e.g. a runtime mode not in this checkout) leaves its metrics in the table as "not measured" with
+the reason; an unexpected error does the same and makes the exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # `python benchmarks/run.py` puts benchmarks/, not the repo, on sys.path
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import contenders as cont  # noqa: E402
+from benchmarks import runtime_bench as rb  # noqa: E402
+from benchmarks.report import (  # noqa: E402
+    TIMES,
+    Metric,
+    Target,
+    render_chart,
+    render_markdown,
+    unmeasured,
+    write_json,
+)
+
+SECTIONS = ("requests", "latency", "cpu", "cold_init", "synth", "test_suite")
+OUT_DIR = Path(__file__).resolve().parent
+
+
+class Settings:
+    def __init__(self, quick: bool) -> None:
+        self.latency_repeats = 2 if quick else 7
+        self.latency_delay_s = 0.010
+        self.cpu_rounds = 2 if quick else 9
+        self.cpu_batches = 3 if quick else 10
+        self.cold_runs = 3 if quick else 15
+        self.synth_pairs = 1 if quick else 5
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _available_modes() -> tuple[list[str], dict[str, str]]:
+    """Modes our runtime can build a handler for in this checkout, and why the others cannot."""
+    available, missing = [], {}
+    for mode in cont.MODES:
+        try:
+            cont.build_ours(mode, "probe", dynamodb_client=object())
+            available.append(mode)
+        except cont.RuntimeUnavailable as error:
+            missing[mode] = str(error)
+    return available, missing
+
+
+# --- sections ---------------------------------------------------------------------------------------------
+
+
+def requests_section(settings: Settings) -> list[Metric]:
+    available, missing = _available_modes()
+    reference = rb.count_requests(cont.POWERTOOLS)
+    metrics = []
+    method = (
+        "botocore `before-send` events counted on the handler's DynamoDB client; moto in-process "
+        "(`mock_aws`); a 10-message batch over 10 groups, new keys, then the same batch redelivered"
+    )
+    for mode in cont.MODES:
+        targets = {
+            "new": Target("value", 1, "1 request (Powertools: 2)") if mode == "document" else None,
+            "dup": Target("value", 1, "1 request") if mode == "document" else None,
+        }
+        for kind, label in (("new", "new_message"), ("dup", "duplicate")):
+            name = f"ddb_requests_per_{label}_{mode}"
+            ref_value = reference.per_new_message if kind == "new" else reference.per_duplicate
+            ref_ops = reference.new_by_operation if kind == "new" else reference.duplicate_by_operation
+            if mode not in available:
+                metrics.append(
+                    unmeasured(name, "requests", "Powertools", method, missing[mode], targets[kind])
+                )
+                continue
+            ours = rb.count_requests(cont.ours(mode))
+            metrics.append(
+                Metric(
+                    name,
+                    "requests",
+                    ours.per_new_message if kind == "new" else ours.per_duplicate,
+                    ref_value,
+                    "Powertools",
+                    method,
+                    targets[kind],
+                    {
+                        "ours_by_operation": ours.new_by_operation
+                        if kind == "new"
+                        else ours.duplicate_by_operation,
+                        "reference_by_operation": ref_ops,
+                    },
+                )
+            )
+    log("requests: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
+    return metrics
+
+
+def latency_section(settings: Settings) -> tuple[list[Metric], dict[str, dict[int, float]]]:
+    available, missing = _available_modes()
+    delay_ms = settings.latency_delay_s * 1000
+    method = (
+        "wall time of one handler call on a 10-record FIFO batch spread over N groups; "
+        f"{delay_ms:.0f} ms slept in `before-send` before each DynamoDB request, then moto in-process "
+        f"answers (one request at a time); contenders alternated, median of {settings.latency_repeats}"
+    )
+    contenders = [cont.POWERTOOLS] + [cont.ours(mode) for mode in available]
+    group_counts = (1, 5, 10)
+    samples = rb.batch_latency(
+        contenders, group_counts, delay_s=settings.latency_delay_s, repeats=settings.latency_repeats
+    )
+    metrics = []
+    for mode in cont.MODES:
+        for groups in group_counts if mode == "document" else (10,):
+            name = f"batch_latency_{groups}_groups" + ("" if mode == "document" else f"_{mode}")
+            target = (
+                Target("ratio", 0.3, f"≤ 0.3{TIMES} Powertools")
+                if (mode, groups) == ("document", 10)
+                else None
+            )
+            if mode not in available:
+                metrics.append(unmeasured(name, "ms", "Powertools", method, missing[mode], target))
+                continue
+            ours_name = cont.ours(mode).name
+            metrics.append(
+                Metric(
+                    name,
+                    "ms",
+                    samples.median(ours_name, groups) * 1000,
+                    samples.median("Powertools", groups) * 1000,
+                    "Powertools",
+                    method,
+                    target,
+                    {
+                        "mode": mode,
+                        "injected_latency_ms": delay_ms,
+                        "ours_samples_ms": [round(s * 1000, 2) for s in samples.samples[ours_name][groups]],
+                        "reference_samples_ms": [
+                            round(s * 1000, 2) for s in samples.samples["Powertools"][groups]
+                        ],
+                    },
+                )
+            )
+    chart = {
+        name: {g: statistics.median(values) for g, values in per_group.items()}
+        for name, per_group in samples.samples.items()
+        if name in ("Powertools", "ours (document)")
+    }
+    log(
+        "latency: "
+        + ", ".join(
+            f"{m.name}={m.ours and round(m.ours, 1)}/{m.reference and round(m.reference, 1)}" for m in metrics
+        )
+    )
+    return metrics, chart
+
+
+def cpu_section(settings: Settings) -> list[Metric]:
+    available, missing = _available_modes()
+    contenders = [cont.POWERTOOLS] + [cont.ours(mode) for mode in available]
+    samples = rb.cpu_per_record(contenders, rounds=settings.cpu_rounds, batches=settings.cpu_batches)
+    method = (
+        "process CPU time (all threads) per record over "
+        f"{samples.records_per_round} new records (10-record batches over 10 groups) per round; DynamoDB "
+        f"answered by a botocore Stubber (no network, no moto); contenders alternated, median of "
+        f"{settings.cpu_rounds} rounds"
+    )
+    metrics = []
+    for mode in cont.MODES:
+        name = "cpu_us_per_record" + ("" if mode == "document" else f"_{mode}")
+        target = Target("ratio", 0.5, f"≤ 0.5{TIMES} Powertools") if mode == "document" else None
+        if mode not in available:
+            metrics.append(unmeasured(name, "µs", "Powertools", method, missing[mode], target))
+            continue
+        ours_name = cont.ours(mode).name
+        metrics.append(
+            Metric(
+                name,
+                "µs",
+                samples.median(ours_name),
+                samples.median("Powertools"),
+                "Powertools",
+                method,
+                target,
+                {
+                    "mode": mode,
+                    "paired_ratio_median": round(
+                        statistics.median(
+                            o / r
+                            for o, r in zip(
+                                samples.samples[ours_name], samples.samples["Powertools"], strict=True
+                            )
+                        ),
+                        4,
+                    ),
+                    "ours_samples_us": [round(s, 1) for s in samples.samples[ours_name]],
+                    "reference_samples_us": [round(s, 1) for s in samples.samples["Powertools"]],
+                },
+            )
+        )
+    log(
+        "cpu: "
+        + ", ".join(
+            f"{m.name}={m.ours and round(m.ours)}/{m.reference and round(m.reference)}" for m in metrics
+        )
+    )
+    return metrics
+
+
+OURS_IMPORT_PROGRAM = "import idempotent_runtime.handler\n"
+# The runtime creates its DynamoDB client lazily, on the first record; a cold start that handles a message
+# pays for it, so it is created here exactly as the runtime does it.
+OURS_COLD_PROGRAM = (
+    "import idempotent_runtime.handler\n"
+    "from idempotent_runtime.clients import LazyClient\n"
+    "LazyClient('dynamodb')()\n"
+)
+
+
+FLOOR_NAME = "floor: import boto3; boto3.client('dynamodb')"
+
+
+def cold_init_section(settings: Settings) -> list[Metric]:
+    env = rb.cold_init_environment(cont.our_environment("document", "bench-table"))
+    programs = {
+        "ours": OURS_COLD_PROGRAM,
+        "floor": rb.FLOOR_PROGRAM,
+        "Powertools": rb.POWERTOOLS_PROGRAM,
+        "ours_import_only": OURS_IMPORT_PROGRAM,
+    }
+    method_tail = (
+        "CPU time (user + system) of a fresh `python -c` process from spawn to exit, same Lambda-like "
+        f"environment; one warm-up each (bytecode caches), then {settings.cold_runs} rounds in rotating "
+        "order, median (wall-time medians alongside)"
+    )
+    target = Target("ratio", 1.05, f"≤ 1.05{TIMES} floor")
+    try:
+        rb.run_program(OURS_COLD_PROGRAM, env)
+    except rb.BenchmarkError as error:
+        reason = f"our handler module does not start: {str(error).splitlines()[-1]}"
+        return [
+            unmeasured("cold_init_s", "s", FLOOR_NAME, method_tail, reason, target),
+            unmeasured("cold_init_s_vs_powertools", "s", "Powertools handler module", method_tail, reason),
+        ]
+    samples = rb.cold_init(programs, env, runs=settings.cold_runs)
+
+    def paired_ratio(reference: str) -> float:
+        """Median of per-round ratios: each pair ran seconds apart, so slow drift cancels."""
+        return statistics.median(
+            o / r for o, r in zip(samples.cpu["ours"], samples.cpu[reference], strict=True)
+        )
+
+    def extra(reference: str) -> dict[str, Any]:
+        return {
+            "ours_wall_s": round(samples.median("ours", "wall"), 4),
+            "reference_wall_s": round(samples.median(reference, "wall"), 4),
+            "wall_ratio": round(samples.median("ours", "wall") / samples.median(reference, "wall"), 4),
+            "paired_cpu_ratio_median": round(paired_ratio(reference), 4),
+            "samples_cpu_s": {name: [round(v, 4) for v in samples.cpu[name]] for name in ("ours", reference)},
+        }
+
+    floor_extra = extra("floor")
+    floor_extra["ours_import_only_s"] = round(samples.median("ours_import_only"), 4)
+    floor_extra["imports_beyond_floor"] = rb.import_difference(
+        rb.import_profile(OURS_COLD_PROGRAM, env), rb.import_profile(rb.FLOOR_PROGRAM, env)
+    )
+    metrics = [
+        Metric(
+            "cold_init_s",
+            "s",
+            samples.median("ours"),
+            samples.median("floor"),
+            FLOOR_NAME,
+            "ours = `import idempotent_runtime.handler` + its DynamoDB client (which the runtime creates "
+            "lazily, on the first batch; created here up front); " + method_tail,
+            target,
+            floor_extra,
+        ),
+        Metric(
+            "cold_init_s_vs_powertools",
+            "s",
+            samples.median("ours"),
+            samples.median("Powertools"),
+            "Powertools handler module",
+            "Powertools = importing a module that builds the idempotency + FIFO batch handler and its "
+            "persistence layer (client included); " + method_tail,
+            None,
+            extra("Powertools"),
+        ),
+    ]
+    log(
+        "cold init (CPU, wall): "
+        + ", ".join(f"{n}={samples.median(n):.3f}s/{samples.median(n, 'wall'):.3f}s" for n in programs)
+    )
+    return metrics
+
+
+def synth_section(settings: Settings) -> list[Metric]:
+    env = dict(os.environ)
+    env.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
+    env.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.synth_bench", "--pairs", str(settings.synth_pairs)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"synth benchmark failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
+    data = json.loads(completed.stdout.strip().splitlines()[-1])
+    medians = data["synth_median_s"]
+    asset, peer_asset = data["asset"], data["powertools_asset"]
+    metrics = [
+        Metric(
+            "asset_bytes",
+            "bytes",
+            asset["zip_bytes"],
+            peer_asset["zip_bytes"],
+            "Powertools peer bundled as code",
+            "the consumer function's asset directory from the reference stack's cloud assembly, zipped with "
+            "deflate; reference = the peer's handler + aws_lambda_powertools + jmespath + typing_extensions "
+            "zipped the same way (a Powertools layer would move, not remove, those bytes)",
+            Target("value", 65536, "≤ 64 KB"),
+            {"ours_asset": asset, "reference_asset": peer_asset},
+        ),
+        Metric(
+            "synth_s",
+            "s",
+            medians["reference"],
+            medians["plain"],
+            "plain aws-cdk-lib stack, same resources",
+            "construct + `app.synth()` of the reference stack vs benchmarks/plain_stack.py, one process, one "
+            f"untimed synth each, then {settings.synth_pairs} alternating pairs, median",
+            Target("ratio", 1.15, f"≤ 1.15{TIMES} plain CDK"),
+            {"samples_s": {k: [round(v, 4) for v in vs] for k, vs in data["synth_s"].items()}},
+        ),
+    ]
+    log(
+        f"synth: reference {medians['reference']:.3f}s plain {medians['plain']:.3f}s; "
+        f"asset {asset['zip_bytes']} B"
+    )
+    return metrics
+
+
+def test_suite_section(settings: Settings) -> list[Metric]:
+    command = ["make", "test", "PYTEST_ARGS=-q -p no:cacheprovider"]
+    start = time.perf_counter()
+    completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    summary = next(
+        (
+            line.strip("= ")
+            for line in reversed(completed.stdout.splitlines())
+            if re.search(r"\d+ (passed|failed)", line)
+        ),
+        "no pytest summary line",
+    )
+    log(f"test suite: {elapsed:.1f}s, exit {completed.returncode}, {summary}")
+    return [
+        Metric(
+            "test_suite_s",
+            "s",
+            elapsed,
+            None,
+            "",
+            f"wall time of `{' '.join(command)}` (recorded, not compared)",
+            None,
+            {"exit_code": completed.returncode, "pytest_summary": summary},
+        )
+    ]
+
+
+# --- main -------------------------------------------------------------------------------------------------
+
+
+def _git_commit() -> str:
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return commit + ("+uncommitted" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("boto3", "botocore", "moto", "aws-lambda-powertools", "aws-cdk-lib"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def _carried_over(previous: Path, names: set[str]) -> list[Metric]:
+    """Metrics of a skipped section, kept from the previous results file and marked as such."""
+    if not previous.exists():
+        return []
+    kept = []
+    old = json.loads(previous.read_text())
+    for entry in old.get("metrics", []):
+        if entry["name"] in names and entry.get("ours") is not None:
+            when = entry.get("measured_utc") or old.get("run", {}).get("finished_utc", "an earlier run")
+            extra = {
+                k: v
+                for k, v in entry.items()
+                if k not in Metric.__dataclass_fields__
+                and k not in ("ratio", "met", "target", "carried_over")
+            }
+            extra["carried_over"] = f"not rerun; measured {when}"
+            extra["measured_utc"] = when
+            kept.append(
+                Metric(
+                    entry["name"],
+                    entry["unit"],
+                    entry["ours"],
+                    entry["reference"],
+                    entry["reference_name"],
+                    entry["method"],
+                    None,
+                    extra,
+                )
+            )
+    return kept
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run the benchmarks and write results.{json,md,png}.")
+    parser.add_argument(
+        "--quick", action="store_true", help="few repeats: checks the harness, not the numbers"
+    )
+    parser.add_argument("--skip-test-suite", action="store_true", help="do not time `make test` (slow)")
+    parser.add_argument(
+        "--skip-synth", action="store_true", help="skip synth time and asset size (needs jsii)"
+    )
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    parser.add_argument(
+        "--output-dir", type=Path, default=OUT_DIR, help="where results.* go (default benchmarks/)"
+    )
+    args = parser.parse_args(argv)
+
+    for name, value in (
+        ("AWS_DEFAULT_REGION", rb.REGION),
+        ("AWS_ACCESS_KEY_ID", "bench"),
+        ("AWS_SECRET_ACCESS_KEY", "bench"),
+    ):
+        os.environ.setdefault(name, value)
+    sections = list(args.only or SECTIONS)
+    if args.skip_test_suite and "test_suite" in sections:
+        sections.remove("test_suite")
+    if args.skip_synth and "synth" in sections:
+        sections.remove("synth")
+
+    settings = Settings(args.quick)
+    started = time.time()
+    load_start = os.getloadavg()
+    runners: dict[str, Callable[[Settings], Any]] = {
+        "requests": requests_section,
+        "latency": latency_section,
+        "cpu": cpu_section,
+        "cold_init": cold_init_section,
+        "synth": synth_section,
+        "test_suite": test_suite_section,
+    }
+    metrics: list[Metric] = []
+    latency_chart: dict[str, dict[int, float]] | None = None
+    errors = []
+    for section in sections:
+        log(f"{section} ...")
+        try:
+            produced = runners[section](settings)
+        except Exception as error:  # keep the other sections' numbers; the failure is reported, not hidden
+            errors.append(section)
+            traceback.print_exc()
+            metrics.append(
+                unmeasured(f"{section}_section", "", "", f"section {section}", f"error: {error!r}")
+            )
+            continue
+        if section == "latency":
+            produced, latency_chart = produced
+        metrics.extend(produced)
+
+    output_dir = args.output_dir
+    output_dir.mkdir(parents=True, exist_ok=True)
+    results_json = output_dir / "results.json"
+    if "test_suite" not in sections and not args.only:
+        metrics.extend(_carried_over(results_json, {"test_suite_s"}))
+    finished = dt.datetime.now(dt.UTC)
+    run_info = {
+        "finished_utc": finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "duration_s": round(time.time() - started, 1),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
+        "load_average_start": round(load_start[0], 2),
+        "load_average_end": round(os.getloadavg()[0], 2),
+        "commit": _git_commit(),
+        "quick": args.quick,
+        "sections": sections,
+        "versions": _versions(),
+    }
+    for metric in metrics:
+        metric.extra.setdefault("measured_utc", run_info["finished_utc"])
+    write_json(metrics, run_info, results_json)
+    (output_dir / "results.md").write_text(render_markdown(metrics, run_info))
+    render_chart(metrics, latency_chart, output_dir / "results.png")
+    log(f"wrote {results_json}, results.md, results.png in {run_info['duration_s']} s")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,369 @@
+"""Runtime benchmarks: DynamoDB requests per message, batch latency, CPU per record, cold init.
+
+Every measurement alternates the contenders inside one run (the order rotates each round) and keeps every
+sample; the caller takes medians. Nothing here asserts a target: that is the report's job.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from moto import mock_aws
+
+from benchmarks.contenders import Contender
+from benchmarks.events import fifo_batch, redelivery
+from benchmarks.instruments import FakeLambdaContext, LatencyInjector, RequestCounter, StandingStubber
+
+REGION = "us-east-1"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class BenchmarkError(RuntimeError):
+    """A contender did not do the work it is being timed on (failed records, missing items)."""
+
+
+@contextmanager
+def quiet_output() -> Iterator[None]:
+    """Send fds 1 and 2 to /dev/null: per-record JSON log lines are part of the cost, not of the report."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
+
+
+@contextmanager
+def moto_backend() -> Iterator[None]:
+    """moto in-process (`mock_aws`), answering one request at a time.
+
+    moto's DynamoDB backend is not thread-safe (TransactWriteItems deep-copies every table for rollback while
+    other threads insert: "dictionary changed size during iteration"). The lock covers only moto's own
+    processing; the latency injected in `before-send` runs before it, so concurrent requests still overlap
+    their waits, as they would against DynamoDB.
+    """
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    lock = threading.Lock()
+    process_request = BotocoreStubber.process_request
+
+    def serialized(self: Any, request: Any) -> Any:
+        with lock:
+            return process_request(self, request)
+
+    with mock_aws(), mock.patch.object(BotocoreStubber, "process_request", serialized):
+        yield
+
+
+def _ensure_region() -> None:
+    """Contenders create their clients as they do in Lambda, from the environment's region."""
+    os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+
+
+def rotated(items: Sequence[Any], round_index: int) -> list[Any]:
+    """The contenders in a different order each round, so drift and warm caches favour nobody."""
+    shift = round_index % len(items)
+    return [*items[shift:], *items[:shift]]
+
+
+def _check_all_succeeded(result: dict[str, Any], contender: str) -> None:
+    failures = result.get("batchItemFailures")
+    if failures:
+        raise BenchmarkError(f"{contender} reported batch item failures on a clean batch: {failures!r}")
+
+
+def _table_name(contender: Contender) -> str:
+    return "bench-" + "".join(ch if ch.isalnum() else "-" for ch in contender.name.lower()).strip("-")
+
+
+def _recreate_table(client: Any, contender: Contender) -> None:
+    client.delete_table(TableName=_table_name(contender))
+    contender.create_table(client, _table_name(contender))
+
+
+def _item_count(client: Any, table_name: str) -> int:
+    return sum(page["Count"] for page in client.get_paginator("scan").paginate(TableName=table_name))
+
+
+# --- 1. DynamoDB requests per message -------------------------------------------------------------------
+
+
+@dataclass
+class RequestCounts:
+    contender: str
+    records: int
+    per_new_message: float
+    per_duplicate: float
+    new_by_operation: dict[str, int]
+    duplicate_by_operation: dict[str, int]
+    items_after: int
+
+
+def count_requests(contender: Contender, *, records: int = 10, groups: int = 10) -> RequestCounts:
+    """Deliver a batch of new messages, then the same batch again; count the DynamoDB requests of each.
+
+    moto in-process answers; the counter sits on the handler's own client (botocore `before-send`).
+    """
+    _ensure_region()
+    with moto_backend():
+        client = contender.make_client()
+        table_name = _table_name(contender)
+        contender.create_table(client, table_name)
+        handler = contender.build(table_name, client)
+        counter = RequestCounter(client)
+        event = fifo_batch(records, groups)
+        with quiet_output():
+            _check_all_succeeded(handler(event, FakeLambdaContext()), contender.name)
+        new = counter.snapshot()
+        counter.reset()
+        with quiet_output():
+            _check_all_succeeded(handler(redelivery(event), FakeLambdaContext()), contender.name)
+        duplicate = counter.snapshot()
+        counter.detach()
+        items = _item_count(client, table_name)
+    if items < records:
+        raise BenchmarkError(f"{contender.name} stored {items} items for {records} new messages")
+    return RequestCounts(
+        contender=contender.name,
+        records=records,
+        per_new_message=sum(new.values()) / records,
+        per_duplicate=sum(duplicate.values()) / records,
+        new_by_operation=new,
+        duplicate_by_operation=duplicate,
+        items_after=items,
+    )
+
+
+# --- 2. batch latency with a fixed injected latency per request ----------------------------------------
+
+
+@dataclass
+class LatencySamples:
+    delay_s: float
+    records: int
+    samples: dict[str, dict[int, list[float]]] = field(default_factory=dict)  # contender -> groups -> seconds
+
+    def median(self, contender: str, groups: int) -> float:
+        return statistics.median(self.samples[contender][groups])
+
+
+def batch_latency(
+    contenders: Sequence[Contender],
+    group_counts: Sequence[int] = (1, 5, 10),
+    *,
+    records: int = 10,
+    delay_s: float = 0.010,
+    repeats: int = 7,
+) -> LatencySamples:
+    """Wall time of one handler call on a `records`-message batch over N groups, every request delayed.
+
+    All contenders share one moto backend (one table each) and are alternated within every repeat.
+    """
+    _ensure_region()
+    out = LatencySamples(delay_s=delay_s, records=records)
+    with moto_backend():
+        handlers = {}
+        by_name = {contender.name: contender for contender in contenders}
+        for contender in contenders:
+            client = contender.make_client()
+            contender.create_table(client, _table_name(contender))
+            handlers[contender.name] = (contender.build(_table_name(contender), client), client)
+            out.samples[contender.name] = {groups: [] for groups in group_counts}
+        injectors = {name: LatencyInjector(client, delay_s) for name, (_, client) in handlers.items()}
+        with quiet_output():
+            for name, (handler, _) in handlers.items():  # warm-up: lazy imports, first client use
+                _check_all_succeeded(handler(fifo_batch(records, records), FakeLambdaContext()), name)
+            for repeat in range(repeats):
+                for groups in group_counts:
+                    for name in rotated(list(handlers), repeat):
+                        handler, client = handlers[name]
+                        # An empty table each time: moto's cost per request grows with the data it holds
+                        # (TransactWriteItems deep-copies every table), DynamoDB's does not.
+                        injectors[name].delay_s = 0
+                        _recreate_table(client, by_name[name])
+                        injectors[name].delay_s = delay_s
+                        event = fifo_batch(records, groups)
+                        context = FakeLambdaContext()
+                        start = time.perf_counter()
+                        result = handler(event, context)
+                        elapsed = time.perf_counter() - start
+                        _check_all_succeeded(result, name)
+                        out.samples[name][groups].append(elapsed)
+        for injector in injectors.values():
+            injector.detach()
+    return out
+
+
+# --- 3. CPU per record, DynamoDB answered by a Stubber ---------------------------------------------------
+
+
+@dataclass
+class CpuSamples:
+    records_per_round: int
+    samples: dict[str, list[float]] = field(default_factory=dict)  # contender -> microseconds per record
+
+    def median(self, contender: str) -> float:
+        return statistics.median(self.samples[contender])
+
+
+def cpu_per_record(
+    contenders: Sequence[Contender],
+    *,
+    rounds: int = 5,
+    batches: int = 20,
+    records: int = 10,
+    groups: int = 10,
+) -> CpuSamples:
+    """Process CPU time (all threads) per record over `batches` batches of new messages, per round.
+
+    DynamoDB is a botocore Stubber answering success from memory: no network, no moto, so what is left is
+    the handler's own work plus botocore's request building and response parsing.
+    """
+    _ensure_region()
+    handlers = {}
+    for contender in contenders:
+        client = contender.make_client()
+        StandingStubber(client, contender.new_record_responses).activate()
+        handlers[contender.name] = contender.build(_table_name(contender), client)
+    out = CpuSamples(records_per_round=batches * records, samples={name: [] for name in handlers})
+    with quiet_output():
+        for name, handler in handlers.items():
+            for _ in range(2):
+                _check_all_succeeded(handler(fifo_batch(records, groups), FakeLambdaContext()), name)
+        for round_index in range(rounds):
+            for name in rotated(list(handlers), round_index):
+                handler = handlers[name]
+                events = [fifo_batch(records, groups) for _ in range(batches)]
+                results = []
+                start = time.process_time()
+                for event in events:
+                    results.append(handler(event, FakeLambdaContext()))
+                elapsed = time.process_time() - start
+                for result in results:
+                    _check_all_succeeded(result, name)
+                out.samples[name].append(elapsed / (batches * records) * 1e6)
+    return out
+
+
+# --- 4. cold init: fresh interpreters ------------------------------------------------------------------
+
+FLOOR_PROGRAM = "import boto3\nboto3.client('dynamodb')\n"
+POWERTOOLS_PROGRAM = "import benchmarks.powertools_lambda\n"
+
+
+def cold_init_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """One environment for every cold-init process: a Lambda-like one, no AWS config files."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
+        "AWS_LAMBDA_FUNCTION_NAME": "bench-consumer",
+        "TABLE_NAME": "bench-table",
+    }
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class ColdInitSamples:
+    runs: int
+    wall: dict[str, list[float]] = field(default_factory=dict)  # program name -> wall seconds
+    cpu: dict[str, list[float]] = field(default_factory=dict)  # program name -> user + system CPU seconds
+
+    def median(self, name: str, kind: str = "cpu") -> float:
+        return statistics.median((self.cpu if kind == "cpu" else self.wall)[name])
+
+
+def run_program(program: str, env: dict[str, str], python: str = sys.executable) -> tuple[float, float]:
+    """(wall, CPU) seconds of a fresh interpreter running `program`, from spawn to exit.
+
+    CPU is the child's user + system time: the work the start-up does, which a shared machine's load
+    stretches far less than the wall time.
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    completed = subprocess.run(
+        [python, "-c", program], env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False
+    )
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if completed.returncode != 0:
+        raise BenchmarkError(
+            f"cold-init program failed ({completed.returncode}): {program!r}\n{completed.stderr}"
+        )
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
+
+
+def cold_init(programs: dict[str, str], env: dict[str, str], *, runs: int = 11) -> ColdInitSamples:
+    """Median-ready samples: one warm-up each (writes bytecode caches), then `runs` rotated rounds."""
+    out = ColdInitSamples(
+        runs=runs, wall={name: [] for name in programs}, cpu={name: [] for name in programs}
+    )
+    for program in programs.values():
+        run_program(program, env)
+    for round_index in range(runs):
+        for name in rotated(list(programs), round_index):
+            wall, cpu = run_program(programs[name], env)
+            out.wall[name].append(wall)
+            out.cpu[name].append(cpu)
+    return out
+
+
+def import_profile(program: str, env: dict[str, str]) -> dict[str, float]:
+    """Self time (seconds) of every module `program` imports, from `python -X importtime`."""
+    completed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", program],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    modules: dict[str, float] = {}
+    for line in completed.stderr.splitlines():
+        if not line.startswith("import time:"):
+            continue
+        parts = line[len("import time:") :].split("|")
+        if len(parts) != 3 or not parts[0].strip().isdigit():
+            continue  # the header line
+        modules[parts[2].strip()] = int(parts[0]) / 1e6
+    return modules
+
+
+def import_difference(ours: dict[str, float], floor: dict[str, float], top: int = 8) -> dict[str, Any]:
+    """What a handler imports beyond the floor: module count, their summed self time, the heaviest ones."""
+    extra = {name: seconds for name, seconds in ours.items() if name not in floor}
+    heaviest = sorted(extra.items(), key=lambda item: item[1], reverse=True)[:top]
+    return {
+        "extra_modules": len(extra),
+        "extra_self_s": round(sum(extra.values()), 4),
+        "heaviest": [{"module": name, "self_s": round(seconds, 4)} for name, seconds in heaviest],
+    }

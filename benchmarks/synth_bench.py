@@ -1,0 +1,156 @@
+"""Synth time (reference stack vs the same resources in plain aws-cdk-lib) and the consumer's asset size.
+
+Run as its own process (`python -m benchmarks.synth_bench`), so the jsii runtime starts and stops with it; it
+prints one JSON object on stdout. Both stacks are synthesized in this one process, alternating, after one
+untimed synth each (the first synth in a process pays the jsii start, ~3 s, which is not the stacks' cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONSUMER_HANDLER = "idempotent_runtime.handler.handler"
+
+StackFactory = Callable[[Any], Any]  # (app) -> the stack, added to the app
+
+
+def plain_factory(app: Any) -> Any:
+    from benchmarks.plain_stack import PlainPipelineStack
+
+    return PlainPipelineStack(app, "PlainPipeline")
+
+
+def reference_factory(app: Any) -> Any:
+    """The reference stack exactly as app.py defines it (same class, same default settings)."""
+    from benchmarks.reference import build_reference_stack
+
+    return build_reference_stack(app)
+
+
+def synth_once(factory: StackFactory, outdir: Path) -> tuple[float, Any]:
+    import aws_cdk as cdk
+
+    start = time.perf_counter()
+    app = cdk.App(outdir=str(outdir))
+    stack = factory(app)
+    assembly = app.synth()
+    elapsed = time.perf_counter() - start
+    return elapsed, (assembly, stack.artifact_id)
+
+
+def alternate(factories: dict[str, StackFactory], pairs: int, workdir: Path) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {name: [] for name in factories}
+    names = list(factories)
+    for name in names:  # untimed: jsii start, module imports, first-use caches
+        synth_once(factories[name], workdir / f"warmup-{name}")
+    for round_index in range(pairs):
+        order = names if round_index % 2 == 0 else names[::-1]
+        for name in order:
+            elapsed, _ = synth_once(factories[name], workdir / f"{name}-{round_index}")
+            samples[name].append(elapsed)
+    return samples
+
+
+def consumer_asset_dir(assembly_dir: Path, stack_artifact_id: str) -> Path:
+    """The asset directory of the Lambda function whose handler is our runtime's, in a cloud assembly."""
+    template = json.loads((assembly_dir / f"{stack_artifact_id}.template.json").read_text())
+    manifest = json.loads((assembly_dir / f"{stack_artifact_id}.assets.json").read_text())
+    keys = [
+        resource["Properties"]["Code"].get("S3Key")
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::Lambda::Function"
+        and resource["Properties"].get("Handler") == CONSUMER_HANDLER
+    ]
+    if len(keys) != 1 or not isinstance(keys[0], str):
+        raise LookupError(
+            f"expected one function with handler {CONSUMER_HANDLER} and a plain S3Key, got {keys!r}"
+        )
+    asset_hash = keys[0].removesuffix(".zip")
+    source = manifest["files"][asset_hash]["source"]
+    if source.get("packaging") != "zip":
+        raise LookupError(f"consumer asset {asset_hash} is not a zipped directory: {source!r}")
+    return assembly_dir / source["path"]
+
+
+def zipped_size(directory: Path) -> dict[str, Any]:
+    """Bytes of the directory zipped the way a Lambda code asset is (deflate), plus what is inside."""
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "asset.zip"
+        with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+            for path in files:
+                zf.write(path, path.relative_to(directory).as_posix())
+        size = archive.stat().st_size
+    return {
+        "zip_bytes": size,
+        "unzipped_bytes": sum(p.stat().st_size for p in files),
+        "files": len(files),
+        "pycache_files": sum(1 for p in files if "__pycache__" in p.parts or p.suffix == ".pyc"),
+    }
+
+
+def powertools_asset() -> dict[str, Any]:
+    """What the peer ships when bundled as function code: its handler module plus Powertools and its deps."""
+    import aws_lambda_powertools
+    import jmespath
+    import typing_extensions
+
+    with tempfile.TemporaryDirectory() as tmp:
+        staging = Path(tmp) / "asset"
+        staging.mkdir()
+        import shutil
+
+        def copy_package(package_dir: Path) -> None:
+            shutil.copytree(
+                package_dir, staging / package_dir.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+            )
+
+        copy_package(Path(aws_lambda_powertools.__file__).parent)
+        copy_package(Path(jmespath.__file__).parent)
+        shutil.copy(typing_extensions.__file__, staging)
+        (staging / "benchmarks").mkdir()
+        for name in ("__init__.py", "powertools_peer.py", "powertools_lambda.py"):
+            shutil.copy(REPO_ROOT / "benchmarks" / name, staging / "benchmarks")
+        return zipped_size(staging)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pairs", type=int, default=5, help="timed synths of each stack (default 5)")
+    parser.add_argument("--workdir", type=Path, default=None, help="where the cloud assemblies go")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
+    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    with tempfile.TemporaryDirectory(prefix="bench-synth-") as tmp:
+        workdir = args.workdir or Path(tmp)
+        start = time.perf_counter()
+        factories = {"reference": reference_factory, "plain": plain_factory}
+        samples = alternate(factories, args.pairs, workdir)
+        _, (assembly, artifact_id) = synth_once(reference_factory, workdir / "asset")
+        asset = zipped_size(consumer_asset_dir(Path(assembly.directory), artifact_id))
+        result = {
+            "synth_s": samples,
+            "synth_median_s": {name: statistics.median(values) for name, values in samples.items()},
+            "asset": asset,
+            "powertools_asset": powertools_asset(),
+            "process_s": time.perf_counter() - start,
+        }
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO_ROOT))
+    raise SystemExit(main())
