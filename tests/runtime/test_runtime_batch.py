@@ -1,0 +1,121 @@
+"""Batches: FIFO groups in order and concurrently; a failure fails exactly the rest of its group."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from idempotent_runtime import PermanentError, TransientError
+from runtime_helpers import drain, event, failures, record, record_logs, scan
+
+
+def test_failure_fails_later_records_of_its_group_only(make_handler, dynamodb):
+    def fail_marked(message):
+        if message.data.get("fail"):
+            raise TransientError("downstream busy")
+        return None
+
+    handler, _ = make_handler(fn=fail_marked)
+    a1 = record({"x": "a1", "y": "1"}, group="A")
+    a2 = record({"x": "a2", "y": "1", "fail": True}, group="A")
+    b1 = record({"x": "b1", "y": "1"}, group="B")
+    a3 = record({"x": "a3", "y": "1"}, group="A")
+    b2 = record({"x": "b2", "y": "1"}, group="B")
+    response = handler(event(a1, a2, b1, a3, b2), None)
+    assert failures(response) == [a2["messageId"], a3["messageId"]]
+    assert sorted(i["pk"]["S"] for i in scan(dynamodb)) == ["a1", "b1", "b2"]
+
+
+def test_standard_queue_records_are_independent(make_handler, dynamodb):
+    def fail_marked(message):
+        if message.data.get("fail"):
+            raise TransientError("downstream busy")
+        return None
+
+    handler, _ = make_handler(fn=fail_marked)
+    bad = record({"x": "k1", "y": "1", "fail": True}, group=None)
+    good = [record({"x": f"k{i}", "y": "1"}, group=None) for i in range(2, 5)]
+    assert failures(handler(event(bad, *good), None)) == [bad["messageId"]]
+    assert len(scan(dynamodb)) == 3
+
+
+def test_groups_of_a_batch_run_concurrently_each_in_order(make_handler):
+    # Group A's first record waits until group B has started: only concurrent groups get past it.
+    b_started = threading.Event()
+    order: dict[str, list[str]] = {"A": [], "B": []}
+    threads: set[str] = set()
+
+    def processor(message):
+        threads.add(threading.current_thread().name)
+        if message.group_id == "B":
+            b_started.set()
+        elif not order["A"]:
+            assert b_started.wait(10), "group B never started while group A was running"
+        order[message.group_id].append(message.data["x"])
+        return None
+
+    handler, _ = make_handler(fn=processor)
+    records = [record({"x": f"a{i}", "y": "1"}, group="A") for i in range(3)]
+    records += [record({"x": f"b{i}", "y": "1"}, group="B") for i in range(3)]
+    assert failures(handler(event(*records), None)) == []
+    assert order == {"A": ["a0", "a1", "a2"], "B": ["b0", "b1", "b2"]}
+    assert len(threads) == 2
+
+
+def test_single_worker_processes_groups_one_after_another(make_handler):
+    seen = []
+    handler, _ = make_handler(fn=lambda m: seen.append(m.data["x"]), max_workers=1)
+    records = [record({"x": f"k{i}", "y": "1"}, group=f"g{i % 2}") for i in range(4)]
+    assert failures(handler(event(*records), None)) == []
+    assert seen == ["k0", "k2", "k1", "k3"]  # group g0, then group g1
+
+
+def test_empty_batch_returns_no_failures(make_handler):
+    handler, _ = make_handler()
+    assert handler({"Records": []}, None) == {"batchItemFailures": []}
+
+
+# A record's fate in the property below: ok, transient failure, or permanent failure.
+FATES = st.sampled_from(["ok", "ok", "transient", "permanent"])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batch=st.lists(st.tuples(st.sampled_from(["g0", "g1", "g2", None]), FATES), min_size=1, max_size=10),
+    with_dlq=st.booleans(),
+)
+def test_reported_failures_are_the_failing_record_and_later_records_of_its_group(
+    make_handler, dlq_url, sqs, dynamodb, batch, with_dlq
+):
+    def processor(message):
+        fate = message.data["fate"]
+        if fate == "transient":
+            raise TransientError("try again")
+        if fate == "permanent":
+            raise PermanentError("never")
+        return None
+
+    handler, stream = make_handler(fn=processor, dlq_url=dlq_url if with_dlq else None)
+    run = uuid.uuid4().hex
+    records = [
+        record({"x": f"{run}-{i}", "y": "1", "fate": fate}, group=group)
+        for i, (group, fate) in enumerate(batch)
+    ]
+    expected = []
+    blocked: set[str] = set()
+    for rec, (group, fate) in zip(records, batch, strict=True):
+        fails = fate == "transient" or (fate == "permanent" and not with_dlq)
+        if group in blocked or fails:
+            expected.append(rec["messageId"])
+            if group is not None:
+                blocked.add(group)
+    assert failures(handler(event(*records), None)) == expected
+    # Nothing lost: every record is stored, quarantined, or reported for another delivery.
+    stored = {i["pk"]["S"] for i in scan(dynamodb) if i["pk"]["S"].startswith(run)}
+    quarantined = {m["MessageAttributes"]["source_message_id"]["StringValue"] for m in drain(sqs, dlq_url)}
+    for index, rec in enumerate(records):
+        handled = [f"{run}-{index}" in stored, rec["messageId"] in quarantined, rec["messageId"] in expected]
+        assert handled.count(True) == 1, (index, handled)
+    assert len(record_logs(stream)) == len(records)

@@ -1,0 +1,68 @@
+"""Metrics (EMF, one line per batch) and the per-record JSON log lines."""
+
+from __future__ import annotations
+
+import json
+
+from idempotent_runtime import TransientError
+from idempotent_runtime.config import Config
+from idempotent_runtime.consumer import build_handler
+from runtime_helpers import event, log_lines, metrics, record, record_logs
+
+
+def test_one_emf_line_per_batch_with_the_counts(make_handler, dlq_url):
+    def processor(message):
+        if message.data.get("fail"):
+            raise TransientError("busy")
+        return None
+
+    handler, stream = make_handler(fn=processor, dlq_url=dlq_url)
+    handler(event(record({"x": "seen", "y": "1"}, group="d")), None)
+    stream.truncate(0)
+    stream.seek(0)
+    batch = [
+        record({"x": "new1", "y": "1"}, group="a"),
+        record({"x": "new2", "y": "1"}, group="b"),
+        record({"x": "seen", "y": "1"}, group="d"),  # duplicate
+        record("{broken", group="e"),  # quarantined
+        record({"x": "f1", "y": "1", "fail": True}, group="f"),  # failed
+        record({"x": "f2", "y": "1"}, group="f"),  # failed: after a failure in its group
+    ]
+    handler(event(*batch), None)
+    (line,) = metrics(stream)
+    assert line["processed"] == 2
+    assert line["duplicates"] == 1
+    assert line["quarantined"] == 1
+    assert line["failed"] == 2
+    (directive,) = line["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == "IdempotentPipeline"
+    assert directive["Dimensions"] == [["FunctionName"]]
+    assert {m["Name"] for m in directive["Metrics"]} == {"processed", "duplicates", "failed", "quarantined"}
+    assert all(m["Unit"] == "Count" for m in directive["Metrics"])
+    assert line["FunctionName"] == "local"
+    assert isinstance(line["_aws"]["Timestamp"], int)
+    assert len(record_logs(stream)) == len(batch)
+
+
+def test_metrics_carry_the_lambda_function_name_and_namespace(table, dynamodb, capsys):
+    config = Config.from_env(
+        {"TABLE_NAME": table, "AWS_LAMBDA_FUNCTION_NAME": "orders-consumer", "METRICS_NAMESPACE": "Shop"}
+    )
+    handler = build_handler(config, dynamodb_client=dynamodb)
+    handler(event(record({"x": "a", "y": "b"})), None)
+    lines = [json.loads(raw) for raw in capsys.readouterr().out.splitlines()]
+    (emf,) = [line for line in lines if "_aws" in line]
+    assert emf["FunctionName"] == "orders-consumer"
+    assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Shop"
+    assert emf["processed"] == 1
+    (rec,) = [line for line in lines if "outcome" in line]
+    assert rec["function"] == "orders-consumer"
+
+
+def test_log_level_warning_keeps_failures_and_drops_successes(make_handler):
+    handler, stream = make_handler(log_level="WARNING")
+    handler(event(record({"x": "a", "y": "b"}), record("{bad")), None)
+    outcomes = [line["outcome"] for line in record_logs(stream)]
+    assert outcomes == ["failed"]
+    assert len(metrics(stream)) == 1
+    assert all(line["level"] in ("WARNING", "ERROR") for line in log_lines(stream) if "level" in line)

@@ -1,0 +1,109 @@
+"""The producer helper: PublishBatch in chunks of 10 with deterministic deduplication ids."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from idempotent_runtime.publisher import PublishError, dedup_id_for, publish
+from runtime_helpers import REGION, drain
+
+
+@pytest.fixture
+def topic_and_queue(sqs):
+    sns = boto3.client("sns", region_name=REGION)
+    topic = sns.create_topic(Name="orders.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
+    queue_url = sqs.create_queue(QueueName="orders.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    sns.subscribe(
+        TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
+    )
+    return sns, topic, queue_url
+
+
+def test_dedup_id_joins_the_key_fields():
+    assert dedup_id_for({"x": "a", "y": "b", "z": 1}, ("x", "y")) == "a#b"
+
+
+def test_overlong_dedup_id_becomes_its_sha256():
+    assert len(dedup_id_for({"x": "a" * 100, "y": "b" * 100}, ("x", "y"))) == 64
+
+
+def test_missing_key_field_is_a_clear_error():
+    with pytest.raises(ValueError, match="key field 'y' must be a non-empty string, got None"):
+        dedup_id_for({"x": "a"}, ("x", "y"))
+
+
+def test_publish_batches_of_ten_in_order_with_deterministic_dedup_ids(topic_and_queue, sqs):
+    sns, topic, queue_url = topic_and_queue
+    calls = []
+    sns.meta.events.register(
+        "before-parameter-build.sns.PublishBatch", lambda params, **_: calls.append(params)
+    )
+    messages = [{"x": f"a{i:02}", "y": "b", "n": i} for i in range(23)]
+    result = publish(sns, topic, messages, group_id="orders")
+    assert result.ok and all(result.message_ids)
+    assert [len(c["PublishBatchRequestEntries"]) for c in calls] == [10, 10, 3]
+    received = drain(sqs, queue_url)
+    assert [json.loads(m["Body"]) for m in received] == messages
+    assert [m["Attributes"]["MessageDeduplicationId"] for m in received] == [f"a{i:02}#b" for i in range(23)]
+    assert {m["Attributes"]["MessageGroupId"] for m in received} == {"orders"}
+
+
+def test_republishing_inside_the_window_is_deduplicated(topic_and_queue, sqs):
+    sns, topic, queue_url = topic_and_queue
+    publish(sns, topic, [{"x": "a", "y": "b", "v": 1}], group_id="g")
+    publish(sns, topic, [{"x": "a", "y": "b", "v": 2}], group_id="g")  # same keys, new content
+    (only,) = drain(sqs, queue_url)
+    assert json.loads(only["Body"])["v"] == 1
+
+
+def test_group_id_may_be_derived_from_the_message(topic_and_queue, sqs):
+    sns, topic, queue_url = topic_and_queue
+    publish(sns, topic, [{"x": "a", "y": "1"}, {"x": "b", "y": "1"}], group_id=lambda m: m["x"])
+    assert sorted(m["Attributes"]["MessageGroupId"] for m in drain(sqs, queue_url)) == ["a", "b"]
+
+
+def test_failed_entries_are_reported_with_index_dedup_id_and_code(topic_and_queue):
+    sns, topic, _ = topic_and_queue
+
+    from botocore.awsrequest import AWSResponse
+
+    sent = []
+    sns.meta.events.register(
+        "before-parameter-build.sns.PublishBatch", lambda params, **_: sent.append(params)
+    )
+
+    def partial(**_):  # SNS accepts entries 0 and 2 and refuses entry 1
+        entries = sent[-1]["PublishBatchRequestEntries"]
+        parsed = {
+            "Successful": [{"Id": e["Id"], "MessageId": f"m-{e['Id']}"} for e in entries if e["Id"] != "1"],
+            "Failed": [{"Id": "1", "Code": "InternalError", "Message": "try later", "SenderFault": False}],
+            "ResponseMetadata": {"HTTPStatusCode": 200},
+        }
+        return AWSResponse("https://sns.invalid", 200, {}, None), parsed
+
+    sns.meta.events.register("before-call.sns.PublishBatch", partial)
+    result = publish(
+        sns, topic, [{"x": "a", "y": "1"}, {"x": "b", "y": "1"}, {"x": "c", "y": "1"}], group_id="g"
+    )
+    assert not result.ok
+    (failure,) = result.failed
+    assert (failure.index, failure.dedup_id, failure.code, failure.sender_fault) == (
+        1,
+        "b#1",
+        "InternalError",
+        False,
+    )
+    assert result.message_ids == ["m-0", None, "m-2"]
+    with pytest.raises(PublishError, match="1 message\\(s\\) not published: PublishFailure\\(index=1"):
+        result.raise_for_failures()
+
+
+def test_non_object_message_is_rejected(topic_and_queue):
+    sns, topic, _ = topic_and_queue
+    with pytest.raises(ValueError, match="message 0 must be a json object"):
+        publish(sns, topic, ["text"], group_id="g")
