@@ -22,34 +22,44 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONSUMER_HANDLER = "idempotent_runtime.handler.handler"
 
-StackFactory = Callable[[Any], Any]  # (app) -> the stack, added to the app
+AppFactory = Callable[[Path], Any]  # (outdir) -> an App holding one stack
 
 
-def plain_factory(app: Any) -> Any:
-    from benchmarks.plain_stack import PlainPipelineStack
-
-    return PlainPipelineStack(app, "PlainPipeline")
-
-
-def reference_factory(app: Any) -> Any:
-    """The reference stack exactly as app.py defines it (same class, same default settings)."""
-    from benchmarks.reference import build_reference_stack
-
-    return build_reference_stack(app)
+def cdk_json_context() -> dict[str, Any]:
+    """The feature flags the CDK CLI passes from cdk.json, given to both apps alike."""
+    return dict(json.loads((REPO_ROOT / "cdk.json").read_text()).get("context", {}))
 
 
-def synth_once(factory: StackFactory, outdir: Path) -> tuple[float, Any]:
+def plain_app(outdir: Path) -> Any:
     import aws_cdk as cdk
 
+    from benchmarks.plain_stack import PlainPipelineStack
+
+    app = cdk.App(context=cdk_json_context(), outdir=str(outdir))
+    PlainPipelineStack(app, "PlainPipeline")
+    return app
+
+
+def reference_app(outdir: Path, *, nag: bool = False) -> Any:
+    """The reference stack exactly as app.py builds it; cdk-nag off by default (a check, not a resource)."""
+    import app as reference
+
+    return reference.build_app(context={**cdk_json_context(), "nag": nag}, outdir=str(outdir))
+
+
+def reference_app_with_nag(outdir: Path) -> Any:
+    return reference_app(outdir, nag=True)
+
+
+def synth_once(factory: AppFactory, outdir: Path) -> tuple[float, Any]:
+    """Seconds to build the app and synthesize it, and the cloud assembly."""
     start = time.perf_counter()
-    app = cdk.App(outdir=str(outdir))
-    stack = factory(app)
+    app = factory(outdir)
     assembly = app.synth()
-    elapsed = time.perf_counter() - start
-    return elapsed, (assembly, stack.artifact_id)
+    return time.perf_counter() - start, assembly
 
 
-def alternate(factories: dict[str, StackFactory], pairs: int, workdir: Path) -> dict[str, list[float]]:
+def alternate(factories: dict[str, AppFactory], pairs: int, workdir: Path) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {name: [] for name in factories}
     names = list(factories)
     for name in names:  # untimed: jsii start, module imports, first-use caches
@@ -62,10 +72,13 @@ def alternate(factories: dict[str, StackFactory], pairs: int, workdir: Path) -> 
     return samples
 
 
-def consumer_asset_dir(assembly_dir: Path, stack_artifact_id: str) -> Path:
+def consumer_asset_dir(assembly_dir: Path) -> Path:
     """The asset directory of the Lambda function whose handler is our runtime's, in a cloud assembly."""
-    template = json.loads((assembly_dir / f"{stack_artifact_id}.template.json").read_text())
-    manifest = json.loads((assembly_dir / f"{stack_artifact_id}.assets.json").read_text())
+    (template_path,) = assembly_dir.glob("*.template.json")
+    template = json.loads(template_path.read_text())
+    manifest = json.loads(
+        template_path.with_name(template_path.name.replace(".template", ".assets")).read_text()
+    )
     keys = [
         resource["Properties"]["Code"].get("S3Key")
         for resource in template["Resources"].values()
@@ -135,10 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-synth-") as tmp:
         workdir = args.workdir or Path(tmp)
         start = time.perf_counter()
-        factories = {"reference": reference_factory, "plain": plain_factory}
+        factories = {
+            "reference": reference_app,
+            "plain": plain_app,
+            "reference_with_nag": reference_app_with_nag,
+        }
         samples = alternate(factories, args.pairs, workdir)
-        _, (assembly, artifact_id) = synth_once(reference_factory, workdir / "asset")
-        asset = zipped_size(consumer_asset_dir(Path(assembly.directory), artifact_id))
+        _, assembly = synth_once(reference_app, workdir / "asset")
+        asset = zipped_size(consumer_asset_dir(Path(assembly.directory)))
         result = {
             "synth_s": samples,
             "synth_median_s": {name: statistics.median(values) for name, values in samples.items()},

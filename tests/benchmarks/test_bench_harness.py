@@ -1,0 +1,238 @@
+"""The benchmark harness measures what it says: requests counted, latency injected, stubs answering, the
+results file in the documented shape. No timing is asserted here; the numbers are `make bench`'s job."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from botocore.exceptions import ParamValidationError
+from botocore.stub import StubAssertionError
+from moto import mock_aws
+
+from benchmarks import contenders, run, runtime_bench, synth_bench
+from benchmarks.events import fifo_batch, redelivery
+from benchmarks.instruments import LatencyInjector, RequestCounter, StandingStubber
+from benchmarks.report import Metric, Target, render_markdown, unmeasured
+
+REQUIRED_KEYS = {"name", "unit", "ours", "reference", "reference_name", "ratio", "method"}
+
+
+@pytest.fixture(autouse=True)
+def aws_environment(monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "bench")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "bench")
+
+
+@pytest.fixture
+def moto_table():
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        contenders.create_our_table(client, "t")
+        yield client
+
+
+def _put(client, pk: str) -> None:
+    client.put_item(TableName="t", Item={"pk": {"S": pk}, "sk": {"S": "s"}})
+
+
+def test_request_counter_counts_every_request_per_operation(moto_table):
+    counter = RequestCounter(moto_table)
+    for pk in ("a", "b", "c"):
+        _put(moto_table, pk)
+    moto_table.get_item(TableName="t", Key={"pk": {"S": "a"}, "sk": {"S": "s"}})
+    assert counter.snapshot() == {"PutItem": 3, "GetItem": 1}
+    assert counter.total == 4
+    counter.reset()
+    assert counter.total == 0
+    counter.detach()
+    _put(moto_table, "d")
+    assert counter.total == 0
+
+
+def test_request_counter_counts_retried_attempts_as_requests(moto_table):
+    counter = RequestCounter(moto_table)
+    attempts = []
+
+    def throttle_first_attempt(**kwargs):
+        attempts.append(1)
+        if len(attempts) == 1:
+            from botocore.awsrequest import AWSResponse
+
+            body = b'{"__type":"ThrottlingException","message":"slow down"}'
+            response = AWSResponse("https://dynamodb", 400, {"x-amzn-ErrorType": "ThrottlingException"}, None)
+            response._content = body
+            return response
+        return None
+
+    moto_table.meta.events.register("before-send.dynamodb.PutItem", throttle_first_attempt)
+    _put(moto_table, "a")
+    assert counter.snapshot() == {"PutItem": 2}
+
+
+def test_latency_injector_sleeps_before_each_request_then_moto_answers(moto_table):
+    slept = []
+    injector = LatencyInjector(moto_table, 0.01, sleep=slept.append)
+    _put(moto_table, "a")
+    _put(moto_table, "b")
+    assert slept == [0.01, 0.01]
+    assert moto_table.scan(TableName="t")["Count"] == 2
+    assert slept == [0.01, 0.01, 0.01]
+    injector.detach()
+    _put(moto_table, "c")
+    assert len(slept) == 3
+
+
+def test_latency_injector_rejects_a_negative_delay(moto_table):
+    with pytest.raises(ValueError, match="delay_s must be >= 0, got -1"):
+        LatencyInjector(moto_table, -1)
+
+
+def test_standing_stubber_answers_any_number_of_calls_in_any_order():
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    stubber = StandingStubber(client, {"put_item": {}, "update_item": {"Attributes": {"n": {"N": "1"}}}})
+    stubber.activate()
+    for pk in ("a", "b"):
+        _put(client, pk)
+        answer = client.update_item(TableName="t", Key={"pk": {"S": pk}, "sk": {"S": "s"}})
+        assert answer["Attributes"] == {"n": {"N": "1"}}
+    _put(client, "c")
+    assert stubber.calls == {"PutItem": 3, "UpdateItem": 2}
+    with pytest.raises(StubAssertionError, match="no standing response for DeleteItem"):
+        client.delete_item(TableName="t", Key={"pk": {"S": "a"}, "sk": {"S": "s"}})
+
+
+def test_standing_stubber_refuses_a_response_the_operation_cannot_return():
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    with pytest.raises(ParamValidationError):
+        StandingStubber(client, {"put_item": {"Attributes": "not a map"}})
+    with pytest.raises(ValueError, match="unknown client method for stubbing: 'put_items'"):
+        StandingStubber(client, {"put_items": {}})
+
+
+def test_fifo_batch_spreads_new_keys_round_robin_over_groups():
+    event = fifo_batch(10, 4)
+    records = event["Records"]
+    assert [r["attributes"]["MessageGroupId"] for r in records[:5]] == [
+        "group-0",
+        "group-1",
+        "group-2",
+        "group-3",
+        "group-0",
+    ]
+    keys = {(json.loads(r["body"])["x"], json.loads(r["body"])["y"]) for r in records}
+    assert len(keys) == 10
+    again = redelivery(event)
+    assert [r["body"] for r in again["Records"]] == [r["body"] for r in records]
+    assert all(r["attributes"]["ApproximateReceiveCount"] == "2" for r in again["Records"])
+    with pytest.raises(ValueError, match="need 1 <= groups <= records, got records=2 groups=3"):
+        fifo_batch(2, 3)
+
+
+def test_powertools_peer_writes_twice_per_new_message_and_once_per_duplicate():
+    counts = runtime_bench.count_requests(contenders.POWERTOOLS, records=4, groups=2)
+    assert counts.per_new_message == 2
+    assert counts.new_by_operation == {"PutItem": 4, "UpdateItem": 4}
+    assert counts.per_duplicate == 1
+    assert counts.duplicate_by_operation == {"PutItem": 4}
+    assert counts.items_after == 4
+
+
+def test_document_mode_counts_one_request_per_message_new_or_duplicate():
+    counts = runtime_bench.count_requests(contenders.ours("document"), records=4, groups=2)
+    assert counts.new_by_operation == {"PutItem": 4}
+    assert counts.duplicate_by_operation == {"PutItem": 4}
+    assert counts.items_after == 4
+
+
+def test_cpu_run_processes_every_record_through_the_stubber():
+    samples = runtime_bench.cpu_per_record(
+        [contenders.POWERTOOLS, contenders.ours("document")], rounds=1, batches=1, records=4, groups=2
+    )
+    assert set(samples.samples) == {"Powertools", "ours (document)"}
+    assert all(len(values) == 1 and values[0] > 0 for values in samples.samples.values())
+
+
+def test_rotated_puts_a_different_contender_first_each_round():
+    assert [runtime_bench.rotated("abc", i)[0] for i in range(4)] == ["a", "b", "c", "a"]
+
+
+def test_cold_init_program_failure_names_the_program_and_its_error():
+    env = runtime_bench.cold_init_environment()
+    wall, cpu = runtime_bench.run_program("pass", env)
+    assert wall > 0 and cpu >= 0
+    with pytest.raises(runtime_bench.BenchmarkError, match="ModuleNotFoundError"):
+        runtime_bench.run_program("import no_such_module_here", env)
+
+
+def test_import_difference_lists_modules_beyond_the_floor():
+    env = runtime_bench.cold_init_environment()
+    ours = runtime_bench.import_profile("import json\nimport csv\n", env)
+    floor = runtime_bench.import_profile("import json\n", env)
+    difference = runtime_bench.import_difference(ours, floor)
+    assert "csv" in [entry["module"] for entry in difference["heaviest"]]
+    assert "json" not in [entry["module"] for entry in difference["heaviest"]]
+
+
+def test_consumer_asset_is_found_by_its_handler_and_zipped(tmp_path):
+    asset = tmp_path / "asset.abc123"
+    (asset / "idempotent_runtime").mkdir(parents=True)
+    (asset / "idempotent_runtime" / "handler.py").write_text("handler = None\n" * 50)
+    template = {
+        "Resources": {
+            "Other": {
+                "Type": "AWS::Lambda::Function",
+                "Properties": {"Handler": "x.y", "Code": {"S3Key": "z.zip"}},
+            },
+            "Consumer": {
+                "Type": "AWS::Lambda::Function",
+                "Properties": {"Handler": synth_bench.CONSUMER_HANDLER, "Code": {"S3Key": "abc123.zip"}},
+            },
+        }
+    }
+    manifest = {"files": {"abc123": {"source": {"path": "asset.abc123", "packaging": "zip"}}}}
+    (tmp_path / "Stack.template.json").write_text(json.dumps(template))
+    (tmp_path / "Stack.assets.json").write_text(json.dumps(manifest))
+    assert synth_bench.consumer_asset_dir(tmp_path) == asset
+    size = synth_bench.zipped_size(asset)
+    assert size["files"] == 1
+    assert size["unzipped_bytes"] == len("handler = None\n" * 50)
+    assert 0 < size["zip_bytes"] < size["unzipped_bytes"]
+
+
+def test_targets_compare_the_ratio_or_the_value():
+    faster = Metric("m", "ms", 30, 300, "Powertools", "how", Target("ratio", 0.3, "≤ 0.3x"))
+    assert faster.ratio == pytest.approx(0.1) and faster.met is True
+    slower = Metric("m", "ms", 100, 300, "Powertools", "how", Target("ratio", 0.3, "≤ 0.3x"))
+    assert slower.met is False
+    bigger = Metric("asset", "bytes", 70_000, 1_000_000, "peer", "how", Target("value", 65536, "≤ 64 KB"))
+    assert bigger.met is False
+    missing = unmeasured("m", "ms", "Powertools", "how", "mode not built", Target("ratio", 0.3, "≤ 0.3x"))
+    assert missing.ratio is None and missing.met is None
+    text = render_markdown([faster, slower, missing], {})
+    assert "| `m` | ms | 30 | 300 (Powertools) | 0.10\u00d7 | ≤ 0.3x | yes |" in text
+    assert "**no**" in text and "not measured" in text and "mode not built" in text
+
+
+def test_run_writes_json_table_and_chart_in_the_documented_shape(tmp_path):
+    assert run.main(["--quick", "--only", "requests", "--output-dir", str(tmp_path)]) == 0
+    document = json.loads((tmp_path / "results.json").read_text())
+    metrics = {metric["name"]: metric for metric in document["metrics"]}
+    assert set(metrics) == {
+        f"ddb_requests_per_{kind}_{mode}"
+        for kind in ("new_message", "duplicate")
+        for mode in contenders.MODES
+    }
+    for metric in metrics.values():
+        assert set(metric) >= REQUIRED_KEYS
+        assert metric["reference_name"] == "Powertools"
+        if metric["ours"] is not None:
+            assert metric["ratio"] == pytest.approx(metric["ours"] / metric["reference"], abs=1e-4)
+    document_mode = metrics["ddb_requests_per_new_message_document"]
+    assert (document_mode["ours"], document_mode["reference"], document_mode["met"]) == (1, 2, True)
+    table = (tmp_path / "results.md").read_text()
+    assert "| metric | unit | ours | reference | ratio | target | met |" in table
+    assert "`ddb_requests_per_new_message_document`" in table
+    assert (tmp_path / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
