@@ -21,7 +21,9 @@ import logging
 from typing import Any
 
 from moto.cloudformation import parsing
+from moto.cloudformation.exceptions import CloudFormationError
 from moto.core.common_models import CloudFormationModel
+from moto.core.responses import ActionResult, EmptyResult
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import Table as MotoTable
 from moto.sns.models import Topic as MotoTopic
@@ -711,6 +713,65 @@ def _content_based_deduplication(original: Any) -> Any:
     return publish
 
 
+class ChangeSetNotFound(CloudFormationError):
+    code = "ChangeSetNotFound"
+
+
+def _change_set_of_stack(response: Any) -> tuple[str | None, Any]:
+    """The change set a request names, looked up within its stack (moto looks across all stacks)."""
+    name = response._get_param("ChangeSetName")
+    stack = response._get_param("StackName")
+    change_sets = response.cloudformation_backend.change_sets
+    if name in change_sets:
+        return name, change_sets[name]
+    for key, change_set in change_sets.items():
+        if change_set.change_set_name == name and (
+            not stack or stack in (change_set.stack_name, change_set.stack_id)
+        ):
+            return key, change_set
+    return None, None
+
+
+def _describe_change_set(self: Any) -> Any:
+    _, change_set = _change_set_of_stack(self)
+    if change_set is None:
+        raise ChangeSetNotFound(f"ChangeSet [{self._get_param('ChangeSetName')}] does not exist")
+    return ActionResult(change_set)
+
+
+def _delete_change_set(self: Any) -> Any:
+    # CloudFormation: deleting a change set that does not exist succeeds (the CDK CLI relies on it).
+    key, _ = _change_set_of_stack(self)
+    if key is not None:
+        del self.cloudformation_backend.change_sets[key]
+    return EmptyResult()
+
+
+def _execute_change_set(self: Any) -> Any:
+    key, _ = _change_set_of_stack(self)
+    if key is None:
+        raise ChangeSetNotFound(f"ChangeSet [{self._get_param('ChangeSetName')}] does not exist")
+    self.cloudformation_backend.execute_change_set(
+        change_set_name=key, stack_name=self._get_param("StackName")
+    )
+    return EmptyResult()
+
+
+_original_parse_ssm_parameter = parsing.ResourceMap.parse_ssm_parameter
+
+
+def _parse_ssm_parameter(self: Any, value: str, value_type: str) -> Any:
+    """An SSM-typed parameter kept with ``UsePreviousValue`` (the CDK CLI's ``BootstrapVersion`` on every
+    update) arrives as the value resolved last time; moto looks that value up as a parameter name."""
+    from moto.ssm import ssm_backends
+
+    if ssm_backends[self._account_id][self._region_name].get_parameter(
+        value
+    ) is None and not value.startswith("/"):
+        return value.split(",") if value_type.find("List") > 0 else value
+    return _original_parse_ssm_parameter(self, value, value_type)
+
+
 def _serve_code_location(endpoint: str) -> None:
     from moto.awslambda.models import LambdaFunction
 
@@ -734,6 +795,9 @@ def install(endpoint: str | None = None) -> None:
     """Make this process's moto behave as the emulator needs.
 
     - the classes of this module take over their CloudFormation types (moto's type caches are cleared);
+    - change sets are found within the stack the request names, and a missing one is ``ChangeSetNotFound``
+      (moto searches every stack and answers ``ValidationError``, which breaks a CDK redeploy);
+    - an SSM-typed parameter kept from the previous deployment is not looked up again;
     - a resource type without an update keeps its resource on update instead of losing it;
     - a FIFO topic with content-based deduplication hands a deduplication id to its queues, as SNS does;
     - an event source mapping does not make moto invoke the function (the runner polls instead);
@@ -741,7 +805,12 @@ def install(endpoint: str | None = None) -> None:
       downloads the deployed zip from the emulator.
     """
     from moto.awslambda.models import LambdaBackend
+    from moto.cloudformation.responses import CloudFormationResponse
 
+    CloudFormationResponse.describe_change_set = _describe_change_set  # type: ignore[method-assign]
+    CloudFormationResponse.delete_change_set = _delete_change_set  # type: ignore[method-assign]
+    CloudFormationResponse.execute_change_set = _execute_change_set  # type: ignore[method-assign]
+    parsing.ResourceMap.parse_ssm_parameter = _parse_ssm_parameter  # type: ignore[method-assign]
     parsing.get_model_list.cache_clear()
     parsing.get_model_map.cache_clear()
     parsing.get_name_type_map.cache_clear()
