@@ -99,3 +99,18 @@ def make_handler(table, dynamodb, sqs):
         return handler, stream
 
     return make
+
+
+@pytest.fixture
+def pipeline(sqs):
+    """A FIFO topic with a FIFO queue subscribed with raw message delivery, as the constructs deploy it."""
+    sns = boto3.client("sns", region_name=REGION)
+    topic = sns.create_topic(Name="orders.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
+    queue_url = sqs.create_queue(QueueName="orders.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    sns.subscribe(
+        TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
+    )
+    return sns, topic, queue_url, queue_arn

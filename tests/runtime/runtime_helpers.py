@@ -119,3 +119,35 @@ def inject_errors(client: Any, operation: str, code: str, *, every: int = 1, sta
     service = client.meta.service_model.service_name
     client.meta.events.register(f"before-call.{service}.{operation}", fail)
     return failed
+
+
+def receive_event(sqs: Any, queue_url: str, queue_arn: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Receive up to 10 messages with every attribute and build Lambda's event from them."""
+    from idempotent_runtime.events import lambda_sqs_event
+
+    messages = sqs.receive_message(
+        QueueUrl=queue_url,
+        MaxNumberOfMessages=10,
+        MessageSystemAttributeNames=["All"],
+        MessageAttributeNames=["All"],
+    ).get("Messages", [])
+    return lambda_sqs_event(messages, queue_arn), messages
+
+
+def deliver_until_empty(sqs: Any, queue_url: str, queue_arn: str, handler: Any, max_rounds: int = 100) -> int:
+    """What Lambda's event source mapping does with ReportBatchItemFailures: invoke with each batch, delete
+    the records that succeeded, make the failed ones visible again (at once, instead of after the
+    visibility timeout). Returns the number of invocations until the queue is empty."""
+    for invocation in range(max_rounds):
+        lambda_event, messages = receive_event(sqs, queue_url, queue_arn)
+        if not messages:
+            return invocation
+        failed = set(failures(handler(lambda_event, None)))
+        for message in messages:
+            if message["MessageId"] in failed:
+                sqs.change_message_visibility(
+                    QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+                )
+            else:
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+    raise AssertionError(f"queue not empty after {max_rounds} invocations")

@@ -1,0 +1,84 @@
+"""Faults: throttled and timed-out DynamoDB calls are reported, redelivered, and end as exactly one effect."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+import runtime_examples
+from idempotent_runtime.config import Config
+from idempotent_runtime.consumer import build_handler
+from idempotent_runtime.publisher import publish
+from runtime_helpers import REGION, deliver_until_empty, inject_errors, scan
+
+
+def _raise_timeouts(client, operation: str, every: int) -> list[int]:
+    from botocore.exceptions import ReadTimeoutError
+
+    calls = {"n": 0}
+    raised: list[int] = []
+
+    def timeout(**_):
+        calls["n"] += 1
+        if calls["n"] % every == 0:
+            raised.append(calls["n"])
+            raise ReadTimeoutError(endpoint_url="https://dynamodb.invalid")
+
+    client.meta.events.register(f"before-call.dynamodb.{operation}", timeout)
+    return raised
+
+
+def _publish_orders(sns, topic, count=30, **extra):
+    orders = [
+        {"x": f"o{i}", "y": "1", "email": f"c{i}@example.com", "cents": 10 + i, **extra} for i in range(count)
+    ]
+    assert publish(sns, topic, orders, group_id=lambda m: f"g{int(m['x'][1:]) % 5}").ok
+    return orders
+
+
+@pytest.fixture
+def own_dynamodb():
+    """A client of the handler's own, so injected faults do not touch the test's reads."""
+    return boto3.client("dynamodb", region_name=REGION)
+
+
+def test_throttled_document_writes_end_as_one_item_per_key(pipeline, sqs, table, own_dynamodb, dynamodb):
+    sns, topic, queue_url, queue_arn = pipeline
+    throttled = inject_errors(own_dynamodb, "PutItem", "ProvisionedThroughputExceededException", every=3)
+    timeouts = _raise_timeouts(own_dynamodb, "PutItem", every=7)
+    handler = build_handler(Config(table_name=table), dynamodb_client=own_dynamodb)
+    orders = _publish_orders(sns, topic)
+    deliver_until_empty(sqs, queue_url, queue_arn, handler)
+    assert throttled and timeouts
+    assert sorted(i["pk"]["S"] for i in scan(dynamodb)) == sorted(o["x"] for o in orders)
+
+
+def test_throttled_transactions_move_each_balance_once(pipeline, sqs, table, own_dynamodb, dynamodb):
+    sns, topic, queue_url, queue_arn = pipeline
+    throttled = inject_errors(
+        own_dynamodb,
+        "TransactWriteItems",
+        "TransactionCanceledException",
+        every=3,
+        CancellationReasons=[{"Code": "ThrottlingError"}, {"Code": "None"}, {"Code": "None"}],
+    )
+    config = Config(table_name=table, mode="transaction", processor="runtime_examples:apply_payment")
+    handler = build_handler(config, dynamodb_client=own_dynamodb)
+    orders = _publish_orders(sns, topic)
+    deliver_until_empty(sqs, queue_url, queue_arn, handler)
+    assert throttled
+    balances = {i["pk"]["S"]: int(i["balance"]["N"]) for i in scan(dynamodb) if i["sk"]["S"] == "balance"}
+    assert balances == {f"account#{o['x']}": o["cents"] for o in orders}
+
+
+def test_throttled_guarded_effects_run_once_per_key(pipeline, sqs, table, own_dynamodb, dynamodb):
+    sns, topic, queue_url, queue_arn = pipeline
+    runtime_examples.SENT.clear()
+    claims = inject_errors(own_dynamodb, "PutItem", "ThrottlingException", every=4)
+    completions = inject_errors(own_dynamodb, "UpdateItem", "InternalServerError", every=5, status=500)
+    config = Config(table_name=table, mode="guarded", processor="runtime_examples:send_receipt")
+    handler = build_handler(config, dynamodb_client=own_dynamodb)
+    orders = _publish_orders(sns, topic)
+    deliver_until_empty(sqs, queue_url, queue_arn, handler)
+    assert claims and completions
+    assert sorted(runtime_examples.SENT) == sorted((f"{o['x']}#1", o["email"]) for o in orders)
+    assert {i["status"]["S"] for i in scan(dynamodb)} == {"COMPLETED"}
