@@ -622,7 +622,7 @@ class CloudWatchAlarm(CloudFormationModel):
             threshold=float(props.get("Threshold", 0)),
             statistic=props.get("Statistic", ""),
             description=props.get("AlarmDescription", ""),
-            dimensions=[{"name": d["Name"], "value": d["Value"]} for d in props.get("Dimensions", [])],
+            dimensions=[{"Name": d["Name"], "Value": d["Value"]} for d in props.get("Dimensions", [])],
             alarm_actions=props.get("AlarmActions", []),
             datapoints_to_alarm=int(props["DatapointsToAlarm"]) if "DatapointsToAlarm" in props else None,
             extended_statistic=props.get("ExtendedStatistic"),
