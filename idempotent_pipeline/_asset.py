@@ -14,7 +14,8 @@ from idempotent_pipeline._checks import ConfigurationError
 RUNTIME_PACKAGE = "idempotent_runtime"
 HANDLER = f"{RUNTIME_PACKAGE}.handler.handler"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
-_PROCESSOR = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+# module:function, the function possibly an attribute path (module:Class.method), as the runtime accepts.
+_PROCESSOR = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
 def runtime_source() -> Path:

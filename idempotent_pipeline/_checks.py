@@ -32,7 +32,7 @@ def generated_fifo_queue_name(queue: IConstruct) -> str:
 
 def seconds(prop: str, value: Duration) -> int | None:
     """Whole seconds of a Duration, or None for an unresolved token."""
-    if unresolved(value.to_string()):
+    if value.is_unresolved():
         return None
     millis = value.to_milliseconds()
     if millis % 1000:

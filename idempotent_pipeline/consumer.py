@@ -140,7 +140,8 @@ class IdempotentConsumer(Construct):
         (FIFO ordering already limits concurrency to the number of active message groups).
     :param reserved_concurrent_executions: the function's reserved concurrency. Default: none (unreserved).
     :param log_retention: how long the log group keeps logs. Default: one month.
-    :param max_workers: threads processing different message groups of one batch. Default: the runtime's (10).
+    :param max_workers: threads processing different message groups of one batch, 1 to 64. Default: the
+        runtime's (10).
     :param metrics_namespace: CloudWatch namespace of the runtime's EMF metrics. Default: the runtime's
         (``IdempotentPipeline``).
     :param log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR``. Default: the runtime's (``INFO``).
@@ -239,7 +240,7 @@ class IdempotentConsumer(Construct):
         require_int_range("memory_size", memory_size, 128, 10240)
         require_int_range("max_concurrency", max_concurrency, 2, 1000)
         require_int_range("reserved_concurrent_executions", reserved_concurrent_executions, 1)
-        require_int_range("max_workers", max_workers, 1, 100)
+        require_int_range("max_workers", max_workers, 1, 64)
         if log_level is not None and log_level not in LOG_LEVELS:
             raise ConfigurationError(f"log_level must be one of {', '.join(LOG_LEVELS)}; got {log_level!r}")
         if (

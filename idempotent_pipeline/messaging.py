@@ -50,9 +50,13 @@ class FifoMessaging(Construct):
     :param dead_letter_retention_period: how long the DLQ keeps a message. Default: 14 days (the maximum).
     :param max_receive_count: receives before a message moves to the DLQ. Default: 5.
     :param dead_letter_queue: an existing FIFO queue to use as the DLQ. Default: a new FIFO DLQ.
-    :param encryption_key: a customer-managed KMS key for the queues and a new topic; the key policy SNS needs
-        to deliver is added (for a key defined in the app). Default: SSE-SQS on the queues, the topic
-        unencrypted.
+    :param encryption_key: a customer-managed KMS key for the queue and a new DLQ; the key policy statement
+        SNS needs to deliver (limited to this topic by ``aws:SourceArn``) is added to a key defined in the
+        app.
+        Default: SSE-SQS.
+    :param topic_encryption_key: a customer-managed KMS key for a new topic. It cannot be ``encryption_key``:
+        that key's policy names the topic, and the topic would name the key (a dependency cycle).
+        Default: the topic is not encrypted with KMS.
     :param filter_policy: an SNS subscription filter policy. Allowed, but it voids SNS FIFO's exactly-once
         delivery conditions, so a synth warning says so. Default: no filter.
     :param removal_policy: what happens to the queues when removed from the stack. Default: DESTROY (messages
@@ -73,6 +77,7 @@ class FifoMessaging(Construct):
         max_receive_count: int = DEFAULT_MAX_RECEIVE_COUNT,
         dead_letter_queue: sqs.IQueue | None = None,
         encryption_key: kms.IKey | None = None,
+        topic_encryption_key: kms.IKey | None = None,
         filter_policy: Mapping[str, sns.SubscriptionFilter] | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ) -> None:
@@ -82,6 +87,17 @@ class FifoMessaging(Construct):
             require_fifo_topic("topic", topic)
         if dead_letter_queue is not None:
             require_fifo_queue("dead_letter_queue", dead_letter_queue)
+        if topic_encryption_key is not None and topic_encryption_key is encryption_key:
+            raise ConfigurationError(
+                "topic_encryption_key must be a different key than encryption_key: the queue key's policy "
+                "names the topic, so one key for both is a dependency cycle; got the same key "
+                f"{topic_encryption_key.node.path}"
+            )
+        if topic_encryption_key is not None and topic is not None:
+            raise ConfigurationError(
+                "topic_encryption_key applies only to a new topic; encrypt the existing topic where it is "
+                f"defined (got topic {topic.node.path})"
+            )
         visibility_timeout = visibility_timeout or DEFAULT_VISIBILITY_TIMEOUT
         visibility = seconds("visibility_timeout", visibility_timeout)
         if visibility is not None and visibility > 12 * 60 * 60:
@@ -141,7 +157,7 @@ class FifoMessaging(Construct):
                 fifo=True,
                 content_based_deduplication=content_based_deduplication,
                 fifo_throughput_scope=sns.FifoThroughputScope.MESSAGE_GROUP if high_throughput else None,
-                master_key=encryption_key,
+                master_key=topic_encryption_key,
                 enforce_ssl=True,
             )
         self.topic: sns.ITopic = topic

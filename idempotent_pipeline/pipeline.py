@@ -49,8 +49,10 @@ class IdempotentPipeline(Construct):
 
     :param visibility_timeout: the queue's visibility timeout. Default: 6 x ``timeout`` (3 minutes with the
         default 30 s timeout); a smaller value is an error.
-    :param encryption_key: one customer-managed KMS key for the topic, both queues and the table.
-        Default: SSE-SQS on the queues, the AWS-owned key on the table, the topic unencrypted.
+    :param encryption_key: one customer-managed KMS key for both queues and the table.
+        Default: SSE-SQS on the queues, the AWS-owned key on the table.
+    :param topic_encryption_key: a customer-managed KMS key for the new topic (a different key than
+        ``encryption_key``; see :class:`FifoMessaging`). Default: the topic is not encrypted with KMS.
     :param alarm_topic: an SNS topic notified when an alarm fires. Default: no alarm action.
     :param max_message_age: the oldest-message-age alarm threshold. Default: 10 minutes.
     """
@@ -69,6 +71,7 @@ class IdempotentPipeline(Construct):
         max_receive_count: int = DEFAULT_MAX_RECEIVE_COUNT,
         filter_policy: Mapping[str, sns.SubscriptionFilter] | None = None,
         encryption_key: kms.IKey | None = None,
+        topic_encryption_key: kms.IKey | None = None,
         # table
         partition_key_name: str = DEFAULT_PARTITION_KEY,
         sort_key_name: str = DEFAULT_SORT_KEY,
@@ -138,6 +141,7 @@ class IdempotentPipeline(Construct):
             retention_period=retention_period,
             max_receive_count=max_receive_count,
             encryption_key=encryption_key,
+            topic_encryption_key=topic_encryption_key,
             filter_policy=filter_policy,
         )
         self.idempotency_table = IdempotencyTable(
