@@ -29,7 +29,10 @@ def deployed_stacks(emulator: Emulator, *, include_bootstrap: bool = False) -> l
             ):
                 continue
             body = cloudformation.get_template(StackName=name)["TemplateBody"]
-            template = json.loads(body) if isinstance(body, str) else body
+            try:
+                template = json.loads(body) if isinstance(body, str) else dict(body)
+            except ValueError:
+                template = {}  # a YAML template (the bootstrap stack's): not checked
             created = {
                 r["LogicalResourceId"]
                 for r in cloudformation.list_stack_resources(StackName=name)["StackResourceSummaries"]
