@@ -58,11 +58,17 @@ def _queue_name(url_or_arn: str) -> str:
 
 
 class _Resource:
-    """A resource that lives only as CloudFormation state (its effect lives in another backend)."""
+    """A resource that lives only as CloudFormation state (its effect lives in another backend).
 
-    def __init__(self, physical_id: str, properties: dict[str, Any]) -> None:
+    ``deleter(properties, physical_id, account_id, region_name)`` undoes the effect. Moto deletes a resource
+    through its ``delete`` method when it has one: with the *resolved* properties kept here, where the
+    class-level ``delete_from_cloudformation_json`` would only see the template's unresolved ``Ref``s.
+    """
+
+    def __init__(self, physical_id: str, properties: dict[str, Any], deleter: Any = None) -> None:
         self.physical_id = physical_id
         self.properties = properties
+        self.deleter = deleter
 
     @property
     def physical_resource_id(self) -> str:
@@ -72,6 +78,10 @@ class _Resource:
         from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
 
         raise UnformattedGetAttTemplateException()
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        if self.deleter is not None:
+            self.deleter(self.properties, self.physical_id, account_id, region_name)
 
     def is_created(self) -> bool:
         return True
@@ -174,7 +184,11 @@ class SnsSubscription(CloudFormationModel):
         backend = cls._backend(props["TopicArn"], account_id, region_name)
         subscription = backend.subscribe(props["TopicArn"], props["Endpoint"], props["Protocol"])
         cls._apply_attributes(backend, subscription.arn, props, {})
-        return _Resource(subscription.arn, props)
+        return _Resource(subscription.arn, props, cls._unsubscribe)
+
+    @classmethod
+    def _unsubscribe(cls, props: dict[str, Any], arn: str, account_id: str, region_name: str) -> None:
+        cls._backend(props["TopicArn"], account_id, region_name).unsubscribe(arn)
 
     @classmethod
     def update_from_cloudformation_json(  # type: ignore[misc]
@@ -203,8 +217,8 @@ class SnsSubscription(CloudFormationModel):
     def delete_from_cloudformation_json(  # type: ignore[misc]
         cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
     ) -> None:
-        topic_arn = _props(cloudformation_json).get("TopicArn", "")
-        cls._backend(topic_arn, account_id, region_name).unsubscribe(resource_name)
+        # Only reached for a resource moto could not keep; the subscription ARN names its topic.
+        sns_backends[account_id][region_name].unsubscribe(resource_name)
 
 
 class SqsQueuePolicy(CloudFormationModel):
@@ -236,7 +250,17 @@ class SqsQueuePolicy(CloudFormationModel):
     ) -> _Resource:
         props = _props(cloudformation_json)
         cls._set(props["Queues"], json.dumps(props["PolicyDocument"]), account_id, region_name)
-        return _Resource(resource_name, props)
+        return _Resource(resource_name, props, cls._remove)
+
+    @classmethod
+    def _remove(cls, props: dict[str, Any], physical_id: str, account_id: str, region_name: str) -> None:
+        backend = sqs_backends[account_id][region_name]
+        cls._set(
+            [q for q in props.get("Queues", []) if _queue_name(q) in backend.queues],
+            "",
+            account_id,
+            region_name,
+        )
 
     @classmethod
     def update_from_cloudformation_json(  # type: ignore[misc]
@@ -258,10 +282,7 @@ class SqsQueuePolicy(CloudFormationModel):
     def delete_from_cloudformation_json(  # type: ignore[misc]
         cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
     ) -> None:
-        backend = sqs_backends[account_id][region_name]
-        for url in _props(cloudformation_json).get("Queues", []):
-            if _queue_name(url) in backend.queues:
-                backend.get_queue(_queue_name(url)).policy = ""
+        return None  # the queues are only known resolved, on the resource (see _Resource.delete)
 
 
 class SnsTopicPolicy(CloudFormationModel):
@@ -299,7 +320,7 @@ class SnsTopicPolicy(CloudFormationModel):
     ) -> _Resource:
         props = _props(cloudformation_json)
         cls._set(props["Topics"], props["PolicyDocument"])
-        return _Resource(resource_name, props)
+        return _Resource(resource_name, props, lambda p, *_: cls._set(p.get("Topics", []), None))
 
     @classmethod
     def update_from_cloudformation_json(  # type: ignore[misc]
@@ -322,7 +343,7 @@ class SnsTopicPolicy(CloudFormationModel):
     def delete_from_cloudformation_json(  # type: ignore[misc]
         cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
     ) -> None:
-        cls._set(_props(cloudformation_json).get("Topics", []), None)
+        return None  # the topics are only known resolved, on the resource (see _Resource.delete)
 
 
 class SnsTopic(CloudFormationModel):
@@ -573,9 +594,15 @@ class DynamoDbTable(CloudFormationModel):
         MotoTable.delete_from_cloudformation_json(resource_name, cloudformation_json, account_id, region_name)
 
 
+def _delete_alarm(props: dict[str, Any], name: str, account_id: str, region_name: str) -> None:
+    from moto.cloudwatch.models import cloudwatch_backends
+
+    cloudwatch_backends[account_id][region_name].delete_alarms([name])
+
+
 class _AlarmResource(_Resource):
     def __init__(self, name: str, arn: str, properties: dict[str, Any]) -> None:
-        super().__init__(name, properties)
+        super().__init__(name, properties, _delete_alarm)
         self.arn = arn
 
     def get_cfn_attribute(self, attribute_name: str) -> str:

@@ -1,0 +1,42 @@
+"""One emulator (a moto server process on loopback) shared by the tests of this directory.
+
+Tests that build their own resources take ``clean_emulator`` (the emulator, reset first); the end-to-end
+tests deploy the reference stack into it with the real CDK CLI.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from idempotent_pipeline.local import emulator as emulators
+from idempotent_pipeline.local.emulator import Emulator
+
+# Fake credentials, even for code that builds its own boto3 clients from the environment.
+for _name in [
+    n for n in os.environ if n.startswith("AWS_") and n != "AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE"
+]:
+    del os.environ[_name]
+
+
+@pytest.fixture(scope="session")
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    directory = tmp_path_factory.mktemp("local-cloud")
+    yield directory
+    emulators.stop(directory)
+
+
+@pytest.fixture
+def emulator(state_dir: Path) -> Emulator:
+    """The shared emulator, started on first use (or again, after a test stopped it)."""
+    running, _ = emulators.start(state_dir)
+    return running
+
+
+@pytest.fixture
+def clean_emulator(emulator: Emulator) -> Emulator:
+    emulator.reset()
+    return emulator

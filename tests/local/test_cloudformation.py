@@ -1,0 +1,310 @@
+"""What the emulator was taught: CloudFormation types moto skips or gets wrong, checked through the APIs."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from idempotent_pipeline.local.emulator import Emulator
+
+QUEUE_POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "sns.amazonaws.com"},
+            "Action": "sqs:SendMessage",
+            "Resource": "*",
+        }
+    ],
+}
+
+
+def _template(
+    *,
+    raw: bool = True,
+    policy: bool = True,
+    ttl_attribute: str | None = "expires_at",
+    display_name: str = "one",
+    alarm: bool = True,
+    max_receive_count: int = 3,
+) -> str:
+    resources: dict[str, Any] = {
+        "Topic": {
+            "Type": "AWS::SNS::Topic",
+            "Properties": {
+                "FifoTopic": True,
+                "ContentBasedDeduplication": True,
+                "DisplayName": display_name,
+                "TopicName": "taught-topic.fifo",
+            },
+        },
+        "DeadLetterQueue": {"Type": "AWS::SQS::Queue", "Properties": {"FifoQueue": True}},
+        "Queue": {
+            "Type": "AWS::SQS::Queue",
+            "Properties": {
+                "FifoQueue": True,
+                "QueueName": "taught-queue.fifo",
+                "VisibilityTimeout": 30,
+                "RedrivePolicy": {
+                    "deadLetterTargetArn": {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]},
+                    "maxReceiveCount": max_receive_count,
+                },
+            },
+        },
+        "Subscription": {
+            "Type": "AWS::SNS::Subscription",
+            "Properties": {
+                "Protocol": "sqs",
+                "TopicArn": {"Ref": "Topic"},
+                "Endpoint": {"Fn::GetAtt": ["Queue", "Arn"]},
+                "RawMessageDelivery": raw,
+            },
+        },
+        "Table": {
+            "Type": "AWS::DynamoDB::Table",
+            "Properties": {
+                "BillingMode": "PAY_PER_REQUEST",
+                "KeySchema": [
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                "AttributeDefinitions": [
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            },
+        },
+        "Metadata": {"Type": "AWS::CDK::Metadata", "Properties": {"Analytics": "v2:deflate64:xyz"}},
+    }
+    if ttl_attribute:
+        resources["Table"]["Properties"]["TimeToLiveSpecification"] = {
+            "AttributeName": ttl_attribute,
+            "Enabled": True,
+        }
+    if policy:
+        resources["QueuePolicy"] = {
+            "Type": "AWS::SQS::QueuePolicy",
+            "Properties": {"Queues": [{"Ref": "Queue"}], "PolicyDocument": QUEUE_POLICY},
+        }
+        resources["TopicPolicy"] = {
+            "Type": "AWS::SNS::TopicPolicy",
+            "Properties": {
+                "Topics": [{"Ref": "Topic"}],
+                "PolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Sid": "deny-insecure",
+                            "Effect": "Deny",
+                            "Principal": "*",
+                            "Action": "sns:Publish",
+                            "Resource": {"Ref": "Topic"},
+                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                        }
+                    ],
+                },
+            },
+        }
+    if alarm:
+        resources["Alarm"] = {
+            "Type": "AWS::CloudWatch::Alarm",
+            "Properties": {
+                "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+                "EvaluationPeriods": 1,
+                "Threshold": 1,
+                "MetricName": "ApproximateNumberOfMessagesVisible",
+                "Namespace": "AWS/SQS",
+                "Period": 60,
+                "Statistic": "Maximum",
+                "Dimensions": [
+                    {"Name": "QueueName", "Value": {"Fn::GetAtt": ["DeadLetterQueue", "QueueName"]}}
+                ],
+            },
+        }
+    return json.dumps(
+        {
+            "Resources": resources,
+            "Outputs": {"AlarmArn": {"Value": {"Fn::GetAtt": ["Alarm", "Arn"]}}} if alarm else {},
+        }
+    )
+
+
+def _deploy(emulator: Emulator, template: str, stack: str = "Taught") -> dict[str, str]:
+    cloudformation = emulator.client("cloudformation")
+    try:
+        cloudformation.describe_stacks(StackName=stack)
+        cloudformation.update_stack(StackName=stack, TemplateBody=template)
+    except ClientError:
+        cloudformation.create_stack(StackName=stack, TemplateBody=template)
+    resources = cloudformation.list_stack_resources(StackName=stack)["StackResourceSummaries"]
+    return {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in resources}
+
+
+def _queue_attributes(emulator: Emulator, url: str) -> dict[str, str]:
+    return emulator.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+
+
+def test_raw_subscription_delivers_topic_messages_to_the_queue(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _template())
+    sns, sqs = clean_emulator.client("sns"), clean_emulator.client("sqs")
+    attributes = sns.get_subscription_attributes(SubscriptionArn=ids["Subscription"])["Attributes"]
+    assert attributes["RawMessageDelivery"] == "true"
+    assert attributes["Endpoint"].endswith(":taught-queue.fifo")
+    sns.publish(
+        TopicArn=ids["Topic"],
+        Message='{"x": "1"}',
+        MessageGroupId="g",
+        MessageAttributes={"kind": {"DataType": "String", "StringValue": "order"}},
+    )
+    received = sqs.receive_message(QueueUrl=ids["Queue"], MessageAttributeNames=["All"])["Messages"]
+    assert [m["Body"] for m in received] == ['{"x": "1"}']
+    assert received[0]["MessageAttributes"]["kind"]["StringValue"] == "order"
+
+
+def test_content_based_deduplication_of_the_topic_drops_a_republished_body(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _template())
+    sns, sqs = clean_emulator.client("sns"), clean_emulator.client("sqs")
+    for body in ("same", "same", "other"):
+        sns.publish(TopicArn=ids["Topic"], Message=body, MessageGroupId="g")
+    bodies = [
+        m["Body"] for m in sqs.receive_message(QueueUrl=ids["Queue"], MaxNumberOfMessages=10)["Messages"]
+    ]
+    assert bodies == ["same", "other"]
+
+
+def test_queue_and_topic_policies_are_set_and_removed_with_the_resource(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _template())
+    policy = json.loads(_queue_attributes(clean_emulator, ids["Queue"])["Policy"])
+    assert policy["Statement"] == QUEUE_POLICY["Statement"]
+    topic_policy = json.loads(
+        clean_emulator.client("sns").get_topic_attributes(TopicArn=ids["Topic"])["Attributes"]["Policy"]
+    )
+    assert topic_policy["Statement"][0]["Sid"] == "deny-insecure"
+
+    _deploy(clean_emulator, _template(policy=False))
+    assert "Policy" not in _queue_attributes(clean_emulator, ids["Queue"])
+    topic_policy = json.loads(
+        clean_emulator.client("sns").get_topic_attributes(TopicArn=ids["Topic"])["Attributes"]["Policy"]
+    )
+    assert all(s.get("Sid") != "deny-insecure" for s in topic_policy["Statement"])
+
+
+def test_redrive_policy_points_at_the_generated_fifo_dead_letter_queue(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _template())
+    assert ids["DeadLetterQueue"].endswith(".fifo")
+    dlq_arn = _queue_attributes(clean_emulator, ids["DeadLetterQueue"])["QueueArn"]
+    redrive = json.loads(_queue_attributes(clean_emulator, ids["Queue"])["RedrivePolicy"])
+    assert redrive == {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 3}
+
+
+def test_table_gets_time_to_live_and_point_in_time_recovery(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _template())
+    dynamodb = clean_emulator.client("dynamodb")
+    ttl = dynamodb.describe_time_to_live(TableName=ids["Table"])["TimeToLiveDescription"]
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
+    backups = dynamodb.describe_continuous_backups(TableName=ids["Table"])["ContinuousBackupsDescription"]
+    assert backups["PointInTimeRecoveryDescription"]["PointInTimeRecoveryStatus"] == "ENABLED"
+
+
+def test_update_changes_resources_in_place_and_keeps_the_subscription(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _template())
+    dynamodb, sns = clean_emulator.client("dynamodb"), clean_emulator.client("sns")
+    dynamodb.put_item(TableName=ids["Table"], Item={"pk": {"S": "kept"}, "sk": {"S": "1"}})
+
+    updated = _deploy(
+        clean_emulator, _template(ttl_attribute="gone_at", display_name="two", max_receive_count=7)
+    )
+
+    assert updated == ids  # same physical resources: nothing replaced
+    ttl = dynamodb.describe_time_to_live(TableName=ids["Table"])["TimeToLiveDescription"]
+    assert ttl["AttributeName"] == "gone_at"
+    assert dynamodb.get_item(TableName=ids["Table"], Key={"pk": {"S": "kept"}, "sk": {"S": "1"}})["Item"]
+    assert (
+        json.loads(_queue_attributes(clean_emulator, ids["Queue"])["RedrivePolicy"])["maxReceiveCount"] == 7
+    )
+    assert "Policy" in _queue_attributes(clean_emulator, ids["Queue"])  # the queue update kept the policy
+    assert sns.get_topic_attributes(TopicArn=ids["Topic"])["Attributes"]["DisplayName"] == "two"
+    assert [
+        s["SubscriptionArn"] for s in sns.list_subscriptions_by_topic(TopicArn=ids["Topic"])["Subscriptions"]
+    ] == [ids["Subscription"]]
+
+
+def test_switching_raw_delivery_off_updates_the_subscription(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _template())
+    _deploy(clean_emulator, _template(raw=False))
+    attributes = clean_emulator.client("sns").get_subscription_attributes(SubscriptionArn=ids["Subscription"])
+    assert attributes["Attributes"]["RawMessageDelivery"] == "false"
+
+
+def test_alarm_and_cdk_metadata_are_stack_resources(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _template())
+    alarms = clean_emulator.client("cloudwatch").describe_alarms(AlarmNames=[ids["Alarm"]])["MetricAlarms"]
+    assert [a["MetricName"] for a in alarms] == ["ApproximateNumberOfMessagesVisible"]
+    assert alarms[0]["Dimensions"][0]["Value"].endswith(".fifo")
+    outputs = clean_emulator.client("cloudformation").describe_stacks(StackName="Taught")["Stacks"][0][
+        "Outputs"
+    ]
+    assert outputs[0]["OutputValue"] == alarms[0]["AlarmArn"]
+    assert "Metadata" in ids
+
+
+def test_deleting_the_stack_removes_every_taught_resource(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _template())
+    clean_emulator.client("cloudformation").delete_stack(StackName="Taught")
+    assert clean_emulator.client("sns").list_subscriptions()["Subscriptions"] == []
+    assert clean_emulator.client("sqs").list_queues().get("QueueUrls", []) == []
+    assert (
+        clean_emulator.client("cloudwatch").describe_alarms(AlarmNames=[ids["Alarm"]])["MetricAlarms"] == []
+    )
+    assert clean_emulator.client("dynamodb").list_tables()["TableNames"] == []
+
+
+def test_change_sets_are_looked_up_within_their_stack(clean_emulator: Emulator) -> None:
+    cloudformation = clean_emulator.client("cloudformation")
+    _deploy(clean_emulator, _template(), stack="First")
+    cloudformation.create_change_set(
+        StackName="First",
+        ChangeSetName="same-name",
+        ChangeSetType="UPDATE",
+        TemplateBody=_template(display_name="first"),
+    )
+    # Deleting a change set that does not exist succeeds, as in CloudFormation (the CDK CLI relies on it).
+    cloudformation.delete_change_set(StackName="Second", ChangeSetName="same-name")
+    with pytest.raises(ClientError) as missing:
+        cloudformation.describe_change_set(StackName="Second", ChangeSetName="same-name")
+    assert missing.value.response["Error"]["Code"] == "ChangeSetNotFound"
+    assert (
+        cloudformation.describe_change_set(StackName="First", ChangeSetName="same-name")["StackName"]
+        == "First"
+    )
+
+
+def test_event_source_mapping_leaves_messages_for_the_runner(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _template())
+    iam, lambda_ = clean_emulator.client("iam"), clean_emulator.client("lambda")
+    role = iam.create_role(RoleName=f"r-{uuid.uuid4().hex[:6]}", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    lambda_.create_function(
+        FunctionName="consumer",
+        Runtime="python3.12",
+        Role=role,
+        Handler="h.handler",
+        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+    )
+    queue_arn = _queue_attributes(clean_emulator, ids["Queue"])["QueueArn"]
+    lambda_.create_event_source_mapping(
+        EventSourceArn=queue_arn,
+        FunctionName="consumer",
+        BatchSize=10,
+        FunctionResponseTypes=["ReportBatchItemFailures"],
+    )
+    clean_emulator.client("sns").publish(TopicArn=ids["Topic"], Message="kept", MessageGroupId="g")
+    attributes = _queue_attributes(clean_emulator, ids["Queue"])
+    assert attributes["ApproximateNumberOfMessages"] == "1"
+    message = clean_emulator.client("sqs").receive_message(QueueUrl=ids["Queue"], AttributeNames=["All"])
+    assert message["Messages"][0]["Attributes"]["ApproximateReceiveCount"] == "1"
