@@ -83,7 +83,11 @@ class Consumer:
         self.config = config
         self.log = Log(config.log_level, config.function_name, log_stream)
         self.dynamodb = LazyClient(
-            "dynamodb", dynamodb_client, max_pool_connections=max(10, config.max_workers)
+            "dynamodb",
+            dynamodb_client,
+            max_pool_connections=max(10, config.max_workers),
+            # transaction mode sends the processor's own entries: let botocore check them.
+            parameter_validation=config.mode == "transaction",
         )
         self.sqs = LazyClient("sqs", sqs_client)
         if processor is None and config.processor is not None:
