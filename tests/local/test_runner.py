@@ -1,0 +1,281 @@
+"""The event-source runner against functions created in the emulator (code in its S3, as CDK puts it)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import textwrap
+import uuid
+import zipfile
+from dataclasses import dataclass
+
+import pytest
+
+from idempotent_pipeline.local.emulator import Emulator
+from idempotent_pipeline.local.runner import EventSourceRunner, Mapping, RunnerError, lambda_sqs_event
+
+PROBE = textwrap.dedent(
+    """
+    import json
+    import os
+
+    import boto3
+
+    _dynamodb = boto3.client("dynamodb")
+    TABLE = os.environ["TABLE_NAME"]
+
+
+    def handler(event, context):
+        records = event["Records"]
+        _dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": "batch"}, "sk": {"S": context.aws_request_id},
+                                                  "size": {"N": str(len(records))}})
+        failures = []
+        for record in records:
+            if record["body"] == "raise":
+                raise RuntimeError("the whole batch fails")
+            if record["body"].startswith("fail"):
+                failures.append({"itemIdentifier": record["messageId"]})
+                continue
+            _dynamodb.put_item(TableName=TABLE, Item={
+                "pk": {"S": "record"}, "sk": {"S": record["body"]},
+                "marker": {"S": os.environ["MARKER"]}, "record": {"S": json.dumps(record)}})
+        return {"batchItemFailures": failures}
+    """
+)
+
+
+@dataclass
+class Deployed:
+    emulator: Emulator
+    queue_url: str
+    queue_arn: str
+    dlq_url: str
+    table: str
+
+    def send(self, *bodies: str, group: str = "g") -> None:
+        sqs = self.emulator.client("sqs")
+        for body in bodies:
+            sqs.send_message(
+                QueueUrl=self.queue_url,
+                MessageBody=body,
+                MessageGroupId=group,
+                MessageDeduplicationId=uuid.uuid4().hex,
+                MessageAttributes={"source": {"DataType": "String", "StringValue": "test"}},
+            )
+
+    def items(self, kind: str) -> list[dict]:
+        response = self.emulator.client("dynamodb").scan(TableName=self.table)
+        return [item for item in response["Items"] if item["pk"]["S"] == kind]
+
+    def runner(self, **kwargs: object) -> EventSourceRunner:
+        return EventSourceRunner(self.emulator, work_dir=None, **kwargs)  # type: ignore[arg-type]
+
+
+def _zip(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+def _deploy(
+    emulator: Emulator,
+    *,
+    code: dict[str, str] | None = None,
+    handler: str = "probe.handler",
+    batch_size: int = 10,
+    visibility_timeout: int = 30,
+    max_receive_count: int = 2,
+) -> Deployed:
+    sqs, dynamodb, s3 = emulator.client("sqs"), emulator.client("dynamodb"), emulator.client("s3")
+    iam, lambda_ = emulator.client("iam"), emulator.client("lambda")
+    dlq = sqs.create_queue(QueueName="dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    queue = sqs.create_queue(
+        QueueName="queue.fifo",
+        Attributes={
+            "FifoQueue": "true",
+            "VisibilityTimeout": str(visibility_timeout),
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count}
+            ),
+        },
+    )["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    dynamodb.create_table(
+        TableName="items",
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+    )
+    s3.create_bucket(Bucket="assets")
+    s3.put_object(Bucket="assets", Key="code.zip", Body=_zip(code or {"probe.py": PROBE}))
+    role = iam.create_role(RoleName="consumer", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    lambda_.create_function(
+        FunctionName="consumer",
+        Runtime="python3.12",
+        Role=role,
+        Handler=handler,
+        Timeout=10,
+        Code={"S3Bucket": "assets", "S3Key": "code.zip"},
+        Environment={"Variables": {"TABLE_NAME": "items", "MARKER": "from-the-emulator"}},
+    )
+    lambda_.create_event_source_mapping(
+        EventSourceArn=queue_arn,
+        FunctionName="consumer",
+        BatchSize=batch_size,
+        FunctionResponseTypes=["ReportBatchItemFailures"],
+    )
+    return Deployed(emulator, queue, queue_arn, dlq, "items")
+
+
+def test_lambda_sqs_event_has_the_shape_lambda_delivers() -> None:
+    message = {
+        "MessageId": "m-1",
+        "ReceiptHandle": "rh",
+        "MD5OfBody": "md5",
+        "Body": '{"x": 1}',
+        "MD5OfMessageAttributes": "md5a",
+        "Attributes": {
+            "ApproximateReceiveCount": "2",
+            "SentTimestamp": "1",
+            "SenderId": "s",
+            "ApproximateFirstReceiveTimestamp": "2",
+            "SequenceNumber": "18",
+            "MessageGroupId": "g",
+            "MessageDeduplicationId": "d",
+        },
+        "MessageAttributes": {
+            "text": {"DataType": "String", "StringValue": "v"},
+            "blob": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
+        },
+    }
+    (record,) = lambda_sqs_event([message], "arn:aws:sqs:eu-west-1:1:q.fifo", "eu-west-1")["Records"]
+    assert record == {
+        "messageId": "m-1",
+        "receiptHandle": "rh",
+        "body": '{"x": 1}',
+        "attributes": message["Attributes"],
+        "messageAttributes": {
+            "text": {
+                "stringValue": "v",
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": "String",
+            },
+            "blob": {
+                "binaryValue": base64.b64encode(b"\x00\x01").decode(),
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": "Binary",
+            },
+        },
+        "md5OfMessageAttributes": "md5a",
+        "md5OfBody": "md5",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:eu-west-1:1:q.fifo",
+        "awsRegion": "eu-west-1",
+    }
+
+
+def test_mappings_are_read_back_from_the_emulator(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator, batch_size=4)
+    with deployed.runner() as runner:
+        (mapping,) = runner.mappings()
+    assert mapping == Mapping(
+        uuid=mapping.uuid,
+        function_arn=mapping.function_arn,
+        queue_arn=deployed.queue_arn,
+        queue_url=deployed.queue_url,
+        batch_size=4,
+        report_batch_item_failures=True,
+        enabled=True,
+    )
+    assert mapping.function_name == "consumer"
+
+
+def test_deployed_code_runs_with_the_functions_environment_and_succeeded_records_are_deleted(
+    clean_emulator: Emulator,
+) -> None:
+    deployed = _deploy(clean_emulator)
+    deployed.send("a", "b", "c")
+    with deployed.runner() as runner:
+        stats = runner.drain(timeout=60)
+    items = deployed.items("record")
+    assert sorted(item["sk"]["S"] for item in items) == ["a", "b", "c"]
+    assert {item["marker"]["S"] for item in items} == {"from-the-emulator"}
+    record = json.loads(items[0]["record"]["S"])
+    assert record["eventSource"] == "aws:sqs"
+    assert record["eventSourceARN"] == deployed.queue_arn
+    assert record["attributes"]["MessageGroupId"] == "g"
+    assert record["messageAttributes"]["source"]["stringValue"] == "test"
+    assert (stats.delivered, stats.succeeded, stats.failed) == (3, 3, 0)
+    assert runner.backlog(runner.mappings()[0]) == 0
+
+
+def test_batches_never_exceed_the_mappings_batch_size(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator, batch_size=2)
+    deployed.send(*[f"m{n}" for n in range(5)])
+    with deployed.runner() as runner:
+        runner.drain(timeout=60)
+    sizes = [int(item["size"]["N"]) for item in deployed.items("batch")]
+    assert max(sizes) == 2
+    assert sum(sizes) == 5
+
+
+def test_reported_failures_come_back_and_reach_the_dead_letter_queue_after_max_receive_count(
+    clean_emulator: Emulator,
+) -> None:
+    deployed = _deploy(clean_emulator, max_receive_count=2)
+    deployed.send("ok-1", group="g1")
+    deployed.send("fail-1", group="g2")
+    with deployed.runner(retry_delay=0) as runner:
+        stats = runner.drain(timeout=60)
+    assert [item["sk"]["S"] for item in deployed.items("record")] == ["ok-1"]
+    dead = clean_emulator.client("sqs").receive_message(QueueUrl=deployed.dlq_url, AttributeNames=["All"])
+    assert [m["Body"] for m in dead["Messages"]] == ["fail-1"]
+    assert stats.failed == 2  # received twice (maxReceiveCount), failed twice, then redriven
+    assert stats.delivered == 2
+
+
+def test_without_a_retry_delay_a_failed_record_waits_for_the_visibility_timeout(
+    clean_emulator: Emulator,
+) -> None:
+    deployed = _deploy(clean_emulator, visibility_timeout=600)
+    deployed.send("fail-1")
+    with deployed.runner() as runner:
+        (mapping,) = runner.mappings()
+        assert runner.poll(mapping, wait_seconds=0) == 1
+        assert runner.poll(mapping, wait_seconds=0) == 0  # still invisible: in flight until the timeout
+        assert runner.backlog(mapping) == 1
+    assert runner.stats.failed == 1
+
+
+def test_an_exception_fails_the_whole_batch(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator, visibility_timeout=600)
+    deployed.send("raise", "b")
+    with deployed.runner() as runner:
+        (mapping,) = runner.mappings()
+        runner.poll(mapping, wait_seconds=0)
+        assert runner.stats.whole_batch_failures == 1
+        assert runner.stats.failed == 2
+        assert runner.backlog(mapping) == 2  # nothing deleted
+    assert deployed.items("record") == []
+
+
+def test_a_function_that_fails_its_cold_start_is_reported_with_the_error(clean_emulator: Emulator) -> None:
+    broken = {"probe.py": 'raise RuntimeError("TABLE_NAME is required; got nothing")\n'}
+    deployed = _deploy(clean_emulator, code=broken)
+    deployed.send("a")
+    with (
+        deployed.runner() as runner,
+        pytest.raises(RunnerError, match="cold start: RuntimeError: TABLE_NAME"),
+    ):
+        runner.drain(timeout=30)
