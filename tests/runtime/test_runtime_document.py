@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from runtime_helpers import event, failures, record, record_logs, scan
+from runtime_helpers import drain, event, failures, record, record_logs, scan
 
 
 def _count_requests(dynamodb) -> list[str]:
@@ -155,3 +155,18 @@ def test_log_line_per_record_names_message_group_key_mode_and_outcome(make_handl
     assert line["mode"] == "document"
     assert line["outcome"] == "processed"
     json.dumps(line)
+
+
+def test_example_document_processor_from_the_processor_setting(make_handler, dynamodb, dlq_url, sqs):
+    handler, _ = make_handler(processor="runtime_examples:order_document", dlq_url=dlq_url)
+    order = {"x": "o-1", "y": "v1", "customer": "ada", "lines": [{"cents": 250}, {"cents": 100}]}
+    rec = record(order)
+    for _ in range(2):
+        assert failures(handler(event(rec), None)) == []
+    (item,) = scan(dynamodb)
+    assert item["customer"] == {"S": "ada"}
+    assert item["line_count"] == {"N": "2"} and item["total_cents"] == {"N": "350"}
+    assert item["source_message_id"] == {"S": rec["messageId"]}
+    handler(event(record({"x": "o-2", "y": "v1", "lines": "oops"})), None)
+    (dead,) = drain(sqs, dlq_url)
+    assert dead["MessageAttributes"]["reason"]["StringValue"] == "lines must be a list, got str"
