@@ -56,14 +56,33 @@ def _serialise_moto_writes(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(DynamoDBBackend, name, functools.wraps(original)(locked))
 
 
-@pytest.fixture
-def dynamodb():
-    return boto3.client("dynamodb", region_name=REGION)
+def _client(service: str):
+    # Explicit fake credentials: the client never depends on (or reaches) a real account.
+    return boto3.client(
+        service, region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+
+
+@pytest.fixture(scope="session")
+def _shared_clients():
+    """Clients are slow to create and moto resets its state per test, not per client: share them.
+    Tests that register botocore event hooks use ``fresh_dynamodb`` so their hooks do not leak."""
+    return {"dynamodb": _client("dynamodb"), "sqs": _client("sqs")}
 
 
 @pytest.fixture
-def sqs():
-    return boto3.client("sqs", region_name=REGION)
+def dynamodb(_shared_clients):
+    return _shared_clients["dynamodb"]
+
+
+@pytest.fixture
+def fresh_dynamodb():
+    return _client("dynamodb")
+
+
+@pytest.fixture
+def sqs(_shared_clients):
+    return _shared_clients["sqs"]
 
 
 @pytest.fixture
@@ -87,14 +106,20 @@ def dlq_url(sqs) -> str:
 
 @pytest.fixture
 def make_handler(table, dynamodb, sqs):
-    """``make_handler(fn=None, clock=None, **config)`` -> (handler, log stream); ``fn`` is the processor."""
+    """``make_handler(fn=None, clock=None, client=None, **config)`` -> (handler, log stream); ``fn`` is the
+    processor, ``client`` a DynamoDB client to use instead of the shared one."""
 
-    def make(fn: Any = None, clock: Any = None, **overrides: Any):
+    def make(fn: Any = None, clock: Any = None, client: Any = None, **overrides: Any):
         config = Config(table_name=table, **overrides)
         stream = io.StringIO()
         extra = {"clock": clock} if clock is not None else {}
         handler = build_handler(
-            config, dynamodb_client=dynamodb, sqs_client=sqs, processor=fn, log_stream=stream, **extra
+            config,
+            dynamodb_client=client or dynamodb,
+            sqs_client=sqs,
+            processor=fn,
+            log_stream=stream,
+            **extra,
         )
         return handler, stream
 

@@ -81,7 +81,7 @@ def test_empty_batch_returns_no_failures(make_handler):
 FATES = st.sampled_from(["ok", "ok", "transient", "permanent"])
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     batch=st.lists(st.tuples(st.sampled_from(["g0", "g1", "g2", None]), FATES), min_size=1, max_size=10),
     with_dlq=st.booleans(),

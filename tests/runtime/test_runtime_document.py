@@ -56,9 +56,9 @@ def test_same_business_key_after_the_dedup_window_keeps_the_first_document(make_
     assert item["version"] == {"S": "first"}
 
 
-def test_document_mode_makes_exactly_one_request_per_message(make_handler, dynamodb):
-    handler, _ = make_handler()
-    calls = _count_requests(dynamodb)
+def test_document_mode_makes_exactly_one_request_per_message(make_handler, fresh_dynamodb):
+    handler, _ = make_handler(client=fresh_dynamodb)
+    calls = _count_requests(fresh_dynamodb)
     batch = [record({"x": f"a{i}", "y": "b"}, group=f"g{i}") for i in range(10)]
     handler(event(*batch), None)
     assert calls == ["PutItem"] * 10

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import boto3
-import pytest
 import runtime_examples
 from idempotent_runtime.config import Config
 from idempotent_runtime.consumer import build_handler
 from idempotent_runtime.publisher import publish
-from runtime_helpers import REGION, deliver_until_empty, inject_errors, scan
+from runtime_helpers import deliver_until_empty, inject_errors, scan
 
 
 def _raise_timeouts(client, operation: str, every: int) -> list[int]:
@@ -35,34 +33,28 @@ def _publish_orders(sns, topic, count=30, **extra):
     return orders
 
 
-@pytest.fixture
-def own_dynamodb():
-    """A client of the handler's own, so injected faults do not touch the test's reads."""
-    return boto3.client("dynamodb", region_name=REGION)
-
-
-def test_throttled_document_writes_end_as_one_item_per_key(pipeline, sqs, table, own_dynamodb, dynamodb):
+def test_throttled_document_writes_end_as_one_item_per_key(pipeline, sqs, table, fresh_dynamodb, dynamodb):
     sns, topic, queue_url, queue_arn = pipeline
-    throttled = inject_errors(own_dynamodb, "PutItem", "ProvisionedThroughputExceededException", every=3)
-    timeouts = _raise_timeouts(own_dynamodb, "PutItem", every=7)
-    handler = build_handler(Config(table_name=table), dynamodb_client=own_dynamodb)
+    throttled = inject_errors(fresh_dynamodb, "PutItem", "ProvisionedThroughputExceededException", every=3)
+    timeouts = _raise_timeouts(fresh_dynamodb, "PutItem", every=7)
+    handler = build_handler(Config(table_name=table), dynamodb_client=fresh_dynamodb)
     orders = _publish_orders(sns, topic)
     deliver_until_empty(sqs, queue_url, queue_arn, handler)
     assert throttled and timeouts
     assert sorted(i["pk"]["S"] for i in scan(dynamodb)) == sorted(o["x"] for o in orders)
 
 
-def test_throttled_transactions_move_each_balance_once(pipeline, sqs, table, own_dynamodb, dynamodb):
+def test_throttled_transactions_move_each_balance_once(pipeline, sqs, table, fresh_dynamodb, dynamodb):
     sns, topic, queue_url, queue_arn = pipeline
     throttled = inject_errors(
-        own_dynamodb,
+        fresh_dynamodb,
         "TransactWriteItems",
         "TransactionCanceledException",
         every=3,
         CancellationReasons=[{"Code": "ThrottlingError"}, {"Code": "None"}, {"Code": "None"}],
     )
     config = Config(table_name=table, mode="transaction", processor="runtime_examples:apply_payment")
-    handler = build_handler(config, dynamodb_client=own_dynamodb)
+    handler = build_handler(config, dynamodb_client=fresh_dynamodb)
     orders = _publish_orders(sns, topic)
     deliver_until_empty(sqs, queue_url, queue_arn, handler)
     assert throttled
@@ -70,13 +62,13 @@ def test_throttled_transactions_move_each_balance_once(pipeline, sqs, table, own
     assert balances == {f"account#{o['x']}": o["cents"] for o in orders}
 
 
-def test_throttled_guarded_effects_run_once_per_key(pipeline, sqs, table, own_dynamodb, dynamodb):
+def test_throttled_guarded_effects_run_once_per_key(pipeline, sqs, table, fresh_dynamodb, dynamodb):
     sns, topic, queue_url, queue_arn = pipeline
     runtime_examples.SENT.clear()
-    claims = inject_errors(own_dynamodb, "PutItem", "ThrottlingException", every=4)
-    completions = inject_errors(own_dynamodb, "UpdateItem", "InternalServerError", every=5, status=500)
+    claims = inject_errors(fresh_dynamodb, "PutItem", "ThrottlingException", every=4)
+    completions = inject_errors(fresh_dynamodb, "UpdateItem", "InternalServerError", every=5, status=500)
     config = Config(table_name=table, mode="guarded", processor="runtime_examples:send_receipt")
-    handler = build_handler(config, dynamodb_client=own_dynamodb)
+    handler = build_handler(config, dynamodb_client=fresh_dynamodb)
     orders = _publish_orders(sns, topic)
     deliver_until_empty(sqs, queue_url, queue_arn, handler)
     assert claims and completions

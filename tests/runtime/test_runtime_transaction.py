@@ -96,10 +96,10 @@ def test_processor_condition_failure_is_permanent_and_nothing_commits(make_handl
     assert "transaction cancelled" in reason and "entry 0: ConditionalCheckFailed" in reason
 
 
-def test_transaction_conflict_is_retried(payments, dynamodb):
-    handler, stream = payments()
+def test_transaction_conflict_is_retried(payments, fresh_dynamodb):
+    handler, stream = payments(client=fresh_dynamodb)
     inject_errors(
-        dynamodb,
+        fresh_dynamodb,
         "TransactWriteItems",
         "TransactionCanceledException",
         CancellationReasons=[{"Code": "TransactionConflict"}, {"Code": "None"}, {"Code": "None"}],
@@ -109,10 +109,10 @@ def test_transaction_conflict_is_retried(payments, dynamodb):
     assert "TransactionConflict" in record_logs(stream)[0]["reason"]
 
 
-def test_marker_conflict_with_user_condition_failure_is_a_duplicate(payments, dynamodb):
-    handler, _ = payments()
+def test_marker_conflict_with_user_condition_failure_is_a_duplicate(payments, fresh_dynamodb):
+    handler, _ = payments(client=fresh_dynamodb)
     inject_errors(
-        dynamodb,
+        fresh_dynamodb,
         "TransactWriteItems",
         "TransactionCanceledException",
         CancellationReasons=[
