@@ -14,6 +14,9 @@ QUARANTINED = "quarantined"
 FAILED = "failed"
 # Outcomes after which the record is done (deleted from the queue); only FAILED is reported back.
 HANDLED = frozenset({PROCESSED, DUPLICATE, QUARANTINED})
+# A record is not started with less invocation time left than this: it is reported failed instead, so the
+# batch ends with a clean partial response rather than a timeout (which would redeliver the whole batch).
+TIME_MARGIN_MS = 1000
 
 
 class RecordResult:
@@ -75,7 +78,13 @@ class BatchRunner:
     def _run_group(self, group: list[Message], context: Any) -> list[RecordResult]:
         results = []
         blocker: RecordResult | None = None
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
         for message in group:
+            if blocker is None and remaining is not None and remaining() < TIME_MARGIN_MS:
+                result = self.skip(message, "not attempted: the invocation is about to time out")
+                results.append(result)
+                blocker = result
+                continue
             if blocker is not None:
                 results.append(
                     self.skip(

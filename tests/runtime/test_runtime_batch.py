@@ -119,3 +119,23 @@ def test_reported_failures_are_the_failing_record_and_later_records_of_its_group
         handled = [f"{run}-{index}" in stored, rec["messageId"] in quarantined, rec["messageId"] in expected]
         assert handled.count(True) == 1, (index, handled)
     assert len(record_logs(stream)) == len(records)
+
+
+class _Context:
+    """A Lambda context whose remaining time drops as records are processed."""
+
+    def __init__(self, remaining_ms: list[int]) -> None:
+        self.remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms.pop(0) if len(self.remaining_ms) > 1 else self.remaining_ms[0]
+
+
+def test_records_are_not_started_when_the_invocation_is_about_to_time_out(make_handler, dynamodb):
+    handler, stream = make_handler(max_workers=1)
+    first, second, third = (record({"x": f"k{i}", "y": "1"}, group="g") for i in range(3))
+    response = handler(event(first, second, third), _Context([5000, 400]))
+    assert failures(response) == [second["messageId"], third["messageId"]]
+    assert [i["pk"]["S"] for i in scan(dynamodb)] == ["k0"]
+    reasons = [line.get("reason", "") for line in record_logs(stream)]
+    assert "about to time out" in reasons[1]
