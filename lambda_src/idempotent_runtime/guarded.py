@@ -164,10 +164,14 @@ class GuardedMode:
                     ConditionExpression=OWNED,
                     ExpressionAttributeNames=names,
                     ExpressionAttributeValues=values,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
                 return
             except Exception as exc:
                 if is_conditional_check_failed(exc):
+                    old = getattr(exc, "response", {}).get("Item") or {}
+                    if old.get(STATUS) == {"S": COMPLETED} and old.get(OWNER) == {"S": token}:
+                        return  # an earlier attempt was applied but its response was lost
                     self.warn(
                         "lease lost: the effect ran but another invocation owns the key now; "
                         "completion refused",
@@ -180,8 +184,7 @@ class GuardedMode:
                 if permanent_reason(exc) is not None or attempt == _COMPLETE_ATTEMPTS - 1:
                     self.warn(
                         "effect ran but its completion was not stored; the key stays IN_PROGRESS until "
-                        "its lease "
-                        "expires, then a retry runs the effect again",
+                        "its lease expires, then a retry runs the effect again",
                         key=str(key),
                         message_id=message.message_id,
                         error=describe(exc),

@@ -230,3 +230,25 @@ def test_example_processor_loaded_from_processor_setting(make_handler):
     for _ in range(3):
         assert failures(handler(event(rec), None)) == []
     assert runtime_examples.SENT == [("o-1#receipt", "a@example.com")]
+
+
+def test_completion_applied_but_response_lost_is_not_mistaken_for_a_lost_lease(make_handler, fresh_dynamodb):
+    from botocore.exceptions import ReadTimeoutError
+
+    effects = Effects()
+    handler, stream = make_handler(fn=effects, mode="guarded", client=fresh_dynamodb)
+    lost = {"done": False}
+
+    def apply_then_time_out(http_response, **_):
+        # The first completion reaches DynamoDB and is applied; its response never arrives.
+        if not lost["done"]:
+            lost["done"] = True
+            raise ReadTimeoutError(endpoint_url="https://dynamodb.invalid")
+
+    fresh_dynamodb.meta.events.register("after-call.dynamodb.UpdateItem", apply_then_time_out)
+    rec = record({"x": "a1", "y": "b1"})
+    assert failures(handler(event(rec), None)) == []
+    assert lost["done"]
+    assert effects.calls == ["a1#b1"]
+    assert _item(fresh_dynamodb)["status"] == {"S": "COMPLETED"}
+    assert "lease lost" not in stream.getvalue()
