@@ -56,6 +56,8 @@ def _context(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
+    if not (Path(args.app_dir) / "cdk.json").exists():
+        raise CdkError(f"no cdk.json in the app directory: {Path(args.app_dir).resolve()}")
     progress = Progress(5 if args.demo else 4)
     progress("starting the local AWS emulator (moto, loopback only)")
     emulator, started = emulators.start(args.state_dir)

@@ -775,12 +775,17 @@ def _delete_change_set(self: Any) -> Any:
 
 
 def _execute_change_set(self: Any) -> Any:
-    key, _ = _change_set_of_stack(self)
+    key, change_set = _change_set_of_stack(self)
     if key is None:
         raise ChangeSetNotFound(f"ChangeSet [{self._get_param('ChangeSetName')}] does not exist")
     self.cloudformation_backend.execute_change_set(
         change_set_name=key, stack_name=self._get_param("StackName")
     )
+    # Moto keeps the outputs (and description) of the template the stack had before the change set.
+    stack = change_set.stack
+    stack._parse_template()
+    stack.output_map = stack._create_output_map()
+    stack.description = stack.template_dict.get("Description")
     return EmptyResult()
 
 
@@ -823,7 +828,8 @@ def install(endpoint: str | None = None) -> None:
 
     - the classes of this module take over their CloudFormation types (moto's type caches are cleared);
     - change sets are found within the stack the request names, and a missing one is ``ChangeSetNotFound``
-      (moto searches every stack and answers ``ValidationError``, which breaks a CDK redeploy);
+      (moto searches every stack and answers ``ValidationError``, which breaks a CDK redeploy), and
+      executing one refreshes the stack's outputs;
     - an SSM-typed parameter kept from the previous deployment is not looked up again;
     - a resource type without an update keeps its resource on update instead of losing it;
     - a FIFO topic with content-based deduplication hands a deduplication id to its queues, as SNS does;

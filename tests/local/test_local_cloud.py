@@ -1,0 +1,238 @@
+"""End to end on loopback: the real CDK CLI deploys the reference stack into the emulator, wired; the pipeline
+runs; a redeploy with a changed prop updates the stack; destroy removes it and stops the emulator.
+
+The tests of this module run in order and share one deployment.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from idempotent_pipeline.local import emulator as emulators
+from idempotent_pipeline.local.cli import main
+from idempotent_pipeline.local.demo import run_demo
+from idempotent_pipeline.local.emulator import Emulator
+from idempotent_pipeline.local.stacks import deployed_stacks
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+STACK = "IdempotentPipeline"
+
+if not (ROOT / "node_modules" / ".bin" / "cdk").exists():
+    pytest.skip("the pinned CDK CLI is not installed (make setup installs it)", allow_module_level=True)
+
+
+@dataclass
+class Deployment:
+    emulator: Emulator
+    state_dir: Path
+    output: Path
+    template: dict[str, Any]
+    physical: dict[str, str]  # logical id -> physical id
+    outputs: dict[str, str]
+
+    def of_type(self, kind: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.template["Resources"].items() if v["Type"] == kind}
+
+    def physical_of_type(self, kind: str) -> list[str]:
+        return [self.physical[k] for k in self.of_type(kind)]
+
+
+def _deploy(state_dir: Path, output: Path, *context: str) -> int:
+    args = [
+        "deploy",
+        "--state-dir",
+        str(state_dir),
+        "--app-dir",
+        str(ROOT),
+        "--output",
+        str(output),
+        "--no-demo",
+    ]
+    for pair in context:
+        args += ["-c", pair]
+    return main(args)
+
+
+def _read(emulator: Emulator, output: Path) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+    template = json.loads((output / f"{STACK}.template.json").read_text())
+    cloudformation = emulator.client("cloudformation")
+    resources = cloudformation.list_stack_resources(StackName=STACK)["StackResourceSummaries"]
+    stack = cloudformation.describe_stacks(StackName=STACK)["Stacks"][0]
+    return (
+        template,
+        {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in resources},
+        {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
+    )
+
+
+@pytest.fixture(scope="module")
+def deployment(state_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    emulator, _ = emulators.start(state_dir)
+    emulator.reset()  # other tests leave resources behind
+    output = tmp_path_factory.mktemp("cdk.out")
+    assert _deploy(state_dir, output) == 0
+    yield Deployment(emulator, state_dir, output, *_read(emulator, output))
+
+
+def _queue_attributes(emulator: Emulator, url: str) -> dict[str, str]:
+    return emulator.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+
+
+def test_every_resource_of_the_template_exists_in_the_emulator(deployment: Deployment) -> None:
+    (stack,) = deployed_stacks(deployment.emulator)
+    assert (stack.name, stack.status, stack.not_created) == (STACK, "CREATE_COMPLETE", [])
+    assert set(deployment.physical) == set(deployment.template["Resources"])
+    assert set(deployment.outputs) == {
+        "TopicArn",
+        "QueueUrl",
+        "DeadLetterQueueUrl",
+        "TableName",
+        "FunctionName",
+    }
+
+
+def test_raw_subscription_delivers_from_the_topic_to_the_queue(deployment: Deployment) -> None:
+    sns, sqs = deployment.emulator.client("sns"), deployment.emulator.client("sqs")
+    (subscription,) = deployment.physical_of_type("AWS::SNS::Subscription")
+    attributes = sns.get_subscription_attributes(SubscriptionArn=subscription)["Attributes"]
+    queue_arn = _queue_attributes(deployment.emulator, deployment.outputs["QueueUrl"])["QueueArn"]
+    assert (attributes["TopicArn"], attributes["Endpoint"], attributes["Protocol"]) == (
+        deployment.outputs["TopicArn"],
+        queue_arn,
+        "sqs",
+    )
+    assert attributes["RawMessageDelivery"] == "true"
+    sns.publish(
+        TopicArn=deployment.outputs["TopicArn"],
+        Message='{"probe": true}',
+        MessageGroupId="probe",
+        MessageDeduplicationId="probe",
+    )
+    (message,) = sqs.receive_message(QueueUrl=deployment.outputs["QueueUrl"], WaitTimeSeconds=1)["Messages"]
+    assert message["Body"] == '{"probe": true}'
+    sqs.delete_message(QueueUrl=deployment.outputs["QueueUrl"], ReceiptHandle=message["ReceiptHandle"])
+
+
+def test_queue_policies_are_set_from_the_template(deployment: Deployment) -> None:
+    for logical, resource in deployment.of_type("AWS::SQS::QueuePolicy").items():
+        (queue_ref,) = resource["Properties"]["Queues"]
+        url = deployment.physical[queue_ref["Ref"]]
+        policy = json.loads(_queue_attributes(deployment.emulator, url)["Policy"])
+        assert len(policy["Statement"]) == len(resource["Properties"]["PolicyDocument"]["Statement"]), logical
+    policy = json.loads(_queue_attributes(deployment.emulator, deployment.outputs["QueueUrl"])["Policy"])
+    conditions = json.dumps([s.get("Condition") for s in policy["Statement"]])
+    assert deployment.outputs["TopicArn"] in conditions  # SendMessage only from this topic
+
+
+def test_redrive_policy_points_at_the_dead_letter_queue(deployment: Deployment) -> None:
+    dlq_arn = _queue_attributes(deployment.emulator, deployment.outputs["DeadLetterQueueUrl"])["QueueArn"]
+    (queue,) = [
+        r for r in deployment.of_type("AWS::SQS::Queue").values() if "RedrivePolicy" in r["Properties"]
+    ]
+    redrive = json.loads(
+        _queue_attributes(deployment.emulator, deployment.outputs["QueueUrl"])["RedrivePolicy"]
+    )
+    assert redrive == {
+        "deadLetterTargetArn": dlq_arn,
+        "maxReceiveCount": queue["Properties"]["RedrivePolicy"]["maxReceiveCount"],
+    }
+
+
+def test_time_to_live_is_enabled_on_the_table(deployment: Deployment) -> None:
+    (table,) = deployment.of_type("AWS::DynamoDB::Table").values()
+    ttl = deployment.emulator.client("dynamodb").describe_time_to_live(
+        TableName=deployment.outputs["TableName"]
+    )
+    assert ttl["TimeToLiveDescription"] == {
+        "TimeToLiveStatus": "ENABLED",
+        "AttributeName": table["Properties"]["TimeToLiveSpecification"]["AttributeName"],
+    }
+
+
+def test_event_source_mapping_reports_batch_item_failures(deployment: Deployment) -> None:
+    (spec,) = deployment.of_type("AWS::Lambda::EventSourceMapping").values()
+    (mapping,) = deployment.emulator.client("lambda").list_event_source_mappings(
+        FunctionName=deployment.outputs["FunctionName"]
+    )["EventSourceMappings"]
+    queue_arn = _queue_attributes(deployment.emulator, deployment.outputs["QueueUrl"])["QueueArn"]
+    assert mapping["EventSourceArn"] == queue_arn
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["BatchSize"] == spec["Properties"]["BatchSize"]
+
+
+def test_alarms_exist(deployment: Deployment) -> None:
+    names = deployment.physical_of_type("AWS::CloudWatch::Alarm")
+    alarms = deployment.emulator.client("cloudwatch").describe_alarms(AlarmNames=names)["MetricAlarms"]
+    assert sorted(a["AlarmName"] for a in alarms) == sorted(names)
+    assert len(names) == 3
+
+
+def test_demo_accounts_for_every_published_message(deployment: Deployment) -> None:
+    report = run_demo(deployment.emulator)
+    assert report.function == deployment.outputs["FunctionName"]
+    assert (report.published, report.deduplicated_by_fifo, report.delivered) == (29, 5, 24)
+    assert (report.items_written, report.duplicates_absorbed, report.dead_lettered) == (20, 3, 1)
+    assert report.missing_keys == []
+    assert report.balanced
+    # The function's own counters (Embedded Metric Format) agree with what the demo measured.
+    assert report.function_metrics == {"processed": 20, "duplicates": 3, "failed": 0, "quarantined": 1}
+    (letter,) = report.dead_letters
+    assert letter.body.startswith("this is not JSON")
+    assert "json" in letter.reason
+
+
+def test_redeploy_with_a_changed_prop_updates_the_stack(deployment: Deployment) -> None:
+    assert _deploy(deployment.state_dir, deployment.output, "max_receive_count=7", "memory_size=256") == 0
+    template, physical, outputs = _read(deployment.emulator, deployment.output)
+    cloudformation = deployment.emulator.client("cloudformation")
+    assert cloudformation.describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"] == "UPDATE_COMPLETE"
+    redrive = json.loads(_queue_attributes(deployment.emulator, outputs["QueueUrl"])["RedrivePolicy"])
+    in_template = [
+        r["Properties"]["RedrivePolicy"]["maxReceiveCount"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" in r["Properties"]
+    ]
+    assert in_template == [redrive["maxReceiveCount"]] == [7]
+    configuration = deployment.emulator.client("lambda").get_function_configuration(
+        FunctionName=outputs["FunctionName"]
+    )
+    assert configuration["MemorySize"] == 256
+    assert physical == deployment.physical  # updated in place, nothing replaced
+    # Still wired: the pipeline runs as before.
+    assert run_demo(deployment.emulator).balanced
+
+
+def test_destroy_removes_the_stack_and_stops_the_emulator(deployment: Deployment) -> None:
+    emulator = deployment.emulator
+    assert (
+        main(
+            [
+                "destroy",
+                "--state-dir",
+                str(deployment.state_dir),
+                "--app-dir",
+                str(ROOT),
+                "--output",
+                str(deployment.output),
+                "--keep-emulator",
+            ]
+        )
+        == 0
+    )
+    assert [s.name for s in deployed_stacks(emulator)] == []
+    assert emulator.client("sqs").list_queues().get("QueueUrls", []) == []
+    assert emulator.client("sns").list_subscriptions()["Subscriptions"] == []
+    assert emulator.client("lambda").list_event_source_mappings()["EventSourceMappings"] == []
+    # The table keeps its data (RemovalPolicy.RETAIN, the construct's default), as in AWS.
+    assert emulator.client("dynamodb").list_tables()["TableNames"] == [deployment.outputs["TableName"]]
+
+    assert main(["stop", "--state-dir", str(deployment.state_dir)]) == 0
+    assert emulators.find(deployment.state_dir) is None
