@@ -157,3 +157,14 @@ def test_example_rejects_a_negative_payment_permanently(payments, dlq_url, sqs, 
     (dead,) = drain(sqs, dlq_url)
     assert dead["MessageAttributes"]["reason"]["StringValue"] == "cents must be a positive integer, got -5"
     assert scan(dynamodb) == []
+
+
+def test_ttl_expired_marker_counts_as_absent(payments, dynamodb, table):
+    dynamodb.put_item(
+        TableName=table,
+        Item={"pk": {"S": "a1"}, "sk": {"S": "idempotency#p1"}, "expires_at": {"N": "1000"}},
+    )
+    handler, stream = payments()
+    assert failures(handler(event(record({"x": "a1", "y": "p1", "cents": 7})), None)) == []
+    assert _balance(dynamodb) == 7
+    assert [line["outcome"] for line in record_logs(stream)] == ["processed"]
