@@ -111,7 +111,10 @@ class GuardedMode:
         except Exception as exc:
             if not is_conditional_check_failed(exc):
                 raise
-            return self._existing(key, getattr(exc, "response", {}).get("Item") or {})
+            old = getattr(exc, "response", {}).get("Item") or {}
+            # Our own token: a retried claim whose first attempt was applied (response lost). We hold it.
+            if old.get(OWNER) != {"S": token} or old.get(STATUS) != {"S": IN_PROGRESS}:
+                return self._existing(key, old)
 
         try:
             result = self.processor(message)

@@ -252,3 +252,22 @@ def test_completion_applied_but_response_lost_is_not_mistaken_for_a_lost_lease(m
     assert effects.calls == ["a1#b1"]
     assert _item(fresh_dynamodb)["status"] == {"S": "COMPLETED"}
     assert "lease lost" not in stream.getvalue()
+
+
+def test_claim_applied_but_response_lost_is_still_ours(make_handler, fresh_dynamodb):
+    effects = Effects()
+    handler, _ = make_handler(fn=effects, mode="guarded", client=fresh_dynamodb)
+    real_put = fresh_dynamodb.put_item
+    retried: list[bool] = []
+
+    def applied_then_retried(**request):
+        if retried:
+            return real_put(**request)
+        retried.append(True)
+        real_put(**request)  # the claim is stored, its response lost on the way back...
+        return real_put(**request)  # ...so botocore sends the same request again
+
+    fresh_dynamodb.put_item = applied_then_retried
+    assert failures(handler(event(record({"x": "a1", "y": "b1"})), None)) == []
+    assert retried and effects.calls == ["a1#b1"]
+    assert _item(fresh_dynamodb)["status"] == {"S": "COMPLETED"}
