@@ -135,3 +135,14 @@ def test_processor_item_over_400_kb_is_quarantined(make_handler, sqs, dlq_url, d
     (dead,) = drain(sqs, dlq_url)
     assert "400 KB" in dead["MessageAttributes"]["reason"]["StringValue"]
     assert scan(dynamodb) == []
+
+
+def test_standard_dlq_gets_no_fifo_parameters(make_handler, sqs):
+    dlq = sqs.create_queue(QueueName="consumer-dlq")["QueueUrl"]
+    handler, _ = make_handler(dlq_url=dlq)
+    poison = record("{bad", group=None)
+    assert failures(handler(event(poison), None)) == []
+    (dead,) = drain(sqs, dlq)
+    assert dead["Body"] == "{bad"
+    assert "MessageGroupId" not in dead["Attributes"]
+    assert dead["MessageAttributes"]["source_message_id"]["StringValue"] == poison["messageId"]
