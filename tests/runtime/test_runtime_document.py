@@ -170,3 +170,12 @@ def test_example_document_processor_from_the_processor_setting(make_handler, dyn
     handler(event(record({"x": "o-2", "y": "v1", "lines": "oops"})), None)
     (dead,) = drain(sqs, dlq_url)
     assert dead["MessageAttributes"]["reason"]["StringValue"] == "lines must be a list, got str"
+
+
+def test_ttl_seconds_zero_keeps_documents_without_expiry(make_handler, dynamodb):
+    handler, stream = make_handler(ttl_seconds=0)
+    handler(event(record({"x": "a1", "y": "b1", "expires_at": 5})), None)
+    handler(event(record({"x": "a1", "y": "b1"})), None)
+    (item,) = scan(dynamodb)
+    assert "expires_at" not in item
+    assert [line["outcome"] for line in record_logs(stream)] == ["processed", "duplicate"]

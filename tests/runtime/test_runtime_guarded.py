@@ -271,3 +271,13 @@ def test_claim_applied_but_response_lost_is_still_ours(make_handler, fresh_dynam
     assert failures(handler(event(record({"x": "a1", "y": "b1"})), None)) == []
     assert retried and effects.calls == ["a1#b1"]
     assert _item(fresh_dynamodb)["status"] == {"S": "COMPLETED"}
+
+
+def test_ttl_seconds_zero_guarded_records_never_expire(make_handler, dynamodb):
+    effects = Effects()
+    handler, _ = make_handler(fn=effects, mode="guarded", ttl_seconds=0)
+    for _ in range(2):
+        assert failures(handler(event(record({"x": "a1", "y": "b1"})), None)) == []
+    item = _item(dynamodb)
+    assert item["status"] == {"S": "COMPLETED"} and "expires_at" not in item
+    assert effects.calls == ["a1#b1"]
