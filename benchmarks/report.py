@@ -121,7 +121,9 @@ def render_markdown(metrics: list[Metric], run_info: dict[str, Any]) -> str:
         "|---|---|---:|---:|---:|---|---|",
     ]
     for metric in metrics:
-        reference = f"{_fmt(metric.reference, metric.unit)} ({metric.reference_name})"
+        reference = _fmt(metric.reference, metric.unit)
+        if metric.reference_name:
+            reference += f" ({metric.reference_name})"
         ratio = DASH if metric.ratio is None else f"{metric.ratio:.2f}{TIMES}"
         target = DASH if metric.target is None else metric.target.text
         lines.append(
