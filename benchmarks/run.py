@@ -360,6 +360,7 @@ def synth_section(settings: Settings) -> list[Metric]:
             {
                 "reference_with_cdk_nag_s": round(medians["reference_with_nag"], 4),
                 "paired_ratio_median": round(data["paired_ratio_median"], 4),
+                "jsii_round_trips_per_synth": data["jsii_round_trips"],
                 "samples_s": {k: [round(v, 4) for v in vs] for k, vs in data["synth_s"].items()},
             },
         ),

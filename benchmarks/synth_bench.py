@@ -79,6 +79,48 @@ def alternate(factories: dict[str, AppFactory], pairs: int, workdir: Path) -> di
     return samples
 
 
+def jsii_round_trips(factory: AppFactory, outdir: Path, top: int = 6) -> dict[str, Any]:
+    """Requests one synth sends to the jsii Node process, by the innermost project frame that sent them.
+
+    Every request is a pipe round trip (~0.5 ms): the usual reason one CDK app synthesizes slower than
+    another with the same resources. Untimed; reads jsii's private process provider, so it may go missing.
+    """
+    import traceback
+
+    try:
+        from jsii._kernel.providers.process import _NodeProcess
+    except ImportError as error:
+        return {"unavailable": str(error)}
+    original = _NodeProcess.send
+    callers: dict[str, int] = {}
+    project = str(REPO_ROOT)
+    excluded = str(REPO_ROOT / "benchmarks" / "synth_bench.py")
+
+    def counting_send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        frames = [
+            frame
+            for frame in traceback.extract_stack()
+            if frame.filename.startswith(project)
+            and frame.filename != excluded
+            and "/.venv/" not in frame.filename
+        ]
+        where = (
+            f"{Path(frames[-1].filename).relative_to(REPO_ROOT)}:{frames[-1].name}"
+            if frames
+            else "app.synth()"
+        )
+        callers[where] = callers.get(where, 0) + 1
+        return original(self, request, *args, **kwargs)
+
+    _NodeProcess.send = counting_send  # type: ignore[method-assign]
+    try:
+        synth_once(factory, outdir)
+    finally:
+        _NodeProcess.send = original  # type: ignore[method-assign]
+    busiest = sorted(callers.items(), key=lambda item: item[1], reverse=True)[:top]
+    return {"total": sum(callers.values()), "by_caller": dict(busiest)}
+
+
 def consumer_asset_dir(assembly_dir: Path) -> Path:
     """The asset directory of the Lambda function whose handler is our runtime's, in a cloud assembly."""
     (template_path,) = assembly_dir.glob("*.template.json")
@@ -162,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         samples = alternate(factories, args.pairs, workdir)
         _, assembly = synth_once(reference_app, workdir / "asset")
+        round_trips = {
+            "reference": jsii_round_trips(reference_app, workdir / "count-reference"),
+            "plain": jsii_round_trips(plain_app, workdir / "count-plain"),
+        }
         asset = zipped_size(consumer_asset_dir(Path(assembly.directory)))
         result = {
             "synth_s": samples,
@@ -169,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             "paired_ratio_median": statistics.median(
                 ours / plain for ours, plain in zip(samples["reference"], samples["plain"], strict=True)
             ),
+            "jsii_round_trips": round_trips,
             "asset": asset,
             "powertools_asset": powertools_asset(),
             "process_s": time.perf_counter() - start,
