@@ -106,15 +106,6 @@ class FifoMessaging(Construct):
         encryption = (
             sqs.QueueEncryption.KMS if encryption_key is not None else sqs.QueueEncryption.SQS_MANAGED
         )
-        throughput = (
-            {
-                "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
-                "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
-            }
-            if high_throughput
-            else {}
-        )
-
         self.encryption_key = encryption_key
         if dead_letter_queue is None:
             dead_letter_queue = sqs.Queue(
@@ -146,7 +137,8 @@ class FifoMessaging(Construct):
                 queue=dead_letter_queue, max_receive_count=max_receive_count
             ),
             removal_policy=removal_policy,
-            **throughput,
+            deduplication_scope=sqs.DeduplicationScope.MESSAGE_GROUP if high_throughput else None,
+            fifo_throughput_limit=sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID if high_throughput else None,
         )
         _name_fifo_queue(self.queue)
 
