@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -96,6 +97,8 @@ class Cdk:
                 process.wait()
                 raise
         output = "".join(lines)
+        if process.returncode == -signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C reached the CLI first (same process group)
         if process.returncode != 0:
             tail = "".join(lines[-25:])
             raise CdkError(
