@@ -134,6 +134,8 @@ def render_markdown(metrics: list[Metric], run_info: dict[str, Any]) -> str:
     for metric in metrics:
         note = metric.extra.get("not_measured")
         suffix = f" **Not measured in this run:** {note}" if note else ""
+        if metric.extra.get("carried_over"):
+            suffix += f" **{metric.extra['carried_over']}** (`--skip-test-suite`)."
         lines.append(f"- `{metric.name}`: {metric.method}{suffix}")
     return "\n".join(lines) + "\n"
 

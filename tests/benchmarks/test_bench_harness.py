@@ -236,3 +236,43 @@ def test_run_writes_json_table_and_chart_in_the_documented_shape(tmp_path):
     assert "| metric | unit | ours | reference | ratio | target | met |" in table
     assert "`ddb_requests_per_new_message_document`" in table
     assert (tmp_path / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_skipped_test_suite_keeps_the_previous_measurement_marked_as_carried_over(tmp_path):
+    previous = tmp_path / "results.json"
+    previous.write_text(
+        json.dumps(
+            {
+                "metrics": [
+                    {
+                        "name": "test_suite_s",
+                        "unit": "s",
+                        "ours": 61.5,
+                        "reference": None,
+                        "reference_name": "",
+                        "ratio": None,
+                        "method": "make test",
+                        "target": None,
+                        "met": None,
+                        "exit_code": 0,
+                        "measured_utc": "2026-11-21T23:00:00Z",
+                    },
+                    {
+                        "name": "cpu_us_per_record",
+                        "unit": "µs",
+                        "ours": 1,
+                        "reference": 2,
+                        "reference_name": "Powertools",
+                        "ratio": 0.5,
+                        "method": "cpu",
+                    },
+                ],
+                "run": {"finished_utc": "2026-11-21T23:00:00Z"},
+            }
+        )
+    )
+    (kept,) = run._carried_over(previous, {"test_suite_s"})
+    assert (kept.name, kept.ours, kept.extra["exit_code"]) == ("test_suite_s", 61.5, 0)
+    assert kept.extra["carried_over"] == "not rerun; measured 2026-11-21T23:00:00Z"
+    assert "not rerun; measured 2026-11-21T23:00:00Z" in render_markdown([kept], {})
+    assert run._carried_over(tmp_path / "missing.json", {"test_suite_s"}) == []
