@@ -130,6 +130,7 @@ def render_markdown(metrics: list[Metric], run_info: dict[str, Any]) -> str:
             f"| `{metric.name}` | {metric.unit} | {_fmt(metric.ours, metric.unit)} | {reference} | {ratio} "
             f"| {target} | {_met_cell(metric)} |"
         )
+    lines += ["", "![ours / reference per metric, and batch latency by message groups](results.png)"]
     lines += ["", "## Method", ""]
     for metric in metrics:
         note = metric.extra.get("not_measured")
