@@ -373,8 +373,8 @@ def test_code_asset_contains_the_runtime_package(default_stack):
     asset = function_asset_dir(default_stack)
     expected = {
         f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
-        for p in RUNTIME_SOURCE.rglob("*.py")
-        if "__pycache__" not in p.parts
+        for p in RUNTIME_SOURCE.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     }
     assert {"idempotent_runtime/__init__.py", "idempotent_runtime/handler.py"} <= expected
     assert files_under(asset) == expected

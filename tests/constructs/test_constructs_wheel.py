@@ -167,9 +167,14 @@ def test_outside_app_asset_contains_the_installed_runtime(outside_app):
     key = _function(outside_app["template"])["Code"]["S3Key"].removesuffix(".zip")
     asset = outside_app["outdir"] / f"asset.{key}"
     files = {p.relative_to(asset).as_posix() for p in asset.rglob("*") if p.is_file()}
-    assert files == set(RUNTIME_FILES)
-    assert "idempotent_runtime/__init__.py" in files
-    assert "idempotent_runtime/handler.py" in files
+    installed = Path(outside_app["modules"]["idempotent_runtime"]).parent
+    shipped = {
+        f"idempotent_runtime/{p.relative_to(installed).as_posix()}"
+        for p in installed.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
+    assert files == shipped
+    assert {"idempotent_runtime/__init__.py", "idempotent_runtime/handler.py", *RUNTIME_FILES} <= files
     for name in RUNTIME_FILES:
         assert (asset / name).read_bytes() == (REPO / "lambda_src" / name).read_bytes(), name
 
