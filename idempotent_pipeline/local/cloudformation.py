@@ -576,9 +576,12 @@ class DynamoDbTable(CloudFormationModel):
             name=original_resource.name,
             attr_definitions=props.get("AttributeDefinitions", []),
             global_index=[],
-            throughput=props.get("ProvisionedThroughput"),
+            throughput=props.get("ProvisionedThroughput") or {},
             billing_mode=billing,
-            stream_spec=props.get("StreamSpecification"),
+            # Moto refuses to enable a stream twice; an existing stream is left as it is.
+            stream_spec={}
+            if original_resource.latest_stream_label
+            else props.get("StreamSpecification") or {},
             deletion_protection_enabled=_bool(props.get("DeletionProtectionEnabled", False)),
             warm_throughput=None,
         )

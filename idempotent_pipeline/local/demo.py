@@ -308,7 +308,8 @@ def run_demo(
             )
         # Earlier traffic (a previous run, a user's messages) is drained first so it does not count.
         runner.drain(timeout=timeout, mappings=[pipeline.mapping])
-        runner.stats.clear()
+    # A fresh runner, so nothing of the earlier traffic (its log lines included) is counted.
+    with EventSourceRunner(emulator, retry_delay=retry_delay) as runner:
         traffic = publish_sample(emulator, pipeline)
         stats = runner.drain(timeout=timeout, mappings=[pipeline.mapping])
     written = _items_of_run(emulator, pipeline, traffic.keys)

@@ -33,7 +33,6 @@ import time
 import urllib.parse
 import urllib.request
 import zipfile
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,12 +123,7 @@ class Stats:
     failed: int = 0
     whole_batch_failures: int = 0
     message_ids: set[str] = field(default_factory=set)
-    metrics: Counter[str] = field(default_factory=Counter)
-
-    def clear(self) -> None:
-        self.invocations = self.records = self.succeeded = self.failed = self.whole_batch_failures = 0
-        self.message_ids.clear()
-        self.metrics.clear()
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def delivered(self) -> int:
@@ -166,7 +160,8 @@ class Worker:
                 for metric in directive["Metrics"]:
                     value = document.get(metric["Name"])
                     if isinstance(value, int | float):
-                        self.stats.metrics[metric["Name"]] += value
+                        name = metric["Name"]
+                        self.stats.metrics[name] = self.stats.metrics.get(name, 0) + value
         except (ValueError, KeyError, TypeError):
             return
 
