@@ -6,7 +6,6 @@ tests deploy the reference stack into it with the real CDK CLI.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,12 +13,6 @@ import pytest
 
 from idempotent_pipeline.local import emulator as emulators
 from idempotent_pipeline.local.emulator import Emulator
-
-# Fake credentials, even for code that builds its own boto3 clients from the environment.
-for _name in [
-    n for n in os.environ if n.startswith("AWS_") and n != "AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE"
-]:
-    del os.environ[_name]
 
 
 @pytest.fixture(scope="session")
