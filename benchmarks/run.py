@@ -84,34 +84,31 @@ def requests_section(settings: Settings) -> list[Metric]:
         "(`mock_aws`); a 10-message batch over 10 groups, new keys, then the same batch redelivered"
     )
     for mode in cont.MODES:
-        targets = {
-            "new": Target("value", 1, "1 request (Powertools: 2)") if mode == "document" else None,
-            "dup": Target("value", 1, "1 request") if mode == "document" else None,
-        }
+        ours = rb.count_requests(cont.ours(mode)) if mode in available else None
         for kind, label in (("new", "new_message"), ("dup", "duplicate")):
             name = f"ddb_requests_per_{label}_{mode}"
-            ref_value = reference.per_new_message if kind == "new" else reference.per_duplicate
-            ref_ops = reference.new_by_operation if kind == "new" else reference.duplicate_by_operation
-            if mode not in available:
-                metrics.append(
-                    unmeasured(name, "requests", "Powertools", method, missing[mode], targets[kind])
-                )
+            if mode == "document":
+                target = Target("value", 1, "1 request (Powertools: 2)" if kind == "new" else "1 request")
+            else:
+                target = None
+            if ours is None:
+                metrics.append(unmeasured(name, "requests", "Powertools", method, missing[mode], target))
                 continue
-            ours = rb.count_requests(cont.ours(mode))
+            new = kind == "new"
             metrics.append(
                 Metric(
                     name,
                     "requests",
-                    ours.per_new_message if kind == "new" else ours.per_duplicate,
-                    ref_value,
+                    ours.per_new_message if new else ours.per_duplicate,
+                    reference.per_new_message if new else reference.per_duplicate,
                     "Powertools",
                     method,
-                    targets[kind],
+                    target,
                     {
-                        "ours_by_operation": ours.new_by_operation
-                        if kind == "new"
-                        else ours.duplicate_by_operation,
-                        "reference_by_operation": ref_ops,
+                        "ours_by_operation": ours.new_by_operation if new else ours.duplicate_by_operation,
+                        "reference_by_operation": (
+                            reference.new_by_operation if new else reference.duplicate_by_operation
+                        ),
                     },
                 )
             )
