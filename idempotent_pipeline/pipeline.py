@@ -12,6 +12,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from idempotent_pipeline._checks import ConfigurationError, seconds
@@ -38,7 +39,8 @@ class IdempotentPipeline(Construct):
     plus three CloudWatch alarms (DLQ has messages, age of the oldest queued message, function errors).
 
     Messaging props (see :class:`FifoMessaging`): ``topic``, ``content_based_deduplication``,
-    ``high_throughput``, ``retention_period``, ``max_receive_count``, ``filter_policy``.
+    ``high_throughput``, ``retention_period``, ``max_receive_count``, ``dead_letter_queue``,
+    ``filter_policy``.
     Table props (see :class:`IdempotencyTable`): ``partition_key_name``, ``sort_key_name``,
     ``time_to_live_attribute``, ``removal_policy``, ``point_in_time_recovery``.
     Consumer props (see :class:`IdempotentConsumer`): ``mode``, ``key_source``, ``partition_key_field``,
@@ -69,6 +71,7 @@ class IdempotentPipeline(Construct):
         visibility_timeout: Duration | None = None,
         retention_period: Duration | None = None,
         max_receive_count: int = DEFAULT_MAX_RECEIVE_COUNT,
+        dead_letter_queue: sqs.IQueue | None = None,
         filter_policy: Mapping[str, sns.SubscriptionFilter] | None = None,
         encryption_key: kms.IKey | None = None,
         topic_encryption_key: kms.IKey | None = None,
@@ -140,6 +143,7 @@ class IdempotentPipeline(Construct):
             visibility_timeout=visibility_timeout,
             retention_period=retention_period,
             max_receive_count=max_receive_count,
+            dead_letter_queue=dead_letter_queue,
             encryption_key=encryption_key,
             topic_encryption_key=topic_encryption_key,
             filter_policy=filter_policy,

@@ -307,5 +307,29 @@ def test_standard_topic_is_rejected_by_the_composite():
 
 def test_standard_queue_cannot_be_slipped_in_as_dead_letter_queue():
     stack = new_stack()
-    with pytest.raises(ConfigurationError, match=r"dead_letter_queue must be a FIFO queue"):
-        FifoMessaging(stack, "Messaging", dead_letter_queue=sqs.Queue(stack, "Standard"))
+    with pytest.raises(
+        ConfigurationError,
+        match=r"dead_letter_queue must be a FIFO queue \(name ending in .fifo\); got a standard queue: "
+        r"TestStack/Standard",
+    ):
+        IdempotentPipeline(stack, "Pipeline", dead_letter_queue=sqs.Queue(stack, "Standard"))
+
+
+def test_existing_fifo_dead_letter_queue_gets_redrive_and_direct_sends(synth):
+    arn = "arn:aws:sqs:eu-west-1:111122223333:failures.fifo"
+
+    def build(stack: cdk.Stack) -> None:
+        pipeline = IdempotentPipeline(
+            stack, "Pipeline", dead_letter_queue=sqs.Queue.from_queue_arn(stack, "Failures", arn)
+        )
+        assert pipeline.dead_letter_queue.queue_arn == arn
+
+    template = synth(build)
+    queue = only(template, "AWS::SQS::Queue")["Properties"]
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == arn
+    sends = [s for s in policy_statements(template) if "sqs:SendMessage" in actions_of(s)]
+    assert [s["Resource"] for s in sends] == [arn]
+    env = only(template, "AWS::Lambda::Function")["Properties"]["Environment"]["Variables"]
+    assert env["DLQ_URL"] == {
+        "Fn::Join": ["", ["https://sqs.eu-west-1.", {"Ref": "AWS::URLSuffix"}, "/111122223333/failures.fifo"]]
+    }
