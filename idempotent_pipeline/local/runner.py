@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from idempotent_pipeline.local.emulator import REGION, Emulator
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -443,7 +445,14 @@ class EventSourceRunner:
                 stop.wait(1)
                 continue
             for mapping in mappings:
-                self.poll(mapping)
+                try:
+                    self.poll(mapping)
+                except (ClientError, RunnerError) as exc:
+                    # A redeploy or destroy replaced the queue or the function: read the mappings again.
+                    print(f"runner: {mapping.function_name}: {exc}", file=sys.stderr, flush=True)
+                    refreshed = 0.0
+                    stop.wait(1)
+                    break
         return self.stats
 
     def close(self) -> None:

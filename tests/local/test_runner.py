@@ -6,6 +6,8 @@ import base64
 import io
 import json
 import textwrap
+import threading
+import time
 import uuid
 import zipfile
 from dataclasses import dataclass
@@ -279,3 +281,20 @@ def test_a_function_that_fails_its_cold_start_is_reported_with_the_error(clean_e
         pytest.raises(RunnerError, match="cold start: RuntimeError: TABLE_NAME"),
     ):
         runner.drain(timeout=30)
+
+
+def test_run_processes_messages_until_stopped(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator)
+    deployed.send("a", "b")
+    stop = threading.Event()
+    with deployed.runner(wait_seconds=1) as runner:
+        thread = threading.Thread(target=runner.run, args=(stop,))
+        thread.start()
+        deadline = time.monotonic() + 60
+        while len(deployed.items("record")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert sorted(item["sk"]["S"] for item in deployed.items("record")) == ["a", "b"]
+    assert runner.stats.succeeded == 2
