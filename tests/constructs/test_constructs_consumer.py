@@ -647,3 +647,10 @@ def test_contract_variables_match_the_documented_table():
         if line.startswith("| `") and line.split("|")[1].strip().strip("`").isupper()
     }
     assert documented == CONTRACT_VARIABLES
+
+
+def test_missing_runtime_package_is_reported(monkeypatch):
+    import idempotent_pipeline._asset as asset
+
+    monkeypatch.setattr(asset.importlib.util, "find_spec", lambda name: None)
+    _rejects(r"the idempotent_runtime package is not importable; install idempotent-pipeline")

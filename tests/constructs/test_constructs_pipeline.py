@@ -333,3 +333,26 @@ def test_existing_fifo_dead_letter_queue_gets_redrive_and_direct_sends(synth):
     assert env["DLQ_URL"] == {
         "Fn::Join": ["", ["https://sqs.eu-west-1.", {"Ref": "AWS::URLSuffix"}, "/111122223333/failures.fifo"]]
     }
+
+
+def test_token_timeout_needs_an_explicit_visibility_timeout():
+    stack = new_stack()
+    timeout = cdk.CfnParameter(stack, "TimeoutSeconds", type="Number")
+    with pytest.raises(
+        ConfigurationError, match=r"visibility_timeout is required when timeout is a deploy-time token"
+    ):
+        IdempotentPipeline(stack, "Pipeline", timeout=Duration.seconds(timeout.value_as_number))
+
+
+def test_token_timeout_with_explicit_visibility_timeout_synthesizes():
+    stack = new_stack()
+    timeout = cdk.CfnParameter(stack, "TimeoutSeconds", type="Number")
+    IdempotentPipeline(
+        stack,
+        "Pipeline",
+        timeout=Duration.seconds(timeout.value_as_number),
+        visibility_timeout=Duration.minutes(15),
+    )
+    assert only(template_of(stack), "AWS::Lambda::Function")["Properties"]["Timeout"] == {
+        "Ref": "TimeoutSeconds"
+    }
