@@ -5,7 +5,8 @@ back from the emulator, as Lambda's poller would:
 
 - the event source mappings (queue, ``BatchSize``, ``FunctionResponseTypes``, enabled);
 - each function's configuration (handler, environment, timeout) and its deployed code (the zip);
-- it long-polls the queue for up to ``BatchSize`` messages with all attributes, builds Lambda's SQS event,
+- it long-polls the queue for up to ``BatchSize`` messages with all attributes, builds Lambda's SQS event
+  (:func:`idempotent_runtime.events.lambda_sqs_event`, the runtime's own model of it),
   invokes the handler in a worker process that imported the deployed code with the function's
   environment (one warm worker per function, restarted after a crash or a timeout), deletes the records
   that succeeded and leaves the rest on the queue.
@@ -20,7 +21,6 @@ receives before redrive is unchanged.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import io
 import json
@@ -33,69 +33,20 @@ import time
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
+from idempotent_runtime.events import lambda_sqs_event
 
-from idempotent_pipeline.local.emulator import REGION, Emulator
+from idempotent_pipeline.local.emulator import Emulator
 
 WORKER = Path(__file__).with_name("worker.py")
-# Lambda's poller asks for every system attribute; the event carries these.
-EVENT_ATTRIBUTES = (
-    "ApproximateReceiveCount",
-    "SentTimestamp",
-    "SenderId",
-    "ApproximateFirstReceiveTimestamp",
-    "SequenceNumber",
-    "MessageGroupId",
-    "MessageDeduplicationId",
-    "AWSTraceHeader",
-    "DeadLetterQueueSourceArn",
-)
 
 
 class RunnerError(RuntimeError):
     """The runner cannot do its job (no mapping, no code, a function that fails its cold start)."""
-
-
-def lambda_sqs_record(message: dict[str, Any], queue_arn: str, region: str = REGION) -> dict[str, Any]:
-    """One record of Lambda's SQS event, from one message of a ``ReceiveMessage`` response."""
-    attributes = message.get("Attributes", {})
-    record: dict[str, Any] = {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": message.get("Body", ""),
-        "attributes": {name: attributes[name] for name in EVENT_ATTRIBUTES if name in attributes},
-        "messageAttributes": {},
-        "md5OfBody": message.get("MD5OfBody", ""),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": queue_arn,
-        "awsRegion": region,
-    }
-    for name, value in (message.get("MessageAttributes") or {}).items():
-        converted: dict[str, Any] = {
-            "stringListValues": value.get("StringListValues", []),
-            "binaryListValues": [base64.b64encode(v).decode() for v in value.get("BinaryListValues", [])],
-            "dataType": value["DataType"],
-        }
-        if "StringValue" in value:
-            converted["stringValue"] = value["StringValue"]
-        if "BinaryValue" in value:
-            converted["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode()
-        record["messageAttributes"][name] = converted
-    if message.get("MD5OfMessageAttributes"):
-        record["md5OfMessageAttributes"] = message["MD5OfMessageAttributes"]
-    return record
-
-
-def lambda_sqs_event(
-    messages: Iterable[dict[str, Any]], queue_arn: str, region: str = REGION
-) -> dict[str, Any]:
-    """Lambda's SQS event (``{"Records": [...]}``) for the messages of one ``ReceiveMessage`` response."""
-    return {"Records": [lambda_sqs_record(m, queue_arn, region) for m in messages]}
 
 
 @dataclass(frozen=True)
@@ -351,7 +302,7 @@ class EventSourceRunner:
         if not messages:
             return 0
         worker = self._worker(mapping.function_arn)
-        event = lambda_sqs_event(messages, mapping.queue_arn, mapping.queue_arn.split(":")[3])
+        event = lambda_sqs_event(messages, mapping.queue_arn)
         self.stats.invocations += 1
         self.stats.records += len(messages)
         self.stats.message_ids.update(m["MessageId"] for m in messages)
