@@ -249,6 +249,18 @@ def test_filter_policy_is_applied_with_a_synth_warning():
     assert FILTER_POLICY_WARNING.startswith("a subscription filter policy is set")
 
 
+def test_filter_policy_warning_can_be_acknowledged_next_to_the_construct():
+    stack = new_stack()
+    messaging = FifoMessaging(
+        stack, "Messaging", filter_policy={"kind": sns.SubscriptionFilter.string_filter(allowlist=["order"])}
+    )
+    cdk.Annotations.of(messaging).acknowledge_warning(
+        "idempotent-pipeline:filter-policy", "the table's conditional writes catch the duplicates"
+    )
+    template_of(stack)
+    assert assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.any_value()) == []
+
+
 def test_no_warning_without_filter_policy():
     stack = new_stack()
     FifoMessaging(stack, "Messaging")
