@@ -298,3 +298,21 @@ def test_run_processes_messages_until_stopped(clean_emulator: Emulator) -> None:
     assert not thread.is_alive()
     assert sorted(item["sk"]["S"] for item in deployed.items("record")) == ["a", "b"]
     assert runner.stats.succeeded == 2
+
+
+def test_redeployed_code_replaces_the_warm_worker(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator)
+    with deployed.runner() as runner:
+        deployed.send("before")
+        runner.drain(timeout=60)
+        s3, lambda_ = clean_emulator.client("s3"), clean_emulator.client("lambda")
+        s3.put_object(
+            Bucket="assets",
+            Key="code-2.zip",
+            Body=_zip({"probe.py": PROBE.replace('os.environ["MARKER"]', '"second version"')}),
+        )
+        lambda_.update_function_code(FunctionName="consumer", S3Bucket="assets", S3Key="code-2.zip")
+        deployed.send("after")
+        runner.drain(timeout=60)
+    markers = {item["sk"]["S"]: item["marker"]["S"] for item in deployed.items("record")}
+    assert markers == {"before": "from-the-emulator", "after": "second version"}
