@@ -1,12 +1,12 @@
-"""``python -m idempotent_pipeline.local COMMAND``: the local cloud from the command line.
+"""python -m idempotent_pipeline.local COMMAND: the local cloud from the command line.
 
-deploy   start (or reuse) the emulator, bootstrap, ``cdk deploy`` the app, then run the demo
+deploy   start (or reuse) the emulator, bootstrap, cdk deploy the app, then run the demo
 demo     publish sample traffic through the deployed pipeline, drain it through the runner, report
 run      poll every deployed event source mapping until Ctrl-C (the runner, for your own traffic)
-destroy  ``cdk destroy`` the app, then stop the emulator
+destroy  cdk destroy the app, then stop the emulator
 status   is the emulator running, and what is deployed in it
-env      print the variables that point the AWS CLI / SDKs at the emulator (``eval "$(... env)"``)
-serve    run the emulator in the foreground until Ctrl-C (``deploy`` starts it in the background)
+env      print the variables that point the AWS CLI / SDKs at the emulator: eval "$(... env)"
+serve    run the emulator in the foreground until Ctrl-C (deploy starts it in the background)
 stop     stop the emulator
 """
 
