@@ -51,8 +51,26 @@ def reference_app_with_nag(outdir: Path) -> Any:
     return reference_app(outdir, nag=True)
 
 
-def synth_once(factory: AppFactory, outdir: Path) -> tuple[float, Any]:
-    """Seconds to build the app and synthesize it, and the cloud assembly.
+def jsii_node_cpu_s() -> float | None:
+    """CPU seconds used so far by the jsii Node process (all its threads), or None where unreadable."""
+    try:
+        import jsii
+
+        pid = jsii.kernel.provider._process._process.pid
+        return (
+            sum(
+                int(Path(task, "schedstat").read_text().split()[0])
+                for task in Path(f"/proc/{pid}/task").iterdir()
+            )
+            / 1e9
+        )
+    except (AttributeError, ImportError, OSError, ValueError, IndexError):
+        return None
+
+
+def synth_once(factory: AppFactory, outdir: Path) -> tuple[dict[str, float], Any]:
+    """Seconds to build the app and synthesize it (wall, and CPU of Python + the jsii Node process), and the
+    cloud assembly.
 
     aws-cdk-lib caches asset fingerprints per source path for the life of the process; `cdk synth` runs one
     synth per process, so the cache is cleared first (it would favour the stack whose asset path repeats).
@@ -60,22 +78,32 @@ def synth_once(factory: AppFactory, outdir: Path) -> tuple[float, Any]:
     import aws_cdk as cdk
 
     cdk.AssetStaging.clear_asset_hash_cache()
+    node_before = jsii_node_cpu_s()
+    cpu_start = time.process_time()
     start = time.perf_counter()
     app = factory(outdir)
     assembly = app.synth()
-    return time.perf_counter() - start, assembly
+    timing = {"wall": time.perf_counter() - start}
+    node_after = jsii_node_cpu_s()
+    if node_before is not None and node_after is not None:
+        timing["cpu"] = time.process_time() - cpu_start + node_after - node_before
+    return timing, assembly
 
 
-def alternate(factories: dict[str, AppFactory], pairs: int, workdir: Path) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {name: [] for name in factories}
+def alternate(
+    factories: dict[str, AppFactory], pairs: int, workdir: Path
+) -> dict[str, dict[str, list[float]]]:
+    """kind ("wall", "cpu") -> app name -> seconds per synth."""
+    samples: dict[str, dict[str, list[float]]] = {"wall": {}, "cpu": {}}
     names = list(factories)
     for name in names:  # untimed: jsii start, module imports, first-use caches
         synth_once(factories[name], workdir / f"warmup-{name}")
     for round_index in range(pairs):
         order = names if round_index % 2 == 0 else names[::-1]
         for name in order:
-            elapsed, _ = synth_once(factories[name], workdir / f"{name}-{round_index}")
-            samples[name].append(elapsed)
+            timing, _ = synth_once(factories[name], workdir / f"{name}-{round_index}")
+            for kind, seconds in timing.items():
+                samples[kind].setdefault(name, []).append(seconds)
     return samples
 
 
@@ -211,10 +239,17 @@ def main(argv: list[str] | None = None) -> int:
         asset = zipped_size(consumer_asset_dir(Path(assembly.directory)))
         result = {
             "synth_s": samples,
-            "synth_median_s": {name: statistics.median(values) for name, values in samples.items()},
-            "paired_ratio_median": statistics.median(
-                ours / plain for ours, plain in zip(samples["reference"], samples["plain"], strict=True)
-            ),
+            "synth_median_s": {
+                kind: {name: statistics.median(values) for name, values in per_app.items()}
+                for kind, per_app in samples.items()
+            },
+            "paired_ratio_median": {
+                kind: statistics.median(
+                    ours / plain for ours, plain in zip(per_app["reference"], per_app["plain"], strict=True)
+                )
+                for kind, per_app in samples.items()
+                if per_app
+            },
             "jsii_round_trips": round_trips,
             "asset": asset,
             "powertools_asset": powertools_asset(),
