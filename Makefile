@@ -6,9 +6,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
-# Node 20 is end-of-life; jsii and the CDK CLI would print a banner on every start.
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
-export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+# Node 20 is end-of-life; jsii prints a banner on every start unless these list the running major version.
+NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(NODE_MAJOR)
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := $(NODE_MAJOR)
 export AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 

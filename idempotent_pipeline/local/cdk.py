@@ -14,9 +14,7 @@ from idempotent_pipeline.local.emulator import ACCOUNT_ID, REGION, Emulator
 
 BOOTSTRAP_STACK = "CDKToolkit"
 QUIET = {
-    # Node 20 is end-of-life: jsii and the SDK would print a banner on every start.
-    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
-    "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+    # The SDK inside the CLI prints a Node version warning of its own (jsii's: see quiet_environment).
     "AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE": "1",
     "CDK_DISABLE_CLI_TELEMETRY": "true",
 }
@@ -38,9 +36,30 @@ def find_cdk(app_dir: Path) -> list[str]:
     return ["npx", "--no-install", "cdk"]
 
 
+def _node_major() -> str:
+    node = shutil.which("node")
+    if not node:
+        return ""
+    out = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout
+    return out.strip().lstrip("v").split(".")[0]
+
+
+def quiet_environment() -> dict[str, str]:
+    """Variables that keep the CLI's output to what it says about the stack.
+
+    Node 20 is end-of-life: jsii prints a banner on every start unless these name the running major version.
+    """
+    major = _node_major()
+    return {
+        **QUIET,
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": major,
+        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": major,
+    }
+
+
 def cdk_environment(emulator: Emulator) -> dict[str, str]:
     env = emulator.client_environment()
-    env.update(QUIET)
+    env.update(quiet_environment())
     # The app runs as `python3 app.py` (or similar): make it this interpreter, which has aws-cdk-lib.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
