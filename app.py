@@ -96,7 +96,7 @@ DEFAULT_STACK_NAME = "IdempotentPipeline"
 def pipeline_props(context: Callable[[str], Any]) -> dict[str, Any]:
     """IdempotentPipeline props from the context keys that are set.
 
-    ``context`` looks a key up, e.g. ``app.node.try_get_context``.
+    ``context`` looks a key up, e.g. ``app.node.get_all_context().get``.
     """
     props = {}
     for key, (prop, parse) in CONTEXT.items():
@@ -128,13 +128,12 @@ class ReferenceStack(cdk.Stack):
 def build_app(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> cdk.App:
     """The reference app: ``context`` adds to what the CDK CLI passes (cdk.json and ``-c``)."""
     app = cdk.App(context=dict(context or {}), outdir=outdir)
-    stack_name = app.node.try_get_context("stack_name") or DEFAULT_STACK_NAME
-    ReferenceStack(
-        app, _text("stack_name", stack_name), pipeline_props=pipeline_props(app.node.try_get_context)
-    )
-    if _boolean(
-        "nag", app.node.try_get_context("nag") if app.node.try_get_context("nag") is not None else True
-    ):
+    # One read of the whole context (cdk.json, -c and the argument): each lookup is a jsii round trip.
+    settings = app.node.get_all_context()
+    stack_name = settings.get("stack_name") or DEFAULT_STACK_NAME
+    ReferenceStack(app, _text("stack_name", stack_name), pipeline_props=pipeline_props(settings.get))
+    nag = settings.get("nag")
+    if _boolean("nag", True if nag is None else nag):
         # cdk-nag is a development dependency: imported only when the checks are on.
         from cdk_nag import AwsSolutionsChecks
 
