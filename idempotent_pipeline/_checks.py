@@ -16,9 +16,20 @@ class ConfigurationError(ValueError):
     """A construct was given a configuration that cannot work; raised at synth time."""
 
 
+# How CDK encodes a token in a string (Token.is_unresolved looks for the same marker).
+_STRING_TOKEN_MARKER = "${Token["
+
+
 def unresolved(value: object) -> bool:
-    """True for a CDK token (a value only known at deploy time): such values are not checked."""
-    return value is not None and Token.is_unresolved(value)
+    """True for a CDK token (a value only known at deploy time): such values are not checked.
+
+    Plain Python strings, integers and booleans are decided here: asking jsii costs a round trip each.
+    """
+    if value is None or isinstance(value, (bool, int)):
+        return False
+    if isinstance(value, str):
+        return _STRING_TOKEN_MARKER in value
+    return bool(Token.is_unresolved(value))
 
 
 def generated_fifo_queue_name(queue: IConstruct) -> str:
