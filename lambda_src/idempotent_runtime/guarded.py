@@ -36,6 +36,15 @@ CLAIM = "attribute_not_exists(#pk) OR #ttl < :now OR (#status = :in_progress AND
 OWNED = "#owner = :token AND #status = :in_progress"
 
 
+def claim_expiry(now: int, ttl_seconds: int, lease_end_ms: int) -> int:
+    """The TTL of an IN_PROGRESS claim (epoch seconds): now + TTL_SECONDS, but never before its lease ends.
+
+    The claim condition treats a record past its TTL as absent (and DynamoDB may delete it), so a claim
+    expiring before its lease would let a second delivery claim the key and run the effect concurrently.
+    """
+    return max(now + ttl_seconds, -(-lease_end_ms // 1000) + 1)
+
+
 class LeaseLost(TransientError):
     """Our claim expired and another invocation took the key over; our completion was refused."""
 
@@ -86,15 +95,16 @@ class GuardedMode:
         now_ms = int(now * 1000)
         token = os.urandom(16).hex()
         item_key = {self.pk: {"S": key.partition}, self.sk: {"S": key.sort}}
+        lease_end_ms = now_ms + self.lease_ms(context)
         claim = {
             **item_key,
             STATUS: {"S": IN_PROGRESS},
             OWNER: {"S": token},
-            LEASE: {"N": str(now_ms + self.lease_ms(context))},
+            LEASE: {"N": str(lease_end_ms)},
             MESSAGE_ID: {"S": message.message_id},
         }
         if self.ttl_seconds:
-            claim[self.ttl] = {"N": str(int(now) + self.ttl_seconds)}
+            claim[self.ttl] = {"N": str(claim_expiry(int(now), self.ttl_seconds, lease_end_ms))}
         try:
             dynamodb.put_item(
                 TableName=self.table,

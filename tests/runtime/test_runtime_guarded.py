@@ -281,3 +281,27 @@ def test_ttl_seconds_zero_guarded_records_never_expire(make_handler, dynamodb):
     item = _item(dynamodb)
     assert item["status"] == {"S": "COMPLETED"} and "expires_at" not in item
     assert effects.calls == ["a1#b1"]
+
+
+def test_ttl_shorter_than_the_lease_does_not_let_a_second_delivery_run_the_effect(make_handler, dynamodb):
+    clock = Clock()
+    effects = Effects(block_first=True)
+    handler, _ = make_handler(fn=effects, clock=clock, mode="guarded", ttl_seconds=60, lease_seconds=300)
+    first, box = _in_thread(lambda: handler(event(record({"x": "a1", "y": "b1"})), None))
+    assert effects.started.wait(10)
+    claim = _item(dynamodb)
+    # DynamoDB's TTL must not delete (nor the claim condition ignore) a claim whose lease is still live.
+    assert int(claim["expires_at"]["N"]) * 1000 > int(claim["lease_expires_at"]["N"])
+
+    clock.now += 61  # past now + TTL_SECONDS, well inside the 300 s lease
+    second = record({"x": "a1", "y": "b1"})
+    assert failures(handler(event(second), None)) == [second["messageId"]]
+    assert effects.calls == ["a1#b1"]
+
+    effects.release.set()
+    first.join(10)
+    assert failures(box["value"]) == []
+    completed = _item(dynamodb)
+    assert completed["status"] == {"S": "COMPLETED"}
+    # The COMPLETED record lives TTL_SECONDS from its completion, as before.
+    assert completed["expires_at"] == {"N": str(int(clock.now) + 60)}
