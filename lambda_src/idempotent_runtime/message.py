@@ -2,22 +2,52 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from idempotent_runtime.errors import InvalidMessage
 
 _UNPARSED: Any = object()
+# 1-128 printable ASCII characters: what SNS accepts as a MessageDeduplicationId, and what third-party APIs
+# accept as an idempotency key.
+_PLAIN_KEY = re.compile(r"^[!-~]{1,128}$")
+
+
+def join_key(parts: Sequence[str], separator: str = "#") -> str:
+    """One string that identifies ``parts``: ``a#b`` when that is unambiguous and short printable ASCII.
+
+    When a part contains the separator (``"acct#1" + "p"`` and ``"acct" + "1#p"`` would both join to
+    ``acct#1#p``), or the joined text is over 128 characters or not printable ASCII, it is the SHA-256 (hex)
+    of ``json.dumps(parts)`` instead, which no two different lists of parts share.
+    """
+    text = separator.join(parts)
+    unambiguous = len(parts) == 1 or (separator and not any(separator in part for part in parts))
+    if unambiguous and _PLAIN_KEY.match(text):
+        return text
+    return hashlib.sha256(json.dumps(list(parts)).encode("ascii")).hexdigest()
 
 
 class Key:
-    """A record's idempotency key: the item's partition and sort key values."""
+    """A record's idempotency key: the item's partition and sort key values.
+
+    ``idempotency_key`` is the one string to hand to third-party APIs; ``str(key)`` (``partition#sort``) is
+    for logs and can be the same for two keys whose values contain ``#``.
+    """
 
     __slots__ = ("partition", "sort")
 
     def __init__(self, partition: str, sort: str) -> None:
         self.partition = partition
         self.sort = sort
+
+    @property
+    def idempotency_key(self) -> str:
+        """``partition#sort`` when unambiguous and ≤ 128 printable ASCII characters, else a SHA-256 (hex)
+        of both parts: the same for the same key, different for different keys (see :func:`join_key`)."""
+        return join_key((self.partition, self.sort))
 
     def __str__(self) -> str:
         return f"{self.partition}#{self.sort}"
@@ -37,7 +67,7 @@ class Message:
 
     ``body`` is the raw text; ``data`` the JSON body, parsed once on first use (invalid JSON raises
     :class:`~idempotent_runtime.errors.InvalidMessage`, a permanent error). ``key`` is set by the runtime
-    before the processing function runs; ``str(message.key)`` is a good idempotency key to pass to a
+    before the processing function runs; ``message.key.idempotency_key`` is the idempotency key to pass to a
     third-party API.
     """
 

@@ -6,14 +6,13 @@ body inside SNS's 5-minute window is still recognised; the consumer's conditiona
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from idempotent_runtime.message import join_key
+
 MAX_BATCH = 10  # PublishBatch's limit
-_DEDUP_ID = re.compile(r"^[!-~]{1,128}$")  # SNS: 1-128 printable ASCII characters
 
 
 class PublishFailure:
@@ -57,16 +56,17 @@ class PublishError(RuntimeError):
 
 
 def dedup_id_for(message: Mapping[str, Any], key_fields: Sequence[str], separator: str = "#") -> str:
-    """``x#y`` from the message's key fields (non-empty strings); over 128 characters or with characters SNS
-    refuses, the SHA-256 of that text instead."""
+    """``x#y`` from the message's key fields (non-empty strings). When a field contains the separator (the
+    join would be ambiguous: ``acct#1`` + ``p`` and ``acct`` + ``1#p``), or the result is over 128 characters
+    or has characters SNS refuses, the SHA-256 of ``json.dumps([x, y])`` instead. With the default fields
+    this equals the consumer's ``message.key.idempotency_key``."""
     parts = []
     for field in key_fields:
         value = message.get(field)
         if not isinstance(value, str) or not value:
             raise ValueError(f"key field {field!r} must be a non-empty string, got {value!r:.80}")
         parts.append(value)
-    text = separator.join(parts)
-    return text if _DEDUP_ID.match(text) else hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return join_key(parts, separator)
 
 
 def publish(

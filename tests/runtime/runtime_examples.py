@@ -61,6 +61,6 @@ def send_receipt(message):
     if not isinstance(address, str) or "@" not in address:
         raise PermanentError(f"email must be an address, got {address!r}")
     with _SENT_LOCK:
-        SENT.append((str(message.key), address))  # pass str(message.key) to APIs that take an idempotency key
+        SENT.append((message.key.idempotency_key, address))  # what to pass to APIs taking an idempotency key
         number = len(SENT)
     return {"receipt": number, "to": address}

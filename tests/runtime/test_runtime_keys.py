@@ -61,3 +61,21 @@ def test_keyless_messages_are_deduplicated_by_their_key_source(make_handler, dyn
     (item,) = scan(dynamodb)
     assert item["sk"] == {"S": key_source}
     assert item["body"] == {"S": "plain text"}
+
+
+def test_idempotency_key_is_the_joined_key_in_the_common_case():
+    assert Key("o-1", "receipt").idempotency_key == "o-1#receipt"
+
+
+def test_idempotency_keys_of_parts_holding_the_separator_do_not_collide():
+    first, second = Key("acct#1", "p").idempotency_key, Key("acct", "1#p").idempotency_key
+    assert str(Key("acct#1", "p")) == str(Key("acct", "1#p"))  # the display form is ambiguous...
+    assert first != second  # ...the idempotency key is not
+    assert len(first) == len(second) == 64
+
+
+def test_idempotency_key_matches_the_publishers_deduplication_id():
+    from idempotent_runtime.publisher import dedup_id_for
+
+    for x, y in (("a", "b"), ("acct#1", "p"), ("é", "b"), ("a" * 100, "b" * 100)):
+        assert Key(x, y).idempotency_key == dedup_id_for({"x": x, "y": y}, ("x", "y"))

@@ -107,3 +107,18 @@ def test_non_object_message_is_rejected(topic_and_queue):
     sns, topic, _ = topic_and_queue
     with pytest.raises(ValueError, match="message 0 must be a json object"):
         publish(sns, topic, ["text"], group_id="g")
+
+
+def test_dedup_ids_of_key_fields_holding_the_separator_do_not_collide():
+    first = dedup_id_for({"x": "acct#1", "y": "p"}, ("x", "y"))
+    second = dedup_id_for({"x": "acct", "y": "1#p"}, ("x", "y"))
+    assert first != second
+    assert len(first) == len(second) == 64  # SHA-256 hex: joining them with '#' would be ambiguous
+
+
+def test_messages_whose_joined_keys_would_collide_are_both_delivered(topic_and_queue, sqs):
+    sns, topic, queue_url = topic_and_queue
+    messages = [{"x": "acct#1", "y": "p", "cents": 100}, {"x": "acct", "y": "1#p", "cents": 999}]
+    result = publish(sns, topic, messages, group_id="g")
+    assert result.ok
+    assert [json.loads(m["Body"]) for m in drain(sqs, queue_url)] == messages
