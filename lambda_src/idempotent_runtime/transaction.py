@@ -18,16 +18,12 @@ MARKER_PREFIX = "idempotency#"
 MAX_ENTRIES = 100  # DynamoDB's TransactWriteItems limit, the marker included
 ACTIONS = ("Put", "Update", "Delete", "ConditionCheck")
 ABSENT = "attribute_not_exists(#pk) OR #ttl < :now"
-# Cancellation reasons worth retrying; any other failed reason is permanent.
-TRANSIENT_REASONS = frozenset(
-    {
-        "TransactionConflict",
-        "ThrottlingError",
-        "ProvisionedThroughputExceeded",
-        "RequestLimitExceeded",
-        "InternalServerError",
-        "TransactionInProgress",
-    }
+# Cancellation reasons caused by the request itself: retrying the same entries gives the same answer. A
+# ConditionalCheckFailed on the marker is a duplicate (decided first); on a processor's entry it is the
+# processor's own condition (a business rule) failing. Every other code - TransactionConflict, throttling,
+# ReplicatedWriteConflict, a code added later - is retried: nothing unexpected is permanent.
+PERMANENT_REASONS = frozenset(
+    {"ConditionalCheckFailed", "ValidationError", "ItemCollectionSizeLimitExceeded"}
 )
 
 
@@ -37,8 +33,9 @@ class TransactionMode:
     the key being absent (or past its TTL), and commits everything in one request.
 
     Cancellation: the marker's condition failed -> duplicate (the marker proves the message committed before;
-    other entries' conditions failing too is then expected). Otherwise a throttling/conflict reason -> retry;
-    any other failed reason (a processor condition, a validation error) -> permanent, with the reasons.
+    other entries' conditions failing too is then expected). Otherwise, when every failed reason is a
+    processor's condition, ValidationError or ItemCollectionSizeLimitExceeded -> permanent, with the reasons;
+    any other reason (conflicts, throttling, codes not known here) -> retry.
     """
 
     name = "transaction"
@@ -130,6 +127,6 @@ class TransactionMode:
             (i, code, (reasons[i] or {}).get("Message", "")) for i, code in enumerate(codes) if code != "None"
         ]
         summary = "; ".join(f"entry {i}: {code}{' ' + msg if msg else ''}" for i, code, msg in failed)
-        if not failed or any(code in TRANSIENT_REASONS for _, code, _ in failed):
+        if not failed or any(code not in PERMANENT_REASONS for _, code, _ in failed):
             raise TransientError(f"transaction cancelled, retry later ({summary or 'no reasons given'})")
         raise InvalidMessage(f"transaction cancelled: {summary}")

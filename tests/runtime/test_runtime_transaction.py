@@ -109,6 +109,62 @@ def test_transaction_conflict_is_retried(payments, fresh_dynamodb):
     assert "TransactionConflict" in record_logs(stream)[0]["reason"]
 
 
+@pytest.mark.parametrize("code", ["ReplicatedWriteConflict", "SomeCodeAddedLater"])
+def test_unknown_cancellation_code_is_retried_not_quarantined(payments, fresh_dynamodb, dlq_url, sqs, code):
+    handler, stream = payments(client=fresh_dynamodb, dlq_url=dlq_url)
+    inject_errors(
+        fresh_dynamodb,
+        "TransactWriteItems",
+        "TransactionCanceledException",
+        CancellationReasons=[{"Code": code}, {"Code": "None"}, {"Code": "None"}],
+    )
+    rec = record({"x": "a1", "y": "p1", "cents": 10})
+    assert failures(handler(event(rec), None)) == [rec["messageId"]]
+    assert drain(sqs, dlq_url) == []
+    assert f"entry 0: {code}" in record_logs(stream)[0]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("codes", "named"),
+    [
+        (["ValidationError", "None", "None"], "entry 0: ValidationError"),
+        (["None", "ItemCollectionSizeLimitExceeded", "None"], "entry 1: ItemCollectionSizeLimitExceeded"),
+    ],
+)
+def test_named_permanent_cancellation_codes_are_quarantined(
+    payments, fresh_dynamodb, dlq_url, sqs, codes, named
+):
+    handler, _ = payments(client=fresh_dynamodb, dlq_url=dlq_url)
+    inject_errors(
+        fresh_dynamodb,
+        "TransactWriteItems",
+        "TransactionCanceledException",
+        CancellationReasons=[{"Code": code} for code in codes],
+    )
+    assert failures(handler(event(record({"x": "a1", "y": "p1", "cents": 10})), None)) == []
+    (dead,) = drain(sqs, dlq_url)
+    assert named in dead["MessageAttributes"]["reason"]["StringValue"]
+
+
+def test_user_condition_failure_with_an_unknown_code_beside_it_is_retried(
+    payments, fresh_dynamodb, dlq_url, sqs
+):
+    handler, _ = payments(client=fresh_dynamodb, dlq_url=dlq_url)
+    inject_errors(
+        fresh_dynamodb,
+        "TransactWriteItems",
+        "TransactionCanceledException",
+        CancellationReasons=[
+            {"Code": "ConditionalCheckFailed"},
+            {"Code": "ReplicatedWriteConflict"},
+            {"Code": "None"},
+        ],
+    )
+    rec = record({"x": "a1", "y": "p1", "cents": 10})
+    assert failures(handler(event(rec), None)) == [rec["messageId"]]
+    assert drain(sqs, dlq_url) == []
+
+
 def test_marker_conflict_with_user_condition_failure_is_a_duplicate(payments, fresh_dynamodb):
     handler, _ = payments(client=fresh_dynamodb)
     inject_errors(
