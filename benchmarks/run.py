@@ -52,7 +52,7 @@ class Settings:
         self.latency_delay_s = 0.010
         self.cpu_rounds = 2 if quick else 15
         self.cpu_batches = 3 if quick else 6
-        self.cold_runs = 3 if quick else 15
+        self.cold_runs = 3 if quick else 21
         self.synth_pairs = 1 if quick else 15
 
 
@@ -286,6 +286,12 @@ def cold_init_section(settings: Settings) -> list[Metric]:
 
     def extra(reference: str) -> dict[str, Any]:
         out: dict[str, Any] = {"paired_ratio_median": round(paired_ratio(reference), 4)}
+        fastest = min(samples.samples["cpu"]["ours"]), min(samples.samples["cpu"][reference])
+        out["min_s"] = {
+            "ours": round(fastest[0], 4),
+            "reference": round(fastest[1], 4),
+            "ratio": round(fastest[0] / fastest[1], 4),
+        }
         for kind in ("wall", "process_cpu", "process_wall"):
             ours, theirs = samples.median("ours", kind), samples.median(reference, kind)
             out[f"{kind}_s"] = {
