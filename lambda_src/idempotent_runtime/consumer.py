@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import time
 from collections.abc import Callable
@@ -124,18 +125,26 @@ class Consumer:
         return results
 
     def process_record(self, message: Message, context: Any = None) -> RecordResult:
+        """Never raises: one record can never take the batch (and the other groups) down with it."""
+        try:
+            result = self._outcome(message, context)
+        except Exception as exc:  # last resort: a bug in classifying or quarantining a failure
+            result = RecordResult(
+                message, FAILED, f"retry later: unexpected error while handling the record: {_describe(exc)}"
+            )
+        self._log(result)
+        return result
+
+    def _outcome(self, message: Message, context: Any) -> RecordResult:
         try:
             message.key = self.key_of(message)
             outcome, value = self.mode.process(message, context)
-            result = RecordResult(message, outcome, result=value)
+            return RecordResult(message, outcome, result=value)
         except Exception as exc:
             reason = permanent_reason(exc)
             if reason is None:
-                result = RecordResult(message, FAILED, f"retry later: {describe(exc)}")
-            else:
-                result = self._quarantine(message, reason)
-        self._log(result)
-        return result
+                return RecordResult(message, FAILED, f"retry later: {describe(exc)}")
+            return self._quarantine(message, reason)
 
     def skip_record(self, message: Message, reason: str) -> RecordResult:
         result = RecordResult(message, FAILED, reason)
@@ -161,6 +170,11 @@ class Consumer:
         return RecordResult(message, QUARANTINED, reason)
 
     def _log(self, result: RecordResult) -> None:
+        # A log line that cannot be written must not change the record's outcome (nor raise into the batch).
+        with contextlib.suppress(Exception):
+            self._emit(result)
+
+    def _emit(self, result: RecordResult) -> None:
         level = "INFO" if result.outcome in (PROCESSED, DUPLICATE) else "WARNING"
         if not self.log.enabled(level):
             return
@@ -175,6 +189,14 @@ class Consumer:
         if result.reason is not None:
             fields["reason"] = result.reason
         self.log.emit(level, "record " + result.outcome, **fields)
+
+
+def _describe(exc: BaseException) -> str:
+    """``describe(exc)`` for the last resort, which must not raise itself."""
+    try:
+        return describe(exc)
+    except Exception:
+        return type(exc).__name__
 
 
 def build_handler(

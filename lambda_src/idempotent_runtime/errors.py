@@ -50,13 +50,27 @@ PERMANENT_CODES = frozenset(
 )
 
 
+def _error(exc: BaseException) -> dict:
+    """``exc.response["Error"]`` of a botocore ``ClientError`` (duck-typed: botocore is not imported here);
+    ``{}`` for any other exception, including user exceptions whose ``response`` has another shape."""
+    try:
+        response = getattr(exc, "response", None)
+    except Exception:  # a property that raises
+        return {}
+    error = response.get("Error") if isinstance(response, dict) else None
+    return error if isinstance(error, dict) else {}
+
+
 def error_code(exc: BaseException) -> str | None:
-    """The AWS error code of a botocore ``ClientError`` (duck-typed: botocore is not imported here)."""
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        code = response.get("Error", {}).get("Code")
-        return code if isinstance(code, str) else None
-    return None
+    """The AWS error code of a botocore ``ClientError``, or None."""
+    code = _error(exc).get("Code")
+    return code if isinstance(code, str) else None
+
+
+def error_message(exc: BaseException) -> str:
+    """The AWS error message of a botocore ``ClientError``, or ``""``."""
+    message = _error(exc).get("Message")
+    return message if isinstance(message, str) else ""
 
 
 def is_conditional_check_failed(exc: BaseException) -> bool:
@@ -77,8 +91,7 @@ def permanent_reason(exc: BaseException) -> str | None:
     code = error_code(exc)
     if code is not None:
         if code in PERMANENT_CODES:
-            message = exc.response.get("Error", {}).get("Message", "")  # type: ignore[attr-defined]
-            return f"dynamodb rejected the request ({code}): {message}"
+            return f"dynamodb rejected the request ({code}): {error_message(exc)}"
         return None
     if type(exc).__name__ == "ParamValidationError":
         return f"invalid request parameters: {exc}"
@@ -88,7 +101,7 @@ def permanent_reason(exc: BaseException) -> str | None:
 def describe(exc: BaseException) -> str:
     code = error_code(exc)
     if code is not None:
-        message = exc.response.get("Error", {}).get("Message", "")  # type: ignore[attr-defined]
+        message = error_message(exc)
         return f"{code}: {message}" if message else code
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

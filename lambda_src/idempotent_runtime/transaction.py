@@ -119,12 +119,14 @@ class TransactionMode:
         return entry
 
     def _cancelled(self, exc: Exception, marker_index: int) -> tuple[str, Any]:
-        reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
-        codes = [(r or {}).get("Code") or "None" for r in reasons]
+        response = getattr(exc, "response", None)
+        listed = response.get("CancellationReasons") if isinstance(response, dict) else None
+        reasons = [r if isinstance(r, dict) else {} for r in listed] if isinstance(listed, list) else []
+        codes = [r.get("Code") if isinstance(r.get("Code"), str) else "None" for r in reasons]
         if len(codes) > marker_index and codes[marker_index] == "ConditionalCheckFailed":
             return DUPLICATE, None
         failed = [
-            (i, code, (reasons[i] or {}).get("Message", "")) for i, code in enumerate(codes) if code != "None"
+            (i, code, str(reasons[i].get("Message") or "")) for i, code in enumerate(codes) if code != "None"
         ]
         summary = "; ".join(f"entry {i}: {code}{' ' + msg if msg else ''}" for i, code, msg in failed)
         if not failed or any(code not in PERMANENT_REASONS for _, code, _ in failed):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from idempotent_runtime import PermanentError, TransientError
@@ -139,3 +140,65 @@ def test_records_are_not_started_when_the_invocation_is_about_to_time_out(make_h
     assert [i["pk"]["S"] for i in scan(dynamodb)] == ["k0"]
     reasons = [line.get("reason", "") for line in record_logs(stream)]
     assert "about to time out" in reasons[1]
+
+
+class _ProviderError(Exception):
+    """A user library's exception carrying a ``response`` attribute that is not botocore's shape."""
+
+    def __init__(self, response) -> None:
+        super().__init__("provider said no")
+        self.response = response
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {"Error": "rate limited"},
+        {"Error": None},
+        {"Error": ["rate limited"]},
+        {"Error": {"Code": ["not", "a", "string"], "Message": None}},
+        "rate limited",
+    ],
+)
+def test_exception_with_an_unusual_response_attribute_fails_only_its_record(make_handler, dynamodb, response):
+    def call_provider(message):
+        if message.data.get("bad"):
+            raise _ProviderError(response)
+        return None
+
+    handler, stream = make_handler(fn=call_provider)
+    good, bad, other = (
+        record({"x": "c1", "y": "1"}, group="A"),
+        record({"x": "c2", "y": "1", "bad": True}, group="B"),
+        record({"x": "c3", "y": "1"}, group="C"),
+    )
+    outcome = handler(event(good, bad, other), None)
+    assert failures(outcome) == [bad["messageId"]]
+    assert sorted(i["pk"]["S"] for i in scan(dynamodb)) == ["c1", "c3"]
+    (logged,) = [line for line in record_logs(stream) if line["message_id"] == bad["messageId"]]
+    assert logged["outcome"] == "failed"
+    assert logged["reason"].startswith("retry later: ")
+
+
+def test_a_failure_that_cannot_even_be_described_fails_only_its_record(make_handler, dynamodb):
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("cannot print this error")
+
+    def broken(message):
+        if message.data.get("bad"):
+            raise Unprintable()
+        return None
+
+    handler, stream = make_handler(fn=broken)
+    good, bad = (
+        record({"x": "c1", "y": "1"}, group="A"),
+        record({"x": "c2", "y": "1", "bad": True}, group="B"),
+    )
+    (ok, failed) = handler.process_batch(event(good, bad), None)
+    assert ok.outcome == "processed"
+    assert failed.outcome == "failed"
+    assert "unexpected error while handling the record" in failed.reason
+    assert "RuntimeError: cannot print this error" in failed.reason
+    assert [i["pk"]["S"] for i in scan(dynamodb)] == ["c1"]
+    assert sorted(line["outcome"] for line in record_logs(stream)) == ["failed", "processed"]
