@@ -95,7 +95,24 @@ def _number_size(text: str) -> int:
     return (len(digits) + 1) // 2 + 1
 
 
+def lone_surrogate(exc: UnicodeEncodeError) -> str:
+    """Why text that failed to encode as UTF-8 cannot be stored: UTF-8 has no form for a lone surrogate
+    (half of a UTF-16 pair, e.g. the JSON escape ``\\ud800`` without its partner)."""
+    text = exc.object if isinstance(exc.object, str) else ""
+    found = text[exc.start : exc.end]
+    excerpt = text[max(0, exc.start - 30) : exc.end + 10]
+    return (
+        f"has a lone surrogate {found!r} (half of a utf-16 pair), which is not valid unicode "
+        f"and cannot be stored in dynamodb: {excerpt!r}"
+    )
+
+
 def check_item_size(item: dict[str, dict[str, Any]], limit: int = MAX_ITEM_BYTES) -> None:
-    size = item_size(item)
+    """Raise :class:`InvalidMessage` for an item over ``limit`` bytes or with a string that has no UTF-8
+    form (a lone surrogate)."""
+    try:
+        size = item_size(item)
+    except UnicodeEncodeError as exc:
+        raise InvalidMessage(f"a string {lone_surrogate(exc)}") from None
     if size > limit:
         raise InvalidMessage(f"item is {size} bytes, over dynamodb's {limit}-byte (400 KB) item limit")

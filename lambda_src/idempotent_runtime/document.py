@@ -16,8 +16,14 @@ DUPLICATE = "duplicate"
 # A record past its TTL but not yet deleted by DynamoDB (deletion lags up to ~48 h) counts as absent.
 ABSENT = "attribute_not_exists(#pk) OR #ttl < :now"
 # Bodies up to this many characters cannot make a 400 KB item (a character is at most 4 UTF-8 bytes and an
-# item is at most ~1.5x its JSON text), so their size is not computed.
+# item is at most ~1.5x its JSON text), so their size is not computed...
 _SIZE_CHECK_FROM = 50_000
+
+
+def _needs_size_check(body: str) -> bool:
+    # ...unless they escape a surrogate (\ud800-\udfff): an unpaired one parses to text with no UTF-8
+    # form, which the size check finds and rejects.
+    return len(body) > _SIZE_CHECK_FROM or "\\ud" in body or "\\uD" in body
 
 
 class DocumentMode:
@@ -65,7 +71,7 @@ class DocumentMode:
             item[self.ttl] = {"N": str(now + self.ttl_seconds)}
         else:
             item.pop(self.ttl, None)
-        if self.processor is not None or len(message.body) > _SIZE_CHECK_FROM:
+        if self.processor is not None or _needs_size_check(message.body):
             check_item_size(item, MAX_ITEM_BYTES)
         try:
             self.dynamodb().put_item(

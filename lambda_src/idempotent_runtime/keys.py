@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
+from idempotent_runtime.attributes import lone_surrogate
 from idempotent_runtime.config import Config
 from idempotent_runtime.errors import InvalidMessage
 from idempotent_runtime.message import Key, Message
@@ -70,12 +71,17 @@ def _field(body: dict, name: str, role: str, limit: int) -> str:
 def _check(value: str, what: str, role: str, limit: int) -> str:
     if not value:
         raise InvalidMessage(f"{role} key {what} is empty, got {value!r}")
-    if len(value) * 4 > limit:  # a character is at most 4 UTF-8 bytes: encode only when it could matter
-        size = len(value.encode("utf-8"))
-        if size > limit:
-            raise InvalidMessage(
-                f"{role} key {what} is {size} bytes, over dynamodb's {limit}-byte limit: {value[:40]!r}..."
-            )
+    if value.isascii():
+        size = len(value)
+    else:
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidMessage(f"{role} key {what} {lone_surrogate(exc)}") from None
+    if size > limit:
+        raise InvalidMessage(
+            f"{role} key {what} is {size} bytes, over dynamodb's {limit}-byte limit: {value[:40]!r}..."
+        )
     return value
 
 

@@ -31,6 +31,17 @@ POISON = [
         '{"x": "a1", "y": "b1", "n": 1e999}', "number inf cannot be stored", id="overflowing-number"
     ),
     pytest.param('{"x": "a1", "y": "b1", "n": NaN}', "number nan cannot be stored", id="nan"),
+    # A JSON escape of half a surrogate pair parses to text that has no UTF-8 form.
+    pytest.param(
+        r'{"x": "a\ud800", "y": "b1"}',
+        r"partition key field 'x' has a lone surrogate '\ud800'",
+        id="lone-surrogate-in-key",
+    ),
+    pytest.param(
+        r'{"x": "a1", "y": "b1", "note": "half \udc00 a pair"}',
+        r"a string has a lone surrogate '\udc00'",
+        id="lone-surrogate-in-field",
+    ),
 ]
 
 
@@ -146,3 +157,27 @@ def test_standard_dlq_gets_no_fifo_parameters(make_handler, sqs):
     assert dead["Body"] == "{bad"
     assert "MessageGroupId" not in dead["Attributes"]
     assert dead["MessageAttributes"]["source_message_id"]["StringValue"] == poison["messageId"]
+
+
+def test_processor_value_with_a_lone_surrogate_is_quarantined(make_handler, sqs, dlq_url, dynamodb):
+    handler, stream = make_handler(
+        fn=lambda message: {"note": message.data.get("note", "-")}, dlq_url=dlq_url
+    )
+    poison = record(r'{"x": "a", "y": "b", "note": "\ud800"}', group="h")
+    after = record({"x": "c", "y": "d"}, group="h")
+    assert failures(handler(event(poison, after), None)) == []
+    (dead,) = drain(sqs, dlq_url)
+    assert dead["Body"] == poison["body"]
+    assert dead["MessageAttributes"]["reason"]["StringValue"].startswith(
+        r"a string has a lone surrogate '\ud800' (half of a utf-16 pair), which is not valid unicode"
+    )
+    assert [i["pk"]["S"] for i in scan(dynamodb)] == ["c"]
+    assert [line["outcome"] for line in record_logs(stream)] == ["quarantined", "processed"]
+
+
+def test_escaped_surrogate_pair_is_stored_as_its_character(make_handler, dynamodb):
+    handler, _ = make_handler()
+    rec = record(r'{"x": "a\ud83d\ude00", "y": "b", "note": "\ud83d\ude00"}')
+    assert failures(handler(event(rec), None)) == []
+    (item,) = scan(dynamodb)
+    assert item["pk"] == {"S": "a\U0001f600"} and item["note"] == {"S": "\U0001f600"}
