@@ -35,8 +35,9 @@ setup: $(VENV)/.installed node_modules/.installed
 $(VENV)/.installed: pyproject.toml
 	@echo "==> creating the Python environment in $(VENV)/"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install --quiet --upgrade pip
-	@$(PY) -m pip install --quiet -e ".[dev,local,bench]"
+	@# pip's and setuptools' chatter goes to a log, shown only when the install fails.
+	@{ $(PY) -m pip install --upgrade pip && $(PY) -m pip install -e ".[dev,local,bench]"; } \
+		> $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; echo "pip install failed (log: $(VENV)/install.log)"; exit 1; }
 	@touch $@
 
 node_modules/.installed: package.json package-lock.json
