@@ -30,11 +30,14 @@ from idempotent_pipeline.local.stacks import deployed_stacks
 
 
 class Progress:
+    """One line per step, and the step's own time when it is done."""
+
     def __init__(self, total: int) -> None:
         self.total, self.step, self.started = total, 0, time.monotonic()
 
     def __call__(self, text: str) -> None:
         self.step += 1
+        self.started = time.monotonic()
         print(f"==> [{self.step}/{self.total}] {text}", flush=True)
 
     def done(self, text: str) -> None:
