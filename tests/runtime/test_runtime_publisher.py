@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import json
 
-import boto3
 import pytest
 from idempotent_runtime.publisher import PublishError, dedup_id_for, publish
-from runtime_helpers import REGION, drain
+from runtime_helpers import drain
 
 
 @pytest.fixture
-def topic_and_queue(sqs):
-    sns = boto3.client("sns", region_name=REGION)
-    topic = sns.create_topic(Name="orders.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
-    queue_url = sqs.create_queue(QueueName="orders.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    sns.subscribe(
-        TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
-    )
+def topic_and_queue(pipeline):
+    """conftest's topic -> raw-delivery queue, as the constructs deploy it."""
+    sns, topic, queue_url, _queue_arn = pipeline
     return sns, topic, queue_url
 
 
