@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from idempotent_runtime.attributes import MAX_ITEM_BYTES, check_item_size, to_item
-from idempotent_runtime.config import Config
+from idempotent_runtime.batch import DUPLICATE, PROCESSED
 from idempotent_runtime.errors import InvalidMessage, is_conditional_check_failed
 from idempotent_runtime.message import Message
+from idempotent_runtime.modes import ABSENT, Mode
 
-PROCESSED = "processed"
-DUPLICATE = "duplicate"
 # A record past its TTL but not yet deleted by DynamoDB (deletion lags up to ~48 h) counts as absent.
-ABSENT = "attribute_not_exists(#pk) OR #ttl < :now"
 # Bodies up to this many characters cannot make a 400 KB item (a character is at most 4 UTF-8 bytes and an
 # item is at most ~1.5x its JSON text), so their size is not computed...
 _SIZE_CHECK_FROM = 50_000
@@ -26,7 +22,7 @@ def _needs_size_check(body: str) -> bool:
     return len(body) > _SIZE_CHECK_FROM or "\\ud" in body or "\\uD" in body
 
 
-class DocumentMode:
+class DocumentMode(Mode):
     """Store the item built from the message with ``attribute_not_exists`` on its key: 1 request, new or not.
 
     Processor (optional): ``fn(message) -> dict | None`` returning the item's attributes as Python values;
@@ -35,22 +31,6 @@ class DocumentMode:
     """
 
     name = "document"
-    sort_reserve = 0
-
-    def __init__(
-        self,
-        config: Config,
-        dynamodb: Callable[[], Any],
-        processor: Callable[[Message], Any] | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.table = config.table_name
-        self.pk, self.sk, self.ttl = config.partition_key, config.sort_key, config.ttl_attribute
-        self.ttl_seconds = config.ttl_seconds
-        self.names = {"#pk": self.pk, "#ttl": self.ttl}
-        self.dynamodb = dynamodb
-        self.processor = processor
-        self.clock = clock
 
     def process(self, message: Message, context: object | None = None) -> tuple[str, Any]:
         attributes = self.processor(message) if self.processor is not None else None

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from idempotent_runtime.batch import DUPLICATE, PROCESSED
 from idempotent_runtime.config import Config
 from idempotent_runtime.errors import (
     InvalidMessage,
@@ -18,9 +19,8 @@ from idempotent_runtime.errors import (
     permanent_reason,
 )
 from idempotent_runtime.message import Message
+from idempotent_runtime.modes import ABSENT, Mode
 
-PROCESSED = "processed"
-DUPLICATE = "duplicate"
 IN_PROGRESS = "IN_PROGRESS"
 COMPLETED = "COMPLETED"
 # Record attributes besides the key and the TTL.
@@ -31,7 +31,7 @@ MAX_RESULT_BYTES = 100 * 1024
 _COMPLETE_ATTEMPTS = 3
 
 # Claimable: no record, a record past its TTL, or an IN_PROGRESS claim whose lease has expired.
-CLAIM = "attribute_not_exists(#pk) OR #ttl < :now OR (#status = :in_progress AND #lease < :now_ms)"
+CLAIM = ABSENT + " OR (#status = :in_progress AND #lease < :now_ms)"
 # Only the current owner (fencing token) of a live claim may complete or release it.
 OWNED = "#owner = :token AND #status = :in_progress"
 
@@ -49,7 +49,7 @@ class LeaseLost(TransientError):
     """Our claim expired and another invocation took the key over; our completion was refused."""
 
 
-class GuardedMode:
+class GuardedMode(Mode):
     """Claim (PutItem IN_PROGRESS, lease, owner token) -> run the processor -> complete (UpdateItem if owner).
 
     Processor: ``fn(message) -> result``, performs the side effect and returns a small JSON-serialisable
@@ -58,7 +58,7 @@ class GuardedMode:
     """
 
     name = "guarded"
-    sort_reserve = 0
+    processor: Callable[[Message], Any]  # required in this mode (make_mode checks it)
 
     def __init__(
         self,
@@ -68,15 +68,10 @@ class GuardedMode:
         clock: Callable[[], float] = time.time,
         warn: Callable[..., None] | None = None,
     ) -> None:
-        self.table = config.table_name
-        self.pk, self.sk, self.ttl = config.partition_key, config.sort_key, config.ttl_attribute
-        self.ttl_seconds = config.ttl_seconds
+        super().__init__(config, dynamodb, processor, clock)
         self.lease_seconds = config.lease_seconds
-        self.dynamodb = dynamodb
-        self.processor = processor
-        self.clock = clock
         self.warn = warn or (lambda message, **fields: None)
-        self.names = {"#pk": self.pk, "#ttl": self.ttl, "#status": STATUS, "#lease": LEASE}
+        self.names = {**self.names, "#status": STATUS, "#lease": LEASE}
         self.owner_names = {"#owner": OWNER, "#status": STATUS}
 
     def lease_ms(self, context: object | None) -> int:

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
-from idempotent_runtime.config import Config
+from idempotent_runtime.batch import DUPLICATE, PROCESSED
 from idempotent_runtime.errors import InvalidMessage, TransientError, error_code
 from idempotent_runtime.message import Message
+from idempotent_runtime.modes import ABSENT, Mode
 
-PROCESSED = "processed"
-DUPLICATE = "duplicate"
 # The marker lives beside the business items: same partition value, sort key prefixed, so it never collides
 # with an item the processor writes under the message's own key.
 MARKER_PREFIX = "idempotency#"
 MAX_ENTRIES = 100  # DynamoDB's TransactWriteItems limit, the marker included
 ACTIONS = ("Put", "Update", "Delete", "ConditionCheck")
-ABSENT = "attribute_not_exists(#pk) OR #ttl < :now"
 # Cancellation reasons caused by the request itself: retrying the same entries gives the same answer. A
 # ConditionalCheckFailed on the marker is a duplicate (decided first); on a processor's entry it is the
 # processor's own condition (a business rule) failing. Every other code - TransactionConflict, throttling,
@@ -27,7 +24,7 @@ PERMANENT_REASONS = frozenset(
 )
 
 
-class TransactionMode:
+class TransactionMode(Mode):
     """Processor: ``fn(message) -> list[dict]`` of low-level TransactWriteItems entries (at most 99);
     ``TableName`` may be left out (default: TABLE_NAME). The runtime appends the marker Put, conditional on
     the key being absent (or past its TTL), and commits everything in one request.
@@ -39,21 +36,8 @@ class TransactionMode:
     """
 
     name = "transaction"
+    processor: Callable[[Message], Any]  # required in this mode (make_mode checks it)
     sort_reserve = len(MARKER_PREFIX)
-
-    def __init__(
-        self,
-        config: Config,
-        dynamodb: Callable[[], Any],
-        processor: Callable[[Message], Any],
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.table = config.table_name
-        self.pk, self.sk, self.ttl = config.partition_key, config.sort_key, config.ttl_attribute
-        self.ttl_seconds = config.ttl_seconds
-        self.dynamodb = dynamodb
-        self.processor = processor
-        self.clock = clock
 
     def marker_key(self, message: Message) -> dict[str, Any]:
         key = message.key
