@@ -39,6 +39,9 @@ KEY_SOURCES = ("fields", "dedup_id", "message_id", "body_sha256")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 DEFAULT_TIMEOUT = Duration.seconds(30)
 DEFAULT_TTL = Duration.days(7)
+DEFAULT_MEMORY_SIZE = 256
+DEFAULT_BATCH_SIZE = 10  # the FIFO maximum
+DEFAULT_LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 DEFAULT_PARTITION_KEY_FIELD = "x"
 DEFAULT_SORT_KEY_FIELD = "y"
 # AWS guidance for SQS event sources: visibility timeout at least 6 x the function timeout, so a message is
@@ -169,12 +172,12 @@ class IdempotentConsumer(Construct):
         code_directory: str | None = None,
         dead_letter_queue: sqs.IQueue | None = None,
         timeout: Duration | None = None,
-        memory_size: int = 256,
+        memory_size: int = DEFAULT_MEMORY_SIZE,
         architecture: lambda_.Architecture | None = None,
-        batch_size: int = 10,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         max_concurrency: int | None = None,
         reserved_concurrent_executions: int | None = None,
-        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        log_retention: logs.RetentionDays = DEFAULT_LOG_RETENTION,
         max_workers: int | None = None,
         metrics_namespace: str | None = None,
         log_level: str | None = None,

@@ -17,6 +17,9 @@ from constructs import Construct
 
 from idempotent_pipeline._checks import ConfigurationError, seconds
 from idempotent_pipeline.consumer import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_LOG_RETENTION,
+    DEFAULT_MEMORY_SIZE,
     DEFAULT_TIMEOUT,
     VISIBILITY_FACTOR,
     IdempotentConsumer,
@@ -91,12 +94,12 @@ class IdempotentPipeline(Construct):
         processor: str | None = None,
         code_directory: str | None = None,
         timeout: Duration | None = None,
-        memory_size: int = 256,
+        memory_size: int = DEFAULT_MEMORY_SIZE,
         architecture: lambda_.Architecture | None = None,
-        batch_size: int = 10,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         max_concurrency: int | None = None,
         reserved_concurrent_executions: int | None = None,
-        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        log_retention: logs.RetentionDays = DEFAULT_LOG_RETENTION,
         max_workers: int | None = None,
         metrics_namespace: str | None = None,
         log_level: str | None = None,
