@@ -30,4 +30,4 @@ def ledger_append(message: Any) -> list[dict[str, Any]]:
 def charge(message: Any) -> dict[str, Any]:
     """guarded mode: the effect outside DynamoDB (here a no-op) and the small result stored with it."""
     body = message.json_object()
-    return {"charged": body["amount"], "currency": body["currency"], "reference": str(message.key)}
+    return {"charged": body["amount"], "currency": body["currency"], "reference": message.key.idempotency_key}
