@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Annotations, Duration, RemovalPolicy
+from aws_cdk import Annotations, Duration, FeatureFlags, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
@@ -25,6 +25,14 @@ DEFAULT_MAX_RECEIVE_COUNT = 5
 DEFAULT_VISIBILITY_TIMEOUT = Duration.minutes(3)  # 6 x the consumer's default 30 s function timeout
 DEFAULT_RETENTION_PERIOD = Duration.days(4)
 DEFAULT_DEAD_LETTER_RETENTION_PERIOD = Duration.days(14)
+
+# With this flag on, the key policy statement SqsSubscription gives SNS on a customer-managed queue key is
+# limited to the subscribed topic (aws:SourceArn); off, any SNS topic could use the key.
+SQS_KEY_FOR_THIS_TOPIC_ONLY = "@aws-cdk/aws-sns-subscriptions:restrictSqsDescryption"  # sic: CDK's spelling
+UNRESTRICTED_KEY_WARNING = (
+    "the existing topic's app does not enable the feature flag {flag}: the queue key's policy lets every SNS "
+    "topic use the key; set the flag in cdk.json, as new CDK apps do"
+)
 
 FILTER_POLICY_WARNING = (
     "a subscription filter policy is set: SNS FIFO to SQS FIFO delivery is exactly-once only without message "
@@ -82,6 +90,9 @@ class FifoMessaging(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ) -> None:
         super().__init__(scope, id)
+        # Whatever the app's cdk.json says: SNS's use of the queue key is limited to this topic. CDK reads the
+        # flag from the topic's scope, so this covers the topic created here (an existing one: see below).
+        self.node.set_context(SQS_KEY_FOR_THIS_TOPIC_ONLY, True)
         require_int_range("max_receive_count", max_receive_count, 1, 1000)
         if topic is not None:
             require_fifo_topic("topic", topic)
@@ -153,6 +164,11 @@ class FifoMessaging(Construct):
                 enforce_ssl=True,
             )
         self.topic: sns.ITopic = topic
+        if encryption_key is not None and not FeatureFlags.of(topic).is_enabled(SQS_KEY_FOR_THIS_TOPIC_ONLY):
+            Annotations.of(self).add_warning_v2(
+                "idempotent-pipeline:unrestricted-queue-key",
+                UNRESTRICTED_KEY_WARNING.format(flag=SQS_KEY_FOR_THIS_TOPIC_ONLY),
+            )
 
         # SqsSubscription adds the queue policy statement allowing sqs:SendMessage from this topic only
         # (aws:SourceArn) and, for a customer-managed key, the key policy statement SNS needs.

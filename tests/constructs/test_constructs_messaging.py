@@ -371,3 +371,36 @@ def test_fractional_visibility_timeout_is_rejected():
         match=r"visibility_timeout must be a whole number of seconds; got 1 second 500 millis",
     ):
         FifoMessaging(new_stack(), "Messaging", visibility_timeout=Duration.millis(1500))
+
+
+# -- a customer-managed queue key in an app without cdk.json's feature flags ---------------------------------
+
+
+def _sns_key_statements(stack: cdk.Stack) -> list[dict[str, Any]]:
+    (key,) = resources(template_of(stack), "AWS::KMS::Key").values()
+    return [
+        statement
+        for statement in key["Properties"]["KeyPolicy"]["Statement"]
+        if statement.get("Principal", {}).get("Service") == "sns.amazonaws.com"
+    ]
+
+
+def test_queue_key_is_usable_only_by_the_new_topic_even_without_the_apps_feature_flag():
+    stack = cdk.Stack(cdk.App(), "NoFlags")  # no cdk.json context, as in a user's older app
+    messaging = FifoMessaging(stack, "Messaging", encryption_key=kms.Key(stack, "QueueKey"))
+    (statement,) = _sns_key_statements(stack)
+    topic_ref = stack.resolve(messaging.topic.topic_arn)
+    assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": topic_ref}}
+    assert not assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.any_value())
+
+
+def test_existing_topic_in_an_app_without_the_flag_warns_that_the_queue_key_is_unrestricted():
+    stack = cdk.Stack(cdk.App(), "NoFlags")
+    topic = sns.Topic(stack, "Existing", fifo=True)
+    FifoMessaging(stack, "Messaging", topic=topic, encryption_key=kms.Key(stack, "QueueKey"))
+    (statement,) = _sns_key_statements(stack)
+    assert "Condition" not in statement
+    warnings = assertions.Annotations.from_stack(stack).find_warning(
+        "*", assertions.Match.string_like_regexp("lets every SNS topic use the key")
+    )
+    assert len(warnings) == 1
