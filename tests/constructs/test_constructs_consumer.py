@@ -480,6 +480,17 @@ def test_unresolved_tokens_are_not_checked():
     assert environment(template_of(stack))["TTL_SECONDS"] == {"Ref": "TtlSeconds"}
 
 
+def test_unresolved_integer_props_are_not_checked():
+    stack = new_stack()
+    batch = cdk.CfnParameter(stack, "BatchSize", type="Number").value_as_number
+    memory = cdk.CfnParameter(stack, "MemorySize", type="Number").value_as_number
+    build_consumer(stack, batch_size=batch, memory_size=memory)
+    template = template_of(stack)
+    assert function_props(template)["MemorySize"] == {"Ref": "MemorySize"}
+    (mapping,) = resources(template, "AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["BatchSize"] == {"Ref": "BatchSize"}
+
+
 @pytest.mark.parametrize(
     ("props", "pattern"),
     [
