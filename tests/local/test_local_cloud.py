@@ -6,6 +6,8 @@ The tests of this module run in order and share one deployment.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from idempotent_pipeline.local import cli
 from idempotent_pipeline.local import emulator as emulators
 from idempotent_pipeline.local.cli import main
-from idempotent_pipeline.local.demo import run_demo
+from idempotent_pipeline.local.demo import Report, run_demo
 from idempotent_pipeline.local.emulator import Emulator
 from idempotent_pipeline.local.stacks import deployed_stacks
 
@@ -37,6 +40,9 @@ class Deployment:
     template: dict[str, Any]
     physical: dict[str, str]  # logical id -> physical id
     outputs: dict[str, str]
+    printed: str  # what the first `deploy` printed
+    exit_status: int
+    report: Report  # the demo that `deploy` ran
 
     def of_type(self, kind: str) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.template["Resources"].items() if v["Type"] == kind}
@@ -45,7 +51,7 @@ class Deployment:
         return [self.physical[k] for k in self.of_type(kind)]
 
 
-def _deploy(state_dir: Path, output: Path, *context: str) -> int:
+def _deploy(state_dir: Path, output: Path, *context: str, demo: bool = False) -> int:
     args = [
         "deploy",
         "--state-dir",
@@ -54,8 +60,9 @@ def _deploy(state_dir: Path, output: Path, *context: str) -> int:
         str(ROOT),
         "--output",
         str(output),
-        "--no-demo",
     ]
+    if not demo:
+        args.append("--no-demo")
     for pair in context:
         args += ["-c", pair]
     return main(args)
@@ -78,8 +85,21 @@ def deployment(state_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     emulator, _ = emulators.start(state_dir)
     emulator.reset()  # other tests leave resources behind
     output = tmp_path_factory.mktemp("cdk.out")
-    assert _deploy(state_dir, output) == 0
-    yield Deployment(emulator, state_dir, output, *_read(emulator, output))
+    # The whole `deploy` command, demo included, as `make deploy` runs it; the report it printed is kept.
+    reports: list[Report] = []
+
+    def recording_run_demo(*args: Any, **kwargs: Any) -> Report:
+        reports.append(run_demo(*args, **kwargs))
+        return reports[-1]
+
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.setattr(cli, "run_demo", recording_run_demo)
+        status = _deploy(state_dir, output, demo=True)
+    assert len(reports) == 1, printed.getvalue()
+    yield Deployment(
+        emulator, state_dir, output, *_read(emulator, output), printed.getvalue(), status, reports[0]
+    )
 
 
 def _queue_attributes(emulator: Emulator, url: str) -> dict[str, str]:
@@ -175,8 +195,22 @@ def test_alarms_exist(deployment: Deployment) -> None:
     assert len(names) == 3
 
 
+def test_deploy_prints_each_step_and_the_demos_balanced_report(deployment: Deployment) -> None:
+    assert deployment.exit_status == 0, deployment.printed
+    steps = [line for line in deployment.printed.splitlines() if line.startswith("==> [")]
+    assert [line[: len("==> [1/5]")] for line in steps] == [f"==> [{n}/5]" for n in range(1, 6)]
+    assert "starting the local AWS emulator" in steps[0]
+    assert "cdk bootstrap" in steps[1]
+    assert "cdk deploy" in steps[2]
+    assert "running the pipeline" in steps[4]
+    assert f"    {STACK}: CREATE_COMPLETE," in deployment.printed
+    assert "was not created" not in deployment.printed
+    (balance,) = [line for line in deployment.printed.splitlines() if "delivered = items" in line]
+    assert balance.endswith("24 = 20 + 3 + 1: nothing lost, nothing doubled")
+
+
 def test_demo_accounts_for_every_published_message(deployment: Deployment) -> None:
-    report = run_demo(deployment.emulator)
+    report = deployment.report
     assert report.function == deployment.outputs["FunctionName"]
     assert (report.published, report.deduplicated_by_fifo, report.delivered) == (29, 5, 24)
     assert (report.items_written, report.duplicates_absorbed, report.dead_lettered) == (20, 3, 1)
