@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,8 +247,22 @@ def test_redeploy_with_a_changed_prop_updates_the_stack(deployment: Deployment) 
 
 def test_destroy_removes_the_stack_and_stops_the_emulator(deployment: Deployment) -> None:
     emulator = deployment.emulator
-    assert (
-        main(
+    assert emulators.find(deployment.state_dir) == emulator
+    # What is left once the stack is gone, read while the emulator still runs: only the retained table.
+    retained: list[list[str]] = []
+    real_stop = emulators.stop
+
+    def stop_after_looking(state_dir: Path | str, **kwargs: Any) -> bool:
+        retained.append(emulator.client("dynamodb").list_tables()["TableNames"])
+        assert [s.name for s in deployed_stacks(emulator)] == []
+        assert emulator.client("sqs").list_queues().get("QueueUrls", []) == []
+        assert emulator.client("sns").list_subscriptions()["Subscriptions"] == []
+        assert emulator.client("lambda").list_event_source_mappings()["EventSourceMappings"] == []
+        return real_stop(state_dir, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(emulators, "stop", stop_after_looking)
+        status = main(
             [
                 "destroy",
                 "--state-dir",
@@ -256,17 +271,13 @@ def test_destroy_removes_the_stack_and_stops_the_emulator(deployment: Deployment
                 str(ROOT),
                 "--output",
                 str(deployment.output),
-                "--keep-emulator",
             ]
         )
-        == 0
-    )
-    assert [s.name for s in deployed_stacks(emulator)] == []
-    assert emulator.client("sqs").list_queues().get("QueueUrls", []) == []
-    assert emulator.client("sns").list_subscriptions()["Subscriptions"] == []
-    assert emulator.client("lambda").list_event_source_mappings()["EventSourceMappings"] == []
+    assert status == 0
     # The table keeps its data (RemovalPolicy.RETAIN, the construct's default), as in AWS.
-    assert emulator.client("dynamodb").list_tables()["TableNames"] == [deployment.outputs["TableName"]]
-
-    assert main(["stop", "--state-dir", str(deployment.state_dir)]) == 0
+    assert retained == [[deployment.outputs["TableName"]]]
+    # Plain `destroy` stops the emulator: no state file, no process.
     assert emulators.find(deployment.state_dir) is None
+    assert not (deployment.state_dir / emulators.STATE_FILE).exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(emulator.pid, 0)
