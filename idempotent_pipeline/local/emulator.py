@@ -148,18 +148,36 @@ def start(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 60.0) -
             start_new_session=True,
             env={**os.environ, "MOTO_ACCOUNT_ID": ACCOUNT_ID},
         )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise EmulatorError(
-                f"the emulator exited with code {process.returncode} at start; see {state_dir / LOG_FILE}"
-            )
-        emulator = find(state_dir)
-        if emulator is not None and emulator.pid == process.pid:
-            return emulator, True
-        time.sleep(0.2)
-    process.terminate()
-    raise EmulatorError(f"the emulator did not answer within {timeout:.0f} s; see {state_dir / LOG_FILE}")
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise EmulatorError(
+                    f"the emulator exited with code {process.returncode} at start; see {state_dir / LOG_FILE}"
+                )
+            emulator = find(state_dir)
+            if emulator is not None and emulator.pid == process.pid:
+                return emulator, True
+            time.sleep(0.2)
+        raise EmulatorError(f"the emulator did not answer within {timeout:.0f} s; see {state_dir / LOG_FILE}")
+    except BaseException:
+        # Ctrl-C (or a timeout) while waiting: the detached process would outlive the caller; end it here.
+        _terminate(process, state_dir)
+        raise
+
+
+def _terminate(process: subprocess.Popen[bytes], state_dir: Path) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
+        path = _state_path(state_dir)
+        if json.loads(path.read_text())["pid"] == process.pid:
+            path.unlink()
 
 
 def stop(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 15.0) -> bool:

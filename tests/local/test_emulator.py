@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from idempotent_pipeline.local import emulator as emulators
+from idempotent_pipeline.local.cdk import Cdk
 from idempotent_pipeline.local.cli import main
+from idempotent_pipeline.local.emulator import Emulator
+
+ROOT = Path(__file__).resolve().parents[2]  # holds cdk.json: the reference app
 
 
 def test_emulator_starts_once_is_reused_and_stops(tmp_path: Path) -> None:
@@ -69,3 +76,68 @@ def test_deploy_of_a_directory_without_cdk_json_names_it(
 ) -> None:
     assert main(["deploy", "--state-dir", str(state_dir), "--app-dir", str(tmp_path), "--no-demo"]) == 1
     assert f"no cdk.json in the app directory: {tmp_path}" in capsys.readouterr().err
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _interrupt(*args: object, **kwargs: object) -> None:
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_waiting_for_the_emulator_ends_the_process_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[subprocess.Popen[bytes]] = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    lookups = iter([None])  # the first lookup (is one running already?) finds none; Ctrl-C comes next
+
+    def find(state_dir: Path | str = emulators.DEFAULT_STATE_DIR) -> Emulator | None:
+        for found in lookups:
+            return found
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(emulators.subprocess, "Popen", recording_popen)
+    monkeypatch.setattr(emulators, "find", find)
+    with pytest.raises(KeyboardInterrupt):
+        emulators.start(tmp_path)
+    (process,) = started
+    assert process.returncode is not None  # ended and reaped, not left running detached
+    assert _gone(process.pid)
+    assert not (tmp_path / emulators.STATE_FILE).exists()
+
+
+def test_ctrl_c_during_deploy_stops_the_emulator_that_deploy_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setattr(Cdk, "is_bootstrapped", lambda self: True)
+    monkeypatch.setattr(Cdk, "deploy", _interrupt)
+    status = main(["deploy", "--state-dir", str(tmp_path), "--app-dir", str(ROOT), "--no-demo"])
+    out, err = capsys.readouterr()
+    assert status == 130
+    assert "interrupted: the emulator this command started is stopped" in err
+    (pid,) = re.findall(r"started on http://localhost:\d+, pid (\d+)", out)
+    assert emulators.find(tmp_path) is None
+    assert not (tmp_path / emulators.STATE_FILE).exists()
+    assert _gone(int(pid))
+
+
+def test_ctrl_c_during_deploy_leaves_a_reused_emulator_running(
+    emulator: Emulator, state_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setattr(Cdk, "is_bootstrapped", lambda self: True)
+    monkeypatch.setattr(Cdk, "deploy", _interrupt)
+    status = main(["deploy", "--state-dir", str(state_dir), "--app-dir", str(ROOT), "--no-demo"])
+    assert status == 130
+    assert f"reused on {emulator.endpoint}" in capsys.readouterr().out
+    assert emulators.find(state_dir) == emulator
