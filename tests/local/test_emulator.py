@@ -141,3 +141,15 @@ def test_ctrl_c_during_deploy_leaves_a_reused_emulator_running(
     assert status == 130
     assert f"reused on {emulator.endpoint}" in capsys.readouterr().out
     assert emulators.find(state_dir) == emulator
+
+
+def test_destroy_with_keep_emulator_leaves_the_emulator_running(
+    emulator: Emulator, state_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    destroyed: list[Emulator] = []
+    monkeypatch.setattr(Cdk, "destroy", lambda self, *args: destroyed.append(self.emulator))
+    args = ["destroy", "--state-dir", str(state_dir), "--app-dir", str(ROOT), "--keep-emulator"]
+    assert main(args) == 0
+    assert destroyed == [emulator]
+    assert "stopping the emulator" not in capsys.readouterr().out
+    assert emulators.find(state_dir) == emulator
