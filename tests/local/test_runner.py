@@ -283,11 +283,16 @@ def test_a_function_that_fails_its_cold_start_is_reported_with_the_error(clean_e
         runner.drain(timeout=30)
 
 
-def test_run_processes_messages_until_stopped(clean_emulator: Emulator) -> None:
-    deployed = _deploy(clean_emulator)
+def test_run_long_polls_for_the_mappings_batch_size_until_stopped(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator, batch_size=3)
     deployed.send("a", "b")
     stop = threading.Event()
-    with deployed.runner(wait_seconds=1) as runner:
+    receives: list[dict] = []
+    with deployed.runner() as runner:  # the runner's own default wait, as `local run` uses it
+        runner._sqs.meta.events.register(
+            "provide-client-params.sqs.ReceiveMessage",
+            lambda params, **kwargs: receives.append(dict(params)),
+        )
         thread = threading.Thread(target=runner.run, args=(stop,))
         thread.start()
         deadline = time.monotonic() + 60
@@ -298,6 +303,11 @@ def test_run_processes_messages_until_stopped(clean_emulator: Emulator) -> None:
     assert not thread.is_alive()
     assert sorted(item["sk"]["S"] for item in deployed.items("record")) == ["a", "b"]
     assert runner.stats.succeeded == 2
+    # Long polling (as Lambda's poller does), never a busy loop of short polls, for up to BatchSize records.
+    assert receives
+    assert {r["QueueUrl"] for r in receives} == {deployed.queue_url}
+    assert min(r["WaitTimeSeconds"] for r in receives) >= 1
+    assert {r["MaxNumberOfMessages"] for r in receives} == {3}
 
 
 def test_redeployed_code_replaces_the_warm_worker(clean_emulator: Emulator) -> None:
