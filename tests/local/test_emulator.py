@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import os
 import re
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -153,3 +156,50 @@ def test_destroy_with_keep_emulator_leaves_the_emulator_running(
     assert destroyed == [emulator]
     assert "stopping the emulator" not in capsys.readouterr().out
     assert emulators.find(state_dir) == emulator
+
+
+def _non_loopback_ipv4() -> list[str]:
+    found = set()
+    try:
+        words = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False).stdout.split()
+    except OSError:
+        words = []
+    with contextlib.suppress(OSError):
+        words.append(socket.gethostbyname(socket.gethostname()))
+    for word in words:
+        try:
+            address = ipaddress.ip_address(word)
+        except ValueError:
+            continue
+        if address.version == 4 and not address.is_loopback and not address.is_unspecified:
+            found.add(word)
+    return sorted(found)
+
+
+def _listening(port: int) -> list[str]:
+    """Local addresses of the sockets listening on ``port`` (from /proc/net/tcp and tcp6, as `ss -ltn`)."""
+    addresses = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, _, state = line.split()[1:4]
+            address, _, hex_port = local.partition(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                addresses.append(address)
+    return addresses
+
+
+def test_emulator_listens_on_loopback_only(emulator: Emulator) -> None:
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=5):
+        pass  # reachable on loopback
+    if Path("/proc/net/tcp").exists():
+        assert _listening(emulator.port) == ["0100007F"]  # 127.0.0.1, IPv4 only
+    addresses = _non_loopback_ipv4()
+    if not addresses:
+        pytest.skip("this machine has no non-loopback IPv4 address to try")
+    for address in addresses:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((address, emulator.port), timeout=5).close()
