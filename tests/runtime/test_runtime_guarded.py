@@ -305,3 +305,43 @@ def test_ttl_shorter_than_the_lease_does_not_let_a_second_delivery_run_the_effec
     assert completed["status"] == {"S": "COMPLETED"}
     # The COMPLETED record lives TTL_SECONDS from its completion, as before.
     assert completed["expires_at"] == {"N": str(int(clock.now) + 60)}
+
+
+def test_stale_owner_cannot_complete_a_key_a_new_owner_still_holds_in_progress(make_handler, dynamodb):
+    clock = Clock()
+    started = [threading.Event(), threading.Event()]
+    finish = [threading.Event(), threading.Event()]
+    runs: list[int] = []
+
+    def effect(message):
+        run = len(runs)
+        runs.append(run)
+        started[run].set()
+        assert finish[run].wait(10), "test never let the effect finish"
+        return {"run": run + 1}
+
+    handler, stream = make_handler(fn=effect, clock=clock, mode="guarded", lease_seconds=30)
+    stale_delivery = record({"x": "a1", "y": "b1"})
+    stale, stale_box = _in_thread(lambda: handler(event(stale_delivery), None))
+    assert started[0].wait(10)
+    stale_owner = _item(dynamodb)["owner"]
+
+    clock.now += 31  # the stale owner overran its lease; a redelivery claims the key
+    newer, newer_box = _in_thread(lambda: handler(event(record({"x": "a1", "y": "b1"})), None))
+    assert started[1].wait(10)
+    claim = _item(dynamodb)
+    assert claim["status"] == {"S": "IN_PROGRESS"} and claim["owner"] != stale_owner
+
+    finish[0].set()  # the stale effect finishes while the new owner is still running its own
+    stale.join(10)
+    assert failures(stale_box["value"]) == [stale_delivery["messageId"]]
+    assert _item(dynamodb) == claim  # not completed by the stale owner
+    assert '"lease lost' in stream.getvalue()
+
+    finish[1].set()
+    newer.join(10)
+    assert failures(newer_box["value"]) == []
+    item = _item(dynamodb)
+    assert item["status"] == {"S": "COMPLETED"}
+    assert item["owner"] == claim["owner"]
+    assert item["result"] == {"S": '{"run":2}'}
