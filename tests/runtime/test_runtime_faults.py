@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import pytest
 import runtime_examples
 from idempotent_runtime.config import Config
 from idempotent_runtime.consumer import build_handler
 from idempotent_runtime.publisher import publish
-from runtime_helpers import deliver_until_empty, inject_errors, scan
+from runtime_helpers import deliver_until_empty, drain, failures, inject_errors, scan
+
+
+class Reported:
+    """The handler, counting the records it reported as batch item failures."""
+
+    def __init__(self, handler) -> None:
+        self.handler = handler
+        self.failed = 0
+
+    def __call__(self, event, context):
+        response = self.handler(event, context)
+        self.failed += len(failures(response))
+        return response
 
 
 def _raise_timeouts(client, operation: str, every: int) -> list[int]:
@@ -33,18 +47,30 @@ def _publish_orders(sns, topic, count=30, **extra):
     return orders
 
 
-def test_throttled_document_writes_end_as_one_item_per_key(pipeline, sqs, table, fresh_dynamodb, dynamodb):
+@pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "RequestLimitExceeded"])
+def test_throttled_document_writes_end_as_one_item_per_key(
+    pipeline, sqs, table, fresh_dynamodb, dynamodb, dlq_url, code
+):
     sns, topic, queue_url, queue_arn = pipeline
-    throttled = inject_errors(fresh_dynamodb, "PutItem", "ProvisionedThroughputExceededException", every=3)
+    throttled = inject_errors(fresh_dynamodb, "PutItem", code, every=3)
     timeouts = _raise_timeouts(fresh_dynamodb, "PutItem", every=7)
-    handler = build_handler(Config(table_name=table), dynamodb_client=fresh_dynamodb)
+    handler = Reported(
+        build_handler(
+            Config(table_name=table, dlq_url=dlq_url), dynamodb_client=fresh_dynamodb, sqs_client=sqs
+        )
+    )
     orders = _publish_orders(sns, topic)
     deliver_until_empty(sqs, queue_url, queue_arn, handler)
     assert throttled and timeouts
+    # Throttling is retried through SQS, never quarantined.
+    assert handler.failed >= len(throttled) + len(timeouts)
+    assert drain(sqs, dlq_url) == []
     assert sorted(i["pk"]["S"] for i in scan(dynamodb)) == sorted(o["x"] for o in orders)
 
 
-def test_throttled_transactions_move_each_balance_once(pipeline, sqs, table, fresh_dynamodb, dynamodb):
+def test_throttled_transactions_move_each_balance_once(
+    pipeline, sqs, table, fresh_dynamodb, dynamodb, dlq_url
+):
     sns, topic, queue_url, queue_arn = pipeline
     throttled = inject_errors(
         fresh_dynamodb,
@@ -53,24 +79,34 @@ def test_throttled_transactions_move_each_balance_once(pipeline, sqs, table, fre
         every=3,
         CancellationReasons=[{"Code": "ThrottlingError"}, {"Code": "None"}, {"Code": "None"}],
     )
-    config = Config(table_name=table, mode="transaction", processor="runtime_examples:apply_payment")
-    handler = build_handler(config, dynamodb_client=fresh_dynamodb)
+    config = Config(
+        table_name=table, mode="transaction", processor="runtime_examples:apply_payment", dlq_url=dlq_url
+    )
+    handler = Reported(build_handler(config, dynamodb_client=fresh_dynamodb, sqs_client=sqs))
     orders = _publish_orders(sns, topic)
     deliver_until_empty(sqs, queue_url, queue_arn, handler)
     assert throttled
+    assert handler.failed >= len(throttled)
+    assert drain(sqs, dlq_url) == []
     balances = {i["pk"]["S"]: int(i["balance"]["N"]) for i in scan(dynamodb) if i["sk"]["S"] == "balance"}
     assert balances == {f"account#{o['x']}": o["cents"] for o in orders}
 
 
-def test_throttled_guarded_effects_run_once_per_key(pipeline, sqs, table, fresh_dynamodb, dynamodb):
+def test_throttled_guarded_effects_run_once_per_key(pipeline, sqs, table, fresh_dynamodb, dynamodb, dlq_url):
     sns, topic, queue_url, queue_arn = pipeline
     runtime_examples.SENT.clear()
     claims = inject_errors(fresh_dynamodb, "PutItem", "ThrottlingException", every=4)
     completions = inject_errors(fresh_dynamodb, "UpdateItem", "InternalServerError", every=5, status=500)
-    config = Config(table_name=table, mode="guarded", processor="runtime_examples:send_receipt")
-    handler = build_handler(config, dynamodb_client=fresh_dynamodb)
+    config = Config(
+        table_name=table, mode="guarded", processor="runtime_examples:send_receipt", dlq_url=dlq_url
+    )
+    handler = Reported(build_handler(config, dynamodb_client=fresh_dynamodb, sqs_client=sqs))
     orders = _publish_orders(sns, topic)
     deliver_until_empty(sqs, queue_url, queue_arn, handler)
     assert claims and completions
+    assert handler.failed >= len(claims)
+    assert drain(sqs, dlq_url) == []
     assert sorted(runtime_examples.SENT) == sorted((f"{o['x']}#1", o["email"]) for o in orders)
-    assert {i["status"]["S"] for i in scan(dynamodb)} == {"COMPLETED"}
+    items = scan(dynamodb)
+    assert {i["status"]["S"] for i in items} == {"COMPLETED"}
+    assert sorted(i["pk"]["S"] for i in items) == sorted(o["x"] for o in orders)
