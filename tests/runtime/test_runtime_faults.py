@@ -7,7 +7,7 @@ import runtime_examples
 from idempotent_runtime.config import Config
 from idempotent_runtime.consumer import build_handler
 from idempotent_runtime.publisher import publish
-from runtime_helpers import deliver_until_empty, drain, failures, inject_errors, scan
+from runtime_helpers import deliver_until_empty, drain, event, failures, inject_errors, record, scan
 
 
 class Reported:
@@ -110,3 +110,51 @@ def test_throttled_guarded_effects_run_once_per_key(pipeline, sqs, table, fresh_
     items = scan(dynamodb)
     assert {i["status"]["S"] for i in items} == {"COMPLETED"}
     assert sorted(i["pk"]["S"] for i in items) == sorted(o["x"] for o in orders)
+
+
+def _connection_errors():
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionClosedError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    url = "https://dynamodb.invalid"
+    server_error = {
+        "Error": {"Code": "InternalServerError", "Message": "internal server error"},
+        "ResponseMetadata": {"HTTPStatusCode": 500},
+    }
+    return [
+        pytest.param(lambda: EndpointConnectionError(endpoint_url=url), id="EndpointConnectionError"),
+        pytest.param(lambda: ConnectionClosedError(endpoint_url=url), id="ConnectionClosedError"),
+        pytest.param(lambda: ConnectTimeoutError(endpoint_url=url), id="ConnectTimeoutError"),
+        pytest.param(lambda: ReadTimeoutError(endpoint_url=url), id="ReadTimeoutError"),
+        pytest.param(lambda: ClientError(server_error, "PutItem"), id="InternalServerError-500"),
+    ]
+
+
+@pytest.mark.parametrize("make_error", _connection_errors())
+def test_connection_errors_and_timeouts_are_retried_not_quarantined(
+    make_handler, fresh_dynamodb, sqs, dlq_url, make_error
+):
+    raised: list[str] = []
+
+    def fail(**_):
+        error = make_error()
+        raised.append(type(error).__name__)
+        raise error
+
+    fresh_dynamodb.meta.events.register("before-call.dynamodb.PutItem", fail)
+    handler, _ = make_handler(client=fresh_dynamodb, dlq_url=dlq_url)
+    rec = record({"x": "a1", "y": "b1"})
+    assert failures(handler(event(rec), None)) == [rec["messageId"]]
+    assert raised
+    assert drain(sqs, dlq_url) == []
+    assert scan(fresh_dynamodb) == []
+
+    # Once DynamoDB is reachable again, the redelivered record is written.
+    fresh_dynamodb.meta.events.unregister("before-call.dynamodb.PutItem", fail)
+    assert failures(handler(event(rec), None)) == []
+    assert [i["pk"]["S"] for i in scan(fresh_dynamodb)] == ["a1"]
