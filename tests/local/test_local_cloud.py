@@ -1,5 +1,6 @@
-"""End to end on loopback: the real CDK CLI deploys the reference stack into the emulator, wired; the pipeline
-runs; a redeploy with a changed prop updates the stack; destroy removes it and stops the emulator.
+"""End to end on loopback: `deploy` (the real CDK CLI) puts the reference stack into the emulator, wired,
+and runs the demo; a redeploy with changed props and code updates the stack in place and the runner runs the
+new code; destroy removes it and stops the emulator.
 
 The tests of this module run in order and share one deployment.
 """
@@ -224,8 +225,20 @@ def test_demo_accounts_for_every_published_message(deployment: Deployment) -> No
     assert "json" in letter.reason
 
 
-def test_redeploy_with_a_changed_prop_updates_the_stack(deployment: Deployment) -> None:
-    assert _deploy(deployment.state_dir, deployment.output, "max_receive_count=7", "memory_size=256") == 0
+STAMP = """
+def stamp(message):
+    return {**message.json_object(), "stamped_by": "redeployed code"}
+"""
+
+
+def test_redeploy_with_changed_props_and_code_updates_the_stack(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    lambda_ = deployment.emulator.client("lambda")
+    code_before = lambda_.get_function_configuration(FunctionName=deployment.outputs["FunctionName"])
+    (tmp_path / "stamping.py").write_text(STAMP)
+    changes = ["max_receive_count=7", "memory_size=256", "processor=stamping:stamp"]
+    assert _deploy(deployment.state_dir, deployment.output, *changes, f"code_directory={tmp_path}") == 0
     template, physical, outputs = _read(deployment.emulator, deployment.output)
     cloudformation = deployment.emulator.client("cloudformation")
     assert cloudformation.describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"] == "UPDATE_COMPLETE"
@@ -240,9 +253,15 @@ def test_redeploy_with_a_changed_prop_updates_the_stack(deployment: Deployment) 
         FunctionName=outputs["FunctionName"]
     )
     assert configuration["MemorySize"] == 256
+    assert configuration["Environment"]["Variables"]["PROCESSOR"] == "stamping:stamp"
+    assert configuration["CodeSha256"] != code_before["CodeSha256"]  # the new code asset is deployed
     assert physical == deployment.physical  # updated in place, nothing replaced
-    # Still wired: the pipeline runs as before.
-    assert run_demo(deployment.emulator).balanced
+    # Still wired, and the runner runs the new code: every item of this run carries its stamp.
+    report = run_demo(deployment.emulator)
+    assert report.balanced
+    items = deployment.emulator.client("dynamodb").scan(TableName=outputs["TableName"])["Items"]
+    stamped = [item for item in items if item.get("stamped_by") == {"S": "redeployed code"}]
+    assert len(stamped) == report.items_written == 20
 
 
 def test_destroy_removes_the_stack_and_stops_the_emulator(deployment: Deployment) -> None:
