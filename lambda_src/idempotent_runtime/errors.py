@@ -27,23 +27,6 @@ class TransientError(Exception):
     """Retry later: the record is reported as a batch item failure and SQS delivers it again."""
 
 
-# Error codes that say "try again": throttling, capacity, conflicts, server-side trouble.
-TRANSIENT_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "Throttling",
-        "RequestLimitExceeded",
-        "LimitExceededException",
-        "InternalServerError",
-        "InternalFailure",
-        "ServiceUnavailable",
-        "TransactionConflictException",
-        "TransactionInProgressException",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
-)
 # Error codes caused by the message itself: retrying the same input gives the same answer.
 PERMANENT_CODES = frozenset(
     {"ValidationException", "SerializationException", "ItemCollectionSizeLimitExceededException"}
