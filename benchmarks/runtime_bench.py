@@ -55,6 +55,32 @@ def quiet_output() -> Iterator[None]:
             os.close(fd)
 
 
+# Ambient AWS configuration that would send the measured clients somewhere other than moto, or fail them
+# before they send: a shell with an endpoint exported for the local emulator's CLI calls
+# (`http://localhost:PORT`, a connection refused once it is stopped), or a profile exported for `make deploy`.
+_ENDPOINT_PREFIX = "AWS_ENDPOINT_URL"
+_PROFILE_VARIABLES = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE")
+
+
+@contextmanager
+def isolated_aws_environment() -> Iterator[None]:
+    """Clients created inside see only the region and fake credentials: no endpoint, profile or config file.
+
+    A measurement's clients must reach moto (or the Stubber) whatever the caller's shell exports; the
+    environment is restored on exit.
+    """
+    ambient = [name for name in os.environ if name.startswith(_ENDPOINT_PREFIX) or name in _PROFILE_VARIABLES]
+    isolated = {
+        "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
+    }
+    with mock.patch.dict(os.environ, isolated):
+        for name in ambient:
+            del os.environ[name]
+        _ensure_region()
+        yield
+
+
 @contextmanager
 def moto_backend() -> Iterator[None]:
     """moto in-process (`mock_aws`), answering one request at a time.
@@ -73,7 +99,11 @@ def moto_backend() -> Iterator[None]:
         with lock:
             return process_request(self, request)
 
-    with mock_aws(), mock.patch.object(BotocoreStubber, "process_request", serialized):
+    with (
+        isolated_aws_environment(),
+        mock_aws(),
+        mock.patch.object(BotocoreStubber, "process_request", serialized),
+    ):
         yield
 
 
@@ -243,10 +273,11 @@ def cpu_per_record(
     """
     _ensure_region()
     handlers = {}
-    for contender in contenders:
-        client = contender.make_client()
-        StandingStubber(client, contender.new_record_responses).activate()
-        handlers[contender.name] = contender.build(_table_name(contender), client)
+    with isolated_aws_environment():
+        for contender in contenders:
+            client = contender.make_client()
+            StandingStubber(client, contender.new_record_responses).activate()
+            handlers[contender.name] = contender.build(_table_name(contender), client)
     out = CpuSamples(records_per_round=batches * records, samples={name: [] for name in handlers})
     with quiet_output():
         for name, handler in handlers.items():

@@ -24,6 +24,8 @@ def aws_environment(monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "bench")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "bench")
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
@@ -217,9 +219,26 @@ def test_targets_compare_the_ratio_or_the_value():
     assert "**no**" in text and "not measured" in text and "mode not built" in text
 
 
+def test_measurements_reach_moto_whatever_endpoint_or_profile_the_shell_exports(monkeypatch):
+    # What a shell holds after talking to the local emulator (stopped now: nothing listens on port 9) or
+    # preparing `make deploy`: without isolation every request goes to that endpoint or fails on the profile.
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    counts = runtime_bench.count_requests(contenders.ours("document"), records=4, groups=2)
+    assert counts.new_by_operation == {"PutItem": 4}
+    assert counts.items_after == 4
+    samples = runtime_bench.cpu_per_record([contenders.POWERTOOLS], rounds=1, batches=1, records=2, groups=1)
+    assert len(samples.samples["Powertools"]) == 1
+    assert runtime_bench.os.environ["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9"  # the caller's, restored
+    assert runtime_bench.os.environ["AWS_PROFILE"] == "no-such-profile"
+
+
 def test_run_writes_json_table_and_chart_in_the_documented_shape(tmp_path):
-    assert run.main(["--quick", "--only", "requests", "--output-dir", str(tmp_path)]) == 0
+    status = run.main(["--quick", "--only", "requests", "--output-dir", str(tmp_path)])
     document = json.loads((tmp_path / "results.json").read_text())
+    section_errors = [m["not_measured"] for m in document["metrics"] if m["name"].endswith("_section")]
+    assert (status, section_errors) == (0, [])
     metrics = {metric["name"]: metric for metric in document["metrics"]}
     assert set(metrics) == {
         f"ddb_requests_per_{kind}_{mode}"
