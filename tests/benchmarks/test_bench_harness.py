@@ -165,7 +165,7 @@ def test_cold_init_program_failure_names_the_program_and_its_error():
     env = runtime_bench.cold_init_environment()
     sample = runtime_bench.run_program("import json", env)
     assert set(sample) == set(runtime_bench.COLD_INIT_KINDS)
-    assert sample["process_wall"] > sample["wall"] >= 0
+    assert all(isinstance(value, float) and value >= 0 for value in sample.values()), sample
     with pytest.raises(runtime_bench.BenchmarkError, match="ModuleNotFoundError"):
         runtime_bench.run_program("import no_such_module_here", env)
 
