@@ -53,13 +53,13 @@ destroy: setup
 	npx cdk destroy --all
 else
 deploy: setup
-	@$(PY) -m idempotent_pipeline.local deploy
+	@$(PY) -m idempotent_local deploy
 destroy: setup
-	@$(PY) -m idempotent_pipeline.local destroy
+	@$(PY) -m idempotent_local destroy
 endif
 
 demo: setup
-	@$(PY) -m idempotent_pipeline.local demo
+	@$(PY) -m idempotent_local demo
 
 synth: setup
 	npx cdk synth --quiet

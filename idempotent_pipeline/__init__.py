@@ -1,7 +1,7 @@
 """AWS CDK constructs that turn at-least-once SNS FIFO -> SQS FIFO -> Lambda -> DynamoDB delivery into
 exactly-once effects. The Lambda runs the bundled ``idempotent_runtime`` package.
 
-The constructs are imported on first use, so ``idempotent_pipeline.local`` and other submodules that do not
+The constructs are imported on first use, so ``idempotent_local`` and other submodules that do not
 need aws-cdk-lib do not pay for starting it.
 """
 

@@ -27,7 +27,7 @@ def dry_run(*args: str) -> list[str]:
 
 def test_make_deploy_goes_to_the_local_emulator_by_default():
     commands = dry_run("deploy")
-    assert any(line.endswith("-m idempotent_pipeline.local deploy") for line in commands)
+    assert any(line.endswith("-m idempotent_local deploy") for line in commands)
     assert not any("cdk deploy" in line for line in commands)
 
 
@@ -35,9 +35,9 @@ def test_make_deploy_goes_to_the_local_emulator_by_default():
 def test_make_deploy_with_a_profile_or_target_aws_uses_the_plain_cdk_cli(switch):
     commands = dry_run("deploy", switch)
     assert "npx cdk deploy --all" in commands
-    assert not any("idempotent_pipeline.local" in line for line in commands)
+    assert not any("idempotent_local" in line for line in commands)
 
 
 def test_make_destroy_follows_the_same_switch():
-    assert any(line.endswith("-m idempotent_pipeline.local destroy") for line in dry_run("destroy"))
+    assert any(line.endswith("-m idempotent_local destroy") for line in dry_run("destroy"))
     assert "npx cdk destroy --all" in dry_run("destroy", "AWS_PROFILE=my-profile")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from idempotent_pipeline.local import emulator as emulators
-from idempotent_pipeline.local.emulator import Emulator
+from idempotent_local import emulator as emulators
+from idempotent_local.emulator import Emulator
 
 
 @pytest.fixture(scope="session")

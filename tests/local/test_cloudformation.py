@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from idempotent_pipeline.local.emulator import Emulator
+from idempotent_local.emulator import Emulator
 
 QUEUE_POLICY = {
     "Version": "2012-10-17",

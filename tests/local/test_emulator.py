@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from idempotent_pipeline.local import emulator as emulators
-from idempotent_pipeline.local.cdk import Cdk
-from idempotent_pipeline.local.cli import main
-from idempotent_pipeline.local.emulator import Emulator
+from idempotent_local import emulator as emulators
+from idempotent_local.cdk import Cdk
+from idempotent_local.cli import main
+from idempotent_local.emulator import Emulator
 
 ROOT = Path(__file__).resolve().parents[2]  # holds cdk.json: the reference app
 

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from idempotent_pipeline.local import cli
-from idempotent_pipeline.local import emulator as emulators
-from idempotent_pipeline.local.cli import main
-from idempotent_pipeline.local.demo import Report, run_demo
-from idempotent_pipeline.local.emulator import Emulator
-from idempotent_pipeline.local.stacks import deployed_stacks
+from idempotent_local import cli
+from idempotent_local import emulator as emulators
+from idempotent_local.cli import main
+from idempotent_local.demo import Report, run_demo
+from idempotent_local.emulator import Emulator
+from idempotent_local.stacks import deployed_stacks
 
 pytestmark = pytest.mark.integration
 

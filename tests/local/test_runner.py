@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from idempotent_pipeline.local.emulator import Emulator
-from idempotent_pipeline.local.runner import EventSourceRunner, Mapping, RunnerError, lambda_sqs_event
+from idempotent_local.emulator import Emulator
+from idempotent_local.runner import EventSourceRunner, Mapping, RunnerError, lambda_sqs_event
 
 PROBE = textwrap.dedent(
     """

@@ -123,7 +123,7 @@ def inject_errors(client: Any, operation: str, code: str, *, every: int = 1, sta
 
 def receive_event(sqs: Any, queue_url: str, queue_arn: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Receive up to 10 messages with every attribute and build Lambda's event from them."""
-    from idempotent_runtime.events import lambda_sqs_event
+    from idempotent_local.events import lambda_sqs_event
 
     messages = sqs.receive_message(
         QueueUrl=queue_url,

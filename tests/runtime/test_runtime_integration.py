@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from idempotent_runtime.events import lambda_sqs_event
+from idempotent_local.events import lambda_sqs_event
 from idempotent_runtime.publisher import publish
 from runtime_helpers import REGION, deliver_until_empty, drain, failures, receive_event, scan
 

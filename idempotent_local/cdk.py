@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from idempotent_pipeline.local.emulator import ACCOUNT_ID, REGION, Emulator
+from idempotent_local.emulator import ACCOUNT_ID, REGION, Emulator
 
 BOOTSTRAP_STACK = "CDKToolkit"
 QUIET = {

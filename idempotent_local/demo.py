@@ -23,8 +23,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from idempotent_pipeline.local.emulator import Emulator
-from idempotent_pipeline.local.runner import EventSourceRunner, Mapping
+from idempotent_local.emulator import Emulator
+from idempotent_local.runner import EventSourceRunner, Mapping
 
 RETRY_DELAY_SECONDS = 1
 

@@ -141,7 +141,7 @@ def start(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 60.0) -
     _state_path(state_dir).unlink(missing_ok=True)
     with open(state_dir / LOG_FILE, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "idempotent_pipeline.local", "serve", "--state-dir", str(state_dir)],
+            [sys.executable, "-m", "idempotent_local", "serve", "--state-dir", str(state_dir)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -204,7 +204,7 @@ def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce:
     """Run the emulator in this process until SIGTERM or Ctrl-C (the body of ``local serve``)."""
     from moto.server import ThreadedMotoServer
 
-    from idempotent_pipeline.local import cloudformation
+    from idempotent_local import cloudformation
 
     os.environ.setdefault("MOTO_ACCOUNT_ID", ACCOUNT_ID)
     state_dir = Path(state_dir)

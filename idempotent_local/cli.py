@@ -1,4 +1,4 @@
-"""python -m idempotent_pipeline.local COMMAND: the local cloud from the command line.
+"""python -m idempotent_local COMMAND: the local cloud from the command line.
 
 deploy   start (or reuse) the emulator, bootstrap, cdk deploy the app, then run the demo
 demo     publish sample traffic through the deployed pipeline, drain it through the runner, report
@@ -21,12 +21,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from idempotent_pipeline.local import emulator as emulators
-from idempotent_pipeline.local.cdk import Cdk, CdkError
-from idempotent_pipeline.local.demo import DemoError, run_demo
-from idempotent_pipeline.local.emulator import Emulator, EmulatorError
-from idempotent_pipeline.local.runner import EventSourceRunner, RunnerError
-from idempotent_pipeline.local.stacks import deployed_stacks
+from idempotent_local import emulator as emulators
+from idempotent_local.cdk import Cdk, CdkError
+from idempotent_local.demo import DemoError, run_demo
+from idempotent_local.emulator import Emulator, EmulatorError
+from idempotent_local.runner import EventSourceRunner, RunnerError
+from idempotent_local.stacks import deployed_stacks
 
 
 class Progress:
@@ -181,7 +181,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
-        prog="python -m idempotent_pipeline.local",
+        prog="python -m idempotent_local",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -6,7 +6,7 @@ back from the emulator, as Lambda's poller would:
 - the event source mappings (queue, ``BatchSize``, ``FunctionResponseTypes``, enabled);
 - each function's configuration (handler, environment, timeout) and its deployed code (the zip);
 - it long-polls the queue for up to ``BatchSize`` messages with all attributes, builds Lambda's SQS event
-  (:func:`idempotent_runtime.events.lambda_sqs_event`, the runtime's own model of it),
+  (:func:`idempotent_local.events.lambda_sqs_event`, the runtime's own model of it),
   invokes the handler in a worker process that imported the deployed code with the function's
   environment (one warm worker per function, restarted after a crash or a timeout), deletes the records
   that succeeded and leaves the rest on the queue.
@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
-from idempotent_runtime.events import lambda_sqs_event
+from idempotent_local.events import lambda_sqs_event
 
-from idempotent_pipeline.local.emulator import Emulator
+from idempotent_local.emulator import Emulator
 
 WORKER = Path(__file__).with_name("worker.py")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from idempotent_pipeline.local.cdk import BOOTSTRAP_STACK
-from idempotent_pipeline.local.emulator import Emulator
+from idempotent_local.cdk import BOOTSTRAP_STACK
+from idempotent_local.emulator import Emulator
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,5 @@
+import sys
+
+from idempotent_local.cli import main
+
+sys.exit(main())

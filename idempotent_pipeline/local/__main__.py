@@ -1,5 +1,0 @@
-import sys
-
-from idempotent_pipeline.local.cli import main
-
-sys.exit(main())

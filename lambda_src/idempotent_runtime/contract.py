@@ -1,0 +1,326 @@
+"""The contract between the constructs and the runtime: every name, default, closed set and limit, once.
+
+The runtime imports this module inside the Lambda; the constructs import it at synth time to write the
+function's environment, grant IAM actions and check props. Standard library only, and nothing here does
+I/O. ``docs/runtime-contract.md`` is the prose form of this module (a test keeps them in step).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ConfigurationError(ValueError):
+    """A configuration that cannot work: raised by the constructs at synth time (naming the prop and the
+    value received) and by the runtime at cold start (naming the environment variable)."""
+
+
+# --- closed sets -----------------------------------------------------------------------------------------
+
+
+class Mode(StrEnum):
+    """How a message becomes exactly one effect."""
+
+    DOCUMENT = "document"  # one conditional PutItem of the document the message describes
+    TRANSACTION = "transaction"  # the processor's writes and a marker in one TransactWriteItems
+    GUARDED = "guarded"  # effects outside DynamoDB behind a fenced lease
+
+
+class KeySource(StrEnum):
+    """Where a record's idempotency key comes from."""
+
+    FIELDS = "fields"  # two body fields (dotted paths)
+    DEDUP_ID = "dedup_id"  # the SQS MessageDeduplicationId (FIFO only)
+    MESSAGE_ID = "message_id"  # the SQS messageId
+    BODY_SHA256 = "body_sha256"  # a SHA-256 of the raw body
+
+
+class QueueType(StrEnum):
+    """FIFO: records of one MessageGroupId run in order. Standard: every record is independent, even one
+    that carries a MessageGroupId (SQS fair queues)."""
+
+    FIFO = "fifo"
+    STANDARD = "standard"
+
+
+class OnConflict(StrEnum):
+    """What a delivery whose key is done with a different payload fingerprint becomes."""
+
+    QUARANTINE = "quarantine"  # to the DLQ with both fingerprints in the reason
+    DUPLICATE = "duplicate"  # counted and logged at WARNING, then treated as a duplicate
+
+
+class LogLevel(StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+class Outcome(StrEnum):
+    """The one final outcome of a record in an invocation; the four add up to the batch size."""
+
+    PROCESSED = "processed"  # this invocation applied the effect
+    DUPLICATE = "duplicate"  # the key was already done with the same payload (or conflicts are duplicates)
+    QUARANTINED = "quarantined"  # sent to the DLQ with a reason; deleted from the source queue
+    FAILED = "failed"  # reported as a batch item failure: SQS delivers it again
+
+
+class Metric(StrEnum):
+    """The Embedded Metric Format counters of one batch (unit Count, dimension FunctionName).
+
+    The first four count outcomes and add up to the batch size; ``conflicts`` and ``misconfigured`` count
+    records that also have one of those outcomes (a conflict is quarantined or a duplicate, a record failed
+    because of the deployment is failed).
+    """
+
+    PROCESSED = "processed"
+    DUPLICATES = "duplicates"
+    QUARANTINED = "quarantined"
+    FAILED = "failed"
+    CONFLICTS = "conflicts"
+    MISCONFIGURED = "misconfigured"
+
+
+OUTCOME_METRIC = {
+    Outcome.PROCESSED: Metric.PROCESSED,
+    Outcome.DUPLICATE: Metric.DUPLICATES,
+    Outcome.QUARANTINED: Metric.QUARANTINED,
+    Outcome.FAILED: Metric.FAILED,
+}
+
+
+class DeadLetterKind(StrEnum):
+    """Why the runtime sent a message to the DLQ (``kind`` in :data:`DLQ_DETAILS_ATTRIBUTE`)."""
+
+    INVALID = "invalid"  # the runtime cannot key or store it (bad JSON, missing key, number out of range...)
+    REJECTED = "rejected"  # the processor raised PermanentError, or its own transaction condition failed
+    CONFLICT = "conflict"  # the key is done with a different payload fingerprint
+    EXHAUSTED = "exhausted"  # failed on its last receive (MAX_RECEIVE_COUNT): SQS would redrive it now
+
+
+# --- the function's environment ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable of the consumer function. ``default`` is the text the runtime assumes
+    when the variable is unset or empty (None: no default)."""
+
+    name: str
+    default: str | None
+    meaning: str
+    required: bool = False
+
+
+HANDLER = "idempotent_runtime.handler.handler"
+RUNTIME_PACKAGE = "idempotent_runtime"
+
+DEFAULT_PARTITION_KEY = "pk"
+DEFAULT_SORT_KEY = "sk"
+DEFAULT_TTL_ATTRIBUTE = "expires_at"
+DEFAULT_PARTITION_KEY_FIELD = "x"
+DEFAULT_SORT_KEY_FIELD = "y"
+DEFAULT_DEDUP_TTL_SECONDS = 7 * 24 * 3600
+DEFAULT_DOCUMENT_TTL_SECONDS = 0  # documents never expire unless asked
+DEFAULT_LEASE_MARGIN_SECONDS = 10
+DEFAULT_MAX_WORKERS = 10
+DEFAULT_METRICS_NAMESPACE = "IdempotentPipeline"
+NEVER = 0  # a TTL of 0 seconds: no TTL attribute is written, the record never expires
+
+TABLE_NAME = Variable("TABLE_NAME", None, "the DynamoDB table (string partition + sort key)", required=True)
+PARTITION_KEY = Variable("PARTITION_KEY", DEFAULT_PARTITION_KEY, "the table's partition key attribute")
+SORT_KEY = Variable("SORT_KEY", DEFAULT_SORT_KEY, "the table's sort key attribute")
+TTL_ATTRIBUTE = Variable("TTL_ATTRIBUTE", DEFAULT_TTL_ATTRIBUTE, "the table's TTL attribute (epoch seconds)")
+DEDUP_TTL_SECONDS = Variable(
+    "DEDUP_TTL_SECONDS",
+    str(DEFAULT_DEDUP_TTL_SECONDS),
+    "lifetime of the records that exist only for idempotency (transaction markers, guarded claims and "
+    "results, quarantine records); 0 = never expire",
+)
+DOCUMENT_TTL_SECONDS = Variable(
+    "DOCUMENT_TTL_SECONDS",
+    str(DEFAULT_DOCUMENT_TTL_SECONDS),
+    "document mode: lifetime of the stored documents; 0 = never expire (duplicates are then recognised for "
+    "as long as the document exists)",
+)
+IDEMPOTENCY_MODE = Variable("IDEMPOTENCY_MODE", Mode.DOCUMENT.value, "document, transaction or guarded")
+KEY_SOURCE = Variable("KEY_SOURCE", KeySource.FIELDS.value, "fields, dedup_id, message_id or body_sha256")
+PARTITION_KEY_FIELD = Variable(
+    "PARTITION_KEY_FIELD",
+    DEFAULT_PARTITION_KEY_FIELD,
+    "with KEY_SOURCE=fields: the body field (a dotted path such as order.id) that becomes the partition key",
+)
+SORT_KEY_FIELD = Variable(
+    "SORT_KEY_FIELD",
+    DEFAULT_SORT_KEY_FIELD,
+    "with KEY_SOURCE=fields: the body field (a dotted path) that becomes the sort key",
+)
+KEY_PREFIX = Variable(
+    "KEY_PREFIX", "", "prepended to every partition key value, so several pipelines can share one table"
+)
+FINGERPRINT_FIELDS = Variable(
+    "FINGERPRINT_FIELDS",
+    None,
+    "JSON array of dotted paths: the payload fingerprint covers only these fields (default: the whole body)",
+)
+FINGERPRINT_EXCLUDE = Variable(
+    "FINGERPRINT_EXCLUDE",
+    None,
+    "JSON array of dotted paths: the payload fingerprint covers the body without these fields",
+)
+ON_CONFLICT = Variable(
+    "ON_CONFLICT", OnConflict.QUARANTINE.value, "quarantine or duplicate: what a conflicting delivery becomes"
+)
+PROCESSOR = Variable("PROCESSOR", None, "your function, module:function (required for transaction, guarded)")
+DLQ_URL = Variable("DLQ_URL", None, "the dead-letter queue: permanent failures are sent here at once")
+MAX_RECEIVE_COUNT = Variable(
+    "MAX_RECEIVE_COUNT",
+    None,
+    "the source queue's maxReceiveCount: a record that fails on its last receive is sent to DLQ_URL with "
+    "the reason instead of being moved by SQS without one",
+)
+QUEUE_TYPE = Variable("QUEUE_TYPE", QueueType.FIFO.value, "fifo (groups in order) or standard (unordered)")
+LEASE_SECONDS = Variable(
+    "LEASE_SECONDS", None, "guarded: how long a claim is held (default: the invocation's remaining time)"
+)
+LEASE_MARGIN_SECONDS = Variable(
+    "LEASE_MARGIN_SECONDS",
+    str(DEFAULT_LEASE_MARGIN_SECONDS),
+    "guarded: a claim is recorded as held this much longer than its owner uses it, so a clock that runs "
+    "ahead elsewhere cannot take over a live claim",
+)
+MAX_WORKERS = Variable(
+    "MAX_WORKERS", str(DEFAULT_MAX_WORKERS), "threads that run different message groups of a batch"
+)
+METRICS_NAMESPACE = Variable(
+    "METRICS_NAMESPACE", DEFAULT_METRICS_NAMESPACE, "CloudWatch namespace of the Embedded Metric Format lines"
+)
+LOG_LEVEL = Variable("LOG_LEVEL", LogLevel.INFO.value, "DEBUG, INFO, WARNING or ERROR")
+
+ENVIRONMENT: tuple[Variable, ...] = (
+    TABLE_NAME,
+    PARTITION_KEY,
+    SORT_KEY,
+    TTL_ATTRIBUTE,
+    DEDUP_TTL_SECONDS,
+    DOCUMENT_TTL_SECONDS,
+    IDEMPOTENCY_MODE,
+    KEY_SOURCE,
+    PARTITION_KEY_FIELD,
+    SORT_KEY_FIELD,
+    KEY_PREFIX,
+    FINGERPRINT_FIELDS,
+    FINGERPRINT_EXCLUDE,
+    ON_CONFLICT,
+    PROCESSOR,
+    DLQ_URL,
+    MAX_RECEIVE_COUNT,
+    QUEUE_TYPE,
+    LEASE_SECONDS,
+    LEASE_MARGIN_SECONDS,
+    MAX_WORKERS,
+    METRICS_NAMESPACE,
+    LOG_LEVEL,
+)
+# The runtime's own variables: a construct's `environment` prop may not set them.
+VARIABLE_NAMES = frozenset(variable.name for variable in ENVIRONMENT)
+
+# --- IAM: the actions the runtime uses -----------------------------------------------------------------
+
+TABLE_ACTIONS: dict[Mode, tuple[str, ...]] = {
+    Mode.DOCUMENT: ("dynamodb:PutItem",),
+    Mode.GUARDED: ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+    Mode.TRANSACTION: (
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:ConditionCheckItem",
+    ),
+}
+# DynamoDB encrypts and decrypts with a customer-managed table key on the caller's behalf.
+TABLE_KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+DLQ_ACTIONS = ("sqs:SendMessage",)
+DLQ_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
+# After a quarantined record is in the DLQ the runtime deletes it from its source queue (the SQS event
+# source's grant already includes this action).
+SOURCE_QUEUE_ACTIONS = ("sqs:DeleteMessage",)
+
+# --- what the runtime writes ---------------------------------------------------------------------------
+
+# Key values that begin with this belong to the runtime (transaction markers, quarantine records): a
+# message whose key begins with it is quarantined, a processor may not write there, and a KEY_PREFIX may
+# not begin with it.
+RESERVED_KEY_PREFIX = "idempotency#"
+# transaction mode: the marker of key (p, s) is (KEY_PREFIX + p, RESERVED_KEY_PREFIX + s).
+MARKER_SORT_PREFIX = RESERVED_KEY_PREFIX
+# A quarantined record is remembered, so a redelivery does not send it to the DLQ twice:
+# (KEY_PREFIX + QUARANTINE_PARTITION_PREFIX + messageId, QUARANTINE_SORT).
+QUARANTINE_PARTITION_PREFIX = RESERVED_KEY_PREFIX + "quarantine#"
+QUARANTINE_SORT = RESERVED_KEY_PREFIX + "quarantine"
+# Quarantine records only need to outlive the source message: SQS keeps a message at most 14 days.
+QUARANTINE_TTL_SECONDS = 14 * 24 * 3600
+
+# The runtime's bookkeeping attributes. No body field may begin with this prefix (document mode rejects
+# one), so nothing a producer sends can clash with them.
+ATTRIBUTE_PREFIX = "idempotency:"
+FINGERPRINT_ATTRIBUTE = ATTRIBUTE_PREFIX + "fingerprint"
+TOKEN_ATTRIBUTE = ATTRIBUTE_PREFIX + "token"  # one per write attempt: a retried write recognises its own
+STATUS_ATTRIBUTE = ATTRIBUTE_PREFIX + "status"
+OWNER_ATTRIBUTE = ATTRIBUTE_PREFIX + "owner"
+LEASE_ATTRIBUTE = ATTRIBUTE_PREFIX + "lease_expires_at"
+RESULT_ATTRIBUTE = ATTRIBUTE_PREFIX + "result"
+MESSAGE_ID_ATTRIBUTE = ATTRIBUTE_PREFIX + "message_id"
+REASON_ATTRIBUTE = ATTRIBUTE_PREFIX + "reason"
+
+# --- what the runtime sends to the dead-letter queue ---------------------------------------------------
+
+# SQS message attribute names: letters, digits, '-', '_', '.'; never 'AWS.' or 'Amazon.' first.
+DLQ_ATTRIBUTE_PREFIX = "idempotency."
+DLQ_REASON_ATTRIBUTE = DLQ_ATTRIBUTE_PREFIX + "reason"  # String: why, at most MAX_REASON_CHARACTERS
+# String, a JSON object: kind (DeadLetterKind), source_message_id, group_id, dedup_id (the original
+# MessageDeduplicationId: SQS replaces it in a FIFO DLQ), key, receive_count, function, dropped_attributes.
+DLQ_DETAILS_ATTRIBUTE = DLQ_ATTRIBUTE_PREFIX + "details"
+MAX_REASON_CHARACTERS = 1024
+
+# --- limits of the services ----------------------------------------------------------------------------
+
+MAX_PARTITION_KEY_BYTES = 2048
+MAX_SORT_KEY_BYTES = 1024
+MAX_ITEM_BYTES = 400 * 1024
+MAX_NESTING_LEVELS = 32  # DynamoDB: nested attributes up to 32 levels deep
+MAX_NUMBER_DIGITS = 38  # DynamoDB Number: up to 38 significant digits...
+MIN_NUMBER_MAGNITUDE = "1E-130"  # ...and a magnitude from 1E-130
+MAX_NUMBER_MAGNITUDE = "9.9999999999999999999999999999999999999E+125"  # to 9.99...E+125
+MAX_TRANSACTION_ITEMS = 100
+MAX_MESSAGE_ATTRIBUTES = 10  # SQS
+FIFO_MAX_BATCH_SIZE = 10
+STANDARD_MAX_BATCH_SIZE = 10_000
+MAX_RECEIVE_COUNT_RANGE = (1, 1000)
+MAX_WORKERS_RANGE = (1, 64)
+TIMEOUT_SECONDS_RANGE = (1, 900)
+MEMORY_SIZE_RANGE = (128, 10240)
+MAX_CONCURRENCY_RANGE = (2, 1000)
+SQS_MAX_RETENTION_SECONDS = 14 * 24 * 3600
+SQS_MAX_VISIBILITY_SECONDS = 12 * 3600
+
+# --- formats -------------------------------------------------------------------------------------------
+
+# module:function, the function possibly an attribute path (module:Class.method).
+PROCESSOR_PATTERN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+# A CloudWatch namespace: 1-255 characters, no ':', not starting with a space.
+METRICS_NAMESPACE_PATTERN = re.compile(r"^[^:\s][^:]{0,254}$")
+# Dotted field paths (order.id): segments separated by '.', none empty.
+FIELD_PATH_SEPARATOR = "."
+
+
+def field_path(text: str) -> tuple[str, ...]:
+    """``"order.id"`` -> ``("order", "id")``; raises ConfigurationError for an empty path or segment."""
+    if not isinstance(text, str) or not text:
+        raise ConfigurationError(f"a field path must be a non-empty string; got {text!r}")
+    parts = tuple(text.split(FIELD_PATH_SEPARATOR))
+    if any(not part for part in parts):
+        raise ConfigurationError(f"field path {text!r} has an empty segment")
+    return parts
