@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
-from idempotent_local.events import lambda_sqs_event
 
 from idempotent_local.emulator import Emulator
+from idempotent_local.events import lambda_sqs_event
 
 WORKER = Path(__file__).with_name("worker.py")
 
