@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import logging
+import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +29,16 @@ require_moto()
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.cloudformation import parsing
 from moto.cloudformation.exceptions import CloudFormationError
+from moto.cloudformation.models import ChangeSet
 from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.responses import ActionResult, EmptyResult
+from moto.sns.models import Subscription
 from moto.sns.models import Topic as MotoTopic
-from moto.sqs.models import sqs_backends
+from moto.sqs.exceptions import SQSException
+from moto.sqs.models import Queue, SQSBackend, sqs_backends
+from moto.sqs.responses import SQSResponse
+
+from idempotent_local import message_move_tasks
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +120,89 @@ def _change_sets_per_stack(endpoint: str | None) -> None:
     _replace(CloudFormationResponse, "describe_change_set", lambda _: describe_change_set)
     _replace(CloudFormationResponse, "delete_change_set", lambda _: delete_change_set)
     _replace(CloudFormationResponse, "execute_change_set", lambda _: execute_change_set)
+
+
+# Properties whose change replaces the resource (CloudFormation's "Update requires: Replacement"), for the
+# types a pipeline uses; any other property of these types, and of other types, is updated in place.
+REPLACING_PROPERTIES: dict[str, frozenset[str]] = {
+    "AWS::SQS::Queue": frozenset({"QueueName", "FifoQueue"}),
+    "AWS::SNS::Topic": frozenset({"TopicName", "FifoTopic"}),
+    "AWS::SNS::Subscription": frozenset({"TopicArn", "Endpoint", "Protocol", "Region"}),
+    "AWS::DynamoDB::Table": frozenset({"TableName", "KeySchema"}),
+    "AWS::Lambda::Function": frozenset({"FunctionName", "PackageType"}),
+    "AWS::Lambda::EventSourceMapping": frozenset(
+        {"EventSourceArn", "StartingPosition", "SelfManagedEventSource"}
+    ),
+    "AWS::IAM::Role": frozenset({"RoleName", "Path"}),
+    "AWS::IAM::Policy": frozenset(),
+    "AWS::Logs::LogGroup": frozenset({"LogGroupName"}),
+    "AWS::CloudWatch::Alarm": frozenset({"AlarmName"}),
+    "AWS::CloudWatch::Dashboard": frozenset({"DashboardName"}),
+    "AWS::KMS::Key": frozenset(),
+}
+
+
+def _resolved_at_deploy_time(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(
+            k == "Ref" or k.startswith("Fn::") or _resolved_at_deploy_time(v) for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return any(_resolved_at_deploy_time(v) for v in value)
+    return False
+
+
+def resource_change_details(resource_type: str, before: dict[str, Any], after: dict[str, Any]) -> list[dict]:
+    """``ResourceChange.Details`` of a modified resource: one entry per top-level property that changed."""
+    old, new = before.get("Properties") or {}, after.get("Properties") or {}
+    replacing = REPLACING_PROPERTIES.get(resource_type, frozenset())
+    details = []
+    for name in sorted(set(old) | set(new)):
+        if old.get(name) == new.get(name):
+            continue
+        dynamic = _resolved_at_deploy_time(old.get(name)) or _resolved_at_deploy_time(new.get(name))
+        details.append(
+            {
+                "Target": {
+                    "Attribute": "Properties",
+                    "Name": name,
+                    "RequiresRecreation": "Always" if name in replacing else "Never",
+                },
+                "Evaluation": "Dynamic" if dynamic else "Static",
+                "ChangeSource": "DirectModification",
+            }
+        )
+    return details
+
+
+def _change_set_details(endpoint: str | None) -> None:
+    def make(original: Any) -> Any:
+        def diff(self: Any) -> Any:
+            changes = original(self)
+            resource_map = self.stack.resource_map
+            before = getattr(resource_map, "_resource_json_map", {}) or {}
+            after = (self.template_dict or {}).get("Resources", {})
+            for change in changes:
+                parsed = resource_map._parsed_resources.get(change.logical_resource_id)
+                physical = getattr(parsed, "physical_resource_id", None)
+                if change.action != "Add" and isinstance(physical, str):
+                    change.physical_resource_id = physical
+                if change.action != "Modify":
+                    continue
+                details = resource_change_details(
+                    change.resource_type,
+                    before.get(change.logical_resource_id, {}),
+                    after.get(change.logical_resource_id, {}),
+                )
+                change.details = details
+                change.scope = ["Properties"] if details else []
+                replaces = any(d["Target"]["RequiresRecreation"] == "Always" for d in details)
+                change.replacement = "True" if replaces else "False"
+            return changes
+
+        return diff
+
+    _replace(ChangeSet, "diff", make)
 
 
 def _ssm_parameter_kept(endpoint: str | None) -> None:
@@ -203,6 +295,206 @@ def _topic_content_based_deduplication(endpoint: str | None) -> None:
     _replace(MotoTopic, "publish", make)
 
 
+MAX_SQS_MESSAGE_ATTRIBUTES = 10
+
+
+class DeliveryFailed(Exception):
+    """SNS could not deliver to the subscribed queue: ``code`` and ``message`` as SQS answered."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code, self.message = code, message
+
+
+def _sqs_attributes(message_attributes: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """SNS's ``{"Type", "Value"}`` message attributes as SQS message attributes (raw delivery)."""
+    converted = {}
+    for key, value in (message_attributes or {}).items():
+        kind = "BinaryValue" if value["Type"].startswith("Binary") else "StringValue"
+        converted[key] = {
+            "DataType": value["Type"],
+            kind: value["Value"] if kind == "BinaryValue" else str(value["Value"]),
+        }
+    return converted
+
+
+def _subscription_delivery(endpoint: str | None) -> None:
+    def make(original: Any) -> Any:
+        def publish(
+            self: Any,
+            message: str,
+            message_id: str,
+            subject: str | None = None,
+            message_attributes: dict[str, Any] | None = None,
+            group_id: str | None = None,
+            deduplication_id: str | None = None,
+            message_structure: str | None = None,
+        ) -> None:
+            if self.protocol != "sqs":
+                return original(
+                    self,
+                    message,
+                    message_id,
+                    subject=subject,
+                    message_attributes=message_attributes,
+                    group_id=group_id,
+                    deduplication_id=deduplication_id,
+                    message_structure=message_structure,
+                )
+            if self._filter_policy_matcher is not None and not self._filter_policy_matcher.matches(
+                message_attributes, message
+            ):
+                return None
+            if message_structure == "json":
+                message = self._parse_message_structure(message, self.protocol)
+            raw = str(self.attributes.get("RawMessageDelivery", "false")).lower() == "true"
+            if raw:
+                body, attributes = message, _sqs_attributes(message_attributes)
+            else:
+                envelope = self.get_post_data(
+                    message, message_id, subject, message_attributes=message_attributes
+                )
+                body = json.dumps(envelope, sort_keys=True, indent=2, separators=(",", ": "))
+                attributes = {}
+            _, _, _, region, account, queue = self.endpoint.split(":", 5)
+            backend = sqs_backends[account][region]
+            try:
+                if queue not in backend.queues:
+                    raise DeliveryFailed(
+                        "AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."
+                    )
+                if len(attributes) > MAX_SQS_MESSAGE_ATTRIBUTES:
+                    raise DeliveryFailed(
+                        "InvalidParameterValue",
+                        f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
+                        f"[{MAX_SQS_MESSAGE_ATTRIBUTES}].",
+                    )
+                try:
+                    backend.send_message(
+                        queue,
+                        body,
+                        message_attributes=attributes,
+                        deduplication_id=deduplication_id,
+                        group_id=group_id,
+                        validate_group_id=False,
+                    )
+                except SQSException as exc:
+                    raise DeliveryFailed(exc.code, exc.message) from exc
+            except DeliveryFailed as failure:
+                _to_subscription_dead_letter_queue(self, message_id, body, attributes, group_id, failure)
+            return None
+
+        return publish
+
+    _replace(Subscription, "publish", make)
+
+
+def _to_subscription_dead_letter_queue(
+    subscription: Any,
+    message_id: str,
+    body: str,
+    attributes: dict[str, dict[str, Any]],
+    group_id: str | None,
+    failure: DeliveryFailed,
+) -> None:
+    """What SNS does with an undeliverable message: into the subscription's DLQ, or dropped without one."""
+    policy = subscription.attributes.get("RedrivePolicy")
+    target = json.loads(policy).get("deadLetterTargetArn") if policy else None
+    if not target:
+        log.warning(
+            "sns dropped message %s of %s: delivery to %s failed (%s) and the subscription has no redrive "
+            "policy",
+            message_id,
+            subscription.topic_arn,
+            subscription.endpoint,
+            failure,
+        )
+        return
+    _, _, _, region, account, queue = target.split(":", 5)
+    error = {
+        "RequestID": {"DataType": "String", "StringValue": str(uuid.uuid4())},
+        "ErrorCode": {"DataType": "String", "StringValue": failure.code},
+        "ErrorMessage": {"DataType": "String", "StringValue": failure.message},
+    }
+    # The original attributes as far as they fit beside the three SNS adds.
+    kept = dict(list(attributes.items())[: MAX_SQS_MESSAGE_ATTRIBUTES - len(error)])
+    try:
+        sqs_backends[account][region].send_message(
+            queue,
+            body,
+            message_attributes={**kept, **error},
+            group_id=group_id,
+            deduplication_id=message_id if queue.endswith(".fifo") else None,
+            validate_group_id=False,
+        )
+    except SQSException as exc:
+        log.warning(
+            "sns dropped message %s: its subscription DLQ %s refused it (%s)", message_id, target, exc
+        )
+
+
+# --- SQS ------------------------------------------------------------------------------------------------
+
+
+def _fifo_group_order(endpoint: str | None) -> None:
+    def purge_expired(queue: Any) -> set[Any]:
+        # A message whose visibility timeout ran out is no longer in flight: it must not block its group,
+        # and it must not be released only when the receive loop reaches it (moto then hands out a later
+        # message of the group while the earlier one is skipped).
+        pending = queue._pending_messages
+        for message in [m for m in pending if m.visible]:
+            pending.discard(message)
+        return pending
+
+    def pending_messages(self: Any) -> set[Any]:
+        return purge_expired(self)
+
+    def pending_message_groups(self: Any) -> set[str]:
+        return {m.group_id for m in purge_expired(self) if m.group_id is not None}
+
+    _replace(Queue, "pending_messages", lambda _: property(pending_messages))
+    _replace(Queue, "pending_message_groups", lambda _: property(pending_message_groups))
+
+
+# The queue a receive is running on: where a message moved to a dead-letter queue comes from.
+_RECEIVING: dict[int, Any] = {}
+
+
+def _dead_letter_moves(endpoint: str | None) -> None:
+    def make_receive(original: Any) -> Any:
+        def receive_message(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+            _RECEIVING[threading.get_ident()] = self.get_queue(queue_name)
+            try:
+                return original(self, queue_name, *args, **kwargs)
+            finally:
+                _RECEIVING.pop(threading.get_ident(), None)
+
+        return receive_message
+
+    def make_add(original: Any) -> Any:
+        def add_message(self: Any, message: Any) -> None:
+            source = _RECEIVING.get(threading.get_ident())
+            if source is None or source is self or message.approximate_receive_count == 0:
+                return original(self, message)
+            # The redrive policy moves a message here: SQS neither deduplicates it nor keeps its
+            # deduplication id (a FIFO DLQ gives it its message id), and remembers where it came from.
+            message.dead_letter_queue_source_arn = source.queue_arn
+            if self.fifo_queue:
+                message.deduplication_id = message.id
+            message_move_tasks.append(self, message)
+            return None
+
+        return add_message
+
+    _replace(SQSBackend, "receive_message", make_receive)
+    _replace(Queue, "add_message", make_add)
+
+
+def _message_move_tasks(endpoint: str | None) -> None:
+    for name in ("start_message_move_task", "list_message_move_tasks", "cancel_message_move_task"):
+        _replace(SQSResponse, name, lambda _, name=name: getattr(message_move_tasks, name))
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         "change-sets-per-stack",
@@ -210,6 +502,12 @@ PATCHES: tuple[Patch, ...] = (
         "(moto searches every stack and answers ValidationError, failing every CDK redeploy), and executing "
         "one refreshes the stack's outputs and description",
         _change_sets_per_stack,
+    ),
+    Patch(
+        "change-set-details",
+        "a change set lists, per modified resource, the properties that change and whether each replaces "
+        "it (Details, Replacement, Scope); without them `cdk diff` prints 'There were no differences'",
+        _change_set_details,
     ),
     Patch(
         "ssm-parameter-kept",
@@ -239,6 +537,32 @@ PATCHES: tuple[Patch, ...] = (
         "SHA-256 of the body), as SNS does",
         _topic_content_based_deduplication,
     ),
+    Patch(
+        "subscription-delivery",
+        "a message SNS cannot deliver to a subscribed queue (queue gone, more than 10 message attributes "
+        "with raw delivery, any refusal by SQS) goes to the subscription's redrive-policy DLQ with "
+        "ErrorCode/ErrorMessage/RequestID attributes, or is dropped without one; the publisher never sees "
+        "the failure (moto fails the Publish call, or delivers what SQS would refuse)",
+        _subscription_delivery,
+    ),
+    Patch(
+        "fifo-group-order",
+        "after a failed or expired receive, a FIFO message group is delivered again from its first message "
+        "(moto hands out a later message of the group first)",
+        _fifo_group_order,
+    ),
+    Patch(
+        "dead-letter-moves",
+        "a message the redrive policy moves to a dead-letter queue is never deduplicated there, and a FIFO "
+        "DLQ gives it its message id as deduplication id (moto drops a second dead letter with the same "
+        "deduplication id); the source queue is remembered for message move tasks",
+        _dead_letter_moves,
+    ),
+    Patch(
+        "message-move-tasks",
+        "StartMessageMoveTask, ListMessageMoveTasks and CancelMessageMoveTask work (moto answers HTTP 500)",
+        _message_move_tasks,
+    ),
 )
 
 
@@ -257,4 +581,4 @@ def apply(endpoint: str | None = None) -> tuple[Patch, ...]:
     return PATCHES
 
 
-__all__ = ["MOTO_VERSION", "PATCHES", "Patch", "apply"]
+__all__ = ["MOTO_VERSION", "PATCHES", "Patch", "apply", "resource_change_details"]
