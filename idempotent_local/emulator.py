@@ -21,6 +21,8 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from idempotent_local.errors import LocalCloudError
+
 ACCOUNT_ID = "000000000000"
 REGION = "us-east-1"
 DEFAULT_STATE_DIR = Path(".local-cloud")
@@ -34,7 +36,7 @@ FAKE_CREDENTIALS = {
 }
 
 
-class EmulatorError(RuntimeError):
+class EmulatorError(LocalCloudError):
     """The emulator could not be started, reached or stopped."""
 
 

@@ -490,9 +490,19 @@ def _dead_letter_moves(endpoint: str | None) -> None:
     _replace(Queue, "add_message", make_add)
 
 
+def _always(value: Any) -> Callable[[Any], Any]:
+    """A ``make`` for :func:`_replace` that ignores the original (moto has none for these requests)."""
+    return lambda original: value
+
+
 def _message_move_tasks(endpoint: str | None) -> None:
-    for name in ("start_message_move_task", "list_message_move_tasks", "cancel_message_move_task"):
-        _replace(SQSResponse, name, lambda _, name=name: getattr(message_move_tasks, name))
+    handlers = {
+        "start_message_move_task": message_move_tasks.start_message_move_task,
+        "list_message_move_tasks": message_move_tasks.list_message_move_tasks,
+        "cancel_message_move_task": message_move_tasks.cancel_message_move_task,
+    }
+    for name, handler in handlers.items():
+        _replace(SQSResponse, name, _always(handler))
 
 
 PATCHES: tuple[Patch, ...] = (
