@@ -1,6 +1,7 @@
-"""End to end on loopback: `deploy` (the real CDK CLI) puts the reference stack into the emulator, wired,
-and runs the demo; a redeploy with changed props and code updates the stack in place and the runner runs the
-new code; destroy removes it and stops the emulator.
+"""End to end on loopback: `idempotent-pipeline local deploy --demo` (as `make deploy` runs it; the real CDK
+CLI) puts the reference stack into the emulator, wired, and runs the demo; `local diff` shows a changed prop;
+a redeploy with changed props and code updates the stack in place and the runner runs the new code; destroy
+removes it and stops the emulator.
 
 The tests of this module run in order and share one deployment.
 """
@@ -18,14 +19,15 @@ from typing import Any
 
 import pytest
 
-from idempotent_local import cli
+from idempotent_cli.main import main as cli_main
+from idempotent_local import demo
 from idempotent_local import emulator as emulators
-from idempotent_local.cli import main
-from idempotent_local.demo import Report, run_demo
+from idempotent_local.demo import Report, SampleTraffic, run_demo
 from idempotent_local.emulator import Emulator
 from idempotent_local.stacks import deployed_stacks
 
-pytestmark = pytest.mark.integration
+# One deployment shared by the module's tests: they run on one xdist worker (make test: --dist loadgroup).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("reference-deployment")]
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = "IdempotentPipeline"
@@ -53,6 +55,10 @@ class Deployment:
         return [self.physical[k] for k in self.of_type(kind)]
 
 
+def main(args: list[str]) -> int:
+    return cli_main(["local", *args])
+
+
 def _deploy(state_dir: Path, output: Path, *context: str, demo: bool = False) -> int:
     args = [
         "deploy",
@@ -63,8 +69,8 @@ def _deploy(state_dir: Path, output: Path, *context: str, demo: bool = False) ->
         "--output",
         str(output),
     ]
-    if not demo:
-        args.append("--no-demo")
+    if demo:
+        args.append("--demo")
     for pair in context:
         args += ["-c", pair]
     return main(args)
@@ -96,7 +102,7 @@ def deployment(state_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
     printed = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
-        patch.setattr(cli, "run_demo", recording_run_demo)
+        patch.setattr(demo, "run_demo", recording_run_demo)
         status = _deploy(state_dir, output, demo=True)
     assert len(reports) == 1, printed.getvalue()
     yield Deployment(
@@ -208,21 +214,54 @@ def test_deploy_prints_each_step_and_the_demos_balanced_report(deployment: Deplo
     assert f"    {STACK}: CREATE_COMPLETE," in deployment.printed
     assert "was not created" not in deployment.printed
     (balance,) = [line for line in deployment.printed.splitlines() if "delivered = items" in line]
-    assert balance.endswith("24 = 20 + 3 + 1: nothing lost, nothing doubled")
+    assert balance.endswith("26 = 20 + 5 + 1: nothing lost, nothing doubled")
+    assert "make " not in deployment.printed  # not run by make: the hints are the command line's
+    assert "    idempotent-pipeline local demo" in deployment.printed
 
 
 def test_demo_accounts_for_every_published_message(deployment: Deployment) -> None:
     report = deployment.report
     assert report.function == deployment.outputs["FunctionName"]
-    assert (report.published, report.deduplicated_by_fifo, report.delivered) == (29, 5, 24)
-    assert (report.items_written, report.duplicates_absorbed, report.dead_lettered) == (20, 3, 1)
+    assert (report.published, report.deduplicated_by_fifo, report.delivered) == (31, 5, 26)
+    assert (report.items_written, report.duplicates_absorbed, report.dead_lettered) == (20, 5, 1)
+    assert (report.conflicts_published, report.conflicts) == (2, None)  # this runtime counts none
     assert report.missing_keys == []
     assert report.balanced
     # The function's own counters (Embedded Metric Format) agree with what the demo measured.
-    assert report.function_metrics == {"processed": 20, "duplicates": 3, "failed": 0, "quarantined": 1}
+    assert report.function_metrics == {"processed": 20, "duplicates": 5, "failed": 0, "quarantined": 1}
     (letter,) = report.dead_letters
     assert letter.body.startswith("this is not JSON")
     assert "json" in letter.reason
+
+
+def test_demo_counts_every_dead_letter_even_behind_a_busy_message_group(deployment: Deployment) -> None:
+    # Twelve poison messages in one FIFO group: a receive shows at most ten of them while they are in
+    # flight; the demo counts from the queue's totals and still balances.
+    traffic = SampleTraffic(groups=1, per_group=3, retried=1, poison=12)
+    report = run_demo(deployment.emulator, traffic=traffic)
+    assert (report.dead_lettered, report.balanced) == (12, True)
+    assert report.published == traffic.published == 3 + 1 + 3 + 2 + 12
+    assert len(report.dead_letters) <= 12
+    assert {letter.group_id for letter in report.dead_letters} == {f"demo-{report.run_id}-poison"}
+
+
+def test_the_cdk_cli_printed_no_node_banners(deployment: Deployment) -> None:
+    for name in ("cdk-bootstrap.log", "cdk-deploy.log"):
+        log = (deployment.state_dir / name).read_text()
+        assert "NodeVersionSupportWarning" not in log, name
+        assert "end-of-life" not in log, name
+        assert "IdempotentPipeline" in log or "Bootstrapping" in log or "bootstrapped" in log, name
+
+
+def test_diff_shows_a_changed_prop_against_what_is_deployed(deployment: Deployment) -> None:
+    printed = io.StringIO()
+    args = ["diff", "--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
+    args += ["--output", str(deployment.output), "-c", "max_receive_count=7"]
+    with contextlib.redirect_stdout(printed):
+        assert main(args) == 0
+    assert "There were no differences" not in printed.getvalue()
+    assert "AWS::SQS::Queue" in printed.getvalue()
+    assert "RedrivePolicy" in printed.getvalue()
 
 
 STAMP = """
