@@ -76,12 +76,19 @@ def test_make_shows_progress_while_it_installs_the_python_environment(tmp_path):
         script.chmod(0o755)
     venv = tmp_path / "venv"
     result = subprocess.run(
-        ["make", f"VENV={venv}", f"PYTHON={python}", "PROGRESS_SECONDS=1", f"{venv}/.installed"],
+        [
+            "make",
+            "--no-print-directory",
+            f"VENV={venv}",
+            f"PYTHON={python}",
+            "PROGRESS_SECONDS=1",
+            f"{venv}/.installed",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "MAKEFLAGS": ""},
+        env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")},
     )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()

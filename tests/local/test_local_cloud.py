@@ -103,6 +103,7 @@ def deployment(state_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     printed = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
         patch.setattr(demo, "run_demo", recording_run_demo)
+        patch.delenv("MAKELEVEL", raising=False)  # as a user runs it (make's own run prints make targets)
         status = _deploy(state_dir, output, demo=True)
     assert len(reports) == 1, printed.getvalue()
     yield Deployment(
