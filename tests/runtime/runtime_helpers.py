@@ -56,15 +56,28 @@ def failures(response: dict[str, Any]) -> list[str]:
     return [f["itemIdentifier"] for f in response["batchItemFailures"]]
 
 
-def scan(dynamodb, table: str = TABLE) -> list[dict[str, Any]]:
+QUARANTINE_SORT = "idempotency#quarantine"
+
+
+def _is_quarantine_record(item: dict[str, Any]) -> bool:
+    return any(value.get("S") == QUARANTINE_SORT for value in item.values())
+
+
+def scan(dynamodb, table: str = TABLE, *, quarantine_records: bool = False) -> list[dict[str, Any]]:
+    """Every item of the table; the runtime's quarantine records only when asked for."""
     items: list[dict[str, Any]] = []
     kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
     while True:
         page = dynamodb.scan(**kwargs)
         items.extend(page["Items"])
         if "LastEvaluatedKey" not in page:
-            return items
+            break
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return [item for item in items if quarantine_records or not _is_quarantine_record(item)]
+
+
+def quarantine_records(dynamodb, table: str = TABLE) -> list[dict[str, Any]]:
+    return [item for item in scan(dynamodb, table, quarantine_records=True) if _is_quarantine_record(item)]
 
 
 def drain(sqs, queue_url: str) -> list[dict[str, Any]]:
@@ -82,6 +95,16 @@ def drain(sqs, queue_url: str) -> list[dict[str, Any]]:
         for message in batch:
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
         messages.extend(batch)
+
+
+def dlq_reason(message: dict[str, Any]) -> str:
+    """The runtime's reason on a dead letter (``drain`` output)."""
+    return message["MessageAttributes"]["idempotency.reason"]["StringValue"]
+
+
+def dlq_details(message: dict[str, Any]) -> dict[str, Any]:
+    """The runtime's details on a dead letter: kind, source_message_id, key, fingerprints, ..."""
+    return json.loads(message["MessageAttributes"]["idempotency.details"]["StringValue"])
 
 
 def log_lines(stream: io.StringIO) -> list[dict[str, Any]]:

@@ -37,7 +37,16 @@ def test_one_emf_line_per_batch_with_the_counts(make_handler, dlq_url):
     (directive,) = line["_aws"]["CloudWatchMetrics"]
     assert directive["Namespace"] == "IdempotentPipeline"
     assert directive["Dimensions"] == [["FunctionName"]]
-    assert {m["Name"] for m in directive["Metrics"]} == {"processed", "duplicates", "failed", "quarantined"}
+    assert {m["Name"] for m in directive["Metrics"]} == {
+        "processed",
+        "duplicates",
+        "failed",
+        "quarantined",
+        "conflicts",
+        "misconfigured",
+    }
+    assert (line["conflicts"], line["misconfigured"]) == (0, 0)
+    assert (line["records"], line["groups"]) == (len(batch), 5)
     assert all(m["Unit"] == "Count" for m in directive["Metrics"])
     assert line["FunctionName"] == "local"
     assert isinstance(line["_aws"]["Timestamp"], int)
@@ -55,8 +64,8 @@ def test_metrics_carry_the_lambda_function_name_and_namespace(table, dynamodb, c
     assert emf["FunctionName"] == "orders-consumer"
     assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Shop"
     assert emf["processed"] == 1
-    (rec,) = [line for line in lines if "outcome" in line]
-    assert rec["function"] == "orders-consumer"
+    # At the default level (INFO) a processed record writes no line of its own: the EMF line is the summary.
+    assert lines == [emf]
 
 
 def test_log_level_warning_keeps_failures_and_drops_successes(make_handler):
