@@ -3,8 +3,9 @@
 One DLQ message per quarantined record, even when the invocation dies after the send and SQS delivers the
 record again after its 5-minute deduplication window, or keeps delivering it until its own redrive:
 
-1. a quarantine record ``(KEY_PREFIX + "idempotency#quarantine#" + messageId, "idempotency#quarantine")``
-   is written as SENDING, unless it already says SENT (then the send is skipped);
+1. on a redelivery (ApproximateReceiveCount > 1), a quarantine record ``(KEY_PREFIX +
+   "idempotency#quarantine#" + messageId, "idempotency#quarantine")`` is written as SENDING, unless it
+   already says SENT (then the send is skipped); a first receive has nothing sent before it and skips this;
 2. the DLQ send: the original body and message attributes, plus ``idempotency.reason`` and
    ``idempotency.details`` (see the contract);
 3. the quarantine record is written as SENT;
@@ -124,10 +125,12 @@ class Quarantine:
     ) -> Sent:
         warnings: list[tuple[str, dict[str, Any]]] = []
         safe_reason = sqs_safe(reason)
-        try:
-            already = self._remember(message, safe_reason, QuarantineStatus.SENDING)
-        except Exception as exc:
-            raise SendFailed("table", exc) from exc
+        already = False
+        if message.receive_count > 1:
+            try:
+                already = self._remember(message, safe_reason, QuarantineStatus.SENDING)
+            except Exception as exc:
+                raise SendFailed("table", exc) from exc
         dropped: list[str] = []
         if not already:
             attributes, dropped = self._attributes(message)
