@@ -174,3 +174,40 @@ def deliver_until_empty(sqs: Any, queue_url: str, queue_arn: str, handler: Any, 
             else:
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
     raise AssertionError(f"queue not empty after {max_rounds} invocations")
+
+
+def lose_responses(client: Any, operation: str, *, every: int = 4) -> list[int]:
+    """Every ``every``-th successful ``operation`` of ``client`` reaches DynamoDB and is applied, but its
+    response is lost on the way back: botocore is made to send the same request again, as after a read
+    timeout (its ``needs-retry`` event, whatever the client's own retry settings). Returns the numbers of
+    the calls whose response was lost."""
+    calls = {"n": 0}
+    lost: list[int] = []
+
+    def retry(response=None, caught_exception=None, **_: Any):
+        if caught_exception is not None or response is None or response[0].status_code != 200:
+            return None
+        calls["n"] += 1
+        if calls["n"] % every:
+            return None
+        lost.append(calls["n"])
+        return 0  # retry at once
+
+    service = client.meta.service_model.service_id.hyphenize()
+    client.meta.events.register(f"needs-retry.{service}.{operation}", retry)
+    return lost
+
+
+class Outcomes:
+    """A handler that counts the outcome of every record of every delivery (for ``deliver_until_empty``)."""
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        results = self.handler.process_batch(event, context)
+        for result in results:
+            outcome = str(result.outcome)
+            self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        return {"batchItemFailures": [{"itemIdentifier": r.message.message_id} for r in results if r.failed]}
