@@ -226,11 +226,14 @@ class Quarantine:
 
     @staticmethod
     def _attributes(message: Message) -> tuple[dict[str, Any], list[str]]:
-        """The original attributes that fit beside the runtime's two, and the names of those that do not."""
+        """The original attributes that fit beside the runtime's two, and the names of those that do not.
+        ``idempotency.redrive`` goes first: a message redriven before keeps its original key next time."""
         attributes: dict[str, Any] = {}
         dropped: list[str] = []
         room = MAX_MESSAGE_ATTRIBUTES - 2
-        for name, value in message.message_attributes.items():
+        incoming = message.message_attributes
+        ordered = sorted(incoming.items(), key=lambda pair: pair[0] != REDRIVE_ATTRIBUTE)
+        for name, value in ordered:
             if name.startswith(DLQ_ATTRIBUTE_PREFIX) and name != REDRIVE_ATTRIBUTE:
                 dropped.append(name)  # the runtime's own names: never taken from the input
                 continue
