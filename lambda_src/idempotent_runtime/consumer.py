@@ -190,7 +190,9 @@ class Consumer:
                 DeadLetterKind.EXHAUSTED,
             )
         else:
-            result = RecordResult(message, Outcome.FAILED, reason)
+            # Behind a record failed by the deployment, this one fails because of the deployment too.
+            hint = blocker.hint if blocker is not None else None
+            result = RecordResult(message, Outcome.FAILED, reason, hint=hint)
         self._log(result)
         return result
 

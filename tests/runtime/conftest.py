@@ -119,7 +119,8 @@ def make_handler(table, dynamodb, sqs, sleeps):
 
     def make(fn: Any = None, clock: Any = None, client: Any = None, sleep: Any = None, **overrides: Any):
         overrides.setdefault("log_level", "DEBUG")
-        config = Config(table_name=table, **overrides)
+        overrides.setdefault("table_name", table)
+        config = Config(**overrides)
         stream = io.StringIO()
         extra = {"clock": clock} if clock is not None else {}
         handler = build_handler(
