@@ -52,7 +52,25 @@ def create_client(service: str, *, max_pool_connections: int = 10, parameter_val
     botocore's retries are off: the runtime retries itself (:mod:`idempotent_runtime.retries`), starting
     an attempt only while the invocation has time left, and the socket timeouts follow the calling
     thread's deadline (:mod:`idempotent_runtime.deadline`).
+
+    The cyclic garbage collector is paused while boto3 is imported and the client built (hundreds of
+    thousands of long-lived objects: a full collection landing there costs ~20 ms of cold start), and what
+    exists then is frozen (``gc.freeze``), so later full collections do not walk botocore's service model.
     """
+    import gc
+
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        client = _create_client(service, max_pool_connections, parameter_validation)
+    finally:
+        if paused:
+            gc.enable()
+    gc.freeze()
+    return client
+
+
+def _create_client(service: str, max_pool_connections: int, parameter_validation: bool) -> Any:
     import boto3
     from botocore.config import Config
 

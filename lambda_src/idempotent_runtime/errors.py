@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from idempotent_runtime.contract import ConfigurationError, DeadLetterKind
 
 __all__ = [
@@ -75,14 +73,19 @@ class LeaseLost(TransientError):
 # --- classification -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class Failure:
-    """How to treat an exception: ``family`` is permanent, transient or misconfigured."""
+    """How to treat an exception: ``family`` is permanent, transient or misconfigured; ``hint`` (when
+    misconfigured) names the likely misconfiguration, for the batch's ERROR line."""
 
-    family: str
-    reason: str
-    kind: DeadLetterKind = DeadLetterKind.INVALID
-    hint: str | None = None  # misconfigured: the likely misconfiguration, for the batch's ERROR line
+    __slots__ = ("family", "hint", "kind", "reason")
+
+    def __init__(
+        self, family: str, reason: str, kind: DeadLetterKind = DeadLetterKind.INVALID, hint: str | None = None
+    ) -> None:
+        self.family = family
+        self.reason = reason
+        self.kind = kind
+        self.hint = hint
 
     @property
     def permanent(self) -> bool:

@@ -8,7 +8,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
@@ -31,13 +31,16 @@ ABSENT = "attribute_not_exists(#pk) OR #ttl < :now"
 Warn = Callable[..., None]
 
 
-class Done(NamedTuple):
+class Done:
     """What a mode made of a record: the outcome, the processor's result (guarded), and the conflict when
     the key was done with another payload and ``ON_CONFLICT=duplicate`` made it a duplicate."""
 
-    outcome: Outcome
-    result: Any = None
-    conflict: Conflict | None = None
+    __slots__ = ("conflict", "outcome", "result")
+
+    def __init__(self, outcome: Outcome, result: Any = None, conflict: Conflict | None = None) -> None:
+        self.outcome = outcome
+        self.result = result
+        self.conflict = conflict
 
 
 class RecordState(StrEnum):
