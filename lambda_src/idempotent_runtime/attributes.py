@@ -126,7 +126,10 @@ def _set(value: set | frozenset) -> dict[str, Any]:
 
 
 def _excerpt(value: Any) -> str:
-    text = str(value)
+    try:
+        text = str(value)
+    except ValueError:  # an int too long to write out (Python's 4300-digit limit)
+        return f"<an integer of {value.bit_length()} bits>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

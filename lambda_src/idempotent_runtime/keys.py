@@ -52,10 +52,13 @@ def key_text(value: Any, what: str) -> str:
         return plain_number(value)
     if value is None:
         raise InvalidMessage(f"{what} is null; a key must be a string, a number or a boolean")
-    kind = "an object" if isinstance(value, dict) else "an array" if isinstance(value, list) else "a value"
-    raise InvalidMessage(
-        f"{what} is {kind}, not a string, number or boolean: {json.dumps(value, default=str)[:80]}"
-    )
+    if isinstance(value, dict):  # described without walking it: it may be nested thousands deep
+        shown = f"an object with fields {_names(value)}"
+    elif isinstance(value, list):
+        shown = f"an array of {len(value)} items"
+    else:
+        shown = f"a {type(value).__name__}"
+    raise InvalidMessage(f"{what} is {shown}, not a string, number or boolean")
 
 
 def field_key(data: Any, field: str, role: str) -> str:

@@ -198,11 +198,15 @@ def _encode(value: Any, sort_keys: bool, number: Callable[[Any], str]) -> str:
     return "".join(out)
 
 
+# The C encoder writes the common case (no Decimal) exactly as the Python encoder below would.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False, default=_to_slow)
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_to_slow)
+
+
 def canonical_json(data: Any) -> str:
     """Canonical JSON text of parsed JSON data (see the module docstring); ASCII only."""
     try:
-        # The C encoder writes the common case (no Decimal) exactly as the Python encoder below would.
-        return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False, default=_to_slow)
+        return _CANONICAL.encode(data)
     except (_Slow, RecursionError):
         return _encode(data, True, canonical_number)
 
@@ -284,7 +288,7 @@ def _exact_number(value: Any) -> str:
 def encode_result(value: Any) -> str:
     """A processor's result as compact JSON, Decimals exact. Raises for anything JSON cannot hold."""
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_to_slow)
+        return _COMPACT.encode(value)
     except (_Slow, RecursionError):
         return _encode(value, False, _exact_number)
 

@@ -209,3 +209,16 @@ def test_a_failure_that_cannot_even_be_described_fails_only_its_record(make_hand
     assert "RuntimeError: cannot print this error" in failed.reason
     assert [i["pk"]["S"] for i in scan(dynamodb)] == ["c1"]
     assert sorted(line["outcome"] for line in record_logs(stream)) == ["failed", "processed"]
+
+
+def test_standard_queue_records_with_group_ids_are_still_independent(make_handler, dynamodb):
+    # SQS fair queues: a standard queue's records may carry a MessageGroupId without any ordering.
+    def fail_marked(message):
+        if message.data.get("fail"):
+            raise TransientError("downstream busy")
+
+    handler, _ = make_handler(fn=fail_marked, queue_type="standard")
+    bad = record({"x": "k1", "y": "1", "fail": True}, group="tenant-a")
+    later = record({"x": "k2", "y": "1"}, group="tenant-a")
+    assert failures(handler(event(bad, later), None)) == [bad["messageId"]]  # FIFO would fail both
+    assert [i["pk"]["S"] for i in scan(dynamodb)] == ["k2"]

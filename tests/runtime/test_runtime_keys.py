@@ -127,7 +127,7 @@ def test_the_same_number_written_differently_is_one_key(make_handler, dynamodb):
         ({"order": {"id": None}}, "partition key field 'order.id' is null"),
         ({"order": {"id": ""}}, "partition key field 'order.id' is empty, got ''"),
         ({"order": {"id": {"n": 1}}}, "partition key field 'order.id' is an object"),
-        ({"order": {"id": [1]}}, "partition key field 'order.id' is an array"),
+        ({"order": {"id": [1]}}, "partition key field 'order.id' is an array of 1 items"),
         (
             '{"x": {"order": 1}, "order": {"id": 1e3000}}',
             "partition key field 'order.id' is the number 1E+3000, too long for a dynamodb key",
@@ -185,3 +185,10 @@ def test_a_malformed_redrive_attribute_is_rejected_with_a_reason():
     rec["messageAttributes"]["idempotency.redrive"] = {"stringValue": "not json", "dataType": "String"}
     with pytest.raises(InvalidMessage, match=r"message attribute idempotency\.redrive must be a JSON object"):
         _key("message_id", rec)
+
+
+def test_a_deeply_nested_key_field_is_described_not_walked():
+    # 900 levels parse (the interpreter's limit is 1000); describing the key must not walk them.
+    text = '{"x": ' + '{"a": ' * 900 + "1" + "}" * 900 + ', "y": "s"}'
+    with pytest.raises(InvalidMessage, match="partition key field 'x' is an object with fields 'a'"):
+        _key("fields", record(text))

@@ -154,3 +154,12 @@ def test_the_body_of_a_quarantined_message_is_the_original_text(make_handler, sq
     handler(event(record(text)), None)
     (dead,) = drain(sqs, dlq_url)
     assert dead["Body"] == text and json.loads(dead["Body"]) == {"y": "b", "n": 1.1}
+
+
+def test_a_processor_integer_too_long_to_print_is_rejected_with_a_reason(make_handler, sqs, dlq_url):
+    handler, _ = make_handler(fn=lambda message: {"n": 10**5000}, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record({"x": "a", "y": "b"})), None)
+    assert result.outcome == "quarantined"
+    assert dlq_reason(drain(sqs, dlq_url)[0]).startswith(
+        "processor attribute n number <an integer of 16610 bits>"
+    )
