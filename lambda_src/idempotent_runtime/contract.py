@@ -234,6 +234,15 @@ ENVIRONMENT: tuple[Variable, ...] = (
 )
 # The runtime's own variables: a construct's `environment` prop may not set them.
 VARIABLE_NAMES = frozenset(variable.name for variable in ENVIRONMENT)
+# Variables of 0.1 that no longer exist, and what replaced them: the runtime refuses to start when one is
+# set (a silently ignored lifetime would change what expires), the constructs refuse them in `environment`.
+RETIRED_VARIABLES: dict[str, str] = {
+    "TTL_SECONDS": (
+        "TTL_SECONDS was split in two: DEDUP_TTL_SECONDS (transaction markers, guarded records, quarantine "
+        "records; default 604800 = 7 days) and DOCUMENT_TTL_SECONDS (document mode's documents; default 0 = "
+        "never expire)"
+    ),
+}
 
 # --- IAM: the actions the runtime uses -----------------------------------------------------------------
 
