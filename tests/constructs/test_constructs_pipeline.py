@@ -379,6 +379,19 @@ def test_an_alarm_topic_with_an_imported_key_warns_once():
     assert "alarms fire unseen" in warning[1]
 
 
+def test_an_imported_alarm_topic_imported_with_its_key_warns_too():
+    stack = new_stack()
+    oncall = sns.Topic.from_topic_attributes(
+        stack,
+        "Oncall",
+        topic_arn="arn:aws:sns:eu-west-1:111122223333:oncall",
+        key_arn="arn:aws:kms:eu-west-1:111122223333:key/abc",
+    )
+    IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(alarm_topic=oncall))
+    (warning,) = warnings_of(stack)
+    assert "cloudwatch.amazonaws.com" in warning[1] and warning[1].endswith("[ack: idempotent-pipeline:imported-key]")
+
+
 def test_the_readme_alarm_topic_example_passes_cdk_nag(tmp_path):
     """README: `alarm_topic=sns.Topic(stack, "Oncall", enforce_ssl=True)`; SNS3 fails without enforce_ssl."""
 
