@@ -389,7 +389,8 @@ def test_an_imported_alarm_topic_imported_with_its_key_warns_too():
     )
     IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(alarm_topic=oncall))
     (warning,) = warnings_of(stack)
-    assert "cloudwatch.amazonaws.com" in warning[1] and warning[1].endswith("[ack: idempotent-pipeline:imported-key]")
+    assert "cloudwatch.amazonaws.com" in warning[1]
+    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key]")
 
 
 def test_the_readme_alarm_topic_example_passes_cdk_nag(tmp_path):
