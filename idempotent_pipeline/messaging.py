@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from aws_cdk import Acknowledgment, RemovalPolicy, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
@@ -189,7 +191,8 @@ class Messaging(Construct):
         )
         fifo = boolean("MessagingOptions.fifo", options.fifo)
         topic_fifo = _topic_fifo(topic)
-        dlq_fifo = describe_queue(dead_letter_queue).fifo if dead_letter_queue is not None else None
+        given_dlq = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
+        dlq_fifo = given_dlq.fifo if given_dlq is not None else None
         values = {
             "fifo": fifo,
             "with_topic": boolean("MessagingOptions.with_topic", options.with_topic),
@@ -252,6 +255,9 @@ class Messaging(Construct):
                 dead_letter_queue,
                 QueueFacts(fifo=fifo, encryption_key=key, encryption_key_known=True, alarmed=alarms.enabled),
             )
+        elif given_dlq is not None:
+            # The alarm on its depth is made here: a consumer of the queue does not make a second one.
+            remember(dead_letter_queue, dataclasses.replace(given_dlq, alarmed=alarms.enabled))
         self.dead_letter_queue: sqs.IQueue = dead_letter_queue
 
         content_based_deduplication = options.content_based_deduplication

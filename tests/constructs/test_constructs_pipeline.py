@@ -243,6 +243,13 @@ def test_existing_topic_and_dead_letter_queue_are_used(synth):
     template = synth(build)
     assert resources(template, "AWS::SNS::Topic") == {}
     assert only(template, "AWS::SNS::Subscription")["Properties"]["TopicArn"] == topic_arn
+    # One alarm per resource: the messaging alarms on the given DLQ, the consumer does not again.
+    assert (
+        sorted(a["MetricName"] for a in alarms_of(template).values()).count(
+            "ApproximateNumberOfMessagesVisible"
+        )
+        == 2
+    )
     queue = resources(template, "AWS::SQS::Queue")[logical_id(template, "AWS::SQS::Queue", "MessagingQueue")]
     assert queue["Properties"]["RedrivePolicy"]["deadLetterTargetArn"] == dlq_arn
     sends = [s for s in policy_statements(template) if "sqs:SendMessage" in actions_of(s)]
