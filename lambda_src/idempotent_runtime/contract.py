@@ -45,6 +45,10 @@ class QueueType(StrEnum):
     STANDARD = "standard"
 
 
+# Key sources that exist only on FIFO queues: a standard queue's messages carry no MessageDeduplicationId.
+FIFO_ONLY_KEY_SOURCES = frozenset({KeySource.DEDUP_ID})
+
+
 class OnConflict(StrEnum):
     """What a delivery whose key is done with a different payload fingerprint becomes."""
 
@@ -90,6 +94,9 @@ OUTCOME_METRIC = {
     Outcome.QUARANTINED: Metric.QUARANTINED,
     Outcome.FAILED: Metric.FAILED,
 }
+# The one dimension of every metric: the runtime writes the function's name under it, the constructs' alarms
+# and dashboard read it.
+METRICS_DIMENSION = "FunctionName"
 
 
 class DeadLetterKind(StrEnum):
