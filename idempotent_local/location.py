@@ -13,9 +13,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from idempotent_local.emulator import DEFAULT_STATE_DIR
 from idempotent_local.errors import LocalCloudError
 
-STATE_DIR_NAME = ".local-cloud"
+STATE_DIR_NAME = DEFAULT_STATE_DIR.name  # .local-cloud
 APP_FILE = "cdk.json"
 
 

@@ -42,8 +42,14 @@ def test_init_writes_a_cdk_app_with_a_processor_and_its_test(
     assert written == FILES
     app_py = (app / "app.py").read_text()
     assert 'MyOrdersStack(app, "MyOrders")' in app_py
-    assert "from idempotent_pipeline import IdempotentPipeline" in app_py
+    # The constructs' options objects, one per block.
+    assert (
+        "from idempotent_pipeline import ConsumerOptions, IdempotentPipeline, MessagingOptions, TableOptions"
+        in (app_py)
+    )
+    assert 'table_options=TableOptions(partition_key_name="order_id", sort_key_name="line_id")' in app_py
     assert 'processor="orders:handle"' in app_py
+    assert '"SubscriptionDeadLetterQueueUrl": pipeline.subscription_dead_letter_queue.queue_url' in app_py
     assert "__" not in app_py.replace("__init__", "").replace("__file__", "")  # every placeholder filled
     assert os.access(app / "app.py", os.X_OK)
 
@@ -83,7 +89,7 @@ def test_the_generated_processor_test_passes(app: Path) -> None:
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 passed" in result.stdout
+    assert "4 passed" in result.stdout
 
 
 def test_readme_and_next_steps_point_at_the_command_line_not_make(app: Path) -> None:

@@ -214,23 +214,28 @@ def _until(condition: Any, what: str, timeout: float = 60.0) -> None:
 def test_local_run_processes_what_the_user_publishes(shop: Shop) -> None:
     tea = {"order_id": "o-1", "line_id": "1", "sku": "tea", "quantity": 2, "unit_cents": 450}
     _publish(shop, tea, "first")
-    _publish(shop, tea, "sent again after the window")
-    _publish(shop, {"order_id": "o-2", "line_id": "1", "quantity": -1, "unit_cents": 450}, "bad")
-    _publish(shop, {"order_id": "o-3", "line_id": "1", "quantity": 1, "unit_cents": 90}, "fine")
+    _publish(shop, tea, "sent again after the window")  # a duplicate
+    _publish(shop, {**tea, "quantity": 3}, "changed")  # a conflict: new content under a used key
+    _publish(shop, {"order_id": "o-2", "line_id": "1", "quantity": -1, "unit_cents": 450}, "bad")  # rejected
+    _publish(shop, {"order_id": "o-3", "line_id": "1", "sku": "coffee", "quantity": 1}, "priced")
+    _publish(
+        shop, {"order_id": "o-4", "line_id": "1", "sku": "cocoa", "quantity": 1}, "no price"
+    )  # transient
     outputs = shop.outputs()
     dynamodb, sqs = shop.emulator.client("dynamodb"), shop.emulator.client("sqs")
 
-    def done() -> bool:
-        items = dynamodb.scan(TableName=outputs["TableName"])["Items"]
-        queue = sqs.get_queue_attributes(QueueUrl=outputs["QueueUrl"], AttributeNames=["All"])["Attributes"]
-        return (
-            len(items) == 2
-            and queue["ApproximateNumberOfMessages"] == "0"
-            and queue["ApproximateNumberOfMessagesNotVisible"] == "0"
+    def settled() -> bool:
+        queues = [
+            sqs.get_queue_attributes(QueueUrl=outputs[name], AttributeNames=["All"])["Attributes"]
+            for name in ("QueueUrl", "DeadLetterQueueUrl")
+        ]
+        in_queue = int(queues[0]["ApproximateNumberOfMessages"]) + int(
+            queues[0]["ApproximateNumberOfMessagesNotVisible"]
         )
+        return in_queue == 0 and queues[1]["ApproximateNumberOfMessages"] == "3"
 
     runner = subprocess.Popen(
-        [str(shop.venv / "bin" / "idempotent-pipeline"), "local", "run", "--wait", "1"],
+        [str(shop.venv / "bin" / "idempotent-pipeline"), "local", "run", "--wait", "1", "--retry-delay", "0"],
         cwd=shop.app / "src",  # anywhere inside the app
         env=shop.env,
         stdout=subprocess.PIPE,
@@ -238,25 +243,39 @@ def test_local_run_processes_what_the_user_publishes(shop: Shop) -> None:
         text=True,
     )
     try:
-        _until(done, "the runner to process the messages")
+        _until(settled, "the runner to settle every message")
     finally:
         runner.send_signal(signal.SIGINT)
         out, err = runner.communicate(timeout=60)
     assert runner.returncode == 0, out + err
-    items = {item["order_id"]["S"]: item for item in dynamodb.scan(TableName=outputs["TableName"])["Items"]}
+    scanned = dynamodb.scan(TableName=outputs["TableName"])["Items"]
+    # The order lines, beside the runtime's own records (keys in its reserved namespace).
+    items = {
+        item["order_id"]["S"]: item
+        for item in scanned
+        if not item["order_id"]["S"].startswith("idempotency#")
+    }
     assert set(items) == {"o-1", "o-3"}
-    assert items["o-1"]["total_cents"] == {"N": "900"}
-    (letter,) = sqs.receive_message(
-        QueueUrl=outputs["DeadLetterQueueUrl"], MessageAttributeNames=["All"], VisibilityTimeout=0
+    assert (items["o-1"]["total_cents"], items["o-3"]["total_cents"]) == ({"N": "900"}, {"N": "380"})
+    letters = sqs.receive_message(
+        QueueUrl=outputs["DeadLetterQueueUrl"], MaxNumberOfMessages=10, MessageAttributeNames=["All"]
     )["Messages"]
-    assert '"quantity": -1' in letter["Body"]
+    kinds = {
+        json.loads(m["Body"])["order_id"]: json.loads(
+            m["MessageAttributes"]["idempotency.details"]["StringValue"]
+        )["kind"]
+        for m in letters
+    }
+    assert kinds == {"o-1": "conflict", "o-2": "rejected", "o-4": "exhausted"}
     batches = [line for line in out.splitlines() if " -> " in line and " | " in line]
-    assert batches, out
-    assert all(line.startswith("Shop-") for line in batches)
+    assert batches and all(line.startswith("Shop-") for line in batches), out
+    # One final outcome per message: the transient one failed four times before it was quarantined.
     assert (
         out.strip()
         .splitlines()[-1]
-        .startswith("4 messages: 2 processed, 1 duplicate, 1 quarantined, 0 failed; 4 deliveries")
+        .startswith(
+            "6 messages: 2 processed, 1 duplicate, 3 quarantined, 0 failed (1 conflict); 10 deliveries"
+        )
     )
 
 
