@@ -37,6 +37,7 @@ from idempotent_local.runner import EventSourceRunner, Mapping
 
 RETRY_DELAY_SECONDS = 1
 RUN_ATTRIBUTE = "run"
+REASON_SHOWN = 90  # characters of a dead letter's reason in the report (--json has all of it)
 
 __all__ = ["DemoError", "Pipeline", "Report", "SampleTraffic", "find_pipelines", "run_demo"]
 
@@ -124,7 +125,7 @@ class Report:
         return {**asdict(self), "balanced": self.balanced}
 
     def _conflict_line(self) -> str:
-        label = "  conflicts (same key, new content)"
+        label = "  conflicts (same key, new content) "
         if self.conflicts is None:
             return (
                 f"{label} {self.conflicts_published:4d}   published; the function does not count conflicts "
@@ -153,9 +154,17 @@ class Report:
             self._conflict_line(),
             f"  in the dead-letter queue           {self.dead_lettered:4d}",
         ]
-        for letter in self.dead_letters:
-            kind_text = f"{letter.kind}: " if letter.kind else ""
-            lines.append(f"    - {letter.body[:40]!r} (group {letter.group_id}): {kind_text}{letter.reason}")
+        for letter in sorted(
+            self.dead_letters, key=lambda letter: (letter.group_id or "", letter.message_id)
+        ):
+            reason = (
+                letter.reason
+                if len(letter.reason) <= REASON_SHOWN
+                else letter.reason[: REASON_SHOWN - 3] + "..."
+            )
+            if letter.kind and not reason.startswith(f"{letter.kind}:"):
+                reason = f"{letter.kind}: {reason}"
+            lines.append(f"    - {letter.body[:40]!r} (group {letter.group_id}): {reason}")
         if len(self.dead_letters) < self.dead_lettered:
             lines.append(
                 f"    ({self.dead_lettered - len(self.dead_letters)} more not shown: their message group is "
