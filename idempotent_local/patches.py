@@ -437,22 +437,15 @@ def _to_subscription_dead_letter_queue(
 
 
 def _fifo_group_order(endpoint: str | None) -> None:
-    def purge_expired(queue: Any) -> set[Any]:
-        # A message whose visibility timeout ran out is no longer in flight: it must not block its group,
-        # and it must not be released only when the receive loop reaches it (moto then hands out a later
-        # message of the group while the earlier one is skipped).
-        pending = queue._pending_messages
+    def pending_message_groups(self: Any) -> set[str]:
+        # A message whose visibility timeout ran out is no longer in flight: it must not block its group.
+        # Moto releases such a message only when its receive loop reaches it, after it has already passed
+        # over (and skipped) the earlier messages of the group, so a later message went out first.
+        pending = self._pending_messages
         for message in [m for m in pending if m.visible]:
             pending.discard(message)
-        return pending
+        return {m.group_id for m in pending if m.group_id is not None}
 
-    def pending_messages(self: Any) -> set[Any]:
-        return purge_expired(self)
-
-    def pending_message_groups(self: Any) -> set[str]:
-        return {m.group_id for m in purge_expired(self) if m.group_id is not None}
-
-    _replace(Queue, "pending_messages", lambda _: property(pending_messages))
     _replace(Queue, "pending_message_groups", lambda _: property(pending_message_groups))
 
 

@@ -101,6 +101,17 @@ def test_fifo_group_starts_again_from_its_first_message_after_the_visibility_tim
     assert [m["Body"] for m in _receive(clean_emulator, url, count=1)] == ["first"]
 
 
+def test_a_message_whose_visibility_timeout_runs_out_during_a_long_poll_is_received_by_it(
+    clean_emulator: Emulator,
+) -> None:
+    url, _ = _queue(clean_emulator, "long-poll.fifo")
+    _send(clean_emulator, url, "first", "second")
+    assert len(_receive(clean_emulator, url, VisibilityTimeout=1)) == 2
+    # One long poll of up to 20 s: the group comes back, in order, as soon as its timeout runs out.
+    again = _receive(clean_emulator, url, WaitTimeSeconds=20, VisibilityTimeout=600)
+    assert [m["Body"] for m in again] == ["first", "second"]
+
+
 def test_fifo_group_in_flight_blocks_its_later_messages(clean_emulator: Emulator) -> None:
     url, _ = _queue(clean_emulator, "blocked.fifo")
     _send(clean_emulator, url, "first", "second")
