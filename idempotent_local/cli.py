@@ -216,6 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from idempotent_local.cdk import BOOTSTRAP_STACK
     from idempotent_local.runner import EventSourceRunner
     from idempotent_local.stacks import deployed_stacks
 
@@ -228,8 +229,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"state:    {location.state_dir}/")
     for stack in deployed_stacks(emulator, include_bootstrap=True):
         print(f"  {stack.name}: {stack.status}, {stack.resources} resources")
-        for name, value in sorted(stack.outputs.items()):
-            print(f"    {name} = {value}")
+        if stack.name != BOOTSTRAP_STACK:
+            for name, value in sorted(stack.outputs.items()):
+                print(f"    {name} = {value}")
     for mapping in EventSourceRunner(emulator).mappings():
         print(f"  mapping {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})")
     return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -80,6 +81,9 @@ def _error(exc: BaseException) -> dict[str, object]:
 
 
 def main(code_dir: str, handler_name: str) -> int:
+    # Ctrl-C in the terminal reaches the whole process group: the runner decides when its workers stop
+    # (an invocation finishes, then the worker is terminated), not the keyboard.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the function's prints and logs go to stderr
     stdout = _Tee(os.fdopen(1, "w", buffering=1, closefd=False))

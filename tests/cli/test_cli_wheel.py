@@ -241,13 +241,16 @@ def test_local_run_processes_what_the_user_publishes(shop: Shop) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     try:
         _until(settled, "the runner to settle every message")
     finally:
-        runner.send_signal(signal.SIGINT)
+        os.killpg(runner.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole process group
         out, err = runner.communicate(timeout=60)
     assert runner.returncode == 0, out + err
+    (log,) = (shop.app / ".local-cloud" / "logs").glob("Shop-*.log")
+    assert "KeyboardInterrupt" not in log.read_text()  # the runner stops its workers, not the keyboard
     scanned = dynamodb.scan(TableName=outputs["TableName"])["Items"]
     # The order lines, beside the runtime's own records (keys in its reserved namespace).
     items = {
@@ -287,6 +290,7 @@ def test_outside_the_app_the_tool_refuses_instead_of_starting_another_emulator(s
     named = shop.command("local", "status", "--app-dir", "shop", cwd=shop.work)
     assert named.returncode == 0 and f"emulator: {shop.emulator.endpoint}" in named.stdout
     assert "    TopicArn = arn:aws:sns:" in named.stdout
+    assert "BootstrapVersion" not in named.stdout  # the bootstrap stack's outputs are not the user's
 
 
 def test_local_destroy_removes_the_stack_and_stops_the_emulator(shop: Shop) -> None:
