@@ -208,10 +208,9 @@ def install(endpoint: str | None = None) -> None:
     Runs in the process that serves the emulator, before the first request; again with ``endpoint`` once the
     port is known (a patch that names the emulator's own address needs it).
     """
-    from idempotent_local import cloudformation, patches
+    from idempotent_local import cloudformation
 
-    cloudformation.install()
-    patches.apply(endpoint)
+    cloudformation.install(endpoint)
 
 
 def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce: bool = True) -> None:

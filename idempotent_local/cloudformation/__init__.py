@@ -8,9 +8,9 @@ topic (dropping its subscriptions) on any change. Each module of this package is
 deployed template stays the single source of truth: nothing is created beside it.
 
 Moto finds CloudFormation types through ``CloudFormationModel.__subclasses__()``; a later class for the same
-type wins. Importing this package defines the classes; :func:`install` clears moto's type caches so they
-take over, and checks that they did. Behaviour that is not a resource type is changed by the named patches
-of :mod:`idempotent_local.patches`.
+type wins. Importing this package defines the classes; :func:`teach` clears moto's type caches so they take
+over, and checks that they did. Behaviour that is not a resource type is changed by the named patches of
+:mod:`idempotent_local.patches`; :func:`install` does both (the emulator's install step).
 """
 
 from __future__ import annotations
@@ -48,8 +48,17 @@ TAUGHT: dict[str, type[CloudFormationModel]] = {
 TAUGHT_TYPES = tuple(TAUGHT)
 
 
-def install() -> None:
-    """Make this process's moto use the taught types (run it in the process that serves the emulator)."""
+def install(endpoint: str | None = None) -> None:
+    """The emulator's install step, in the process that serves it: the taught types, then the named patches
+    of :mod:`idempotent_local.patches` (with ``endpoint``, ``http://localhost:PORT``, once it is known)."""
+    from idempotent_local import patches
+
+    teach()
+    patches.apply(endpoint)
+
+
+def teach() -> None:
+    """Make this process's moto use the taught types (moto's type caches are cleared, then checked)."""
     parsing.get_model_list.cache_clear()
     parsing.get_model_map.cache_clear()
     parsing.get_name_type_map.cache_clear()
@@ -61,4 +70,4 @@ def install() -> None:
             )
 
 
-__all__ = ["TAUGHT", "TAUGHT_TYPES", "install"]
+__all__ = ["TAUGHT", "TAUGHT_TYPES", "install", "teach"]
