@@ -74,6 +74,10 @@ OUTCOMES = ("processed", "duplicate", "quarantined", "failed", "succeeded")
 _METRIC_OUTCOME = {"processed": "processed", "duplicates": "duplicate", "quarantined": "quarantined"}
 
 
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 @dataclass
 class Stats:
     """What the runner did. ``records`` counts deliveries (a redelivered message counts again);
@@ -108,7 +112,7 @@ class Stats:
         counts = self.totals()
         parts = [f"{counts[name]} {name}" for name in OUTCOMES if counts[name] or name != "succeeded"]
         conflicts = int(self.metrics.get("conflicts", 0))
-        text = f"{len(self.outcomes)} messages: " + ", ".join(parts)
+        text = f"{_plural(len(self.outcomes), 'message')}: " + ", ".join(parts)
         if conflicts:
             text += f" ({conflicts} conflict{'s' if conflicts != 1 else ''})"
         return text

@@ -422,7 +422,7 @@ def test_a_failed_batch_is_reported_with_the_functions_error(clean_emulator: Emu
         runner.poll(runner.mappings()[0], wait_seconds=0)
     assert lines == [
         "consumer: 1 record (group g) -> 1 failed: the function raised RuntimeError: the whole batch fails"
-        " | 1 messages: 0 processed, 0 duplicate, 0 quarantined, 1 failed"
+        " | 1 message: 0 processed, 0 duplicate, 0 quarantined, 1 failed"
     ]
 
 
