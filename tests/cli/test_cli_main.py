@@ -135,3 +135,32 @@ def test_the_construct_library_imports_no_emulator_or_tool_code() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
     )
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_output_cut_short_by_the_reader_ends_quietly(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        from idempotent_cli import main as cli
+        def chatty(args):
+            for n in range(100000):
+                print(f"line {n}", flush=True)
+            return 0
+        def register(subparsers):
+            subparsers.add_parser("chatty").set_defaults(func=chatty)
+        module = type(sys)("chatty_tool")
+        module.register = register
+        sys.modules["chatty_tool"] = module
+        cli.COMMANDS = (*cli.COMMANDS, "chatty_tool")
+        sys.exit(cli.main(["chatty"]))
+        """
+    )
+    result = subprocess.run(
+        f"{sys.executable} -c '{script}' | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.stdout == "line 0\n"
+    assert result.stderr == ""  # no BrokenPipeError traceback
