@@ -3,9 +3,15 @@
 
 SHELL := /bin/bash
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
-export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+# The local cloud's command line (the console script of this package).
+LOCAL := $(VENV)/bin/idempotent-pipeline local
+export PATH := $(abspath $(VENV))/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+# A long install prints its latest step every PROGRESS_SECONDS instead of staying silent.
+PROGRESS_SECONDS ?= 10
+# The suite runs on two workers; tests sharing one deployment stay on one worker (xdist_group).
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 # Node 20 is end-of-life; jsii prints a banner on every start unless these list the running major version.
 NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(NODE_MAJOR)
@@ -32,17 +38,33 @@ help:
 
 setup: $(VENV)/.installed node_modules/.installed
 
+# $(call with_progress,COMMAND,LOG): run COMMAND with its output in LOG; every PROGRESS_SECONDS print how long
+# it has run and its latest step (pip's "Collecting ...", npm's last line); on failure print the whole log.
+define with_progress
+	{ $(1); } > $(2) 2>&1 & pid=$$!; ticks=0; \
+	while kill -0 $$pid 2>/dev/null; do \
+		sleep 1; ticks=$$((ticks + 1)); \
+		if [ $$((ticks % $(PROGRESS_SECONDS))) -eq 0 ] && kill -0 $$pid 2>/dev/null; then \
+			step=$$(grep -E '^(Collecting|Downloading|Building|Installing|Successfully|added|npm)' $(2) | tail -n 1 | cut -c 1-80); \
+			echo "    $${ticks} s: $${step:-working}"; \
+		fi; \
+	done; \
+	wait $$pid || { cat $(2); echo "failed (log: $(2))"; exit 1; }
+endef
+
+PIP_INSTALL = $(PY) -m pip install --upgrade pip && $(PY) -m pip install -e ".[dev,local,bench]"
+NPM_INSTALL = npm ci --no-audit --no-fund --loglevel=error
+
 $(VENV)/.installed: pyproject.toml
-	@echo "==> creating the Python environment in $(VENV)/"
+	@echo "==> creating the Python environment in $(VENV)/ (pip install -e .[dev,local,bench], a few minutes the first time)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@# pip's and setuptools' chatter goes to a log, shown only when the install fails.
-	@{ $(PY) -m pip install --upgrade pip && $(PY) -m pip install -e ".[dev,local,bench]"; } \
-		> $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; echo "pip install failed (log: $(VENV)/install.log)"; exit 1; }
+	@$(call with_progress,$(PIP_INSTALL),$(VENV)/install.log)
 	@touch $@
 
 node_modules/.installed: package.json package-lock.json
-	@echo "==> installing the pinned CDK CLI into node_modules/"
-	@npm ci --no-audit --no-fund --loglevel=error
+	@echo "==> installing the pinned CDK CLI into node_modules/ (npm ci)"
+	@mkdir -p $(VENV)
+	@$(call with_progress,$(NPM_INSTALL),$(VENV)/npm-install.log)
 	@touch $@
 
 ifeq ($(TARGET),aws)
@@ -53,13 +75,13 @@ destroy: setup
 	npx cdk destroy --all
 else
 deploy: setup
-	@$(PY) -m idempotent_local deploy
+	@$(LOCAL) deploy --demo
 destroy: setup
-	@$(PY) -m idempotent_local destroy
+	@$(LOCAL) destroy
 endif
 
 demo: setup
-	@$(PY) -m idempotent_local demo
+	@$(LOCAL) demo
 
 synth: setup
 	npx cdk synth --quiet
@@ -70,7 +92,7 @@ test: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy idempotent_pipeline lambda_src/idempotent_runtime
+	$(VENV)/bin/mypy idempotent_pipeline lambda_src/idempotent_runtime idempotent_local idempotent_cli
 
 bench: setup
 	$(PY) benchmarks/run.py

@@ -1,4 +1,16 @@
-"""Run the real CDK CLI against the emulator: bootstrap, deploy, destroy."""
+"""Run the pinned CDK CLI against the emulator: bootstrap, deploy, diff, destroy.
+
+The npm ``latest`` of the CDK CLI (3.x) cannot read the cloud assembly of aws-cdk-lib 2.x, so the tool runs
+exactly :data:`CDK_CLI_VERSION` (the one ``package.json`` pins). It is found, in order:
+
+1. in the app's own ``node_modules/.bin/cdk`` (or a parent directory's): the app pins its CLI;
+2. in the tool's cache, ``$IDEMPOTENT_PIPELINE_CACHE_DIR`` or ``~/.cache/idempotent-pipeline``
+   (``$XDG_CACHE_HOME`` respected), as ``cdk-<version>/node_modules/.bin/cdk``;
+3. installed there on first use (``npm install --prefix``, non-interactive);
+4. else ``npx --yes aws-cdk@<version>``, if that runs.
+
+When none works, :class:`CdkError` names the command that fixes it.
+"""
 
 from __future__ import annotations
 
@@ -7,61 +19,128 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from idempotent_local.emulator import ACCOUNT_ID, REGION, Emulator
+from idempotent_local.errors import LocalCloudError
+from idempotent_local.node import quiet_environment
 
+# The CDK CLI the tool runs; package.json (the reference app's) and the init template pin the same.
+CDK_CLI_VERSION = "2.1148.1"
+CDK_CLI_PACKAGE = f"aws-cdk@{CDK_CLI_VERSION}"
+CACHE_ENV = "IDEMPOTENT_PIPELINE_CACHE_DIR"
 BOOTSTRAP_STACK = "CDKToolkit"
-QUIET = {
-    # The SDK inside the CLI prints a Node version warning of its own (jsii's: see quiet_environment).
-    "AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE": "1",
-    "CDK_DISABLE_CLI_TELEMETRY": "true",
-}
 
 
-class CdkError(RuntimeError):
-    """A CDK CLI command failed; the message names the command and where its output is."""
+class CdkError(LocalCloudError):
+    """A CDK CLI command failed, or the CLI cannot be found; the message says what to do."""
 
 
-def find_cdk(app_dir: Path) -> list[str]:
-    """The pinned CLI: ``node_modules/.bin/cdk`` in the app directory or a parent, else ``npx cdk``."""
+def cache_dir() -> Path:
+    """Where the tool keeps what it installs for itself (the pinned CDK CLI)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "idempotent-pipeline"
+
+
+def cached_cli_dir() -> Path:
+    return cache_dir() / f"cdk-{CDK_CLI_VERSION}"
+
+
+def install_command(prefix: Path | None = None) -> list[str]:
+    """The npm command that installs the pinned CLI into the cache (or ``prefix``)."""
+    target = prefix if prefix is not None else cached_cli_dir()
+    return [
+        "npm",
+        "install",
+        "--prefix",
+        str(target),
+        "--no-audit",
+        "--no-fund",
+        "--no-save",
+        "--loglevel=error",
+        CDK_CLI_PACKAGE,
+    ]
+
+
+def _app_cli(app_dir: Path) -> Path | None:
     for directory in [app_dir, *app_dir.parents]:
         candidate = directory / "node_modules" / ".bin" / "cdk"
         if candidate.exists():
-            return [str(candidate)]
-    on_path = shutil.which("cdk")
-    if on_path:
-        return [on_path]
-    return ["npx", "--no-install", "cdk"]
+            return candidate
+    return None
 
 
-def _node_major() -> str:
-    node = shutil.which("node")
-    if not node:
-        return ""
-    out = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout
-    return out.strip().lstrip("v").split(".")[0]
+def _run_quietly(command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **quiet_environment()}
+    return subprocess.run(
+        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
+    )
 
 
-def quiet_environment() -> dict[str, str]:
-    """Variables that keep the CLI's output to what it says about the stack.
+def _install_into_cache(announce: Callable[[str], None]) -> tuple[Path | None, str]:
+    """Install the pinned CLI into the cache; returns its ``cdk`` (None on failure) and npm's complaint."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return None, "npm is not on PATH"
+    target = cached_cli_dir()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    announce(f"installing the CDK CLI {CDK_CLI_PACKAGE} into {target} (first use only)")
+    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=target.parent))
+    try:
+        result = _run_quietly([npm, *install_command(staging)[1:]])
+        installed = staging / "node_modules" / ".bin" / "cdk"
+        if result.returncode != 0 or not installed.exists():
+            return None, (result.stderr or result.stdout).strip()[
+                -2000:
+            ] or f"npm exit code {result.returncode}"
+        try:
+            staging.rename(target)
+        except OSError:
+            if not (target / "node_modules" / ".bin" / "cdk").exists():  # another process won the race
+                raise
+        return target / "node_modules" / ".bin" / "cdk", ""
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
-    Node 20 is end-of-life: jsii prints a banner on every start unless these name the running major version.
-    """
-    major = _node_major()
-    return {
-        **QUIET,
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": major,
-        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": major,
-    }
+
+def find_cdk(app_dir: Path, announce: Callable[[str], None] = lambda text: None) -> list[str]:
+    """The command that runs the pinned CDK CLI for ``app_dir`` (see the module docstring for the order)."""
+    own = _app_cli(app_dir)
+    if own is not None:
+        return [str(own)]
+    cached = cached_cli_dir() / "node_modules" / ".bin" / "cdk"
+    if cached.exists():
+        return [str(cached)]
+    if shutil.which("node") is None:
+        raise CdkError(
+            "the CDK CLI needs Node.js (18 or newer), and `node` is not on PATH. Install Node.js, then run:\n"
+            f"    {' '.join(install_command())}"
+        )
+    installed, complaint = _install_into_cache(announce)
+    if installed is not None:
+        return [str(installed)]
+    npx = shutil.which("npx")
+    if npx is not None:
+        check = _run_quietly([npx, "--yes", CDK_CLI_PACKAGE, "--version"], cwd=app_dir)
+        if check.returncode == 0 and check.stdout.strip().startswith(CDK_CLI_VERSION):
+            return [npx, "--yes", CDK_CLI_PACKAGE]
+    raise CdkError(
+        f"cannot install the CDK CLI {CDK_CLI_PACKAGE} into {cached_cli_dir()} ({complaint}). "
+        "With access to the npm registry, either of these fixes it:\n"
+        f"    {' '.join(install_command())}\n"
+        f"    cd {app_dir} && npm install          # if the app's package.json pins aws-cdk"
+    )
 
 
 def cdk_environment(emulator: Emulator) -> dict[str, str]:
     env = emulator.client_environment()
-    env.update(quiet_environment())
     # The app runs as `python3 app.py` (or similar): make it this interpreter, which has aws-cdk-lib.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env.update(quiet_environment(env["PATH"]))
     return env
 
 
@@ -76,6 +155,7 @@ class Cdk:
         output: Path | str | None = None,
         log_dir: Path | str | None = None,
         stream: bool = False,
+        announce: Callable[[str], None] = lambda text: None,
     ) -> None:
         self.emulator = emulator
         self.app_dir = Path(app_dir).resolve()
@@ -84,9 +164,16 @@ class Cdk:
         self.output = Path(output).resolve() if output else None
         self.log_dir = Path(log_dir if log_dir is not None else emulator.state_dir).resolve()
         self.stream = stream
-        self.command = find_cdk(self.app_dir)
+        self.announce = announce
+        self._command: list[str] | None = None
 
-    def _run(self, name: str, args: Sequence[str]) -> str:
+    @property
+    def command(self) -> list[str]:
+        if self._command is None:
+            self._command = find_cdk(self.app_dir, self.announce)
+        return self._command
+
+    def _run(self, name: str, args: Sequence[str], ok: Sequence[int] = (0,)) -> str:
         command = [*self.command, *args, "--no-notices"]
         if self.output is not None:
             command += ["--output", str(self.output)]
@@ -118,7 +205,7 @@ class Cdk:
         output = "".join(lines)
         if process.returncode == -signal.SIGINT:
             raise KeyboardInterrupt  # Ctrl-C reached the CLI first (same process group)
-        if process.returncode != 0:
+        if process.returncode not in ok:
             tail = "".join(lines[-25:])
             raise CdkError(
                 f"`cdk {' '.join(args)}` failed with exit code {process.returncode}; "
@@ -142,6 +229,10 @@ class Cdk:
 
     def deploy(self, stacks: Sequence[str] = (), extra: Sequence[str] = ()) -> str:
         return self._run("deploy", ["deploy", *(stacks or ["--all"]), "--require-approval", "never", *extra])
+
+    def diff(self, stacks: Sequence[str] = (), extra: Sequence[str] = ()) -> str:
+        """``cdk diff`` against what is deployed in the emulator (exit code 1: there are differences)."""
+        return self._run("diff", ["diff", *stacks, *extra], ok=(0, 1))
 
     def destroy(self, stacks: Sequence[str] = (), extra: Sequence[str] = ()) -> str:
         return self._run("destroy", ["destroy", *(stacks or ["--all"]), "--force", *extra])

@@ -1,32 +1,39 @@
-"""python -m idempotent_local COMMAND: the local cloud from the command line.
+"""The local cloud: idempotent-pipeline local COMMAND (or: python -m idempotent_local COMMAND).
 
-deploy   start (or reuse) the emulator, bootstrap, cdk deploy the app, then run the demo
+deploy   start (or reuse) the app's emulator, bootstrap, cdk deploy the app (--demo: then run the demo)
+run      poll every deployed event source mapping and run the functions until Ctrl-C
 demo     publish sample traffic through the deployed pipeline, drain it through the runner, report
-run      poll every deployed event source mapping until Ctrl-C (the runner, for your own traffic)
-destroy  cdk destroy the app, then stop the emulator
-status   is the emulator running, and what is deployed in it
+diff     cdk diff the app against what is deployed in its emulator
+status   is the app's emulator running, and what is deployed in it
 env      print the variables that point the AWS CLI / SDKs at the emulator: eval "$(... env)"
+destroy  cdk destroy the app, then stop its emulator
 serve    run the emulator in the foreground until Ctrl-C (deploy starts it in the background)
 stop     stop the emulator
+
+Each app has its own emulator, with its state in <app dir>/.local-cloud/. The app is --app-dir, else the
+nearest directory holding a cdk.json, from the working directory up.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shlex
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
+from typing import Any
 
 from idempotent_local import emulator as emulators
-from idempotent_local.cdk import Cdk, CdkError
-from idempotent_local.demo import DemoError, run_demo
-from idempotent_local.emulator import Emulator, EmulatorError
-from idempotent_local.runner import EventSourceRunner, RunnerError
-from idempotent_local.stacks import deployed_stacks
+from idempotent_local.errors import LocalCloudError
+from idempotent_local.extra import MissingExtra, require_moto
+from idempotent_local.location import Location, NoApp, locate
+
+ALIAS_PROG = "python -m idempotent_local"
+MAKE_TARGETS = ("deploy", "demo", "destroy")
 
 
 class Progress:
@@ -44,10 +51,33 @@ class Progress:
         print(f"    {text} ({time.monotonic() - self.started:.1f} s)", flush=True)
 
 
-def _running(state_dir: str) -> Emulator:
-    emulator = emulators.find(state_dir)
+def _say(text: str) -> None:
+    print(f"    {text}", flush=True)
+
+
+def _location(args: argparse.Namespace) -> Location:
+    return locate(getattr(args, "app_dir", None), args.state_dir)
+
+
+def _hint(args: argparse.Namespace, location: Location, command: str) -> str:
+    """How the user runs ``command`` next: the make target when this run came from the app's Makefile."""
+    if os.environ.get("MAKELEVEL") and command in MAKE_TARGETS and location.app_dir is not None:
+        try:
+            makefile = (location.app_dir / "Makefile").read_text()
+        except OSError:
+            makefile = ""
+        if re.search(rf"^{command}:", makefile, re.MULTILINE):
+            return f"make {command}"
+    return f"{args.prog_name} {command}"
+
+
+def _running(args: argparse.Namespace, location: Location) -> emulators.Emulator:
+    emulator = emulators.find(location.state_dir)
     if emulator is None:
-        raise EmulatorError(f"no emulator is running for {state_dir}/; run `make deploy` first")
+        raise emulators.EmulatorError(
+            f"no emulator is running for {location.describe()} (state in {location.state_dir}/); "
+            f"start it with `{_hint(args, location, 'deploy')}`"
+        )
     return emulator
 
 
@@ -58,18 +88,27 @@ def _context(args: argparse.Namespace) -> list[str]:
     return extra
 
 
+def _cdk(args: argparse.Namespace, emulator: emulators.Emulator, location: Location) -> Any:
+    from idempotent_local.cdk import Cdk
+
+    return Cdk(emulator, location.app_dir or ".", output=args.output, stream=args.verbose, announce=_say)
+
+
 def cmd_deploy(args: argparse.Namespace) -> int:
-    if not (Path(args.app_dir) / "cdk.json").exists():
-        raise CdkError(f"no cdk.json in the app directory: {Path(args.app_dir).resolve()}")
+    from idempotent_local.stacks import deployed_stacks
+
+    location = _location(args)
+    if location.app_dir is None:
+        raise NoApp("deploy needs an app: run it in the app's directory or pass --app-dir DIR")
     progress = Progress(5 if args.demo else 4)
     progress("starting the local AWS emulator (moto, loopback only)")
-    emulator, started = emulators.start(args.state_dir)
+    emulator, started = emulators.start(location.state_dir)
     args._started = started
     progress.done(
         f"{'started' if started else 'reused'} on {emulator.endpoint}, pid {emulator.pid}, "
-        f"state in {args.state_dir}/"
+        f"state in {location.state_dir}/"
     )
-    cdk = Cdk(emulator, args.app_dir, output=args.output, stream=args.verbose)
+    cdk = _cdk(args, emulator, location)
     progress(f"bootstrapping aws://{emulators.ACCOUNT_ID}/{emulators.REGION} (cdk bootstrap)")
     if cdk.is_bootstrapped():
         progress.done("already bootstrapped")
@@ -89,37 +128,61 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if problems:
         print(f"    {problems} resource(s) missing; the pipeline may not be wired", flush=True)
     if args.demo:
+        from idempotent_local.demo import run_demo
+
         progress("running the pipeline: publish sample traffic, drain it through the event-source runner")
         report = run_demo(emulator)
         print("\n".join("    " + line for line in report.render().splitlines()), flush=True)
         if not report.balanced:
             return 1
-    print(
-        f"\nThe emulator keeps running on {emulator.endpoint}: `make demo` runs the traffic again, "
-        f"`make destroy` removes the stack and stops it."
-    )
+        then = (_hint(args, location, "demo"), "runs the sample traffic again")
+    else:
+        then = (_hint(args, location, "run"), "runs your functions on the messages you publish")
+    steps = [
+        then,
+        (f'eval "$({args.prog_name} env)"', "points the AWS CLI and SDKs at the emulator"),
+        (_hint(args, location, "destroy"), "removes the stacks and stops the emulator"),
+    ]
+    width = max(len(command) for command, _ in steps)
+    print(f"\nThe emulator keeps running on {emulator.endpoint} for {location.describe()}:")
+    for command, meaning in steps:
+        print(f"    {command.ljust(width)}   {meaning}")
     return 1 if problems else 0
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
-    emulator = emulators.find(args.state_dir)
+    from idempotent_local.stacks import deployed_stacks
+
+    location = _location(args)
+    emulator = emulators.find(location.state_dir)
     if emulator is None:
-        print("==> no emulator is running: nothing to destroy")
+        print(f"==> no emulator is running for {location.describe()}: nothing to destroy")
         return 0
     progress = Progress(1 if args.keep_emulator else 2)
-    progress(f"destroying the stacks of {Path(args.app_dir).resolve()} (cdk destroy)")
-    Cdk(emulator, args.app_dir, output=args.output, stream=args.verbose).destroy(args.stacks, _context(args))
+    progress(f"destroying the stacks of {location.describe()} (cdk destroy)")
+    _cdk(args, emulator, location).destroy(args.stacks, _context(args))
     left = [s.name for s in deployed_stacks(emulator)]
     progress.done("destroyed" + (f"; still deployed: {', '.join(left)}" if left else ""))
     if not args.keep_emulator:
         progress("stopping the emulator")
-        emulators.stop(args.state_dir)
+        emulators.stop(location.state_dir)
         progress.done("stopped")
     return 0
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    location = _location(args)
+    emulator = _running(args, location)
+    output = _cdk(args, emulator, location).diff(args.stacks, _context(args))
+    if not args.verbose:
+        print(output, end="")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    report = run_demo(_running(args.state_dir))
+    from idempotent_local.demo import run_demo
+
+    report = run_demo(_running(args, _location(args)))
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:
@@ -128,41 +191,54 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    emulator = _running(args.state_dir)
+    from idempotent_local.runner import EventSourceRunner
+
+    emulator = _running(args, _location(args))
     stop = threading.Event()
-    runner = EventSourceRunner(emulator, retry_delay=args.retry_delay, wait_seconds=args.wait)
+    runner = EventSourceRunner(
+        emulator,
+        retry_delay=args.retry_delay,
+        wait_seconds=args.wait,
+        report=print if not args.quiet else None,
+    )
     mappings = runner.mappings()
-    print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; Ctrl-C stops")
+    print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; Ctrl-C stops", flush=True)
     for mapping in mappings:
-        print(f"    {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})")
+        print(f"    {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})", flush=True)
     try:
         runner.run(stop)
     except KeyboardInterrupt:
         stop.set()
     finally:
         runner.close()
-        s = runner.stats
-        print(
-            f"\n{s.invocations} invocations, {s.records} records: {s.succeeded} succeeded, {s.failed} failed"
-        )
+        print("\n" + runner.stats.summary(), flush=True)
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    emulator = emulators.find(args.state_dir)
+    from idempotent_local.cdk import BOOTSTRAP_STACK
+    from idempotent_local.runner import EventSourceRunner
+    from idempotent_local.stacks import deployed_stacks
+
+    location = _location(args)
+    emulator = emulators.find(location.state_dir)
     if emulator is None:
-        print(f"no emulator running for {args.state_dir}/")
+        print(f"no emulator running for {location.describe()} (state in {location.state_dir}/)")
         return 3
-    print(f"emulator: {emulator.endpoint} (pid {emulator.pid})")
+    print(f"emulator: {emulator.endpoint} (pid {emulator.pid}) for {location.describe()}")
+    print(f"state:    {location.state_dir}/")
     for stack in deployed_stacks(emulator, include_bootstrap=True):
         print(f"  {stack.name}: {stack.status}, {stack.resources} resources")
+        if stack.name != BOOTSTRAP_STACK:
+            for name, value in sorted(stack.outputs.items()):
+                print(f"    {name} = {value}")
     for mapping in EventSourceRunner(emulator).mappings():
         print(f"  mapping {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})")
     return 0
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    emulator = _running(args.state_dir)
+    emulator = _running(args, _location(args))
     env = emulator.client_environment(base={})
     for name in sorted(env):
         print(f"export {name}={shlex.quote(env[name])}")
@@ -170,63 +246,69 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    emulators.serve(args.state_dir, port=args.port)
+    location = _location(args)
+    running = emulators.find(location.state_dir)
+    if running is not None:
+        raise emulators.EmulatorError(
+            f"an emulator is already running for {location.describe()}: {running.endpoint}, "
+            f"pid {running.pid}; stop it first (`{args.prog_name} stop`)"
+        )
+    emulators.serve(location.state_dir, port=args.port)
     return 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    print("emulator stopped" if emulators.stop(args.state_dir) else "no emulator was running")
+    location = _location(args)
+    stopped = emulators.stop(location.state_dir)
+    print(f"emulator of {location.describe()} stopped" if stopped else "no emulator was running")
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(
-        prog="python -m idempotent_local",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    root.add_argument(
-        "--state-dir",
-        default=str(emulators.DEFAULT_STATE_DIR),
-        help="where the emulator keeps its state file and logs (default: .local-cloud)",
-    )
-    # --state-dir is accepted before or after the command.
+def add_commands(subparsers: Any, prog_name: str) -> None:
+    """The commands, added to ``subparsers`` (of ``idempotent-pipeline local`` or the alias)."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--state-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    subparsers = root.add_subparsers(dest="command", required=True)
+    common.add_argument(
+        "--app-dir",
+        default=None,
+        help="the CDK app (directory holding cdk.json); default: the nearest one from here up",
+    )
+    common.add_argument(
+        "--state-dir",
+        default=argparse.SUPPRESS,
+        help="where the emulator keeps its state; default: <app dir>/.local-cloud",
+    )
 
-    class _Commands:
-        @staticmethod
-        def add_parser(name: str, **kwargs: object) -> argparse.ArgumentParser:
-            return subparsers.add_parser(name, parents=[common], **kwargs)  # type: ignore[arg-type]
+    def command(name: str, help: str, func: Any) -> argparse.ArgumentParser:
+        parser = subparsers.add_parser(name, parents=[common], help=help, description=help)
+        # ``func`` is what a caller runs (the error handling around the command), ``handler`` the command.
+        parser.set_defaults(func=run_command, handler=func, prog_name=prog_name)
+        return parser
 
-    commands = _Commands()
-
-    def app_options(command: argparse.ArgumentParser) -> None:
-        command.add_argument("stacks", nargs="*", help="stacks to act on (default: all)")
-        command.add_argument("--app-dir", default=".", help="directory holding cdk.json (default: .)")
-        command.add_argument("--output", help="cloud assembly directory (default: the app's, cdk.out)")
-        command.add_argument(
-            "-c",
-            "--context",
-            action="append",
-            metavar="KEY=VALUE",
-            help="CDK context, passed to cdk as --context",
+    def app_options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("stacks", nargs="*", help="stacks to act on (default: all)")
+        parser.add_argument("--output", help="cloud assembly directory (default: the app's, cdk.out)")
+        parser.add_argument(
+            "-c", "--context", action="append", metavar="KEY=VALUE", help="CDK context, passed to cdk"
         )
-        command.add_argument("-v", "--verbose", action="store_true", help="show the CDK CLI's output")
+        parser.add_argument("-v", "--verbose", action="store_true", help="show the CDK CLI's output")
 
-    deploy = commands.add_parser("deploy", help="start the emulator, bootstrap, deploy, run the demo")
+    deploy = command("deploy", "start the app's emulator, bootstrap, cdk deploy", cmd_deploy)
     app_options(deploy)
-    deploy.add_argument("--no-demo", dest="demo", action="store_false", help="deploy only")
-    deploy.set_defaults(func=cmd_deploy)
-    destroy = commands.add_parser("destroy", help="cdk destroy, then stop the emulator")
+    deploy.add_argument(
+        "--demo",
+        action="store_true",
+        help="then publish the sample traffic through the pipeline and report (make deploy does)",
+    )
+    deploy.add_argument("--no-demo", dest="demo", action="store_false", help=argparse.SUPPRESS)
+    destroy = command("destroy", "cdk destroy, then stop the emulator", cmd_destroy)
     app_options(destroy)
     destroy.add_argument("--keep-emulator", action="store_true", help="leave the emulator running")
-    destroy.set_defaults(func=cmd_destroy)
-    demo = commands.add_parser("demo", help="run sample traffic through the deployed pipeline")
+    app_options(command("diff", "cdk diff against what the emulator has deployed", cmd_diff))
+    demo = command("demo", "run sample traffic through the deployed pipeline and account for it", cmd_demo)
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
-    demo.set_defaults(func=cmd_demo)
-    run = commands.add_parser("run", help="poll the deployed event source mappings until Ctrl-C")
+    run = command(
+        "run", "poll the deployed event source mappings and run the functions until Ctrl-C", cmd_run
+    )
     run.add_argument(
         "--retry-delay",
         type=int,
@@ -234,30 +316,49 @@ def parser() -> argparse.ArgumentParser:
         help="seconds before a failed record is retried (default: the queue's visibility timeout)",
     )
     run.add_argument("--wait", type=int, default=5, help="long-poll wait in seconds (default: 5)")
-    run.set_defaults(func=cmd_run)
-    commands.add_parser("status", help="what is running and deployed").set_defaults(func=cmd_status)
-    commands.add_parser("env", help="print exports that point AWS tools at the emulator").set_defaults(
-        func=cmd_env
-    )
-    serve = commands.add_parser("serve", help="run the emulator in the foreground")
+    run.add_argument("-q", "--quiet", action="store_true", help="only the summary, no line per batch")
+    command("status", "what is running and deployed", cmd_status)
+    command("env", "print exports that point AWS tools at the emulator", cmd_env)
+    serve = command("serve", "run the emulator in the foreground", cmd_serve)
     serve.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
-    serve.set_defaults(func=cmd_serve)
-    commands.add_parser("stop", help="stop the emulator").set_defaults(func=cmd_stop)
+    command("stop", "stop the emulator", cmd_stop)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed command; every error the user can act on is one line on stderr and exit code 1."""
+    args._started = False
+    if not hasattr(args, "state_dir"):
+        args.state_dir = None
+    try:
+        require_moto()
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        if args._started:
+            emulators.stop(_location(args).state_dir)
+            print("\ninterrupted: the emulator this command started is stopped", file=sys.stderr)
+        else:
+            print("\ninterrupted", file=sys.stderr)
+        return 130
+    except (MissingExtra, LocalCloudError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def parser(prog: str = ALIAS_PROG) -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_commands(root.add_subparsers(dest="local_command", required=True, metavar="COMMAND"), prog)
     return root
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    args._started = False
-    try:
-        return int(args.func(args))
-    except KeyboardInterrupt:
-        if args._started:
-            emulators.stop(args.state_dir)
-            print("\ninterrupted: the emulator this command started is stopped", file=sys.stderr)
-        else:
-            print("\ninterrupted", file=sys.stderr)
-        return 130
-    except (EmulatorError, CdkError, RunnerError, DemoError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    return int(args.func(args))
+
+
+__all__ = ["add_commands", "main", "parser", "run_command"]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

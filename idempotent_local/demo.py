@@ -2,16 +2,22 @@
 
 A pipeline is found from what is deployed, not from names: an SQS event source mapping gives the queue and
 the function, the topic is the one with a subscription to that queue, the table is the function's
-``TABLE_NAME``, the dead-letter queue is the queue's redrive target. The sample traffic (one run, tagged
-with a fresh run id so earlier runs do not count):
+``TABLE_NAME``, the dead-letter queue its ``DLQ_URL`` (else the queue's redrive target), the subscription's
+dead-letter queue its redrive policy's. The sample traffic (:class:`SampleTraffic`; one run, tagged with a
+fresh run id so earlier runs do not count):
 
-- a burst across several message groups, each message with its own business key (``x``, ``y``);
-- duplicates within the deduplication window: some of those messages published again with the same
-  deduplication id (a producer retry) — SNS/SQS FIFO drops them;
-- the same business keys published again with new content and a new deduplication id, as a producer
-  would after the 5-minute window — they are delivered, and the runtime must absorb them;
-- one poison message (not JSON) — it must end in the dead-letter queue with a reason.
+- a burst across several message groups, each message with its own business key;
+- producer retries: some of those messages published again with the same deduplication id within the
+  5-minute window — a FIFO topic drops them; through a standard topic they arrive and are duplicates;
+- the same content re-sent after the window (a new deduplication id): delivered, a duplicate the runtime
+  absorbs;
+- new content under a business key already used: a *conflict* — quarantined to the dead-letter queue (the
+  runtime's default, ``ON_CONFLICT=quarantine``) or counted as a duplicate (``ON_CONFLICT=duplicate``);
+- a poison message (not JSON): it must end in the dead-letter queue with a reason.
 
+Dead letters are counted exactly, from the dead-letter queue's message counts before and after the run
+(receiving them one by one cannot: a FIFO queue hides the later messages of a group while an earlier one is
+being looked at); the demo then reads what it can of them for the report and leaves them all in the queue.
 The report is data (:class:`Report`); :meth:`Report.render` prints it.
 """
 
@@ -23,14 +29,17 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from idempotent_runtime import contract
+
 from idempotent_local.emulator import Emulator
+from idempotent_local.errors import DemoError
 from idempotent_local.runner import EventSourceRunner, Mapping
 
 RETRY_DELAY_SECONDS = 1
+RUN_ATTRIBUTE = "run"
+REASON_SHOWN = 90  # characters of a dead letter's reason in the report (--json has all of it)
 
-
-class DemoError(RuntimeError):
-    """The demo cannot run against what is deployed."""
+__all__ = ["DemoError", "Pipeline", "Report", "SampleTraffic", "find_pipelines", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +54,29 @@ class Pipeline:
     partition_key_field: str
     sort_key_field: str
     key_source: str
+    mode: str
+    key_prefix: str
+    on_conflict: str
+    fifo: bool
     dead_letter_queue_url: str | None
+    subscription_dead_letter_queue_url: str | None = None
+
+
+@dataclass(frozen=True)
+class SampleTraffic:
+    """How much of each kind of message the demo publishes."""
+
+    groups: int = 4
+    per_group: int = 5
+    retried: int = 5  # same message, same deduplication id: a producer retry within the window
+    resent: int = 3  # same content, new deduplication id: re-sent after the window
+    changed: int = 2  # new content under a business key already used: a conflict
+    poison: int = 1  # not JSON
+
+    @property
+    def published(self) -> int:
+        new = self.groups * self.per_group
+        return new + sum(min(n, new) for n in (self.retried, self.resent, self.changed)) + self.poison
 
 
 @dataclass
@@ -54,6 +85,7 @@ class DeadLetter:
     group_id: str | None
     body: str
     reason: str
+    kind: str | None  # contract.DeadLetterKind, when the runtime sent it
 
 
 @dataclass
@@ -62,12 +94,18 @@ class Report:
 
     function: str
     run_id: str
+    fifo: bool
     published: int
     deduplicated_by_fifo: int
+    expected_deduplicated: int  # the producer retries a FIFO topic drops (0 for a standard topic)
+    undeliverable: int  # in the subscription's dead-letter queue: SNS could not deliver them
     delivered: int
     deliveries: int
     items_written: int
     duplicates_absorbed: int
+    conflicts_published: int
+    conflicts: int | None  # the function's own count; None: it does not count conflicts
+    on_conflict: str
     dead_lettered: int
     dead_letters: list[DeadLetter] = field(default_factory=list)
     missing_keys: list[list[str]] = field(default_factory=list)
@@ -77,7 +115,8 @@ class Report:
     @property
     def balanced(self) -> bool:
         return (
-            self.published == self.delivered + self.deduplicated_by_fifo
+            self.published == self.delivered + self.deduplicated_by_fifo + self.undeliverable
+            and self.deduplicated_by_fifo == self.expected_deduplicated
             and self.delivered == self.items_written + self.duplicates_absorbed + self.dead_lettered
             and not self.missing_keys
         )
@@ -85,29 +124,72 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "balanced": self.balanced}
 
+    def _conflict_line(self) -> str:
+        label = "  conflicts (same key, new content) "
+        if self.conflicts is None:
+            return (
+                f"{label} {self.conflicts_published:4d}   published; the function does not count conflicts "
+                "(absorbed as duplicates)"
+            )
+        treated = (
+            "quarantined to the dead-letter queue"
+            if self.on_conflict == contract.OnConflict.QUARANTINE
+            else f"counted as duplicates (ON_CONFLICT={self.on_conflict})"
+        )
+        return f"{label} {self.conflicts:4d}   {treated}"
+
     def render(self) -> str:
+        kind = "FIFO" if self.fifo else "standard"
         lines = [
-            f"pipeline {self.function} (run {self.run_id}, {self.seconds:.1f} s)",
-            f"  published to the topic          {self.published:4d}",
-            f"  dropped by FIFO deduplication   {self.deduplicated_by_fifo:4d}   (same id within 5 min)",
-            f"  delivered to the function       {self.delivered:4d}   ({self.deliveries} deliveries)",
-            f"  items in the table              {self.items_written:4d}",
-            f"  duplicates absorbed             {self.duplicates_absorbed:4d}   (same key, new content)",
-            f"  in the dead-letter queue        {self.dead_lettered:4d}",
+            f"pipeline {self.function} ({kind}, run {self.run_id}, {self.seconds:.1f} s)",
+            f"  published to the topic             {self.published:4d}",
+            f"  dropped by FIFO deduplication      {self.deduplicated_by_fifo:4d}   (same id within 5 min)",
         ]
-        for letter in self.dead_letters:
-            lines.append(f"    - {letter.body[:40]!r} (group {letter.group_id}): {letter.reason}")
+        if self.undeliverable:
+            lines.append(f"  undeliverable (subscription DLQ)   {self.undeliverable:4d}")
+        lines += [
+            f"  delivered to the function          {self.delivered:4d}   ({self.deliveries} deliveries)",
+            f"  items in the table                 {self.items_written:4d}",
+            f"  duplicates absorbed                {self.duplicates_absorbed:4d}   (same key, same content)",
+            self._conflict_line(),
+            f"  in the dead-letter queue           {self.dead_lettered:4d}",
+        ]
+        for letter in sorted(
+            self.dead_letters, key=lambda letter: (letter.group_id or "", letter.message_id)
+        ):
+            reason = (
+                letter.reason
+                if len(letter.reason) <= REASON_SHOWN
+                else letter.reason[: REASON_SHOWN - 3] + "..."
+            )
+            if letter.kind and not reason.startswith(f"{letter.kind}:"):
+                reason = f"{letter.kind}: {reason}"
+            lines.append(f"    - {letter.body[:40]!r} (group {letter.group_id}): {reason}")
+        if len(self.dead_letters) < self.dead_lettered:
+            lines.append(
+                f"    ({self.dead_lettered - len(self.dead_letters)} more not shown: their message group is "
+                "busy; `aws sqs receive-message` shows them later)"
+            )
         if self.function_metrics:
             metrics = ", ".join(f"{k}={v:g}" for k, v in sorted(self.function_metrics.items()))
-            lines.append(f"  the function's own metrics      {metrics}")
+            lines.append(f"  the function's own metrics         {metrics}")
         if self.missing_keys:
-            lines.append(f"  MISSING business keys           {self.missing_keys}")
+            lines.append(f"  MISSING business keys              {self.missing_keys}")
+        if self.deduplicated_by_fifo != self.expected_deduplicated:
+            lines.append(
+                f"  EXPECTED {self.expected_deduplicated} producer retries dropped by FIFO deduplication"
+            )
         verdict = "nothing lost, nothing doubled" if self.balanced else "THE NUMBERS DO NOT ADD UP"
         lines.append(
-            f"  delivered = items + absorbed + dead letters: {self.delivered} = {self.items_written} + "
+            f"  delivered = items + duplicates + dead letters: {self.delivered} = {self.items_written} + "
             f"{self.duplicates_absorbed} + {self.dead_lettered}: {verdict}"
         )
         return "\n".join(lines)
+
+
+def _queue_url(sqs: Any, arn: str) -> str:
+    _, _, _, _, account, name = arn.split(":", 5)
+    return str(sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"])
 
 
 def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeline]:
@@ -119,111 +201,125 @@ def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeli
     ]
     pipelines = []
     for mapping in runner.mappings():
-        topics = [
-            s["TopicArn"]
-            for s in subscriptions
-            if s["Protocol"] == "sqs" and s["Endpoint"] == mapping.queue_arn
+        subscribed = [
+            s for s in subscriptions if s["Protocol"] == "sqs" and s["Endpoint"] == mapping.queue_arn
         ]
         env = lambda_.get_function_configuration(FunctionName=mapping.function_arn).get("Environment", {})
         variables = env.get("Variables", {})
-        if not topics or "TABLE_NAME" not in variables:
+        if not subscribed or contract.TABLE_NAME.name not in variables:
             continue
         schema = dynamodb.describe_table(TableName=variables["TABLE_NAME"])["Table"]["KeySchema"]
         keys = {k["KeyType"]: k["AttributeName"] for k in schema}
-        redrive = sqs.get_queue_attributes(QueueUrl=mapping.queue_url, AttributeNames=["RedrivePolicy"])
-        dlq_url = variables.get("DLQ_URL")
-        if not dlq_url and "RedrivePolicy" in redrive.get("Attributes", {}):
-            target = json.loads(redrive["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"]
-            dlq_url = sqs.get_queue_url(QueueName=target.rsplit(":", 1)[-1])["QueueUrl"]
+        queue = sqs.get_queue_attributes(QueueUrl=mapping.queue_url, AttributeNames=["All"])["Attributes"]
+        dlq_url = variables.get(contract.DLQ_URL.name)
+        if not dlq_url and "RedrivePolicy" in queue:
+            dlq_url = _queue_url(sqs, json.loads(queue["RedrivePolicy"])["deadLetterTargetArn"])
+        subscription = sns.get_subscription_attributes(SubscriptionArn=subscribed[0]["SubscriptionArn"])
+        redrive = subscription["Attributes"].get("RedrivePolicy")
+        subscription_dlq = json.loads(redrive).get("deadLetterTargetArn") if redrive else None
+
+        def variable(v: contract.Variable, variables: dict[str, str] = variables) -> str:
+            return variables.get(v.name) or v.default or ""
+
         pipelines.append(
             Pipeline(
                 mapping=mapping,
-                topic_arn=topics[0],
+                topic_arn=subscribed[0]["TopicArn"],
                 table_name=variables["TABLE_NAME"],
                 partition_key=keys["HASH"],
                 sort_key=keys.get("RANGE", ""),
-                partition_key_field=variables.get("PARTITION_KEY_FIELD", "x"),
-                sort_key_field=variables.get("SORT_KEY_FIELD", "y"),
-                key_source=variables.get("KEY_SOURCE", "fields"),
+                partition_key_field=variable(contract.PARTITION_KEY_FIELD),
+                sort_key_field=variable(contract.SORT_KEY_FIELD),
+                key_source=variable(contract.KEY_SOURCE),
+                mode=variable(contract.IDEMPOTENCY_MODE),
+                key_prefix=variable(contract.KEY_PREFIX),
+                on_conflict=variable(contract.ON_CONFLICT),
+                fifo=queue.get("FifoQueue") == "true",
                 dead_letter_queue_url=dlq_url,
+                subscription_dead_letter_queue_url=_queue_url(sqs, subscription_dlq)
+                if subscription_dlq
+                else None,
             )
         )
     return pipelines
 
 
+def _with_path(body: dict[str, Any], path: str, value: str) -> None:
+    """Set a dotted field path (``order.id``) in ``body``."""
+    *parents, last = contract.field_path(path)
+    for part in parents:
+        body = body.setdefault(part, {})
+    body[last] = value
+
+
 @dataclass
-class _Traffic:
+class _Sent:
     run_id: str
     published: int = 0
     keys: set[tuple[str, str]] = field(default_factory=set)
-    poison: int = 0
 
 
-def publish_sample(
-    emulator: Emulator,
-    pipeline: Pipeline,
-    *,
-    groups: int = 4,
-    per_group: int = 5,
-    retried: int = 5,
-    republished: int = 3,
-) -> _Traffic:
+def publish_sample(emulator: Emulator, pipeline: Pipeline, traffic: SampleTraffic = SampleTraffic()) -> _Sent:
     """Publish the sample traffic described in the module docstring; returns what was sent."""
     sns = emulator.client("sns")
-    traffic = _Traffic(run_id=uuid.uuid4().hex[:8])
-    sent: list[dict[str, Any]] = []
+    sent = _Sent(run_id=uuid.uuid4().hex[:8])
+    originals: list[dict[str, Any]] = []
 
     def publish(body: str, group: str, dedup_id: str) -> None:
-        sns.publish(
-            TopicArn=pipeline.topic_arn,
-            Message=body,
-            MessageGroupId=group,
-            MessageDeduplicationId=dedup_id,
-            MessageAttributes={"run": {"DataType": "String", "StringValue": traffic.run_id}},
-        )
-        traffic.published += 1
+        request: dict[str, Any] = {
+            "TopicArn": pipeline.topic_arn,
+            "Message": body,
+            "MessageAttributes": {RUN_ATTRIBUTE: {"DataType": "String", "StringValue": sent.run_id}},
+        }
+        if pipeline.fifo:
+            request.update(MessageGroupId=group, MessageDeduplicationId=dedup_id)
+        sns.publish(**request)
+        sent.published += 1
 
-    for n in range(groups * per_group):
-        group = f"demo-{traffic.run_id}-g{n % groups}"
+    def document(x: str, y: str, **fields: Any) -> str:
+        body: dict[str, Any] = {"run": sent.run_id, **fields}
+        _with_path(body, pipeline.partition_key_field, x)
+        _with_path(body, pipeline.sort_key_field, y)
+        return json.dumps(body)
+
+    for n in range(traffic.groups * traffic.per_group):
         x, y = str(uuid.uuid4()), str(uuid.uuid4())
-        body = json.dumps(
-            {pipeline.partition_key_field: x, pipeline.sort_key_field: y, "amount": n, "run": traffic.run_id}
-        )
-        message = {"body": body, "group": group, "dedup_id": f"{x}#{y}", "x": x, "y": y}
-        publish(body, group, message["dedup_id"])
-        traffic.keys.add((x, y))
-        sent.append(message)
-    for message in sent[:retried]:  # a producer retry: same message, same deduplication id
+        message = {
+            "body": document(x, y, amount=n),
+            "group": f"demo-{sent.run_id}-g{n % traffic.groups}",
+            "dedup_id": f"{x}#{y}",
+            "x": x,
+            "y": y,
+        }
         publish(message["body"], message["group"], message["dedup_id"])
-    for n, message in enumerate(sent[-republished:]):  # the same business key after the window, new content
-        body = json.dumps(
-            {
-                pipeline.partition_key_field: message["x"],
-                pipeline.sort_key_field: message["y"],
-                "amount": 1000 + n,
-                "run": traffic.run_id,
-                "revision": 2,
-            }
-        )
+        sent.keys.add((x, y))
+        originals.append(message)
+    for message in originals[: traffic.retried]:  # a producer retry: same message, same deduplication id
+        publish(message["body"], message["group"], message["dedup_id"])
+    for message in originals[-traffic.resent :] if traffic.resent else []:  # same content, after the window
+        publish(message["body"], message["group"], f"{message['dedup_id']}#resent")
+    for n, message in enumerate(originals[: traffic.changed]):  # new content under a used key: a conflict
+        body = document(message["x"], message["y"], amount=1000 + n, revision=2)
         publish(body, message["group"], f"{message['dedup_id']}#revision-2")
-    publish(
-        f"this is not JSON (run {traffic.run_id})",
-        f"demo-{traffic.run_id}-poison",
-        f"poison-{traffic.run_id}",
-    )
-    traffic.poison = 1
-    return traffic
+    for n in range(traffic.poison):
+        publish(
+            f"this is not JSON (run {sent.run_id}, #{n})",
+            f"demo-{sent.run_id}-poison",
+            f"poison-{sent.run_id}-{n}",
+        )
+    return sent
 
 
 def _items_of_run(emulator: Emulator, pipeline: Pipeline, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
     dynamodb = emulator.client("dynamodb")
+    prefix = pipeline.key_prefix
     found: set[tuple[str, str]] = set()
     wanted = sorted(keys)
     for start in range(0, len(wanted), 100):
         request = {
             pipeline.table_name: {
                 "Keys": [
-                    {pipeline.partition_key: {"S": x}, pipeline.sort_key: {"S": y}}
+                    {pipeline.partition_key: {"S": prefix + x}, pipeline.sort_key: {"S": y}}
                     for x, y in wanted[start : start + 100]
                 ]
             }
@@ -231,18 +327,39 @@ def _items_of_run(emulator: Emulator, pipeline: Pipeline, keys: set[tuple[str, s
         while request:
             response = dynamodb.batch_get_item(RequestItems=request)
             for item in response["Responses"].get(pipeline.table_name, []):
-                found.add((item[pipeline.partition_key]["S"], item[pipeline.sort_key]["S"]))
+                partition = item[pipeline.partition_key]["S"].removeprefix(prefix)
+                found.add((partition, item[pipeline.sort_key]["S"]))
             request = response.get("UnprocessedKeys") or {}
     return found
 
 
-def _dead_letters(emulator: Emulator, pipeline: Pipeline, run_id: str) -> list[DeadLetter]:
-    """This run's messages in the dead-letter queue, left there (made visible again) for the operator."""
-    if not pipeline.dead_letter_queue_url:
+def _total(emulator: Emulator, url: str | None) -> int:
+    """Every message of a queue: visible, in flight and delayed (exact in the emulator)."""
+    if not url:
+        return 0
+    attributes = emulator.client("sqs").get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
+    )["Attributes"]
+    return sum(int(v) for v in attributes.values())
+
+
+def _string(attributes: dict[str, Any], name: str) -> str | None:
+    value = attributes.get(name, {}).get("StringValue")
+    return value if isinstance(value, str) else None
+
+
+def _dead_letters(emulator: Emulator, url: str | None, run_id: str) -> list[DeadLetter]:
+    """This run's messages in a dead-letter queue, as far as a receive shows them; they stay in the queue."""
+    if not url:
         return []
     sqs = emulator.client("sqs")
-    url = pipeline.dead_letter_queue_url
-    received: list[dict[str, Any]] = []
+    received: dict[str, dict[str, Any]] = {}
+    handles = []
     while True:
         messages = sqs.receive_message(
             QueueUrl=url,
@@ -253,32 +370,45 @@ def _dead_letters(emulator: Emulator, pipeline: Pipeline, run_id: str) -> list[D
             MessageSystemAttributeNames=["All"],
             MessageAttributeNames=["All"],
         ).get("Messages", [])
-        if not messages:
+        handles += [m["ReceiptHandle"] for m in messages]
+        fresh = [m for m in messages if m["MessageId"] not in received]
+        if not fresh:
             break
-        received += messages
-    for start in range(0, len(received), 10):
+        received.update((m["MessageId"], m) for m in fresh)
+    for start in range(0, len(handles), 10):
         sqs.change_message_visibility_batch(
             QueueUrl=url,
             Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
-                for i, m in enumerate(received[start : start + 10])
+                {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": 0}
+                for i, handle in enumerate(handles[start : start + 10])
             ],
         )
     letters = []
-    seen = set()
-    for message in received:
-        group = message.get("Attributes", {}).get("MessageGroupId")
-        if message["MessageId"] in seen or not (group or "").startswith(f"demo-{run_id}"):
-            continue
-        seen.add(message["MessageId"])
+    for message in received.values():
         attributes = message.get("MessageAttributes", {})
-        reason = attributes.get("reason", {}).get("StringValue") or (
-            f"redriven after {message.get('Attributes', {}).get('ApproximateReceiveCount', '?')} receives "
-            "(maxReceiveCount reached)"
+        if _string(attributes, RUN_ATTRIBUTE) != run_id and run_id not in message.get("Body", ""):
+            continue
+        details_text = _string(attributes, contract.DLQ_DETAILS_ATTRIBUTE)
+        try:
+            details = json.loads(details_text) if details_text else {}
+        except ValueError:
+            details = {}
+        reason = (
+            _string(attributes, contract.DLQ_REASON_ATTRIBUTE)
+            or _string(attributes, "reason")
+            or _string(attributes, "ErrorMessage")
+            or (
+                f"moved by SQS after {message.get('Attributes', {}).get('ApproximateReceiveCount', '?')} "
+                "receives (maxReceiveCount reached)"
+            )
         )
         letters.append(
             DeadLetter(
-                message_id=message["MessageId"], group_id=group, body=message.get("Body", ""), reason=reason
+                message_id=message["MessageId"],
+                group_id=message.get("Attributes", {}).get("MessageGroupId"),
+                body=message.get("Body", ""),
+                reason=reason,
+                kind=details.get("kind") if isinstance(details, dict) else None,
             )
         )
     return letters
@@ -288,6 +418,7 @@ def run_demo(
     emulator: Emulator,
     *,
     pipeline: Pipeline | None = None,
+    traffic: SampleTraffic = SampleTraffic(),
     retry_delay: int = RETRY_DELAY_SECONDS,
     timeout: float = 180.0,
 ) -> Report:
@@ -302,38 +433,52 @@ def run_demo(
                     "topic and whose function has TABLE_NAME; deploy first"
                 )
             pipeline = pipelines[0]
-        if pipeline.key_source != "fields":
+        if pipeline.key_source != contract.KeySource.FIELDS or pipeline.mode != contract.Mode.DOCUMENT:
             raise DemoError(
-                f"the demo needs KEY_SOURCE=fields, the function has KEY_SOURCE={pipeline.key_source!r}"
+                "the demo needs a pipeline in document mode with keys from body fields (IDEMPOTENCY_MODE="
+                f"document, KEY_SOURCE=fields); {pipeline.mapping.function_name} has IDEMPOTENCY_MODE="
+                f"{pipeline.mode}, KEY_SOURCE={pipeline.key_source}. Publish your own messages and run "
+                "`idempotent-pipeline local run` instead"
             )
         # Earlier traffic (a previous run, a user's messages) is drained first so it does not count.
         runner.drain(timeout=timeout, mappings=[pipeline.mapping])
+    dead_before = _total(emulator, pipeline.dead_letter_queue_url)
+    undeliverable_before = _total(emulator, pipeline.subscription_dead_letter_queue_url)
     # A fresh runner, so nothing of the earlier traffic (its log lines included) is counted.
     with EventSourceRunner(emulator, retry_delay=retry_delay) as runner:
-        traffic = publish_sample(emulator, pipeline)
+        sent = publish_sample(emulator, pipeline, traffic)
         stats = runner.drain(timeout=timeout, mappings=[pipeline.mapping])
-    written = _items_of_run(emulator, pipeline, traffic.keys)
-    letters = _dead_letters(emulator, pipeline, traffic.run_id)
+    dead_lettered = _total(emulator, pipeline.dead_letter_queue_url) - dead_before
+    undeliverable = _total(emulator, pipeline.subscription_dead_letter_queue_url) - undeliverable_before
+    written = _items_of_run(emulator, pipeline, sent.keys)
+    letters = _dead_letters(emulator, pipeline.dead_letter_queue_url, sent.run_id)
     metrics = dict(stats.metrics)
-    # The function counts the duplicates it absorbed (Embedded Metric Format, as CloudWatch would show);
-    # a function without those metrics gets the remainder, which then balances by construction.
+    # The function counts the duplicates it absorbed (Embedded Metric Format, as CloudWatch would show); a
+    # function without those metrics gets the remainder, which then balances by construction.
     absorbed = (
-        int(metrics["duplicates"])
-        if "duplicates" in metrics
-        else stats.delivered - len(written) - len(letters)
+        int(metrics[contract.Metric.DUPLICATES])
+        if contract.Metric.DUPLICATES in metrics
+        else stats.delivered - len(written) - dead_lettered
     )
+    conflicts = int(metrics[contract.Metric.CONFLICTS]) if contract.Metric.CONFLICTS in metrics else None
     return Report(
         function=pipeline.mapping.function_name,
-        run_id=traffic.run_id,
-        published=traffic.published,
-        deduplicated_by_fifo=traffic.published - stats.delivered,
+        run_id=sent.run_id,
+        fifo=pipeline.fifo,
+        published=sent.published,
+        deduplicated_by_fifo=sent.published - stats.delivered - undeliverable,
+        expected_deduplicated=traffic.retried if pipeline.fifo else 0,
+        undeliverable=undeliverable,
         delivered=stats.delivered,
         deliveries=stats.records,
         items_written=len(written),
         duplicates_absorbed=absorbed,
-        dead_lettered=len(letters),
+        conflicts_published=traffic.changed,
+        conflicts=conflicts,
+        on_conflict=pipeline.on_conflict,
+        dead_lettered=dead_lettered,
         dead_letters=letters,
-        missing_keys=[list(k) for k in sorted(traffic.keys - written)],
+        missing_keys=[list(k) for k in sorted(sent.keys - written)],
         function_metrics=metrics,
         seconds=time.monotonic() - started,
     )

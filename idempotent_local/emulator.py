@@ -21,6 +21,8 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from idempotent_local.errors import LocalCloudError
+
 ACCOUNT_ID = "000000000000"
 REGION = "us-east-1"
 DEFAULT_STATE_DIR = Path(".local-cloud")
@@ -34,7 +36,7 @@ FAKE_CREDENTIALS = {
 }
 
 
-class EmulatorError(RuntimeError):
+class EmulatorError(LocalCloudError):
     """The emulator could not be started, reached or stopped."""
 
 
@@ -200,21 +202,33 @@ def stop(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 15.0) ->
     return True
 
 
+def install(endpoint: str | None = None) -> None:
+    """The emulator's install step: the taught CloudFormation types, then the named moto patches.
+
+    Runs in the process that serves the emulator, before the first request; again with ``endpoint`` once the
+    port is known (a patch that names the emulator's own address needs it).
+    """
+    from idempotent_local import cloudformation
+
+    cloudformation.install(endpoint)
+
+
 def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce: bool = True) -> None:
     """Run the emulator in this process until SIGTERM or Ctrl-C (the body of ``local serve``)."""
-    from moto.server import ThreadedMotoServer
+    from idempotent_local.extra import require_moto
 
-    from idempotent_local import cloudformation
+    require_moto()
+    from moto.server import ThreadedMotoServer
 
     os.environ.setdefault("MOTO_ACCOUNT_ID", ACCOUNT_ID)
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
-    cloudformation.install()
+    install()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     _, bound_port = server.get_host_and_port()
     emulator = Emulator(pid=os.getpid(), port=int(bound_port), state_dir=str(state_dir))
-    cloudformation.install(endpoint=emulator.endpoint)
+    install(endpoint=emulator.endpoint)
 
     stopping = threading.Event()
 

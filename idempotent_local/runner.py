@@ -33,20 +33,21 @@ import time
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
-from idempotent_local.events import lambda_sqs_event
 
 from idempotent_local.emulator import Emulator
+from idempotent_local.errors import RunnerError
+from idempotent_local.events import lambda_sqs_event
+from idempotent_local.node import quiet_environment
+
+__all__ = ["Batch", "EventSourceRunner", "Mapping", "RunnerError", "Stats", "Worker", "lambda_sqs_event"]
 
 WORKER = Path(__file__).with_name("worker.py")
-
-
-class RunnerError(RuntimeError):
-    """The runner cannot do its job (no mapping, no code, a function that fails its cold start)."""
 
 
 @dataclass(frozen=True)
@@ -60,15 +61,28 @@ class Mapping:
     batch_size: int
     report_batch_item_failures: bool
     enabled: bool
+    max_receive_count: int | None = None  # the queue's redrive policy: after this many receives, the DLQ
 
     @property
     def function_name(self) -> str:
         return self.function_arn.rsplit(":", 1)[-1]
 
 
+# A record's final outcome in the runner's accounts: the runtime's four (contract.Outcome), or "succeeded"
+# for a function that does not say (no Embedded Metric Format line).
+OUTCOMES = ("processed", "duplicate", "quarantined", "failed", "succeeded")
+_METRIC_OUTCOME = {"processed": "processed", "duplicates": "duplicate", "quarantined": "quarantined"}
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 @dataclass
 class Stats:
-    """What the runner did; ``records`` counts deliveries (a redelivered message counts again)."""
+    """What the runner did. ``records`` counts deliveries (a redelivered message counts again);
+    ``outcomes`` holds each message's *last* outcome, so a message that failed twice and was then processed
+    counts once, as processed."""
 
     invocations: int = 0
     records: int = 0
@@ -77,23 +91,71 @@ class Stats:
     whole_batch_failures: int = 0
     message_ids: set[str] = field(default_factory=set)
     metrics: dict[str, float] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)  # message id -> last outcome
+    exhausted: set[str] = field(
+        default_factory=set
+    )  # failed on their last receive: SQS moves them to the DLQ
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def delivered(self) -> int:
         """Distinct messages the queue handed to the function."""
         return len(self.message_ids)
 
+    def totals(self) -> dict[str, int]:
+        counts = dict.fromkeys(OUTCOMES, 0)
+        for outcome in self.outcomes.values():
+            counts[outcome] += 1
+        return counts
+
+    def describe_totals(self) -> str:
+        counts = self.totals()
+        parts = [f"{counts[name]} {name}" for name in OUTCOMES if counts[name] or name != "succeeded"]
+        conflicts = int(self.metrics.get("conflicts", 0))
+        text = f"{_plural(len(self.outcomes), 'message')}: " + ", ".join(parts)
+        if conflicts:
+            text += f" ({conflicts} conflict{'s' if conflicts != 1 else ''})"
+        return text
+
+    def summary(self) -> str:
+        """The final outcome of every message the runner saw (one per message, not per attempt)."""
+        text = f"{self.describe_totals()}; {self.records} deliveries in {self.invocations} invocations"
+        failed = [m for m, outcome in self.outcomes.items() if outcome == "failed"]
+        if failed:
+            exhausted = len(self.exhausted.intersection(failed))
+            text += (
+                f"; of the {len(failed)} failed, {exhausted} reached the queue's maxReceiveCount (SQS moves "
+                f"them to the dead-letter queue) and {len(failed) - exhausted} will be delivered again"
+            )
+        return text
+
+
+def emf_counts(documents: list[dict[str, Any]]) -> dict[str, float]:
+    """The counters of Embedded Metric Format documents, summed by metric name, as CloudWatch would."""
+    counts: dict[str, float] = {}
+    for document in documents:
+        try:
+            directives = document["_aws"]["CloudWatchMetrics"]
+            for directive in directives:
+                for metric in directive["Metrics"]:
+                    value = document.get(metric["Name"])
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        counts[metric["Name"]] = counts.get(metric["Name"], 0) + value
+        except (KeyError, TypeError):
+            continue
+    return counts
+
 
 class Worker:
-    """A warm execution environment of one function (a subprocess, see ``worker.py``)."""
+    """A warm execution environment of one function (a subprocess, see ``worker.py``). One invocation at a
+    time: a second mapping of the same function waits for the first, as a function with one environment
+    would."""
 
-    def __init__(
-        self, name: str, code_dir: Path, handler: str, env: dict[str, str], log_path: Path, stats: Stats
-    ) -> None:
+    def __init__(self, name: str, code_dir: Path, handler: str, env: dict[str, str], log_path: Path) -> None:
         self.name, self.code_dir, self.handler, self.env = name, code_dir, handler, env
         self.log_path = log_path
-        self.stats = stats
         self.process: subprocess.Popen[str] | None = None
+        self.lock = threading.Lock()
         self._log_thread: threading.Thread | None = None
 
     def _pump_log(self, stream: io.TextIOBase) -> None:
@@ -101,22 +163,6 @@ class Worker:
             for line in stream:
                 log.write(line)
                 log.flush()
-                self._count_metrics(line)
-
-    def _count_metrics(self, line: str) -> None:
-        """Sum the Embedded Metric Format lines the function writes, as CloudWatch would."""
-        if '"_aws"' not in line:
-            return
-        try:
-            document = json.loads(line)
-            for directive in document["_aws"]["CloudWatchMetrics"]:
-                for metric in directive["Metrics"]:
-                    value = document.get(metric["Name"])
-                    if isinstance(value, int | float):
-                        name = metric["Name"]
-                        self.stats.metrics[name] = self.stats.metrics.get(name, 0) + value
-        except (ValueError, KeyError, TypeError):
-            return
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,7 +196,8 @@ class Worker:
         return json.loads(line) if line else None
 
     def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """``{"result": ...}``, ``{"error": ...}`` or ``{"timeout": True}`` / ``{"crash": ...}``."""
+        """``{"result": ...}``, ``{"error": ...}`` or ``{"timeout": True}`` / ``{"crash": ...}``; a reply of
+        the worker also has ``"logs"`` (the EMF and outcome lines the function wrote meanwhile)."""
         if self.process is None or self.process.poll() is not None:
             self.start()
         assert self.process is not None and self.process.stdin is not None
@@ -181,8 +228,65 @@ class Worker:
             self._log_thread = None
 
 
+@dataclass(frozen=True)
+class Batch:
+    """One invocation as the runner saw it: what went in, what came out."""
+
+    function: str
+    message_ids: tuple[str, ...]
+    groups: tuple[str, ...]
+    outcomes: tuple[str, ...]  # per record, in message order
+    error: str | None = None  # why the whole batch failed (exception, timeout, crash, cold start)
+
+    def describe(self) -> str:
+        counts = {name: self.outcomes.count(name) for name in OUTCOMES if name in self.outcomes}
+        groups = (
+            f" (group{'s' if len(self.groups) != 1 else ''} {', '.join(self.groups)})" if self.groups else ""
+        )
+        outcome = ", ".join(f"{n} {name}" for name, n in counts.items())
+        if self.error:
+            outcome += f": {self.error}"
+        records = f"{len(self.message_ids)} record{'s' if len(self.message_ids) != 1 else ''}"
+        return f"{self.function}: {records}{groups} -> {outcome}"
+
+
+def _record_outcomes(
+    messages: list[dict[str, Any]], failed_ids: set[str], logs: list[dict[str, Any]]
+) -> list[str]:
+    """Each record's outcome: what the function logged for it, else failed (a batch item failure), else
+    processed / duplicate / quarantined as the batch's EMF counts say (only the totals matter), else
+    succeeded (a function that reports nothing)."""
+    logged: dict[str, str] = {}
+    for line in logs:
+        message_id, outcome = line.get("message_id"), line.get("outcome")
+        if isinstance(message_id, str) and outcome in OUTCOMES:
+            logged[message_id] = str(outcome)
+    counts = emf_counts([line for line in logs if "_aws" in line])
+    remaining = {
+        outcome: int(counts.get(metric, 0)) - sum(1 for o in logged.values() if o == outcome)
+        for metric, outcome in _METRIC_OUTCOME.items()
+    }
+    outcomes = []
+    for message in messages:
+        message_id = message["MessageId"]
+        if message_id in failed_ids:
+            outcomes.append("failed")
+        elif message_id in logged:
+            outcomes.append(logged[message_id])
+        else:
+            outcome = next((name for name, left in remaining.items() if left > 0), "succeeded")
+            if outcome != "succeeded":
+                remaining[outcome] -= 1
+            outcomes.append(outcome)
+    return outcomes
+
+
 class EventSourceRunner:
-    """Polls every enabled SQS event source mapping of the emulator and invokes the mapped functions."""
+    """Polls every enabled SQS event source mapping of the emulator and invokes the mapped functions.
+
+    ``report``, when given, receives one line per batch: the function, its records and message groups, each
+    record's outcome, and the running totals per message.
+    """
 
     def __init__(
         self,
@@ -191,6 +295,7 @@ class EventSourceRunner:
         retry_delay: float | None = None,
         wait_seconds: int = 1,
         work_dir: Path | str | None = None,
+        report: Callable[[str], None] | None = None,
     ) -> None:
         self.emulator = emulator
         self.retry_delay = retry_delay
@@ -199,10 +304,12 @@ class EventSourceRunner:
             work_dir if work_dir is not None else Path(emulator.state_dir) / "functions"
         ).resolve()
         self.stats = Stats()
+        self.report = report
         self._sqs = emulator.client("sqs")
         self._lambda = emulator.client("lambda")
         self._s3 = emulator.client("s3")
         self._workers: dict[str, Worker] = {}
+        self._workers_lock = threading.Lock()
         self._timeouts: dict[str, float] = {}
 
     # --- reading back what is deployed -------------------------------------------------------------
@@ -215,6 +322,8 @@ class EventSourceRunner:
                     continue
                 _, _, _, _, account, name = arn.split(":", 5)
                 url = self._sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+                redrive = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
+                policy = redrive.get("Attributes", {}).get("RedrivePolicy")
                 found.append(
                     Mapping(
                         uuid=esm["UUID"],
@@ -225,6 +334,7 @@ class EventSourceRunner:
                         report_batch_item_failures="ReportBatchItemFailures"
                         in (esm.get("FunctionResponseTypes") or []),
                         enabled=esm.get("State", "Enabled") == "Enabled",
+                        max_receive_count=int(json.loads(policy)["maxReceiveCount"]) if policy else None,
                     )
                 )
         return found
@@ -238,13 +348,18 @@ class EventSourceRunner:
             return response.read()
 
     def _worker(self, function_arn: str) -> Worker:
+        with self._workers_lock:
+            return self._worker_locked(function_arn)
+
+    def _worker_locked(self, function_arn: str) -> Worker:
         worker = self._workers.get(function_arn)
         configuration = self._lambda.get_function_configuration(FunctionName=function_arn)
         sha = configuration.get("CodeSha256", "")
         if worker is not None and worker.env.get("LOCAL_CLOUD_CODE_SHA256") == sha:
             return worker
         if worker is not None:
-            worker.stop()
+            with worker.lock:
+                worker.stop()
         function = self._lambda.get_function(FunctionName=function_arn)
         name = configuration["FunctionName"]
         code_dir = self.work_dir / f"{name}-{sha.replace('/', '_').replace('+', '-')[:16]}"
@@ -256,7 +371,9 @@ class EventSourceRunner:
             with zipfile.ZipFile(io.BytesIO(self._download(location))) as archive:
                 archive.extractall(staging)
             staging.replace(code_dir)
-        env = self.emulator.client_environment(base={"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"})
+        path = os.environ.get("PATH", "")
+        env = self.emulator.client_environment(base={"PATH": path, "LANG": "C.UTF-8"})
+        env.update(quiet_environment(path))
         env.update(configuration.get("Environment", {}).get("Variables", {}))
         env.update(
             {
@@ -280,16 +397,18 @@ class EventSourceRunner:
             configuration["Handler"],
             env,
             Path(self.emulator.state_dir).resolve() / "logs" / f"{name}.log",
-            self.stats,
         )
-        worker.start()
         self._workers[function_arn] = worker
         self._timeouts[function_arn] = float(configuration.get("Timeout", 3))
         return worker
 
     # --- polling ------------------------------------------------------------------------------------
     def poll(self, mapping: Mapping, wait_seconds: int | None = None) -> int:
-        """One receive + invoke + delete cycle for one mapping; returns the number of records handled."""
+        """One receive + invoke + delete cycle for one mapping; returns the number of records handled.
+
+        A function that fails its cold start fails the batch (its records come back after the retry delay,
+        or the visibility timeout) and raises :class:`RunnerError`.
+        """
         response = self._sqs.receive_message(
             QueueUrl=mapping.queue_url,
             MaxNumberOfMessages=min(mapping.batch_size, 10),
@@ -301,23 +420,31 @@ class EventSourceRunner:
         messages = response.get("Messages", [])
         if not messages:
             return 0
-        worker = self._worker(mapping.function_arn)
-        event = lambda_sqs_event(messages, mapping.queue_arn)
-        self.stats.invocations += 1
-        self.stats.records += len(messages)
-        self.stats.message_ids.update(m["MessageId"] for m in messages)
-        reply = worker.invoke(event, self._timeouts[mapping.function_arn])
+        try:
+            worker = self._worker(mapping.function_arn)
+            with worker.lock:
+                if worker.process is None:
+                    worker.start()
+                reply = worker.invoke(
+                    lambda_sqs_event(messages, mapping.queue_arn), self._timeouts[mapping.function_arn]
+                )
+        except RunnerError as exc:
+            self._settle(mapping, messages, {"cold_start": str(exc)})
+            raise
+        self._settle(mapping, messages, reply)
+        return len(messages)
+
+    def _settle(self, mapping: Mapping, messages: list[dict[str, Any]], reply: dict[str, Any]) -> None:
+        """Delete what succeeded, retry what failed (after ``retry_delay``), count, report."""
         failed_ids = self._failed_ids(mapping, messages, reply)
         succeeded = [m for m in messages if m["MessageId"] not in failed_ids]
+        failed = [m for m in messages if m["MessageId"] in failed_ids]
         for start in range(0, len(succeeded), 10):
             chunk = succeeded[start : start + 10]
             self._sqs.delete_message_batch(
                 QueueUrl=mapping.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
             )
-        failed = [m for m in messages if m["MessageId"] in failed_ids]
-        self.stats.succeeded += len(succeeded)
-        self.stats.failed += len(failed)
         if failed and self.retry_delay is not None:
             for start in range(0, len(failed), 10):
                 self._sqs.change_message_visibility_batch(
@@ -331,14 +458,48 @@ class EventSourceRunner:
                         for i, m in enumerate(failed[start : start + 10])
                     ],
                 )
-        return len(messages)
+        logs = reply.get("logs") or []
+        outcomes = _record_outcomes(messages, failed_ids, logs)
+        groups = sorted({m.get("Attributes", {}).get("MessageGroupId") for m in messages} - {None})
+        batch = Batch(
+            function=mapping.function_name,
+            message_ids=tuple(m["MessageId"] for m in messages),
+            groups=tuple(groups),
+            outcomes=tuple(outcomes),
+            error=_batch_error(reply),
+        )
+        with self.stats.lock:
+            stats = self.stats
+            stats.invocations += 1
+            stats.records += len(messages)
+            stats.succeeded += len(succeeded)
+            stats.failed += len(failed)
+            stats.message_ids.update(batch.message_ids)
+            for name, value in emf_counts([line for line in logs if "_aws" in line]).items():
+                stats.metrics[name] = stats.metrics.get(name, 0) + value
+            for message, outcome in zip(messages, outcomes, strict=True):
+                message_id = message["MessageId"]
+                stats.outcomes[message_id] = outcome
+                receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
+                if (
+                    outcome == "failed"
+                    and mapping.max_receive_count
+                    and receives >= mapping.max_receive_count
+                ):
+                    stats.exhausted.add(message_id)
+                else:
+                    stats.exhausted.discard(message_id)
+            line = f"{batch.describe()} | {stats.describe_totals()}"
+        if self.report is not None:
+            self.report(line)
 
     def _failed_ids(
         self, mapping: Mapping, messages: list[dict[str, Any]], reply: dict[str, Any]
     ) -> set[str]:
         everything = {m["MessageId"] for m in messages}
         if "result" not in reply:
-            self.stats.whole_batch_failures += 1
+            with self.stats.lock:
+                self.stats.whole_batch_failures += 1
             return everything
         if not mapping.report_batch_item_failures:
             return set()
@@ -353,7 +514,8 @@ class EventSourceRunner:
             identifier = failure.get("itemIdentifier") if isinstance(failure, dict) else None
             if not identifier or identifier not in everything:
                 # Lambda treats a malformed response as a failure of the whole batch.
-                self.stats.whole_batch_failures += 1
+                with self.stats.lock:
+                    self.stats.whole_batch_failures += 1
                 return everything
             ids.add(identifier)
         return ids
@@ -384,35 +546,74 @@ class EventSourceRunner:
                 raise RunnerError(f"queues not drained within {timeout:.0f} s: {left}")
             time.sleep(0.2)
 
-    def run(self, stop: threading.Event) -> Stats:
-        """Poll until ``stop`` is set (the body of ``local run``); picks up mappings added meanwhile."""
-        refreshed = 0.0
-        mappings: list[Mapping] = []
-        while not stop.is_set():
-            if time.monotonic() - refreshed > 10:
-                mappings = [m for m in self.mappings() if m.enabled]
-                refreshed = time.monotonic()
-            if not mappings:
+    def _poll_until(self, mapping: Mapping, stop: threading.Event, gone: threading.Event) -> None:
+        """The poller of one mapping (its own thread, as Lambda polls each mapping on its own)."""
+        while not stop.is_set() and not gone.is_set():
+            try:
+                self.poll(mapping)
+            except (ClientError, RunnerError) as exc:
+                # A redeploy or destroy replaced the queue or the function, or the code cannot start.
+                print(f"runner: {mapping.function_name}: {exc}", file=sys.stderr, flush=True)
                 stop.wait(1)
-                continue
-            for mapping in mappings:
+
+    def run(self, stop: threading.Event, refresh_seconds: float = 10.0) -> Stats:
+        """Poll every mapping concurrently until ``stop`` is set (the body of ``local run``); mappings added
+        or removed meanwhile are picked up every ``refresh_seconds``."""
+        pollers: dict[Mapping, tuple[threading.Thread, threading.Event]] = {}
+        try:
+            while not stop.is_set():
                 try:
-                    self.poll(mapping)
-                except (ClientError, RunnerError) as exc:
-                    # A redeploy or destroy replaced the queue or the function: read the mappings again.
-                    print(f"runner: {mapping.function_name}: {exc}", file=sys.stderr, flush=True)
-                    refreshed = 0.0
-                    stop.wait(1)
-                    break
+                    current = {m for m in self.mappings() if m.enabled}
+                except ClientError as exc:
+                    print(
+                        f"runner: cannot list the event source mappings: {exc}", file=sys.stderr, flush=True
+                    )
+                    current = set(pollers)
+                for mapping in set(pollers) - current:
+                    pollers.pop(mapping)[1].set()
+                for mapping in current - set(pollers):
+                    gone = threading.Event()
+                    thread = threading.Thread(
+                        target=self._poll_until,
+                        args=(mapping, stop, gone),
+                        name=f"poll-{mapping.function_name}",
+                        daemon=True,
+                    )
+                    pollers[mapping] = (thread, gone)
+                    thread.start()
+                for mapping, (thread, _) in list(pollers.items()):
+                    if not thread.is_alive():
+                        pollers.pop(mapping)
+                stop.wait(refresh_seconds)
+        finally:
+            stop.set()
+            for thread, gone in pollers.values():
+                gone.set()
+                thread.join(self.wait_seconds + 15)
         return self.stats
 
     def close(self) -> None:
-        for worker in self._workers.values():
-            worker.stop()
-        self._workers.clear()
+        with self._workers_lock:
+            for worker in self._workers.values():
+                with worker.lock:
+                    worker.stop()
+            self._workers.clear()
 
     def __enter__(self) -> EventSourceRunner:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _batch_error(reply: dict[str, Any]) -> str | None:
+    if "cold_start" in reply:
+        return str(reply["cold_start"])
+    if "error" in reply:
+        error = reply["error"] or {}
+        return f"the function raised {error.get('errorType', 'an error')}: {error.get('errorMessage', '')}"
+    if "timeout" in reply:
+        return "the function timed out"
+    if "crash" in reply:
+        return "the function's process exited"
+    return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from idempotent_local.cdk import BOOTSTRAP_STACK
 from idempotent_local.emulator import Emulator
@@ -15,6 +15,7 @@ class StackSummary:
     status: str
     resources: int
     not_created: list[tuple[str, str]]  # (logical id, type) in the template but not in the emulator
+    outputs: dict[str, str] = field(default_factory=dict)
 
 
 def deployed_stacks(emulator: Emulator, *, include_bootstrap: bool = False) -> list[StackSummary]:
@@ -45,5 +46,6 @@ def deployed_stacks(emulator: Emulator, *, include_bootstrap: bool = False) -> l
                 for logical, spec in wanted.items()
                 if logical not in created and not (spec.get("Condition") and spec["Condition"] in conditions)
             )
-            summaries.append(StackSummary(name, stack["StackStatus"], len(created), not_created))
+            outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+            summaries.append(StackSummary(name, stack["StackStatus"], len(created), not_created, outputs))
     return summaries

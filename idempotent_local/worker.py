@@ -15,10 +15,12 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
 import time
 import traceback
 import uuid
+from typing import TextIO
 
 
 class Context:
@@ -38,6 +40,38 @@ class Context:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
+class _Tee:
+    """The function's ``sys.stdout``: writes through, and keeps the JSON lines the runner counts."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._partial = ""
+        self.kept: list[dict[str, object]] = []
+
+    def write(self, text: str) -> int:
+        self._stream.write(text)
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            if line.startswith("{") and ('"_aws"' in line or '"outcome"' in line):
+                try:
+                    document = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(document, dict):
+                    self.kept.append(document)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def take(self) -> list[dict[str, object]]:
+        kept, self.kept = self.kept, []
+        return kept
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
 def _error(exc: BaseException) -> dict[str, object]:
     return {
         "errorType": type(exc).__name__,
@@ -47,9 +81,13 @@ def _error(exc: BaseException) -> dict[str, object]:
 
 
 def main(code_dir: str, handler_name: str) -> int:
+    # Ctrl-C in the terminal reaches the whole process group: the runner decides when its workers stop
+    # (an invocation finishes, then the worker is terminated), not the keyboard.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the function's prints and logs go to stderr
-    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    stdout = _Tee(os.fdopen(1, "w", buffering=1, closefd=False))
+    sys.stdout = stdout  # type: ignore[assignment]
     sys.path[0] = code_dir  # replaces this file's directory
     os.chdir(code_dir)
     module_name, _, function_name = handler_name.rpartition(".")
@@ -67,6 +105,7 @@ def main(code_dir: str, handler_name: str) -> int:
         except Exception as exc:
             reply = {"error": _error(exc)}
         sys.stdout.flush()
+        reply["logs"] = stdout.take()
         replies.write(json.dumps(reply, default=str) + "\n")
     return 0
 

@@ -32,6 +32,7 @@ def _template(
     display_name: str = "one",
     alarm: bool = True,
     max_receive_count: int = 3,
+    topic_name: str = "taught-topic.fifo",
 ) -> str:
     resources: dict[str, Any] = {
         "Topic": {
@@ -40,7 +41,7 @@ def _template(
                 "FifoTopic": True,
                 "ContentBasedDeduplication": True,
                 "DisplayName": display_name,
-                "TopicName": "taught-topic.fifo",
+                "TopicName": topic_name,
             },
         },
         "DeadLetterQueue": {"Type": "AWS::SQS::Queue", "Properties": {"FifoQueue": True}},
@@ -308,3 +309,107 @@ def test_event_source_mapping_leaves_messages_for_the_runner(clean_emulator: Emu
     assert attributes["ApproximateNumberOfMessages"] == "1"
     message = clean_emulator.client("sqs").receive_message(QueueUrl=ids["Queue"], AttributeNames=["All"])
     assert message["Messages"][0]["Attributes"]["ApproximateReceiveCount"] == "1"
+
+
+def _changes(emulator: Emulator, stack: str, template: str) -> dict[str, dict[str, Any]]:
+    cloudformation = emulator.client("cloudformation")
+    name = f"change-{uuid.uuid4().hex[:8]}"
+    cloudformation.create_change_set(
+        StackName=stack, ChangeSetName=name, ChangeSetType="UPDATE", TemplateBody=template
+    )
+    described = cloudformation.describe_change_set(StackName=stack, ChangeSetName=name)
+    return {c["ResourceChange"]["LogicalResourceId"]: c["ResourceChange"] for c in described["Changes"]}
+
+
+def test_change_set_names_each_changed_property_and_whether_it_replaces(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _template())
+    changes = _changes(clean_emulator, "Taught", _template(display_name="two", max_receive_count=7))
+
+    assert set(changes) == {"Queue", "Topic"}
+    queue, topic = changes["Queue"], changes["Topic"]
+    assert (queue["Action"], queue["PhysicalResourceId"], queue["Replacement"], queue["Scope"]) == (
+        "Modify",
+        ids["Queue"],
+        "False",
+        ["Properties"],
+    )
+    # RedrivePolicy holds a Fn::GetAtt: CloudFormation evaluates it at deploy time ("Dynamic").
+    assert queue["Details"] == [
+        {
+            "Target": {"Attribute": "Properties", "Name": "RedrivePolicy", "RequiresRecreation": "Never"},
+            "Evaluation": "Dynamic",
+            "ChangeSource": "DirectModification",
+        }
+    ]
+    assert [(d["Target"]["Name"], d["Evaluation"]) for d in topic["Details"]] == [("DisplayName", "Static")]
+
+
+def test_change_set_marks_a_replacing_property(clean_emulator: Emulator) -> None:
+    _deploy(clean_emulator, _template())
+    changes = _changes(clean_emulator, "Taught", _template(topic_name="renamed-topic.fifo"))
+    topic = changes["Topic"]
+    assert topic["Replacement"] == "True"
+    assert [(d["Target"]["Name"], d["Target"]["RequiresRecreation"]) for d in topic["Details"]] == [
+        ("TopicName", "Always")
+    ]
+
+
+STANDARD_STACK = "a-stack-whose-name-is-long-enough-to-push-generated-queue-names-past-eighty"
+
+
+def _standard_template() -> str:
+    def queue(**properties: Any) -> dict[str, Any]:
+        return {"Type": "AWS::SQS::Queue", "Properties": properties}
+
+    resources = {
+        "PipelineMessagingTopicWithAGeneratedName": {"Type": "AWS::SNS::Topic", "Properties": {}},
+        "PipelineMessagingDeadLetterQueueWithAGeneratedName0123ABCD": queue(),
+        "PipelineMessagingSubscriptionDeadLetterQueue4567CDEF": queue(),
+        "PipelineMessagingQueueWithAGeneratedName89ABCDEF": queue(
+            VisibilityTimeout=30,
+            RedrivePolicy={
+                "deadLetterTargetArn": {
+                    "Fn::GetAtt": ["PipelineMessagingDeadLetterQueueWithAGeneratedName0123ABCD", "Arn"]
+                },
+                "maxReceiveCount": 3,
+            },
+        ),
+        "PipelineMessagingFifoQueueWithAGeneratedName0123ABCD": queue(FifoQueue=True),
+        "Subscription": {
+            "Type": "AWS::SNS::Subscription",
+            "Properties": {
+                "Protocol": "sqs",
+                "TopicArn": {"Ref": "PipelineMessagingTopicWithAGeneratedName"},
+                "Endpoint": {"Fn::GetAtt": ["PipelineMessagingQueueWithAGeneratedName89ABCDEF", "Arn"]},
+                "RawMessageDelivery": True,
+                "RedrivePolicy": {
+                    "deadLetterTargetArn": {
+                        "Fn::GetAtt": ["PipelineMessagingSubscriptionDeadLetterQueue4567CDEF", "Arn"]
+                    }
+                },
+            },
+        },
+    }
+    return json.dumps({"Resources": resources})
+
+
+def test_standard_queues_with_generated_names_deploy_and_deliver(clean_emulator: Emulator) -> None:
+    ids = _deploy(clean_emulator, _standard_template(), stack=STANDARD_STACK)
+    sns, sqs = clean_emulator.client("sns"), clean_emulator.client("sqs")
+    names = {logical: url.rsplit("/", 1)[-1] for logical, url in ids.items() if "Queue" in logical}
+
+    assert all(len(name) <= 80 for name in names.values()), names
+    fifo = names.pop("PipelineMessagingFifoQueueWithAGeneratedName0123ABCD")
+    assert fifo.endswith(".fifo") and fifo.startswith(STANDARD_STACK[:20])
+    assert not any(name.endswith(".fifo") for name in names.values())
+    assert all(name.startswith(STANDARD_STACK[:20]) for name in names.values())
+    topic = ids["PipelineMessagingTopicWithAGeneratedName"]
+    attributes = sns.get_subscription_attributes(SubscriptionArn=ids["Subscription"])["Attributes"]
+    dlq_arn = _queue_attributes(clean_emulator, ids["PipelineMessagingSubscriptionDeadLetterQueue4567CDEF"])[
+        "QueueArn"
+    ]
+    assert json.loads(attributes["RedrivePolicy"]) == {"deadLetterTargetArn": dlq_arn}
+
+    sns.publish(TopicArn=topic, Message="standard")
+    queue = ids["PipelineMessagingQueueWithAGeneratedName89ABCDEF"]
+    assert [m["Body"] for m in sqs.receive_message(QueueUrl=queue)["Messages"]] == ["standard"]

@@ -1,6 +1,7 @@
-"""End to end on loopback: `deploy` (the real CDK CLI) puts the reference stack into the emulator, wired,
-and runs the demo; a redeploy with changed props and code updates the stack in place and the runner runs the
-new code; destroy removes it and stops the emulator.
+"""End to end on loopback: `idempotent-pipeline local deploy --demo` (as `make deploy` runs it; the real CDK
+CLI) puts the reference stack into the emulator, wired, and runs the demo; `local diff` shows a changed prop;
+a redeploy with changed props and code updates the stack in place and the runner runs the new code; destroy
+removes it and stops the emulator.
 
 The tests of this module run in order and share one deployment.
 """
@@ -18,14 +19,16 @@ from typing import Any
 
 import pytest
 
-from idempotent_local import cli
+from idempotent_cli.main import main as cli_main
+from idempotent_local import demo
 from idempotent_local import emulator as emulators
-from idempotent_local.cli import main
-from idempotent_local.demo import Report, run_demo
+from idempotent_local.demo import Report, SampleTraffic, find_pipelines, run_demo
 from idempotent_local.emulator import Emulator
+from idempotent_local.runner import EventSourceRunner
 from idempotent_local.stacks import deployed_stacks
 
-pytestmark = pytest.mark.integration
+# One deployment shared by the module's tests: they run on one xdist worker (make test: --dist loadgroup).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("reference-deployment")]
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = "IdempotentPipeline"
@@ -53,6 +56,10 @@ class Deployment:
         return [self.physical[k] for k in self.of_type(kind)]
 
 
+def main(args: list[str]) -> int:
+    return cli_main(["local", *args])
+
+
 def _deploy(state_dir: Path, output: Path, *context: str, demo: bool = False) -> int:
     args = [
         "deploy",
@@ -63,8 +70,8 @@ def _deploy(state_dir: Path, output: Path, *context: str, demo: bool = False) ->
         "--output",
         str(output),
     ]
-    if not demo:
-        args.append("--no-demo")
+    if demo:
+        args.append("--demo")
     for pair in context:
         args += ["-c", pair]
     return main(args)
@@ -96,7 +103,8 @@ def deployment(state_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
     printed = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
-        patch.setattr(cli, "run_demo", recording_run_demo)
+        patch.setattr(demo, "run_demo", recording_run_demo)
+        patch.delenv("MAKELEVEL", raising=False)  # as a user runs it (make's own run prints make targets)
         status = _deploy(state_dir, output, demo=True)
     assert len(reports) == 1, printed.getvalue()
     yield Deployment(
@@ -116,6 +124,7 @@ def test_every_resource_of_the_template_exists_in_the_emulator(deployment: Deplo
         "TopicArn",
         "QueueUrl",
         "DeadLetterQueueUrl",
+        "SubscriptionDeadLetterQueueUrl",
         "TableName",
         "FunctionName",
     }
@@ -194,7 +203,7 @@ def test_alarms_exist(deployment: Deployment) -> None:
     names = deployment.physical_of_type("AWS::CloudWatch::Alarm")
     alarms = deployment.emulator.client("cloudwatch").describe_alarms(AlarmNames=names)["MetricAlarms"]
     assert sorted(a["AlarmName"] for a in alarms) == sorted(names)
-    assert len(names) == 3
+    assert len(names) == 9
 
 
 def test_deploy_prints_each_step_and_the_demos_balanced_report(deployment: Deployment) -> None:
@@ -208,21 +217,90 @@ def test_deploy_prints_each_step_and_the_demos_balanced_report(deployment: Deplo
     assert f"    {STACK}: CREATE_COMPLETE," in deployment.printed
     assert "was not created" not in deployment.printed
     (balance,) = [line for line in deployment.printed.splitlines() if "delivered = items" in line]
-    assert balance.endswith("24 = 20 + 3 + 1: nothing lost, nothing doubled")
+    assert balance.endswith("26 = 20 + 3 + 3: nothing lost, nothing doubled")
+    (conflicts,) = [line for line in deployment.printed.splitlines() if "conflicts (same key" in line]
+    assert conflicts.split()[-6:] == ["2", "quarantined", "to", "the", "dead-letter", "queue"]
+    assert "make " not in deployment.printed  # not run by make: the hints are the command line's
+    assert "    idempotent-pipeline local demo" in deployment.printed
 
 
 def test_demo_accounts_for_every_published_message(deployment: Deployment) -> None:
     report = deployment.report
     assert report.function == deployment.outputs["FunctionName"]
-    assert (report.published, report.deduplicated_by_fifo, report.delivered) == (29, 5, 24)
-    assert (report.items_written, report.duplicates_absorbed, report.dead_lettered) == (20, 3, 1)
-    assert report.missing_keys == []
+    assert (report.published, report.deduplicated_by_fifo, report.delivered) == (31, 5, 26)
+    assert (report.items_written, report.duplicates_absorbed, report.dead_lettered) == (20, 3, 3)
+    assert (report.conflicts_published, report.conflicts, report.on_conflict) == (2, 2, "quarantine")
+    assert (report.undeliverable, report.missing_keys) == (0, [])
     assert report.balanced
     # The function's own counters (Embedded Metric Format) agree with what the demo measured.
-    assert report.function_metrics == {"processed": 20, "duplicates": 3, "failed": 0, "quarantined": 1}
-    (letter,) = report.dead_letters
-    assert letter.body.startswith("this is not JSON")
-    assert "json" in letter.reason
+    assert report.function_metrics == {
+        "processed": 20,
+        "duplicates": 3,
+        "failed": 0,
+        "quarantined": 3,
+        "conflicts": 2,
+        "misconfigured": 0,
+    }
+    kinds = sorted(
+        (letter.kind, letter.body.startswith("this is not JSON")) for letter in report.dead_letters
+    )
+    assert kinds == [("conflict", False), ("conflict", False), ("invalid", True)]
+    (poison,) = [letter for letter in report.dead_letters if letter.kind == "invalid"]
+    assert "json" in poison.reason
+    assert all('"revision": 2' in letter.body for letter in report.dead_letters if letter.kind == "conflict")
+
+
+def test_demo_counts_every_dead_letter_even_behind_a_busy_message_group(deployment: Deployment) -> None:
+    # Twelve poison messages in one FIFO group: a receive shows at most ten of them while they are in
+    # flight; the demo counts from the queue's totals and still balances.
+    traffic = SampleTraffic(groups=1, per_group=3, retried=1, changed=0, poison=12)
+    report = run_demo(deployment.emulator, traffic=traffic)
+    assert (report.dead_lettered, report.balanced) == (12, True)
+    assert report.published == traffic.published == 3 + 1 + 3 + 0 + 12
+    assert len(report.dead_letters) <= 12
+    assert {letter.group_id for letter in report.dead_letters} == {f"demo-{report.run_id}-poison"}
+
+
+def test_a_message_sns_cannot_deliver_lands_in_the_subscription_dead_letter_queue(
+    deployment: Deployment,
+) -> None:
+    sns, sqs = deployment.emulator.client("sns"), deployment.emulator.client("sqs")
+    attributes = {f"a{n}": {"DataType": "String", "StringValue": str(n)} for n in range(11)}
+    sns.publish(
+        TopicArn=deployment.outputs["TopicArn"],
+        Message='{"x": "too", "y": "many attributes"}',
+        MessageGroupId="undeliverable",
+        MessageAttributes=attributes,  # raw delivery to SQS takes at most 10
+    )
+    queue = _queue_attributes(deployment.emulator, deployment.outputs["QueueUrl"])
+    assert queue["ApproximateNumberOfMessages"] == queue["ApproximateNumberOfMessagesNotVisible"] == "0"
+    url = deployment.outputs["SubscriptionDeadLetterQueueUrl"]
+    (letter,) = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], AttributeNames=["All"])[
+        "Messages"
+    ]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=letter["ReceiptHandle"])
+    assert letter["Body"] == '{"x": "too", "y": "many attributes"}'
+    assert letter["Attributes"]["MessageGroupId"] == "undeliverable"
+    assert letter["MessageAttributes"]["ErrorCode"]["StringValue"] == "InvalidParameterValue"
+
+
+def test_the_cdk_cli_printed_no_node_banners(deployment: Deployment) -> None:
+    for name in ("cdk-bootstrap.log", "cdk-deploy.log"):
+        log = (deployment.state_dir / name).read_text()
+        assert "NodeVersionSupportWarning" not in log, name
+        assert "end-of-life" not in log, name
+        assert "IdempotentPipeline" in log or "Bootstrapping" in log or "bootstrapped" in log, name
+
+
+def test_diff_shows_a_changed_prop_against_what_is_deployed(deployment: Deployment) -> None:
+    printed = io.StringIO()
+    args = ["diff", "--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
+    args += ["--output", str(deployment.output), "-c", "max_receive_count=7"]
+    with contextlib.redirect_stdout(printed):
+        assert main(args) == 0
+    assert "There were no differences" not in printed.getvalue()
+    assert "AWS::SQS::Queue" in printed.getvalue()
+    assert "RedrivePolicy" in printed.getvalue()
 
 
 STAMP = """
@@ -264,17 +342,69 @@ def test_redeploy_with_changed_props_and_code_updates_the_stack(
     assert len(stamped) == report.items_written == 20
 
 
+STANDARD = "StandardPipeline"
+
+
+def test_a_standard_pipeline_deploys_and_runs_through_the_runner_and_the_demo(deployment: Deployment) -> None:
+    context = [f"stack_name={STANDARD}", "fifo=false"]
+    assert _deploy(deployment.state_dir, deployment.output, *context) == 0
+    cloudformation = deployment.emulator.client("cloudformation")
+    stack = cloudformation.describe_stacks(StackName=STANDARD)["Stacks"][0]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    for name in ("QueueUrl", "DeadLetterQueueUrl", "SubscriptionDeadLetterQueueUrl"):
+        assert not outputs[name].endswith(".fifo"), name
+        assert outputs[name].rsplit("/", 1)[-1].startswith(f"{STANDARD}-"), name  # CloudFormation's name
+    assert not outputs["TopicArn"].endswith(".fifo")
+    variables = deployment.emulator.client("lambda").get_function_configuration(
+        FunctionName=outputs["FunctionName"]
+    )["Environment"]["Variables"]
+    assert variables["QUEUE_TYPE"] == "standard"
+    with EventSourceRunner(deployment.emulator) as runner:
+        (pipeline,) = [
+            p for p in find_pipelines(deployment.emulator, runner) if p.table_name == outputs["TableName"]
+        ]
+
+    report = run_demo(deployment.emulator, pipeline=pipeline)
+
+    assert not report.fifo
+    # No deduplication window: the producer retries arrive too, and are duplicates.
+    assert (report.published, report.deduplicated_by_fifo, report.delivered) == (31, 0, 31)
+    assert (report.items_written, report.duplicates_absorbed, report.conflicts, report.dead_lettered) == (
+        20,
+        8,
+        2,
+        3,
+    )
+    assert report.balanced, report.render()
+    where = [
+        "--state-dir",
+        str(deployment.state_dir),
+        "--app-dir",
+        str(ROOT),
+        "--output",
+        str(deployment.output),
+    ]
+    destroyed = main(["destroy", STANDARD, "--keep-emulator", *where, "-c", context[0], "-c", context[1]])
+    assert destroyed == 0
+    assert [s.name for s in deployed_stacks(deployment.emulator)] == [STACK]
+
+
 def test_destroy_removes_the_stack_and_stops_the_emulator(deployment: Deployment) -> None:
     emulator = deployment.emulator
     assert emulators.find(deployment.state_dir) == emulator
-    # What is left once the stack is gone, read while the emulator still runs: only the retained table.
+    # What is left once the stack is gone, read while the emulator still runs: only what the stack retains
+    # (the table and both dead-letter queues hold user data).
     retained: list[list[str]] = []
+    queues: list[list[str]] = []
     real_stop = emulators.stop
 
     def stop_after_looking(state_dir: Path | str, **kwargs: Any) -> bool:
-        retained.append(emulator.client("dynamodb").list_tables()["TableNames"])
+        # (the standard pipeline's retained table and queues, destroyed before, are left out)
+        tables = emulator.client("dynamodb").list_tables()["TableNames"]
+        retained.append([name for name in tables if name.startswith(f"{STACK}-")])
+        urls = emulator.client("sqs").list_queues().get("QueueUrls", [])
+        queues.append(sorted(url for url in urls if url.rsplit("/", 1)[-1].startswith(f"{STACK}-")))
         assert [s.name for s in deployed_stacks(emulator)] == []
-        assert emulator.client("sqs").list_queues().get("QueueUrls", []) == []
         assert emulator.client("sns").list_subscriptions()["Subscriptions"] == []
         assert emulator.client("lambda").list_event_source_mappings()["EventSourceMappings"] == []
         return real_stop(state_dir, **kwargs)
@@ -293,8 +423,14 @@ def test_destroy_removes_the_stack_and_stops_the_emulator(deployment: Deployment
             ]
         )
     assert status == 0
-    # The table keeps its data (RemovalPolicy.RETAIN, the construct's default), as in AWS.
+    # The table and the dead letters are kept (RemovalPolicy.RETAIN, the constructs' default), as in AWS.
     assert retained == [[deployment.outputs["TableName"]]]
+    dead_letter_queues = [
+        deployment.outputs[k] for k in ("DeadLetterQueueUrl", "SubscriptionDeadLetterQueueUrl")
+    ]
+    assert [[url.rsplit("/", 1)[-1] for url in found] for found in queues] == [
+        sorted(url.rsplit("/", 1)[-1] for url in dead_letter_queues)
+    ]
     # Plain `destroy` stops the emulator: no state file, no process.
     assert emulators.find(deployment.state_dir) is None
     assert not (deployment.state_dir / emulators.STATE_FILE).exists()

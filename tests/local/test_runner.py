@@ -199,6 +199,7 @@ def test_mappings_are_read_back_from_the_emulator(clean_emulator: Emulator) -> N
         batch_size=4,
         report_batch_item_failures=True,
         enabled=True,
+        max_receive_count=2,
     )
     assert mapping.function_name == "consumer"
 
@@ -326,3 +327,174 @@ def test_redeployed_code_replaces_the_warm_worker(clean_emulator: Emulator) -> N
         runner.drain(timeout=60)
     markers = {item["sk"]["S"]: item["marker"]["S"] for item in deployed.items("record")}
     assert markers == {"before": "from-the-emulator", "after": "second version"}
+
+
+# A function that reports as the runtime does: one Embedded Metric Format line per batch, and a log line
+# naming the outcome of each record that is not processed or a duplicate.
+REPORTING = textwrap.dedent(
+    """
+    import json
+    import os
+
+    import boto3
+
+    _dynamodb = boto3.client("dynamodb")
+    TABLE = os.environ["TABLE_NAME"]
+
+
+    def _first_attempt(body):
+        try:
+            _dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": "attempt"}, "sk": {"S": body}},
+                               ConditionExpression="attribute_not_exists(pk)")
+            return True
+        except _dynamodb.exceptions.ConditionalCheckFailedException:
+            return False
+
+
+    def handler(event, context):
+        counts = {"processed": 0, "duplicates": 0, "quarantined": 0, "failed": 0}
+        failures = []
+        for record in event["Records"]:
+            body = record["body"]
+            if body.startswith("poison"):
+                outcome = "quarantined"
+            elif body.startswith("fail") or (body.startswith("flaky") and _first_attempt(body)):
+                outcome = "failed"
+                failures.append({"itemIdentifier": record["messageId"]})
+            elif body.startswith("again"):
+                outcome = "duplicate"
+            else:
+                outcome = "processed"
+            counts["duplicates" if outcome == "duplicate" else outcome] += 1
+            if outcome in ("quarantined", "failed"):
+                print(json.dumps({"level": "WARNING", "message_id": record["messageId"], "outcome": outcome}))
+        metrics = [{"Name": name, "Unit": "Count"} for name in counts]
+        directive = {"Namespace": "Test", "Dimensions": [["FunctionName"]], "Metrics": metrics}
+        emf = {"_aws": {"Timestamp": 0, "CloudWatchMetrics": [directive]}, "FunctionName": "consumer"}
+        print(json.dumps({**emf, **counts}))
+        return {"batchItemFailures": failures}
+    """
+)
+
+
+def test_each_batch_is_reported_with_its_groups_outcomes_and_the_running_totals(
+    clean_emulator: Emulator,
+) -> None:
+    deployed = _deploy(clean_emulator, code={"probe.py": REPORTING})
+    deployed.send("new-1", "again-1", group="g1")
+    deployed.send("poison-1", group="g2")
+    lines: list[str] = []
+    with deployed.runner(report=lines.append) as runner:
+        (mapping,) = runner.mappings()
+        assert runner.poll(mapping, wait_seconds=0) == 3
+        deployed.send("new-2", group="g3")
+        assert runner.poll(mapping, wait_seconds=0) == 1
+    assert lines == [
+        "consumer: 3 records (groups g1, g2) -> 1 processed, 1 duplicate, 1 quarantined"
+        " | 3 messages: 1 processed, 1 duplicate, 1 quarantined, 0 failed",
+        "consumer: 1 record (group g3) -> 1 processed"
+        " | 4 messages: 2 processed, 1 duplicate, 1 quarantined, 0 failed",
+    ]
+    assert runner.stats.metrics == {"processed": 2, "duplicates": 1, "quarantined": 1, "failed": 0}
+
+
+def test_the_summary_counts_each_message_once_by_its_last_outcome(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator, code={"probe.py": REPORTING}, max_receive_count=2)
+    deployed.send("flaky-1", group="g1")  # fails once, then is processed
+    deployed.send("fail-1", group="g2")  # fails on both receives: SQS moves it to the DLQ
+    deployed.send("new-1", group="g3")
+    with deployed.runner(retry_delay=0) as runner:
+        stats = runner.drain(timeout=60)
+    assert stats.records == 5  # deliveries: flaky twice, fail twice, new once
+    assert stats.totals() == {"processed": 2, "duplicate": 0, "quarantined": 0, "failed": 1, "succeeded": 0}
+    assert stats.summary() == (
+        "3 messages: 2 processed, 0 duplicate, 0 quarantined, 1 failed; 5 deliveries in "
+        f"{stats.invocations} invocations; of the 1 failed, 1 reached the queue's maxReceiveCount (SQS moves "
+        "them to the dead-letter queue) and 0 will be delivered again"
+    )
+
+
+def test_a_failed_batch_is_reported_with_the_functions_error(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator, visibility_timeout=600)
+    deployed.send("raise")
+    lines: list[str] = []
+    with deployed.runner(report=lines.append) as runner:
+        runner.poll(runner.mappings()[0], wait_seconds=0)
+    assert lines == [
+        "consumer: 1 record (group g) -> 1 failed: the function raised RuntimeError: the whole batch fails"
+        " | 1 message: 0 processed, 0 duplicate, 0 quarantined, 1 failed"
+    ]
+
+
+def _visible(emulator: Emulator, url: str) -> int:
+    attributes = emulator.client("sqs").get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"])
+
+
+def test_retry_delay_also_applies_after_a_cold_start_failure(clean_emulator: Emulator) -> None:
+    broken = {"probe.py": 'raise RuntimeError("TABLE_NAME is required; got nothing")\n'}
+    deployed = _deploy(clean_emulator, code=broken, visibility_timeout=600)
+    deployed.send("a")
+    with deployed.runner(retry_delay=0) as runner:
+        (mapping,) = runner.mappings()
+        with pytest.raises(RunnerError, match="cold start"):
+            runner.poll(mapping, wait_seconds=0)
+        deadline = time.monotonic() + 10
+        while _visible(clean_emulator, deployed.queue_url) == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # Visible again after the retry delay, not after the 600 s visibility timeout.
+        assert _visible(clean_emulator, deployed.queue_url) == 1
+    assert runner.stats.totals()["failed"] == 1
+
+
+def test_run_polls_every_mapping_at_the_same_time(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator)
+    sqs, lambda_ = clean_emulator.client("sqs"), clean_emulator.client("lambda")
+    other = sqs.create_queue(QueueName="other.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    other_arn = sqs.get_queue_attributes(QueueUrl=other, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    lambda_.create_function(
+        FunctionName="second",
+        Runtime="python3.12",
+        Role=lambda_.get_function(FunctionName="consumer")["Configuration"]["Role"],
+        Handler="probe.handler",
+        Code={"S3Bucket": "assets", "S3Key": "code.zip"},
+        Environment={"Variables": {"TABLE_NAME": "items", "MARKER": "second"}},
+    )
+    lambda_.create_event_source_mapping(EventSourceArn=other_arn, FunctionName="second", BatchSize=10)
+    waiting: set[str] = set()
+    together: list[set[str]] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def receiving(params: dict, **kwargs: object) -> None:
+        with lock:
+            waiting.add(params["QueueUrl"])
+            if len(waiting) == 2:
+                together.append(set(waiting))
+                stop.set()
+
+    def received(params: dict, **kwargs: object) -> None:
+        with lock:
+            waiting.discard(params["QueueUrl"])
+
+    with deployed.runner(wait_seconds=3) as runner:
+        runner._sqs.meta.events.register("provide-client-params.sqs.ReceiveMessage", receiving)
+        original = runner._sqs.receive_message
+
+        def receive_message(**params: object) -> dict:
+            try:
+                return original(**params)
+            finally:
+                received(params)
+
+        runner._sqs.receive_message = receive_message  # type: ignore[method-assign]
+        thread = threading.Thread(target=runner.run, args=(stop,), kwargs={"refresh_seconds": 1})
+        thread.start()
+        stop.wait(20)
+        stop.set()
+        thread.join(30)
+    assert together and together[0] == {deployed.queue_url, other}  # both queues long-polled at once

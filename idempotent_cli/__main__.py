@@ -1,0 +1,5 @@
+import sys
+
+from idempotent_cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,73 @@
+"""CloudFormation resource types the emulator is taught, so a CDK template deploys *wired*.
+
+Moto 5.2.5's CloudFormation skips ``AWS::SNS::Subscription``, ``AWS::SQS::QueuePolicy``,
+``AWS::SNS::TopicPolicy``, ``AWS::CloudWatch::Alarm`` and ``AWS::CDK::Metadata``, ignores a table's
+``TimeToLiveSpecification`` and point-in-time recovery, gets generated queue names wrong, and replaces a
+topic (dropping its subscriptions) on any change. Each module of this package is a moto
+``CloudFormationModel`` for one type that does what CloudFormation does, through moto's own backends, so the
+deployed template stays the single source of truth: nothing is created beside it.
+
+Moto finds CloudFormation types through ``CloudFormationModel.__subclasses__()``; a later class for the same
+type wins. Importing this package defines the classes; :func:`teach` clears moto's type caches so they take
+over, and checks that they did. Behaviour that is not a resource type is changed by the named patches of
+:mod:`idempotent_local.patches`; :func:`install` does both (the emulator's install step).
+"""
+
+from __future__ import annotations
+
+from idempotent_local.extra import require_moto
+
+require_moto()
+
+# ruff: noqa: E402 (moto is imported once the check above has explained what is missing)
+from moto.cloudformation import parsing
+from moto.core.common_models import CloudFormationModel
+
+from idempotent_local.cloudformation.cdk_metadata import CdkMetadata
+from idempotent_local.cloudformation.cloudwatch_alarm import CloudWatchAlarm
+from idempotent_local.cloudformation.dynamodb_table import DynamoDbTable
+from idempotent_local.cloudformation.sns_subscription import SnsSubscription
+from idempotent_local.cloudformation.sns_topic import SnsTopic
+from idempotent_local.cloudformation.sns_topic_policy import SnsTopicPolicy
+from idempotent_local.cloudformation.sqs_queue import SqsQueue
+from idempotent_local.cloudformation.sqs_queue_policy import SqsQueuePolicy
+
+TAUGHT: dict[str, type[CloudFormationModel]] = {
+    model.cloudformation_type(): model
+    for model in (
+        CdkMetadata,
+        SnsSubscription,
+        SnsTopic,
+        SnsTopicPolicy,
+        SqsQueue,
+        SqsQueuePolicy,
+        DynamoDbTable,
+        CloudWatchAlarm,
+    )
+}
+TAUGHT_TYPES = tuple(TAUGHT)
+
+
+def install(endpoint: str | None = None) -> None:
+    """The emulator's install step, in the process that serves it: the taught types, then the named patches
+    of :mod:`idempotent_local.patches` (with ``endpoint``, ``http://localhost:PORT``, once it is known)."""
+    from idempotent_local import patches
+
+    teach()
+    patches.apply(endpoint)
+
+
+def teach() -> None:
+    """Make this process's moto use the taught types (moto's type caches are cleared, then checked)."""
+    parsing.get_model_list.cache_clear()
+    parsing.get_model_map.cache_clear()
+    parsing.get_name_type_map.cache_clear()
+    model_map = parsing.get_model_map()
+    for type_name, model in TAUGHT.items():
+        if model_map.get(type_name) is not model:
+            raise RuntimeError(
+                f"cloudformation type {type_name} is not taught: found {model_map.get(type_name)}"
+            )
+
+
+__all__ = ["TAUGHT", "TAUGHT_TYPES", "install", "teach"]

@@ -1,0 +1,587 @@
+"""Named changes to moto's behaviour, each small, each for the moto version it was written against.
+
+Every entry of :data:`PATCHES` says what AWS does that moto (``moto_version``) does not, so it can be checked
+against a newer moto and proposed upstream one by one. :func:`apply` (the emulator's install step, in the
+process that serves the emulator) applies all of them; applying twice replaces, never stacks. With a moto
+other than ``moto_version`` each patch still applies, and the emulator's log says which ones to re-check.
+
+The CloudFormation *types* the emulator is taught live in :mod:`idempotent_local.cloudformation` (one
+module per type); this module changes behaviour that is not a resource type.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from idempotent_local.extra import require_moto
+
+require_moto()
+
+# ruff: noqa: E402 (moto is imported once the check above has explained what is missing)
+from moto.awslambda.models import LambdaBackend, LambdaFunction
+from moto.cloudformation import parsing
+from moto.cloudformation.exceptions import CloudFormationError
+from moto.cloudformation.models import ChangeSet
+from moto.cloudformation.responses import CloudFormationResponse
+from moto.core.responses import ActionResult, EmptyResult
+from moto.sns.models import Subscription
+from moto.sns.models import Topic as MotoTopic
+from moto.sqs.exceptions import SQSException
+from moto.sqs.models import Queue, SQSBackend, sqs_backends
+from moto.sqs.responses import SQSResponse
+
+from idempotent_local import message_move_tasks
+
+log = logging.getLogger(__name__)
+
+MOTO_VERSION = "5.2.5"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One behaviour of AWS that moto ``moto_version`` lacks, and the function that adds it."""
+
+    name: str
+    fixes: str
+    apply: Callable[[str | None], None]  # called with the emulator's endpoint (None before it is known)
+    moto_version: str = MOTO_VERSION
+
+
+# The originals of everything replaced, so that applying again wraps the original, not the last patch.
+_ORIGINALS: dict[tuple[Any, str], Any] = {}
+
+
+def _replace(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+    """Set ``owner.name`` to ``make(original)``; the original is the one found before the first patch."""
+    key = (owner, name)
+    if key not in _ORIGINALS:
+        _ORIGINALS[key] = vars(owner).get(name)
+    setattr(owner, name, make(_ORIGINALS[key]))
+
+
+# --- CloudFormation -------------------------------------------------------------------------------------
+
+
+class ChangeSetNotFound(CloudFormationError):
+    code = "ChangeSetNotFound"
+
+
+def _change_set_of_stack(response: Any) -> tuple[str | None, Any]:
+    """The change set a request names, looked up within its stack (moto looks across all stacks)."""
+    name = response._get_param("ChangeSetName")
+    stack = response._get_param("StackName")
+    change_sets = response.cloudformation_backend.change_sets
+    if name in change_sets:
+        return name, change_sets[name]
+    for key, change_set in change_sets.items():
+        if change_set.change_set_name == name and (
+            not stack or stack in (change_set.stack_name, change_set.stack_id)
+        ):
+            return key, change_set
+    return None, None
+
+
+def _change_sets_per_stack(endpoint: str | None) -> None:
+    def describe_change_set(self: Any) -> Any:
+        _, change_set = _change_set_of_stack(self)
+        if change_set is None:
+            raise ChangeSetNotFound(f"ChangeSet [{self._get_param('ChangeSetName')}] does not exist")
+        return ActionResult(change_set)
+
+    def delete_change_set(self: Any) -> Any:
+        # CloudFormation: deleting a change set that does not exist succeeds (the CDK CLI relies on it).
+        key, _ = _change_set_of_stack(self)
+        if key is not None:
+            del self.cloudformation_backend.change_sets[key]
+        return EmptyResult()
+
+    def execute_change_set(self: Any) -> Any:
+        key, change_set = _change_set_of_stack(self)
+        if key is None:
+            raise ChangeSetNotFound(f"ChangeSet [{self._get_param('ChangeSetName')}] does not exist")
+        self.cloudformation_backend.execute_change_set(
+            change_set_name=key, stack_name=self._get_param("StackName")
+        )
+        # Moto keeps the outputs (and description) of the template the stack had before the change set.
+        stack = change_set.stack
+        stack._parse_template()
+        stack.output_map = stack._create_output_map()
+        stack.description = stack.template_dict.get("Description")
+        return EmptyResult()
+
+    _replace(CloudFormationResponse, "describe_change_set", lambda _: describe_change_set)
+    _replace(CloudFormationResponse, "delete_change_set", lambda _: delete_change_set)
+    _replace(CloudFormationResponse, "execute_change_set", lambda _: execute_change_set)
+
+
+# Properties whose change replaces the resource (CloudFormation's "Update requires: Replacement"), for the
+# types a pipeline uses; any other property of these types, and of other types, is updated in place.
+REPLACING_PROPERTIES: dict[str, frozenset[str]] = {
+    "AWS::SQS::Queue": frozenset({"QueueName", "FifoQueue"}),
+    "AWS::SNS::Topic": frozenset({"TopicName", "FifoTopic"}),
+    "AWS::SNS::Subscription": frozenset({"TopicArn", "Endpoint", "Protocol", "Region"}),
+    "AWS::DynamoDB::Table": frozenset({"TableName", "KeySchema"}),
+    "AWS::Lambda::Function": frozenset({"FunctionName", "PackageType"}),
+    "AWS::Lambda::EventSourceMapping": frozenset(
+        {"EventSourceArn", "StartingPosition", "SelfManagedEventSource"}
+    ),
+    "AWS::IAM::Role": frozenset({"RoleName", "Path"}),
+    "AWS::IAM::Policy": frozenset(),
+    "AWS::Logs::LogGroup": frozenset({"LogGroupName"}),
+    "AWS::CloudWatch::Alarm": frozenset({"AlarmName"}),
+    "AWS::CloudWatch::Dashboard": frozenset({"DashboardName"}),
+    "AWS::KMS::Key": frozenset(),
+}
+
+
+def _resolved_at_deploy_time(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(
+            k == "Ref" or k.startswith("Fn::") or _resolved_at_deploy_time(v) for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return any(_resolved_at_deploy_time(v) for v in value)
+    return False
+
+
+def resource_change_details(resource_type: str, before: dict[str, Any], after: dict[str, Any]) -> list[dict]:
+    """``ResourceChange.Details`` of a modified resource: one entry per top-level property that changed."""
+    old, new = before.get("Properties") or {}, after.get("Properties") or {}
+    replacing = REPLACING_PROPERTIES.get(resource_type, frozenset())
+    details = []
+    for name in sorted(set(old) | set(new)):
+        if old.get(name) == new.get(name):
+            continue
+        dynamic = _resolved_at_deploy_time(old.get(name)) or _resolved_at_deploy_time(new.get(name))
+        details.append(
+            {
+                "Target": {
+                    "Attribute": "Properties",
+                    "Name": name,
+                    "RequiresRecreation": "Always" if name in replacing else "Never",
+                },
+                "Evaluation": "Dynamic" if dynamic else "Static",
+                "ChangeSource": "DirectModification",
+            }
+        )
+    return details
+
+
+def _change_set_details(endpoint: str | None) -> None:
+    def make(original: Any) -> Any:
+        def diff(self: Any) -> Any:
+            changes = original(self)
+            resource_map = self.stack.resource_map
+            before = getattr(resource_map, "_resource_json_map", {}) or {}
+            after = (self.template_dict or {}).get("Resources", {})
+            for change in changes:
+                parsed = resource_map._parsed_resources.get(change.logical_resource_id)
+                physical = getattr(parsed, "physical_resource_id", None)
+                if change.action != "Add" and isinstance(physical, str):
+                    change.physical_resource_id = physical
+                if change.action != "Modify":
+                    continue
+                details = resource_change_details(
+                    change.resource_type,
+                    before.get(change.logical_resource_id, {}),
+                    after.get(change.logical_resource_id, {}),
+                )
+                change.details = details
+                change.scope = ["Properties"] if details else []
+                replaces = any(d["Target"]["RequiresRecreation"] == "Always" for d in details)
+                change.replacement = "True" if replaces else "False"
+            return changes
+
+        return diff
+
+    _replace(ChangeSet, "diff", make)
+
+
+def _ssm_parameter_kept(endpoint: str | None) -> None:
+    def make(original: Any) -> Any:
+        def parse_ssm_parameter(self: Any, value: str, value_type: str) -> Any:
+            from moto.ssm import ssm_backends
+
+            backend = ssm_backends[self._account_id][self._region_name]
+            if backend.get_parameter(value) is None and not value.startswith("/"):
+                return value.split(",") if value_type.find("List") > 0 else value
+            return original(self, value, value_type)
+
+        return parse_ssm_parameter
+
+    _replace(parsing.ResourceMap, "parse_ssm_parameter", make)
+
+
+def _resources_kept_on_update(endpoint: str | None) -> None:
+    def make(original: Any) -> Any:
+        def parse_and_update_resource(
+            logical_id: str,
+            resource_json: dict[str, Any],
+            resources_map: Any,
+            account_id: str,
+            region_name: str,
+        ) -> Any:
+            updated = original(logical_id, resource_json, resources_map, account_id, region_name)
+            if updated is None:
+                previous = resources_map._parsed_resources.get(logical_id)
+                if previous is not None:
+                    log.warning(
+                        "no update support for %s (%s): kept as it was", logical_id, resource_json.get("Type")
+                    )
+                    return previous
+            return updated
+
+        return parse_and_update_resource
+
+    _replace(parsing, "parse_and_update_resource", make)
+
+
+# --- Lambda ---------------------------------------------------------------------------------------------
+
+
+def _event_source_mappings_not_invoked(endpoint: str | None) -> None:
+    def make(original: Any) -> Any:
+        def create_event_source_mapping(self: Any, spec: dict[str, Any]) -> Any:
+            esm = original(self, spec)
+            for queue in sqs_backends[self.account_id][self.region_name].queues.values():
+                queue.lambda_event_source_mappings.pop(esm.function_arn, None)
+            return esm
+
+        return create_event_source_mapping
+
+    _replace(LambdaBackend, "create_event_source_mapping", make)
+
+
+def _code_location_served(endpoint: str | None) -> None:
+    if not endpoint:
+        return
+
+    def make(original: Any) -> Any:
+        def get_code(self: Any) -> dict[str, Any]:
+            response = original(self)
+            if "S3Bucket" in self.code and "S3Key" in self.code and "Code" in response:
+                response["Code"]["Location"] = f"{endpoint}/{self.code['S3Bucket']}/{self.code['S3Key']}"
+            return response
+
+        return get_code
+
+    _replace(LambdaFunction, "get_code", make)
+
+
+# --- SNS ------------------------------------------------------------------------------------------------
+
+
+def _topic_content_based_deduplication(endpoint: str | None) -> None:
+    def make(original: Any) -> Any:
+        def publish(self: Any, message: str, *args: Any, **kwargs: Any) -> str:
+            if (
+                self.fifo_topic
+                and str(self.content_based_deduplication).lower() == "true"
+                and not kwargs.get("deduplication_id")
+            ):
+                kwargs["deduplication_id"] = hashlib.sha256(message.encode()).hexdigest()
+            return original(self, message, *args, **kwargs)
+
+        return publish
+
+    _replace(MotoTopic, "publish", make)
+
+
+MAX_SQS_MESSAGE_ATTRIBUTES = 10
+
+
+class DeliveryFailed(Exception):
+    """SNS could not deliver to the subscribed queue: ``code`` and ``message`` as SQS answered."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code, self.message = code, message
+
+
+def _sqs_attributes(message_attributes: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """SNS's ``{"Type", "Value"}`` message attributes as SQS message attributes (raw delivery)."""
+    converted = {}
+    for key, value in (message_attributes or {}).items():
+        kind = "BinaryValue" if value["Type"].startswith("Binary") else "StringValue"
+        converted[key] = {
+            "DataType": value["Type"],
+            kind: value["Value"] if kind == "BinaryValue" else str(value["Value"]),
+        }
+    return converted
+
+
+def _subscription_delivery(endpoint: str | None) -> None:
+    def make(original: Any) -> Any:
+        def publish(
+            self: Any,
+            message: str,
+            message_id: str,
+            subject: str | None = None,
+            message_attributes: dict[str, Any] | None = None,
+            group_id: str | None = None,
+            deduplication_id: str | None = None,
+            message_structure: str | None = None,
+        ) -> None:
+            if self.protocol != "sqs":
+                return original(
+                    self,
+                    message,
+                    message_id,
+                    subject=subject,
+                    message_attributes=message_attributes,
+                    group_id=group_id,
+                    deduplication_id=deduplication_id,
+                    message_structure=message_structure,
+                )
+            if self._filter_policy_matcher is not None and not self._filter_policy_matcher.matches(
+                message_attributes, message
+            ):
+                return None
+            if message_structure == "json":
+                message = self._parse_message_structure(message, self.protocol)
+            raw = str(self.attributes.get("RawMessageDelivery", "false")).lower() == "true"
+            if raw:
+                body, attributes = message, _sqs_attributes(message_attributes)
+            else:
+                envelope = self.get_post_data(
+                    message, message_id, subject, message_attributes=message_attributes
+                )
+                body = json.dumps(envelope, sort_keys=True, indent=2, separators=(",", ": "))
+                attributes = {}
+            _, _, _, region, account, queue = self.endpoint.split(":", 5)
+            backend = sqs_backends[account][region]
+            try:
+                if queue not in backend.queues:
+                    raise DeliveryFailed(
+                        "AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."
+                    )
+                if len(attributes) > MAX_SQS_MESSAGE_ATTRIBUTES:
+                    raise DeliveryFailed(
+                        "InvalidParameterValue",
+                        f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
+                        f"[{MAX_SQS_MESSAGE_ATTRIBUTES}].",
+                    )
+                try:
+                    backend.send_message(
+                        queue,
+                        body,
+                        message_attributes=attributes,
+                        deduplication_id=deduplication_id,
+                        group_id=group_id,
+                        validate_group_id=False,
+                    )
+                except SQSException as exc:
+                    raise DeliveryFailed(exc.code, exc.message) from exc
+            except DeliveryFailed as failure:
+                _to_subscription_dead_letter_queue(self, message_id, body, attributes, group_id, failure)
+            return None
+
+        return publish
+
+    _replace(Subscription, "publish", make)
+
+
+def _to_subscription_dead_letter_queue(
+    subscription: Any,
+    message_id: str,
+    body: str,
+    attributes: dict[str, dict[str, Any]],
+    group_id: str | None,
+    failure: DeliveryFailed,
+) -> None:
+    """What SNS does with an undeliverable message: into the subscription's DLQ, or dropped without one."""
+    policy = subscription.attributes.get("RedrivePolicy")
+    target = json.loads(policy).get("deadLetterTargetArn") if policy else None
+    if not target:
+        log.warning(
+            "sns dropped message %s of %s: delivery to %s failed (%s) and the subscription has no redrive "
+            "policy",
+            message_id,
+            subscription.topic_arn,
+            subscription.endpoint,
+            failure,
+        )
+        return
+    _, _, _, region, account, queue = target.split(":", 5)
+    error = {
+        "RequestID": {"DataType": "String", "StringValue": str(uuid.uuid4())},
+        "ErrorCode": {"DataType": "String", "StringValue": failure.code},
+        "ErrorMessage": {"DataType": "String", "StringValue": failure.message},
+    }
+    # The original attributes as far as they fit beside the three SNS adds.
+    kept = dict(list(attributes.items())[: MAX_SQS_MESSAGE_ATTRIBUTES - len(error)])
+    try:
+        sqs_backends[account][region].send_message(
+            queue,
+            body,
+            message_attributes={**kept, **error},
+            group_id=group_id,
+            deduplication_id=message_id if queue.endswith(".fifo") else None,
+            validate_group_id=False,
+        )
+    except SQSException as exc:
+        log.warning(
+            "sns dropped message %s: its subscription DLQ %s refused it (%s)", message_id, target, exc
+        )
+
+
+# --- SQS ------------------------------------------------------------------------------------------------
+
+
+def _fifo_group_order(endpoint: str | None) -> None:
+    def pending_message_groups(self: Any) -> set[str]:
+        # A message whose visibility timeout ran out is no longer in flight: it must not block its group.
+        # Moto releases such a message only when its receive loop reaches it, after it has already passed
+        # over (and skipped) the earlier messages of the group, so a later message went out first.
+        pending = self._pending_messages
+        for message in [m for m in pending if m.visible]:
+            pending.discard(message)
+        return {m.group_id for m in pending if m.group_id is not None}
+
+    _replace(Queue, "pending_message_groups", lambda _: property(pending_message_groups))
+
+
+# The queue a receive is running on: where a message moved to a dead-letter queue comes from.
+_RECEIVING: dict[int, Any] = {}
+
+
+def _dead_letter_moves(endpoint: str | None) -> None:
+    def make_receive(original: Any) -> Any:
+        def receive_message(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+            _RECEIVING[threading.get_ident()] = self.get_queue(queue_name)
+            try:
+                return original(self, queue_name, *args, **kwargs)
+            finally:
+                _RECEIVING.pop(threading.get_ident(), None)
+
+        return receive_message
+
+    def make_add(original: Any) -> Any:
+        def add_message(self: Any, message: Any) -> None:
+            source = _RECEIVING.get(threading.get_ident())
+            if source is None or source is self or message.approximate_receive_count == 0:
+                return original(self, message)
+            # The redrive policy moves a message here: SQS neither deduplicates it nor keeps its
+            # deduplication id (a FIFO DLQ gives it its message id), and remembers where it came from.
+            message.dead_letter_queue_source_arn = source.queue_arn
+            if self.fifo_queue:
+                message.deduplication_id = message.id
+            message_move_tasks.append(self, message)
+            return None
+
+        return add_message
+
+    _replace(SQSBackend, "receive_message", make_receive)
+    _replace(Queue, "add_message", make_add)
+
+
+def _always(value: Any) -> Callable[[Any], Any]:
+    """A ``make`` for :func:`_replace` that ignores the original (moto has none for these requests)."""
+    return lambda original: value
+
+
+def _message_move_tasks(endpoint: str | None) -> None:
+    handlers = {
+        "start_message_move_task": message_move_tasks.start_message_move_task,
+        "list_message_move_tasks": message_move_tasks.list_message_move_tasks,
+        "cancel_message_move_task": message_move_tasks.cancel_message_move_task,
+    }
+    for name, handler in handlers.items():
+        _replace(SQSResponse, name, _always(handler))
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        "change-sets-per-stack",
+        "a change set is looked up within the stack the request names, a missing one is ChangeSetNotFound "
+        "(moto searches every stack and answers ValidationError, failing every CDK redeploy), and executing "
+        "one refreshes the stack's outputs and description",
+        _change_sets_per_stack,
+    ),
+    Patch(
+        "change-set-details",
+        "a change set lists, per modified resource, the properties that change and whether each replaces "
+        "it (Details, Replacement, Scope); without them `cdk diff` prints 'There were no differences'",
+        _change_set_details,
+    ),
+    Patch(
+        "ssm-parameter-kept",
+        "an SSM-typed parameter kept with UsePreviousValue (the CDK CLI's BootstrapVersion on every update) "
+        "is not looked up again as a parameter name",
+        _ssm_parameter_kept,
+    ),
+    Patch(
+        "resources-kept-on-update",
+        "a resource whose type moto cannot update keeps its resource (moto loses it, and every Ref to it)",
+        _resources_kept_on_update,
+    ),
+    Patch(
+        "event-source-mappings-not-invoked",
+        "an SQS event source mapping does not make moto invoke the function (moto needs Docker for that and "
+        "consumes the messages anyway); the event-source runner is the one poller",
+        _event_source_mappings_not_invoked,
+    ),
+    Patch(
+        "code-location-served",
+        "GetFunction returns a Code.Location that downloads the deployed zip (from the emulator's S3)",
+        _code_location_served,
+    ),
+    Patch(
+        "topic-content-based-deduplication",
+        "a FIFO topic with content-based deduplication hands its subscribed queues a deduplication id (the "
+        "SHA-256 of the body), as SNS does",
+        _topic_content_based_deduplication,
+    ),
+    Patch(
+        "subscription-delivery",
+        "a message SNS cannot deliver to a subscribed queue (queue gone, more than 10 message attributes "
+        "with raw delivery, any refusal by SQS) goes to the subscription's redrive-policy DLQ with "
+        "ErrorCode/ErrorMessage/RequestID attributes, or is dropped without one; the publisher never sees "
+        "the failure (moto fails the Publish call, or delivers what SQS would refuse)",
+        _subscription_delivery,
+    ),
+    Patch(
+        "fifo-group-order",
+        "after a failed or expired receive, a FIFO message group is delivered again from its first message "
+        "(moto hands out a later message of the group first)",
+        _fifo_group_order,
+    ),
+    Patch(
+        "dead-letter-moves",
+        "a message the redrive policy moves to a dead-letter queue is never deduplicated there, and a FIFO "
+        "DLQ gives it its message id as deduplication id (moto drops a second dead letter with the same "
+        "deduplication id); the source queue is remembered for message move tasks",
+        _dead_letter_moves,
+    ),
+    Patch(
+        "message-move-tasks",
+        "StartMessageMoveTask, ListMessageMoveTasks and CancelMessageMoveTask work (moto answers HTTP 500)",
+        _message_move_tasks,
+    ),
+)
+
+
+def apply(endpoint: str | None = None) -> tuple[Patch, ...]:
+    """Apply every patch (again: each replaces its previous application). Returns the patches applied."""
+    installed = importlib.metadata.version("moto")
+    for patch in PATCHES:
+        patch.apply(endpoint)
+        if installed != patch.moto_version:
+            log.warning(
+                "patch %s was written for moto %s, this is moto %s: check that it is still needed and right",
+                patch.name,
+                patch.moto_version,
+                installed,
+            )
+    return PATCHES
+
+
+__all__ = ["MOTO_VERSION", "PATCHES", "Patch", "apply", "resource_change_details"]

@@ -1,0 +1,115 @@
+"""`idempotent-pipeline init DIR`: the app it writes (tests/cli/test_cli_wheel.py deploys one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from idempotent_cli import init
+from idempotent_cli.main import main
+from idempotent_local.cdk import CDK_CLI_VERSION
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = {
+    ".gitignore",
+    "README.md",
+    "app.py",
+    "cdk.json",
+    "package.json",
+    "pytest.ini",
+    "requirements.txt",
+    "src/orders.py",
+    "tests/test_orders.py",
+}
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("apps") / "my-orders"
+    assert main(["init", str(directory)]) == 0
+    return directory
+
+
+def test_init_writes_a_cdk_app_with_a_processor_and_its_test(
+    app: Path, capsys: pytest.CaptureFixture
+) -> None:
+    written = {p.relative_to(app).as_posix() for p in app.rglob("*") if p.is_file()}
+    assert written == FILES
+    app_py = (app / "app.py").read_text()
+    assert 'MyOrdersStack(app, "MyOrders")' in app_py
+    # The constructs' options objects, one per block.
+    assert (
+        "from idempotent_pipeline import ConsumerOptions, IdempotentPipeline, MessagingOptions, TableOptions"
+        in (app_py)
+    )
+    assert 'table_options=TableOptions(partition_key_name="order_id", sort_key_name="line_id")' in app_py
+    assert 'processor="orders:handle"' in app_py
+    assert '"SubscriptionDeadLetterQueueUrl": pipeline.subscription_dead_letter_queue.queue_url' in app_py
+    assert "__" not in app_py.replace("__init__", "").replace("__file__", "")  # every placeholder filled
+    assert os.access(app / "app.py", os.X_OK)
+
+
+def test_cdk_json_has_the_recommended_feature_flags_of_the_reference_app(app: Path) -> None:
+    ours = json.loads((ROOT / "cdk.json").read_text())
+    theirs = json.loads((app / "cdk.json").read_text())
+    assert theirs["app"] == "python3 app.py"
+    assert theirs["context"] == ours["context"]
+    assert ".local-cloud" in theirs["watch"]["exclude"]
+
+
+def test_package_json_pins_the_cli_the_tool_runs(app: Path) -> None:
+    package = json.loads((app / "package.json").read_text())
+    assert package["name"] == "my-orders"
+    assert package["devDependencies"] == {"aws-cdk": CDK_CLI_VERSION}
+
+
+def test_requirements_install_this_idempotent_pipeline_with_the_local_extra(
+    app: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    lines = (app / "requirements.txt").read_text().splitlines()
+    assert init.requirement() in lines
+    assert "pytest>=8" in lines
+    wheel = tmp_path / "dist" / "idempotent_pipeline-0.1.0-py3-none-any.whl"
+    monkeypatch.setattr("idempotent_local.extra.installed_from", lambda: str(wheel))
+    assert init.requirement() == f"idempotent-pipeline[local] @ {wheel.as_uri()}"
+
+
+def test_the_generated_processor_test_passes(app: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=app,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "4 passed" in result.stdout
+
+
+def test_readme_and_next_steps_point_at_the_command_line_not_make(app: Path) -> None:
+    readme = (app / "README.md").read_text()
+    assert "idempotent-pipeline local deploy" in readme
+    assert "make " not in readme
+    assert f"`{CDK_CLI_VERSION}`" in readme
+
+
+def test_init_refuses_a_directory_that_is_not_empty(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    assert main(["init", str(tmp_path / "taken")]) == 1
+    assert f"{tmp_path / 'taken'} exists and is not an empty directory" in capsys.readouterr().err
+    assert (tmp_path / "taken" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("directory", "stack"),
+    [("my-orders", "MyOrders"), ("shop", "Shop"), ("2fast", "App2fast"), ("a_b.c", "ABC")],
+)
+def test_the_stack_is_named_after_the_directory(directory: str, stack: str) -> None:
+    assert init.stack_name(Path("/somewhere") / directory) == stack

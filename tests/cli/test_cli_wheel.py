@@ -1,0 +1,302 @@
+"""A new user's path, outside the checkout: the built wheel with the `local` extra in a fresh venv,
+`idempotent-pipeline init shop`, `local deploy`, messages published, `local run`, `local destroy`.
+
+The wheel goes into a fresh venv with --no-deps (as `pip install "<wheel>[local]"` names it); aws-cdk-lib,
+moto and the other dependencies come from the project's venv through a .pth file (fast, no download). The
+pinned CDK CLI comes from the tool's cache, pre-filled from the checkout's node_modules: nothing is
+downloaded. The tests of this module run in order and share one app.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from idempotent_local import emulator as emulators
+from idempotent_local.cdk import CACHE_ENV, CDK_CLI_VERSION
+
+# One app shared by the module's tests: they run on one xdist worker (make test: --dist loadgroup).
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("new-user")]
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "idempotent_pipeline",
+    "idempotent_local",
+    "idempotent_cli",
+)
+
+if not (REPO / "node_modules" / ".bin" / "cdk").exists():
+    pytest.skip("the pinned CDK CLI is not installed (make setup installs it)", allow_module_level=True)
+
+
+@dataclass
+class Shop:
+    work: Path
+    venv: Path
+    wheel: Path
+    app: Path
+    env: dict[str, str]
+    deployed: subprocess.CompletedProcess[str]
+
+    def command(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.venv / "bin" / "idempotent-pipeline"), *args],
+            cwd=cwd or self.app,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+
+    @property
+    def emulator(self) -> emulators.Emulator:
+        found = emulators.find(self.app / ".local-cloud")
+        assert found is not None, "the shop's emulator is not running"
+        return found
+
+    def outputs(self) -> dict[str, str]:
+        stack = self.emulator.client("cloudformation").describe_stacks(StackName="Shop")["Stacks"][0]
+        return {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+
+
+def _build_wheel(work: Path) -> Path:
+    source = work / "source"
+    source.mkdir()
+    for name in SOURCES:
+        origin = REPO / name
+        if origin.is_dir():
+            shutil.copytree(origin, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(origin, source / name)
+    shutil.copytree(REPO / "lambda_src", source / "lambda_src", ignore=shutil.ignore_patterns("__pycache__"))
+    command = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--skip-dependency-check"]
+    result = subprocess.run(
+        [*command, "--outdir", str(work / "dist"), str(source)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, f"wheel build failed:\n{result.stdout}\n{result.stderr}"
+    (wheel,) = (work / "dist").glob("idempotent_pipeline-*-py3-none-any.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
+    work = tmp_path_factory.mktemp("new-user")
+    wheel = _build_wheel(work)
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    # The README's install line, without the network: the extra is named, its packages are borrowed below.
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(python),
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-index",
+    ]
+    subprocess.run([*pip, f"{wheel}[local]"], check=True, capture_output=True)
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (Path(site) / "project_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    cache = work / "cache"
+    (cache / f"cdk-{CDK_CLI_VERSION}").mkdir(parents=True)
+    (cache / f"cdk-{CDK_CLI_VERSION}" / "node_modules").symlink_to(REPO / "node_modules")
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if not p.startswith(str(REPO))]
+    env = {
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PYTHON", "JSII_", "AWS_", "VIRTUAL_ENV"))
+        },
+        "PATH": os.pathsep.join([str(venv / "bin"), *path]),
+        CACHE_ENV: str(cache),
+        "HOME": str(work),
+    }
+    env.pop("MAKELEVEL", None)
+    init = subprocess.run(
+        [str(venv / "bin" / "idempotent-pipeline"), "init", "shop"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert init.returncode == 0, init.stdout + init.stderr
+    app = work / "shop"
+    shop = Shop(work, venv, wheel, app, env, deployed=subprocess.CompletedProcess([], 0))
+    shop.deployed = shop.command("local", "deploy")
+    try:
+        yield shop
+    finally:
+        emulators.stop(app / ".local-cloud")
+
+
+def test_the_tool_runs_from_the_installed_wheel(shop: Shop) -> None:
+    probe = "import idempotent_cli, idempotent_local, idempotent_runtime as r; print(r.__file__)"
+    result = subprocess.run(
+        [str(shop.venv / "bin" / "python"), "-c", probe],
+        env=shop.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(result.stdout.strip()).resolve().is_relative_to(shop.venv.resolve())
+    requirements = (shop.app / "requirements.txt").read_text()
+    assert f"idempotent-pipeline[local] @ {shop.wheel.resolve().as_uri()}" in requirements
+
+
+def test_local_deploy_deploys_the_new_app_and_publishes_nothing(shop: Shop) -> None:
+    printed = shop.deployed.stdout
+    assert shop.deployed.returncode == 0, printed + shop.deployed.stderr
+    assert f"state in {shop.app / '.local-cloud'}/" in printed
+    assert "    Shop: CREATE_COMPLETE," in printed
+    assert "running the pipeline" not in printed  # no demo traffic into the user's pipeline
+    assert "make " not in printed
+    assert "    idempotent-pipeline local run " in printed
+    outputs = shop.outputs()
+    sqs, dynamodb = shop.emulator.client("sqs"), shop.emulator.client("dynamodb")
+    attributes = sqs.get_queue_attributes(QueueUrl=outputs["QueueUrl"], AttributeNames=["All"])["Attributes"]
+    assert (
+        attributes["ApproximateNumberOfMessages"]
+        == attributes["ApproximateNumberOfMessagesNotVisible"]
+        == "0"
+    )
+    assert dynamodb.scan(TableName=outputs["TableName"])["Items"] == []
+
+
+def test_no_node_banner_reached_the_cdk_output(shop: Shop) -> None:
+    for log in (shop.app / ".local-cloud").glob("cdk-*.log"):
+        text = log.read_text()
+        assert "NodeVersionSupportWarning" not in text, log.name
+        assert "end-of-life" not in text, log.name
+
+
+def _publish(shop: Shop, line: dict[str, Any], dedup_id: str) -> None:
+    shop.emulator.client("sns").publish(
+        TopicArn=shop.outputs()["TopicArn"],
+        Message=json.dumps(line),
+        MessageGroupId=line["order_id"],
+        MessageDeduplicationId=dedup_id,
+    )
+
+
+def _until(condition: Any, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_local_run_processes_what_the_user_publishes(shop: Shop) -> None:
+    tea = {"order_id": "o-1", "line_id": "1", "sku": "tea", "quantity": 2, "unit_cents": 450}
+    _publish(shop, tea, "first")
+    _publish(shop, tea, "sent again after the window")  # a duplicate
+    _publish(shop, {**tea, "quantity": 3}, "changed")  # a conflict: new content under a used key
+    _publish(shop, {"order_id": "o-2", "line_id": "1", "quantity": -1, "unit_cents": 450}, "bad")  # rejected
+    _publish(shop, {"order_id": "o-3", "line_id": "1", "sku": "coffee", "quantity": 1}, "priced")
+    _publish(
+        shop, {"order_id": "o-4", "line_id": "1", "sku": "cocoa", "quantity": 1}, "no price"
+    )  # transient
+    outputs = shop.outputs()
+    dynamodb, sqs = shop.emulator.client("dynamodb"), shop.emulator.client("sqs")
+
+    def settled() -> bool:
+        queues = [
+            sqs.get_queue_attributes(QueueUrl=outputs[name], AttributeNames=["All"])["Attributes"]
+            for name in ("QueueUrl", "DeadLetterQueueUrl")
+        ]
+        in_queue = int(queues[0]["ApproximateNumberOfMessages"]) + int(
+            queues[0]["ApproximateNumberOfMessagesNotVisible"]
+        )
+        return in_queue == 0 and queues[1]["ApproximateNumberOfMessages"] == "3"
+
+    runner = subprocess.Popen(
+        [str(shop.venv / "bin" / "idempotent-pipeline"), "local", "run", "--wait", "1", "--retry-delay", "0"],
+        cwd=shop.app / "src",  # anywhere inside the app
+        env=shop.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _until(settled, "the runner to settle every message")
+    finally:
+        os.killpg(runner.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole process group
+        out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 0, out + err
+    (log,) = (shop.app / ".local-cloud" / "logs").glob("Shop-*.log")
+    assert "KeyboardInterrupt" not in log.read_text()  # the runner stops its workers, not the keyboard
+    scanned = dynamodb.scan(TableName=outputs["TableName"])["Items"]
+    # The order lines, beside the runtime's own records (keys in its reserved namespace).
+    items = {
+        item["order_id"]["S"]: item
+        for item in scanned
+        if not item["order_id"]["S"].startswith("idempotency#")
+    }
+    assert set(items) == {"o-1", "o-3"}
+    assert (items["o-1"]["total_cents"], items["o-3"]["total_cents"]) == ({"N": "900"}, {"N": "380"})
+    letters = sqs.receive_message(
+        QueueUrl=outputs["DeadLetterQueueUrl"], MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+    )["Messages"]
+    kinds = {
+        json.loads(m["Body"])["order_id"]: json.loads(
+            m["MessageAttributes"]["idempotency.details"]["StringValue"]
+        )["kind"]
+        for m in letters
+    }
+    assert kinds == {"o-1": "conflict", "o-2": "rejected", "o-4": "exhausted"}
+    batches = [line for line in out.splitlines() if " -> " in line and " | " in line]
+    assert batches and all(line.startswith("Shop-") for line in batches), out
+    # One final outcome per message: the transient one failed four times before it was quarantined.
+    assert (
+        out.strip()
+        .splitlines()[-1]
+        .startswith(
+            "6 messages: 2 processed, 1 duplicate, 3 quarantined, 0 failed (1 conflict); 10 deliveries"
+        )
+    )
+
+
+def test_outside_the_app_the_tool_refuses_instead_of_starting_another_emulator(shop: Shop) -> None:
+    refused = shop.command("local", "deploy", cwd=shop.work)
+    assert refused.returncode == 1
+    assert "no CDK app here" in refused.stderr and f"Emulator state found for: {shop.app}" in refused.stderr
+    assert not (shop.work / ".local-cloud").exists()
+    named = shop.command("local", "status", "--app-dir", "shop", cwd=shop.work)
+    assert named.returncode == 0 and f"emulator: {shop.emulator.endpoint}" in named.stdout
+    assert "    TopicArn = arn:aws:sns:" in named.stdout
+    assert "BootstrapVersion" not in named.stdout  # the bootstrap stack's outputs are not the user's
+
+
+def test_local_destroy_removes_the_stack_and_stops_the_emulator(shop: Shop) -> None:
+    emulator = shop.emulator
+    destroyed = shop.command("local", "destroy")
+    assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr
+    assert emulators.find(shop.app / ".local-cloud") is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(emulator.pid, 0)

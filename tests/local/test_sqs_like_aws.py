@@ -1,0 +1,274 @@
+"""SQS in the emulator behaves as AWS documents it where moto 5.2.5 does not (see idempotent_local.patches):
+FIFO group order after a failed receive, dead-letter moves that never deduplicate, message move tasks."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from idempotent_local.emulator import Emulator
+
+
+def _until(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    """The first truthy value of ``condition()``, polled; fails naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _queue(emulator: Emulator, name: str, **attributes: str) -> tuple[str, str]:
+    sqs = emulator.client("sqs")
+    if name.endswith(".fifo"):
+        attributes.setdefault("FifoQueue", "true")
+    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return url, arn
+
+
+def _redriving_to(dlq_arn: str, max_receive_count: int = 1) -> str:
+    return json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count})
+
+
+def _send(emulator: Emulator, url: str, *bodies: str, group: str = "g") -> None:
+    for body in bodies:
+        emulator.client("sqs").send_message(
+            QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=body
+        )
+
+
+def _receive(emulator: Emulator, url: str, count: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+    return (
+        emulator.client("sqs")
+        .receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=count,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+            **kwargs,
+        )
+        .get("Messages", [])
+    )
+
+
+def _visible(emulator: Emulator, url: str) -> int:
+    attributes = emulator.client("sqs").get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"])
+
+
+def _all_of(emulator: Emulator, url: str) -> list[dict[str, Any]]:
+    """Every message of a queue, received once (with a long visibility timeout) until none is left."""
+    found: list[dict[str, Any]] = []
+    while batch := _receive(emulator, url, VisibilityTimeout=600):
+        found += batch
+    return found
+
+
+def _dead_letter(emulator: Emulator, url: str) -> None:
+    """Receive everything of ``url`` once, then receive again: the redrive policy (maxReceiveCount 1) moves
+    what was received to the dead-letter queue."""
+    _until(lambda: _receive(emulator, url, VisibilityTimeout=0), "a first receive")
+    _receive(emulator, url, VisibilityTimeout=0)
+    assert _visible(emulator, url) == 0
+
+
+# --- FIFO order --------------------------------------------------------------------------------------------
+
+
+def test_fifo_group_starts_again_from_its_first_message_after_the_visibility_timeout(
+    clean_emulator: Emulator,
+) -> None:
+    url, _ = _queue(clean_emulator, "order.fifo")
+    _send(clean_emulator, url, "first", "second", "third")
+    assert [m["Body"] for m in _receive(clean_emulator, url, VisibilityTimeout=1)] == [
+        "first",
+        "second",
+        "third",
+    ]
+    _until(lambda: _visible(clean_emulator, url) == 3, "the failed receive to time out")
+
+    assert [m["Body"] for m in _receive(clean_emulator, url, count=1)] == ["first"]
+
+
+def test_a_message_whose_visibility_timeout_runs_out_during_a_long_poll_is_received_by_it(
+    clean_emulator: Emulator,
+) -> None:
+    url, _ = _queue(clean_emulator, "long-poll.fifo")
+    _send(clean_emulator, url, "first", "second")
+    assert len(_receive(clean_emulator, url, VisibilityTimeout=1)) == 2
+    # One long poll of up to 20 s: the group comes back, in order, as soon as its timeout runs out.
+    again = _receive(clean_emulator, url, WaitTimeSeconds=20, VisibilityTimeout=600)
+    assert [m["Body"] for m in again] == ["first", "second"]
+
+
+def test_fifo_group_in_flight_blocks_its_later_messages(clean_emulator: Emulator) -> None:
+    url, _ = _queue(clean_emulator, "blocked.fifo")
+    _send(clean_emulator, url, "first", "second")
+    _send(clean_emulator, url, "other", group="h")
+    assert [m["Body"] for m in _receive(clean_emulator, url, count=1, VisibilityTimeout=600)] == ["first"]
+    assert [m["Body"] for m in _receive(clean_emulator, url, VisibilityTimeout=600)] == ["other"]
+
+
+# --- moves into a dead-letter queue -----------------------------------------------------------------------
+
+
+def test_dead_letters_with_the_same_deduplication_id_all_reach_a_shared_fifo_dlq(
+    clean_emulator: Emulator,
+) -> None:
+    dlq, dlq_arn = _queue(clean_emulator, "shared-dlq.fifo")
+    first, _ = _queue(clean_emulator, "first.fifo", RedrivePolicy=_redriving_to(dlq_arn))
+    second, _ = _queue(clean_emulator, "second.fifo", RedrivePolicy=_redriving_to(dlq_arn))
+    _send(clean_emulator, first, "same body")  # deduplication id "same body" in both queues
+    _send(clean_emulator, second, "same body")
+    _dead_letter(clean_emulator, first)
+    _dead_letter(clean_emulator, second)
+
+    letters = _all_of(clean_emulator, dlq)
+    assert [m["Body"] for m in letters] == ["same body", "same body"]
+    # A FIFO DLQ replaces the deduplication id of a moved message with its message id.
+    assert [m["Attributes"]["MessageDeduplicationId"] for m in letters] == [m["MessageId"] for m in letters]
+    assert [m["Attributes"]["MessageGroupId"] for m in letters] == ["g", "g"]
+
+
+def test_dead_letters_keep_their_order_and_attributes(clean_emulator: Emulator) -> None:
+    sqs = clean_emulator.client("sqs")
+    dlq, dlq_arn = _queue(clean_emulator, "kept-dlq.fifo")
+    url, _ = _queue(clean_emulator, "kept.fifo", RedrivePolicy=_redriving_to(dlq_arn))
+    for n in range(3):
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody=f"m{n}",
+            MessageGroupId="g",
+            MessageDeduplicationId=f"d{n}",
+            MessageAttributes={"n": {"DataType": "Number", "StringValue": str(n)}},
+        )
+    _dead_letter(clean_emulator, url)
+    letters = _all_of(clean_emulator, dlq)
+    assert [(m["Body"], m["MessageAttributes"]["n"]["StringValue"]) for m in letters] == [
+        ("m0", "0"),
+        ("m1", "1"),
+        ("m2", "2"),
+    ]
+
+
+# --- message move tasks (DLQ redrive) ------------------------------------------------------------------
+
+
+def _tasks(emulator: Emulator, source_arn: str) -> list[dict[str, Any]]:
+    return emulator.client("sqs").list_message_move_tasks(SourceArn=source_arn, MaxResults=10)["Results"]
+
+
+def _finished(emulator: Emulator, source_arn: str) -> dict[str, Any]:
+    return _until(
+        lambda: next((t for t in _tasks(emulator, source_arn)[:1] if t["Status"] != "RUNNING"), None),
+        "the move task to finish",
+    )
+
+
+def test_move_task_returns_dead_letters_to_their_source_queue_in_group_order(
+    clean_emulator: Emulator,
+) -> None:
+    sqs = clean_emulator.client("sqs")
+    dlq, dlq_arn = _queue(clean_emulator, "redrive-dlq.fifo")
+    url, _ = _queue(clean_emulator, "redrive.fifo", RedrivePolicy=_redriving_to(dlq_arn))
+    _send(clean_emulator, url, "g1", "g2", "g3")
+    _send(clean_emulator, url, "h1", group="h")
+    _dead_letter(clean_emulator, url)
+    ids = {m["Body"]: m["MessageId"] for m in _receive(clean_emulator, dlq, VisibilityTimeout=0)}
+    assert len(ids) == 4
+
+    handle = sqs.start_message_move_task(SourceArn=dlq_arn)["TaskHandle"]
+    task = _finished(clean_emulator, dlq_arn)
+
+    assert handle
+    assert (
+        task["Status"],
+        task["ApproximateNumberOfMessagesMoved"],
+        task["ApproximateNumberOfMessagesToMove"],
+    ) == (
+        "COMPLETED",
+        4,
+        4,
+    )
+    assert "TaskHandle" not in task  # only a running task has one
+    back = _receive(clean_emulator, url, VisibilityTimeout=600)
+    assert [m["Body"] for m in back] == ["g1", "g2", "g3", "h1"]
+    assert {m["Body"]: m["MessageId"] for m in back} == ids  # the same messages, not copies
+    assert {m["Attributes"]["ApproximateReceiveCount"] for m in back} == {"1"}  # counted from the move
+    assert _all_of(clean_emulator, dlq) == []
+
+
+def test_move_task_to_a_destination_moves_letters_a_function_sent_there(clean_emulator: Emulator) -> None:
+    sqs = clean_emulator.client("sqs")
+    dlq, dlq_arn = _queue(clean_emulator, "sent-dlq.fifo")
+    url, url_arn = _queue(clean_emulator, "sent.fifo", RedrivePolicy=_redriving_to(dlq_arn, 5))
+    _send(clean_emulator, dlq, "quarantined by a function")
+
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    failed = _finished(clean_emulator, dlq_arn)
+    assert failed["Status"] == "FAILED"
+    assert "has no source queue to return to" in failed["FailureReason"]
+    assert _visible(clean_emulator, dlq) == 1  # left where it was
+
+    sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=url_arn)
+    done = _finished(clean_emulator, dlq_arn)
+    assert (done["Status"], done["DestinationArn"], done["ApproximateNumberOfMessagesMoved"]) == (
+        "COMPLETED",
+        url_arn,
+        1,
+    )
+    assert [m["Body"] for m in _receive(clean_emulator, url)] == ["quarantined by a function"]
+    assert [t["Status"] for t in _tasks(clean_emulator, dlq_arn)] == ["COMPLETED", "FAILED"]  # newest first
+
+
+def test_cancelled_move_task_leaves_the_rest_in_the_dead_letter_queue(clean_emulator: Emulator) -> None:
+    sqs = clean_emulator.client("sqs")
+    dlq, dlq_arn = _queue(clean_emulator, "slow-dlq.fifo")
+    url, _ = _queue(clean_emulator, "slow.fifo", RedrivePolicy=_redriving_to(dlq_arn))
+    _send(clean_emulator, url, *[f"m{n}" for n in range(6)])
+    _dead_letter(clean_emulator, url)
+
+    handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    with pytest.raises(ClientError) as second:
+        sqs.start_message_move_task(SourceArn=dlq_arn)
+    moved = sqs.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"]
+
+    (task,) = _tasks(clean_emulator, dlq_arn)
+    assert "Only one active task" in second.value.response["Error"]["Message"]
+    assert (
+        task["Status"],
+        task["ApproximateNumberOfMessagesMoved"],
+        task["MaxNumberOfMessagesPerSecond"],
+    ) == (
+        "CANCELLED",
+        moved,
+        1,
+    )
+    assert moved < 6
+    assert len(_all_of(clean_emulator, url)) == moved
+    assert len(_all_of(clean_emulator, dlq)) == 6 - moved
+    with pytest.raises(ClientError) as again:
+        sqs.cancel_message_move_task(TaskHandle=handle)
+    assert again.value.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+def test_move_task_needs_a_dead_letter_queue_that_exists(clean_emulator: Emulator) -> None:
+    sqs = clean_emulator.client("sqs")
+    _, plain_arn = _queue(clean_emulator, "plain.fifo")
+    with pytest.raises(ClientError) as missing:
+        sqs.start_message_move_task(SourceArn=plain_arn.replace("plain", "missing"))
+    with pytest.raises(ClientError) as not_a_dlq:
+        sqs.start_message_move_task(SourceArn=plain_arn)
+    assert missing.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    assert "must be configured as a Dead Letter Queue" in not_a_dlq.value.response["Error"]["Message"]
