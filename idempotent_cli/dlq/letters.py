@@ -129,10 +129,6 @@ class DeadLetter:
         return self.system.get("MessageDeduplicationId")
 
     @property
-    def sequence_number(self) -> int:
-        return int(self.system.get("SequenceNumber") or 0)
-
-    @property
     def sent_ms(self) -> int:
         return int(self.system.get("SentTimestamp") or 0)
 
@@ -146,10 +142,6 @@ class DeadLetter:
     def receive_count(self) -> int:
         return int(self.system.get("ApproximateReceiveCount") or 0)
 
-    @property
-    def order(self) -> tuple[int, int, str]:
-        """Oldest first: sent time, then (within a FIFO group) sequence number."""
-        return (self.sent_ms, self.sequence_number, self.message_id)
 
     # -- what the dead letter says about the original message -------------------------------------------
 
@@ -412,7 +404,8 @@ def attribute_text(value: Mapping[str, Any]) -> str:
 
 
 def oldest_first(letters: Iterable[DeadLetter]) -> list[DeadLetter]:
-    return sorted(letters, key=lambda letter: letter.order)
+    """By sent time; messages sent in the same millisecond keep the order the queue handed them out."""
+    return sorted(letters, key=lambda letter: letter.sent_ms)
 
 
 def _string(value: Mapping[str, Any] | None) -> str | None:

@@ -8,9 +8,10 @@ For each dead letter the walk hands over (within a FIFO group, in the group's or
    A dead letter whose key cannot be restored stays, with the reason, unless ``--force``;
 3. ``--dry-run`` prints what the table says about its key and changes nothing;
    ``--force`` deletes the record of a key that is done (once per key and run) so it is processed again;
-4. SendMessage; on a FIFO queue an answer that names a message this run already knows (the original, or
-   an earlier send) or a sequence number that does not grow within the group means SQS dropped the send as
-   a duplicate (same deduplication id within 5 minutes): the dead letter stays, and is reported;
+4. SendMessage. SQS answers a send it drops as a duplicate (same deduplication id within 5 minutes of an
+   accepted one) with success and the id of the earlier message: an answer naming a message this run knows
+   (the original the dead letter came from, or one of this run's sends) means the send was dropped, so the
+   dead letter stays, and is reported;
 5. only then is the dead letter deleted.
 
 A dead letter that stays for a reason other than the filters stops its FIFO group for this run: sending the
@@ -74,7 +75,6 @@ class Redriver:
         self.source_fifo = source.fifo
         self.tally = Tally()
         self.known_ids: set[str] = set()  # ids SendMessage returned in this run
-        self.last_sequence: dict[str, int] = {}  # per group, the last sequence number SendMessage returned
         self._inspect_warning = False
 
     # -- the visitor ----------------------------------------------------------------------------------
@@ -171,8 +171,6 @@ class Redriver:
                 "when 5 minutes have passed since that message was sent",
             )
         self.known_ids.add(new_id)
-        if plan.group_id is not None and response.get("SequenceNumber"):
-            self.last_sequence[plan.group_id] = int(response["SequenceNumber"])
         try:
             self.dlq.delete(letter)
         except (ClientError, BotoCoreError) as exc:
@@ -212,13 +210,7 @@ class Redriver:
         known = {letter.message_id, *self.known_ids}
         if letter.source_message_id:
             known.add(letter.source_message_id)
-        if new_id in known:
-            return new_id
-        sequence = response.get("SequenceNumber")
-        last = self.last_sequence.get(plan.group_id or "")
-        if sequence and last is not None and int(sequence) <= last:
-            return f"{new_id} (sequence number {sequence} is not after this run's last send to the group)"
-        return None
+        return new_id if new_id in known else None
 
     def _inspect(self, letter: DeadLetter, plan: Outgoing) -> Inspection | None:
         if self.keys is None or self._inspect_warning:

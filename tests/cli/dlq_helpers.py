@@ -392,3 +392,65 @@ def by_group(messages: list[dict[str, Any]]) -> dict[str, list[str]]:
 def attribute(message: dict[str, Any], name: str) -> str | None:
     value = (message.get("MessageAttributes") or {}).get(name)
     return value.get("StringValue") if value else None
+
+
+# -- SQS behaviour the tests need from moto -------------------------------------------------------------
+
+
+@pytest.fixture
+def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FIFO send that SQS deduplicates is answered with the earlier message's id, as AWS does (moto 5.2.5
+    answers with a new id for a message it then drops)."""
+    import hashlib
+    import time
+
+    from moto.sqs.models import SQSBackend
+
+    original = SQSBackend.send_message
+
+    def send_message(self: Any, queue_name: str, message_body: str, *args: Any, **kwargs: Any) -> Any:
+        queue = self.get_queue(queue_name)
+        dedup_id = kwargs.get("deduplication_id")
+        if (
+            queue.fifo_queue
+            and dedup_id is None
+            and queue.attributes.get("ContentBasedDeduplication") == "true"
+        ):
+            dedup_id = hashlib.sha256(message_body.encode("utf-8")).hexdigest()
+        if queue.fifo_queue and dedup_id is not None:
+            now_ms = time.time() * 1000
+            for earlier in queue._messages:
+                if earlier.deduplication_id == dedup_id and now_ms - earlier.sent_timestamp < 300_000:
+                    return earlier
+        return original(self, queue_name, message_body, *args, **kwargs)
+
+    monkeypatch.setattr(SQSBackend, "send_message", send_message)
+
+
+def failing(operation: str, when: Any) -> Any:
+    """A ``connect`` for :func:`dlq`: the default-credential clients, whose ``operation`` (e.g. SendMessage)
+    raises a service error for the requests ``when(params)`` chooses, before reaching SQS."""
+    from botocore.exceptions import ClientError
+
+    from idempotent_cli.dlq import aws
+
+    def connect(args: Any) -> Any:
+        clients = aws.connect(local=False)
+        factory = clients.factory
+
+        def make(service: str) -> Any:
+            made = factory(service)
+
+            def refuse(params: dict[str, Any], **_: Any) -> None:
+                if when(params):
+                    raise ClientError(
+                        {"Error": {"Code": "InternalError", "Message": "injected failure"}}, operation
+                    )
+
+            made.meta.events.register(f"before-parameter-build.{service}.{operation}", refuse)
+            return made
+
+        clients.factory = make
+        return clients
+
+    return connect
