@@ -16,7 +16,6 @@ from idempotent_cli.dlq.letters import (
     MOVED,
     DeadLetter,
     Filters,
-    Origin,
     Which,
     attribute_text,
     oldest_first,
@@ -77,7 +76,7 @@ class Context:
             environment, self.clients("dynamodb"), queue_arn=queue_arn, region=self.clients.region
         )
 
-    def header(self, counts: Counts) -> None:
+    def header(self, dlq: Queue, counts: Counts) -> None:
         pipeline = self.target.pipeline
         kind = (
             "subscription dead-letter queue"
@@ -89,6 +88,12 @@ class Context:
         self.console.print(f"{kind} {self.target.dlq_url}{fifo}{of}, in {self.clients.where}")
         if self.target.source_url:
             self.console.print(f"source queue {self.target.source_url}")
+        policy = dlq.attributes.get("RedrivePolicy")
+        if policy:
+            self.console.print(
+                f"! this DLQ has a redrive policy of its own ({policy}): every read by this tool counts as a "
+                "receive towards it"
+            )
         self.console.print(
             f"{counts.total} message(s): {counts.visible} visible, {counts.in_flight} in flight"
             + (f", {counts.delayed} delayed" if counts.delayed else "")
@@ -164,7 +169,7 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
             )
         )
         return 0
-    context.header(counts)
+    context.header(dlq, counts)
     read = f"{result.visited} read" + (f", {len(letters)} matching {filters.describe()}" if filters else "")
     context.console.print(read)
     if letters:
@@ -338,7 +343,7 @@ def cmd_redrive(
         raise DlqError("the source queue is the dead-letter queue itself")
     keys = context.keys(required=dry_run or force, why="--dry-run" if dry_run else "--force")
     counts = dlq.counts()
-    context.header(counts)
+    context.header(dlq, counts)
     verb = "checking" if dry_run else "redriving"
     context.console.print(
         f"{verb} {filters.describe()} to {source.url}" + (f" at most {rate:g}/s" if rate else "")
@@ -397,7 +402,7 @@ def cmd_redrive(
 def cmd_purge(context: Context, *, filters: Filters, yes: bool) -> int:
     dlq = context.dlq()
     counts = dlq.counts()
-    context.header(counts)
+    context.header(dlq, counts)
     what = f"the messages matching {filters.describe()}" if filters else f"all {counts.total} message(s)"
     context.console.confirm(f"purge deletes {what} from {dlq.url} for good.", yes=yes)
     progress = Progress(context.console, counts.total, "deleted")
@@ -426,10 +431,3 @@ def cmd_purge(context: Context, *, filters: Filters, yes: bool) -> int:
     )
     report_walk(context.console, result)
     return 0
-
-
-def origin_counts(letters: list[DeadLetter]) -> dict[str, int]:
-    counts: dict[str, int] = defaultdict(int)
-    for letter in letters:
-        counts[Origin(letter.origin).value] += 1
-    return dict(counts)

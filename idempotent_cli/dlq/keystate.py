@@ -85,7 +85,7 @@ class KeyTable:
         found = self.records.inspect(self.config, self.dynamodb, record)
         key = getattr(found, "key", None)
         return Inspection(
-            state=State(str(found.state)),
+            state=State(getattr(found.state, "value", found.state)),
             key=key,
             key_text=f"{key.partition}#{key.sort}" if key is not None else None,
             reason=getattr(found, "reason", None),

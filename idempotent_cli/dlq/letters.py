@@ -142,7 +142,6 @@ class DeadLetter:
     def receive_count(self) -> int:
         return int(self.system.get("ApproximateReceiveCount") or 0)
 
-
     # -- what the dead letter says about the original message -------------------------------------------
 
     def _detail(self, name: str) -> Any:
