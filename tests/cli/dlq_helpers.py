@@ -454,3 +454,65 @@ def failing(operation: str, when: Any) -> Any:
         return clients
 
     return connect
+
+
+# -- the consumer, as Lambda's event source mapping runs it ---------------------------------------------
+
+
+class LambdaContext:
+    function_name = "consumer"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def consumer(pipeline: Pipeline, processor: Any = None) -> Any:
+    """The bundled handler with the deployed function's configuration (its environment)."""
+    from idempotent_runtime.config import Config
+    from idempotent_runtime.consumer import build_handler
+
+    return build_handler(
+        Config.from_env(pipeline.environment),
+        dynamodb_client=client("dynamodb"),
+        sqs_client=client("sqs"),
+        processor=processor,
+    )
+
+
+def consume(pipeline: Pipeline, handler: Any) -> list[tuple[str, str]]:
+    """Deliver everything in the source queue to ``handler`` as the event source mapping would (delete what
+    succeeded); returns (body, outcome) per delivery, in order."""
+    from idempotent_local.events import lambda_sqs_event
+
+    sqs = client("sqs")
+    arn = queue_arn(pipeline.queue_url)
+    outcomes: list[tuple[str, str]] = []
+    while True:
+        messages = sqs.receive_message(
+            QueueUrl=pipeline.queue_url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=30,
+            AttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            return outcomes
+        results = {
+            r.message.message_id: r
+            for r in handler.process_batch(lambda_sqs_event(messages, arn), LambdaContext())
+        }
+        for message in messages:
+            result = results[message["MessageId"]]
+            outcome = getattr(result.outcome, "value", result.outcome)
+            outcomes.append((message["Body"], outcome))
+            if outcome in ("processed", "duplicate"):
+                sqs.delete_message(QueueUrl=pipeline.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def publish(pipeline: Pipeline, message_body: str, group: str = "g", dedup_id: str | None = None) -> str:
+    request: dict[str, Any] = {"QueueUrl": pipeline.queue_url, "MessageBody": message_body}
+    if pipeline.queue_url.endswith(".fifo"):
+        request["MessageGroupId"] = group
+        request["MessageDeduplicationId"] = dedup_id or uuid.uuid4().hex
+    return client("sqs").send_message(**request)["MessageId"]
