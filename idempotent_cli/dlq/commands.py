@@ -373,6 +373,14 @@ def cmd_redrive(
     )
     try:
         result = walk(dlq, context.target.which, redriver, clock=context.console.clock)
+    except KeyboardInterrupt:
+        progress.finish()
+        if redriver.sending is not None:
+            context.console.note(
+                f"interrupted while redriving {redriver.sending.message_id}: it may be in the source queue "
+                "and still in the DLQ; redriving it again is a duplicate the pipeline absorbs"
+            )
+        raise
     finally:
         progress.finish()
     tally = redriver.tally

@@ -218,12 +218,16 @@ class _Walker:
             messages = self.queue.receive()
             if not messages:
                 break
-            for message in messages:
-                new = self._take(DeadLetter.from_message(message, self.which)) or new
+            letters = [DeadLetter.from_message(message, self.which) for message in messages]
+            for letter in letters:
+                # Held from the moment it is received (the newest receipt handle is the one that counts),
+                # so an error while visiting an earlier one still makes it visible again.
+                self.held[letter.message_id] = letter
+            for letter in letters:
+                new = self._take(letter) or new
         return new
 
     def _take(self, letter: DeadLetter) -> bool:
-        self.held[letter.message_id] = letter  # the newest receipt handle is the one that counts
         if letter.message_id in self.seen or self.stopped:
             return False
         self.seen.add(letter.message_id)

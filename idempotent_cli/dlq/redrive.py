@@ -76,6 +76,7 @@ class Redriver:
         self.tally = Tally()
         self.known_ids: set[str] = set()  # ids SendMessage returned in this run
         self._inspect_warning = False
+        self.sending: DeadLetter | None = None  # sent, not yet deleted from the DLQ
 
     # -- the visitor ----------------------------------------------------------------------------------
 
@@ -155,14 +156,17 @@ class Redriver:
                 )
         self.pace.wait()
         try:
+            self.sending = letter
             response = self.source.send(plan.request(self.source.url))
         except (ClientError, BotoCoreError) as exc:
+            self.sending = None
             return self._keep(
                 letter, "send failed", f"kept {head}: the send to the source queue failed: {exc}"
             )
         new_id = response.get("MessageId", "")
         dropped_as = self._dropped(letter, plan, response)
         if dropped_as is not None:
+            self.sending = None
             return self._keep(
                 letter,
                 "dropped by SQS",
@@ -174,6 +178,7 @@ class Redriver:
         try:
             self.dlq.delete(letter)
         except (ClientError, BotoCoreError) as exc:
+            self.sending = None
             self.tally.outcomes["not deleted"] += 1
             self.progress.line(
                 f"{head} was sent as {new_id} but the dead letter could not be deleted ({exc}): it is "
@@ -181,6 +186,7 @@ class Redriver:
             )
             self.progress.step("not deleted")
             return Decision.LEAVE
+        self.sending = None
         self.tally.outcomes["redriven"] += 1
         dedup = ""
         if self.source_fifo:

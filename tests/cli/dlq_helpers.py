@@ -427,9 +427,10 @@ def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SQSBackend, "send_message", send_message)
 
 
-def failing(operation: str, when: Any) -> Any:
+def failing(operation: str, when: Any, error: BaseException | None = None) -> Any:
     """A ``connect`` for :func:`dlq`: the default-credential clients, whose ``operation`` (e.g. SendMessage)
-    raises a service error for the requests ``when(params)`` chooses, before reaching SQS."""
+    raises ``error`` (default: a service error) for the requests ``when(params)`` chooses, before reaching
+    SQS."""
     from botocore.exceptions import ClientError
 
     from idempotent_cli.dlq import aws
@@ -442,6 +443,8 @@ def failing(operation: str, when: Any) -> Any:
             made = factory(service)
 
             def refuse(params: dict[str, Any], **_: Any) -> None:
+                if when(params) and error is not None:
+                    raise error
                 if when(params):
                     raise ClientError(
                         {"Error": {"Code": "InternalError", "Message": "injected failure"}}, operation

@@ -169,6 +169,23 @@ def test_a_dead_letter_whose_delete_fails_after_its_send_is_reported_and_not_los
     assert len(drain(pipeline.dlq_url)) == 1 and len(drain(pipeline.queue_url)) == 1
 
 
+def test_ctrl_c_between_send_and_delete_names_the_message_and_leaves_every_dead_letter_visible():
+    pipeline = deploy_pipeline()
+    letter = dead_letter(body("g1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g1")
+    dead_letter(body("g2"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g2")
+
+    connect = failing("DeleteMessage", lambda params: True, KeyboardInterrupt())
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
+
+    assert code == 130
+    assert (
+        f"interrupted while redriving {letter['MessageId']}: it may be in the source queue" in terminal.error
+    )
+    assert "every message the command held is visible in the DLQ again" in terminal.error
+    assert by_group(drain(pipeline.dlq_url)) == {"g": [body("g1"), body("g2")]}
+    assert by_group(drain(pipeline.queue_url)) == {"g": [body("g1")]}
+
+
 def test_filters_choose_by_group_and_by_reason_and_leave_the_rest_in_order():
     pipeline = deploy_pipeline()
     dead_letter(body("a1"), queue_url=pipeline.dlq_url, group_id="orders-1", dedup_id="a1")
