@@ -87,6 +87,7 @@ class Redriver:
             return Decision.LEAVE
         if not self.filters.matches(letter, self.target.max_receive_count):
             self.tally.outcomes["left by the filters"] += 1
+            self.progress.step("left by the filters")
             return Decision.LEAVE
         if self.limit is not None and self.tally.outcomes["redriven"] >= self.limit:
             return Decision.STOP
