@@ -25,10 +25,11 @@ FUNCTION_TIMEOUT_S = 30
 
 
 class PlainPipelineStack(cdk.Stack):
-    """SNS FIFO topic -> SQS FIFO queue (+ FIFO DLQ) -> Lambda -> DynamoDB, with the reference's settings.
+    """SNS FIFO topic -> SQS FIFO queue (+ FIFO DLQ, + the subscription's FIFO DLQ) -> Lambda -> DynamoDB,
+    with the reference's settings.
 
     Same resource types and counts as the reference stack (app.py, default context), same properties where
-    they are settings (names, retention, memory, alarms, least-privilege policy, outputs).
+    they are settings (retention, memory, environment, least-privilege policy, the nine alarms, outputs).
     """
 
     def __init__(self, scope: Construct, construct_id: str, **kwargs: object) -> None:
@@ -38,17 +39,16 @@ class PlainPipelineStack(cdk.Stack):
         dead_letter_queue = sqs.Queue(
             self,
             "DeadLetterQueue",
-            queue_name=f"{construct_id}-DeadLetterQueue.fifo",
             fifo=True,
             content_based_deduplication=True,
             enforce_ssl=True,
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             retention_period=cdk.Duration.days(14),
+            removal_policy=cdk.RemovalPolicy.RETAIN,
         )
         queue = sqs.Queue(
             self,
             "Queue",
-            queue_name=f"{construct_id}-Queue.fifo",
             fifo=True,
             content_based_deduplication=True,
             enforce_ssl=True,
@@ -56,8 +56,23 @@ class PlainPipelineStack(cdk.Stack):
             retention_period=cdk.Duration.days(4),
             visibility_timeout=cdk.Duration.seconds(6 * FUNCTION_TIMEOUT_S),
             dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letter_queue, max_receive_count=5),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
         )
-        topic.add_subscription(subscriptions.SqsSubscription(queue, raw_message_delivery=True))
+        subscription_dead_letter_queue = sqs.Queue(
+            self,
+            "SubscriptionDeadLetterQueue",
+            fifo=True,
+            content_based_deduplication=True,
+            enforce_ssl=True,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            retention_period=cdk.Duration.days(14),
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        topic.add_subscription(
+            subscriptions.SqsSubscription(
+                queue, raw_message_delivery=True, dead_letter_queue=subscription_dead_letter_queue
+            )
+        )
 
         table = dynamodb.Table(
             self,
@@ -69,6 +84,7 @@ class PlainPipelineStack(cdk.Stack):
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
+            encryption=dynamodb.TableEncryption.DEFAULT,
             deletion_protection=False,
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
@@ -78,12 +94,7 @@ class PlainPipelineStack(cdk.Stack):
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="consumer: reads the FIFO queue, writes the table",
-        )
-        log_group.grant_write(role)
-        role.add_to_policy(iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[table.table_arn]))
-        role.add_to_policy(
-            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[dead_letter_queue.queue_arn])
+            description="consumer: reads the queue, writes the table",
         )
         function = lambda_.Function(
             self,
@@ -102,13 +113,23 @@ class PlainPipelineStack(cdk.Stack):
                 "PARTITION_KEY": "pk",
                 "SORT_KEY": "sk",
                 "TTL_ATTRIBUTE": "expires_at",
-                "TTL_SECONDS": "604800",
+                "DEDUP_TTL_SECONDS": "604800",
                 "IDEMPOTENCY_MODE": "document",
                 "KEY_SOURCE": "fields",
+                "QUEUE_TYPE": "fifo",
+                "ON_CONFLICT": "quarantine",
+                "METRICS_NAMESPACE": "IdempotentPipeline",
+                "DOCUMENT_TTL_SECONDS": "0",
                 "PARTITION_KEY_FIELD": "x",
                 "SORT_KEY_FIELD": "y",
                 "DLQ_URL": dead_letter_queue.queue_url,
+                "MAX_RECEIVE_COUNT": "5",
             },
+        )
+        log_group.grant_write(role)
+        table.grant(function, "dynamodb:PutItem")
+        iam.Grant.add_to_principal(
+            grantee=function, actions=["sqs:SendMessage"], resource_arns=[dead_letter_queue.queue_arn]
         )
         function.add_event_source(
             event_sources.SqsEventSource(queue, batch_size=10, report_batch_item_failures=True)
@@ -117,44 +138,69 @@ class PlainPipelineStack(cdk.Stack):
         one_minute = cdk.Duration.minutes(1)
         at_least = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
         not_breaching = cloudwatch.TreatMissingData.NOT_BREACHING
-        cloudwatch.Alarm(
-            self,
-            "DeadLetterQueueAlarm",
-            alarm_description="messages are waiting in the dead-letter queue",
-            metric=dead_letter_queue.metric_approximate_number_of_messages_visible(
-                period=one_minute, statistic="Maximum"
-            ),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=at_least,
-            treat_missing_data=not_breaching,
+
+        def alarm(id: str, metric: cloudwatch.IMetric, threshold: float, description: str) -> None:
+            cloudwatch.Alarm(
+                self,
+                id,
+                alarm_description=description,
+                metric=metric,
+                threshold=threshold,
+                evaluation_periods=1,
+                comparison_operator=at_least,
+                treat_missing_data=not_breaching,
+            )
+
+        def visible(queue: sqs.IQueue) -> cloudwatch.IMetric:
+            return queue.metric_approximate_number_of_messages_visible(period=one_minute, statistic="Maximum")
+
+        alarm("DeadLetterQueueAlarm", visible(dead_letter_queue), 1, "messages wait in the dead-letter queue")
+        alarm(
+            "SubscriptionDeadLetterQueueAlarm",
+            visible(subscription_dead_letter_queue),
+            1,
+            "messages wait in the subscription's dead-letter queue",
         )
-        cloudwatch.Alarm(
-            self,
+        alarm(
+            "NotificationsFailedAlarm",
+            topic.metric_number_of_notifications_failed(period=one_minute, statistic="Sum"),
+            1,
+            "SNS failed to deliver messages",
+        )
+        alarm(
             "MessageAgeAlarm",
-            alarm_description="the oldest message in the queue is older than expected",
-            metric=queue.metric_approximate_age_of_oldest_message(period=one_minute, statistic="Maximum"),
-            threshold=600,
-            evaluation_periods=1,
-            comparison_operator=at_least,
-            treat_missing_data=not_breaching,
+            queue.metric_approximate_age_of_oldest_message(period=one_minute, statistic="Maximum"),
+            600,
+            "the oldest message in the queue is older than expected",
         )
-        cloudwatch.Alarm(
-            self,
-            "FunctionErrorsAlarm",
-            alarm_description="the consumer function failed invocations",
-            metric=function.metric_errors(period=one_minute, statistic="Sum"),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=at_least,
-            treat_missing_data=not_breaching,
+        function_name = function.function_name
+        for name, threshold, period in (
+            ("failed", 10, cdk.Duration.minutes(5)),
+            ("quarantined", 1, one_minute),
+            ("conflicts", 1, one_minute),
+            ("misconfigured", 1, one_minute),
+        ):
+            metric = cloudwatch.Metric(
+                namespace="IdempotentPipeline",
+                metric_name=name,
+                dimensions_map={"FunctionName": function_name},
+                statistic="Sum",
+                period=period,
+            )
+            alarm(f"{name.title()}Alarm", metric, threshold, f"the consumer counted {name} records")
+        alarm(
+            "ErrorsAlarm",
+            function.metric_errors(period=one_minute, statistic="Sum"),
+            1,
+            "the consumer function failed invocations",
         )
 
         for name, value in (
             ("TopicArn", topic.topic_arn),
             ("QueueUrl", queue.queue_url),
             ("DeadLetterQueueUrl", dead_letter_queue.queue_url),
+            ("SubscriptionDeadLetterQueueUrl", subscription_dead_letter_queue.queue_url),
             ("TableName", table.table_name),
-            ("FunctionName", function.function_name),
+            ("FunctionName", function_name),
         ):
             cdk.CfnOutput(self, name, value=value)

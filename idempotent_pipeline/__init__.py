@@ -1,8 +1,8 @@
-"""AWS CDK constructs that turn at-least-once SNS FIFO -> SQS FIFO -> Lambda -> DynamoDB delivery into
-exactly-once effects. The Lambda runs the bundled ``idempotent_runtime`` package.
+"""AWS CDK constructs that turn at-least-once SNS -> SQS -> Lambda -> DynamoDB delivery into exactly-once
+effects. The Lambda runs the bundled ``idempotent_runtime`` package.
 
-The constructs are imported on first use, so ``idempotent_local`` and other submodules that do not
-need aws-cdk-lib do not pay for starting it.
+The constructs are imported on first use, so tools that only need ``ConfigurationError`` or the contract's
+enums do not pay for starting aws-cdk-lib.
 """
 
 from __future__ import annotations
@@ -10,27 +10,43 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from idempotent_runtime.contract import ConfigurationError, KeySource, LogLevel, Mode, OnConflict
+
 if TYPE_CHECKING:
-    from idempotent_pipeline._checks import ConfigurationError
     from idempotent_pipeline.consumer import IdempotentConsumer
-    from idempotent_pipeline.messaging import FifoMessaging
+    from idempotent_pipeline.dashboard import PipelineDashboard
+    from idempotent_pipeline.messaging import Messaging
+    from idempotent_pipeline.options import AlarmOptions, ConsumerOptions, MessagingOptions, TableOptions
     from idempotent_pipeline.pipeline import IdempotentPipeline
     from idempotent_pipeline.table import IdempotencyTable
 
 _EXPORTS = {
-    "ConfigurationError": "idempotent_pipeline._checks",
-    "FifoMessaging": "idempotent_pipeline.messaging",
+    "AlarmOptions": "idempotent_pipeline.options",
+    "ConsumerOptions": "idempotent_pipeline.options",
     "IdempotencyTable": "idempotent_pipeline.table",
     "IdempotentConsumer": "idempotent_pipeline.consumer",
     "IdempotentPipeline": "idempotent_pipeline.pipeline",
+    "Messaging": "idempotent_pipeline.messaging",
+    "MessagingOptions": "idempotent_pipeline.options",
+    "PipelineDashboard": "idempotent_pipeline.dashboard",
+    "TableOptions": "idempotent_pipeline.options",
 }
 
 __all__ = [
+    "AlarmOptions",
     "ConfigurationError",
-    "FifoMessaging",
+    "ConsumerOptions",
     "IdempotencyTable",
     "IdempotentConsumer",
     "IdempotentPipeline",
+    "KeySource",
+    "LogLevel",
+    "Messaging",
+    "MessagingOptions",
+    "Mode",
+    "OnConflict",
+    "PipelineDashboard",
+    "TableOptions",
 ]
 
 

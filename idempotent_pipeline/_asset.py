@@ -1,21 +1,48 @@
-"""Stage the consumer's code asset: the bundled runtime plus the user's processing code. No Docker."""
+"""Stage the consumer's code asset: the bundled runtime, the user's code (without version control, secrets,
+environments and caches) and the wheels its ``requirements.txt`` names. No Docker."""
 
 from __future__ import annotations
 
+import ast
 import atexit
+import hashlib
 import importlib.util
+import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
-from pathlib import Path
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path, PurePosixPath
 
-from idempotent_pipeline._checks import ConfigurationError
+from idempotent_runtime import contract
+from idempotent_runtime.contract import ConfigurationError
 
-RUNTIME_PACKAGE = "idempotent_runtime"
-HANDLER = f"{RUNTIME_PACKAGE}.handler.handler"
-_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
-# module:function, the function possibly an attribute path (module:Class.method), as the runtime accepts.
-_PROCESSOR = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+RUNTIME_PACKAGE = contract.RUNTIME_PACKAGE
+HANDLER = contract.HANDLER
+# Lambda's limit for a function's code and layers, unzipped: 250 MB (262,144,000 bytes).
+MAX_UNZIPPED_BYTES = 262_144_000
+REQUIREMENTS = "requirements.txt"
+# Where installed requirements are cached (default: $XDG_CACHE_HOME or ~/.cache, then idempotent-pipeline).
+CACHE_VARIABLE = "IDEMPOTENT_PIPELINE_CACHE"
+_NO_WHEEL = re.compile(r"No matching distribution found for (\S+)")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the function runs on: wheels are chosen for it."""
+
+    python_version: str  # e.g. "3.14"
+    architecture: str  # "arm64" or "x86_64"
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        # The Python runtimes the consumer uses (3.12 and later) run on Amazon Linux 2023, glibc 2.34.
+        machine = "aarch64" if self.architecture == "arm64" else "x86_64"
+        return tuple(f"{tag}_{machine}" for tag in ("manylinux2014", "manylinux_2_28", "manylinux_2_34"))
 
 
 def runtime_source() -> Path:
@@ -30,53 +57,315 @@ def runtime_source() -> Path:
     return Path(locations[0])
 
 
-def check_processor(processor: str | None, code_directory: str | None) -> Path | None:
-    """Validate ``module:function`` and the directory that holds the module; return the directory."""
+# -- the processor ----------------------------------------------------------------------------------------
+
+
+def check_processor(processor: str | None, code_directory: str | None) -> tuple[Path | None, str | None]:
+    """Validate ``module:function`` against the code directory, reading the module (never importing it).
+
+    Returns the directory and, when the module could not be read with this Python, a note saying so.
+    """
     if processor is None and code_directory is None:
-        return None
+        return None, None
     if processor is None:
         raise ConfigurationError(
-            f"code_directory is set ({code_directory!r}) but processor is not; give processor as "
-            "'module:function' naming a function in that directory"
+            f"ConsumerOptions.code_directory is set ({code_directory!r}) but processor is not; give "
+            "processor "
+            "as 'module:function' naming a function in that directory"
         )
-    if not _PROCESSOR.match(processor):
+    if not contract.PROCESSOR_PATTERN.match(processor):
         raise ConfigurationError(
-            f"processor must look like 'module:function' (e.g. 'orders:handle'); got {processor!r}"
+            "ConsumerOptions.processor must look like 'module:function' (e.g. 'orders:handle'); got "
+            f"{processor!r}"
         )
+    module, attribute = processor.split(":")
     if code_directory is None:
         raise ConfigurationError(
-            f"processor {processor!r} needs code_directory: the directory holding module "
-            f"{processor.split(':')[0]!r}"
+            f"ConsumerOptions.processor {processor!r} needs code_directory: the directory holding module "
+            f"{module!r}"
         )
     directory = Path(code_directory)
     if not directory.is_dir():
-        raise ConfigurationError(f"code_directory must be an existing directory; got {code_directory!r}")
+        raise ConfigurationError(
+            f"ConsumerOptions.code_directory must be an existing directory; got {code_directory!r}"
+        )
     if (directory / RUNTIME_PACKAGE).exists() or (directory / f"{RUNTIME_PACKAGE}.py").exists():
         raise ConfigurationError(
-            f"code_directory must not contain {RUNTIME_PACKAGE!r}: it would shadow the bundled runtime; "
-            f"got {code_directory!r}"
+            f"ConsumerOptions.code_directory must not contain {RUNTIME_PACKAGE!r}: it would shadow the "
+            "bundled "
+            f"runtime; got {code_directory!r}"
         )
-    module = processor.split(":")[0]
     if module.split(".")[0] == RUNTIME_PACKAGE:
-        raise ConfigurationError(f"processor must name a module of your own code; got {processor!r}")
+        raise ConfigurationError(
+            f"ConsumerOptions.processor must name a module of your own code; got {processor!r}"
+        )
     relative = Path(*module.split("."))
-    candidates = [directory / relative.with_suffix(".py"), directory / relative / "__init__.py"]
-    if not any(candidate.is_file() for candidate in candidates):
+    candidates = [relative.with_suffix(".py"), relative / "__init__.py"]
+    found = next((directory / c for c in candidates if (directory / c).is_file()), None)
+    if found is None:
         raise ConfigurationError(
             f"processor module {module!r} is not in code_directory {code_directory!r} "
-            f"(looked for {relative.with_suffix('.py')} and {relative / '__init__.py'})"
+            f"(looked for {candidates[0]} and {candidates[1]})"
         )
-    return directory
+    try:
+        tree = ast.parse(found.read_bytes(), filename=str(found))
+    except (SyntaxError, ValueError) as error:
+        return directory, (
+            f"processor {processor!r} was not checked: {found} does not parse with this Python "
+            f"({sys.version_info.major}.{sys.version_info.minor}): {error}"
+        )
+    missing = _missing(tree, attribute.split("."))
+    if missing is not None:
+        raise ConfigurationError(f"processor {processor!r}: {found.relative_to(directory)} {missing}")
+    return directory, None
 
 
-def stage_asset(code_directory: Path | None) -> str:
-    """Copy the runtime (and the user's code beside it) into a fresh directory for ``Code.from_asset``.
+def _missing(tree: ast.Module, path: list[str]) -> str | None:
+    """What is missing on the way to ``path`` in a module, or None when it is there (or cannot be known)."""
+    names, open_ended = _bindings(tree.body)
+    head = path[0]
+    if head not in names:
+        if open_ended or "__getattr__" in names:
+            return None  # `from x import *` or a module __getattr__: cannot tell without importing
+        functions = sorted(
+            n for n, node in names.items() if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        )
+        listed = f" (its functions: {', '.join(functions)})" if functions else ""
+        return f"defines no {head!r} at module level{listed}"
+    node = names[head]
+    for part in path[1:]:
+        if not isinstance(node, ast.ClassDef):
+            return None  # an attribute of something other than a class defined here: cannot tell
+        members, open_ended = _bindings(node.body)
+        if part not in members:
+            if node.bases or open_ended:
+                return None  # it may be inherited
+            return f"class {node.name!r} defines no {part!r}"
+        node = members[part]
+    return None
 
-    The directory lives until the process exits: the asset is copied into the cloud assembly at synth.
+
+def _bindings(body: Iterable[ast.stmt]) -> tuple[dict[str, ast.AST], bool]:
+    """Names a block of statements binds (also inside if/try/with/for blocks); True when open-ended."""
+    names: dict[str, ast.AST] = {}
+    open_ended = False
+    for statement in body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names[statement.name] = statement
+        elif isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                for node in ast.walk(target):
+                    if isinstance(node, ast.Name):
+                        names[node.id] = statement
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            if isinstance(statement.target, ast.Name):
+                names[statement.target.id] = statement
+        elif isinstance(statement, ast.Import | ast.ImportFrom):
+            for alias in statement.names:
+                if alias.name == "*":
+                    open_ended = True
+                else:
+                    names[alias.asname or alias.name.split(".")[0]] = statement
+        else:
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(statement, block, None)
+                if isinstance(inner, list) and inner:
+                    statements = [s for h in inner for s in h.body] if block == "handlers" else inner
+                    more, open_inner = _bindings(statements)
+                    names.update(more)
+                    open_ended = open_ended or open_inner
+    return names, open_ended
+
+
+# -- what the asset holds ---------------------------------------------------------------------------------
+
+
+def _excluded(relative: PurePosixPath, patterns: Sequence[str]) -> bool:
+    for pattern in patterns:
+        if "/" in pattern:
+            if _path_matches(relative.parts, tuple(pattern.strip("/").split("/"))):
+                return True
+        elif fnmatchcase(relative.name, pattern):
+            return True
+    return False
+
+
+def _path_matches(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
+    """Glob over path segments: ``*`` stays within a segment, ``**`` spans any number of them."""
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_path_matches(parts[skip:], pattern[1:]) for skip in range(len(parts) + 1))
+    return bool(parts) and fnmatchcase(parts[0], pattern[0]) and _path_matches(parts[1:], pattern[1:])
+
+
+def select_files(directory: Path, patterns: Sequence[str]) -> list[tuple[Path, PurePosixPath]]:
+    """The files of ``directory`` that go into the asset: ``(source, relative path)``."""
+    selected = []
+    for root, dirs, files in os.walk(directory):
+        base = PurePosixPath(Path(root).relative_to(directory).as_posix())
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not _excluded(base / d, patterns) and not (Path(root, d) / "pyvenv.cfg").is_file()
+        )
+        for name in sorted(files):
+            relative = base / name
+            if not _excluded(relative, patterns):
+                selected.append((Path(root, name), relative))
+    return selected
+
+
+def _size(files: Iterable[tuple[Path, PurePosixPath]]) -> int:
+    return sum(source.stat().st_size for source, _ in files)
+
+
+def _tree(directory: Path) -> list[tuple[Path, PurePosixPath]]:
+    return [
+        (path, PurePosixPath(path.relative_to(directory).as_posix()))
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo")
+    ]
+
+
+def check_size(parts: dict[str, list[tuple[Path, PurePosixPath]]]) -> None:
+    """The asset must stay within Lambda's 250 MB unzipped."""
+    total = sum(_size(files) for files in parts.values())
+    if total <= MAX_UNZIPPED_BYTES:
+        return
+    largest: dict[str, int] = {}
+    for origin, files in parts.items():
+        for source, relative in files:
+            top = f"{origin}: {relative.parts[0]}{'/' if len(relative.parts) > 1 else ''}"
+            largest[top] = largest.get(top, 0) + source.stat().st_size
+    biggest = sorted(largest.items(), key=lambda item: item[1], reverse=True)[:3]
+    listed = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in biggest)
+    raise ConfigurationError(
+        f"the function's code asset would be {total / 1e6:.1f} MB unzipped, over Lambda's 250 MB limit "
+        f"({MAX_UNZIPPED_BYTES} bytes); largest: {listed}. Leave out what the function does not need with "
+        "ConsumerOptions.exclude, or move it to a layer"
+    )
+
+
+# -- requirements.txt -------------------------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    configured = os.environ.get(CACHE_VARIABLE)
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "idempotent-pipeline"
+
+
+def install_requirements(requirements: Path, target: Target) -> Path:
+    """Install ``requirements`` (wheels only, for ``target``) into a cached directory and return it.
+
+    The cache key is a hash of the requirements and the target (delete the cache directory to install them
+    anew); pip's own environment (``PIP_INDEX_URL``, ``PIP_FIND_LINKS``, ``PIP_NO_INDEX``, a pip.conf)
+    applies as for any pip run.
     """
+    digest = hashlib.sha256(requirements.read_bytes())
+    for part in (target.python_version, target.architecture, *target.platforms):
+        digest.update(b"\0" + part.encode())
+    root = cache_root() / "requirements"
+    installed = root / digest.hexdigest()[:32]
+    if installed.is_dir():
+        return installed
+    if importlib.util.find_spec("pip") is None:
+        raise ConfigurationError(
+            f"{requirements} needs pip to be installed at synth; install pip into this Python "
+            f"({sys.executable})"
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".installing-", dir=root))
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--requirement",
+        str(requirements.resolve()),
+        "--target",
+        str(staging),
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        target.python_version,
+        *(argument for platform in target.platforms for argument in ("--platform", platform)),
+        "--no-compile",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--quiet",
+    ]
+    result = subprocess.run(
+        command, cwd=requirements.parent, capture_output=True, text=True, check=False, env=dict(os.environ)
+    )
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        output = (result.stderr or result.stdout).strip()
+        machine = target.platforms[0].split("_", 1)[1]
+        no_wheel = _NO_WHEEL.search(output)
+        if no_wheel is not None:
+            raise ConfigurationError(
+                f"{requirements}: no wheel of {no_wheel.group(1)!r} for the function (CPython "
+                f"{target.python_version}, manylinux {machine}); requirements are installed at synth from "
+                "wheels only (no compiler, no Docker): pin a version that publishes such a wheel, or ship "
+                "the "
+                "dependency in a layer"
+            )
+        raise ConfigurationError(f"{requirements}: pip could not install it:\n{output[-2000:]}")
+    if (staging / RUNTIME_PACKAGE).exists():
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ConfigurationError(
+            f"{requirements} installs {RUNTIME_PACKAGE!r} (e.g. idempotent-pipeline itself): the consumer "
+            "bundles its own runtime; remove it from the requirements"
+        )
+    try:
+        staging.rename(installed)
+    except OSError:  # another synth installed the same requirements meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+    return installed
+
+
+# -- staging ----------------------------------------------------------------------------------------------
+
+
+def stage_asset(code_directory: Path | None, exclude: Sequence[str], target: Target) -> str:
+    """Copy the runtime, the user's code and its installed requirements into a fresh directory.
+
+    The directory lives until the process exits: CDK copies it into the cloud assembly at synth.
+    """
+    parts: dict[str, list[tuple[Path, PurePosixPath]]] = {}
+    if code_directory is not None:
+        requirements = code_directory / REQUIREMENTS
+        if requirements.is_file():
+            parts["requirements"] = _tree(install_requirements(requirements, target))
+        parts["code_directory"] = select_files(code_directory, exclude)
+    runtime = runtime_source()
+    parts["runtime"] = [
+        (source, PurePosixPath(RUNTIME_PACKAGE) / relative) for source, relative in _tree(runtime)
+    ]
+    check_size(parts)
     staging = Path(tempfile.mkdtemp(prefix="idempotent-pipeline-asset-"))
     atexit.register(shutil.rmtree, staging, True)
-    if code_directory is not None:
-        shutil.copytree(code_directory, staging, ignore=_IGNORE, dirs_exist_ok=True)
-    shutil.copytree(runtime_source(), staging / RUNTIME_PACKAGE, ignore=_IGNORE)
+    made: set[Path] = set()
+    for files in parts.values():  # later parts win: the runtime over everything
+        for source, relative in files:
+            destination = staging / relative
+            if destination.parent not in made:
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                made.add(destination.parent)
+            _place(source, destination)
     return str(staging)
+
+
+def _place(source: Path, destination: Path) -> None:
+    """A hard link where the file system allows (no bytes copied), else a copy with the file's mode."""
+    if destination.exists():
+        destination.unlink()
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy(source, destination)

@@ -1,95 +1,330 @@
-"""IdempotentConsumer: the Lambda that drains the FIFO queue into the table through the bundled runtime."""
+"""IdempotentConsumer: the Lambda that drains the queue into the table through the bundled runtime."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any
 
-from aws_cdk import Annotations, Duration, Token
-from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import Acknowledgment, Token, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
-
-from idempotent_pipeline._asset import HANDLER, check_processor, stage_asset
-from idempotent_pipeline._checks import (
+from idempotent_runtime import contract
+from idempotent_runtime.contract import (
     ConfigurationError,
-    require_fifo_queue,
-    require_int_range,
-    require_name,
+    KeySource,
+    LogLevel,
+    Metric,
+    Mode,
+    OnConflict,
+    QueueType,
+)
+
+from idempotent_pipeline._alarms import ONE_MINUTE, Alarms
+from idempotent_pipeline._asset import HANDLER, Target, check_processor, stage_asset
+from idempotent_pipeline._facts import describe_queue
+from idempotent_pipeline._rules import (
+    TOKEN,
+    Rule,
+    choice,
+    describe,
+    enforce,
+    instance,
+    integer,
+    is_token,
+    lazy,
+    options_of,
+    outside,
     seconds,
-    unresolved,
+    text,
+    texts,
+    warn,
 )
-from idempotent_pipeline.table import (
-    DEFAULT_PARTITION_KEY,
-    DEFAULT_SORT_KEY,
-    DEFAULT_TTL_ATTRIBUTE,
-    check_key_names,
+from idempotent_pipeline.options import (
+    DEFAULT_EXCLUDE,
+    DEFAULT_LEASE_MARGIN,
+    AlarmOptions,
+    ConsumerOptions,
 )
+from idempotent_pipeline.table import IdempotencyTable
 
-Mode = Literal["document", "transaction", "guarded"]
-KeySource = Literal["fields", "dedup_id", "message_id", "body_sha256"]
-
-MODES = ("document", "transaction", "guarded")
-KEY_SOURCES = ("fields", "dedup_id", "message_id", "body_sha256")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-DEFAULT_TIMEOUT = Duration.seconds(30)
-DEFAULT_TTL = Duration.days(7)
-DEFAULT_MEMORY_SIZE = 256
-DEFAULT_BATCH_SIZE = 10  # the FIFO maximum
-DEFAULT_LOG_RETENTION = logs.RetentionDays.ONE_MONTH
-DEFAULT_PARTITION_KEY_FIELD = "x"
-DEFAULT_SORT_KEY_FIELD = "y"
 # AWS guidance for SQS event sources: visibility timeout at least 6 x the function timeout, so a message is
 # not redelivered while retries of the same batch are still running.
 VISIBILITY_FACTOR = 6
-# SQS' own visibility timeout when none is set.
-_SQS_DEFAULT_VISIBILITY = 30
-
-# The table actions the runtime uses per mode (docs/runtime-contract.md, "IAM actions the runtime uses").
-TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
-    "document": ("dynamodb:PutItem",),
-    "guarded": ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
-    "transaction": (
-        "dynamodb:PutItem",
-        "dynamodb:UpdateItem",
-        "dynamodb:DeleteItem",
-        "dynamodb:ConditionCheckItem",
-    ),
-}
-# DynamoDB encrypts and decrypts with a customer-managed table key on the caller's behalf.
-TABLE_KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
-DLQ_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
-
-# Environment variables the runtime reads; `environment` may not override them.
-CONTRACT_VARIABLES = frozenset(
-    {
-        "TABLE_NAME",
-        "PARTITION_KEY",
-        "SORT_KEY",
-        "TTL_ATTRIBUTE",
-        "TTL_SECONDS",
-        "IDEMPOTENCY_MODE",
-        "KEY_SOURCE",
-        "PARTITION_KEY_FIELD",
-        "SORT_KEY_FIELD",
-        "PROCESSOR",
-        "DLQ_URL",
-        "LEASE_SECONDS",
-        "MAX_WORKERS",
-        "METRICS_NAMESPACE",
-        "LOG_LEVEL",
-    }
+MAX_BATCHING_WINDOW_SECONDS = 300
+# Lambda: all environment variables of a function together hold at most 4 KB.
+MAX_ENVIRONMENT_BYTES = 4096
+# Lambda creates and deletes the function's network interfaces with its role; the Describe actions take no
+# resource, and Lambda checks for these actions on "*" when the function is created.
+NETWORK_INTERFACE_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
 )
-_NAMESPACE = re.compile(r"^[^:\s][^:]{0,254}$")
+NETWORK_INTERFACE_REASON = (
+    "Lambda attaches the function to the VPC through network interfaces it manages with this role: "
+    "ec2:Describe* take no resource and Lambda requires these actions on * (the statement of AWS's "
+    "AWSLambdaVPCAccessExecutionRole, without the managed policy)"
+)
+XRAY_REASON = (
+    "X-Ray active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords take no resource (CDK adds "
+    "them on * for a traced function)"
+)
+SHORT_TTL = "idempotent-pipeline:short-ttl"
 
 
-def newest_python_runtime() -> lambda_.Runtime:
-    """The newest Python runtime this aws-cdk-lib knows (cdk-nag L1 flags any older one).
+def _path_error(value: object) -> bool:
+    try:
+        contract.field_path(value)  # type: ignore[arg-type]
+    except ConfigurationError:
+        return True
+    return False
+
+
+RULES = (
+    Rule(
+        ("key_source", "fifo"),
+        lambda source, fifo: source in contract.FIFO_ONLY_KEY_SOURCES and fifo is False,
+        "ConsumerOptions.key_source {key_source.value!r} needs a FIFO queue: a standard queue's messages "
+        "carry "
+        "no MessageDeduplicationId; got the standard queue {queue_name} (use 'fields', 'message_id' or "
+        "'body_sha256')",
+    ),
+    Rule(
+        ("fifo", "dead_letter_queue_fifo"),
+        lambda fifo, dlq_fifo: None not in (fifo, dlq_fifo) and fifo != dlq_fifo,
+        "dead_letter_queue must be a {queue_kind} queue like the queue it serves; got a {dlq_kind} queue: "
+        "{dead_letter_queue_name}",
+    ),
+    Rule(
+        ("key_source", "partition_key_field", "sort_key_field"),
+        lambda source, pk, sk: source != KeySource.FIELDS and (pk is not None or sk is not None),
+        "ConsumerOptions.partition_key_field and sort_key_field apply only to key_source 'fields'; got "
+        "key_source {key_source.value!r} with fields {partition_key_field!r}, {sort_key_field!r}",
+    ),
+    Rule(
+        ("key_source", "partition_key_field"),
+        lambda source, field: source == KeySource.FIELDS and field is not None and _path_error(field),
+        "ConsumerOptions.partition_key_field must be a field path such as 'order.id' (no empty segment); "
+        "got {partition_key_field!r}",
+    ),
+    Rule(
+        ("key_source", "sort_key_field"),
+        lambda source, field: source == KeySource.FIELDS and field is not None and _path_error(field),
+        "ConsumerOptions.sort_key_field must be a field path such as 'order.line' (no empty segment); "
+        "got {sort_key_field!r}",
+    ),
+    Rule(
+        ("key_source", "partition_field", "sort_field"),
+        lambda source, pk, sk: source == KeySource.FIELDS and pk == sk,
+        "ConsumerOptions.partition_key_field and sort_key_field must differ; both are {partition_field!r}",
+    ),
+    Rule(
+        ("mode", "processor"),
+        lambda mode, processor: mode != Mode.DOCUMENT and processor is None,
+        "ConsumerOptions.mode {mode.value!r} runs your processing code: set processor ('module:function') "
+        "and code_directory",
+    ),
+    Rule(
+        ("key_prefix",),
+        lambda prefix: prefix is not None and prefix.startswith(contract.RESERVED_KEY_PREFIX),
+        f"ConsumerOptions.key_prefix must not begin with {contract.RESERVED_KEY_PREFIX!r} (the runtime's own "
+        "keys); got {key_prefix!r}",
+    ),
+    Rule(
+        ("fingerprint_fields", "fingerprint_exclude"),
+        lambda fields, excluded: fields is not None and excluded is not None,
+        "ConsumerOptions.fingerprint_fields and fingerprint_exclude cannot both be set (one chooses the "
+        "fields, the other removes fields); got {fingerprint_fields!r} and {fingerprint_exclude!r}",
+    ),
+    Rule(
+        ("fingerprint_fields",),
+        lambda fields: fields is not None and not fields,
+        "ConsumerOptions.fingerprint_fields must name at least one field (None: the whole body); got []",
+    ),
+    Rule(
+        ("fingerprint_fields",),
+        lambda fields: fields is not None and any(_path_error(f) for f in fields),
+        "ConsumerOptions.fingerprint_fields must be field paths such as 'order.id'; got "
+        "{fingerprint_fields!r}",
+    ),
+    Rule(
+        ("fingerprint_exclude",),
+        lambda fields: fields is not None and any(_path_error(f) for f in fields),
+        "ConsumerOptions.fingerprint_exclude must be field paths such as 'sent_at'; got "
+        "{fingerprint_exclude!r}",
+    ),
+    Rule(
+        ("dedup_ttl",),
+        lambda ttl: ttl is not None and ttl <= 0,
+        "ConsumerOptions.dedup_ttl must be greater than 0 seconds (None: never expire); got {dedup_ttl} "
+        "seconds",
+    ),
+    Rule(
+        ("document_ttl",),
+        lambda ttl: ttl is not None and ttl <= 0,
+        "ConsumerOptions.document_ttl must be greater than 0 seconds (None: never expire); "
+        "got {document_ttl} seconds",
+    ),
+    Rule(
+        ("mode", "document_ttl_set"),
+        lambda mode, document_ttl: mode != Mode.DOCUMENT and document_ttl,
+        "ConsumerOptions.document_ttl applies only to mode 'document'; got mode {mode.value!r}",
+    ),
+    Rule(
+        ("mode", "lease_duration_set"),
+        lambda mode, lease: mode != Mode.GUARDED and lease,
+        "ConsumerOptions.lease_duration applies only to mode 'guarded'; got mode {mode.value!r}",
+    ),
+    Rule(
+        ("mode", "lease_margin_set"),
+        lambda mode, margin: mode != Mode.GUARDED and margin,
+        "ConsumerOptions.lease_margin applies only to mode 'guarded'; got mode {mode.value!r}",
+    ),
+    Rule(
+        ("lease_duration",),
+        lambda lease: lease is not None and lease <= 0,
+        "ConsumerOptions.lease_duration must be greater than 0 seconds; got {lease_duration} seconds",
+    ),
+    Rule(
+        ("timeout",),
+        outside(*contract.TIMEOUT_SECONDS_RANGE),
+        "ConsumerOptions.timeout must be between 1 and 900 seconds; got {timeout} seconds",
+    ),
+    Rule(
+        ("memory_size",),
+        outside(*contract.MEMORY_SIZE_RANGE),
+        "ConsumerOptions.memory_size must be between {memory_range[0]} and {memory_range[1]}; got "
+        "{memory_size}",
+    ),
+    Rule(
+        ("batch_size", "max_batch_size"),
+        lambda size, most: size is not None and not 1 <= size <= most,
+        "ConsumerOptions.batch_size must be between 1 and {max_batch_size} ({queue_kind} queue); "
+        "got {batch_size}",
+    ),
+    Rule(
+        ("fifo", "max_batching_window"),
+        lambda fifo, window: fifo is not False and window is not None,
+        "ConsumerOptions.max_batching_window applies only to standard queues (SQS does not batch FIFO "
+        "queues over time); got {max_batching_window} seconds with a FIFO queue",
+    ),
+    Rule(
+        ("max_batching_window",),
+        outside(0, MAX_BATCHING_WINDOW_SECONDS),
+        "ConsumerOptions.max_batching_window must be at most 300 seconds; got {max_batching_window} seconds",
+    ),
+    Rule(
+        ("batch_size", "max_batching_window"),
+        lambda size, window: size is not None and size > contract.FIFO_MAX_BATCH_SIZE and not window,
+        "ConsumerOptions.batch_size above 10 needs max_batching_window of at least 1 second (an SQS event "
+        "source rule); got batch_size {batch_size} without one",
+    ),
+    Rule(
+        ("max_concurrency",),
+        outside(*contract.MAX_CONCURRENCY_RANGE),
+        "ConsumerOptions.max_concurrency must be between 2 and 1000; got {max_concurrency}",
+    ),
+    Rule(
+        ("reserved_concurrent_executions",),
+        outside(1),
+        "ConsumerOptions.reserved_concurrent_executions must be at least 1; got "
+        "{reserved_concurrent_executions}",
+    ),
+    Rule(
+        ("max_workers",),
+        outside(*contract.MAX_WORKERS_RANGE),
+        "ConsumerOptions.max_workers must be between 1 and 64; got {max_workers}",
+    ),
+    Rule(
+        ("metrics_namespace",),
+        lambda namespace: namespace is None or not contract.METRICS_NAMESPACE_PATTERN.match(namespace),
+        "ConsumerOptions.metrics_namespace must be 1 to 255 characters without ':' or a leading space; "
+        "got {metrics_namespace!r}",
+    ),
+    Rule(
+        ("overridden",),
+        bool,
+        "ConsumerOptions.environment may not set the runtime's own variables (use the matching options); "
+        "got {overridden_names}",
+    ),
+    Rule(
+        ("visibility", "timeout"),
+        lambda visibility, timeout: visibility is not None and visibility < VISIBILITY_FACTOR * timeout,
+        "visibility_timeout of queue {queue_path} must be at least 6 x the function timeout ({timeout} "
+        "seconds) = {needed_visibility} seconds; got {visibility} seconds",
+    ),
+    Rule(
+        ("vpc", "vpc_subnets"),
+        lambda vpc, subnets: subnets and not vpc,
+        "ConsumerOptions.vpc_subnets needs vpc; got subnets without a VPC",
+    ),
+    Rule(
+        ("vpc", "security_groups"),
+        lambda vpc, groups: groups and not vpc,
+        "ConsumerOptions.security_groups needs vpc; got security groups without a VPC",
+    ),
+    Rule(
+        ("environment_bytes",),
+        lambda size: size > MAX_ENVIRONMENT_BYTES,
+        "the function's environment variables hold {environment_bytes} bytes, over Lambda's 4 KB; shorten "
+        "fingerprint_fields / fingerprint_exclude or ConsumerOptions.environment",
+    ),
+    # -- warnings ---------------------------------------------------------------------------------------
+    Rule(
+        ("fifo",),
+        lambda fifo: fifo is None,
+        "queue {queue_path} is imported from a deploy-time ARN, so its type is unknown: treated as FIFO. "
+        "Import it with sqs.Queue.from_queue_attributes(..., fifo=True) (or a standard queue by its ARN "
+        "text) to say which",
+        warning="idempotent-pipeline:queue-type-unknown",
+    ),
+    Rule(
+        ("reserved_concurrent_executions", "max_concurrency"),
+        lambda reserved, most: reserved is not None and most is not None and reserved < most,
+        "ConsumerOptions.reserved_concurrent_executions ({reserved_concurrent_executions}) is below "
+        "max_concurrency ({max_concurrency}): the event source will be throttled",
+        warning="idempotent-pipeline:throttling",
+    ),
+    Rule(
+        ("reserved_concurrent_executions", "max_concurrency"),
+        lambda reserved, most: reserved is not None and most is None,
+        "ConsumerOptions.reserved_concurrent_executions ({reserved_concurrent_executions}) is set without "
+        "max_concurrency: the event source's pollers invoke beyond the reserved concurrency, and throttled "
+        "receives count toward the queue's max receives, so messages can reach the DLQ unprocessed; set "
+        "max_concurrency (at most the reserved concurrency) instead, or as well",
+        warning="idempotent-pipeline:reserved-concurrency",
+    ),
+    Rule(
+        ("reserved_concurrent_executions", "max_receive_count"),
+        lambda reserved, receives: reserved is not None and receives is not None and receives < 5,
+        "the queue's max_receive_count is {max_receive_count} with reserved concurrency: a few throttled "
+        "receives move a message to the DLQ unprocessed; AWS advises at least 5",
+        warning="idempotent-pipeline:low-max-receive-count",
+    ),
+    Rule(
+        ("lifetime", "arrival_window"),
+        lambda lifetime, window: lifetime is not None and window is not None and lifetime < window,
+        "{lifetime_prop} ({lifetime} seconds) is shorter than the time a duplicate can still arrive from "
+        "queue "
+        "{queue_path} ({arrival_text}): a redelivery after its record expired is processed again; make it at "
+        "least {arrival_window} seconds, or None (never expire)",
+        warning=SHORT_TTL,
+    ),
+)
+
+
+def newest_python_runtime() -> tuple[lambda_.Runtime, str]:
+    """The newest Python runtime this aws-cdk-lib knows (cdk-nag L1 flags any older one) and its version.
 
     Chosen from the names of the ``Runtime.PYTHON_3_x`` constants, which the binding defines without a call
     into jsii; only the chosen one is read (walking ``Runtime.ALL`` costs ~70 jsii round trips per synth).
@@ -99,57 +334,31 @@ def newest_python_runtime() -> lambda_.Runtime:
         for name in vars(lambda_.Runtime)
         if (match := re.fullmatch(r"PYTHON_3_(\d+)", name))
     ]
-    return getattr(lambda_.Runtime, f"PYTHON_3_{max(minors)}")
+    newest = max(minors)
+    return getattr(lambda_.Runtime, f"PYTHON_3_{newest}"), f"3.{newest}"
 
 
 class IdempotentConsumer(Construct):
-    """A Lambda function running the bundled idempotent runtime on an SQS FIFO queue.
+    """A Lambda function running the bundled idempotent runtime on an SQS queue (FIFO or standard).
 
-    The code asset is the ``idempotent_runtime`` package (plus ``code_directory`` when given), staged without
-    Docker; handler ``idempotent_runtime.handler.handler`` on the newest Python runtime. The SQS event source
-    reports batch item failures. The function gets its own role with exactly the actions the runtime uses
-    (``docs/runtime-contract.md``) and an explicit log group.
+    The code asset is the ``idempotent_runtime`` package plus ``code_directory`` (without version control,
+    environments, secrets and caches) and the wheels of its ``requirements.txt``, staged without Docker;
+    handler ``idempotent_runtime.handler.handler`` on the newest Python runtime. The SQS event source reports
+    batch item failures. The function gets its own role with exactly the actions the runtime uses and an
+    explicit log group; its environment follows the runtime contract.
 
-    :param queue: the SQS FIFO queue to consume. Required.
-    :param table: the DynamoDB table (string partition and sort key) the runtime writes. Required.
-    :param partition_key_name: the table's partition key attribute. Default: ``pk``.
-    :param sort_key_name: the table's sort key attribute. Default: ``sk``.
-    :param time_to_live_attribute: the table's TTL attribute. Default: ``expires_at``.
-    :param mode: ``document`` (one conditional put per message), ``transaction`` (the processor's writes and
-        the idempotency marker in one transaction) or ``guarded`` (claim, run the processor, complete).
-        Default: ``document``.
-    :param key_source: where the idempotency key comes from: ``fields`` (two JSON body fields), ``dedup_id``,
-        ``message_id`` or ``body_sha256``. Default: ``fields``.
-    :param partition_key_field: with ``key_source="fields"``, the body field that becomes the partition key.
-        Default: ``x``.
-    :param sort_key_field: with ``key_source="fields"``, the body field that becomes the sort key.
-        Default: ``y``.
-    :param ttl: lifetime of the records the runtime writes. Default: 7 days.
-    :param lease_duration: ``guarded`` mode only: how long an in-progress claim is held. Default: derived by
-        the runtime from the remaining invocation time.
-    :param processor: your processing function as ``module:function``, importable from ``code_directory``.
-        Required for ``transaction`` and ``guarded``. Default: none.
-    :param code_directory: the directory holding the processor's module; its contents are placed beside
-        ``idempotent_runtime/`` at the asset root. Required with ``processor``. Default: none.
-    :param dead_letter_queue: the FIFO DLQ; its URL becomes ``DLQ_URL`` so permanent failures go there at once
-        (``sqs:SendMessage`` granted, plus the key's actions when it has a customer-managed key).
-        Default: none (permanent failures reach the DLQ through redrive).
-    :param timeout: the function timeout. The queue's visibility timeout must be at least 6 x this.
-        Default: 30 seconds.
-    :param memory_size: MiB of memory. Default: 256.
-    :param architecture: the instruction set. Default: ARM_64.
-    :param batch_size: records per invocation, 1 to 10 (FIFO limit). Default: 10.
-    :param max_concurrency: the event source's maximum concurrent invocations (2 to 1000). Default: no limit
-        (FIFO ordering already limits concurrency to the number of active message groups).
-    :param reserved_concurrent_executions: the function's reserved concurrency. Default: none (unreserved).
-    :param log_retention: how long the log group keeps logs. Default: one month.
-    :param max_workers: threads processing different message groups of one batch, 1 to 64. Default: the
-        runtime's (10).
-    :param metrics_namespace: CloudWatch namespace of the runtime's EMF metrics. Default: the runtime's
-        (``IdempotentPipeline``).
-    :param log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR``. Default: the runtime's (``INFO``).
-    :param environment: extra environment variables for your processor; may not set the runtime's own.
-        Default: none.
+    Alarms (``alarm_options``): failed records over a window, quarantined ≥ 1, conflicts ≥ 1,
+    misconfigured ≥ 1, invocation errors ≥ 1; and the queue's oldest message and the DLQ's depth when no
+    :class:`Messaging` alarms on them already.
+
+    :param queue: the SQS queue to consume (FIFO or standard). Required.
+    :param table: the :class:`IdempotencyTable` the runtime writes (``IdempotencyTable.from_table`` for an
+        existing one); its key names travel with it. Required.
+    :param dead_letter_queue: where the runtime sends a record it rejects, at once and with a reason
+        (``DLQ_URL``). Default: the queue's own dead-letter queue when it comes from :class:`Messaging` or is
+        an ``sqs.Queue`` with one; else none (rejected records reach a DLQ only through redrive).
+    :param options: :class:`ConsumerOptions`. Default: ``ConsumerOptions()``.
+    :param alarm_options: :class:`AlarmOptions`. Default: ``AlarmOptions()``.
     """
 
     def __init__(
@@ -158,252 +367,422 @@ class IdempotentConsumer(Construct):
         id: str,
         *,
         queue: sqs.IQueue,
-        table: dynamodb.ITable,
-        partition_key_name: str = DEFAULT_PARTITION_KEY,
-        sort_key_name: str = DEFAULT_SORT_KEY,
-        time_to_live_attribute: str = DEFAULT_TTL_ATTRIBUTE,
-        mode: Mode = "document",
-        key_source: KeySource = "fields",
-        partition_key_field: str | None = None,
-        sort_key_field: str | None = None,
-        ttl: Duration | None = None,
-        lease_duration: Duration | None = None,
-        processor: str | None = None,
-        code_directory: str | None = None,
+        table: IdempotencyTable,
         dead_letter_queue: sqs.IQueue | None = None,
-        timeout: Duration | None = None,
-        memory_size: int = DEFAULT_MEMORY_SIZE,
-        architecture: lambda_.Architecture | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        max_concurrency: int | None = None,
-        reserved_concurrent_executions: int | None = None,
-        log_retention: logs.RetentionDays = DEFAULT_LOG_RETENTION,
-        max_workers: int | None = None,
-        metrics_namespace: str | None = None,
-        log_level: str | None = None,
-        environment: Mapping[str, str] | None = None,
+        options: ConsumerOptions | None = None,
+        alarm_options: AlarmOptions | None = None,
     ) -> None:
         super().__init__(scope, id)
-        timeout = timeout or DEFAULT_TIMEOUT
-        ttl = ttl or DEFAULT_TTL
+        o = options_of("options", options, ConsumerOptions)
+        queue = instance("queue", queue, sqs.IQueue, "an sqs.IQueue")
+        if queue is None:
+            raise ConfigurationError("queue is required: the SQS queue the consumer reads")
+        if not isinstance(table, IdempotencyTable):
+            raise ConfigurationError(
+                "table must be an IdempotencyTable (IdempotencyTable.from_table(...) for an existing "
+                "table, so "
+                f"its key names travel with it); got {type(table).__name__} {table!r}"
+            )
+        dead_letter_queue = instance("dead_letter_queue", dead_letter_queue, sqs.IQueue, "an sqs.IQueue")
+        facts = describe_queue(queue)
+        if dead_letter_queue is None:
+            dead_letter_queue = facts.dead_letter_queue
+        dlq_facts = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
 
-        # -- validation: fail at synth for what cannot work -------------------------------------------
-        require_fifo_queue("queue", queue)
-        if dead_letter_queue is not None:
-            require_fifo_queue("dead_letter_queue", dead_letter_queue)
-        check_key_names(partition_key_name, sort_key_name, time_to_live_attribute)
-        _check_table_schema(table, partition_key_name, sort_key_name)
-        if mode not in MODES:
-            raise ConfigurationError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-        if key_source not in KEY_SOURCES:
-            raise ConfigurationError(
-                f"key_source must be one of {', '.join(KEY_SOURCES)}; got {key_source!r}"
-            )
-        if key_source == "fields":
-            partition_key_field = (
-                DEFAULT_PARTITION_KEY_FIELD if partition_key_field is None else partition_key_field
-            )
-            sort_key_field = DEFAULT_SORT_KEY_FIELD if sort_key_field is None else sort_key_field
-            require_name("partition_key_field", partition_key_field)
-            require_name("sort_key_field", sort_key_field)
-            if partition_key_field == sort_key_field:
-                raise ConfigurationError(
-                    f"partition_key_field and sort_key_field must differ; both are {partition_key_field!r}"
-                )
-        elif partition_key_field is not None or sort_key_field is not None:
-            raise ConfigurationError(
-                "partition_key_field and sort_key_field apply only to key_source 'fields'; "
-                f"got key_source {key_source!r} with fields {partition_key_field!r}, {sort_key_field!r}"
-            )
-        if mode in ("transaction", "guarded") and processor is None:
-            raise ConfigurationError(
-                f"mode {mode!r} runs your processing code: set processor ('module:function') "
-                "and code_directory"
-            )
-        user_code = check_processor(processor, code_directory)
+        mode = choice("ConsumerOptions.mode", o.mode, Mode)
+        key_source = choice("ConsumerOptions.key_source", o.key_source, KeySource)
+        on_conflict = choice("ConsumerOptions.on_conflict", o.on_conflict, OnConflict)
+        level = o.log_level.upper() if isinstance(o.log_level, str) else o.log_level
+        log_level = choice("ConsumerOptions.log_level", level, LogLevel) if level is not None else None
+        queue_type = QueueType.STANDARD if facts.fifo is False else QueueType.FIFO
+        partition_field = text("ConsumerOptions.partition_key_field", o.partition_key_field)
+        sort_field = text("ConsumerOptions.sort_key_field", o.sort_key_field)
+        if key_source == KeySource.FIELDS:
+            pk_field = contract.DEFAULT_PARTITION_KEY_FIELD if partition_field is None else partition_field
+            sk_field = contract.DEFAULT_SORT_KEY_FIELD if sort_field is None else sort_field
+        else:
+            pk_field = sk_field = None
+        extra = dict(instance("ConsumerOptions.environment", o.environment, Mapping, "a mapping") or {})
+        overridden = sorted((contract.VARIABLE_NAMES | contract.RETIRED_VARIABLES.keys()).intersection(extra))
+        dedup_ttl = seconds("ConsumerOptions.dedup_ttl", o.dedup_ttl)
+        document_ttl = seconds("ConsumerOptions.document_ttl", o.document_ttl)
+        timeout = seconds("ConsumerOptions.timeout", o.timeout)
+        values: dict[str, Any] = {
+            "mode": mode,
+            "key_source": key_source,
+            "fifo": facts.fifo,
+            "queue_kind": "FIFO" if queue_type == QueueType.FIFO else "standard",
+            "queue_name": lazy(lambda: describe(queue, queue.queue_name)),
+            "queue_path": lazy(lambda: queue.node.path),
+            "dead_letter_queue_fifo": dlq_facts.fifo if dlq_facts is not None else None,
+            "dlq_kind": "FIFO" if dlq_facts is not None and dlq_facts.fifo else "standard",
+            "dead_letter_queue_name": lazy(
+                lambda: describe(dead_letter_queue, dead_letter_queue.queue_name) if dead_letter_queue else ""
+            ),
+            "partition_key_field": partition_field,
+            "sort_key_field": sort_field,
+            "partition_field": pk_field,
+            "sort_field": sk_field,
+            "processor": text("ConsumerOptions.processor", o.processor),
+            "key_prefix": text("ConsumerOptions.key_prefix", o.key_prefix),
+            "fingerprint_fields": texts("ConsumerOptions.fingerprint_fields", o.fingerprint_fields),
+            "fingerprint_exclude": texts("ConsumerOptions.fingerprint_exclude", o.fingerprint_exclude),
+            "dedup_ttl": dedup_ttl,
+            "document_ttl": document_ttl,
+            "document_ttl_set": o.document_ttl is not None,
+            "lease_duration": seconds("ConsumerOptions.lease_duration", o.lease_duration),
+            "lease_duration_set": o.lease_duration is not None,
+            "lease_margin": seconds("ConsumerOptions.lease_margin", o.lease_margin),
+            "lease_margin_set": o.lease_margin is not DEFAULT_LEASE_MARGIN,
+            "timeout": timeout,
+            "needed_visibility": VISIBILITY_FACTOR * timeout if isinstance(timeout, int) else None,
+            "memory_size": integer("ConsumerOptions.memory_size", o.memory_size),
+            "memory_range": contract.MEMORY_SIZE_RANGE,
+            "batch_size": integer("ConsumerOptions.batch_size", o.batch_size),
+            "max_batch_size": (
+                contract.STANDARD_MAX_BATCH_SIZE
+                if queue_type == QueueType.STANDARD
+                else contract.FIFO_MAX_BATCH_SIZE
+            ),
+            "max_batching_window": seconds("ConsumerOptions.max_batching_window", o.max_batching_window),
+            "max_concurrency": integer("ConsumerOptions.max_concurrency", o.max_concurrency),
+            "reserved_concurrent_executions": integer(
+                "ConsumerOptions.reserved_concurrent_executions", o.reserved_concurrent_executions
+            ),
+            "max_workers": integer("ConsumerOptions.max_workers", o.max_workers),
+            "metrics_namespace": text("ConsumerOptions.metrics_namespace", o.metrics_namespace),
+            "overridden": overridden,
+            "overridden_names": ", ".join(overridden),
+            "visibility": facts.visibility_seconds,
+            "max_receive_count": facts.max_receive_count,
+            "vpc": o.vpc is not None,
+            "vpc_subnets": o.vpc_subnets is not None,
+            "security_groups": bool(o.security_groups),
+        }
+        text("ConsumerOptions.code_directory", o.code_directory)
+        exclude = texts("ConsumerOptions.exclude", o.exclude)
+        _lifetime(values, mode, facts)
 
-        ttl_seconds = seconds("ttl", ttl)
-        if ttl_seconds is not None and ttl_seconds <= 0:
-            raise ConfigurationError(f"ttl must be greater than 0 seconds; got {ttl_seconds} seconds")
-        lease_seconds = None
-        if lease_duration is not None:
-            if mode != "guarded":
-                raise ConfigurationError(f"lease_duration applies only to mode 'guarded'; got mode {mode!r}")
-            lease_seconds = seconds("lease_duration", lease_duration)
-            if lease_seconds is not None and lease_seconds <= 0:
-                raise ConfigurationError(
-                    f"lease_duration must be greater than 0 seconds; got {lease_seconds} seconds"
-                )
-        timeout_seconds = seconds("timeout", timeout)
-        if timeout_seconds is not None and not 1 <= timeout_seconds <= 900:
-            raise ConfigurationError(
-                f"timeout must be between 1 and 900 seconds; got {timeout_seconds} seconds"
-            )
-        require_int_range("batch_size", batch_size, 1, 10)
-        require_int_range("memory_size", memory_size, 128, 10240)
-        require_int_range("max_concurrency", max_concurrency, 2, 1000)
-        require_int_range("reserved_concurrent_executions", reserved_concurrent_executions, 1)
-        require_int_range("max_workers", max_workers, 1, 64)
-        if log_level is not None and log_level not in LOG_LEVELS:
-            raise ConfigurationError(f"log_level must be one of {', '.join(LOG_LEVELS)}; got {log_level!r}")
-        if (
-            metrics_namespace is not None
-            and not unresolved(metrics_namespace)
-            and not _NAMESPACE.match(metrics_namespace)
-        ):
-            raise ConfigurationError(
-                "metrics_namespace must be 1 to 255 characters without ':' or a leading space; "
-                f"got {metrics_namespace!r}"
-            )
-        extra = dict(environment or {})
-        overridden = sorted(CONTRACT_VARIABLES.intersection(extra))
-        if overridden:
-            raise ConfigurationError(
-                "environment may not set the runtime's own variables (use the matching props); "
-                f"got {', '.join(overridden)}"
-            )
-        _check_visibility_timeout(queue, timeout_seconds)
-        if (
-            max_concurrency is not None
-            and reserved_concurrent_executions is not None
-            and not unresolved(max_concurrency)
-            and not unresolved(reserved_concurrent_executions)
-            and reserved_concurrent_executions < max_concurrency
-        ):
-            Annotations.of(self).add_warning_v2(
-                "idempotent-pipeline:throttling",
-                f"reserved_concurrent_executions ({reserved_concurrent_executions}) is below max_concurrency "
-                f"({max_concurrency}): the event source will be throttled",
-            )
-
-        # -- environment: docs/runtime-contract.md ----------------------------------------------------------
-        env: dict[str, str] = {
+        # -- environment: the runtime contract ----------------------------------------------------------
+        env: dict[str, Any] = {
             **extra,
-            "TABLE_NAME": table.table_name,
-            "PARTITION_KEY": partition_key_name,
-            "SORT_KEY": sort_key_name,
-            "TTL_ATTRIBUTE": time_to_live_attribute,
-            "TTL_SECONDS": _seconds_text(ttl, ttl_seconds),
-            "IDEMPOTENCY_MODE": mode,
-            "KEY_SOURCE": key_source,
+            contract.TABLE_NAME.name: table.table.table_name,
+            contract.PARTITION_KEY.name: table.partition_key_name,
+            contract.SORT_KEY.name: table.sort_key_name,
+            contract.TTL_ATTRIBUTE.name: table.time_to_live_attribute,
+            contract.DEDUP_TTL_SECONDS.name: _seconds_text(o.dedup_ttl, dedup_ttl),
+            contract.IDEMPOTENCY_MODE.name: mode.value,
+            contract.KEY_SOURCE.name: key_source.value,
+            contract.QUEUE_TYPE.name: queue_type.value,
+            contract.ON_CONFLICT.name: on_conflict.value,
+            contract.METRICS_NAMESPACE.name: o.metrics_namespace,
         }
-        if key_source == "fields":
-            env["PARTITION_KEY_FIELD"] = str(partition_key_field)
-            env["SORT_KEY_FIELD"] = str(sort_key_field)
+        if mode == Mode.DOCUMENT:
+            env[contract.DOCUMENT_TTL_SECONDS.name] = _seconds_text(o.document_ttl, document_ttl)
+        if key_source == KeySource.FIELDS:
+            env[contract.PARTITION_KEY_FIELD.name] = pk_field
+            env[contract.SORT_KEY_FIELD.name] = sk_field
         optional = {
-            "PROCESSOR": processor,
-            "DLQ_URL": dead_letter_queue.queue_url if dead_letter_queue is not None else None,
-            "LEASE_SECONDS": _seconds_text(lease_duration, lease_seconds)
-            if lease_duration is not None
+            contract.KEY_PREFIX.name: o.key_prefix or None,
+            contract.FINGERPRINT_FIELDS.name: _json_list(o.fingerprint_fields),
+            contract.FINGERPRINT_EXCLUDE.name: _json_list(o.fingerprint_exclude),
+            contract.PROCESSOR.name: o.processor,
+            contract.DLQ_URL.name: dead_letter_queue.queue_url if dead_letter_queue is not None else None,
+            contract.LEASE_SECONDS.name: _seconds_text(o.lease_duration, values["lease_duration"])
+            if o.lease_duration is not None
             else None,
-            "MAX_WORKERS": str(max_workers) if max_workers is not None else None,
-            "METRICS_NAMESPACE": metrics_namespace,
-            "LOG_LEVEL": log_level,
+            contract.LEASE_MARGIN_SECONDS.name: _seconds_text(o.lease_margin, values["lease_margin"])
+            if mode == Mode.GUARDED
+            else None,
+            contract.MAX_WORKERS.name: str(o.max_workers) if o.max_workers is not None else None,
+            contract.LOG_LEVEL.name: log_level.value if log_level is not None else None,
         }
+        if dead_letter_queue is not None and facts.max_receive_count not in (None, TOKEN):
+            # A record failing on its last receive goes to DLQ_URL with its reason, not silently by redrive.
+            optional[contract.MAX_RECEIVE_COUNT.name] = str(facts.max_receive_count)
         env.update({name: value for name, value in optional.items() if value is not None})
+        values["environment_bytes"] = sum(
+            len(name.encode()) + len(value.encode())
+            for name, value in env.items()
+            if isinstance(value, str) and not is_token(value)
+        )
+        enforce(self, RULES, values)
+        user_code, unchecked = check_processor(o.processor, o.code_directory)
+        if unchecked is not None:
+            warn(self, "idempotent-pipeline:processor-unchecked", unchecked)
+        alarms = Alarms.read(self, alarm_options)
 
-        self.mode = mode
+        self.mode: Mode = mode
+        self.queue_type: QueueType = queue_type
         self.queue = queue
         self.table = table
         self.dead_letter_queue = dead_letter_queue
+        self.metrics_namespace: str = o.metrics_namespace
 
         # -- resources ----------------------------------------------------------------------------------
+        runtime, python_version = newest_python_runtime()
+        architecture = o.architecture or lambda_.Architecture.ARM_64
+        target = Target(
+            python_version=python_version,
+            architecture="arm64" if o.architecture is None else str(architecture.name),
+        )
         self.role = iam.Role(
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Idempotent consumer: reads the FIFO queue, writes the idempotency table",
+            description="Idempotent consumer: reads the queue, writes the idempotency table",
         )
-        self.log_group = logs.LogGroup(self, "LogGroup", retention=log_retention)
+        self.log_group = logs.LogGroup(self, "LogGroup", retention=o.log_retention)
         self.function = lambda_.Function(
             self,
             "Function",
-            runtime=newest_python_runtime(),
+            runtime=runtime,
             handler=HANDLER,
-            code=lambda_.Code.from_asset(stage_asset(user_code)),
+            code=lambda_.Code.from_asset(
+                stage_asset(user_code, (*DEFAULT_EXCLUDE, *(exclude or ())), target)
+            ),
             role=self.role,
             log_group=self.log_group,
-            timeout=timeout,
-            memory_size=memory_size,
-            architecture=architecture or lambda_.Architecture.ARM_64,
-            reserved_concurrent_executions=reserved_concurrent_executions,
+            timeout=o.timeout,
+            memory_size=o.memory_size,
+            architecture=architecture,
+            reserved_concurrent_executions=o.reserved_concurrent_executions,
             environment=env,
-            description=f"Idempotent consumer ({mode} mode)",
+            description=f"Idempotent consumer ({mode.value} mode)",
+            vpc=o.vpc,
+            vpc_subnets=o.vpc_subnets,
+            security_groups=list(o.security_groups) if o.security_groups else None,
+            tracing=o.tracing,
+            layers=list(o.layers) if o.layers else None,
         )
         self.log_group.grant_write(self.role)
+        if o.tracing is not None and o.tracing != lambda_.Tracing.DISABLED:
+            Validations.of(self.role).acknowledge(
+                Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=XRAY_REASON)
+            )
+        self.network_interface_policy: iam.Policy | None = None
+        if o.vpc is not None:
+            self.network_interface_policy = iam.Policy(
+                self,
+                "NetworkInterfacePolicy",
+                roles=[self.role],
+                statements=[iam.PolicyStatement(actions=list(NETWORK_INTERFACE_ACTIONS), resources=["*"])],
+            )
+            # Lambda checks these permissions when it creates the function.
+            self.function.node.add_dependency(self.network_interface_policy)
+            Validations.of(self.network_interface_policy).acknowledge(
+                Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=NETWORK_INTERFACE_REASON)
+            )
 
-        self.table_grant = table.grant(self.function, *TABLE_ACTIONS[mode])
+        self.table_grant = table.table.grant(self.function, *contract.TABLE_ACTIONS[mode])
         if table.encryption_key is not None:
-            table.encryption_key.grant(self.function, *TABLE_KEY_ACTIONS)
+            table.encryption_key.grant(self.function, *contract.TABLE_KEY_ACTIONS)
         if dead_letter_queue is not None:
-            self.grant_send_to_dead_letter_queue(dead_letter_queue)
+            self._grant_dead_letter_queue(
+                dead_letter_queue,
+                dlq_facts.encryption_key
+                if dlq_facts is not None and dlq_facts.encryption_key_known
+                else dead_letter_queue.encryption_master_key,
+            )
 
         self.event_source = event_sources.SqsEventSource(
             queue,
-            batch_size=batch_size,
+            batch_size=o.batch_size,
+            max_batching_window=o.max_batching_window,
             report_batch_item_failures=True,
-            max_concurrency=max_concurrency,
+            max_concurrency=o.max_concurrency,
         )
         self.function.add_event_source(self.event_source)
 
-    def grant_send_to_dead_letter_queue(self, dead_letter_queue: sqs.IQueue) -> iam.Grant:
-        """``sqs:SendMessage`` on the DLQ (+ ``kms:GenerateDataKey``/``kms:Decrypt`` on its customer key)."""
-        grant = iam.Grant.add_to_principal(
-            grantee=self.function, actions=["sqs:SendMessage"], resource_arns=[dead_letter_queue.queue_arn]
+        # -- alarms -------------------------------------------------------------------------------------
+        self._function_name = self.function.function_name
+        self.failed_alarm: cloudwatch.Alarm | None = None
+        self.quarantined_alarm: cloudwatch.Alarm | None = None
+        self.conflicts_alarm: cloudwatch.Alarm | None = None
+        self.misconfigured_alarm: cloudwatch.Alarm | None = None
+        self.errors_alarm: cloudwatch.Alarm | None = None
+        self.message_age_alarm: cloudwatch.Alarm | None = None
+        self.dead_letter_queue_alarm: cloudwatch.Alarm | None = None
+        if alarms.enabled:
+            self.failed_alarm = alarms.alarm(
+                self,
+                "FailedAlarm",
+                self.metric_failed(period=alarms.failed_period),
+                threshold=alarms.failed_threshold or 1,
+                description="records failed and were left for SQS to retry (throttling, timeouts, or a "
+                "deployment that cannot work): see the function's logs",
+            )
+            self.quarantined_alarm = alarms.alarm(
+                self,
+                "QuarantinedAlarm",
+                self.metric_quarantined(),
+                threshold=1,
+                description="records were rejected and sent to the dead-letter queue with a reason",
+            )
+            self.conflicts_alarm = alarms.alarm(
+                self,
+                "ConflictsAlarm",
+                self.metric_conflicts(),
+                threshold=1,
+                description="messages arrived whose key was already done with different content",
+            )
+            self.misconfigured_alarm = alarms.alarm(
+                self,
+                "MisconfiguredAlarm",
+                self.metric_misconfigured(),
+                threshold=1,
+                description="records failed because the deployment is wrong (table, keys, permissions, KMS): "
+                "they are retried, not quarantined; see the function's ERROR log lines",
+            )
+            self.errors_alarm = alarms.alarm(
+                self,
+                "ErrorsAlarm",
+                self.function.metric_errors(period=ONE_MINUTE, statistic="Sum"),
+                threshold=1,
+                description=(
+                    "whole invocations failed (timeout, crash, a configuration refused at start): the "
+                    "runtime's own metrics do not see these"
+                ),
+            )
+            if not facts.alarmed:
+                self.message_age_alarm = alarms.alarm(
+                    self,
+                    "MessageAgeAlarm",
+                    queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, statistic="Maximum"),
+                    threshold=alarms.max_message_age,
+                    description="the oldest message in the queue is older than expected: the consumer lags",
+                )
+            if dead_letter_queue is not None and not (dlq_facts is not None and dlq_facts.alarmed):
+                self.dead_letter_queue_alarm = alarms.alarm(
+                    self,
+                    "DeadLetterQueueAlarm",
+                    dead_letter_queue.metric_approximate_number_of_messages_visible(
+                        period=ONE_MINUTE, statistic="Maximum"
+                    ),
+                    threshold=1,
+                    description=(
+                        "messages the pipeline could not process are waiting in the dead-letter queue"
+                    ),
+                )
+        self.alarms: tuple[cloudwatch.Alarm, ...] = tuple(
+            alarm
+            for alarm in (
+                self.failed_alarm,
+                self.quarantined_alarm,
+                self.conflicts_alarm,
+                self.misconfigured_alarm,
+                self.errors_alarm,
+                self.message_age_alarm,
+                self.dead_letter_queue_alarm,
+            )
+            if alarm is not None
         )
-        if dead_letter_queue.encryption_master_key is not None:
-            dead_letter_queue.encryption_master_key.grant(self.function, *DLQ_KEY_ACTIONS)
+
+    # -- grants ---------------------------------------------------------------------------------------------
+
+    def _grant_dead_letter_queue(self, dead_letter_queue: sqs.IQueue, key: Any) -> iam.Grant:
+        grant = iam.Grant.add_to_principal(
+            grantee=self.function,
+            actions=list(contract.DLQ_ACTIONS),
+            resource_arns=[dead_letter_queue.queue_arn],
+        )
+        if key is not None:
+            key.grant(self.function, *contract.DLQ_KEY_ACTIONS)
         return grant
 
+    def grant_send_to_dead_letter_queue(self, dead_letter_queue: sqs.IQueue) -> iam.Grant:
+        """``sqs:SendMessage`` on a queue (+ ``kms:GenerateDataKey``/``kms:Decrypt`` on its customer key)."""
+        return self._grant_dead_letter_queue(dead_letter_queue, dead_letter_queue.encryption_master_key)
 
-def _check_table_schema(table: dynamodb.ITable, partition_key_name: str, sort_key_name: str) -> None:
-    """For a table defined in this app, the key names the runtime is told must be the table's."""
-    if not isinstance(table, dynamodb.Table):
-        return
-    schema = table.schema_v2()
-    wanted = (
-        ("partition_key_name", partition_key_name, list(schema.partition_keys)),
-        ("sort_key_name", sort_key_name, list(schema.sort_keys)),
-    )
-    for prop, name, attributes in wanted:
-        if len(attributes) != 1:
-            raise ConfigurationError(
-                f"table must have one string partition key and one string sort key; {table.node.path} has "
-                f"{len(attributes)} {prop.removesuffix('_name').replace('_', ' ')} attribute(s)"
-            )
-        attribute = attributes[0]
-        if attribute.name != name:
-            raise ConfigurationError(
-                f"{prop} must match the table's key attribute {attribute.name!r}; got {name!r}"
-            )
-        if attribute.type != dynamodb.AttributeType.STRING:
-            raise ConfigurationError(
-                f"table key {attribute.name!r} must be of type string; got {attribute.type.name}"
-            )
+    # -- metrics: the runtime's Embedded Metric Format counters ---------------------------------------------
 
+    def metric(self, metric_name: Metric | str, **options: Any) -> cloudwatch.Metric:
+        """One of the runtime's counters (``contract.Metric``) for this function: Sum per minute unless
+        ``options`` (``cloudwatch.MetricOptions`` fields: period, statistic, label, ...) say otherwise."""
+        options.setdefault("period", ONE_MINUTE)
+        options.setdefault("statistic", "Sum")
+        return cloudwatch.Metric(
+            namespace=self.metrics_namespace,
+            metric_name=Metric(metric_name).value,
+            dimensions_map={contract.METRICS_DIMENSION: self._function_name},
+            **options,
+        )
 
-def _check_visibility_timeout(queue: sqs.IQueue, timeout_seconds: int | None) -> None:
-    """A queue defined in this app must hide a message for at least 6 x the function timeout."""
-    if timeout_seconds is None or not isinstance(queue, sqs.Queue):
-        return
-    cfn = queue.node.default_child
-    if not isinstance(cfn, sqs.CfnQueue):
-        return
-    visibility = cfn.visibility_timeout
-    if visibility is None:
-        visibility = _SQS_DEFAULT_VISIBILITY
-    if unresolved(visibility):
-        return
-    needed = VISIBILITY_FACTOR * timeout_seconds
-    if visibility < needed:
-        raise ConfigurationError(
-            f"visibility_timeout of queue {queue.node.path} must be at least {VISIBILITY_FACTOR} x the "
-            f"function timeout ({timeout_seconds} seconds) = {needed} seconds; got {visibility} seconds"
+    def metric_processed(self, **options: Any) -> cloudwatch.IMetric:
+        """Records whose effect this function applied."""
+        return self.metric(Metric.PROCESSED, **options)
+
+    def metric_duplicates(self, **options: Any) -> cloudwatch.IMetric:
+        """Records whose key was already done with the same content (or conflicts treated as duplicates)."""
+        return self.metric(Metric.DUPLICATES, **options)
+
+    def metric_conflicts(self, **options: Any) -> cloudwatch.IMetric:
+        """Records whose key was done with different content (quarantined, or duplicates by choice)."""
+        return self.metric(Metric.CONFLICTS, **options)
+
+    def metric_failed(self, **options: Any) -> cloudwatch.IMetric:
+        """Records left for SQS to deliver again."""
+        return self.metric(Metric.FAILED, **options)
+
+    def metric_quarantined(self, **options: Any) -> cloudwatch.IMetric:
+        """Records sent to the dead-letter queue with a reason."""
+        return self.metric(Metric.QUARANTINED, **options)
+
+    def metric_misconfigured(self, **options: Any) -> cloudwatch.IMetric:
+        """Records failed because the deployment is wrong (counted within ``failed``)."""
+        return self.metric(Metric.MISCONFIGURED, **options)
+
+    def metric_duplicate_rate(self, **options: Any) -> cloudwatch.IMetric:
+        """Duplicates as a percentage of processed + duplicates (a math expression)."""
+        period = options.pop("period", ONE_MINUTE)
+        return cloudwatch.MathExpression(
+            expression="100 * duplicates / (processed + duplicates)",
+            using_metrics={
+                "duplicates": self.metric_duplicates(period=period),
+                "processed": self.metric_processed(period=period),
+            },
+            label=options.pop("label", "duplicate rate (%)"),
+            period=period,
+            **options,
         )
 
 
-def _seconds_text(duration: Duration, whole_seconds: int | None) -> str:
-    """Whole seconds as the runtime parses them ("604800", never "604800.0"); tokens pass through."""
-    if whole_seconds is not None:
+def _lifetime(values: dict[str, Any], mode: Mode, facts: Any) -> None:
+    """The short-TTL warning's inputs: the lifetime that recognises duplicates, and how late one can "
+    "arrive."""
+    prop = "ConsumerOptions.document_ttl" if mode == Mode.DOCUMENT else "ConsumerOptions.dedup_ttl"
+    lifetime = values["document_ttl"] if mode == Mode.DOCUMENT else values["dedup_ttl"]
+    retention, visibility, receives = (
+        facts.retention_seconds,
+        facts.visibility_seconds,
+        facts.max_receive_count,
+    )
+    parts, window = [], None
+    if isinstance(retention, int):
+        parts.append(f"retention {retention} s")
+        window = retention
+    if isinstance(visibility, int) and isinstance(receives, int):
+        parts.append(f"{receives} receives x {visibility} s visibility = {receives * visibility} s")
+        window = max(window or 0, receives * visibility)
+    if TOKEN in (retention, visibility, receives):
+        window = TOKEN
+    values.update(
+        lifetime=lifetime,
+        lifetime_prop=prop,
+        arrival_window=window,
+        arrival_text="; ".join(parts),
+    )
+
+
+def _seconds_text(duration: Any, whole_seconds: Any) -> str:
+    """Whole seconds as the runtime parses them ("604800", never "604800.0"); None: "0" (never expire);
+    tokens pass through."""
+    if duration is None:
+        return str(contract.NEVER)
+    if whole_seconds is not TOKEN:
         return str(whole_seconds)
     return Token.as_string(duration.to_seconds())
+
+
+def _json_list(paths: Any) -> str | None:
+    return None if paths is None else json.dumps(list(paths), separators=(",", ":"))

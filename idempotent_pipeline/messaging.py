@@ -1,30 +1,37 @@
-"""FifoMessaging: SNS FIFO topic -> SQS FIFO queue (raw delivery) with a FIFO dead-letter queue."""
+"""Messaging: SNS topic -> SQS queue (raw delivery) -> dead-letter queue, FIFO or standard, with alarms."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
 
-from aws_cdk import Annotations, Duration, FeatureFlags, RemovalPolicy
+from aws_cdk import Acknowledgment, RemovalPolicy, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+from idempotent_runtime import contract
 
-from idempotent_pipeline._checks import (
-    ConfigurationError,
-    generated_fifo_queue_name,
-    require_fifo_queue,
-    require_fifo_topic,
-    require_int_range,
+from idempotent_pipeline import _keys
+from idempotent_pipeline._alarms import ONE_MINUTE, Alarms
+from idempotent_pipeline._facts import QueueFacts, describe_queue, remember
+from idempotent_pipeline._rules import (
+    Rule,
+    boolean,
+    describe,
+    enforce,
+    instance,
+    integer,
+    is_token,
+    lazy,
+    options_of,
+    outside,
     seconds,
+    warn,
 )
-
-DEFAULT_MAX_RECEIVE_COUNT = 5
-DEFAULT_VISIBILITY_TIMEOUT = Duration.minutes(3)  # 6 x the consumer's default 30 s function timeout
-DEFAULT_RETENTION_PERIOD = Duration.days(4)
-DEFAULT_DEAD_LETTER_RETENTION_PERIOD = Duration.days(14)
+from idempotent_pipeline.options import DEFAULT_VISIBILITY_TIMEOUT, AlarmOptions, MessagingOptions
 
 # With this flag on, the key policy statement SqsSubscription gives SNS on a customer-managed queue key is
 # limited to the subscribed topic (aws:SourceArn); off, any SNS topic could use the key.
@@ -33,42 +40,135 @@ UNRESTRICTED_KEY_WARNING = (
     "the existing topic's app does not enable the feature flag {flag}: the queue key's policy lets every SNS "
     "topic use the key; set the flag in cdk.json, as new CDK apps do"
 )
-
 FILTER_POLICY_WARNING = (
     "a subscription filter policy is set: SNS FIFO to SQS FIFO delivery is exactly-once only without message "
     "filtering, so the table's conditional writes are the only remaining duplicate guard"
 )
+QUEUE_REMOVAL_POLICIES = (
+    RemovalPolicy.DESTROY,
+    RemovalPolicy.RETAIN,
+    RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
+)
+SUBSCRIPTION_DLQ_NAG_REASON = (
+    "this queue is the dead-letter queue of the SNS subscription (its RedrivePolicy), which the rule does "
+    "not "
+    "recognise; SNS moves a message here when it cannot deliver it to the queue"
+)
+
+RULES = (
+    Rule(
+        ("max_receive_count",),
+        outside(*contract.MAX_RECEIVE_COUNT_RANGE),
+        "MessagingOptions.max_receive_count must be between {range[0]} and {range[1]}; got "
+        "{max_receive_count}",
+    ),
+    Rule(
+        ("visibility_timeout",),
+        outside(0, contract.SQS_MAX_VISIBILITY_SECONDS),
+        "MessagingOptions.visibility_timeout must be at most 12 hours; got {visibility_timeout} seconds",
+    ),
+    Rule(
+        ("retention_period",),
+        outside(60, contract.SQS_MAX_RETENTION_SECONDS),
+        "MessagingOptions.retention_period must be between 1 minute and 14 days; got {retention_period} "
+        "seconds",
+    ),
+    Rule(
+        ("dead_letter_retention_period",),
+        outside(60, contract.SQS_MAX_RETENTION_SECONDS),
+        "MessagingOptions.dead_letter_retention_period must be between 1 minute and 14 days; "
+        "got {dead_letter_retention_period} seconds",
+    ),
+    Rule(
+        ("fifo", "content_based_deduplication"),
+        lambda fifo, dedup: not fifo and dedup,
+        "MessagingOptions.content_based_deduplication applies only to FIFO queues; got it with fifo=False",
+    ),
+    Rule(
+        ("fifo", "high_throughput"),
+        lambda fifo, high: not fifo and high,
+        "MessagingOptions.high_throughput applies only to FIFO queues; got it with fifo=False",
+    ),
+    Rule(
+        ("with_topic", "topic"),
+        lambda with_topic, topic: not with_topic and topic,
+        "topic was given but MessagingOptions.with_topic is False; give one or the other",
+    ),
+    Rule(
+        ("fifo", "topic_fifo"),
+        lambda fifo, topic_fifo: topic_fifo is not None and topic_fifo != fifo,
+        "topic must be a {wanted} topic (MessagingOptions.fifo={fifo}); got a {got} topic: {topic_name}",
+    ),
+    Rule(
+        ("fifo", "dead_letter_queue_fifo"),
+        lambda fifo, dlq_fifo: dlq_fifo is not None and dlq_fifo != fifo,
+        "dead_letter_queue must be a {wanted} queue (MessagingOptions.fifo={fifo}): SQS refuses a "
+        "dead-letter "
+        "queue of the other type; got a {got_dlq} queue: {dead_letter_queue_name}",
+    ),
+    Rule(
+        ("topic_key", "same_key"),
+        lambda topic_key, same: topic_key and same,
+        "MessagingOptions.topic_encryption_key must be a different key than encryption_key: the queue key's "
+        "policy names the topic, so one key for both is a dependency cycle; got the same key "
+        "{topic_key_path}",
+    ),
+    Rule(
+        ("topic_key", "topic"),
+        lambda topic_key, topic: topic_key and topic,
+        "MessagingOptions.topic_encryption_key applies only to a new topic; encrypt the existing topic "
+        "where it "
+        "is defined (got topic {topic_name})",
+    ),
+    Rule(
+        ("topic_key", "with_topic"),
+        lambda topic_key, with_topic: topic_key and not with_topic,
+        "MessagingOptions.topic_encryption_key needs a topic; got it with with_topic=False",
+    ),
+    Rule(
+        ("filter_policy", "with_topic"),
+        lambda filter_policy, with_topic: filter_policy and not with_topic,
+        "MessagingOptions.filter_policy needs a topic; got it with with_topic=False",
+    ),
+    Rule(
+        ("removal_policy",),
+        lambda policy: policy not in QUEUE_REMOVAL_POLICIES,
+        "MessagingOptions.removal_policy must be DESTROY, RETAIN or RETAIN_ON_UPDATE_OR_DELETE "
+        "(queues have no snapshots); got {removal_policy}",
+    ),
+    Rule(
+        ("dead_letter_removal_policy",),
+        lambda policy: policy not in QUEUE_REMOVAL_POLICIES,
+        "MessagingOptions.dead_letter_removal_policy must be DESTROY, RETAIN or RETAIN_ON_UPDATE_OR_DELETE "
+        "(queues have no snapshots); got {dead_letter_removal_policy}",
+    ),
+    Rule(
+        ("fifo", "filter_policy"),
+        lambda fifo, filter_policy: fifo and filter_policy,
+        FILTER_POLICY_WARNING,
+        warning="idempotent-pipeline:filter-policy",
+    ),
+)
 
 
-class FifoMessaging(Construct):
-    """An SNS FIFO topic delivering raw messages to an SQS FIFO queue that redrives to a FIFO DLQ.
+class Messaging(Construct):
+    """An SNS topic delivering raw messages to an SQS queue that redrives to a dead-letter queue.
 
-    Both queues deny non-TLS access; the queue accepts ``sqs:SendMessage`` only from the topic
-    (``aws:SourceArn``); a new topic denies non-TLS publishing. The queues get generated physical names
-    ending in ``.fifo``.
+    FIFO by default (``MessagingOptions.fifo``): FIFO topic, queue and dead-letter queues. The subscription
+    has its own dead-letter queue (``subscription_dead_letter_queue``), so a message SNS cannot deliver (a
+    key policy, a disabled key, too many attributes) is kept instead of dropped. Every queue is encrypted
+    (SSE-SQS or ``encryption_key``) and denies non-TLS access; the queue and the subscription's DLQ accept
+    ``sqs:SendMessage`` only from the topic; a new topic denies non-TLS publishing. CloudFormation names the
+    queues. With ``with_topic=False`` there is no topic: producers send to the queue.
 
-    :param topic: an existing FIFO topic to subscribe the queue to. Default: a new FIFO topic.
-    :param content_based_deduplication: deduplicate by a SHA-256 of the body when a publisher sends no
-        ``MessageDeduplicationId`` (new topic and queue). Default: True.
-    :param high_throughput: high-throughput FIFO: per-message-group throughput and deduplication scope on the
-        queue, message-group throughput scope on a new topic. Default: False (queue-wide scope).
-    :param visibility_timeout: the queue's visibility timeout; keep it at least 6 x the consumer's function
-        timeout. Default: 3 minutes (6 x the consumer's default 30 s timeout).
-    :param retention_period: how long the queue keeps a message. Default: 4 days.
-    :param dead_letter_retention_period: how long the DLQ keeps a message. Default: 14 days (the maximum).
-    :param max_receive_count: receives before a message moves to the DLQ. Default: 5.
-    :param dead_letter_queue: an existing FIFO queue to use as the DLQ. Default: a new FIFO DLQ.
-    :param encryption_key: a customer-managed KMS key for the queue and a new DLQ; the key policy statement
-        SNS needs to deliver (limited to this topic by ``aws:SourceArn``) is added to a key defined in the
-        app.
-        Default: SSE-SQS.
-    :param topic_encryption_key: a customer-managed KMS key for a new topic. It cannot be ``encryption_key``:
-        that key's policy names the topic, and the topic would name the key (a dependency cycle).
-        Default: the topic is not encrypted with KMS.
-    :param filter_policy: an SNS subscription filter policy. Allowed, but it voids SNS FIFO's exactly-once
-        delivery conditions, so a synth warning says so. Default: no filter.
-    :param removal_policy: what happens to the queues when removed from the stack. Default: DESTROY (messages
-        are transient; the table holds the data).
+    Alarms (``alarm_options``): messages in either dead-letter queue (≥ 1), notifications SNS failed to
+    deliver (≥ 1), the age of the oldest queued message.
+
+    :param topic: an existing topic to subscribe the queue to (its type must match ``fifo``). Default: a new
+        topic.
+    :param dead_letter_queue: an existing queue as the dead-letter queue (same type). Default: a new one.
+    :param options: :class:`MessagingOptions`. Default: ``MessagingOptions()``.
+    :param alarm_options: :class:`AlarmOptions`. Default: ``AlarmOptions()``.
     """
 
     def __init__(
@@ -77,116 +177,275 @@ class FifoMessaging(Construct):
         id: str,
         *,
         topic: sns.ITopic | None = None,
-        content_based_deduplication: bool = True,
-        high_throughput: bool = False,
-        visibility_timeout: Duration | None = None,
-        retention_period: Duration | None = None,
-        dead_letter_retention_period: Duration | None = None,
-        max_receive_count: int = DEFAULT_MAX_RECEIVE_COUNT,
         dead_letter_queue: sqs.IQueue | None = None,
-        encryption_key: kms.IKey | None = None,
-        topic_encryption_key: kms.IKey | None = None,
-        filter_policy: Mapping[str, sns.SubscriptionFilter] | None = None,
-        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        options: MessagingOptions | None = None,
+        alarm_options: AlarmOptions | None = None,
     ) -> None:
         super().__init__(scope, id)
-        # Whatever the app's cdk.json says: SNS's use of the queue key is limited to this topic. CDK reads the
-        # flag from the topic's scope, so this covers the topic created here (an existing one: see below).
-        self.node.set_context(SQS_KEY_FOR_THIS_TOPIC_ONLY, True)
-        require_int_range("max_receive_count", max_receive_count, 1, 1000)
-        if topic is not None:
-            require_fifo_topic("topic", topic)
-        if dead_letter_queue is not None:
-            require_fifo_queue("dead_letter_queue", dead_letter_queue)
-        if topic_encryption_key is not None and topic_encryption_key is encryption_key:
-            raise ConfigurationError(
-                "topic_encryption_key must be a different key than encryption_key: the queue key's policy "
-                "names the topic, so one key for both is a dependency cycle; got the same key "
-                f"{topic_encryption_key.node.path}"
-            )
-        if topic_encryption_key is not None and topic is not None:
-            raise ConfigurationError(
-                "topic_encryption_key applies only to a new topic; encrypt the existing topic where it is "
-                f"defined (got topic {topic.node.path})"
-            )
-        visibility_timeout = visibility_timeout or DEFAULT_VISIBILITY_TIMEOUT
-        visibility = seconds("visibility_timeout", visibility_timeout)
-        if visibility is not None and visibility > 12 * 60 * 60:
-            raise ConfigurationError(f"visibility_timeout must be at most 12 hours; got {visibility} seconds")
-
-        encryption = (
-            sqs.QueueEncryption.KMS if encryption_key is not None else sqs.QueueEncryption.SQS_MANAGED
+        options = options_of("options", options, MessagingOptions)
+        topic = instance("topic", topic, sns.ITopic, "an sns.ITopic")
+        dead_letter_queue = instance("dead_letter_queue", dead_letter_queue, sqs.IQueue, "an sqs.IQueue")
+        key = instance("MessagingOptions.encryption_key", options.encryption_key, kms.IKey, "a kms.IKey")
+        topic_key = instance(
+            "MessagingOptions.topic_encryption_key", options.topic_encryption_key, kms.IKey, "a kms.IKey"
         )
-        self.encryption_key = encryption_key
+        fifo = boolean("MessagingOptions.fifo", options.fifo)
+        topic_fifo = _topic_fifo(topic)
+        given_dlq = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
+        dlq_fifo = given_dlq.fifo if given_dlq is not None else None
+        values = {
+            "fifo": fifo,
+            "with_topic": boolean("MessagingOptions.with_topic", options.with_topic),
+            "content_based_deduplication": boolean(
+                "MessagingOptions.content_based_deduplication", options.content_based_deduplication
+            ),
+            "high_throughput": boolean("MessagingOptions.high_throughput", options.high_throughput),
+            "visibility_timeout": seconds("MessagingOptions.visibility_timeout", options.visibility_timeout),
+            "retention_period": seconds("MessagingOptions.retention_period", options.retention_period),
+            "dead_letter_retention_period": seconds(
+                "MessagingOptions.dead_letter_retention_period", options.dead_letter_retention_period
+            ),
+            "max_receive_count": integer("MessagingOptions.max_receive_count", options.max_receive_count),
+            "range": contract.MAX_RECEIVE_COUNT_RANGE,
+            "topic": topic is not None,
+            "topic_fifo": topic_fifo,
+            "dead_letter_queue_fifo": dlq_fifo,
+            "wanted": "FIFO" if fifo else "standard",
+            "got": "FIFO" if topic_fifo else "standard",
+            "got_dlq": "FIFO" if dlq_fifo else "standard",
+            "topic_name": lazy(lambda: describe(topic, topic.topic_arn) if topic is not None else ""),
+            "dead_letter_queue_name": lazy(
+                lambda: describe(dead_letter_queue, dead_letter_queue.queue_name) if dead_letter_queue else ""
+            ),
+            "topic_key": topic_key is not None,
+            "same_key": topic_key is not None and topic_key is key,
+            "topic_key_path": lazy(lambda: topic_key.node.path if topic_key is not None else ""),
+            "filter_policy": bool(options.filter_policy),
+            "removal_policy": options.removal_policy,
+            "dead_letter_removal_policy": options.dead_letter_removal_policy,
+        }
+        enforce(self, RULES, values)
+        alarms = Alarms.read(self, alarm_options)
+        with_topic = bool(values["with_topic"])
+        fifo_or_none = True if fifo else None
+        if key is not None and with_topic:
+            # Whatever the app's cdk.json says: SNS's use of the queue key is limited to this topic. CDK reads
+            # the flag from the topic's scope, so this covers a topic created here (an existing one: below).
+            self.node.set_context(SQS_KEY_FOR_THIS_TOPIC_ONLY, True)
+
+        self.fifo: bool = fifo
+        self.encryption_key = key
+        self.max_receive_count: int = options.max_receive_count
+        encryption = sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED
+        retained = options.dead_letter_removal_policy
+
         if dead_letter_queue is None:
             dead_letter_queue = sqs.Queue(
                 self,
                 "DeadLetterQueue",
-                fifo=True,
-                content_based_deduplication=True,
-                retention_period=dead_letter_retention_period or DEFAULT_DEAD_LETTER_RETENTION_PERIOD,
+                fifo=fifo_or_none,
+                content_based_deduplication=fifo_or_none,
+                retention_period=options.dead_letter_retention_period,
                 encryption=encryption,
-                encryption_master_key=encryption_key,
+                encryption_master_key=key,
                 enforce_ssl=True,
-                removal_policy=removal_policy,
+                removal_policy=retained,
             )
-            _name_fifo_queue(dead_letter_queue)
+            remember(
+                dead_letter_queue,
+                QueueFacts(fifo=fifo, encryption_key=key, encryption_key_known=True, alarmed=alarms.enabled),
+            )
+        elif given_dlq is not None:
+            # The alarm on its depth is made here: a consumer of the queue does not make a second one.
+            remember(dead_letter_queue, dataclasses.replace(given_dlq, alarmed=alarms.enabled))
         self.dead_letter_queue: sqs.IQueue = dead_letter_queue
-        self.max_receive_count = max_receive_count
 
+        content_based_deduplication = options.content_based_deduplication
+        if fifo and content_based_deduplication is None:
+            content_based_deduplication = True
+        visibility_timeout = options.visibility_timeout
+        if visibility_timeout is None:
+            visibility_timeout = DEFAULT_VISIBILITY_TIMEOUT
+            values["visibility_timeout"] = seconds("visibility_timeout", visibility_timeout)
+        high = bool(options.high_throughput)
         self.queue = sqs.Queue(
             self,
             "Queue",
-            fifo=True,
+            fifo=fifo_or_none,
             content_based_deduplication=content_based_deduplication,
             visibility_timeout=visibility_timeout,
-            retention_period=retention_period or DEFAULT_RETENTION_PERIOD,
+            retention_period=options.retention_period,
             encryption=encryption,
-            encryption_master_key=encryption_key,
+            encryption_master_key=key,
             enforce_ssl=True,
             dead_letter_queue=sqs.DeadLetterQueue(
-                queue=dead_letter_queue, max_receive_count=max_receive_count
+                queue=dead_letter_queue, max_receive_count=options.max_receive_count
             ),
-            removal_policy=removal_policy,
-            deduplication_scope=sqs.DeduplicationScope.MESSAGE_GROUP if high_throughput else None,
-            fifo_throughput_limit=sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID if high_throughput else None,
+            removal_policy=options.removal_policy,
+            deduplication_scope=sqs.DeduplicationScope.MESSAGE_GROUP if high else None,
+            fifo_throughput_limit=sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID if high else None,
         )
-        _name_fifo_queue(self.queue)
+        remember(
+            self.queue,
+            QueueFacts(
+                fifo=fifo,
+                visibility_seconds=values["visibility_timeout"],
+                retention_seconds=values["retention_period"],
+                max_receive_count=values["max_receive_count"],
+                dead_letter_queue=dead_letter_queue,
+                encryption_key=key,
+                encryption_key_known=True,
+                alarmed=alarms.enabled,
+            ),
+        )
 
-        if topic is None:
-            topic = sns.Topic(
+        self.topic: sns.ITopic | None = None
+        self.subscription_dead_letter_queue: sqs.Queue | None = None
+        self.subscription: sns.Subscription | None = None
+        if with_topic:
+            if topic is None:
+                topic = sns.Topic(
+                    self,
+                    "Topic",
+                    fifo=fifo_or_none,
+                    content_based_deduplication=content_based_deduplication,
+                    fifo_throughput_scope=sns.FifoThroughputScope.MESSAGE_GROUP if high else None,
+                    master_key=topic_key,
+                    enforce_ssl=True,
+                )
+            elif key is not None and not _restricts_queue_key(topic):
+                warn(
+                    self,
+                    "idempotent-pipeline:unrestricted-queue-key",
+                    UNRESTRICTED_KEY_WARNING.format(flag=SQS_KEY_FOR_THIS_TOPIC_ONLY),
+                )
+            self.topic = topic
+            # SNS delivers a FIFO topic's failures only to a FIFO queue.
+            subscription_fifo = True if (topic_fifo if topic_fifo is not None else fifo) else None
+            self.subscription_dead_letter_queue = sqs.Queue(
                 self,
-                "Topic",
-                fifo=True,
-                content_based_deduplication=content_based_deduplication,
-                fifo_throughput_scope=sns.FifoThroughputScope.MESSAGE_GROUP if high_throughput else None,
-                master_key=topic_encryption_key,
+                "SubscriptionDeadLetterQueue",
+                fifo=subscription_fifo,
+                content_based_deduplication=subscription_fifo,
+                retention_period=options.dead_letter_retention_period,
+                encryption=encryption,
+                encryption_master_key=key,
                 enforce_ssl=True,
+                removal_policy=retained,
             )
-        self.topic: sns.ITopic = topic
-        if encryption_key is not None and not FeatureFlags.of(topic).is_enabled(SQS_KEY_FOR_THIS_TOPIC_ONLY):
-            Annotations.of(self).add_warning_v2(
-                "idempotent-pipeline:unrestricted-queue-key",
-                UNRESTRICTED_KEY_WARNING.format(flag=SQS_KEY_FOR_THIS_TOPIC_ONLY),
+            Validations.of(self.subscription_dead_letter_queue).acknowledge(
+                Acknowledgment(id="AwsSolutions-SQS3", reason=SUBSCRIPTION_DLQ_NAG_REASON)
+            )
+            # SqsSubscription adds the queue policy statements allowing sqs:SendMessage from this topic only
+            # (aws:SourceArn), on the queue and on the subscription's dead-letter queue, and for a key defined
+            # in the app the key policy statement SNS needs (both queues use the same key).
+            self.subscription = topic.add_subscription(
+                subscriptions.SqsSubscription(
+                    self.queue,
+                    raw_message_delivery=True,
+                    filter_policy=dict(options.filter_policy) if options.filter_policy else None,
+                    dead_letter_queue=self.subscription_dead_letter_queue,
+                )
+            )
+            if key is not None:
+                _keys.require_statement(
+                    self,
+                    key,
+                    prop="MessagingOptions.encryption_key",
+                    statement=_keys.SNS_TO_QUEUE_STATEMENT,
+                    consequence=(
+                        "SNS cannot deliver to the queue nor to the subscription's dead-letter queue, and "
+                        "drops every message"
+                    ),
+                )
+            if topic_key is not None:
+                _keys.require_statement(
+                    self,
+                    topic_key,
+                    prop="MessagingOptions.topic_encryption_key",
+                    statement=_keys.PRODUCERS_STATEMENT,
+                    consequence="publishers cannot publish to the topic",
+                )
+        elif key is not None:
+            _keys.require_statement(
+                self,
+                key,
+                prop="MessagingOptions.encryption_key",
+                statement=_keys.PRODUCERS_STATEMENT,
+                consequence="producers cannot send to the queue",
             )
 
-        # SqsSubscription adds the queue policy statement allowing sqs:SendMessage from this topic only
-        # (aws:SourceArn) and, for a customer-managed key, the key policy statement SNS needs.
-        self.subscription_filter_policy = dict(filter_policy) if filter_policy else None
-        topic.add_subscription(
-            subscriptions.SqsSubscription(
-                self.queue, raw_message_delivery=True, filter_policy=self.subscription_filter_policy
+        # -- alarms -------------------------------------------------------------------------------------
+        self.dead_letter_queue_alarm: cloudwatch.Alarm | None = None
+        self.subscription_dead_letter_queue_alarm: cloudwatch.Alarm | None = None
+        self.notifications_failed_alarm: cloudwatch.Alarm | None = None
+        self.message_age_alarm: cloudwatch.Alarm | None = None
+        if alarms.enabled:
+            self.dead_letter_queue_alarm = alarms.alarm(
+                self,
+                "DeadLetterQueueAlarm",
+                _visible(self.dead_letter_queue),
+                threshold=1,
+                description="messages the pipeline could not process are waiting in the dead-letter queue",
             )
+            if self.subscription_dead_letter_queue is not None and self.topic is not None:
+                self.subscription_dead_letter_queue_alarm = alarms.alarm(
+                    self,
+                    "SubscriptionDeadLetterQueueAlarm",
+                    _visible(self.subscription_dead_letter_queue),
+                    threshold=1,
+                    description="messages SNS could not deliver to the queue are waiting in the "
+                    "subscription's dead-letter queue",
+                )
+                self.notifications_failed_alarm = alarms.alarm(
+                    self,
+                    "NotificationsFailedAlarm",
+                    self.topic.metric_number_of_notifications_failed(period=ONE_MINUTE, statistic="Sum"),
+                    threshold=1,
+                    description="SNS failed to deliver messages to the queue (see the subscription's "
+                    "dead-letter queue)",
+                )
+            self.message_age_alarm = alarms.alarm(
+                self,
+                "MessageAgeAlarm",
+                self.queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, statistic="Maximum"),
+                threshold=alarms.max_message_age,
+                description="the oldest message in the queue is older than expected: the consumer lags",
+            )
+        self.alarms: tuple[cloudwatch.Alarm, ...] = tuple(
+            alarm
+            for alarm in (
+                self.dead_letter_queue_alarm,
+                self.subscription_dead_letter_queue_alarm,
+                self.notifications_failed_alarm,
+                self.message_age_alarm,
+            )
+            if alarm is not None
         )
-        if self.subscription_filter_policy:
-            Annotations.of(self).add_warning_v2("idempotent-pipeline:filter-policy", FILTER_POLICY_WARNING)
 
     def grant_publish(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Allow ``grantee`` to publish to the topic (and use its key, if encrypted)."""
-        return self.topic.grant_publish(grantee)
+        """Allow ``grantee`` to put messages into the pipeline: ``sns:Publish`` on the topic (and its key), or
+        with no topic ``sqs:SendMessage`` on the queue (and its key)."""
+        if self.topic is not None:
+            return self.topic.grant_publish(grantee)
+        return self.queue.grant_send_messages(grantee)
 
 
-def _name_fifo_queue(queue: sqs.Queue) -> None:
-    cfn = queue.node.default_child
-    assert isinstance(cfn, sqs.CfnQueue)
-    cfn.queue_name = generated_fifo_queue_name(queue)
+def _topic_fifo(topic: sns.ITopic | None) -> bool | None:
+    """The topic's type, or None when it cannot be known at synth (imported from a deploy-time ARN)."""
+    if topic is None:
+        return None
+    fifo = bool(topic.fifo)
+    if not fifo and not isinstance(topic, sns.Topic) and is_token(topic.topic_arn):
+        return None
+    return fifo
+
+
+def _restricts_queue_key(topic: sns.ITopic) -> bool:
+    from aws_cdk import FeatureFlags
+
+    return bool(FeatureFlags.of(topic).is_enabled(SQS_KEY_FOR_THIS_TOPIC_ONLY))
+
+
+def _visible(queue: sqs.IQueue) -> cloudwatch.IMetric:
+    return queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum")

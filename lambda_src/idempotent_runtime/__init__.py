@@ -3,9 +3,10 @@
 The Lambda entry point is ``idempotent_runtime.handler.handler``;
 ``idempotent_runtime.consumer.build_handler`` builds the same handler from an explicit configuration (tests,
 local runner). Processing functions raise :class:`PermanentError` for input that can never succeed and
-:class:`TransientError` to be retried later.
+:class:`TransientError` to be retried later; in guarded mode ``message.lease.extend()`` raises
+:class:`LeaseLost` when another invocation took the key over.
 """
 
-from idempotent_runtime.errors import PermanentError, TransientError
+from idempotent_runtime.errors import LeaseLost, PermanentError, TransientError
 
-__all__ = ["PermanentError", "TransientError"]
+__all__ = ["LeaseLost", "PermanentError", "TransientError"]

@@ -1,65 +1,165 @@
-"""Python values to DynamoDB attribute values, and DynamoDB's item size rule (400 KB)."""
+"""Python values to DynamoDB attribute values, exactly, and DynamoDB's rules on what an item may hold.
+
+A value DynamoDB cannot hold is rejected with a reason naming where it is (``order.lines[3].price``):
+numbers with more than 38 significant digits, a non-zero magnitude outside 1E-130..9.99...E+125, NaN or
+Infinity; nesting deeper than 32 levels; strings with no UTF-8 form; items over 400 KB. Recursion is
+bounded by the nesting limit, so deep input cannot raise ``RecursionError`` here.
+"""
 
 from __future__ import annotations
 
-import math
 from decimal import Decimal
 from typing import Any
 
+from idempotent_runtime.contract import (
+    ATTRIBUTE_PREFIX,
+    MAX_ITEM_BYTES,
+    MAX_NESTING_LEVELS,
+    MAX_NUMBER_DIGITS,
+    MAX_NUMBER_MAGNITUDE,
+    MIN_NUMBER_MAGNITUDE,
+)
 from idempotent_runtime.errors import InvalidMessage
+from idempotent_runtime.payload import normalized
 
-MAX_ITEM_BYTES = 400 * 1024
+_MAX_ADJUSTED = Decimal(MAX_NUMBER_MAGNITUDE).adjusted()  # 125
+_MIN_ADJUSTED = Decimal(MIN_NUMBER_MAGNITUDE).adjusted()  # -130
+_SMALL_INT = 10**MAX_NUMBER_DIGITS  # every int below this in magnitude fits
 
 
-def to_attribute_value(value: Any) -> dict[str, Any]:
-    """A Python value (as json.loads returns, plus Decimal, bytes, sets) as a DynamoDB attribute value."""
+class _Rejected(Exception):
+    """A value that cannot be stored; ``where`` collects the path on the way out (no cost on success)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.where: list[str] = []
+
+
+def number_text(value: int | float | Decimal) -> str:
+    """The text DynamoDB stores for a number, exactly (a Decimal's own text, an int's digits, a float's
+    shortest repr); raises ValueError, naming the rule, for a number DynamoDB cannot hold."""
+    if type(value) is int and -_SMALL_INT < value < _SMALL_INT:
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"is {value!r}, which DynamoDB cannot store")
+        text = float.__repr__(value)
+        decimal = Decimal(text)
+    elif isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"is {value}, which DynamoDB cannot store")
+        decimal, text = value, str(value)
+    else:
+        decimal = Decimal(value)
+        text = None  # an int's digits, written below once it is known to fit
+    if not decimal:
+        return "0"
+    _sign, digits, _exponent = normalized(decimal)
+    if len(digits) > MAX_NUMBER_DIGITS:
+        raise ValueError(
+            f"has {len(digits)} significant digits; DynamoDB numbers hold at most {MAX_NUMBER_DIGITS}"
+        )
+    adjusted = decimal.adjusted()
+    if not _MIN_ADJUSTED <= adjusted <= _MAX_ADJUSTED:
+        raise ValueError(
+            f"has a magnitude of about 1E{adjusted:+d}, outside DynamoDB's range "
+            f"{MIN_NUMBER_MAGNITUDE} to {MAX_NUMBER_MAGNITUDE}"
+        )
+    return text if text is not None else str(value)
+
+
+def _value(value: Any, depth: int) -> dict[str, Any]:
     if isinstance(value, str):
         return {"S": value}
     if value is True or value is False:
         return {"BOOL": value}
-    if isinstance(value, int):
-        return {"N": str(value)}
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidMessage(f"number {value!r} cannot be stored in dynamodb")
-        return {"N": repr(value)}
+    if isinstance(value, (int, float, Decimal)):
+        try:
+            return {"N": number_text(value)}
+        except ValueError as exc:
+            raise _Rejected(f"number {_excerpt(value)} {exc}") from None
     if value is None:
         return {"NULL": True}
-    if isinstance(value, dict):
-        return {"M": {_name(k): to_attribute_value(v) for k, v in value.items()}}
-    if isinstance(value, (list, tuple)):
-        return {"L": [to_attribute_value(v) for v in value]}
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise InvalidMessage(f"number {value!r} cannot be stored in dynamodb")
-        return {"N": str(value)}
+    if isinstance(value, (dict, list, tuple)):
+        if depth >= MAX_NESTING_LEVELS:
+            raise _Rejected(f"is nested more than {MAX_NESTING_LEVELS} levels deep (DynamoDB's limit)")
+        if isinstance(value, dict):
+            members: dict[str, Any] = {}
+            for key, member in value.items():
+                if not isinstance(key, str):
+                    raise _Rejected(f"has a key that is not a string: {key!r:.80}")
+                try:
+                    members[key] = _value(member, depth + 1)
+                except _Rejected as rejected:
+                    rejected.where.append(f".{key}")
+                    raise
+            return {"M": members}
+        items = []
+        for index, member in enumerate(value):
+            try:
+                items.append(_value(member, depth + 1))
+            except _Rejected as rejected:
+                rejected.where.append(f"[{index}]")
+                raise
+        return {"L": items}
     if isinstance(value, (bytes, bytearray)):
         return {"B": bytes(value)}
     if isinstance(value, (set, frozenset)):
         return _set(value)
-    raise InvalidMessage(f"a {type(value).__name__} cannot be stored in dynamodb: {value!r:.80}")
-
-
-def to_item(attributes: dict[str, Any]) -> dict[str, Any]:
-    return {_name(k): to_attribute_value(v) for k, v in attributes.items()}
-
-
-def _name(name: Any) -> str:
-    if not isinstance(name, str) or not name:
-        raise InvalidMessage(f"attribute names must be non-empty strings, got {name!r:.80}")
-    return name
+    raise _Rejected(f"is a {type(value).__name__}, which DynamoDB cannot store: {value!r:.80}")
 
 
 def _set(value: set | frozenset) -> dict[str, Any]:
     if not value:
-        raise InvalidMessage("an empty set cannot be stored in dynamodb")
+        raise _Rejected("is an empty set, which DynamoDB cannot store")
     if all(isinstance(v, str) for v in value):
         return {"SS": sorted(value)}
     if all(isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in value):
-        return {"NS": sorted(to_attribute_value(v)["N"] for v in value)}
+        try:
+            return {"NS": sorted(number_text(v) for v in value)}
+        except ValueError as exc:
+            raise _Rejected(f"holds a number that {exc}") from None
     if all(isinstance(v, (bytes, bytearray)) for v in value):
         return {"BS": sorted(bytes(v) for v in value)}
-    raise InvalidMessage(f"a set of mixed types cannot be stored in dynamodb: {value!r:.80}")
+    raise _Rejected(f"is a set of mixed types, which DynamoDB cannot store: {value!r:.80}")
+
+
+def _excerpt(value: Any) -> str:
+    try:
+        text = str(value)
+    except ValueError:  # an int too long to write out (Python's 4300-digit limit)
+        return f"<an integer of {value.bit_length()} bits>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def to_attribute_value(value: Any, where: str = "value") -> dict[str, Any]:
+    """A Python value (as the body parser returns, plus float, bytes, sets) as a DynamoDB attribute value."""
+    try:
+        return _value(value, 0)
+    except _Rejected as rejected:
+        raise InvalidMessage(f"{where}{''.join(reversed(rejected.where))} {rejected.reason}") from None
+
+
+def to_item(attributes: dict[Any, Any], source: str = "body field") -> dict[str, Any]:
+    """Attributes as an item. Names must be non-empty strings not beginning with ``idempotency:`` (the
+    runtime's own); ``source`` names where they came from in reasons (``body field``, ``processor
+    attribute``)."""
+    item: dict[str, Any] = {}
+    for name, value in attributes.items():
+        if not isinstance(name, str) or not name:
+            raise InvalidMessage(f"{source} names must be non-empty strings, got {name!r:.80}")
+        if name.startswith(ATTRIBUTE_PREFIX):
+            raise InvalidMessage(
+                f"{source} {name!r} begins with {ATTRIBUTE_PREFIX!r}, which the runtime reserves for its own "
+                "attributes"
+            )
+        try:
+            item[name] = _value(value, 0)
+        except _Rejected as rejected:
+            path = name + "".join(reversed(rejected.where))
+            raise InvalidMessage(f"{source} {path} {rejected.reason}") from None
+    return item
 
 
 def item_size(item: dict[str, dict[str, Any]]) -> int:

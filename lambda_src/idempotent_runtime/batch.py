@@ -1,4 +1,8 @@
-"""Batches: groups of a FIFO batch run concurrently, each in order; a failure fails the rest of its group."""
+"""Batches: groups of a FIFO batch run concurrently, each in order; a failure fails the rest of its group.
+
+Each thread that runs records is bound to the invocation's deadline (:mod:`idempotent_runtime.deadline`),
+so the AWS calls it makes never outlive the invocation.
+"""
 
 from __future__ import annotations
 
@@ -6,43 +10,59 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from idempotent_runtime import deadline
+from idempotent_runtime.contract import DeadLetterKind, Outcome, QueueType
 from idempotent_runtime.message import Message
 
-PROCESSED = "processed"
-DUPLICATE = "duplicate"
-QUARANTINED = "quarantined"
-FAILED = "failed"
-# Outcomes after which the record is done (deleted from the queue); only FAILED is reported back.
-HANDLED = frozenset({PROCESSED, DUPLICATE, QUARANTINED})
 # A record is not started with less invocation time left than this: it is reported failed instead, so the
 # batch ends with a clean partial response rather than a timeout (which would redeliver the whole batch).
 TIME_MARGIN_MS = 1000
 
 
 class RecordResult:
-    """What happened to one record: ``outcome`` is processed, duplicate, quarantined or failed."""
+    """What happened to one record: ``outcome`` (processed, duplicate, quarantined or failed), ``reason``,
+    ``result`` (guarded), ``conflict`` (the key was done with another payload), ``misconfigured`` (failed
+    because the deployment is wrong; ``hint`` names the likely misconfiguration), ``kind`` (quarantined:
+    why)."""
 
-    __slots__ = ("message", "outcome", "reason", "result")
+    __slots__ = ("conflict", "hint", "kind", "message", "misconfigured", "outcome", "reason", "result")
 
-    def __init__(self, message: Message, outcome: str, reason: str | None = None, result: Any = None) -> None:
+    def __init__(
+        self,
+        message: Message,
+        outcome: Outcome,
+        reason: str | None = None,
+        result: Any = None,
+        *,
+        conflict: bool = False,
+        hint: str | None = None,
+        kind: DeadLetterKind | None = None,
+    ) -> None:
         self.message = message
         self.outcome = outcome
         self.reason = reason
         self.result = result
+        self.conflict = conflict
+        self.misconfigured = hint is not None
+        self.hint = hint
+        self.kind = kind
 
     @property
     def failed(self) -> bool:
-        return self.outcome == FAILED
+        return self.outcome == Outcome.FAILED
 
     def __repr__(self) -> str:
-        return f"RecordResult({self.message.message_id!r}, {self.outcome!r}, {self.reason!r})"
+        return f"RecordResult({self.message.message_id!r}, {self.outcome.value!r}, {self.reason!r})"
 
 
-def group_records(messages: Iterable[Message]) -> list[list[Message]]:
-    """Split a batch into groups in event order: one per MessageGroupId; a record without one is alone."""
+def group_records(messages: Iterable[Message], queue_type: QueueType = QueueType.FIFO) -> list[list[Message]]:
+    """Split a batch into groups in event order: on a FIFO queue one per MessageGroupId; a record without one
+    (and every record of a standard queue, even with a group id) is alone."""
     groups: dict[object, list[Message]] = {}
+    fifo = queue_type == QueueType.FIFO
     for index, message in enumerate(messages):
-        groups.setdefault(message.group_id if message.group_id is not None else index, []).append(message)
+        group = message.group_id if fifo and message.group_id is not None else index
+        groups.setdefault(group, []).append(message)
     return list(groups.values())
 
 
@@ -51,51 +71,59 @@ class BatchRunner:
 
     Groups run concurrently on a small thread pool created once per execution environment; inside a group
     records run in order and, after a failure, the remaining records of the group are failed unprocessed
-    (``skip(message, reason)``) so FIFO order holds when SQS delivers them again.
+    (``skip(message, reason, blocker)``) so FIFO order holds when SQS delivers them again.
     """
 
     def __init__(
         self,
         process: Callable[[Message, Any], RecordResult],
-        skip: Callable[[Message, str], RecordResult],
+        skip: Callable[[Message, str, RecordResult | None], RecordResult],
         max_workers: int,
+        queue_type: QueueType = QueueType.FIFO,
     ) -> None:
         self.process = process
         self.skip = skip
         self.max_workers = max_workers
+        self.queue_type = queue_type
         self._pool: Any = None
         self._lock = threading.Lock()
 
-    def run(self, messages: list[Message], context: Any = None) -> list[RecordResult]:
-        groups = group_records(messages)
+    def run(self, messages: list[Message], context: Any = None) -> tuple[list[RecordResult], int]:
+        """The results in event order, and the number of groups."""
+        groups = group_records(messages, self.queue_type)
         if len(groups) <= 1 or self.max_workers == 1:
             results = [self._run_group(group, context) for group in groups]
         else:
             results = list(self._executor().map(lambda group: self._run_group(group, context), groups))
         by_id = {id(r.message): r for group in results for r in group}
-        return [by_id[id(message)] for message in messages]
+        return [by_id[id(message)] for message in messages], len(groups)
 
     def _run_group(self, group: list[Message], context: Any) -> list[RecordResult]:
+        with deadline.bound(context):
+            return self._records(group, context)
+
+    def _records(self, group: list[Message], context: Any) -> list[RecordResult]:
         results = []
         blocker: RecordResult | None = None
         remaining = getattr(context, "get_remaining_time_in_millis", None)
+        ordered = self.queue_type == QueueType.FIFO
         for message in group:
             if blocker is None and remaining is not None and remaining() < TIME_MARGIN_MS:
-                result = self.skip(message, "not attempted: the invocation is about to time out")
+                result = self.skip(message, "not attempted: the invocation is about to time out", None)
                 results.append(result)
                 blocker = result
                 continue
             if blocker is not None:
-                results.append(
-                    self.skip(
-                        message,
-                        f"not attempted: earlier record {blocker.message.message_id} of its group failed",
-                    )
-                )
+                if blocker.reason and blocker.reason.startswith("not attempted: the invocation"):
+                    reason, cause = blocker.reason, None
+                else:
+                    reason = f"not attempted: earlier record {blocker.message.message_id} of its group failed"
+                    cause = blocker
+                results.append(self.skip(message, reason, cause))
                 continue
             result = self.process(message, context)
             results.append(result)
-            if result.failed and message.group_id is not None:
+            if result.failed and ordered and message.group_id is not None:
                 blocker = result
         return results
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-USER_AGENT = "idempotent-runtime/0.1"
+from idempotent_runtime.deadline import install_deadline_timeouts
+
+USER_AGENT = "idempotent-runtime/0.2"
+CONNECT_TIMEOUT = 3
+READ_TIMEOUT = 10
 
 
 class LazyClient:
@@ -25,6 +29,10 @@ class LazyClient:
         self._validate = parameter_validation
         self._lock = threading.Lock()
 
+    @property
+    def created(self) -> bool:
+        return self._client is not None
+
     def __call__(self) -> Any:
         client = self._client
         if client is None:
@@ -39,7 +47,30 @@ class LazyClient:
 
 def create_client(service: str, *, max_pool_connections: int = 10, parameter_validation: bool = False) -> Any:
     """A low-level boto3 client configured as the runtime configures its own (inject it into build_handler
-    to measure or test the runtime with the same client settings)."""
+    to measure or test the runtime with the same client settings).
+
+    botocore's retries are off: the runtime retries itself (:mod:`idempotent_runtime.retries`), starting
+    an attempt only while the invocation has time left, and the socket timeouts follow the calling
+    thread's deadline (:mod:`idempotent_runtime.deadline`).
+
+    The cyclic garbage collector is paused while boto3 is imported and the client built (hundreds of
+    thousands of long-lived objects: a full collection landing there costs ~20 ms of cold start), and what
+    exists then is frozen (``gc.freeze``), so later full collections do not walk botocore's service model.
+    """
+    import gc
+
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        client = _create_client(service, max_pool_connections, parameter_validation)
+    finally:
+        if paused:
+            gc.enable()
+    gc.freeze()
+    return client
+
+
+def _create_client(service: str, max_pool_connections: int, parameter_validation: bool) -> Any:
     import boto3
     from botocore.config import Config
 
@@ -51,11 +82,12 @@ def create_client(service: str, *, max_pool_connections: int = 10, parameter_val
         # A fixed User-Agent: botocore otherwise rebuilds and sanitises a long one on every request
         # (about a quarter of its CPU per call).
         user_agent=USER_AGENT,
-        # Throttling and 5xx are retried a few times in-call; beyond that the record is retried by SQS.
-        retries={"mode": "standard", "max_attempts": 3},
-        connect_timeout=3,
-        read_timeout=10,
+        retries={"mode": "standard", "total_max_attempts": 1},
+        connect_timeout=CONNECT_TIMEOUT,
+        read_timeout=READ_TIMEOUT,
         tcp_keepalive=True,
         max_pool_connections=max_pool_connections,
     )
-    return boto3.client(service, config=config)
+    client = boto3.client(service, config=config)
+    install_deadline_timeouts(client)
+    return client

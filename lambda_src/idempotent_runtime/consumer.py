@@ -5,19 +5,21 @@ from __future__ import annotations
 import contextlib
 import importlib
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from idempotent_runtime.batch import DUPLICATE, FAILED, PROCESSED, QUARANTINED, BatchRunner, RecordResult
+from idempotent_runtime.batch import BatchRunner, RecordResult
 from idempotent_runtime.clients import LazyClient
 from idempotent_runtime.config import Config
-from idempotent_runtime.errors import ConfigurationError, describe, permanent_reason
-from idempotent_runtime.keys import key_builder
+from idempotent_runtime.contract import OUTCOME_METRIC, DeadLetterKind, LogLevel, Metric, Outcome
+from idempotent_runtime.errors import ConfigurationError, Conflict, classify, describe
+from idempotent_runtime.keys import KeyBuilder
 from idempotent_runtime.message import Message
+from idempotent_runtime.modes import make_mode
 from idempotent_runtime.observability import Log, emf_line
-from idempotent_runtime.quarantine import Quarantine
-
-_METRIC_OF = {PROCESSED: "processed", DUPLICATE: "duplicates", FAILED: "failed", QUARANTINED: "quarantined"}
+from idempotent_runtime.quarantine import Quarantine, SendFailed
+from idempotent_runtime.retries import Retrier
 
 
 def load_processor(spec: str) -> Callable[[Message], Any]:
@@ -39,35 +41,11 @@ def load_processor(spec: str) -> Callable[[Message], Any]:
     return target
 
 
-def make_mode(
-    config: Config,
-    dynamodb: Callable[[], Any],
-    processor: Callable[[Message], Any] | None,
-    clock: Callable[[], float],
-    log: Log,
-) -> Any:
-    if config.mode == "document":
-        from idempotent_runtime.document import DocumentMode
-
-        return DocumentMode(config, dynamodb, processor, clock)
-    if processor is None:
-        raise ConfigurationError(f"PROCESSOR is required with IDEMPOTENCY_MODE={config.mode}, got nothing")
-    if config.mode == "transaction":
-        from idempotent_runtime.transaction import TransactionMode
-
-        return TransactionMode(config, dynamodb, processor, clock)
-    from idempotent_runtime.guarded import GuardedMode
-
-    return GuardedMode(
-        config, dynamodb, processor, clock, warn=lambda msg, **f: log.emit("WARNING", msg, **f)
-    )
-
-
 class Consumer:
     """The Lambda handler: ``consumer(event, context) -> {"batchItemFailures": [...]}``.
 
     ``process_batch(event, context)`` returns the per-record :class:`RecordResult` list instead (local runner,
-    tests). Records are never lost: each ends processed, duplicate, quarantined (in the DLQ) or failed
+    tests). Records are never lost: each ends processed, duplicate, quarantined (in the DLQ, once) or failed
     (reported to SQS, which delivers it again).
     """
 
@@ -79,6 +57,7 @@ class Consumer:
         sqs_client: Any = None,
         processor: Callable[[Message], Any] | None = None,
         clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
         log_stream: TextIO | None = None,
     ) -> None:
         self.config = config
@@ -91,19 +70,29 @@ class Consumer:
             parameter_validation=config.mode == "transaction",
         )
         self.sqs = LazyClient("sqs", sqs_client)
+        self.calls = Retrier(sleep)
         if processor is None and config.processor is not None:
             processor = load_processor(config.processor)
-        self.mode = make_mode(config, self.dynamodb, processor, clock, self.log)
-        self.mode_name = self.mode.name
-        self.key_of = key_builder(config, sort_reserve=self.mode.sort_reserve)
-        self.quarantine = Quarantine(config.dlq_url, self.sqs) if config.dlq_url else None
-        self.runner = BatchRunner(self.process_record, self.skip_record, config.max_workers)
+        self.mode = make_mode(
+            config, self.dynamodb, processor, clock=clock, calls=self.calls, warn=self.log.warn
+        )
+        self.mode_name = self.mode.name.value
+        self.key_of = KeyBuilder(config, sort_reserve=self.mode.sort_reserve)
+        self.quarantine = (
+            Quarantine(config, self.sqs, self.dynamodb, calls=self.calls, clock=clock)
+            if config.dlq_url
+            else None
+        )
+        self.runner = BatchRunner(
+            self.process_record, self.skip_record, config.max_workers, config.queue_type
+        )
 
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, list[dict[str, str]]]:
         results = self.process_batch(event, context)
         return {"batchItemFailures": [{"itemIdentifier": r.message.message_id} for r in results if r.failed]}
 
     def process_batch(self, event: dict[str, Any], context: Any = None) -> list[RecordResult]:
+        started = time.monotonic()
         records = event.get("Records") if isinstance(event, dict) else None
         if not isinstance(records, list):
             raise ValueError(
@@ -116,21 +105,43 @@ class Consumer:
             messages.append(Message(record))
         if messages:
             self.dynamodb()  # create the shared client once, before groups fan out to threads
-        results = self.runner.run(messages, context)
-        counts = dict.fromkeys(_METRIC_OF.values(), 0)
+        results, groups = self.runner.run(messages, context)
+        counts: Counter[str] = Counter()
         for result in results:
-            counts[_METRIC_OF[result.outcome]] += 1
-        self.log.write(emf_line(self.config.metrics_namespace, self.config.function_name, counts))
+            counts[OUTCOME_METRIC[result.outcome].value] += 1
+            counts[Metric.CONFLICTS.value] += result.conflict
+            counts[Metric.MISCONFIGURED.value] += result.misconfigured
+        hints = sorted({result.hint for result in results if result.hint})
+        if hints:
+            self.log.emit(
+                LogLevel.ERROR,
+                "records fail because the deployment looks misconfigured; they are retried, not quarantined",
+                misconfigured=counts[Metric.MISCONFIGURED.value],
+                likely_misconfiguration=hints,
+            )
+        self.log.write(
+            emf_line(
+                self.config.metrics_namespace,
+                self.config.function_name,
+                counts,
+                records=len(results),
+                groups=groups,
+                duration_ms=round((time.monotonic() - started) * 1000, 1),
+                mode=self.mode_name,
+            )
+        )
         self.log.flush()
         return results
 
     def process_record(self, message: Message, context: Any = None) -> RecordResult:
-        """Never raises: one record can never take the batch (and the other groups) down with it."""
+        """Never raises an Exception: one record can never take the batch (and the other groups) down."""
         try:
             result = self._outcome(message, context)
         except Exception as exc:  # last resort: a bug in classifying or quarantining a failure
             result = RecordResult(
-                message, FAILED, f"retry later: unexpected error while handling the record: {_describe(exc)}"
+                message,
+                Outcome.FAILED,
+                f"retry later: unexpected error while handling the record: {_describe(exc)}",
             )
         self._log(result)
         return result
@@ -138,36 +149,93 @@ class Consumer:
     def _outcome(self, message: Message, context: Any) -> RecordResult:
         try:
             message.key = self.key_of(message)
-            outcome, value = self.mode.process(message, context)
-            return RecordResult(message, outcome, result=value)
+            done = self.mode.process(message, context)
         except Exception as exc:
-            reason = permanent_reason(exc)
-            if reason is None:
-                return RecordResult(message, FAILED, f"retry later: {describe(exc)}")
-            return self._quarantine(message, reason)
+            return self._failure(message, exc)
+        if done.conflict is not None:  # ON_CONFLICT=duplicate
+            return RecordResult(message, Outcome.DUPLICATE, done.conflict.reason, conflict=True)
+        return RecordResult(message, done.outcome, result=done.result)
 
-    def skip_record(self, message: Message, reason: str) -> RecordResult:
-        result = RecordResult(message, FAILED, reason)
+    def _failure(self, message: Message, exc: Exception) -> RecordResult:
+        failure = classify(exc, "table")
+        if failure.permanent:
+            return self._quarantine(
+                message, failure.reason, failure.kind, exc if isinstance(exc, Conflict) else None
+            )
+        if failure.misconfigured:
+            return RecordResult(message, Outcome.FAILED, f"retry later: {failure.reason}", hint=failure.hint)
+        return self._transient(message, failure.reason)
+
+    def _exhausted(self, message: Message) -> bool:
+        limit = self.config.max_receive_count
+        return limit is not None and self.quarantine is not None and message.receive_count >= limit
+
+    def _transient(self, message: Message, reason: str) -> RecordResult:
+        if self._exhausted(message):
+            return self._quarantine(
+                message,
+                f"failed on its last receive ({message.receive_count} of MAX_RECEIVE_COUNT "
+                f"{self.config.max_receive_count}): {reason}",
+                DeadLetterKind.EXHAUSTED,
+            )
+        return RecordResult(message, Outcome.FAILED, f"retry later: {reason}")
+
+    def skip_record(self, message: Message, reason: str, blocker: RecordResult | None) -> RecordResult:
+        """A record not attempted (an earlier record of its group failed, or no time is left)."""
+        if blocker is not None and not blocker.misconfigured and self._exhausted(message):
+            result = self._quarantine(
+                message,
+                f"{reason} on this record's last receive ({message.receive_count} of MAX_RECEIVE_COUNT "
+                f"{self.config.max_receive_count}): {blocker.reason}",
+                DeadLetterKind.EXHAUSTED,
+            )
+        else:
+            # Behind a record failed by the deployment, this one fails because of the deployment too.
+            hint = blocker.hint if blocker is not None else None
+            result = RecordResult(message, Outcome.FAILED, reason, hint=hint)
         self._log(result)
         return result
 
-    def _quarantine(self, message: Message, reason: str) -> RecordResult:
+    def _quarantine(
+        self, message: Message, reason: str, kind: DeadLetterKind, conflict: Conflict | None = None
+    ) -> RecordResult:
+        is_conflict = conflict is not None
         if self.quarantine is None:
-            return RecordResult(message, FAILED, f"permanent, no DLQ_URL so retried until redrive: {reason}")
-        try:
-            dropped = self.quarantine.send(message, reason)
-        except Exception as exc:
             return RecordResult(
-                message, FAILED, f"permanent: {reason}; sending to the dlq failed: {describe(exc)}"
+                message,
+                Outcome.FAILED,
+                f"permanent, no DLQ_URL so retried until redrive: {reason}",
+                conflict=is_conflict,
+                kind=kind,
             )
-        if dropped:
-            self.log.emit(
-                "WARNING",
-                "message attributes over sqs's limit of 10 not copied to the dlq",
+        try:
+            sent = self.quarantine.send(
+                message,
+                reason,
+                kind,
+                fingerprint=conflict.fingerprint if conflict else None,
+                stored_fingerprint=conflict.stored_fingerprint if conflict else None,
+            )
+        except SendFailed as failed:
+            failure = classify(failed.error, failed.where)
+            return RecordResult(
+                message,
+                Outcome.FAILED,
+                f"permanent: {reason}; sending to the dlq failed: {describe(failed.error)}",
+                conflict=is_conflict,
+                hint=failure.hint if failure.misconfigured else None,
+                kind=kind,
+            )
+        if sent.dropped:
+            self.log.warn(
+                "message attributes not copied to the dlq (sqs allows 10, two are the runtime's; "
+                "idempotency.* names are the runtime's own)",
                 message_id=message.message_id,
-                dropped=dropped,
+                dropped_attributes=sent.dropped,
             )
-        return RecordResult(message, QUARANTINED, reason)
+        for text, fields in sent.warnings:
+            self.log.warn(text, message_id=message.message_id, **fields)
+        return RecordResult(message, Outcome.QUARANTINED, reason, conflict=is_conflict, kind=kind)
 
     def _log(self, result: RecordResult) -> None:
         # A log line that cannot be written must not change the record's outcome (nor raise into the batch).
@@ -175,7 +243,8 @@ class Consumer:
             self._emit(result)
 
     def _emit(self, result: RecordResult) -> None:
-        level = "INFO" if result.outcome in (PROCESSED, DUPLICATE) else "WARNING"
+        quiet = result.outcome in (Outcome.PROCESSED, Outcome.DUPLICATE) and not result.conflict
+        level = LogLevel.DEBUG if quiet else LogLevel.WARNING
         if not self.log.enabled(level):
             return
         message = result.message
@@ -184,11 +253,17 @@ class Consumer:
             "group_id": message.group_id,
             "key": str(message.key) if message.key is not None else None,
             "mode": self.mode_name,
-            "outcome": result.outcome,
+            "outcome": result.outcome.value,
         }
         if result.reason is not None:
             fields["reason"] = result.reason
-        self.log.emit(level, "record " + result.outcome, **fields)
+        if result.kind is not None:
+            fields["kind"] = result.kind.value
+        if result.conflict:
+            fields["conflict"] = True
+        if result.misconfigured:
+            fields["misconfigured"] = True
+        self.log.emit(level, "record " + result.outcome.value, **fields)
 
 
 def _describe(exc: BaseException) -> str:
@@ -206,12 +281,15 @@ def build_handler(
     sqs_client: Any = None,
     processor: Callable[[Message], Any] | None = None,
     clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
     log_stream: TextIO | None = None,
 ) -> Consumer:
     """The Lambda handler for ``config``: ``handler(event, context) -> {"batchItemFailures": [...]}``.
 
-    Clients default to boto3 clients created on first use, once. ``processor`` overrides PROCESSOR (tests);
-    ``clock`` (epoch seconds) is what leases and TTLs are measured with.
+    Clients default to boto3 clients created on first use, once
+    (:func:`idempotent_runtime.clients.create_client`).
+    ``processor`` overrides PROCESSOR (tests); ``clock`` (epoch seconds) is what leases and TTLs are measured
+    with; ``sleep`` is what the runtime's retries wait with.
     """
     return Consumer(
         config,
@@ -219,5 +297,6 @@ def build_handler(
         sqs_client=sqs_client,
         processor=processor,
         clock=clock,
+        sleep=sleep,
         log_stream=log_stream,
     )

@@ -45,6 +45,10 @@ class QueueType(StrEnum):
     STANDARD = "standard"
 
 
+# Key sources that exist only on FIFO queues: a standard queue's messages carry no MessageDeduplicationId.
+FIFO_ONLY_KEY_SOURCES = frozenset({KeySource.DEDUP_ID})
+
+
 class OnConflict(StrEnum):
     """What a delivery whose key is done with a different payload fingerprint becomes."""
 
@@ -90,6 +94,9 @@ OUTCOME_METRIC = {
     Outcome.QUARANTINED: Metric.QUARANTINED,
     Outcome.FAILED: Metric.FAILED,
 }
+# The one dimension of every metric: the runtime writes the function's name under it, the constructs' alarms
+# and dashboard read it.
+METRICS_DIMENSION = "FunctionName"
 
 
 class DeadLetterKind(StrEnum):
@@ -227,6 +234,15 @@ ENVIRONMENT: tuple[Variable, ...] = (
 )
 # The runtime's own variables: a construct's `environment` prop may not set them.
 VARIABLE_NAMES = frozenset(variable.name for variable in ENVIRONMENT)
+# Variables of 0.1 that no longer exist, and what replaced them: the runtime refuses to start when one is
+# set (a silently ignored lifetime would change what expires), the constructs refuse them in `environment`.
+RETIRED_VARIABLES: dict[str, str] = {
+    "TTL_SECONDS": (
+        "TTL_SECONDS was split in two: DEDUP_TTL_SECONDS (transaction markers, guarded records, quarantine "
+        "records; default 604800 = 7 days) and DOCUMENT_TTL_SECONDS (document mode's documents; default 0 = "
+        "never expire)"
+    ),
+}
 
 # --- IAM: the actions the runtime uses -----------------------------------------------------------------
 
@@ -275,6 +291,28 @@ RESULT_ATTRIBUTE = ATTRIBUTE_PREFIX + "result"
 MESSAGE_ID_ATTRIBUTE = ATTRIBUTE_PREFIX + "message_id"
 REASON_ATTRIBUTE = ATTRIBUTE_PREFIX + "reason"
 
+
+class GuardedStatus(StrEnum):
+    """``STATUS_ATTRIBUTE`` of a guarded record."""
+
+    IN_PROGRESS = "IN_PROGRESS"  # claimed: the owner (OWNER_ATTRIBUTE) runs the effect until LEASE_ATTRIBUTE
+    COMPLETED = "COMPLETED"  # the effect ran; RESULT_ATTRIBUTE holds its result (JSON text) when it fit
+
+
+class QuarantineStatus(StrEnum):
+    """``STATUS_ATTRIBUTE`` of a quarantine record."""
+
+    SENDING = "SENDING"  # written before the DLQ send: a redelivery sends again (it cannot know)
+    SENT = "SENT"  # written after a successful send: a redelivery skips the send
+
+
+# Guarded records written by 0.1 used these names; the runtime still reads them (a 0.1 COMPLETED record is
+# a duplicate with its result, a 0.1 IN_PROGRESS claim whose lease expired can be taken over).
+LEGACY_STATUS_ATTRIBUTE = "status"
+LEGACY_OWNER_ATTRIBUTE = "owner"
+LEGACY_LEASE_ATTRIBUTE = "lease_expires_at"
+LEGACY_RESULT_ATTRIBUTE = "result"
+
 # --- what the runtime sends to the dead-letter queue ---------------------------------------------------
 
 # SQS message attribute names: letters, digits, '-', '_', '.'; never 'AWS.' or 'Amazon.' first.
@@ -284,6 +322,11 @@ DLQ_REASON_ATTRIBUTE = DLQ_ATTRIBUTE_PREFIX + "reason"  # String: why, at most M
 # MessageDeduplicationId: SQS replaces it in a FIFO DLQ), key, receive_count, function, dropped_attributes.
 DLQ_DETAILS_ATTRIBUTE = DLQ_ATTRIBUTE_PREFIX + "details"
 MAX_REASON_CHARACTERS = 1024
+# String, a JSON object {"source_message_id": ..., "dedup_id": ...}: set by the DLQ tool on a redriven
+# message. With KEY_SOURCE=message_id the runtime keys the message by source_message_id, with dedup_id by
+# dedup_id, so a redriven message keeps its idempotency key. The only incoming `idempotency.*` attribute
+# the runtime copies into a DLQ message.
+REDRIVE_ATTRIBUTE = DLQ_ATTRIBUTE_PREFIX + "redrive"
 
 # --- limits of the services ----------------------------------------------------------------------------
 

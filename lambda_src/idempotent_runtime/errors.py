@@ -1,10 +1,25 @@
-"""The two families of failure that matter (retry later / never retry) and how AWS errors map onto them."""
+"""The families of failure that matter and how exceptions (AWS errors included) map onto them.
+
+* permanent: the message can never succeed -> the DLQ with a reason (:class:`PermanentError`);
+* transient: retry later -> a batch item failure, SQS delivers it again (:class:`TransientError`);
+* misconfigured: the deployment is wrong (table key schema, missing table or queue, IAM, KMS) -> also
+  retried, never quarantined: valid messages must not reach the DLQ because of configuration.
+"""
 
 from __future__ import annotations
 
+from idempotent_runtime.contract import ConfigurationError, DeadLetterKind
 
-class ConfigurationError(ValueError):
-    """An environment variable is missing or invalid: raised at cold start, never half-way through a batch."""
+__all__ = [
+    "ConfigurationError",
+    "Conflict",
+    "Failure",
+    "InvalidMessage",
+    "LeaseLost",
+    "PermanentError",
+    "TransientError",
+    "classify",
+]
 
 
 class PermanentError(Exception):
@@ -14,23 +29,105 @@ class PermanentError(Exception):
     The runtime raises its subclass :class:`InvalidMessage` for input it cannot key or store.
     """
 
+    kind = DeadLetterKind.REJECTED
+
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
 
 
 class InvalidMessage(PermanentError):
-    """The runtime itself rejected the message: bad JSON, a missing or invalid key, an item over 400 KB."""
+    """The runtime itself rejected the message: bad JSON, a missing or invalid key, a number DynamoDB cannot
+    hold, nesting over 32 levels, an item over 400 KB, a reserved name."""
+
+    kind = DeadLetterKind.INVALID
+
+
+class Conflict(PermanentError):
+    """The key is already done with a different payload fingerprint."""
+
+    kind = DeadLetterKind.CONFLICT
+
+    def __init__(self, key: object, fingerprint: str, stored_fingerprint: str) -> None:
+        super().__init__(
+            f"conflict: key {key} is already done with another payload (fingerprint {stored_fingerprint}), "
+            f"this message's fingerprint is {fingerprint}"
+        )
+        self.key = key
+        self.fingerprint = fingerprint
+        self.stored_fingerprint = stored_fingerprint
 
 
 class TransientError(Exception):
     """Retry later: the record is reported as a batch item failure and SQS delivers it again."""
 
 
-# Error codes caused by the message itself: retrying the same input gives the same answer.
+class LeaseLost(TransientError):
+    """guarded mode: this invocation's claim on the key expired and another invocation took it over.
+
+    Raised by ``message.lease.extend()`` and when a completion is refused. Stop the effect if you can: the
+    new owner runs it (with the same ``message.key.idempotency_key``).
+    """
+
+
+# --- classification -------------------------------------------------------------------------------------
+
+
+class Failure:
+    """How to treat an exception: ``family`` is permanent, transient or misconfigured; ``hint`` (when
+    misconfigured) names the likely misconfiguration, for the batch's ERROR line."""
+
+    __slots__ = ("family", "hint", "kind", "reason")
+
+    def __init__(
+        self, family: str, reason: str, kind: DeadLetterKind = DeadLetterKind.INVALID, hint: str | None = None
+    ) -> None:
+        self.family = family
+        self.reason = reason
+        self.kind = kind
+        self.hint = hint
+
+    @property
+    def permanent(self) -> bool:
+        return self.family == PERMANENT
+
+    @property
+    def misconfigured(self) -> bool:
+        return self.family == MISCONFIGURED
+
+
+PERMANENT = "permanent"
+TRANSIENT = "transient"
+MISCONFIGURED = "misconfigured"
+
+# AWS error codes caused by the request content: retrying the same input gives the same answer.
 PERMANENT_CODES = frozenset(
     {"ValidationException", "SerializationException", "ItemCollectionSizeLimitExceededException"}
 )
+# ValidationException messages that say the table is not the one the configuration describes (DynamoDB and
+# moto word them so): the message is fine, the deployment is not.
+_SCHEMA_MESSAGES = (
+    "missing the key",
+    "type mismatch for key",
+    "provided key element does not match the schema",
+    "key element does not match",
+    "number of conditions on the keys is invalid",
+)
+# Codes that mean the resource does not exist, or this function may not use it.
+_MISSING_CODES = frozenset(
+    {
+        "ResourceNotFoundException",
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "QueueDoesNotExist",
+        "NonExistentQueue",
+        "InvalidAddress",
+    }
+)
+_CREDENTIAL_CODES = frozenset(
+    {"UnrecognizedClientException", "InvalidClientTokenId", "MissingAuthenticationToken", "InvalidSecurity"}
+)
+# Throttling by KMS is transient like any throttling; every other KMS error is the key's configuration.
+_KMS_TRANSIENT = frozenset({"KMSThrottlingException", "KmsThrottled", "KMS.ThrottlingException"})
 
 
 def _error(exc: BaseException) -> dict:
@@ -56,29 +153,133 @@ def error_message(exc: BaseException) -> str:
     return message if isinstance(message, str) else ""
 
 
+def http_status(exc: BaseException) -> int | None:
+    try:
+        response = getattr(exc, "response", None)
+    except Exception:
+        return None
+    metadata = response.get("ResponseMetadata") if isinstance(response, dict) else None
+    status = metadata.get("HTTPStatusCode") if isinstance(metadata, dict) else None
+    return status if isinstance(status, int) else None
+
+
 def is_conditional_check_failed(exc: BaseException) -> bool:
     return error_code(exc) == "ConditionalCheckFailedException"
 
 
-def permanent_reason(exc: BaseException) -> str | None:
-    """The reason to quarantine for ``exc``, or None when ``exc`` is worth retrying.
+def old_item(exc: BaseException) -> dict:
+    """The item a failed condition returned (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), or ``{}``."""
+    try:
+        response = getattr(exc, "response", None)
+    except Exception:
+        return {}
+    item = response.get("Item") if isinstance(response, dict) else None
+    return item if isinstance(item, dict) else {}
 
-    Permanent: :class:`PermanentError`, AWS errors caused by the request content (``ValidationException``),
-    and botocore's client-side parameter validation. Everything else - throttling, 5xx, timeouts, connection
-    errors, unknown exceptions from user code - is retried: SQS redrive bounds the retries, nothing is lost.
+
+def misconfiguration(exc: BaseException, where: str) -> str | None:
+    """The likely misconfiguration ``exc`` points at, or None. ``where`` names the resource the call used
+    (``"table"`` or ``"dlq"``) so the hint can say which variable to check."""
+    code = error_code(exc)
+    if code is None:
+        return None
+    message = error_message(exc)
+    resource = "the DynamoDB table (TABLE_NAME)" if where == "table" else "the dead-letter queue (DLQ_URL)"
+    if code == "ValidationException" and where == "table":
+        lowered = message.lower()
+        if any(text in lowered for text in _SCHEMA_MESSAGES):
+            return (
+                "the table's key schema differs from PARTITION_KEY/SORT_KEY (the table's string partition "
+                f"and sort key), or a processor's entry uses other key attributes: {message}"
+            )
+        return None
+    if code in _MISSING_CODES:
+        return f"{resource} does not exist in this account and region: {code}: {message}".rstrip(": ")
+    if code.startswith("AccessDenied") or code.endswith(".AccessDenied") or code == "AuthorizationError":
+        return f"the function's role may not use {resource}: {code}: {message}".rstrip(": ")
+    if code in _CREDENTIAL_CODES:
+        return f"the function's credentials are not accepted: {code}: {message}".rstrip(": ")
+    if code.upper().startswith("KMS") and code not in _KMS_TRANSIENT:
+        return f"the KMS key of {resource} is not usable by the function: {code}: {message}".rstrip(": ")
+    return None
+
+
+def classify(exc: BaseException, where: str = "table") -> Failure:
+    """Permanent, transient or misconfigured, with the reason to log / send to the DLQ.
+
+    Permanent: :class:`PermanentError` (its ``kind``), ``RecursionError`` (input nested too deeply for any
+    code to handle), AWS errors caused by the request content (``ValidationException`` not about the key
+    schema, ...) and botocore's client-side parameter validation. Misconfigured: see
+    :func:`misconfiguration`. Everything else - throttling, 5xx, timeouts, connection errors, unknown
+    exceptions from user code - is transient: SQS redelivers, nothing is lost.
     """
     if isinstance(exc, PermanentError):
-        return exc.reason
+        return Failure(PERMANENT, exc.reason, exc.kind)
     if isinstance(exc, TransientError):
-        return None
+        return Failure(TRANSIENT, describe(exc))
+    if isinstance(exc, RecursionError):
+        return Failure(
+            PERMANENT, f"input nested too deeply for the runtime or the processor ({describe(exc)})"
+        )
+    hint = misconfiguration(exc, where)
+    if hint is not None:
+        return Failure(MISCONFIGURED, describe(exc), hint=hint)
     code = error_code(exc)
     if code is not None:
         if code in PERMANENT_CODES:
-            return f"dynamodb rejected the request ({code}): {error_message(exc)}"
-        return None
+            service = "dynamodb" if where == "table" else "sqs"
+            return Failure(PERMANENT, f"{service} rejected the request ({code}): {error_message(exc)}")
+        return Failure(TRANSIENT, describe(exc))
     if type(exc).__name__ == "ParamValidationError":
-        return f"invalid request parameters: {exc}"
-    return None
+        return Failure(PERMANENT, f"invalid request parameters: {exc}")
+    return Failure(TRANSIENT, describe(exc))
+
+
+# Codes worth another attempt inside the same invocation (the runtime's own retries, see retries.py).
+RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "TransactionInProgressException",
+        "InternalServerError",
+        "InternalFailure",
+        "InternalError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "KmsThrottled",
+        "KMSThrottlingException",
+        "ReplicatedWriteConflictException",
+    }
+)
+# botocore's network errors (by class name: botocore is not imported at cold start).
+_NETWORK_ERRORS = frozenset(
+    {
+        "EndpointConnectionError",
+        "ConnectionClosedError",
+        "ConnectTimeoutError",
+        "ReadTimeoutError",
+        "ConnectionError",
+        "HTTPClientError",
+        "ProxyConnectionError",
+        "ResponseStreamingError",
+        "IncompleteReadError",
+    }
+)
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Throttling, 5xx, connection errors and timeouts: worth another attempt now."""
+    code = error_code(exc)
+    if code is not None:
+        status = http_status(exc)
+        return code in RETRYABLE_CODES or (status is not None and status >= 500)
+    return any(cls.__name__ in _NETWORK_ERRORS for cls in type(exc).__mro__)
 
 
 def describe(exc: BaseException) -> str:

@@ -1,90 +1,186 @@
-"""Idempotency keys: from two body fields, the SQS deduplication id, the message id, or a hash of the body."""
+"""Idempotency keys: from two body fields, the SQS deduplication id, the message id, or a hash of the body.
+
+One implementation for the consumer and the producer helper (:mod:`idempotent_runtime.publisher`): a key
+field is a dotted path into nested objects (``order.id``); strings are used as they are, numbers and
+booleans in one canonical text (``100``, ``100.0`` and ``1e2`` are all ``"100"``; ``true``/``false``), so
+the same value always gives the same key. A missing, empty, null, object or array key field is rejected
+with a reason naming the field. ``KEY_PREFIX`` is prepended to the partition value; values beginning with
+``idempotency#`` are the runtime's own and rejected.
+"""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable
+import json
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
 
 from idempotent_runtime.attributes import lone_surrogate
 from idempotent_runtime.config import Config
+from idempotent_runtime.contract import (
+    FIELD_PATH_SEPARATOR,
+    MAX_PARTITION_KEY_BYTES,
+    MAX_SORT_KEY_BYTES,
+    REDRIVE_ATTRIBUTE,
+    RESERVED_KEY_PREFIX,
+    KeySource,
+)
 from idempotent_runtime.errors import InvalidMessage
 from idempotent_runtime.message import Key, Message
+from idempotent_runtime.payload import plain_number, raw_fingerprint
 
-# DynamoDB's limits on key attribute values (UTF-8 bytes).
-MAX_PARTITION_BYTES = 2048
-MAX_SORT_BYTES = 1024
-
-
-def key_builder(config: Config, *, sort_reserve: int = 0) -> Callable[[Message], Key]:
-    """Return ``build(message) -> Key`` for the configured key source.
-
-    ``fields``: partition = body[PARTITION_KEY_FIELD], sort = body[SORT_KEY_FIELD] (non-empty strings).
-    ``dedup_id`` / ``message_id`` / ``body_sha256``: partition = that value, sort = the key source's name, so
-    keys spread over partitions. ``sort_reserve`` bytes are kept free in the sort key (transaction markers).
-    """
-    max_sort = MAX_SORT_BYTES - sort_reserve
-    source = config.key_source
-    if source == "fields":
-        pk_field, sk_field = config.partition_key_field, config.sort_key_field
-
-        def from_fields(message: Message) -> Key:
-            body = message.json_object()
-            return Key(
-                _field(body, pk_field, "partition", MAX_PARTITION_BYTES),
-                _field(body, sk_field, "sort", max_sort),
-            )
-
-        return from_fields
-    if source == "dedup_id":
-
-        def from_dedup_id(message: Message) -> Key:
-            value = message.dedup_id
-            if not value:
-                raise InvalidMessage(
-                    "message has no MessageDeduplicationId attribute "
-                    "(KEY_SOURCE=dedup_id needs a fifo queue), "
-                    f"got {value!r}"
-                )
-            return Key(_check(value, "MessageDeduplicationId", "partition", MAX_PARTITION_BYTES), "dedup_id")
-
-        return from_dedup_id
-    if source == "message_id":
-        return lambda message: Key(message.message_id, "message_id")
-
-    def from_body(message: Message) -> Key:
-        return Key(hashlib.sha256(message.body.encode("utf-8")).hexdigest(), "body_sha256")
-
-    return from_body
+# A numeric key longer than any key DynamoDB accepts is rejected before its digits are written out.
+_MAX_KEY_EXPONENT = MAX_PARTITION_KEY_BYTES
 
 
-def _field(body: dict, name: str, role: str, limit: int) -> str:
-    if name not in body:
-        raise InvalidMessage(f"{role} key field {name!r} is missing from the body (fields: {_names(body)})")
-    value = body[name]
-    if not isinstance(value, str):
+def key_text(value: Any, what: str) -> str:
+    """The canonical text of a key value; ``what`` names it in the reason (``partition key field 'x'``)."""
+    if isinstance(value, str):
+        if not value:
+            raise InvalidMessage(f"{what} is empty, got ''")
+        return value
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, (int, float, Decimal)):
+        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+            raise InvalidMessage(f"{what} is {value!r}, not a number a key can hold")
+        if isinstance(value, Decimal):
+            if not value.is_finite():
+                raise InvalidMessage(f"{what} is {value}, not a number a key can hold")
+            if value and abs(value.adjusted()) > _MAX_KEY_EXPONENT:
+                raise InvalidMessage(f"{what} is the number {value}, too long for a dynamodb key")
+        return plain_number(value)
+    if value is None:
+        raise InvalidMessage(f"{what} is null; a key must be a string, a number or a boolean")
+    if isinstance(value, dict):  # described without walking it: it may be nested thousands deep
+        shown = f"an object with fields {_names(value)}"
+    elif isinstance(value, list):
+        shown = f"an array of {len(value)} items"
+    else:
+        shown = f"a {type(value).__name__}"
+    raise InvalidMessage(f"{what} is {shown}, not a string, number or boolean")
+
+
+def field_key(data: Any, field: str, role: str) -> str:
+    """The key text of the body field at the dotted path ``field`` (``role``: partition or sort)."""
+    what = f"{role} key field {field!r}"
+    value: Any = data
+    for part in field.split(FIELD_PATH_SEPARATOR):
+        if not isinstance(value, dict) or part not in value:
+            where = f" (fields: {_names(value)})" if isinstance(value, dict) else ""
+            raise InvalidMessage(f"{what} is missing from the body{where}")
+        value = value[part]
+    text = key_text(value, what)
+    _unreserved(text, what)
+    return text
+
+
+def _unreserved(text: str, what: str) -> None:
+    if text.startswith(RESERVED_KEY_PREFIX):
         raise InvalidMessage(
-            f"{role} key field {name!r} must be a string, got {type(value).__name__} {value!r:.80}"
+            f"{what} begins with {RESERVED_KEY_PREFIX!r}, which the runtime reserves for its own records: "
+            f"{text[:80]!r}"
         )
-    return _check(value, f"field {name!r}", role, limit)
 
 
-def _check(value: str, what: str, role: str, limit: int) -> str:
-    if not value:
-        raise InvalidMessage(f"{role} key {what} is empty, got {value!r}")
+def _names(body: dict) -> str:
+    names = list(body)[:10]
+    return ", ".join(repr(n) for n in names) + (", ..." if len(body) > 10 else "") if names else "none"
+
+
+def _check(value: str, what: str, limit: int) -> str:
     if value.isascii():
         size = len(value)
     else:
         try:
             size = len(value.encode("utf-8"))
         except UnicodeEncodeError as exc:
-            raise InvalidMessage(f"{role} key {what} {lone_surrogate(exc)}") from None
+            raise InvalidMessage(f"{what} {lone_surrogate(exc)}") from None
     if size > limit:
+        raise InvalidMessage(f"{what} is {size} bytes, over dynamodb's {limit}-byte limit: {value[:40]!r}...")
+    return value
+
+
+def redrive_of(message: Message) -> dict[str, Any] | None:
+    """The ``idempotency.redrive`` attribute of a message the DLQ tool redrove, parsed (None: absent)."""
+    attribute = message.message_attributes.get(REDRIVE_ATTRIBUTE)
+    if attribute is None:
+        return None
+    text = attribute.get("stringValue") if isinstance(attribute, dict) else None
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
         raise InvalidMessage(
-            f"{role} key {what} is {size} bytes, over dynamodb's {limit}-byte limit: {value[:40]!r}..."
+            f"message attribute {REDRIVE_ATTRIBUTE} must be a JSON object with source_message_id and "
+            f"dedup_id, got {text!r:.120}"
         )
     return value
 
 
-def _names(body: dict) -> str:
-    names = list(body)[:10]
-    return ", ".join(repr(n) for n in names) + (", ..." if len(body) > 10 else "") if names else "none"
+def _redriven(message: Message, field: str) -> str | None:
+    redrive = redrive_of(message)
+    if redrive is None or redrive.get(field) is None:
+        return None
+    value = redrive[field]
+    if not isinstance(value, str) or not value:
+        raise InvalidMessage(
+            f"message attribute {REDRIVE_ATTRIBUTE}: {field} must be a non-empty string, got {value!r:.80}"
+        )
+    return value
+
+
+class KeyBuilder:
+    """``build(message) -> Key`` for the configured key source.
+
+    ``fields``: partition = body[PARTITION_KEY_FIELD], sort = body[SORT_KEY_FIELD]. ``dedup_id`` /
+    ``message_id`` / ``body_sha256``: partition = that value, sort = the key source's name, so keys spread
+    over partitions. A redriven message (``idempotency.redrive``) keeps its original message id / dedup id.
+    ``sort_reserve`` bytes are kept free in the sort key (transaction markers).
+    """
+
+    def __init__(self, config: Config, *, sort_reserve: int = 0) -> None:
+        self.source = config.key_source
+        self.prefix = config.key_prefix
+        self.fields = (config.partition_key_field, config.sort_key_field)
+        self.max_partition = MAX_PARTITION_KEY_BYTES
+        self.max_sort = MAX_SORT_KEY_BYTES - sort_reserve
+
+    def key(self, partition: str, sort: str, what: tuple[str, str]) -> Key:
+        partition = _check(self.prefix + partition, what[0], self.max_partition)
+        return Key(partition, _check(sort, what[1], self.max_sort))
+
+    def __call__(self, message: Message) -> Key:
+        source = self.source
+        if source == KeySource.FIELDS:
+            body = message.json_object()
+            partition_field, sort_field = self.fields
+            return self.key(
+                field_key(body, partition_field, "partition"),
+                field_key(body, sort_field, "sort"),
+                (f"partition key field {partition_field!r}", f"sort key field {sort_field!r}"),
+            )
+        if source == KeySource.DEDUP_ID:
+            value = _redriven(message, "dedup_id") or message.dedup_id
+            if not value:
+                raise InvalidMessage(
+                    "message has no MessageDeduplicationId attribute "
+                    f"(KEY_SOURCE=dedup_id needs a fifo queue), got {value!r}"
+                )
+            what = "partition key MessageDeduplicationId"
+            _unreserved(value, what)
+            return self.key(value, source.value, (what, "sort key"))
+        if source == KeySource.MESSAGE_ID:
+            value = _redriven(message, "source_message_id") or message.message_id
+            return self.key(value, source.value, ("partition key messageId", "sort key"))
+        return self.key(raw_fingerprint(message.body), source.value, ("partition key", "sort key"))
+
+
+def key_builder(config: Config, *, sort_reserve: int = 0) -> KeyBuilder:
+    return KeyBuilder(config, sort_reserve=sort_reserve)
+
+
+def key_parts(data: Any, key_fields: Sequence[str]) -> list[str]:
+    """The key texts of ``key_fields`` (dotted paths) of ``data``, as the consumer reads them."""
+    return [field_key(data, field, ("partition", "sort")[min(i, 1)]) for i, field in enumerate(key_fields)]

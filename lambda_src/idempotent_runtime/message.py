@@ -6,9 +6,13 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from idempotent_runtime.errors import InvalidMessage
+from idempotent_runtime.payload import NotANumber, constant_path, parse_json
+
+if TYPE_CHECKING:
+    from idempotent_runtime.modes.guarded import Lease
 
 _UNPARSED: Any = object()
 # 1-128 printable ASCII characters: what SNS accepts as a MessageDeduplicationId, and what third-party APIs
@@ -31,7 +35,8 @@ def join_key(parts: Sequence[str], separator: str = "#") -> str:
 
 
 class Key:
-    """A record's idempotency key: the item's partition and sort key values.
+    """A record's idempotency key: the item's partition and sort key values as stored (the partition value
+    begins with ``KEY_PREFIX``).
 
     ``idempotency_key`` is the one string to hand to third-party APIs; ``str(key)`` (``partition#sort``) is
     for logs and can be the same for two keys whose values contain ``#``.
@@ -49,6 +54,9 @@ class Key:
         of both parts: the same for the same key, different for different keys (see :func:`join_key`)."""
         return join_key((self.partition, self.sort))
 
+    def as_dict(self) -> dict[str, str]:
+        return {"partition": self.partition, "sort": self.sort}
+
     def __str__(self) -> str:
         return f"{self.partition}#{self.sort}"
 
@@ -65,13 +73,14 @@ class Key:
 class Message:
     """An SQS record from Lambda's event, with its parsed body and idempotency key.
 
-    ``body`` is the raw text; ``data`` the JSON body, parsed once on first use (invalid JSON raises
-    :class:`~idempotent_runtime.errors.InvalidMessage`, a permanent error). ``key`` is set by the runtime
+    ``body`` is the raw text; ``data`` the JSON body, parsed once on first use with numbers exact (integers
+    as ``int``, other numbers as ``Decimal``); invalid JSON raises
+    :class:`~idempotent_runtime.errors.InvalidMessage`, a permanent error. ``key`` is set by the runtime
     before the processing function runs; ``message.key.idempotency_key`` is the idempotency key to pass to a
-    third-party API.
+    third-party API. ``lease`` is the claim's lease in guarded mode (None in the other modes).
     """
 
-    __slots__ = ("_data", "attributes", "body", "group_id", "key", "message_id", "record")
+    __slots__ = ("_data", "attributes", "body", "group_id", "key", "lease", "message_id", "record")
 
     def __init__(self, record: dict[str, Any]) -> None:
         self.record = record
@@ -82,6 +91,7 @@ class Message:
         self.attributes: dict[str, str] = attributes if isinstance(attributes, dict) else {}
         self.group_id: str | None = self.attributes.get("MessageGroupId")
         self.key: Key | None = None
+        self.lease: Lease | None = None
         self._data: Any = _UNPARSED
 
     @property
@@ -90,19 +100,20 @@ class Message:
 
     @property
     def receive_count(self) -> int:
-        return int(self.attributes.get("ApproximateReceiveCount", "1"))
+        try:
+            return int(self.attributes.get("ApproximateReceiveCount", "1"))
+        except ValueError:
+            return 1
 
     @property
     def message_attributes(self) -> dict[str, Any]:
-        return self.record.get("messageAttributes") or {}
+        attributes = self.record.get("messageAttributes")
+        return attributes if isinstance(attributes, dict) else {}
 
     @property
     def data(self) -> Any:
         if self._data is _UNPARSED:
-            try:
-                self._data = json.loads(self.body)
-            except ValueError as exc:
-                raise InvalidMessage(f"body is not valid json ({exc}): {_excerpt(self.body)}") from None
+            self._data = _parse(self.body)
         return self._data
 
     def json_object(self) -> dict[str, Any]:
@@ -113,6 +124,28 @@ class Message:
                 f"body must be a json object, got {type(data).__name__}: {_excerpt(self.body)}"
             )
         return data
+
+
+def _parse(body: str) -> Any:
+    try:
+        return parse_json(body)
+    except NotANumber:
+        found = constant_path(body)
+        where, name = found if found is not None else ("body", "NaN or Infinity")
+        raise InvalidMessage(
+            f"{where} is {name}, which is not a JSON number and cannot be stored in dynamodb"
+        ) from None
+    except RecursionError:
+        raise InvalidMessage(
+            f"body is nested too deeply to parse (thousands of levels; dynamodb stores at most 32): "
+            f"{_excerpt(body)}"
+        ) from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):
+            raise InvalidMessage(
+                f"body holds an integer with more than 4300 digits: {_excerpt(body)}"
+            ) from None
+        raise InvalidMessage(f"body is not valid json ({exc}): {_excerpt(body)}") from None
 
 
 def _excerpt(text: str, limit: int = 80) -> str:

@@ -1,4 +1,9 @@
-"""One JSON log line per record, and one CloudWatch Embedded Metric Format line per batch (no dependency)."""
+"""JSON log lines and one CloudWatch Embedded Metric Format line per batch (no dependency).
+
+At the default level (INFO) a batch writes its EMF line - which is also its summary: counts, records,
+groups, duration - plus one line per record whose outcome is not processed/duplicate, conflicts, and one
+ERROR line per batch naming a likely misconfiguration. Every record's line appears at DEBUG.
+"""
 
 from __future__ import annotations
 
@@ -6,36 +11,40 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, TextIO
 
-_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
-# The four counters of a batch; together they add up to the batch size.
-METRICS = ("processed", "duplicates", "failed", "quarantined")
+from idempotent_runtime.contract import LogLevel, Metric
+
+_LEVELS = {LogLevel.DEBUG: 10, LogLevel.INFO: 20, LogLevel.WARNING: 30, LogLevel.ERROR: 40}
 
 
 class Log:
     """JSON lines to stdout (Lambda forwards stdout to CloudWatch Logs), one write per line, thread-safe."""
 
-    def __init__(self, level: str, function_name: str, stream: TextIO | None = None) -> None:
-        self.threshold = _LEVELS[level]
+    def __init__(self, level: LogLevel | str, function_name: str, stream: TextIO | None = None) -> None:
+        self.threshold = _LEVELS[LogLevel(level)]
         self.function_name = function_name
         self._stream = stream
         self._lock = threading.Lock()
 
-    def enabled(self, level: str) -> bool:
+    def enabled(self, level: LogLevel) -> bool:
         return _LEVELS[level] >= self.threshold
 
-    def emit(self, level: str, message: str, **fields: Any) -> None:
+    def emit(self, level: LogLevel, message: str, **fields: Any) -> None:
         if _LEVELS[level] < self.threshold:
             return
         line = {
-            "level": level,
+            "level": level.value,
             "timestamp": round(time.time(), 3),
             "function": self.function_name,
             "message": message,
         }
         line.update(fields)
         self.write(json.dumps(line, default=str, separators=(",", ":")))
+
+    def warn(self, message: str, **fields: Any) -> None:
+        self.emit(LogLevel.WARNING, message, **fields)
 
     def write(self, line: str) -> None:
         stream = self._stream or sys.stdout
@@ -49,9 +58,14 @@ class Log:
 
 
 def emf_line(
-    namespace: str, function_name: str, counts: dict[str, int], timestamp_ms: int | None = None
+    namespace: str,
+    function_name: str,
+    counts: Mapping[str, int],
+    timestamp_ms: int | None = None,
+    **summary: Any,
 ) -> str:
-    """A CloudWatch Embedded Metric Format document with the batch's counters, dimension FunctionName."""
+    """A CloudWatch Embedded Metric Format document with the batch's counters (every :class:`Metric`),
+    dimension FunctionName; ``summary`` fields (records, groups, duration_ms) ride along as log fields."""
     document: dict[str, Any] = {
         "_aws": {
             "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
@@ -59,12 +73,14 @@ def emf_line(
                 {
                     "Namespace": namespace,
                     "Dimensions": [["FunctionName"]],
-                    "Metrics": [{"Name": name, "Unit": "Count"} for name in METRICS],
+                    "Metrics": [{"Name": metric.value, "Unit": "Count"} for metric in Metric],
                 }
             ],
         },
         "FunctionName": function_name,
+        "message": "batch",
     }
-    for name in METRICS:
-        document[name] = counts.get(name, 0)
-    return json.dumps(document, separators=(",", ":"))
+    for metric in Metric:
+        document[metric.value] = counts.get(metric.value, 0)
+    document.update(summary)
+    return json.dumps(document, separators=(",", ":"), default=str)

@@ -2,6 +2,8 @@
 
 The deduplication id comes from business keys (``x#y``), not from the content, so a resend with a changed
 body inside SNS's 5-minute window is still recognised; the consumer's conditional write covers the rest.
+Key fields are read exactly as the consumer reads them (:mod:`idempotent_runtime.keys`: dotted paths,
+numbers and booleans in their canonical text).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from idempotent_runtime.errors import InvalidMessage
+from idempotent_runtime.keys import key_parts
 from idempotent_runtime.message import join_key
 
 MAX_BATCH = 10  # PublishBatch's limit
@@ -56,16 +60,16 @@ class PublishError(RuntimeError):
 
 
 def dedup_id_for(message: Mapping[str, Any], key_fields: Sequence[str], separator: str = "#") -> str:
-    """``x#y`` from the message's key fields (non-empty strings). When a field contains the separator (the
-    join would be ambiguous: ``acct#1`` + ``p`` and ``acct`` + ``1#p``), or the result is over 128 characters
-    or has characters SNS refuses, the SHA-256 of ``json.dumps([x, y])`` instead. With the default fields
-    this equals the consumer's ``message.key.idempotency_key``."""
-    parts = []
-    for field in key_fields:
-        value = message.get(field)
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"key field {field!r} must be a non-empty string, got {value!r:.80}")
-        parts.append(value)
+    """``x#y`` from the message's key fields (dotted paths; strings, numbers or booleans, read as the
+    consumer reads them). When a part contains the separator (the join would be ambiguous: ``acct#1`` +
+    ``p`` and ``acct`` + ``1#p``), or the result is over 128 characters or has characters SNS refuses, the
+    SHA-256 of ``json.dumps([x, y])`` instead. With the consumer's key fields and no KEY_PREFIX this equals
+    its ``message.key.idempotency_key``. Raises ValueError naming the field for a key the consumer would
+    reject (missing, empty, null, an object or array, or beginning with ``idempotency#``)."""
+    try:
+        parts = key_parts(dict(message), key_fields)
+    except InvalidMessage as exc:
+        raise ValueError(exc.reason) from None
     return join_key(parts, separator)
 
 

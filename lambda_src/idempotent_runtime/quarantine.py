@@ -1,61 +1,253 @@
-"""Permanent failures go to the dead-letter queue at once, with the reason, so their group is unblocked."""
+"""Permanent failures go to the dead-letter queue at once - once - with the reason, so their group goes on.
+
+One DLQ message per quarantined record, even when the invocation dies after the send and SQS delivers the
+record again after its 5-minute deduplication window, or keeps delivering it until its own redrive:
+
+1. on a redelivery (ApproximateReceiveCount > 1), a quarantine record ``(KEY_PREFIX +
+   "idempotency#quarantine#" + messageId, "idempotency#quarantine")`` is written as SENDING, unless it
+   already says SENT (then the send is skipped); a first receive has nothing sent before it and skips this;
+2. the DLQ send: the original body and message attributes, plus ``idempotency.reason`` and
+   ``idempotency.details`` (see the contract);
+3. the quarantine record is written as SENT;
+4. the record is deleted from its source queue with its receipt handle, so neither a dying invocation nor
+   SQS's redrive brings it back.
+
+Only a death between 2 and 3 can still send a second copy on a redelivery (a FIFO DLQ drops it within 5
+minutes: its deduplication id is the source message id).
+"""
 
 from __future__ import annotations
 
 import base64
+import json
+import re
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-from idempotent_runtime.message import Message
+from idempotent_runtime.config import Config
+from idempotent_runtime.contract import (
+    DLQ_ATTRIBUTE_PREFIX,
+    DLQ_DETAILS_ATTRIBUTE,
+    DLQ_REASON_ATTRIBUTE,
+    MAX_MESSAGE_ATTRIBUTES,
+    MAX_REASON_CHARACTERS,
+    MESSAGE_ID_ATTRIBUTE,
+    QUARANTINE_PARTITION_PREFIX,
+    QUARANTINE_SORT,
+    QUARANTINE_TTL_SECONDS,
+    REASON_ATTRIBUTE,
+    REDRIVE_ATTRIBUTE,
+    STATUS_ATTRIBUTE,
+    DeadLetterKind,
+    QuarantineStatus,
+)
+from idempotent_runtime.errors import describe, is_conditional_check_failed
+from idempotent_runtime.message import Key, Message
+from idempotent_runtime.retries import Retrier
 
-# SQS accepts at most 10 message attributes; two are ours.
-MAX_ATTRIBUTES = 10
-REASON_ATTRIBUTE = "reason"
-SOURCE_ATTRIBUTE = "source_message_id"
-_MAX_REASON = 1024
+# What SQS accepts in a message attribute's string value (XML 1.0 characters): anything else is escaped.
+# Compiled on first use: the character class costs milliseconds to compile, at every cold start otherwise.
+_UNSAFE = "[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+
+
+def sqs_safe(text: str, limit: int = MAX_REASON_CHARACTERS) -> str:
+    """``text`` as SQS accepts it in an attribute: control characters (except tab, LF, CR), U+FFFE, U+FFFF
+    and lone surrogates written as ``\\uXXXX``; at most ``limit`` characters; never empty."""
+    safe = re.sub(_UNSAFE, lambda found: f"\\u{ord(found.group()):04x}", text)
+    if len(safe) > limit:
+        safe = safe[: limit - 3] + "..."
+    return safe or "unknown"
+
+
+def source_queue_url(arn: Any, endpoint_url: str) -> str | None:
+    """The URL of the queue ``arn:aws:sqs:<region>:<account>:<name>`` at the SQS client's endpoint."""
+    if not isinstance(arn, str):
+        return None
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[2] != "sqs" or not parts[4] or not parts[5]:
+        return None
+    return f"{endpoint_url.rstrip('/')}/{parts[4]}/{parts[5]}"
+
+
+class SendFailed(Exception):
+    """The quarantine could not happen; ``where`` is the resource that failed (``table`` or ``dlq``)."""
+
+    def __init__(self, where: str, error: Exception) -> None:
+        super().__init__(f"{where}: {describe(error)}")
+        self.where = where
+        self.error = error
+
+
+class Sent(NamedTuple):
+    dropped: list[str]  # original attributes not copied
+    already: bool  # an earlier delivery had sent it: skipped
+    warnings: list[tuple[str, dict[str, Any]]]  # steps after the send that failed (nothing lost)
 
 
 class Quarantine:
-    """Sends a message to ``dlq_url`` with the original body and attributes plus ``reason``.
+    """Sends a record to ``DLQ_URL`` once (see the module docstring). Raises :class:`SendFailed` when the
+    quarantine record's first write or the send fails: the caller then reports a batch item failure
+    (nothing is lost)."""
 
-    FIFO DLQ: same MessageGroupId (or the message id for a record without one) and MessageDeduplicationId
-    = the source message id, so sending the same record twice within 5 minutes stores it once.
-    Raises whatever SendMessage raises: the caller then reports a batch item failure (nothing is lost).
-    """
-
-    def __init__(self, dlq_url: str, sqs: Callable[[], Any]) -> None:
-        self.dlq_url = dlq_url
-        self.fifo = dlq_url.endswith(".fifo")
+    def __init__(
+        self,
+        config: Config,
+        sqs: Callable[[], Any],
+        dynamodb: Callable[[], Any],
+        *,
+        calls: Retrier | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        assert config.dlq_url is not None
+        self.config = config
+        self.dlq_url = config.dlq_url
+        self.fifo = self.dlq_url.endswith(".fifo")
         self._sqs = sqs
+        self._dynamodb = dynamodb
+        self.calls = calls or Retrier()
+        self.clock = clock
+        self.pk, self.sk, self.ttl = config.partition_key, config.sort_key, config.ttl_attribute
+        ttl = config.dedup_ttl_seconds
+        self.ttl_seconds = max(ttl, QUARANTINE_TTL_SECONDS) if ttl else 0
 
-    def send(self, message: Message, reason: str) -> list[str]:
-        """Send; returns the names of original attributes that did not fit (SQS allows 10)."""
-        attributes = {
-            REASON_ATTRIBUTE: {"DataType": "String", "StringValue": reason[:_MAX_REASON] or "unknown"},
-            SOURCE_ATTRIBUTE: {"DataType": "String", "StringValue": message.message_id},
+    def record_key(self, message_id: str) -> dict[str, Any]:
+        partition = self.config.key_prefix + QUARANTINE_PARTITION_PREFIX + message_id
+        return {self.pk: {"S": partition}, self.sk: {"S": QUARANTINE_SORT}}
+
+    def send(
+        self,
+        message: Message,
+        reason: str,
+        kind: DeadLetterKind,
+        *,
+        fingerprint: str | None = None,
+        stored_fingerprint: str | None = None,
+    ) -> Sent:
+        warnings: list[tuple[str, dict[str, Any]]] = []
+        safe_reason = sqs_safe(reason)
+        already = False
+        if message.receive_count > 1:
+            try:
+                already = self._remember(message, safe_reason, QuarantineStatus.SENDING)
+            except Exception as exc:
+                raise SendFailed("table", exc) from exc
+        dropped: list[str] = []
+        if not already:
+            attributes, dropped = self._attributes(message)
+            details = {
+                "kind": kind.value,
+                "source_message_id": message.message_id,
+                "group_id": message.group_id,
+                "dedup_id": message.dedup_id,
+                "key": _key(message.key),
+                "fingerprint": fingerprint,
+                "stored_fingerprint": stored_fingerprint,
+                "receive_count": message.receive_count,
+                "function": self.config.function_name,
+                "dropped_attributes": dropped,
+            }
+            attributes[DLQ_REASON_ATTRIBUTE] = {"DataType": "String", "StringValue": safe_reason}
+            attributes[DLQ_DETAILS_ATTRIBUTE] = {
+                "DataType": "String",
+                "StringValue": json.dumps(details, separators=(",", ":")),  # ASCII: always safe
+            }
+            request: dict[str, Any] = {
+                "QueueUrl": self.dlq_url,
+                "MessageBody": message.body or " ",  # SQS rejects an empty body
+                "MessageAttributes": attributes,
+            }
+            if self.fifo:
+                request["MessageGroupId"] = message.group_id or message.message_id
+                request["MessageDeduplicationId"] = message.message_id[:128]
+            try:
+                self.calls(self._sqs().send_message, **request)
+            except Exception as exc:
+                raise SendFailed("dlq", exc) from exc
+            try:
+                self._remember(message, safe_reason, QuarantineStatus.SENT)
+            except Exception as exc:
+                warnings.append(
+                    (
+                        "quarantine not recorded after the dlq send: a redelivery of this record would send "
+                        "it again",
+                        {"error": describe(exc)},
+                    )
+                )
+        self._delete_from_source(message, warnings)
+        return Sent(dropped, already, warnings)
+
+    def _remember(self, message: Message, reason: str, status: QuarantineStatus) -> bool:
+        """Write the quarantine record; for SENDING, return True instead when it already says SENT."""
+        now = self.clock()
+        item = {
+            **self.record_key(message.message_id),
+            STATUS_ATTRIBUTE: {"S": status.value},
+            MESSAGE_ID_ATTRIBUTE: {"S": message.message_id},
+            REASON_ATTRIBUTE: {"S": reason},
         }
-        dropped = []
-        for name, value in message.message_attributes.items():
-            if name in attributes:
-                continue
-            if len(attributes) >= MAX_ATTRIBUTES:
-                dropped.append(name)
+        if self.ttl_seconds:
+            item[self.ttl] = {"N": str(int(now) + self.ttl_seconds)}
+        request: dict[str, Any] = {"TableName": self.config.table_name, "Item": item}
+        if status == QuarantineStatus.SENDING:
+            request.update(
+                ConditionExpression="attribute_not_exists(#pk) OR #ttl < :now OR #status <> :sent",
+                ExpressionAttributeNames={"#pk": self.pk, "#ttl": self.ttl, "#status": STATUS_ATTRIBUTE},
+                ExpressionAttributeValues={
+                    ":now": {"N": str(int(now))},
+                    ":sent": {"S": QuarantineStatus.SENT.value},
+                },
+            )
+        try:
+            self.calls(self._dynamodb().put_item, **request)
+        except Exception as exc:
+            if status == QuarantineStatus.SENDING and is_conditional_check_failed(exc):
+                return True
+            raise
+        return False
+
+    def _delete_from_source(self, message: Message, warnings: list[tuple[str, dict[str, Any]]]) -> None:
+        handle = message.record.get("receiptHandle")
+        if not isinstance(handle, str) or not handle:
+            return
+        try:
+            sqs = self._sqs()
+            url = source_queue_url(message.record.get("eventSourceARN"), sqs.meta.endpoint_url)
+            if url is None:
+                return
+            self.calls(sqs.delete_message, QueueUrl=url, ReceiptHandle=handle)
+        except Exception as exc:
+            warnings.append(
+                (
+                    "quarantined record not deleted from its source queue: SQS may deliver it again, the "
+                    "quarantine record keeps it from reaching the dlq twice",
+                    {"error": describe(exc)},
+                )
+            )
+
+    @staticmethod
+    def _attributes(message: Message) -> tuple[dict[str, Any], list[str]]:
+        """The original attributes that fit beside the runtime's two, and the names of those that do not.
+        ``idempotency.redrive`` goes first: a message redriven before keeps its original key next time."""
+        attributes: dict[str, Any] = {}
+        dropped: list[str] = []
+        room = MAX_MESSAGE_ATTRIBUTES - 2
+        incoming = message.message_attributes
+        ordered = sorted(incoming.items(), key=lambda pair: pair[0] != REDRIVE_ATTRIBUTE)
+        for name, value in ordered:
+            if name.startswith(DLQ_ATTRIBUTE_PREFIX) and name != REDRIVE_ATTRIBUTE:
+                dropped.append(name)  # the runtime's own names: never taken from the input
                 continue
             converted = _attribute(value)
-            if converted is None:
+            if converted is None or len(attributes) >= room:
                 dropped.append(name)
-            else:
-                attributes[name] = converted
-        request: dict[str, Any] = {
-            "QueueUrl": self.dlq_url,
-            "MessageBody": message.body or " ",  # SQS rejects an empty body
-            "MessageAttributes": attributes,
-        }
-        if self.fifo:
-            request["MessageGroupId"] = message.group_id or message.message_id
-            request["MessageDeduplicationId"] = message.message_id[:128]
-        self._sqs().send_message(**request)
-        return dropped
+                continue
+            attributes[name] = converted
+        return attributes, dropped
+
+
+def _key(key: Key | None) -> dict[str, str] | None:
+    return key.as_dict() if key is not None else None
 
 
 def _attribute(value: Any) -> dict[str, Any] | None:
@@ -69,6 +261,9 @@ def _attribute(value: Any) -> dict[str, Any] | None:
         return {"DataType": data_type, "StringValue": value["stringValue"]}
     binary = value.get("binaryValue")
     if binary is not None:
-        raw = base64.b64decode(binary) if isinstance(binary, str) else bytes(binary)
+        try:
+            raw = base64.b64decode(binary) if isinstance(binary, str) else bytes(binary)
+        except (ValueError, TypeError):
+            return None
         return {"DataType": data_type, "BinaryValue": raw}
     return None

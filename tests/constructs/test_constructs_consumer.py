@@ -1,33 +1,47 @@
-"""IdempotentConsumer: function, code asset, environment (the runtime contract), role, event source."""
+"""IdempotentConsumer: function, environment (the runtime contract), role, event source, warnings, alarms,
+metrics, VPC, tracing and layers."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import json
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import Duration, assertions
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs_helpers import (
     actions_of,
-    files_under,
-    function_asset_dir,
+    alarms_of,
+    env_of,
+    logical_id,
     new_stack,
     only,
     policy_statements,
     resources,
     template_of,
+    warnings_of,
 )
+from idempotent_runtime import contract
+from idempotent_runtime.contract import Mode
 
-from idempotent_pipeline import ConfigurationError, IdempotencyTable, IdempotentConsumer
-from idempotent_pipeline.consumer import CONTRACT_VARIABLES, TABLE_ACTIONS, newest_python_runtime
-
-RUNTIME_SOURCE = Path(__file__).resolve().parents[2] / "lambda_src" / "idempotent_runtime"
+from idempotent_pipeline import (
+    AlarmOptions,
+    ConfigurationError,
+    ConsumerOptions,
+    IdempotencyTable,
+    IdempotentConsumer,
+    Messaging,
+    MessagingOptions,
+    TableOptions,
+)
+from idempotent_pipeline.consumer import NETWORK_INTERFACE_ACTIONS, newest_python_runtime
 
 
 def fifo_queue(stack: cdk.Stack, id: str = "Queue", **props: Any) -> sqs.Queue:
@@ -35,23 +49,30 @@ def fifo_queue(stack: cdk.Stack, id: str = "Queue", **props: Any) -> sqs.Queue:
     return sqs.Queue(stack, id, fifo=True, **props)
 
 
-def build_consumer(stack: cdk.Stack, **props: Any) -> IdempotentConsumer:
-    """A consumer on a new FIFO queue and IdempotencyTable; ``props`` override or add consumer props."""
-    table_props = {
-        name: props[name]
-        for name in ("partition_key_name", "sort_key_name", "time_to_live_attribute")
-        if name in props
-    }
-    if "queue" not in props:
-        props["queue"] = fifo_queue(stack)
-    if "table" not in props:
-        props["table"] = IdempotencyTable(stack, "Table", **table_props).table
-    return IdempotentConsumer(stack, "Consumer", **props)
+def build_consumer(
+    stack: cdk.Stack,
+    *,
+    queue: sqs.IQueue | None = None,
+    table: IdempotencyTable | None = None,
+    dead_letter_queue: sqs.IQueue | None = None,
+    alarm_options: AlarmOptions | None = None,
+    **options: Any,
+) -> IdempotentConsumer:
+    """A consumer on a new FIFO queue (no DLQ) and IdempotencyTable; ``options`` are ConsumerOptions."""
+    return IdempotentConsumer(
+        stack,
+        "Consumer",
+        queue=queue or fifo_queue(stack),
+        table=table or IdempotencyTable(stack, "Table"),
+        dead_letter_queue=dead_letter_queue,
+        options=ConsumerOptions(**options),
+        alarm_options=alarm_options,
+    )
 
 
-def consumer_template(**props: Any) -> assertions.Template:
+def consumer_template(**options: Any) -> assertions.Template:
     stack = new_stack()
-    build_consumer(stack, **props)
+    build_consumer(stack, **options)
     return template_of(stack)
 
 
@@ -59,15 +80,13 @@ def function_props(template: assertions.Template) -> dict[str, Any]:
     return only(template, "AWS::Lambda::Function")["Properties"]
 
 
-def environment(template: assertions.Template) -> dict[str, Any]:
-    return function_props(template)["Environment"]["Variables"]
-
-
 def table_actions(template: assertions.Template) -> set[str]:
-    found: set[str] = set()
-    for statement in policy_statements(template):
-        found.update(a for a in actions_of(statement) if a.startswith("dynamodb:"))
-    return found
+    return {
+        a
+        for statement in policy_statements(template)
+        for a in actions_of(statement)
+        if a.startswith("dynamodb:")
+    }
 
 
 @pytest.fixture(scope="session")
@@ -83,10 +102,14 @@ def default_template(default_stack) -> assertions.Template:
 
 
 @pytest.fixture(scope="session")
-def processor_stack(user_code) -> cdk.Stack:
+def from_messaging() -> tuple[IdempotentConsumer, assertions.Template]:
+    """A consumer given a Messaging's queue: it reads the queue's settings from Python, not through jsii."""
     stack = new_stack()
-    build_consumer(stack, mode="guarded", processor="orders:handle", code_directory=str(user_code))
-    return stack
+    messaging = Messaging(stack, "Messaging", options=MessagingOptions(max_receive_count=7))
+    consumer = IdempotentConsumer(
+        stack, "Consumer", queue=messaging.queue, table=IdempotencyTable(stack, "Table")
+    )
+    return consumer, template_of(stack)
 
 
 # -- function -------------------------------------------------------------------------------------------
@@ -98,12 +121,12 @@ def test_function_runs_the_bundled_handler_on_the_newest_python_runtime(default_
         (r.name for r in lambda_.Runtime.ALL if r.family == lambda_.RuntimeFamily.PYTHON),
         key=lambda name: tuple(int(p) for p in name.removeprefix("python").split(".")),
     )
-    assert props["Runtime"] == newest == newest_python_runtime().name
-    assert props["Handler"] == "idempotent_runtime.handler.handler"
-    assert props["Timeout"] == 30
-    assert props["MemorySize"] == 256
-    assert props["Architectures"] == ["arm64"]
-    assert "ReservedConcurrentExecutions" not in props
+    runtime, version = newest_python_runtime()
+    assert props["Runtime"] == newest == runtime.name == f"python{version}"
+    assert props["Handler"] == contract.HANDLER == "idempotent_runtime.handler.handler"
+    assert (props["Timeout"], props["MemorySize"], props["Architectures"]) == (30, 256, ["arm64"])
+    for absent in ("ReservedConcurrentExecutions", "VpcConfig", "TracingConfig", "Layers"):
+        assert absent not in props
 
 
 def test_function_logs_to_its_own_log_group_with_retention(default_template):
@@ -132,8 +155,7 @@ def test_event_source_reports_batch_item_failures_with_batches_of_ten(default_te
     mapping = only(default_template, "AWS::Lambda::EventSourceMapping")["Properties"]
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["BatchSize"] == 10
-    assert "MaximumBatchingWindowInSeconds" not in mapping
-    assert "ScalingConfig" not in mapping
+    assert "MaximumBatchingWindowInSeconds" not in mapping and "ScalingConfig" not in mapping
 
 
 def test_batch_size_concurrency_memory_and_log_retention_are_configurable():
@@ -147,156 +169,243 @@ def test_batch_size_concurrency_memory_and_log_retention_are_configurable():
         architecture=lambda_.Architecture.X86_64,
     )
     mapping = only(template, "AWS::Lambda::EventSourceMapping")["Properties"]
-    assert mapping["BatchSize"] == 3
-    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 5}
+    assert (mapping["BatchSize"], mapping["ScalingConfig"]) == (3, {"MaximumConcurrency": 5})
     props = function_props(template)
-    assert props["ReservedConcurrentExecutions"] == 20
-    assert props["MemorySize"] == 1024
-    assert props["Timeout"] == 20
+    assert (props["ReservedConcurrentExecutions"], props["MemorySize"], props["Timeout"]) == (20, 1024, 20)
     assert props["Architectures"] == ["x86_64"]
     assert only(template, "AWS::Logs::LogGroup")["Properties"]["RetentionInDays"] == 7
 
 
-def test_reserved_concurrency_below_max_concurrency_warns_of_throttling():
-    stack = new_stack()
-    build_consumer(stack, max_concurrency=10, reserved_concurrent_executions=5)
-    template_of(stack)
-    warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.any_value())
-    assert any("throttled" in str(w.entry.data) for w in warnings), warnings
-
-
-# -- environment: docs/runtime-contract.md ------------------------------------------------------------
+# -- environment: the runtime contract ------------------------------------------------------------------
 
 
 def test_default_environment_follows_the_runtime_contract(default_template):
     table_id = next(iter(resources(default_template, "AWS::DynamoDB::Table")))
-    assert environment(default_template) == {
+    assert env_of(default_template) == {
         "TABLE_NAME": {"Ref": table_id},
         "PARTITION_KEY": "pk",
         "SORT_KEY": "sk",
         "TTL_ATTRIBUTE": "expires_at",
-        "TTL_SECONDS": "604800",
+        "DEDUP_TTL_SECONDS": "604800",
+        "DOCUMENT_TTL_SECONDS": "0",  # documents never expire unless asked
         "IDEMPOTENCY_MODE": "document",
         "KEY_SOURCE": "fields",
         "PARTITION_KEY_FIELD": "x",
         "SORT_KEY_FIELD": "y",
+        "QUEUE_TYPE": "fifo",
+        "ON_CONFLICT": "quarantine",
+        "METRICS_NAMESPACE": "IdempotentPipeline",
     }
+
+
+def test_every_variable_written_is_a_contract_variable(from_messaging):
+    _, template = from_messaging
+    assert set(env_of(template)) <= contract.VARIABLE_NAMES
+    assert "TTL_SECONDS" not in env_of(template)
 
 
 def test_every_option_maps_to_its_contract_variable(user_code):
     stack = new_stack()
     dlq = fifo_queue(stack, "Dlq")
+    table = IdempotencyTable(
+        stack,
+        "Table",
+        options=TableOptions(
+            partition_key_name="order_id", sort_key_name="line_id", time_to_live_attribute="ttl"
+        ),
+    )
     build_consumer(
         stack,
-        partition_key_name="order_id",
-        sort_key_name="line_id",
-        time_to_live_attribute="ttl",
+        table=table,
+        dead_letter_queue=dlq,
         mode="guarded",
         processor="orders:handle",
         code_directory=str(user_code),
-        ttl=Duration.hours(2),
+        dedup_ttl=Duration.hours(2),
         lease_duration=Duration.seconds(45),
-        dead_letter_queue=dlq,
+        lease_margin=Duration.seconds(3),
         max_workers=4,
         metrics_namespace="Orders",
-        log_level="DEBUG",
+        log_level="debug",
         key_source="fields",
-        partition_key_field="order",
+        partition_key_field="order.id",
         sort_key_field="line",
+        key_prefix="tenant-a#",
+        fingerprint_exclude=["sent_at", "trace.id"],
+        on_conflict="duplicate",
         environment={"ORDERS_API": "https://example.invalid"},
     )
     template = template_of(stack)
-    dlq_id = next(k for k in resources(template, "AWS::SQS::Queue") if k.startswith("Dlq"))
-    env = environment(template)
+    dlq_id = logical_id(template, "AWS::SQS::Queue", "Dlq")
+    env = env_of(template)
     assert {k: v for k, v in env.items() if k != "TABLE_NAME"} == {
         "PARTITION_KEY": "order_id",
         "SORT_KEY": "line_id",
         "TTL_ATTRIBUTE": "ttl",
-        "TTL_SECONDS": "7200",
+        "DEDUP_TTL_SECONDS": "7200",
         "IDEMPOTENCY_MODE": "guarded",
         "KEY_SOURCE": "fields",
-        "PARTITION_KEY_FIELD": "order",
+        "PARTITION_KEY_FIELD": "order.id",
         "SORT_KEY_FIELD": "line",
+        "KEY_PREFIX": "tenant-a#",
+        "FINGERPRINT_EXCLUDE": '["sent_at","trace.id"]',
+        "ON_CONFLICT": "duplicate",
+        "QUEUE_TYPE": "fifo",
         "PROCESSOR": "orders:handle",
         "DLQ_URL": {"Ref": dlq_id},
         "LEASE_SECONDS": "45",
+        "LEASE_MARGIN_SECONDS": "3",
         "MAX_WORKERS": "4",
         "METRICS_NAMESPACE": "Orders",
         "LOG_LEVEL": "DEBUG",
         "ORDERS_API": "https://example.invalid",
     }
+    assert json.loads(env["FINGERPRINT_EXCLUDE"]) == ["sent_at", "trace.id"]
+
+
+def test_fingerprint_fields_are_a_json_array():
+    env = env_of(consumer_template(fingerprint_fields=["order.id", "amount"]))
+    assert (
+        json.loads(env["FINGERPRINT_FIELDS"]) == ["order.id", "amount"] and "FINGERPRINT_EXCLUDE" not in env
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, {"DEDUP_TTL_SECONDS": "604800", "DOCUMENT_TTL_SECONDS": "0"}),
+        (
+            {"document_ttl": Duration.days(30)},
+            {"DEDUP_TTL_SECONDS": "604800", "DOCUMENT_TTL_SECONDS": "2592000"},
+        ),
+        ({"dedup_ttl": None}, {"DEDUP_TTL_SECONDS": "0", "DOCUMENT_TTL_SECONDS": "0"}),
+    ],
+)
+def test_document_mode_lifetimes(options, expected):
+    """Documents are kept unless a lifetime is asked for; "never" is expressible for both lifetimes."""
+    env = env_of(consumer_template(**options))
+    assert {k: env[k] for k in expected} == expected
+
+
+def test_transaction_mode_has_no_document_lifetime(user_code):
+    env = env_of(
+        consumer_template(
+            mode="transaction", processor="orders:handle", code_directory=str(user_code), dedup_ttl=None
+        )
+    )
+    assert env["DEDUP_TTL_SECONDS"] == "0" and "DOCUMENT_TTL_SECONDS" not in env
+    assert "LEASE_MARGIN_SECONDS" not in env
+
+
+def test_guarded_mode_always_states_its_lease_margin(user_code):
+    env = env_of(consumer_template(mode="guarded", processor="orders:handle", code_directory=str(user_code)))
+    assert env["LEASE_MARGIN_SECONDS"] == str(contract.DEFAULT_LEASE_MARGIN_SECONDS)
 
 
 @pytest.mark.parametrize("key_source", ["dedup_id", "message_id", "body_sha256"])
 def test_non_field_key_sources_set_no_field_variables(key_source):
-    env = environment(consumer_template(key_source=key_source))
+    env = env_of(consumer_template(key_source=key_source))
     assert env["KEY_SOURCE"] == key_source
     assert "PARTITION_KEY_FIELD" not in env and "SORT_KEY_FIELD" not in env
 
 
-def test_environment_is_accepted_by_the_runtime_configuration(user_code):
-    """The variables the construct sets parse in the runtime (tokens replaced by deploy-time values)."""
-    config_module = pytest.importorskip("idempotent_runtime.config")
+def test_queue_facts_come_from_the_messaging(from_messaging):
+    """The queue's type, its redrive DLQ and max receives reach the function without reading them back."""
+    consumer, template = from_messaging
+    env = env_of(template)
+    dlq_id = logical_id(template, "AWS::SQS::Queue", "MessagingDeadLetterQueue")
+    assert (env["QUEUE_TYPE"], env["MAX_RECEIVE_COUNT"], env["DLQ_URL"]) == ("fifo", "7", {"Ref": dlq_id})
+    assert consumer.dead_letter_queue is not None
+
+
+def test_a_queue_of_the_app_with_a_redrive_policy_gives_max_receive_count_and_its_dlq():
     stack = new_stack()
-    build_consumer(
+    dlq = sqs.Queue(stack, "Dlq", fifo=True)
+    queue = fifo_queue(stack, dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=4))
+    env = env_of(template_of_consumer(stack, queue=queue))
+    assert env["MAX_RECEIVE_COUNT"] == "4" and "DLQ_URL" in env
+
+
+def template_of_consumer(stack: cdk.Stack, **kwargs: Any) -> assertions.Template:
+    build_consumer(stack, **kwargs)
+    return template_of(stack)
+
+
+def test_an_imported_queue_gives_no_max_receive_count():
+    stack = new_stack()
+    queue = sqs.Queue.from_queue_arn(stack, "Imported", "arn:aws:sqs:eu-west-1:111122223333:orders.fifo")
+    dlq = sqs.Queue.from_queue_arn(stack, "ImportedDlq", "arn:aws:sqs:eu-west-1:111122223333:failures.fifo")
+    env = env_of(template_of_consumer(stack, queue=queue, dead_letter_queue=dlq))
+    assert env["QUEUE_TYPE"] == "fifo" and "MAX_RECEIVE_COUNT" not in env and "DLQ_URL" in env
+
+
+def test_retired_and_runtime_variables_are_refused_in_environment():
+    with pytest.raises(ConfigurationError) as raised:
+        build_consumer(new_stack(), environment={"TTL_SECONDS": "60", "LOG_LEVEL": "DEBUG", "MINE": "1"})
+    assert str(raised.value) == (
+        "ConsumerOptions.environment may not set the runtime's own variables (use the matching options); "
+        "got LOG_LEVEL, TTL_SECONDS"
+    )
+
+
+def test_the_environment_parses_in_the_runtime(user_code):
+    """With the runtime of the contract: the variables the construct writes make a Config."""
+    config_module = pytest.importorskip("idempotent_runtime.config")
+    if "dedup_ttl_seconds" not in getattr(config_module.Config, "__dataclass_fields__", {}):
+        pytest.skip("this runtime predates the contract's variables")
+    stack = new_stack()
+    messaging = Messaging(stack, "Messaging", options=MessagingOptions(fifo=False))
+    IdempotentConsumer(
         stack,
-        mode="transaction",
-        processor="orders:handle",
-        code_directory=str(user_code),
-        dead_letter_queue=fifo_queue(stack, "Dlq"),
-        ttl=Duration.days(1),
-        max_workers=8,
+        "Consumer",
+        queue=messaging.queue,
+        table=IdempotencyTable(stack, "Table"),
+        options=ConsumerOptions(
+            mode="guarded",
+            processor="orders:handle",
+            code_directory=str(user_code),
+            dedup_ttl=None,
+            fingerprint_fields=["order.id"],
+            key_prefix="a#",
+        ),
     )
     deployed = {
-        name: ("https://sqs.eu-west-1.amazonaws.com/111122223333/dlq.fifo" if name == "DLQ_URL" else "orders")
+        name: "https://sqs.eu-west-1.amazonaws.com/111122223333/dlq" if name == "DLQ_URL" else "orders"
+        for name, value in env_of(template_of(stack)).items()
         if isinstance(value, dict)
-        else value
-        for name, value in environment(template_of(stack)).items()
     }
+    deployed.update({k: v for k, v in env_of(template_of(stack)).items() if isinstance(v, str)})
     config = config_module.Config.from_env(deployed)
-    assert (config.table_name, config.mode, config.processor) == ("orders", "transaction", "orders:handle")
-    assert (config.ttl_seconds, config.max_workers) == (86400, 8)
-    assert config.dlq_url.endswith("dlq.fifo")
+    assert (config.mode, config.queue_type, config.dedup_ttl_seconds) == ("guarded", "standard", 0)
+    assert (config.fingerprint_fields, config.key_prefix, config.max_receive_count) == (
+        ("order.id",),
+        "a#",
+        5,
+    )
 
 
 # -- permissions: exactly the runtime's actions per mode ------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["document", "transaction", "guarded"])
-def test_table_permissions_are_exactly_the_runtime_actions_of_the_mode(mode, user_code):
-    processor = {} if mode == "document" else {"processor": "orders:handle", "code_directory": str(user_code)}
+@pytest.mark.parametrize("mode", list(Mode))
+def test_table_permissions_are_exactly_the_contracts_actions_of_the_mode(mode, user_code):
+    processor = (
+        {} if mode == Mode.DOCUMENT else {"processor": "orders:handle", "code_directory": str(user_code)}
+    )
     template = consumer_template(mode=mode, **processor)
-    assert table_actions(template) == set(TABLE_ACTIONS[mode])
-    for statement in policy_statements(template):
-        assert not any(a.endswith("*") for a in actions_of(statement) if a.startswith("dynamodb:")), statement
-
-
-def test_contract_table_actions_per_mode():
-    assert TABLE_ACTIONS == {
-        "document": ("dynamodb:PutItem",),
-        "guarded": ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
-        "transaction": (
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:DeleteItem",
-            "dynamodb:ConditionCheckItem",
-        ),
-    }
+    assert table_actions(template) == set(contract.TABLE_ACTIONS[mode])
 
 
 def test_table_permissions_name_only_the_table(default_template):
     table_id = next(iter(resources(default_template, "AWS::DynamoDB::Table")))
     statements = [s for s in policy_statements(default_template) if "dynamodb:PutItem" in actions_of(s)]
-    resources_named = [
-        r for s in statements for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
-    ]
-    assert resources_named == [{"Fn::GetAtt": [table_id, "Arn"]}]
+    assert [s["Resource"] for s in statements] == [{"Fn::GetAtt": [table_id, "Arn"]}]
 
 
 def test_queue_permissions_are_the_event_source_consume_actions(default_template):
     queue_id = next(iter(resources(default_template, "AWS::SQS::Queue")))
     sqs_statements = [s for s in policy_statements(default_template) if actions_of(s)[0].startswith("sqs:")]
-    assert [(sorted(actions_of(s)), s["Effect"], s["Resource"]) for s in sqs_statements] == [
+    assert [(sorted(actions_of(s)), s["Resource"]) for s in sqs_statements] == [
         (
             [
                 "sqs:ChangeMessageVisibility",
@@ -305,95 +414,489 @@ def test_queue_permissions_are_the_event_source_consume_actions(default_template
                 "sqs:GetQueueUrl",
                 "sqs:ReceiveMessage",
             ],
-            "Allow",
             {"Fn::GetAtt": [queue_id, "Arn"]},
         )
     ]
 
 
 def test_no_dlq_means_no_dlq_url_and_no_send_message(default_template):
-    assert "DLQ_URL" not in environment(default_template)
+    assert "DLQ_URL" not in env_of(default_template)
     assert not [s for s in policy_statements(default_template) if "sqs:SendMessage" in actions_of(s)]
 
 
 def test_dlq_gets_send_message_only():
     stack = new_stack()
     dlq = fifo_queue(stack, "Dlq")
-    build_consumer(stack, dead_letter_queue=dlq)
-    template = template_of(stack)
-    dlq_id = next(k for k in resources(template, "AWS::SQS::Queue") if k.startswith("Dlq"))
+    template = template_of_consumer(stack, dead_letter_queue=dlq)
+    dlq_id = logical_id(template, "AWS::SQS::Queue", "Dlq")
     sends = [s for s in policy_statements(template) if "sqs:SendMessage" in actions_of(s)]
     assert sends == [
         {"Action": "sqs:SendMessage", "Effect": "Allow", "Resource": {"Fn::GetAtt": [dlq_id, "Arn"]}}
     ]
-    assert not [s for s in policy_statements(template) if actions_of(s)[0].startswith("kms:")]
 
 
 def test_dlq_with_customer_managed_key_adds_generate_data_key_and_decrypt():
     stack = new_stack()
     dlq_key = kms.Key(stack, "DlqKey")
     dlq = fifo_queue(stack, "Dlq", encryption=sqs.QueueEncryption.KMS, encryption_master_key=dlq_key)
-    build_consumer(stack, dead_letter_queue=dlq)
-    template = template_of(stack)
-    key_id = next(k for k in resources(template, "AWS::KMS::Key") if k.startswith("DlqKey"))
+    template = template_of_consumer(stack, dead_letter_queue=dlq)
+    key_id = logical_id(template, "AWS::KMS::Key", "DlqKey")
     key_statements = [
         s for s in policy_statements(template) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
     ]
-    assert [sorted(actions_of(s)) for s in key_statements] == [["kms:Decrypt", "kms:GenerateDataKey"]]
+    assert [sorted(actions_of(s)) for s in key_statements] == [sorted(contract.DLQ_KEY_ACTIONS)]
 
 
 def test_table_with_customer_managed_key_grants_the_key_actions_dynamodb_needs():
     stack = new_stack()
     key = kms.Key(stack, "TableKey")
-    table = IdempotencyTable(stack, "Table", encryption_key=key).table
-    build_consumer(stack, table=table)
-    template = template_of(stack)
-    key_id = next(k for k in resources(template, "AWS::KMS::Key") if k.startswith("TableKey"))
+    template = template_of_consumer(
+        stack, table=IdempotencyTable(stack, "Table", options=TableOptions(encryption_key=key))
+    )
+    key_id = logical_id(template, "AWS::KMS::Key", "TableKey")
     key_statements = [
         s for s in policy_statements(template) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
     ]
-    assert [sorted(actions_of(s)) for s in key_statements] == [
-        ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
-    ]
+    assert [sorted(actions_of(s)) for s in key_statements] == [sorted(contract.TABLE_KEY_ACTIONS)]
 
 
-def test_imported_table_is_granted_by_arn():
+def test_imported_table_with_its_key_is_granted_by_arn():
     stack = new_stack()
-    table = dynamodb.Table.from_table_name(stack, "Existing", "orders")
-    build_consumer(stack, table=table)
-    template = template_of(stack)
-    assert environment(template)["TABLE_NAME"] == "orders"
+    key = kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:eu-west-1:111122223333:key/abc")
+    existing = dynamodb.Table.from_table_attributes(
+        stack, "Existing", table_name="orders", encryption_key=key
+    )
+    table = IdempotencyTable.from_table(
+        stack, "Orders", existing, partition_key_name="tenant", sort_key_name="id"
+    )
+    template = template_of_consumer(stack, table=table)
+    env = env_of(template)
+    assert (env["TABLE_NAME"], env["PARTITION_KEY"], env["SORT_KEY"]) == ("orders", "tenant", "id")
     assert table_actions(template) == {"dynamodb:PutItem"}
+    assert [
+        sorted(actions_of(s)) for s in policy_statements(template) if actions_of(s)[0].startswith("kms:")
+    ] == [sorted(contract.TABLE_KEY_ACTIONS)]
 
 
-# -- code asset ---------------------------------------------------------------------------------------
+# -- standard queues ----------------------------------------------------------------------------------------
 
 
-def test_code_asset_contains_the_runtime_package(default_stack):
-    asset = function_asset_dir(default_stack)
-    expected = {
-        f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
-        for p in RUNTIME_SOURCE.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-    }
-    assert {"idempotent_runtime/__init__.py", "idempotent_runtime/handler.py"} <= expected
-    assert files_under(asset) == expected
+def standard_queue(stack: cdk.Stack) -> sqs.Queue:
+    return sqs.Queue(stack, "Standard", visibility_timeout=Duration.minutes(3))
 
 
-def test_code_asset_places_user_code_beside_the_runtime_without_bytecode(processor_stack, user_code):
-    files = files_under(function_asset_dir(processor_stack))
-    assert {"orders.py", "helpers/__init__.py", "idempotent_runtime/handler.py"} <= files
-    assert not [f for f in files if f.endswith(".pyc") or "__pycache__" in f]
+def test_a_standard_queue_is_consumed_as_unordered():
+    stack = new_stack()
+    template = template_of_consumer(stack, queue=standard_queue(stack))
+    assert env_of(template)["QUEUE_TYPE"] == "standard"
 
 
-def test_code_asset_is_the_same_for_the_same_code():
-    """Staging copies into a fresh directory each time; the asset hash depends on content only."""
-    keys = []
-    for name in ("One", "Two"):
-        stack = new_stack(name)
-        build_consumer(stack)
-        keys.append(function_props(template_of(stack))["Code"]["S3Key"])
-    assert keys[0] == keys[1]
+def test_standard_queues_take_batches_up_to_ten_thousand_with_a_window():
+    stack = new_stack()
+    template = template_of_consumer(
+        stack, queue=standard_queue(stack), batch_size=10_000, max_batching_window=Duration.seconds(20)
+    )
+    mapping = only(template, "AWS::Lambda::EventSourceMapping")["Properties"]
+    assert (mapping["BatchSize"], mapping["MaximumBatchingWindowInSeconds"]) == (10_000, 20)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"key_source": "dedup_id"},
+            "ConsumerOptions.key_source 'dedup_id' needs a FIFO queue: a standard queue's messages carry no "
+            "MessageDeduplicationId; got the standard queue TestStack/Standard (use 'fields', 'message_id' "
+            "or "
+            "'body_sha256')",
+        ),
+        (
+            {"batch_size": 10_001, "max_batching_window": Duration.seconds(1)},
+            "ConsumerOptions.batch_size must be between 1 and 10000 (standard queue); got 10001",
+        ),
+        (
+            {"batch_size": 11},
+            "ConsumerOptions.batch_size above 10 needs max_batching_window of at least 1 second (an SQS "
+            "event "
+            "source rule); got batch_size 11 without one",
+        ),
+        (
+            {"max_batching_window": Duration.minutes(6)},
+            "ConsumerOptions.max_batching_window must be at most 300 seconds; got 360 seconds",
+        ),
+    ],
+)
+def test_standard_queue_rules(options, message):
+    stack = new_stack()
+    with pytest.raises(ConfigurationError) as raised:
+        build_consumer(stack, queue=standard_queue(stack), **options)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"batch_size": 11}, "ConsumerOptions.batch_size must be between 1 and 10 (FIFO queue); got 11"),
+        ({"batch_size": 0}, "ConsumerOptions.batch_size must be between 1 and 10 (FIFO queue); got 0"),
+        (
+            {"max_batching_window": Duration.seconds(5)},
+            "ConsumerOptions.max_batching_window applies only to standard queues (SQS does not batch FIFO "
+            "queues over time); got 5 seconds with a FIFO queue",
+        ),
+    ],
+)
+def test_fifo_queue_rules(options, message):
+    with pytest.raises(ConfigurationError) as raised:
+        build_consumer(new_stack(), **options)
+    assert str(raised.value) == message
+
+
+def test_an_imported_queue_of_unknown_type_warns_and_is_treated_as_fifo():
+    stack = new_stack()
+    arn = cdk.CfnParameter(stack, "QueueArn").value_as_string
+    queue = sqs.Queue.from_queue_arn(stack, "Imported", arn)
+    template = template_of_consumer(stack, queue=queue)
+    assert env_of(template)["QUEUE_TYPE"] == "fifo"
+    ((path, message),) = warnings_of(stack)
+    assert path == "/TestStack/Consumer" and "its type is unknown: treated as FIFO" in message
+    assert message.endswith("[ack: idempotent-pipeline:queue-type-unknown]")
+
+
+# -- checked at synth -------------------------------------------------------------------------------------
+
+
+def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        build_consumer(stack or new_stack(), **options)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"partition_key_field": "a", "sort_key_field": "a"},
+            "ConsumerOptions.partition_key_field and sort_key_field must differ; both are 'a'",
+        ),
+        (
+            {"partition_key_field": "order..id"},
+            "ConsumerOptions.partition_key_field must be a field path such as 'order.id' (no empty segment); "
+            "got 'order..id'",
+        ),
+        (
+            {"sort_key_field": ""},
+            "ConsumerOptions.sort_key_field must be a field path such as 'order.line' (no empty segment); "
+            "got ''",
+        ),
+        (
+            {"key_source": "dedup_id", "partition_key_field": "a"},
+            "ConsumerOptions.partition_key_field and sort_key_field apply only to key_source 'fields'; got "
+            "key_source 'dedup_id' with fields 'a', None",
+        ),
+        (
+            {"mode": "guarded"},
+            "ConsumerOptions.mode 'guarded' runs your processing code: set processor ('module:function') and "
+            "code_directory",
+        ),
+        (
+            {"mode": "transaction"},
+            "ConsumerOptions.mode 'transaction' runs your processing code: set processor "
+            "('module:function') and "
+            "code_directory",
+        ),
+        (
+            {"key_prefix": "idempotency#a"},
+            "ConsumerOptions.key_prefix must not begin with 'idempotency#' (the runtime's own keys); got "
+            "'idempotency#a'",
+        ),
+        (
+            {"fingerprint_fields": ["a"], "fingerprint_exclude": ["b"]},
+            "ConsumerOptions.fingerprint_fields and fingerprint_exclude cannot both be set (one chooses the "
+            "fields, the other removes fields); got ('a',) and ('b',)",
+        ),
+        (
+            {"fingerprint_fields": []},
+            "ConsumerOptions.fingerprint_fields must name at least one field (None: the whole body); got []",
+        ),
+        (
+            {"fingerprint_exclude": ["ok", "bad."]},
+            "ConsumerOptions.fingerprint_exclude must be field paths such as 'sent_at'; got ('ok', 'bad.')",
+        ),
+        (
+            {"dedup_ttl": Duration.seconds(0)},
+            "ConsumerOptions.dedup_ttl must be greater than 0 seconds (None: never expire); got 0 seconds",
+        ),
+        (
+            {"document_ttl": Duration.seconds(0)},
+            "ConsumerOptions.document_ttl must be greater than 0 seconds (None: never expire); got 0 seconds",
+        ),
+        (
+            {"lease_duration": Duration.seconds(30)},
+            "ConsumerOptions.lease_duration applies only to mode 'guarded'; got mode 'document'",
+        ),
+        (
+            {"lease_margin": Duration.seconds(5)},
+            "ConsumerOptions.lease_margin applies only to mode 'guarded'; got mode 'document'",
+        ),
+        (
+            {"timeout": Duration.seconds(901)},
+            "ConsumerOptions.timeout must be between 1 and 900 seconds; got 901 seconds",
+        ),
+        ({"memory_size": 64}, "ConsumerOptions.memory_size must be between 128 and 10240; got 64"),
+        ({"max_concurrency": 1}, "ConsumerOptions.max_concurrency must be between 2 and 1000; got 1"),
+        (
+            {"reserved_concurrent_executions": 0},
+            "ConsumerOptions.reserved_concurrent_executions must be at least 1; got 0",
+        ),
+        ({"max_workers": 65}, "ConsumerOptions.max_workers must be between 1 and 64; got 65"),
+        (
+            {"metrics_namespace": "a:b"},
+            "ConsumerOptions.metrics_namespace must be 1 to 255 characters without ':' or a leading space; "
+            "got "
+            "'a:b'",
+        ),
+        (
+            {"fingerprint_fields": ["f" * 200] * 25},
+            None,  # built below: the size depends on the rest of the environment
+        ),
+    ],
+)
+def test_invalid_options_are_rejected_naming_option_and_value(options, message):
+    if message is None:
+        with pytest.raises(
+            ConfigurationError, match=r"^the function's environment variables hold \d+ bytes, over"
+        ):
+            build_consumer(new_stack(), **options)
+        return
+    _rejects(message, **options)
+
+
+def test_document_ttl_outside_document_mode_is_rejected(user_code):
+    _rejects(
+        "ConsumerOptions.document_ttl applies only to mode 'document'; got mode 'transaction'",
+        mode="transaction",
+        processor="orders:handle",
+        code_directory=str(user_code),
+        document_ttl=Duration.days(1),
+    )
+
+
+def test_visibility_timeout_below_six_times_the_function_timeout_is_rejected():
+    stack = new_stack()
+    _rejects(
+        "visibility_timeout of queue TestStack/Queue must be at least 6 x the function timeout (30 "
+        "seconds) = "
+        "180 seconds; got 179 seconds",
+        stack,
+        queue=fifo_queue(stack, visibility_timeout=Duration.seconds(179)),
+    )
+
+
+def test_queue_with_sqs_default_visibility_timeout_is_rejected():
+    stack = new_stack()
+    with pytest.raises(ConfigurationError, match=r"= 60 seconds; got 30 seconds$"):
+        build_consumer(stack, queue=sqs.Queue(stack, "Queue", fifo=True), timeout=Duration.seconds(10))
+
+
+def test_a_messaging_queue_with_a_short_visibility_timeout_is_rejected():
+    stack = new_stack()
+    messaging = Messaging(stack, "M", options=MessagingOptions(visibility_timeout=Duration.minutes(1)))
+    with pytest.raises(
+        ConfigurationError, match=r"^visibility_timeout of queue TestStack/M/Queue must be at least"
+    ):
+        build_consumer(stack, queue=messaging.queue)
+
+
+def test_vpc_options_need_a_vpc():
+    stack = new_stack()
+    _rejects(
+        "ConsumerOptions.vpc_subnets needs vpc; got subnets without a VPC",
+        stack,
+        vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
+    )
+
+
+def test_dead_letter_queue_of_another_type_than_the_queue_is_rejected():
+    stack = new_stack()
+    dlq = sqs.Queue.from_queue_arn(stack, "Dlq", "arn:aws:sqs:eu-west-1:111122223333:failures")
+    _rejects(
+        "dead_letter_queue must be a FIFO queue like the queue it serves; got a standard queue: failures",
+        stack,
+        dead_letter_queue=dlq,
+    )
+
+
+# -- warnings ----------------------------------------------------------------------------------------------
+
+
+def _warnings(**kwargs: Any) -> list[str]:
+    stack = new_stack()
+    build_consumer(stack, **kwargs)
+    return [message for _, message in warnings_of(stack)]
+
+
+def test_no_warning_by_default(default_stack):
+    assert warnings_of(default_stack) == []
+
+
+def test_reserved_concurrency_without_max_concurrency_warns():
+    (message,) = _warnings(reserved_concurrent_executions=5)
+    assert message.startswith(
+        "ConsumerOptions.reserved_concurrent_executions (5) is set without max_concurrency"
+    )
+    assert "throttled receives count toward the queue's max receives" in message
+    assert message.endswith("[ack: idempotent-pipeline:reserved-concurrency]")
+
+
+def test_reserved_concurrency_below_max_concurrency_warns_of_throttling():
+    (message,) = _warnings(max_concurrency=10, reserved_concurrent_executions=5)
+    assert "is below max_concurrency (10): the event source will be throttled" in message
+
+
+def test_low_max_receive_count_with_reserved_concurrency_warns():
+    stack = new_stack()
+    dlq = sqs.Queue(stack, "Dlq", fifo=True)
+    queue = fifo_queue(stack, dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=3))
+    build_consumer(stack, queue=queue, reserved_concurrent_executions=5, max_concurrency=5)
+    (message,) = [m for _, m in warnings_of(stack)]
+    assert message.startswith("the queue's max_receive_count is 3 with reserved concurrency")
+    assert message.endswith("[ack: idempotent-pipeline:low-max-receive-count]")
+
+
+def _short_ttl(stack: cdk.Stack) -> list[str]:
+    return [m for _, m in warnings_of(stack) if "idempotent-pipeline:short-ttl" in m]
+
+
+def test_document_lifetime_shorter_than_the_queue_retention_warns():
+    stack = new_stack()
+    messaging = Messaging(stack, "M", options=MessagingOptions(retention_period=Duration.days(4)))
+    build_consumer(stack, queue=messaging.queue, document_ttl=Duration.days(1))
+    (message,) = _short_ttl(stack)
+    assert message == (
+        "ConsumerOptions.document_ttl (86400 seconds) is shorter than the time a duplicate can still "
+        "arrive from "
+        "queue TestStack/M/Queue (retention 345600 s; 5 receives x 180 s visibility = 900 s): a redelivery "
+        "after "
+        "its record expired is processed again; make it at least 345600 seconds, or None (never expire) "
+        "[ack: idempotent-pipeline:short-ttl]"
+    )
+
+
+def test_dedup_lifetime_is_what_counts_outside_document_mode(user_code):
+    stack = new_stack()
+    messaging = Messaging(
+        stack,
+        "M",
+        options=MessagingOptions(
+            retention_period=Duration.minutes(10), visibility_timeout=Duration.hours(1), max_receive_count=10
+        ),
+    )
+    build_consumer(
+        stack,
+        queue=messaging.queue,
+        mode="transaction",
+        processor="orders:handle",
+        code_directory=str(user_code),
+        dedup_ttl=Duration.hours(5),
+    )
+    (message,) = _short_ttl(stack)
+    assert message.startswith("ConsumerOptions.dedup_ttl (18000 seconds) is shorter")
+    assert "make it at least 36000 seconds" in message  # 10 receives x 1 hour visibility
+
+
+def test_lifetimes_that_outlive_every_redelivery_or_never_expire_do_not_warn(user_code):
+    stack = new_stack()
+    messaging = Messaging(stack, "M", options=MessagingOptions(retention_period=Duration.days(14)))
+    build_consumer(stack, queue=messaging.queue, document_ttl=Duration.days(15), dedup_ttl=Duration.hours(1))
+    assert _short_ttl(stack) == []  # document mode: the document lifetime counts
+    stack = new_stack()
+    messaging = Messaging(stack, "M", options=MessagingOptions(retention_period=Duration.days(14)))
+    build_consumer(
+        stack,
+        queue=messaging.queue,
+        mode="guarded",
+        processor="orders:handle",
+        code_directory=str(user_code),
+        dedup_ttl=None,
+    )
+    assert _short_ttl(stack) == []
+
+
+def test_short_ttl_warning_can_be_acknowledged():
+    stack = new_stack()
+    messaging = Messaging(stack, "M")
+    consumer = build_consumer(stack, queue=messaging.queue, document_ttl=Duration.hours(1))
+    cdk.Annotations.of(consumer).acknowledge_warning(
+        "idempotent-pipeline:short-ttl", "producers never resend"
+    )
+    assert _short_ttl(stack) == []
+
+
+# -- the processor, read (not imported) at synth ------------------------------------------------------------
+
+
+@pytest.fixture
+def code(tmp_path):
+    def write(module: str, source: str) -> str:
+        path = tmp_path / f"{module}.py"
+        path.write_text(source)
+        return str(tmp_path)
+
+    return write
+
+
+@pytest.mark.parametrize(
+    ("source", "processor"),
+    [
+        ("def handle(message, table):\n    pass\n", "orders:handle"),
+        ("async def handle(message):\n    pass\n", "orders:handle"),
+        ("from helpers import handle\n", "orders:handle"),
+        ("import json\nhandle = json.loads\n", "orders:handle"),
+        (
+            "try:\n    from fast import handle\nexcept ImportError:\n    def handle(m):\n        pass\n",
+            "orders:handle",
+        ),
+        ("class Orders:\n    def handle(self, message):\n        pass\n", "orders:Orders.handle"),
+        ("class Orders(Base):\n    pass\n", "orders:Orders.handle"),  # may be inherited
+        ("from helpers import *\n", "orders:handle"),  # cannot be known without importing
+        (
+            "import sys\nraise SystemExit('never imported at synth')\ndef handle(m):\n    pass\n",
+            "orders:handle",
+        ),
+    ],
+)
+def test_processor_found_in_its_module(code, source, processor):
+    env = env_of(consumer_template(processor=processor, code_directory=code("orders", source)))
+    assert env["PROCESSOR"] == processor
+
+
+@pytest.mark.parametrize(
+    ("source", "processor", "message"),
+    [
+        (
+            "def handle(message, table):\n    pass\ndef helper():\n    pass\n",
+            "orders:handel",
+            "processor 'orders:handel': orders.py defines no 'handel' at module level (its functions: "
+            "handle, "
+            "helper)",
+        ),
+        (
+            "class Orders:\n    def handle(self, message):\n        pass\n",
+            "orders:Orders.charge",
+            "processor 'orders:Orders.charge': orders.py class 'Orders' defines no 'charge'",
+        ),
+    ],
+)
+def test_processor_missing_from_its_module_is_rejected(code, source, processor, message):
+    _rejects(message, processor=processor, code_directory=code("orders", source))
+
+
+def test_a_module_this_python_cannot_parse_is_not_checked_and_says_so(code):
+    stack = new_stack()
+    build_consumer(stack, processor="orders:handle", code_directory=code("orders", "def handle(:\n"))
+    ((_, message),) = warnings_of(stack)
+    assert message.startswith("processor 'orders:handle' was not checked: ")
+    assert message.endswith("[ack: idempotent-pipeline:processor-unchecked]")
 
 
 def test_processor_module_may_be_a_package_module(tmp_path):
@@ -403,222 +906,42 @@ def test_processor_module_may_be_a_package_module(tmp_path):
     template = consumer_template(
         mode="transaction", processor="shop.orders:handle", code_directory=str(tmp_path)
     )
-    assert environment(template)["PROCESSOR"] == "shop.orders:handle"
+    assert env_of(template)["PROCESSOR"] == "shop.orders:handle"
 
 
-def test_document_mode_may_run_a_processor(user_code):
-    env = environment(consumer_template(processor="orders:handle", code_directory=str(user_code)))
-    assert (env["IDEMPOTENCY_MODE"], env["PROCESSOR"]) == ("document", "orders:handle")
-
-
-# -- validation ---------------------------------------------------------------------------------------
-
-
-def _rejects(pattern: str, **props: Any) -> None:
-    with pytest.raises(ConfigurationError, match=pattern):
-        build_consumer(new_stack(), **props)
-
-
-def test_standard_queue_is_rejected():
-    stack = new_stack()
-    queue = sqs.Queue(stack, "Standard", visibility_timeout=Duration.minutes(3))
-    with pytest.raises(
-        ConfigurationError, match=r"queue must be a FIFO queue .* got a standard queue: TestStack/"
-    ):
-        build_consumer(stack, queue=queue)
-
-
-def test_standard_dead_letter_queue_is_rejected():
-    stack = new_stack()
-    dlq = sqs.Queue.from_queue_arn(stack, "Dlq", "arn:aws:sqs:eu-west-1:111122223333:failures")
-    with pytest.raises(
-        ConfigurationError, match=r"dead_letter_queue must be a FIFO queue .* got a standard queue"
-    ):
-        build_consumer(stack, dead_letter_queue=dlq)
-
-
-@pytest.mark.parametrize("batch_size", [0, 11])
-def test_batch_size_outside_one_to_ten_is_rejected(batch_size):
-    _rejects(rf"batch_size must be between 1 and 10; got {batch_size}$", batch_size=batch_size)
-
-
-def test_ttl_of_zero_is_rejected():
-    _rejects(r"ttl must be greater than 0 seconds; got 0 seconds", ttl=Duration.seconds(0))
-
-
-def test_visibility_timeout_below_six_times_the_function_timeout_is_rejected():
-    stack = new_stack()
-    queue = fifo_queue(stack, visibility_timeout=Duration.seconds(179))
-    with pytest.raises(
-        ConfigurationError,
-        match=r"visibility_timeout of queue TestStack/Queue must be at least 6 x the function timeout "
-        r"\(30 seconds\) = 180 seconds; got 179 seconds",
-    ):
-        build_consumer(stack, queue=queue)
-
-
-def test_queue_with_default_visibility_timeout_is_rejected():
-    stack = new_stack()
-    queue = sqs.Queue(stack, "Queue", fifo=True)
-    with pytest.raises(ConfigurationError, match=r"= 60 seconds; got 30 seconds"):
-        build_consumer(stack, queue=queue, timeout=Duration.seconds(10))
-
-
-def test_imported_queue_visibility_timeout_is_not_checked():
-    stack = new_stack()
-    queue = sqs.Queue.from_queue_arn(stack, "Imported", "arn:aws:sqs:eu-west-1:111122223333:orders.fifo")
-    build_consumer(stack, queue=queue)
-    assert only(template_of(stack), "AWS::Lambda::EventSourceMapping")["Properties"]["EventSourceArn"] == (
-        "arn:aws:sqs:eu-west-1:111122223333:orders.fifo"
-    )
-
-
-def test_unresolved_tokens_are_not_checked():
-    stack = new_stack()
-    ttl = cdk.CfnParameter(stack, "TtlSeconds", type="Number")
-    build_consumer(stack, ttl=Duration.seconds(ttl.value_as_number))
-    assert environment(template_of(stack))["TTL_SECONDS"] == {"Ref": "TtlSeconds"}
-
-
-def test_unresolved_integer_props_are_not_checked():
-    stack = new_stack()
-    batch = cdk.CfnParameter(stack, "BatchSize", type="Number").value_as_number
-    memory = cdk.CfnParameter(stack, "MemorySize", type="Number").value_as_number
-    build_consumer(stack, batch_size=batch, memory_size=memory)
-    template = template_of(stack)
-    assert function_props(template)["MemorySize"] == {"Ref": "MemorySize"}
-    (mapping,) = resources(template, "AWS::Lambda::EventSourceMapping").values()
-    assert mapping["Properties"]["BatchSize"] == {"Ref": "BatchSize"}
-
-
-@pytest.mark.parametrize(
-    ("props", "pattern"),
-    [
-        (
-            {"partition_key_name": "id", "sort_key_name": "id"},
-            r"partition_key_name and sort_key_name must differ; ",
-        ),
-        ({"partition_key_name": ""}, r"partition_key_name must be a non-empty attribute name; got ''"),
-        ({"sort_key_name": "  "}, r"sort_key_name must be a non-empty attribute name; got '  '"),
-        ({"mode": "exactly-once"}, r"mode must be one of document, transaction, guarded; got 'exactly-once'"),
-        (
-            {"key_source": "body"},
-            r"key_source must be one of fields, dedup_id, message_id, body_sha256; got 'body'",
-        ),
-        (
-            {"partition_key_field": "a", "sort_key_field": "a"},
-            r"partition_key_field and sort_key_field must differ",
-        ),
-        ({"partition_key_field": ""}, r"partition_key_field must be a non-empty attribute name; got ''"),
-        (
-            {"key_source": "dedup_id", "partition_key_field": "a"},
-            r"partition_key_field and sort_key_field apply only to key_source 'fields'; "
-            r"got key_source 'dedup_id'",
-        ),
-        ({"mode": "guarded"}, r"mode 'guarded' runs your processing code: set processor"),
-        ({"mode": "transaction"}, r"mode 'transaction' runs your processing code: set processor"),
-        (
-            {"lease_duration": Duration.seconds(30)},
-            r"lease_duration applies only to mode 'guarded'; got mode 'document'",
-        ),
-        ({"timeout": Duration.seconds(901)}, r"timeout must be between 1 and 900 seconds; got 901 seconds"),
-        ({"memory_size": 64}, r"memory_size must be between 128 and 10240; got 64"),
-        ({"max_concurrency": 1}, r"max_concurrency must be between 2 and 1000; got 1"),
-        ({"reserved_concurrent_executions": 0}, r"reserved_concurrent_executions must be at least 1; got 0"),
-        ({"max_workers": 65}, r"max_workers must be between 1 and 64; got 65"),
-        ({"batch_size": 2.5}, r"batch_size must be an integer; got 2.5"),
-        ({"log_level": "TRACE"}, r"log_level must be one of DEBUG, INFO, WARNING, ERROR; got 'TRACE'"),
-        (
-            {"metrics_namespace": "a:b"},
-            r"metrics_namespace must be 1 to 255 characters without ':'.*got 'a:b'",
-        ),
-        (
-            {"environment": {"TABLE_NAME": "x", "LOG_LEVEL": "DEBUG"}},
-            r"environment may not set the runtime's own variables \(use the matching props\); got LOG_LEVEL, "
-            r"TABLE_NAME",
-        ),
-        (
-            {"time_to_live_attribute": "pk"},
-            r"time_to_live_attribute must differ from the key attributes; got 'pk'",
-        ),
-    ],
-)
-def test_invalid_props_are_rejected_naming_prop_and_value(props, pattern):
-    stack = new_stack()
-    table = dynamodb.Table.from_table_name(stack, "Existing", "orders")
-    with pytest.raises(ConfigurationError, match=pattern):
-        build_consumer(stack, table=table, **props)
-
-
-def test_lease_of_zero_is_rejected(user_code):
+def test_processor_format_and_directory_are_checked(user_code, tmp_path):
     _rejects(
-        r"lease_duration must be greater than 0 seconds; got 0 seconds",
-        mode="guarded",
-        processor="orders:handle",
-        code_directory=str(user_code),
-        lease_duration=Duration.seconds(0),
-    )
-
-
-def test_key_names_must_match_the_tables_keys():
-    stack = new_stack()
-    table = IdempotencyTable(stack, "Table", partition_key_name="order_id").table
-    with pytest.raises(
-        ConfigurationError,
-        match=r"partition_key_name must match the table's key attribute 'order_id'; got 'pk'",
-    ):
-        build_consumer(stack, table=table)
-
-
-def test_table_without_sort_key_is_rejected():
-    stack = new_stack()
-    table = dynamodb.Table(
-        stack, "Plain", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING)
-    )
-    with pytest.raises(
-        ConfigurationError,
-        match=r"table must have one string partition key and one string sort key; .* has 0 sort key",
-    ):
-        build_consumer(stack, table=table)
-
-
-def test_table_with_number_key_is_rejected():
-    stack = new_stack()
-    table = dynamodb.Table(
-        stack,
-        "Numbers",
-        partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.NUMBER),
-        sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
-    )
-    with pytest.raises(ConfigurationError, match=r"table key 'pk' must be of type string; got NUMBER"):
-        build_consumer(stack, table=table)
-
-
-def test_processor_must_look_like_module_colon_function(user_code):
-    _rejects(
-        r"processor must look like 'module:function' \(e.g. 'orders:handle'\); got 'orders.handle'",
+        "ConsumerOptions.processor must look like 'module:function' (e.g. 'orders:handle'); got "
+        "'orders.handle'",
         processor="orders.handle",
         code_directory=str(user_code),
     )
-
-
-def test_processor_needs_code_directory():
     _rejects(
-        r"processor 'orders:handle' needs code_directory: the directory holding module 'orders'",
+        "ConsumerOptions.processor 'orders:handle' needs code_directory: the directory holding module "
+        "'orders'",
         processor="orders:handle",
     )
-
-
-def test_code_directory_needs_processor(user_code):
-    _rejects(rf"code_directory is set \('{user_code}'\) but processor is not", code_directory=str(user_code))
-
-
-def test_code_directory_must_exist(tmp_path):
-    missing = tmp_path / "missing"
     _rejects(
-        rf"code_directory must be an existing directory; got '{missing}'",
+        f"ConsumerOptions.code_directory is set ('{user_code}') but processor is not; give processor as "
+        "'module:function' naming a function in that directory",
+        code_directory=str(user_code),
+    )
+    _rejects(
+        f"ConsumerOptions.code_directory must be an existing directory; got '{tmp_path / 'missing'}'",
         processor="orders:handle",
-        code_directory=str(missing),
+        code_directory=str(tmp_path / "missing"),
+    )
+    _rejects(
+        f"processor module 'billing' is not in code_directory '{tmp_path}' (looked for billing.py and "
+        "billing/__init__.py)",
+        processor="billing:handle",
+        code_directory=str(tmp_path),
+    )
+    _rejects(
+        "ConsumerOptions.processor must name a module of your own code; got "
+        "'idempotent_runtime.handler:handler'",
+        processor="idempotent_runtime.handler:handler",
+        code_directory=str(user_code),
     )
 
 
@@ -626,42 +949,182 @@ def test_code_directory_must_not_shadow_the_runtime(tmp_path):
     (tmp_path / "idempotent_runtime").mkdir()
     (tmp_path / "orders.py").write_text("def handle(message, table):\n    pass\n")
     _rejects(
-        rf"code_directory must not contain 'idempotent_runtime': it would shadow the bundled runtime; "
-        rf"got '{tmp_path}'",
+        f"ConsumerOptions.code_directory must not contain 'idempotent_runtime': it would shadow the bundled "
+        f"runtime; got '{tmp_path}'",
         processor="orders:handle",
         code_directory=str(tmp_path),
     )
 
 
-def test_processor_module_must_be_in_code_directory(tmp_path):
-    _rejects(
-        rf"processor module 'billing' is not in code_directory '{tmp_path}' \(looked for billing.py and "
-        r"billing/__init__.py\)",
-        processor="billing:handle",
-        code_directory=str(tmp_path),
+# -- real apps: VPC, tracing, layers ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def vpc_template() -> assertions.Template:
+    stack = new_stack()
+    vpc = ec2.Vpc(stack, "Vpc", max_azs=2, nat_gateways=0, restrict_default_security_group=False)
+    group = ec2.SecurityGroup(stack, "Group", vpc=vpc)
+    build_consumer(
+        stack,
+        vpc=vpc,
+        vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
+        security_groups=[group],
+        tracing=lambda_.Tracing.ACTIVE,
+        layers=[lambda_.LayerVersion.from_layer_version_arn(stack, "Layer", LAYER)],
+    )
+    return template_of(stack)
+
+
+LAYER = "arn:aws:lambda:eu-west-1:111122223333:layer:shared:3"
+
+
+def test_vpc_places_the_function_in_the_chosen_subnets_and_groups(vpc_template):
+    config = function_props(vpc_template)["VpcConfig"]
+    group_id = logical_id(vpc_template, "AWS::EC2::SecurityGroup", "Group")
+    assert config["SecurityGroupIds"] == [{"Fn::GetAtt": [group_id, "GroupId"]}]
+    assert len(config["SubnetIds"]) == 2
+    assert all("Isolated" in subnet["Ref"] for subnet in config["SubnetIds"])
+
+
+def test_vpc_network_interface_permissions_without_a_managed_policy(vpc_template):
+    role = only(vpc_template, "AWS::IAM::Role")["Properties"]
+    assert "ManagedPolicyArns" not in role
+    policy_id = logical_id(vpc_template, "AWS::IAM::Policy", "NetworkInterfacePolicy")
+    policy = resources(vpc_template, "AWS::IAM::Policy")[policy_id]["Properties"]
+    assert policy["PolicyDocument"]["Statement"] == [
+        {"Action": sorted(NETWORK_INTERFACE_ACTIONS), "Effect": "Allow", "Resource": "*"}
+    ]
+    function = only(vpc_template, "AWS::Lambda::Function")
+    assert policy_id in function["DependsOn"]  # Lambda checks the permissions when it creates the function
+
+
+def test_tracing_is_active_with_its_permissions(vpc_template):
+    assert function_props(vpc_template)["TracingConfig"] == {"Mode": "Active"}
+    xray = [s for s in policy_statements(vpc_template) if "xray:PutTraceSegments" in actions_of(s)]
+    assert [(sorted(actions_of(s)), s["Resource"]) for s in xray] == [
+        (["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "*")
+    ]
+
+
+def test_layers_are_attached(vpc_template):
+    assert function_props(vpc_template)["Layers"] == [LAYER]
+
+
+# -- alarms and metrics ----------------------------------------------------------------------------------
+
+
+def _metric_alarms(template: assertions.Template) -> dict[str, dict[str, Any]]:
+    return {a["MetricName"]: a for a in alarms_of(template).values()}
+
+
+def test_alarms_on_the_runtimes_metrics_and_invocation_errors(from_messaging):
+    consumer, template = from_messaging
+    function_id = logical_id(template, "AWS::Lambda::Function", "Function")
+    alarms = _metric_alarms(template)
+    runtime_alarms = {name: alarms[name] for name in ("failed", "quarantined", "conflicts", "misconfigured")}
+    for name, alarm in runtime_alarms.items():
+        assert alarm["Namespace"] == contract.DEFAULT_METRICS_NAMESPACE, name
+        assert alarm["Dimensions"] == [{"Name": contract.METRICS_DIMENSION, "Value": {"Ref": function_id}}]
+        assert (alarm["Statistic"], alarm["ComparisonOperator"]) == ("Sum", "GreaterThanOrEqualToThreshold")
+    assert (runtime_alarms["failed"]["Threshold"], runtime_alarms["failed"]["Period"]) == (10, 300)
+    for name in ("quarantined", "conflicts", "misconfigured"):
+        assert (runtime_alarms[name]["Threshold"], runtime_alarms[name]["Period"]) == (1, 60)
+    assert (alarms["Errors"]["Namespace"], alarms["Errors"]["Threshold"]) == ("AWS/Lambda", 1)
+    # The Messaging alarms on its queue and DLQ already: no second alarm here.
+    assert len(consumer.alarms) == 5
+    assert (
+        sum(1 for a in alarms_of(template).values() if a["MetricName"] == "ApproximateAgeOfOldestMessage")
+        == 1
     )
 
 
-def test_processor_may_not_be_the_runtime_itself(user_code):
-    _rejects(
-        r"processor must name a module of your own code; got 'idempotent_runtime.handler:handler'",
-        processor="idempotent_runtime.handler:handler",
-        code_directory=str(user_code),
+def test_a_consumer_of_a_queue_of_its_own_alarms_on_that_queue_and_its_dlq():
+    stack = new_stack()
+    dlq = fifo_queue(stack, "Dlq")
+    build_consumer(
+        stack, dead_letter_queue=dlq, alarm_options=AlarmOptions(max_message_age=Duration.minutes(5))
     )
+    alarms = _metric_alarms(template_of(stack))
+    assert alarms["ApproximateAgeOfOldestMessage"]["Threshold"] == 300
+    assert alarms["ApproximateNumberOfMessagesVisible"]["Threshold"] == 1
 
 
-def test_contract_variables_match_the_documented_table():
-    contract = (Path(__file__).resolve().parents[2] / "docs" / "runtime-contract.md").read_text()
-    documented = {
-        line.split("|")[1].strip().strip("`")
-        for line in contract.splitlines()
-        if line.startswith("| `") and line.split("|")[1].strip().strip("`").isupper()
+def test_alarm_thresholds_are_configurable():
+    template = consumer_template(
+        alarm_options=AlarmOptions(failed_threshold=3, failed_period=Duration.minutes(15))
+    )
+    failed = _metric_alarms(template)["failed"]
+    assert (failed["Threshold"], failed["Period"]) == (3, 900)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"failed_period": Duration.seconds(90)},
+            "AlarmOptions.failed_period must be a whole number of minutes",
+        ),
+        ({"failed_threshold": 0}, "AlarmOptions.failed_threshold must be at least 1; got 0"),
+        (
+            {"max_message_age": Duration.seconds(30)},
+            "AlarmOptions.max_message_age must be at least 60 seconds",
+        ),
+    ],
+)
+def test_alarm_options_are_checked(options, message):
+    with pytest.raises(ConfigurationError, match=f"^{message}"):
+        build_consumer(new_stack(), alarm_options=AlarmOptions(**options))
+
+
+def test_metrics_are_the_runtimes_counters_for_this_function(from_messaging):
+    consumer, _ = from_messaging
+    stack = cdk.Stack.of(consumer)
+    function_name = stack.resolve(consumer.function.function_name)
+    methods = {
+        "processed": consumer.metric_processed,
+        "duplicates": consumer.metric_duplicates,
+        "conflicts": consumer.metric_conflicts,
+        "failed": consumer.metric_failed,
+        "quarantined": consumer.metric_quarantined,
+        "misconfigured": consumer.metric_misconfigured,
     }
-    assert documented == CONTRACT_VARIABLES
+    assert set(methods) == {m.value for m in contract.Metric}
+    for name, method in methods.items():
+        metric = method(period=Duration.minutes(5))
+        assert isinstance(metric, cloudwatch.Metric)
+        assert (metric.namespace, metric.metric_name, metric.statistic) == ("IdempotentPipeline", name, "Sum")
+        assert stack.resolve(metric.dimensions) == {"FunctionName": function_name}
+        assert metric.period.to_seconds() == 300
+
+
+def test_duplicate_rate_is_a_math_expression(from_messaging):
+    consumer, _ = from_messaging
+    rate = consumer.metric_duplicate_rate()
+    assert isinstance(rate, cloudwatch.MathExpression)
+    assert rate.expression == "100 * duplicates / (processed + duplicates)"
+    assert set(rate.using_metrics) == {"duplicates", "processed"}
+
+
+def test_alarms_can_be_turned_off():
+    assert alarms_of(consumer_template(alarm_options=AlarmOptions(enabled=False))) == {}
+
+
+# -- code asset (more in test_constructs_asset.py) ------------------------------------------------------
+
+
+def test_code_asset_is_the_same_for_the_same_code():
+    """Staging places files in a fresh directory each time; the asset hash depends on content only."""
+    keys = []
+    for name in ("One", "Two"):
+        stack = new_stack(name)
+        build_consumer(stack)
+        keys.append(function_props(template_of(stack))["Code"]["S3Key"])
+    assert keys[0] == keys[1]
 
 
 def test_missing_runtime_package_is_reported(monkeypatch):
     import idempotent_pipeline._asset as asset
 
     monkeypatch.setattr(asset.importlib.util, "find_spec", lambda name: None)
-    _rejects(r"the idempotent_runtime package is not importable; install idempotent-pipeline")
+    with pytest.raises(ConfigurationError, match=r"the idempotent_runtime package is not importable"):
+        build_consumer(new_stack())

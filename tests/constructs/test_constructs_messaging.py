@@ -1,91 +1,42 @@
-"""FifoMessaging: topic, queue, DLQ, policies and options, as they appear in the template."""
+"""Messaging: topic, queue, dead-letter queues, subscription, policies, keys, alarms, FIFO and standard."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from aws_cdk import Duration, assertions
+from aws_cdk import Duration, RemovalPolicy, assertions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
-from constructs_helpers import new_stack, only, resources, template_of
+from constructs_helpers import (
+    alarms_of,
+    cdk_json_context,
+    logical_id,
+    nag_findings,
+    new_stack,
+    only,
+    resources,
+    synth_with_nag,
+    template_of,
+    warnings_of,
+)
 
-from idempotent_pipeline import ConfigurationError, FifoMessaging
+from idempotent_pipeline import AlarmOptions, ConfigurationError, Messaging, MessagingOptions
 from idempotent_pipeline.messaging import FILTER_POLICY_WARNING
 
 
-def _queues(template: assertions.Template) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(queue, dead-letter queue) properties: the queue is the one with a redrive policy."""
-    queues = [q["Properties"] for q in resources(template, "AWS::SQS::Queue").values()]
-    main = [q for q in queues if "RedrivePolicy" in q]
-    dead = [q for q in queues if "RedrivePolicy" not in q]
-    assert len(main) == 1 and len(dead) == 1, queues
-    return main[0], dead[0]
-
-
-def _logical_id(template: assertions.Template, type_: str, path_part: str) -> str:
-    matches = [k for k in resources(template, type_) if path_part in k]
-    assert len(matches) == 1, (type_, path_part, matches)
-    return matches[0]
-
-
-@pytest.fixture(scope="session")
-def default_template(synth) -> assertions.Template:
-    return synth(lambda stack: FifoMessaging(stack, "Messaging"))
-
-
-def test_topic_is_fifo_with_content_based_deduplication(default_template):
-    topic = only(default_template, "AWS::SNS::Topic")["Properties"]
-    assert topic["FifoTopic"] is True
-    assert topic["ContentBasedDeduplication"] is True
-    assert topic["TopicName"].endswith(".fifo")
-    assert "FifoThroughputScope" not in topic
-    assert "KmsMasterKeyId" not in topic
-
-
-def test_queue_and_dlq_are_fifo_with_generated_fifo_names(default_template):
-    queue, dead = _queues(default_template)
-    for props in (queue, dead):
-        assert props["FifoQueue"] is True
-        assert re.fullmatch(r"[A-Za-z0-9_-]+\.fifo", props["QueueName"]), props["QueueName"]
-        assert len(props["QueueName"]) <= 80
-    assert queue["QueueName"] != dead["QueueName"]
-    assert queue["QueueName"].startswith("TestStack-Messaging-Queue")
-    assert dead["QueueName"].startswith("TestStack-Messaging-DeadLetterQueue")
-
-
-def test_queue_redrives_to_the_dlq_after_five_receives(default_template):
-    queue, _ = _queues(default_template)
-    dlq_id = _logical_id(default_template, "AWS::SQS::Queue", "DeadLetterQueue")
-    assert queue["RedrivePolicy"] == {
-        "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
-        "maxReceiveCount": 5,
-    }
-
-
-def test_queues_default_to_sse_sqs_and_documented_retention(default_template):
-    queue, dead = _queues(default_template)
-    assert queue["SqsManagedSseEnabled"] is True and dead["SqsManagedSseEnabled"] is True
-    assert "KmsMasterKeyId" not in queue and "KmsMasterKeyId" not in dead
-    assert queue["MessageRetentionPeriod"] == 4 * 24 * 3600
-    assert dead["MessageRetentionPeriod"] == 14 * 24 * 3600
-    assert queue["VisibilityTimeout"] == 180
-    assert queue["ContentBasedDeduplication"] is True
-    assert "DeduplicationScope" not in queue and "FifoThroughputLimit" not in queue
-
-
-def test_subscription_delivers_raw_messages_to_the_queue_without_filter(default_template):
-    subscription = only(default_template, "AWS::SNS::Subscription")["Properties"]
-    queue_id = _logical_id(default_template, "AWS::SQS::Queue", "MessagingQueue")
-    topic_id = _logical_id(default_template, "AWS::SNS::Topic", "Topic")
-    assert subscription["Protocol"] == "sqs"
-    assert subscription["RawMessageDelivery"] is True
-    assert subscription["Endpoint"] == {"Fn::GetAtt": [queue_id, "Arn"]}
-    assert subscription["TopicArn"] == {"Ref": topic_id}
-    assert "FilterPolicy" not in subscription
+def _queues(template: assertions.Template) -> dict[str, dict[str, Any]]:
+    """Logical id part -> the queue resource: Queue, DeadLetterQueue, SubscriptionDeadLetterQueue."""
+    found = {}
+    for key, resource in resources(template, "AWS::SQS::Queue").items():
+        for part in ("SubscriptionDeadLetterQueue", "DeadLetterQueue", "Queue"):
+            if part in key:
+                found[part] = resource
+                break
+    return found
 
 
 def _queue_policy(template: assertions.Template, queue_id: str) -> list[dict[str, Any]]:
@@ -104,9 +55,90 @@ def _denies_insecure_transport(statements: list[dict[str, Any]], action: str) ->
     )
 
 
-def test_queue_accepts_send_message_only_from_its_topic(default_template):
-    queue_id = _logical_id(default_template, "AWS::SQS::Queue", "MessagingQueue")
-    topic_id = _logical_id(default_template, "AWS::SNS::Topic", "Topic")
+@pytest.fixture(scope="session")
+def built() -> tuple[Messaging, assertions.Template]:
+    stack = new_stack()
+    messaging = Messaging(stack, "Messaging")
+    return messaging, template_of(stack)
+
+
+@pytest.fixture(scope="session")
+def default_template(built) -> assertions.Template:
+    return built[1]
+
+
+# -- FIFO by default ----------------------------------------------------------------------------------------
+
+
+def test_topic_is_fifo_with_content_based_deduplication(default_template):
+    topic = only(default_template, "AWS::SNS::Topic")["Properties"]
+    assert topic["FifoTopic"] is True
+    assert topic["ContentBasedDeduplication"] is True
+    assert "FifoThroughputScope" not in topic and "KmsMasterKeyId" not in topic
+
+
+def test_three_fifo_queues_named_by_cloudformation(default_template):
+    """Explicit names break destroy-then-deploy within 60 s (QueueDeletedRecently): none are set."""
+    queues = _queues(default_template)
+    assert set(queues) == {"Queue", "DeadLetterQueue", "SubscriptionDeadLetterQueue"}
+    for queue in queues.values():
+        assert queue["Properties"]["FifoQueue"] is True
+        assert "QueueName" not in queue["Properties"]
+
+
+def test_queue_redrives_to_the_dlq_after_five_receives(default_template):
+    queue = _queues(default_template)["Queue"]["Properties"]
+    dlq_id = logical_id(default_template, "AWS::SQS::Queue", "MessagingDeadLetterQueue")
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+        "maxReceiveCount": 5,
+    }
+
+
+def test_queues_are_encrypted_with_documented_retention(default_template):
+    queues = {k: v["Properties"] for k, v in _queues(default_template).items()}
+    for props in queues.values():
+        assert props["SqsManagedSseEnabled"] is True and "KmsMasterKeyId" not in props
+    assert queues["Queue"]["MessageRetentionPeriod"] == 4 * 24 * 3600
+    assert queues["DeadLetterQueue"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+    assert queues["SubscriptionDeadLetterQueue"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+    assert queues["Queue"]["VisibilityTimeout"] == 180
+    assert queues["Queue"]["ContentBasedDeduplication"] is True
+
+
+def test_dead_letter_queues_are_retained_and_the_source_queue_is_not(default_template):
+    """Dead letters are unprocessed user data: deleting the stack keeps them."""
+    queues = _queues(default_template)
+    for name in ("DeadLetterQueue", "SubscriptionDeadLetterQueue"):
+        assert (queues[name]["DeletionPolicy"], queues[name]["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    assert queues["Queue"]["DeletionPolicy"] == "Delete"
+
+
+def test_subscription_delivers_raw_messages_and_redrives_what_sns_cannot_deliver(built, default_template):
+    """Without a redrive policy SNS drops a message on a client-side delivery error."""
+    messaging, template = built
+    subscription = only(template, "AWS::SNS::Subscription")["Properties"]
+    queue_id = logical_id(template, "AWS::SQS::Queue", "MessagingQueue")
+    sub_dlq_id = logical_id(template, "AWS::SQS::Queue", "SubscriptionDeadLetterQueue")
+    topic_id = logical_id(template, "AWS::SNS::Topic", "Topic")
+    assert subscription == {
+        "Endpoint": {"Fn::GetAtt": [queue_id, "Arn"]},
+        "Protocol": "sqs",
+        "RawMessageDelivery": True,
+        "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": [sub_dlq_id, "Arn"]}},
+        "TopicArn": {"Ref": topic_id},
+    }
+    assert messaging.subscription_dead_letter_queue is not None
+    assert (
+        messaging.subscription_dead_letter_queue.node.path
+        == "TestStack/Messaging/SubscriptionDeadLetterQueue"
+    )
+
+
+@pytest.mark.parametrize("queue", ["MessagingQueue", "SubscriptionDeadLetterQueue"])
+def test_queue_and_subscription_dlq_accept_send_message_only_from_the_topic(default_template, queue):
+    queue_id = logical_id(default_template, "AWS::SQS::Queue", queue)
+    topic_id = logical_id(default_template, "AWS::SNS::Topic", "Topic")
     allows = [s for s in _queue_policy(default_template, queue_id) if s["Effect"] == "Allow"]
     assert allows == [
         {
@@ -119,229 +151,288 @@ def test_queue_accepts_send_message_only_from_its_topic(default_template):
     ]
 
 
-def test_queue_dlq_and_topic_deny_non_tls_access(default_template):
-    queue_id = _logical_id(default_template, "AWS::SQS::Queue", "MessagingQueue")
-    dlq_id = _logical_id(default_template, "AWS::SQS::Queue", "DeadLetterQueue")
-    assert _denies_insecure_transport(_queue_policy(default_template, queue_id), "sqs:*")
-    assert _denies_insecure_transport(_queue_policy(default_template, dlq_id), "sqs:*")
-    topic_policy = only(default_template, "AWS::SNS::TopicPolicy")["Properties"]["PolicyDocument"][
-        "Statement"
-    ]
-    assert _denies_insecure_transport(topic_policy, "sns:Publish")
+def test_every_queue_and_the_topic_deny_non_tls_access(default_template):
+    for queue_id in resources(default_template, "AWS::SQS::Queue"):
+        assert _denies_insecure_transport(_queue_policy(default_template, queue_id), "sqs:*"), queue_id
+    topic_policy = only(default_template, "AWS::SNS::TopicPolicy")["Properties"]["PolicyDocument"]
+    assert _denies_insecure_transport(topic_policy["Statement"], "sns:Publish")
+
+
+def test_messaging_alone_passes_cdk_nag(tmp_path):
+    synth_with_nag(tmp_path, lambda stack: Messaging(stack, "Messaging"))
+    assert nag_findings(tmp_path) == []
 
 
 def test_high_throughput_sets_per_group_scopes_on_queue_and_topic(synth):
-    template = synth(lambda stack: FifoMessaging(stack, "Messaging", high_throughput=True))
-    queue, _dead = _queues(template)
-    assert queue["DeduplicationScope"] == "messageGroup"
-    assert queue["FifoThroughputLimit"] == "perMessageGroupId"
+    template = synth(lambda stack: Messaging(stack, "M", options=MessagingOptions(high_throughput=True)))
+    queue = _queues(template)["Queue"]["Properties"]
+    assert (queue["DeduplicationScope"], queue["FifoThroughputLimit"]) == (
+        "messageGroup",
+        "perMessageGroupId",
+    )
     assert only(template, "AWS::SNS::Topic")["Properties"]["FifoThroughputScope"] == "MessageGroup"
 
 
 def test_retention_visibility_and_max_receive_count_are_configurable(synth):
-    template = synth(
-        lambda stack: FifoMessaging(
-            stack,
-            "Messaging",
-            retention_period=Duration.days(2),
-            dead_letter_retention_period=Duration.days(7),
-            visibility_timeout=Duration.minutes(10),
-            max_receive_count=3,
-        )
+    options = MessagingOptions(
+        retention_period=Duration.days(2),
+        dead_letter_retention_period=Duration.days(7),
+        visibility_timeout=Duration.minutes(10),
+        max_receive_count=3,
     )
-    queue, dead = _queues(template)
-    assert queue["MessageRetentionPeriod"] == 2 * 24 * 3600
-    assert dead["MessageRetentionPeriod"] == 7 * 24 * 3600
-    assert queue["VisibilityTimeout"] == 600
-    assert queue["RedrivePolicy"]["maxReceiveCount"] == 3
+    queues = {
+        k: v["Properties"] for k, v in _queues(synth(lambda s: Messaging(s, "M", options=options))).items()
+    }
+    assert queues["Queue"]["MessageRetentionPeriod"] == 2 * 24 * 3600
+    assert queues["DeadLetterQueue"]["MessageRetentionPeriod"] == 7 * 24 * 3600
+    assert queues["SubscriptionDeadLetterQueue"]["MessageRetentionPeriod"] == 7 * 24 * 3600
+    assert queues["Queue"]["VisibilityTimeout"] == 600
+    assert queues["Queue"]["RedrivePolicy"]["maxReceiveCount"] == 3
 
 
 def test_content_based_deduplication_can_be_turned_off(synth):
-    template = synth(lambda stack: FifoMessaging(stack, "Messaging", content_based_deduplication=False))
-    queue, _ = _queues(template)
-    assert queue["ContentBasedDeduplication"] is False
+    template = synth(lambda s: Messaging(s, "M", options=MessagingOptions(content_based_deduplication=False)))
+    assert _queues(template)["Queue"]["Properties"]["ContentBasedDeduplication"] is False
     assert only(template, "AWS::SNS::Topic")["Properties"]["ContentBasedDeduplication"] is False
+
+
+def test_removal_policies_are_configurable(synth):
+    options = MessagingOptions(
+        removal_policy=RemovalPolicy.RETAIN, dead_letter_removal_policy=RemovalPolicy.DESTROY
+    )
+    queues = _queues(synth(lambda s: Messaging(s, "M", options=options)))
+    assert queues["Queue"]["DeletionPolicy"] == "Retain"
+    assert queues["DeadLetterQueue"]["DeletionPolicy"] == "Delete"
+
+
+# -- standard queues ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def standard_template(synth) -> assertions.Template:
+    return synth(lambda stack: Messaging(stack, "Messaging", options=MessagingOptions(fifo=False)))
+
+
+def test_standard_topic_feeds_standard_queues(standard_template):
+    topic = only(standard_template, "AWS::SNS::Topic").get("Properties", {})
+    assert "FifoTopic" not in topic and "ContentBasedDeduplication" not in topic and "TopicName" not in topic
+    queues = _queues(standard_template)
+    assert set(queues) == {"Queue", "DeadLetterQueue", "SubscriptionDeadLetterQueue"}
+    for queue in queues.values():
+        assert (
+            "FifoQueue" not in queue["Properties"] and "ContentBasedDeduplication" not in queue["Properties"]
+        )
+        assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    subscription = only(standard_template, "AWS::SNS::Subscription")["Properties"]
+    assert subscription["RawMessageDelivery"] is True and "RedrivePolicy" in subscription
+
+
+def test_standard_messaging_passes_cdk_nag(tmp_path):
+    synth_with_nag(tmp_path, lambda s: Messaging(s, "M", options=MessagingOptions(fifo=False)))
+    assert nag_findings(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"fifo": False, "high_throughput": True},
+            "MessagingOptions.high_throughput applies only to FIFO queues; got it with fifo=False",
+        ),
+        (
+            {"fifo": False, "content_based_deduplication": True},
+            "MessagingOptions.content_based_deduplication applies only to FIFO queues; got it with "
+            "fifo=False",
+        ),
+    ],
+)
+def test_fifo_only_options_are_rejected_on_standard_queues(options, message):
+    with pytest.raises(ConfigurationError) as raised:
+        Messaging(new_stack(), "M", options=MessagingOptions(**options))
+    assert str(raised.value) == message
+
+
+def test_standard_topic_with_fifo_messaging_is_rejected():
+    stack = new_stack()
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^topic must be a FIFO topic \(MessagingOptions.fifo=True\); got a standard topic: "
+        r"TestStack/Std$",
+    ):
+        Messaging(stack, "M", topic=sns.Topic(stack, "Std"))
+
+
+def test_fifo_topic_with_standard_messaging_is_rejected():
+    stack = new_stack()
+    arn = "arn:aws:sns:eu-west-1:111122223333:orders.fifo"
+    with pytest.raises(
+        ConfigurationError,
+        match=rf"^topic must be a standard topic \(MessagingOptions.fifo=False\); got a FIFO topic: {arn}$",
+    ):
+        Messaging(
+            stack, "M", topic=sns.Topic.from_topic_arn(stack, "T", arn), options=MessagingOptions(fifo=False)
+        )
+
+
+def test_dead_letter_queue_of_the_other_type_is_rejected():
+    stack = new_stack()
+    dlq = sqs.Queue.from_queue_arn(stack, "Dlq", "arn:aws:sqs:eu-west-1:111122223333:failures")
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^dead_letter_queue must be a FIFO queue \(MessagingOptions.fifo=True\): SQS refuses a "
+        r"dead-letter queue of the other type; got a standard queue: failures$",
+    ):
+        Messaging(stack, "M", dead_letter_queue=dlq)
+
+
+# -- no topic: producers send to the queue ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def direct() -> tuple[Messaging, assertions.Template, list[iam.Grant]]:
+    stack = new_stack()
+    messaging = Messaging(stack, "Messaging", options=MessagingOptions(with_topic=False))
+    producer = iam.Role(stack, "Producer", assumed_by=iam.AccountRootPrincipal())
+    grant = messaging.grant_publish(producer)
+    return messaging, template_of(stack), [grant]
+
+
+def test_without_a_topic_there_is_no_subscription_and_producers_send_to_the_queue(direct):
+    messaging, template, (grant,) = direct
+    assert messaging.topic is None and messaging.subscription_dead_letter_queue is None
+    assert (
+        resources(template, "AWS::SNS::Topic") == {} and resources(template, "AWS::SNS::Subscription") == {}
+    )
+    assert set(_queues(template)) == {"Queue", "DeadLetterQueue"}
+    assert grant.success
+    queue_id = logical_id(template, "AWS::SQS::Queue", "MessagingQueue")
+    statements = only(template, "AWS::IAM::Policy")["Properties"]["PolicyDocument"]["Statement"]
+    assert [(s["Action"], s["Resource"]) for s in statements] == [
+        (
+            ["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"],
+            {"Fn::GetAtt": [queue_id, "Arn"]},
+        )
+    ]
+
+
+def test_without_a_topic_there_are_no_topic_alarms(direct):
+    _, template, _ = direct
+    assert {a["MetricName"] for a in alarms_of(template).values()} == {
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateAgeOfOldestMessage",
+    }
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"topic_encryption_key": True},
+            "MessagingOptions.topic_encryption_key needs a topic; got it with with_topic=False",
+        ),
+        (
+            {"filter_policy": {"kind": sns.SubscriptionFilter.string_filter(allowlist=["a"])}},
+            "MessagingOptions.filter_policy needs a topic; got it with with_topic=False",
+        ),
+    ],
+)
+def test_topic_options_without_a_topic_are_rejected(props, message):
+    stack = new_stack()
+    if props.get("topic_encryption_key") is True:
+        props["topic_encryption_key"] = kms.Key(stack, "Key")
+    with pytest.raises(ConfigurationError) as raised:
+        Messaging(stack, "M", options=MessagingOptions(with_topic=False, **props))
+    assert str(raised.value) == message
+
+
+def test_a_topic_given_with_with_topic_false_is_rejected():
+    stack = new_stack()
+    with pytest.raises(
+        ConfigurationError, match=r"^topic was given but MessagingOptions.with_topic is False"
+    ):
+        Messaging(
+            stack, "M", topic=sns.Topic(stack, "T", fifo=True), options=MessagingOptions(with_topic=False)
+        )
+
+
+# -- keys -------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
 def cmk_template(synth) -> assertions.Template:
     def build(stack: cdk.Stack) -> None:
-        key = kms.Key(stack, "Key", enable_key_rotation=True)
-        FifoMessaging(stack, "Messaging", encryption_key=key)
+        Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=kms.Key(stack, "Key")))
 
     return synth(build)
 
 
-def test_customer_managed_key_encrypts_both_queues(cmk_template):
-    key_id = _logical_id(cmk_template, "AWS::KMS::Key", "Key")
-    queue, dead = _queues(cmk_template)
-    for props in (queue, dead):
-        assert props["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
-        assert "SqsManagedSseEnabled" not in props
-    assert "KmsMasterKeyId" not in only(cmk_template, "AWS::SNS::Topic")["Properties"]
+def test_customer_managed_key_encrypts_all_three_queues(cmk_template):
+    key_id = logical_id(cmk_template, "AWS::KMS::Key", "Key")
+    for queue in _queues(cmk_template).values():
+        assert queue["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+        assert "SqsManagedSseEnabled" not in queue["Properties"]
+
+
+def test_customer_managed_key_lets_only_this_topic_use_it_through_sns(cmk_template):
+    """One statement serves the queue and the subscription's DLQ: both use the key."""
+    topic_id = logical_id(cmk_template, "AWS::SNS::Topic", "Topic")
+    statements = only(cmk_template, "AWS::KMS::Key")["Properties"]["KeyPolicy"]["Statement"]
+    sns_statements = [s for s in statements if s.get("Principal") == {"Service": "sns.amazonaws.com"}]
+    assert len(sns_statements) == 1
+    assert set(sns_statements[0]["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey"}
+    assert sns_statements[0]["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Ref": topic_id}}}
 
 
 def test_topic_encryption_key_encrypts_the_new_topic(synth):
     def build(stack: cdk.Stack) -> None:
-        FifoMessaging(
-            stack,
-            "Messaging",
-            encryption_key=kms.Key(stack, "QueueKey", enable_key_rotation=True),
-            topic_encryption_key=kms.Key(stack, "TopicKey", enable_key_rotation=True),
+        options = MessagingOptions(
+            encryption_key=kms.Key(stack, "QueueKey"), topic_encryption_key=kms.Key(stack, "TopicKey")
         )
+        Messaging(stack, "Messaging", options=options)
 
     template = synth(build)
-    topic_key = _logical_id(template, "AWS::KMS::Key", "TopicKey")
+    topic_key = logical_id(template, "AWS::KMS::Key", "TopicKey")
     assert only(template, "AWS::SNS::Topic")["Properties"]["KmsMasterKeyId"] == {
         "Fn::GetAtt": [topic_key, "Arn"]
     }
 
 
-def test_customer_managed_key_policy_lets_only_this_topic_use_it_through_sns(cmk_template):
-    topic_id = _logical_id(cmk_template, "AWS::SNS::Topic", "Topic")
-    statements = only(cmk_template, "AWS::KMS::Key")["Properties"]["KeyPolicy"]["Statement"]
-    sns_statements = [s for s in statements if s.get("Principal") == {"Service": "sns.amazonaws.com"}]
-    assert sns_statements, statements
-    for statement in sns_statements:
-        assert set(statement["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey"}
-        assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Ref": topic_id}}}
+IMPORTED_KEY = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 
 
-def test_existing_topic_is_subscribed_instead_of_a_new_one(synth):
-    arn = "arn:aws:sns:eu-west-1:111122223333:orders.fifo"
-
-    def build(stack: cdk.Stack) -> None:
-        topic = sns.Topic.from_topic_arn(stack, "Existing", arn)
-        messaging = FifoMessaging(stack, "Messaging", topic=topic)
-        assert messaging.topic is topic
-
-    template = synth(build)
-    assert resources(template, "AWS::SNS::Topic") == {}
-    assert only(template, "AWS::SNS::Subscription")["Properties"]["TopicArn"] == arn
-    queue_id = _logical_id(template, "AWS::SQS::Queue", "MessagingQueue")
-    allows = [s for s in _queue_policy(template, queue_id) if s["Effect"] == "Allow"]
-    assert allows[0]["Condition"] == {"ArnEquals": {"aws:SourceArn": arn}}
-
-
-def test_existing_fifo_dead_letter_queue_is_used(synth):
-    arn = "arn:aws:sqs:eu-west-1:111122223333:failures.fifo"
-
-    def build(stack: cdk.Stack) -> None:
-        FifoMessaging(stack, "Messaging", dead_letter_queue=sqs.Queue.from_queue_arn(stack, "Dlq", arn))
-
-    template = synth(build)
-    queue = only(template, "AWS::SQS::Queue")["Properties"]
-    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == arn
-
-
-def test_filter_policy_is_applied_with_a_synth_warning():
+def test_imported_queue_key_warns_naming_the_statement_sns_needs():
     stack = new_stack()
-    FifoMessaging(
-        stack,
-        "Messaging",
-        filter_policy={"kind": sns.SubscriptionFilter.string_filter(allowlist=["order"])},
-    )
-    template = template_of(stack)
-    assert only(template, "AWS::SNS::Subscription")["Properties"]["FilterPolicy"] == {"kind": ["order"]}
-    warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.any_value())
-    texts = [str(w.entry.data) for w in warnings]
-    assert any("exactly-once" in text and "filter policy" in text for text in texts), texts
-    assert FILTER_POLICY_WARNING.startswith("a subscription filter policy is set")
+    key = kms.Key.from_key_arn(stack, "Imported", IMPORTED_KEY)
+    Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=key))
+    (warning,) = warnings_of(stack)
+    assert warning[0] == "/TestStack/Messaging"
+    assert warning[1].startswith(f"MessagingOptions.encryption_key is an imported key ({IMPORTED_KEY})")
+    assert '{"Service": "sns.amazonaws.com"} the actions kms:GenerateDataKey and kms:Decrypt' in warning[1]
+    assert '"aws:SourceArn"' in warning[1] and "drops every message" in warning[1]
+    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key]")
 
 
-def test_filter_policy_warning_can_be_acknowledged_next_to_the_construct():
+def test_imported_key_warning_can_be_acknowledged():
     stack = new_stack()
-    messaging = FifoMessaging(
-        stack, "Messaging", filter_policy={"kind": sns.SubscriptionFilter.string_filter(allowlist=["order"])}
-    )
-    cdk.Annotations.of(messaging).acknowledge_warning(
-        "idempotent-pipeline:filter-policy", "the table's conditional writes catch the duplicates"
-    )
-    template_of(stack)
-    assert assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.any_value()) == []
+    key = kms.Key.from_key_arn(stack, "Imported", IMPORTED_KEY)
+    messaging = Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=key))
+    cdk.Annotations.of(messaging).acknowledge_warning("idempotent-pipeline:imported-key", "statement added")
+    assert warnings_of(stack) == []
 
 
-def test_no_warning_without_filter_policy():
+def test_imported_topic_key_warns_that_publishers_need_it():
     stack = new_stack()
-    FifoMessaging(stack, "Messaging")
-    template_of(stack)
-    assert assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.any_value()) == []
+    key = kms.Key.from_key_arn(stack, "Imported", IMPORTED_KEY)
+    Messaging(stack, "Messaging", options=MessagingOptions(topic_encryption_key=key))
+    (warning,) = warnings_of(stack)
+    assert warning[1].startswith("MessagingOptions.topic_encryption_key is an imported key")
+    assert "publishers cannot publish to the topic" in warning[1]
 
 
-def test_long_stack_names_still_give_queue_names_of_at_most_80_characters(synth):
-    template = synth(
-        lambda stack: FifoMessaging(stack, "MessagingWithAVeryLongConstructIdIndeed"), name="S" * 120
-    )
-    queue, dead = _queues(template)
-    for props in (queue, dead):
-        assert len(props["QueueName"]) <= 80
-        assert props["QueueName"].endswith(".fifo")
-    assert queue["QueueName"] != dead["QueueName"]
-
-
-def test_grant_publish_returns_a_grant_for_sns_publish(synth):
-    from aws_cdk import aws_iam as iam
-
-    grants = []
-
-    def build(stack: cdk.Stack) -> None:
-        role = iam.Role(stack, "Publisher", assumed_by=iam.AccountRootPrincipal())
-        grants.append(FifoMessaging(stack, "Messaging").grant_publish(role))
-
-    template = synth(build)
-    assert isinstance(grants[0], iam.Grant) and grants[0].success
-    statements = only(template, "AWS::IAM::Policy")["Properties"]["PolicyDocument"]["Statement"]
-    assert [s["Action"] for s in statements] == ["sns:Publish"]
-
-
-# -- validation ---------------------------------------------------------------------------------------
-
-
-def test_max_receive_count_below_one_is_rejected():
-    with pytest.raises(ConfigurationError, match=r"max_receive_count must be between 1 and 1000; got 0"):
-        FifoMessaging(new_stack(), "Messaging", max_receive_count=0)
-
-
-def test_standard_topic_is_rejected():
+def test_app_keys_give_no_warning(cmk_template):
     stack = new_stack()
-    topic = sns.Topic(stack, "Standard")
-    with pytest.raises(
-        ConfigurationError, match=r"topic must be a FIFO topic .* got a standard topic: TestStack/"
-    ):
-        FifoMessaging(stack, "Messaging", topic=topic)
-
-
-def test_imported_standard_topic_is_rejected_by_name():
-    stack = new_stack()
-    topic = sns.Topic.from_topic_arn(stack, "Standard", "arn:aws:sns:eu-west-1:111122223333:orders")
-    with pytest.raises(
-        ConfigurationError, match=r"got a standard topic: arn:aws:sns:eu-west-1:111122223333:orders"
-    ):
-        FifoMessaging(stack, "Messaging", topic=topic)
-
-
-def test_standard_dead_letter_queue_is_rejected():
-    stack = new_stack()
-    dlq = sqs.Queue.from_queue_arn(stack, "Dlq", "arn:aws:sqs:eu-west-1:111122223333:failures")
-    with pytest.raises(
-        ConfigurationError, match=r"dead_letter_queue must be a FIFO queue .* got a standard queue: failures"
-    ):
-        FifoMessaging(stack, "Messaging", dead_letter_queue=dlq)
-
-
-def test_unresolved_topic_arn_is_not_checked():
-    stack = new_stack()
-    parameter = cdk.CfnParameter(stack, "TopicArn")
-    topic = sns.Topic.from_topic_arn(stack, "FromParameter", parameter.value_as_string)
-    FifoMessaging(stack, "Messaging", topic=topic)
-    assert only(template_of(stack), "AWS::SNS::Subscription")["Properties"]["TopicArn"] == {"Ref": "TopicArn"}
-
-
-def test_visibility_timeout_above_twelve_hours_is_rejected():
-    with pytest.raises(
-        ConfigurationError, match=r"visibility_timeout must be at most 12 hours; got 43260 seconds"
-    ):
-        FifoMessaging(new_stack(), "Messaging", visibility_timeout=Duration.seconds(43260))
+    Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=kms.Key(stack, "Key")))
+    assert warnings_of(stack) == []
 
 
 def test_one_key_for_topic_and_queues_is_rejected_as_a_cycle():
@@ -349,10 +440,10 @@ def test_one_key_for_topic_and_queues_is_rejected_as_a_cycle():
     key = kms.Key(stack, "Key")
     with pytest.raises(
         ConfigurationError,
-        match=r"topic_encryption_key must be a different key than encryption_key"
-        r".*got the same key TestStack/Key",
+        match=r"^MessagingOptions.topic_encryption_key must be a different key than encryption_key"
+        r".*got the same key TestStack/Key$",
     ):
-        FifoMessaging(stack, "Messaging", encryption_key=key, topic_encryption_key=key)
+        Messaging(stack, "M", options=MessagingOptions(encryption_key=key, topic_encryption_key=key))
 
 
 def test_topic_encryption_key_with_an_existing_topic_is_rejected():
@@ -360,47 +451,236 @@ def test_topic_encryption_key_with_an_existing_topic_is_rejected():
     topic = sns.Topic(stack, "Existing", fifo=True)
     with pytest.raises(
         ConfigurationError,
-        match=r"topic_encryption_key applies only to a new topic.*got topic TestStack/Existing",
+        match=r"^MessagingOptions.topic_encryption_key applies only to a new topic.*"
+        r"got topic TestStack/Existing",
     ):
-        FifoMessaging(stack, "Messaging", topic=topic, topic_encryption_key=kms.Key(stack, "Key"))
-
-
-def test_fractional_visibility_timeout_is_rejected():
-    with pytest.raises(
-        ConfigurationError,
-        match=r"visibility_timeout must be a whole number of seconds; got 1 second 500 millis",
-    ):
-        FifoMessaging(new_stack(), "Messaging", visibility_timeout=Duration.millis(1500))
-
-
-# -- a customer-managed queue key in an app without cdk.json's feature flags ---------------------------------
+        Messaging(stack, "M", topic=topic, options=MessagingOptions(topic_encryption_key=kms.Key(stack, "K")))
 
 
 def _sns_key_statements(stack: cdk.Stack) -> list[dict[str, Any]]:
     (key,) = resources(template_of(stack), "AWS::KMS::Key").values()
     return [
-        statement
-        for statement in key["Properties"]["KeyPolicy"]["Statement"]
-        if statement.get("Principal", {}).get("Service") == "sns.amazonaws.com"
+        s
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        if s.get("Principal", {}).get("Service") == "sns.amazonaws.com"
     ]
 
 
 def test_queue_key_is_usable_only_by_the_new_topic_even_without_the_apps_feature_flag():
     stack = cdk.Stack(cdk.App(), "NoFlags")  # no cdk.json context, as in a user's older app
-    messaging = FifoMessaging(stack, "Messaging", encryption_key=kms.Key(stack, "QueueKey"))
+    messaging = Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=kms.Key(stack, "Key")))
     (statement,) = _sns_key_statements(stack)
-    topic_ref = stack.resolve(messaging.topic.topic_arn)
-    assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": topic_ref}}
-    assert not assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.any_value())
+    assert messaging.topic is not None
+    assert statement["Condition"] == {
+        "ArnEquals": {"aws:SourceArn": stack.resolve(messaging.topic.topic_arn)}
+    }
+    assert warnings_of(stack) == []
 
 
 def test_existing_topic_in_an_app_without_the_flag_warns_that_the_queue_key_is_unrestricted():
     stack = cdk.Stack(cdk.App(), "NoFlags")
     topic = sns.Topic(stack, "Existing", fifo=True)
-    FifoMessaging(stack, "Messaging", topic=topic, encryption_key=kms.Key(stack, "QueueKey"))
+    Messaging(stack, "Messaging", topic=topic, options=MessagingOptions(encryption_key=kms.Key(stack, "Key")))
     (statement,) = _sns_key_statements(stack)
     assert "Condition" not in statement
-    warnings = assertions.Annotations.from_stack(stack).find_warning(
-        "*", assertions.Match.string_like_regexp("lets every SNS topic use the key")
+    assert [w for w in warnings_of(stack) if "lets every SNS topic use the key" in w[1]]
+
+
+# -- existing resources -------------------------------------------------------------------------------------
+
+
+def test_existing_topic_is_subscribed_instead_of_a_new_one(synth):
+    arn = "arn:aws:sns:eu-west-1:111122223333:orders.fifo"
+
+    def build(stack: cdk.Stack) -> None:
+        topic = sns.Topic.from_topic_arn(stack, "Existing", arn)
+        assert Messaging(stack, "Messaging", topic=topic).topic is topic
+
+    template = synth(build)
+    assert resources(template, "AWS::SNS::Topic") == {}
+    subscription = only(template, "AWS::SNS::Subscription")["Properties"]
+    assert subscription["TopicArn"] == arn and "RedrivePolicy" in subscription
+    sub_dlq = _queues(template)["SubscriptionDeadLetterQueue"]["Properties"]
+    assert sub_dlq["FifoQueue"] is True  # a FIFO topic's subscription takes a FIFO DLQ
+
+
+def test_existing_fifo_dead_letter_queue_is_used(synth):
+    arn = "arn:aws:sqs:eu-west-1:111122223333:failures.fifo"
+    template = synth(
+        lambda stack: Messaging(stack, "M", dead_letter_queue=sqs.Queue.from_queue_arn(stack, "Dlq", arn))
     )
-    assert len(warnings) == 1
+    assert _queues(template)["Queue"]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"] == arn
+    assert "DeadLetterQueue" not in _queues(template)
+
+
+def test_unresolved_topic_arn_is_not_checked():
+    stack = new_stack()
+    parameter = cdk.CfnParameter(stack, "TopicArn")
+    Messaging(stack, "M", topic=sns.Topic.from_topic_arn(stack, "FromParameter", parameter.value_as_string))
+    assert only(template_of(stack), "AWS::SNS::Subscription")["Properties"]["TopicArn"] == {"Ref": "TopicArn"}
+
+
+def test_grant_publish_returns_a_grant_for_sns_publish(synth):
+    grants = []
+
+    def build(stack: cdk.Stack) -> None:
+        role = iam.Role(stack, "Publisher", assumed_by=iam.AccountRootPrincipal())
+        grants.append(Messaging(stack, "Messaging").grant_publish(role))
+
+    template = synth(build)
+    assert isinstance(grants[0], iam.Grant) and grants[0].success
+    statements = only(template, "AWS::IAM::Policy")["Properties"]["PolicyDocument"]["Statement"]
+    assert [s["Action"] for s in statements] == ["sns:Publish"]
+
+
+# -- filter policy ------------------------------------------------------------------------------------------
+
+
+def test_filter_policy_is_applied_with_an_acknowledgeable_synth_warning():
+    stack = new_stack()
+    options = MessagingOptions(
+        filter_policy={"kind": sns.SubscriptionFilter.string_filter(allowlist=["order"])}
+    )
+    messaging = Messaging(stack, "Messaging", options=options)
+    assert only(template_of(stack), "AWS::SNS::Subscription")["Properties"]["FilterPolicy"] == {
+        "kind": ["order"]
+    }
+    ((path, message),) = warnings_of(stack)
+    assert (path, message) == (
+        "/TestStack/Messaging",
+        f"{FILTER_POLICY_WARNING} [ack: idempotent-pipeline:filter-policy]",
+    )
+    stack2 = new_stack()
+    messaging = Messaging(stack2, "Messaging", options=options)
+    cdk.Annotations.of(messaging).acknowledge_warning(
+        "idempotent-pipeline:filter-policy", "table catches them"
+    )
+    assert warnings_of(stack2) == []
+
+
+def test_filter_policy_on_a_standard_topic_gives_no_warning():
+    """Standard delivery is at-least-once anyway: filtering voids nothing."""
+    stack = new_stack()
+    options = MessagingOptions(
+        fifo=False, filter_policy={"kind": sns.SubscriptionFilter.string_filter(allowlist=["order"])}
+    )
+    Messaging(stack, "Messaging", options=options)
+    assert warnings_of(stack) == []
+
+
+def test_no_warning_by_default():
+    stack = new_stack()
+    Messaging(stack, "Messaging")
+    assert warnings_of(stack) == []
+
+
+# -- alarms -------------------------------------------------------------------------------------------------
+
+
+def test_alarms_on_both_dead_letter_queues_failed_notifications_and_message_age(built, default_template):
+    messaging, template = built
+    alarms = alarms_of(template)
+    dlq_id = logical_id(template, "AWS::SQS::Queue", "MessagingDeadLetterQueue")
+    sub_dlq_id = logical_id(template, "AWS::SQS::Queue", "SubscriptionDeadLetterQueue")
+    queue_id = logical_id(template, "AWS::SQS::Queue", "MessagingQueue")
+    topic_id = logical_id(template, "AWS::SNS::Topic", "Topic")
+    summary = sorted(
+        (
+            (a["Namespace"], a["MetricName"], a["Dimensions"][0]["Value"], a["Statistic"], a["Threshold"])
+            for a in alarms.values()
+        ),
+        key=str,
+    )
+    assert summary == sorted(
+        [
+            (
+                "AWS/SQS",
+                "ApproximateNumberOfMessagesVisible",
+                {"Fn::GetAtt": [dlq_id, "QueueName"]},
+                "Maximum",
+                1,
+            ),
+            (
+                "AWS/SQS",
+                "ApproximateNumberOfMessagesVisible",
+                {"Fn::GetAtt": [sub_dlq_id, "QueueName"]},
+                "Maximum",
+                1,
+            ),
+            ("AWS/SNS", "NumberOfNotificationsFailed", {"Fn::GetAtt": [topic_id, "TopicName"]}, "Sum", 1),
+            (
+                "AWS/SQS",
+                "ApproximateAgeOfOldestMessage",
+                {"Fn::GetAtt": [queue_id, "QueueName"]},
+                "Maximum",
+                600,
+            ),
+        ],
+        key=str,
+    )
+    for alarm in alarms.values():
+        assert (alarm["ComparisonOperator"], alarm["TreatMissingData"]) == (
+            "GreaterThanOrEqualToThreshold",
+            "notBreaching",
+        )
+        assert "AlarmActions" not in alarm
+    assert len(messaging.alarms) == 4
+
+
+def test_alarm_topic_is_notified_by_every_alarm_when_it_fires_and_recovers(synth):
+    def build(stack: cdk.Stack) -> None:
+        oncall = sns.Topic(stack, "Oncall", enforce_ssl=True)
+        Messaging(
+            stack, "M", alarm_options=AlarmOptions(alarm_topic=oncall, max_message_age=Duration.minutes(2))
+        )
+
+    template = synth(build)
+    oncall = logical_id(template, "AWS::SNS::Topic", "Oncall")
+    alarms = alarms_of(template)
+    assert len(alarms) == 4
+    assert all(a["AlarmActions"] == [{"Ref": oncall}] == a["OKActions"] for a in alarms.values())
+    assert {
+        a["Threshold"] for a in alarms.values() if a["MetricName"] == "ApproximateAgeOfOldestMessage"
+    } == {120}
+
+
+def test_alarms_can_be_turned_off(synth):
+    template = synth(lambda s: Messaging(s, "M", alarm_options=AlarmOptions(enabled=False)))
+    assert alarms_of(template) == {}
+
+
+# -- validation ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_receive_count": 0}, "MessagingOptions.max_receive_count must be between 1 and 1000; got 0"),
+        (
+            {"visibility_timeout": Duration.seconds(43260)},
+            "MessagingOptions.visibility_timeout must be at most 12 hours; got 43260 seconds",
+        ),
+        (
+            {"retention_period": Duration.days(15)},
+            "MessagingOptions.retention_period must be between 1 minute and 14 days; got 1296000 seconds",
+        ),
+        (
+            {"dead_letter_retention_period": Duration.seconds(30)},
+            "MessagingOptions.dead_letter_retention_period must be between 1 minute and 14 days; got 30 "
+            "seconds",
+        ),
+        (
+            {"removal_policy": RemovalPolicy.SNAPSHOT},
+            "MessagingOptions.removal_policy must be DESTROY, RETAIN or RETAIN_ON_UPDATE_OR_DELETE (queues "
+            "have no snapshots); got RemovalPolicy.SNAPSHOT",
+        ),
+    ],
+)
+def test_invalid_options_are_rejected_naming_option_and_value(options, message):
+    with pytest.raises(ConfigurationError) as raised:
+        Messaging(new_stack(), "M", options=MessagingOptions(**options))
+    assert str(raised.value) == message
+
+
+def test_cdk_json_context_is_what_the_tests_use():
+    assert cdk_json_context()["@aws-cdk/aws-sns-subscriptions:restrictSqsDescryption"] is True

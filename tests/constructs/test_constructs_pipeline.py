@@ -1,7 +1,8 @@
-"""IdempotentPipeline: the blocks wired together, attributes, grant_publish and alarms."""
+"""IdempotentPipeline: the blocks wired together, attributes, grant_publish, alarms, metrics and dashboard."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -11,14 +12,31 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
-from constructs_helpers import actions_of, new_stack, only, policy_statements, resources, template_of
+from constructs_helpers import (
+    actions_of,
+    alarms_of,
+    env_of,
+    logical_id,
+    nag_findings,
+    new_stack,
+    only,
+    policy_statements,
+    resources,
+    synth_with_nag,
+    template_of,
+    warnings_of,
+)
 
 from idempotent_pipeline import (
+    AlarmOptions,
     ConfigurationError,
-    FifoMessaging,
+    ConsumerOptions,
     IdempotencyTable,
     IdempotentConsumer,
     IdempotentPipeline,
+    Messaging,
+    MessagingOptions,
+    TableOptions,
 )
 
 
@@ -34,26 +52,20 @@ def template(built) -> assertions.Template:
     return built[1]
 
 
-def _id(template: assertions.Template, type_: str, part: str) -> str:
-    found = [k for k in resources(template, type_) if part in k]
-    assert len(found) == 1, (type_, part, found)
-    return found[0]
-
-
-def _alarms(template: assertions.Template) -> dict[str, dict[str, Any]]:
-    return {k: v["Properties"] for k, v in resources(template, "AWS::CloudWatch::Alarm").items()}
-
-
 def test_exposes_the_resources_users_wire_further(built):
     pipeline, _ = built
-    assert isinstance(pipeline.messaging, FifoMessaging)
+    assert isinstance(pipeline.messaging, Messaging)
     assert isinstance(pipeline.idempotency_table, IdempotencyTable)
     assert isinstance(pipeline.consumer, IdempotentConsumer)
-    assert pipeline.topic is pipeline.messaging.topic
+    assert pipeline.topic is pipeline.messaging.topic is not None
     assert pipeline.queue is pipeline.messaging.queue
     assert pipeline.dead_letter_queue is pipeline.messaging.dead_letter_queue
+    assert pipeline.subscription_dead_letter_queue is pipeline.messaging.subscription_dead_letter_queue
     assert pipeline.table is pipeline.idempotency_table.table
     assert pipeline.function is pipeline.consumer.function
+    assert pipeline.alarms == (*pipeline.messaging.alarms, *pipeline.consumer.alarms)
+    assert len(pipeline.alarms) == 9
+    assert pipeline.dashboard is None
 
 
 def test_construct_ids_are_stable(built):
@@ -63,165 +75,128 @@ def test_construct_ids_are_stable(built):
         "TestStack/Pipeline/Messaging/Topic",
         "TestStack/Pipeline/Messaging/Queue",
         "TestStack/Pipeline/Messaging/DeadLetterQueue",
+        "TestStack/Pipeline/Messaging/SubscriptionDeadLetterQueue",
         "TestStack/Pipeline/Table/Table",
         "TestStack/Pipeline/Consumer/Function",
         "TestStack/Pipeline/Consumer/Role",
         "TestStack/Pipeline/Consumer/LogGroup",
-        "TestStack/Pipeline/DeadLetterQueueAlarm",
-        "TestStack/Pipeline/MessageAgeAlarm",
-        "TestStack/Pipeline/FunctionErrorsAlarm",
+        "TestStack/Pipeline/Messaging/DeadLetterQueueAlarm",
+        "TestStack/Pipeline/Messaging/SubscriptionDeadLetterQueueAlarm",
+        "TestStack/Pipeline/Messaging/NotificationsFailedAlarm",
+        "TestStack/Pipeline/Messaging/MessageAgeAlarm",
+        "TestStack/Pipeline/Consumer/FailedAlarm",
+        "TestStack/Pipeline/Consumer/QuarantinedAlarm",
+        "TestStack/Pipeline/Consumer/ConflictsAlarm",
+        "TestStack/Pipeline/Consumer/MisconfiguredAlarm",
+        "TestStack/Pipeline/Consumer/ErrorsAlarm",
     } <= paths
 
 
 def test_topic_feeds_queue_feeds_function_writes_table(template):
-    topic_id = _id(template, "AWS::SNS::Topic", "Topic")
-    queue_id = _id(template, "AWS::SQS::Queue", "MessagingQueue")
-    dlq_id = _id(template, "AWS::SQS::Queue", "DeadLetterQueue")
-    table_id = _id(template, "AWS::DynamoDB::Table", "Table")
-    function_id = _id(template, "AWS::Lambda::Function", "Function")
+    topic_id = logical_id(template, "AWS::SNS::Topic", "Topic")
+    queue_id = logical_id(template, "AWS::SQS::Queue", "MessagingQueue")
+    dlq_id = logical_id(template, "AWS::SQS::Queue", "MessagingDeadLetterQueue")
+    table_id = logical_id(template, "AWS::DynamoDB::Table", "Table")
+    function_id = logical_id(template, "AWS::Lambda::Function", "Function")
     subscription = only(template, "AWS::SNS::Subscription")["Properties"]
     assert (subscription["TopicArn"], subscription["Endpoint"]) == (
         {"Ref": topic_id},
         {"Fn::GetAtt": [queue_id, "Arn"]},
     )
     mapping = only(template, "AWS::Lambda::EventSourceMapping")["Properties"]
-    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
-    assert mapping["FunctionName"] == {"Ref": function_id}
-    env = only(template, "AWS::Lambda::Function")["Properties"]["Environment"]["Variables"]
-    assert env["TABLE_NAME"] == {"Ref": table_id}
-    assert env["DLQ_URL"] == {"Ref": dlq_id}
+    assert (mapping["EventSourceArn"], mapping["FunctionName"]) == (
+        {"Fn::GetAtt": [queue_id, "Arn"]},
+        {"Ref": function_id},
+    )
+    env = env_of(template)
+    assert (env["TABLE_NAME"], env["DLQ_URL"], env["MAX_RECEIVE_COUNT"]) == (
+        {"Ref": table_id},
+        {"Ref": dlq_id},
+        "5",
+    )
 
 
-def test_visibility_timeout_is_six_times_the_function_timeout(template):
-    queue = resources(template, "AWS::SQS::Queue")[_id(template, "AWS::SQS::Queue", "MessagingQueue")]
+def test_visibility_timeout_is_six_times_the_function_timeout(template, synth):
+    queue = resources(template, "AWS::SQS::Queue")[logical_id(template, "AWS::SQS::Queue", "MessagingQueue")]
     assert queue["Properties"]["VisibilityTimeout"] == 6 * 30
-
-
-def test_visibility_timeout_follows_a_custom_function_timeout(synth):
-    template = synth(lambda stack: IdempotentPipeline(stack, "Pipeline", timeout=Duration.seconds(50)))
-    queue = resources(template, "AWS::SQS::Queue")[_id(template, "AWS::SQS::Queue", "MessagingQueue")]
+    custom = synth(
+        lambda s: IdempotentPipeline(s, "P", consumer_options=ConsumerOptions(timeout=Duration.seconds(50)))
+    )
+    queue = resources(custom, "AWS::SQS::Queue")[logical_id(custom, "AWS::SQS::Queue", "PMessagingQueue")]
     assert queue["Properties"]["VisibilityTimeout"] == 300
-    assert only(template, "AWS::Lambda::Function")["Properties"]["Timeout"] == 50
 
 
 def test_visibility_timeout_below_six_times_the_timeout_is_rejected():
     with pytest.raises(
         ConfigurationError,
-        match=r"visibility_timeout must be at least 6 x timeout \(30 seconds\) = 180 seconds; "
-        r"got 120 seconds",
+        match=r"^visibility_timeout of queue TestStack/Pipeline/Messaging/Queue must be at least 6 x the "
+        r"function timeout \(30 seconds\) = 180 seconds; got 120 seconds$",
     ):
-        IdempotentPipeline(new_stack(), "Pipeline", visibility_timeout=Duration.minutes(2))
+        IdempotentPipeline(
+            new_stack(),
+            "Pipeline",
+            messaging_options=MessagingOptions(visibility_timeout=Duration.minutes(2)),
+        )
 
 
-def test_alarms_watch_dlq_message_age_and_function_errors(template):
-    alarms = _alarms(template)
-    dlq_id = _id(template, "AWS::SQS::Queue", "DeadLetterQueue")
-    queue_id = _id(template, "AWS::SQS::Queue", "MessagingQueue")
-    function_id = _id(template, "AWS::Lambda::Function", "Function")
-    by_metric = {a["MetricName"]: a for a in alarms.values()}
-    assert set(by_metric) == {"ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage", "Errors"}
-
-    dlq = by_metric["ApproximateNumberOfMessagesVisible"]
-    assert dlq["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_id, "QueueName"]}}]
-    assert (dlq["Threshold"], dlq["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
-
-    age = by_metric["ApproximateAgeOfOldestMessage"]
-    assert age["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
-    assert age["Threshold"] == 600
-
-    errors = by_metric["Errors"]
-    assert errors["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": function_id}}]
-    assert (errors["Threshold"], errors["Statistic"]) == (1, "Sum")
-    for alarm in alarms.values():
-        assert alarm["TreatMissingData"] == "notBreaching"
-        assert "AlarmActions" not in alarm
+def test_token_timeout_needs_an_explicit_visibility_timeout():
+    stack = new_stack()
+    timeout = Duration.seconds(cdk.CfnParameter(stack, "TimeoutSeconds", type="Number").value_as_number)
+    with pytest.raises(ConfigurationError, match=r"^MessagingOptions.visibility_timeout is required when"):
+        IdempotentPipeline(stack, "Pipeline", consumer_options=ConsumerOptions(timeout=timeout))
+    IdempotentPipeline(
+        stack,
+        "Pipeline2",
+        consumer_options=ConsumerOptions(timeout=timeout),
+        messaging_options=MessagingOptions(visibility_timeout=Duration.minutes(15)),
+    )
 
 
-def test_alarm_topic_receives_every_alarm(synth):
+def test_every_block_reads_its_own_options(synth, user_code):
     def build(stack: cdk.Stack) -> None:
-        alarm_topic = sns.Topic(stack, "Oncall")
-        IdempotentPipeline(stack, "Pipeline", alarm_topic=alarm_topic, max_message_age=Duration.minutes(2))
-
-    template = synth(build)
-    oncall = _id(template, "AWS::SNS::Topic", "Oncall")
-    alarms = _alarms(template)
-    assert len(alarms) == 3
-    assert all(a["AlarmActions"] == [{"Ref": oncall}] for a in alarms.values())
-    assert {
-        a["Threshold"] for a in alarms.values() if a["MetricName"] == "ApproximateAgeOfOldestMessage"
-    } == {120}
-
-
-def test_max_message_age_below_a_minute_is_rejected():
-    with pytest.raises(
-        ConfigurationError, match=r"max_message_age must be at least 60 seconds; got 30 seconds"
-    ):
-        IdempotentPipeline(new_stack(), "Pipeline", max_message_age=Duration.seconds(30))
-
-
-def test_grant_publish_returns_a_grant_on_the_topic(synth):
-    grants: list[iam.Grant] = []
-
-    def build(stack: cdk.Stack) -> None:
-        publisher = iam.Role(stack, "Publisher", assumed_by=iam.AccountRootPrincipal())
-        grants.append(IdempotentPipeline(stack, "Pipeline").grant_publish(publisher))
-
-    template = synth(build)
-    assert isinstance(grants[0], iam.Grant) and grants[0].success
-    topic_id = _id(template, "AWS::SNS::Topic", "Topic")
-    publisher_policies = [
-        p["Properties"]["PolicyDocument"]["Statement"]
-        for p in resources(template, "AWS::IAM::Policy").values()
-        if p["Properties"]["Roles"] == [{"Ref": _id(template, "AWS::IAM::Role", "Publisher")}]
-    ]
-    assert publisher_policies == [
-        [{"Action": "sns:Publish", "Effect": "Allow", "Resource": {"Ref": topic_id}}]
-    ]
-
-
-def test_grant_publish_on_an_encrypted_topic_includes_the_key(synth):
-    def build(stack: cdk.Stack) -> None:
-        publisher = iam.Role(stack, "Publisher", assumed_by=iam.AccountRootPrincipal())
-        pipeline = IdempotentPipeline(stack, "Pipeline", topic_encryption_key=kms.Key(stack, "TopicKey"))
-        pipeline.grant_publish(publisher)
-
-    template = synth(build)
-    actions = {a for s in policy_statements(template) for a in actions_of(s)}
-    assert {"sns:Publish", "kms:Decrypt", "kms:GenerateDataKey*"} <= actions
-
-
-def test_non_default_keys_reach_table_and_function(synth):
-    template = synth(
-        lambda stack: IdempotentPipeline(
+        IdempotentPipeline(
             stack,
             "Pipeline",
-            partition_key_name="order_id",
-            sort_key_name="line_id",
-            time_to_live_attribute="expires",
-            partition_key_field="order",
-            sort_key_field="line",
-            ttl=Duration.days(1),
+            messaging_options=MessagingOptions(max_receive_count=2, high_throughput=True),
+            table_options=TableOptions(partition_key_name="order_id", sort_key_name="line_id"),
+            consumer_options=ConsumerOptions(
+                partition_key_field="order.id",
+                sort_key_field="line",
+                mode="guarded",
+                processor="orders:handle",
+                code_directory=str(user_code),
+                batch_size=4,
+            ),
         )
-    )
-    table = only(template, "AWS::DynamoDB::Table")["Properties"]
-    assert [k["AttributeName"] for k in table["KeySchema"]] == ["order_id", "line_id"]
-    assert table["TimeToLiveSpecification"]["AttributeName"] == "expires"
-    env = only(template, "AWS::Lambda::Function")["Properties"]["Environment"]["Variables"]
-    assert (env["PARTITION_KEY"], env["SORT_KEY"], env["TTL_ATTRIBUTE"], env["TTL_SECONDS"]) == (
-        "order_id",
-        "line_id",
-        "expires",
-        "86400",
-    )
-    assert (env["PARTITION_KEY_FIELD"], env["SORT_KEY_FIELD"]) == ("order", "line")
-
-
-def test_one_customer_managed_key_encrypts_queues_and_table(synth):
-    def build(stack: cdk.Stack) -> None:
-        IdempotentPipeline(stack, "Pipeline", encryption_key=kms.Key(stack, "Key", enable_key_rotation=True))
 
     template = synth(build)
-    key_arn = {"Fn::GetAtt": [_id(template, "AWS::KMS::Key", "Key"), "Arn"]}
+    table = only(template, "AWS::DynamoDB::Table")["Properties"]
+    assert [k["AttributeName"] for k in table["KeySchema"]] == ["order_id", "line_id"]
+    env = env_of(template)
+    assert (env["PARTITION_KEY"], env["SORT_KEY"], env["PARTITION_KEY_FIELD"], env["SORT_KEY_FIELD"]) == (
+        "order_id",
+        "line_id",
+        "order.id",
+        "line",
+    )
+    assert (env["IDEMPOTENCY_MODE"], env["MAX_RECEIVE_COUNT"]) == ("guarded", "2")
+    queue = resources(template, "AWS::SQS::Queue")[logical_id(template, "AWS::SQS::Queue", "MessagingQueue")]
+    assert queue["Properties"]["FifoThroughputLimit"] == "perMessageGroupId"
+    assert only(template, "AWS::Lambda::EventSourceMapping")["Properties"]["BatchSize"] == 4
+
+
+def test_one_customer_managed_key_can_encrypt_queues_and_table(synth):
+    def build(stack: cdk.Stack) -> None:
+        key = kms.Key(stack, "Key", enable_key_rotation=True)
+        IdempotentPipeline(
+            stack,
+            "Pipeline",
+            messaging_options=MessagingOptions(encryption_key=key),
+            table_options=TableOptions(encryption_key=key),
+        )
+
+    template = synth(build)
+    key_arn = {"Fn::GetAtt": [logical_id(template, "AWS::KMS::Key", "Key"), "Arn"]}
     assert all(
         q["Properties"]["KmsMasterKeyId"] == key_arn for q in resources(template, "AWS::SQS::Queue").values()
     )
@@ -233,126 +208,274 @@ def test_one_customer_managed_key_encrypts_queues_and_table(synth):
     assert key_actions == {"kms:Decrypt", "kms:GenerateDataKey", "kms:Encrypt"}
 
 
-def test_existing_topic_and_options_pass_through(synth):
-    arn = "arn:aws:sns:eu-west-1:111122223333:orders.fifo"
+def test_grant_publish_returns_a_grant_on_the_topic(synth):
+    grants: list[iam.Grant] = []
 
     def build(stack: cdk.Stack) -> None:
-        IdempotentPipeline(
-            stack,
-            "Pipeline",
-            topic=sns.Topic.from_topic_arn(stack, "Orders", arn),
-            high_throughput=True,
-            max_receive_count=2,
-            batch_size=4,
-            retention_period=Duration.days(1),
-        )
+        publisher = iam.Role(stack, "Publisher", assumed_by=iam.AccountRootPrincipal())
+        grants.append(IdempotentPipeline(stack, "Pipeline").grant_publish(publisher))
 
     template = synth(build)
-    assert resources(template, "AWS::SNS::Topic") == {}
-    assert only(template, "AWS::SNS::Subscription")["Properties"]["TopicArn"] == arn
-    queue = resources(template, "AWS::SQS::Queue")[_id(template, "AWS::SQS::Queue", "MessagingQueue")][
-        "Properties"
+    assert isinstance(grants[0], iam.Grant) and grants[0].success
+    topic_id = logical_id(template, "AWS::SNS::Topic", "Topic")
+    publisher = {"Ref": logical_id(template, "AWS::IAM::Role", "Publisher")}
+    policies = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in resources(template, "AWS::IAM::Policy").values()
+        if p["Properties"]["Roles"] == [publisher]
     ]
-    assert queue["RedrivePolicy"]["maxReceiveCount"] == 2
-    assert queue["FifoThroughputLimit"] == "perMessageGroupId"
-    assert queue["MessageRetentionPeriod"] == 86400
-    assert only(template, "AWS::Lambda::EventSourceMapping")["Properties"]["BatchSize"] == 4
+    assert policies == [[{"Action": "sns:Publish", "Effect": "Allow", "Resource": {"Ref": topic_id}}]]
 
 
-def test_filter_policy_warning_reaches_the_composite():
-    stack = new_stack()
-    IdempotentPipeline(
-        stack, "Pipeline", filter_policy={"kind": sns.SubscriptionFilter.string_filter(allowlist=["a"])}
-    )
-    template_of(stack)
-    warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.any_value())
-    assert [w.id for w in warnings] == ["/TestStack/Pipeline/Messaging"]
-
-
-def test_guarded_pipeline_with_user_code_and_lease(synth, user_code):
-    template = synth(
-        lambda stack: IdempotentPipeline(
-            stack,
-            "Pipeline",
-            mode="guarded",
-            processor="orders:handle",
-            code_directory=str(user_code),
-            lease_duration=Duration.seconds(20),
-        )
-    )
-    env = only(template, "AWS::Lambda::Function")["Properties"]["Environment"]["Variables"]
-    assert (env["IDEMPOTENCY_MODE"], env["PROCESSOR"], env["LEASE_SECONDS"]) == (
-        "guarded",
-        "orders:handle",
-        "20",
-    )
-
-
-def test_pipeline_validation_reaches_the_building_blocks():
-    with pytest.raises(ConfigurationError, match=r"batch_size must be between 1 and 10; got 11"):
-        IdempotentPipeline(new_stack(), "Pipeline", batch_size=11)
-    with pytest.raises(ConfigurationError, match=r"max_receive_count must be between 1 and 1000; got 0"):
-        IdempotentPipeline(new_stack(), "Pipeline", max_receive_count=0)
-    with pytest.raises(ConfigurationError, match=r"ttl must be greater than 0 seconds; got 0 seconds"):
-        IdempotentPipeline(new_stack(), "Pipeline", ttl=Duration.seconds(0))
-    with pytest.raises(ConfigurationError, match=r"partition_key_name and sort_key_name must differ"):
-        IdempotentPipeline(new_stack(), "Pipeline", partition_key_name="k", sort_key_name="k")
-
-
-def test_standard_topic_is_rejected_by_the_composite():
-    stack = new_stack()
-    with pytest.raises(ConfigurationError, match=r"topic must be a FIFO topic"):
-        IdempotentPipeline(stack, "Pipeline", topic=sns.Topic(stack, "Standard"))
-
-
-def test_standard_queue_cannot_be_slipped_in_as_dead_letter_queue():
-    stack = new_stack()
-    with pytest.raises(
-        ConfigurationError,
-        match=r"dead_letter_queue must be a FIFO queue \(name ending in .fifo\); got a standard queue: "
-        r"TestStack/Standard",
-    ):
-        IdempotentPipeline(stack, "Pipeline", dead_letter_queue=sqs.Queue(stack, "Standard"))
-
-
-def test_existing_fifo_dead_letter_queue_gets_redrive_and_direct_sends(synth):
-    arn = "arn:aws:sqs:eu-west-1:111122223333:failures.fifo"
+def test_existing_topic_and_dead_letter_queue_are_used(synth):
+    topic_arn = "arn:aws:sns:eu-west-1:111122223333:orders.fifo"
+    dlq_arn = "arn:aws:sqs:eu-west-1:111122223333:failures.fifo"
 
     def build(stack: cdk.Stack) -> None:
         pipeline = IdempotentPipeline(
-            stack, "Pipeline", dead_letter_queue=sqs.Queue.from_queue_arn(stack, "Failures", arn)
+            stack,
+            "Pipeline",
+            topic=sns.Topic.from_topic_arn(stack, "Orders", topic_arn),
+            dead_letter_queue=sqs.Queue.from_queue_arn(stack, "Failures", dlq_arn),
         )
-        assert pipeline.dead_letter_queue.queue_arn == arn
+        assert pipeline.dead_letter_queue.queue_arn == dlq_arn
 
     template = synth(build)
-    queue = only(template, "AWS::SQS::Queue")["Properties"]
-    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == arn
+    assert resources(template, "AWS::SNS::Topic") == {}
+    assert only(template, "AWS::SNS::Subscription")["Properties"]["TopicArn"] == topic_arn
+    # One alarm per resource: the messaging alarms on the given DLQ, the consumer does not again.
+    assert (
+        sorted(a["MetricName"] for a in alarms_of(template).values()).count(
+            "ApproximateNumberOfMessagesVisible"
+        )
+        == 2
+    )
+    queue = resources(template, "AWS::SQS::Queue")[logical_id(template, "AWS::SQS::Queue", "MessagingQueue")]
+    assert queue["Properties"]["RedrivePolicy"]["deadLetterTargetArn"] == dlq_arn
     sends = [s for s in policy_statements(template) if "sqs:SendMessage" in actions_of(s)]
-    assert [s["Resource"] for s in sends] == [arn]
-    env = only(template, "AWS::Lambda::Function")["Properties"]["Environment"]["Variables"]
-    assert env["DLQ_URL"] == {
+    assert [s["Resource"] for s in sends] == [dlq_arn]
+    assert env_of(template)["DLQ_URL"] == {
         "Fn::Join": ["", ["https://sqs.eu-west-1.", {"Ref": "AWS::URLSuffix"}, "/111122223333/failures.fifo"]]
     }
 
 
-def test_token_timeout_needs_an_explicit_visibility_timeout():
-    stack = new_stack()
-    timeout = cdk.CfnParameter(stack, "TimeoutSeconds", type="Number")
-    with pytest.raises(
-        ConfigurationError, match=r"visibility_timeout is required when timeout is a deploy-time token"
-    ):
-        IdempotentPipeline(stack, "Pipeline", timeout=Duration.seconds(timeout.value_as_number))
-
-
-def test_token_timeout_with_explicit_visibility_timeout_synthesizes():
-    stack = new_stack()
-    timeout = cdk.CfnParameter(stack, "TimeoutSeconds", type="Number")
-    IdempotentPipeline(
-        stack,
-        "Pipeline",
-        timeout=Duration.seconds(timeout.value_as_number),
-        visibility_timeout=Duration.minutes(15),
+def test_standard_pipeline_end_to_end(synth):
+    template = synth(
+        lambda s: IdempotentPipeline(
+            s,
+            "Pipeline",
+            messaging_options=MessagingOptions(fifo=False),
+            consumer_options=ConsumerOptions(batch_size=500, max_batching_window=Duration.seconds(10)),
+        )
     )
-    assert only(template_of(stack), "AWS::Lambda::Function")["Properties"]["Timeout"] == {
-        "Ref": "TimeoutSeconds"
-    }
+    assert "FifoTopic" not in only(template, "AWS::SNS::Topic").get("Properties", {})
+    assert all("FifoQueue" not in q["Properties"] for q in resources(template, "AWS::SQS::Queue").values())
+    assert env_of(template)["QUEUE_TYPE"] == "standard"
+    mapping = only(template, "AWS::Lambda::EventSourceMapping")["Properties"]
+    assert (mapping["BatchSize"], mapping["MaximumBatchingWindowInSeconds"]) == (500, 10)
+
+
+def test_pipeline_without_a_topic(synth):
+    grants: list[iam.Grant] = []
+
+    def build(stack: cdk.Stack) -> None:
+        pipeline = IdempotentPipeline(stack, "Pipeline", messaging_options=MessagingOptions(with_topic=False))
+        assert pipeline.topic is None and pipeline.subscription_dead_letter_queue is None
+        grants.append(
+            pipeline.grant_publish(iam.Role(stack, "Producer", assumed_by=iam.AccountRootPrincipal()))
+        )
+
+    template = synth(build)
+    assert resources(template, "AWS::SNS::Topic") == {}
+    assert grants[0].success
+    assert len(alarms_of(template)) == 7
+
+
+def test_a_building_block_error_reaches_the_composite():
+    with pytest.raises(ConfigurationError, match=r"^ConsumerOptions.batch_size must be between 1 and 10"):
+        IdempotentPipeline(new_stack(), "P", consumer_options=ConsumerOptions(batch_size=11))
+    with pytest.raises(
+        ConfigurationError, match=r"^MessagingOptions.max_receive_count must be between 1 and 1000"
+    ):
+        IdempotentPipeline(new_stack(), "P", messaging_options=MessagingOptions(max_receive_count=0))
+    with pytest.raises(
+        ConfigurationError, match=r"^TableOptions.partition_key_name and sort_key_name must differ"
+    ):
+        IdempotentPipeline(
+            new_stack(), "P", table_options=TableOptions(partition_key_name="k", sort_key_name="k")
+        )
+    with pytest.raises(ConfigurationError, match=r"^dashboard must be True or False; got 'yes'$"):
+        IdempotentPipeline(new_stack(), "P", dashboard="yes")  # type: ignore[arg-type]
+
+
+def test_the_short_ttl_warning_reaches_the_composite():
+    stack = new_stack()
+    IdempotentPipeline(stack, "P", consumer_options=ConsumerOptions(document_ttl=Duration.hours(1)))
+    ((path, message),) = warnings_of(stack)
+    assert path == "/TestStack/P/Consumer" and "idempotent-pipeline:short-ttl" in message
+
+
+# -- alarms --------------------------------------------------------------------------------------------
+
+
+def test_nine_alarms_see_what_matters(template):
+    """Not the Errors metric alone: a partial batch response is a successful invocation."""
+    names = sorted(a["MetricName"] for a in alarms_of(template).values())
+    assert names == sorted(
+        [
+            "ApproximateNumberOfMessagesVisible",  # the DLQ
+            "ApproximateNumberOfMessagesVisible",  # the subscription's DLQ
+            "NumberOfNotificationsFailed",
+            "ApproximateAgeOfOldestMessage",
+            "failed",
+            "quarantined",
+            "conflicts",
+            "misconfigured",
+            "Errors",
+        ]
+    )
+    assert all("AlarmActions" not in a for a in alarms_of(template).values())
+
+
+def test_alarm_topic_receives_every_alarm(synth):
+    def build(stack: cdk.Stack) -> None:
+        oncall = sns.Topic(stack, "Oncall", enforce_ssl=True)
+        IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(alarm_topic=oncall))
+
+    template = synth(build)
+    oncall = {"Ref": logical_id(template, "AWS::SNS::Topic", "Oncall")}
+    alarms = alarms_of(template)
+    assert len(alarms) == 9
+    assert all(a["AlarmActions"] == [oncall] == a["OKActions"] for a in alarms.values())
+
+
+def test_an_encrypted_alarm_topic_of_the_app_gets_the_statement_cloudwatch_needs(synth):
+    def build(stack: cdk.Stack) -> None:
+        key = kms.Key(stack, "AlarmKey", enable_key_rotation=True)
+        oncall = sns.Topic(stack, "Oncall", enforce_ssl=True, master_key=key)
+        IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(alarm_topic=oncall))
+
+    template = synth(build)
+    statements = only(template, "AWS::KMS::Key")["Properties"]["KeyPolicy"]["Statement"]
+    cloudwatch = [s for s in statements if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert cloudwatch == [
+        {
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+            "Condition": {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}},
+            "Effect": "Allow",
+            "Principal": {"Service": "cloudwatch.amazonaws.com"},
+            "Resource": "*",
+            "Sid": "AllowCloudWatchAlarmsToNotifyTheEncryptedTopic",
+        }
+    ]
+
+
+def test_an_alarm_topic_with_an_imported_key_warns_once():
+    stack = new_stack()
+    key = kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:eu-west-1:111122223333:key/abc")
+    oncall = sns.Topic(stack, "Oncall", enforce_ssl=True, master_key=key)
+    IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(alarm_topic=oncall))
+    (warning,) = warnings_of(stack)
+    assert warning[1].startswith(
+        "the alarm topic's key is an imported key (arn:aws:kms:eu-west-1:111122223333:key/abc)"
+    )
+    assert (
+        '{"Service": "cloudwatch.amazonaws.com"} the actions kms:Decrypt and kms:GenerateDataKey*'
+        in warning[1]
+    )
+    assert "alarms fire unseen" in warning[1]
+
+
+def test_an_imported_alarm_topic_imported_with_its_key_warns_too():
+    stack = new_stack()
+    oncall = sns.Topic.from_topic_attributes(
+        stack,
+        "Oncall",
+        topic_arn="arn:aws:sns:eu-west-1:111122223333:oncall",
+        key_arn="arn:aws:kms:eu-west-1:111122223333:key/abc",
+    )
+    IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(alarm_topic=oncall))
+    (warning,) = warnings_of(stack)
+    assert "cloudwatch.amazonaws.com" in warning[1]
+    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key]")
+
+
+def test_the_readme_alarm_topic_example_passes_cdk_nag(tmp_path):
+    """README: `alarm_topic=sns.Topic(stack, "Oncall", enforce_ssl=True)`; SNS3 fails without enforce_ssl."""
+
+    def build(stack: cdk.Stack) -> None:
+        IdempotentPipeline(
+            stack,
+            "Orders",
+            alarm_options=AlarmOptions(alarm_topic=sns.Topic(stack, "Oncall", enforce_ssl=True)),
+        )
+
+    synth_with_nag(tmp_path, build)
+    assert nag_findings(tmp_path) == []
+
+
+# -- metrics and dashboard --------------------------------------------------------------------------------
+
+
+def test_the_consumers_metrics_are_on_the_composite(built):
+    pipeline, _ = built
+    stack = cdk.Stack.of(pipeline)
+    for name in ("processed", "duplicates", "conflicts", "failed", "quarantined", "misconfigured"):
+        mine = getattr(pipeline, f"metric_{name}")()
+        theirs = getattr(pipeline.consumer, f"metric_{name}")()
+        assert (mine.metric_name, stack.resolve(mine.dimensions)) == (
+            theirs.metric_name,
+            stack.resolve(theirs.dimensions),
+        )
+    assert pipeline.metric_duplicate_rate().expression == pipeline.consumer.metric_duplicate_rate().expression
+
+
+@pytest.fixture(scope="session")
+def dashboard_template(synth) -> assertions.Template:
+    return synth(lambda s: IdempotentPipeline(s, "Pipeline", dashboard=True))
+
+
+def test_dashboard_shows_what_an_operator_looks_at_first(dashboard_template):
+    body = only(dashboard_template, "AWS::CloudWatch::Dashboard")["Properties"]["DashboardBody"]
+    text = json.dumps(body)
+    titles = [
+        "Records by outcome (per minute)",
+        "Duplicate rate (%)",
+        "Conflicts and misconfiguration",
+        "Dead-letter queues (visible messages)",
+        "Oldest message in the queue (seconds)",
+        "DynamoDB write throttles",
+        "Function duration (ms)",
+        "Function concurrency and throttles",
+        "Invocation errors",
+    ]
+    for title in titles:
+        assert title in text, title
+    for metric in (
+        "processed",
+        "duplicates",
+        "quarantined",
+        "failed",
+        "conflicts",
+        "misconfigured",
+        "100 * duplicates / (processed + duplicates)",
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateAgeOfOldestMessage",
+        "WriteThrottleEvents",
+        "Duration",
+        "ConcurrentExecutions",
+        "Throttles",
+    ):
+        assert metric in text, metric
+    subscription_dlq = logical_id(dashboard_template, "AWS::SQS::Queue", "SubscriptionDeadLetterQueue")
+    assert subscription_dlq in text
+
+
+def test_no_dashboard_by_default(template):
+    assert resources(template, "AWS::CloudWatch::Dashboard") == {}
+
+
+def test_dashboard_attribute(synth):
+    dashboards: list[Any] = []
+    synth(lambda s: dashboards.append(IdempotentPipeline(s, "Pipeline", dashboard=True).dashboard))
+    assert dashboards[0] is not None and dashboards[0].node.path.endswith("Pipeline/Dashboard/Dashboard")

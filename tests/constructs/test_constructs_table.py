@@ -1,14 +1,15 @@
-"""IdempotencyTable: keys, TTL, billing, recovery, encryption and removal policy in the template."""
+"""IdempotencyTable: keys, TTL, billing, recovery, encryption, removal policy, and existing tables."""
 
 from __future__ import annotations
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from constructs_helpers import new_stack, only
 
-from idempotent_pipeline import ConfigurationError, IdempotencyTable
+from idempotent_pipeline import ConfigurationError, IdempotencyTable, TableOptions
 
 
 @pytest.fixture(scope="session")
@@ -46,30 +47,25 @@ def test_table_is_retained_by_default(default_table):
 
 
 def test_key_and_ttl_names_are_configurable(synth):
-    template = synth(
-        lambda stack: IdempotencyTable(
-            stack,
-            "Table",
-            partition_key_name="order_id",
-            sort_key_name="line_id",
-            time_to_live_attribute="ttl",
-        )
+    options = TableOptions(
+        partition_key_name="order_id", sort_key_name="line_id", time_to_live_attribute="ttl"
     )
-    props = only(template, "AWS::DynamoDB::Table")["Properties"]
+    props = only(
+        synth(lambda stack: IdempotencyTable(stack, "Table", options=options)), "AWS::DynamoDB::Table"
+    )["Properties"]
     assert [k["AttributeName"] for k in props["KeySchema"]] == ["order_id", "line_id"]
     assert props["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
 
 
 def test_customer_managed_key_removal_policy_recovery_and_protection_are_configurable(synth):
     def build(stack: cdk.Stack) -> None:
-        IdempotencyTable(
-            stack,
-            "Table",
+        options = TableOptions(
             encryption_key=kms.Key(stack, "Key"),
             removal_policy=RemovalPolicy.DESTROY,
             point_in_time_recovery=False,
             deletion_protection=True,
         )
+        IdempotencyTable(stack, "Table", options=options)
 
     template = synth(build)
     table = only(template, "AWS::DynamoDB::Table")
@@ -84,15 +80,30 @@ def test_customer_managed_key_removal_policy_recovery_and_protection_are_configu
     assert table["Properties"]["DeletionProtectionEnabled"] is True
 
 
-def test_attributes_expose_table_and_names():
+def test_attributes_expose_table_names_and_key():
     stack = new_stack()
-    construct = IdempotencyTable(stack, "Table", partition_key_name="a", sort_key_name="b")
+    key = kms.Key(stack, "Key")
+    construct = IdempotencyTable(
+        stack, "Table", options=TableOptions(partition_key_name="a", sort_key_name="b", encryption_key=key)
+    )
     assert (construct.partition_key_name, construct.sort_key_name, construct.time_to_live_attribute) == (
         "a",
         "b",
         "expires_at",
     )
+    assert construct.encryption_key is key
     assert construct.table.node.path == "TestStack/Table/Table"
+
+
+def test_snapshot_removal_policy_is_rejected():
+    """DynamoDB tables do not support SNAPSHOT; today's reference app offered it."""
+    with pytest.raises(ConfigurationError) as raised:
+        IdempotencyTable(new_stack(), "T", options=TableOptions(removal_policy=RemovalPolicy.SNAPSHOT))
+    assert str(raised.value) == (
+        "TableOptions.removal_policy must be RETAIN, DESTROY or RETAIN_ON_UPDATE_OR_DELETE (DynamoDB "
+        "tables do "
+        "not support SNAPSHOT); got RemovalPolicy.SNAPSHOT"
+    )
 
 
 @pytest.mark.parametrize(
@@ -100,18 +111,98 @@ def test_attributes_expose_table_and_names():
     [
         (
             {"partition_key_name": "id", "sort_key_name": "id"},
-            "partition_key_name and sort_key_name must differ; both are 'id'",
+            "TableOptions.partition_key_name and sort_key_name must differ; both are 'id'",
         ),
-        ({"partition_key_name": ""}, "partition_key_name must be a non-empty attribute name; got ''"),
-        ({"sort_key_name": ""}, "sort_key_name must be a non-empty attribute name; got ''"),
-        ({"time_to_live_attribute": ""}, "time_to_live_attribute must be a non-empty attribute name; got ''"),
+        (
+            {"partition_key_name": ""},
+            "TableOptions.partition_key_name must be a non-empty attribute name; got ''",
+        ),
+        ({"sort_key_name": " "}, "TableOptions.sort_key_name must be a non-empty attribute name; got ' '"),
+        (
+            {"time_to_live_attribute": ""},
+            "TableOptions.time_to_live_attribute must be a non-empty attribute name; got ''",
+        ),
         (
             {"time_to_live_attribute": "sk"},
-            "time_to_live_attribute must differ from the key attributes; got 'sk' (keys 'pk', 'sk')",
+            "TableOptions.time_to_live_attribute must differ from the key attributes; got 'sk' (keys 'pk', "
+            "'sk')",
+        ),
+        (
+            {"partition_key_name": "idempotency:key"},
+            "TableOptions.partition_key_name must not begin with 'idempotency:' (the runtime's own "
+            "attributes); "
+            "got 'idempotency:key'",
         ),
     ],
 )
 def test_invalid_key_names_are_rejected(props, message):
     with pytest.raises(ConfigurationError) as raised:
-        IdempotencyTable(new_stack(), "Table", **props)
+        IdempotencyTable(new_stack(), "Table", options=TableOptions(**props))
     assert str(raised.value) == message
+
+
+# -- existing tables ----------------------------------------------------------------------------------------
+
+
+def test_from_table_carries_the_names_and_the_imported_key():
+    stack = new_stack()
+    key = kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:eu-west-1:111122223333:key/abc")
+    existing = dynamodb.Table.from_table_attributes(stack, "Orders", table_name="orders", encryption_key=key)
+    table = IdempotencyTable.from_table(
+        stack,
+        "Existing",
+        existing,
+        partition_key_name="tenant",
+        sort_key_name="event",
+        time_to_live_attribute="gone",
+    )
+    assert isinstance(table, IdempotencyTable)
+    assert table.table is existing
+    assert (table.partition_key_name, table.sort_key_name, table.time_to_live_attribute) == (
+        "tenant",
+        "event",
+        "gone",
+    )
+    assert table.encryption_key is not None
+    assert stack.resolve(table.encryption_key.key_arn) == "arn:aws:kms:eu-west-1:111122223333:key/abc"
+
+
+def test_from_table_checks_a_table_of_the_app_against_the_names():
+    stack = new_stack()
+    plain = dynamodb.Table(
+        stack,
+        "Plain",
+        partition_key=dynamodb.Attribute(name="order_id", type=dynamodb.AttributeType.STRING),
+        sort_key=dynamodb.Attribute(name="line_id", type=dynamodb.AttributeType.STRING),
+    )
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^partition_key_name must match the table's key attribute 'order_id'; got 'pk'$",
+    ):
+        IdempotencyTable.from_table(stack, "Wrong", plain)
+    IdempotencyTable.from_table(stack, "Right", plain, partition_key_name="order_id", sort_key_name="line_id")
+
+
+def test_from_table_rejects_a_table_without_sort_key_or_with_number_keys():
+    stack = new_stack()
+    no_sort = dynamodb.Table(
+        stack, "NoSort", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING)
+    )
+    with pytest.raises(
+        ConfigurationError, match=r"one string partition key and one string sort key; .* has 0 sort"
+    ):
+        IdempotencyTable.from_table(stack, "A", no_sort)
+    numbers = dynamodb.Table(
+        stack,
+        "Numbers",
+        partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.NUMBER),
+        sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+    )
+    with pytest.raises(ConfigurationError, match=r"^table key 'pk' must be of type string; got NUMBER$"):
+        IdempotencyTable.from_table(stack, "B", numbers)
+
+
+def test_from_table_rejects_what_is_not_a_table():
+    stack = new_stack()
+    with pytest.raises(ConfigurationError, match=r"^table must be a dynamodb.ITable; got 'orders'$"):
+        IdempotencyTable.from_table(stack, "T", "orders")  # type: ignore[arg-type]

@@ -39,19 +39,19 @@ OUTSIDE_APP = textwrap.dedent(
 
     import idempotent_pipeline
     import idempotent_runtime
-    from idempotent_pipeline import IdempotentPipeline
+    from idempotent_pipeline import ConsumerOptions, IdempotentPipeline, TableOptions
 
     app = cdk.App(outdir=sys.argv[1])
     stack = cdk.Stack(app, "Outside")
     pipeline = IdempotentPipeline(
         stack,
         "Orders",
-        partition_key_name="tenant",
-        sort_key_name="event_id",
-        time_to_live_attribute="gone_at",
-        partition_key_field="tenant",
-        sort_key_field="id",
-        ttl=Duration.days(2),
+        table_options=TableOptions(
+            partition_key_name="tenant", sort_key_name="event_id", time_to_live_attribute="gone_at"
+        ),
+        consumer_options=ConsumerOptions(
+            partition_key_field="tenant", sort_key_field="id", dedup_ttl=Duration.days(2)
+        ),
     )
     app.synth()
     print(json.dumps({
@@ -185,7 +185,7 @@ def test_outside_app_uses_its_non_default_keys(outside_app):
     assert [k["AttributeName"] for k in tables[0]["KeySchema"]] == ["tenant", "event_id"]
     env = _function(template)["Environment"]["Variables"]
     assert (env["PARTITION_KEY"], env["SORT_KEY"], env["TTL_ATTRIBUTE"]) == ("tenant", "event_id", "gone_at")
-    assert (env["PARTITION_KEY_FIELD"], env["SORT_KEY_FIELD"], env["TTL_SECONDS"]) == (
+    assert (env["PARTITION_KEY_FIELD"], env["SORT_KEY_FIELD"], env["DEDUP_TTL_SECONDS"]) == (
         "tenant",
         "id",
         "172800",

@@ -105,12 +105,22 @@ def dlq_url(sqs) -> str:
 
 
 @pytest.fixture
-def make_handler(table, dynamodb, sqs):
-    """``make_handler(fn=None, clock=None, client=None, **config)`` -> (handler, log stream); ``fn`` is the
-    processor, ``client`` a DynamoDB client to use instead of the shared one."""
+def sleeps() -> list[float]:
+    """The delays the runtime's retries waited for (tests inject a sleep that returns at once)."""
+    return []
 
-    def make(fn: Any = None, clock: Any = None, client: Any = None, **overrides: Any):
-        config = Config(table_name=table, **overrides)
+
+@pytest.fixture
+def make_handler(table, dynamodb, sqs, sleeps):
+    """``make_handler(fn=None, clock=None, client=None, sleep=None, **config)`` -> (handler, log stream);
+    ``fn`` is the processor, ``client`` a DynamoDB client to use instead of the shared one. Retries do not
+    wait (their delays are recorded in ``sleeps``); every record is logged (LOG_LEVEL=DEBUG) unless the
+    test sets ``log_level``."""
+
+    def make(fn: Any = None, clock: Any = None, client: Any = None, sleep: Any = None, **overrides: Any):
+        overrides.setdefault("log_level", "DEBUG")
+        overrides.setdefault("table_name", table)
+        config = Config(**overrides)
         stream = io.StringIO()
         extra = {"clock": clock} if clock is not None else {}
         handler = build_handler(
@@ -119,6 +129,7 @@ def make_handler(table, dynamodb, sqs):
             sqs_client=sqs,
             processor=fn,
             log_stream=stream,
+            sleep=sleep or sleeps.append,
             **extra,
         )
         return handler, stream

@@ -64,3 +64,38 @@ def send_receipt(message):
         SENT.append((message.key.idempotency_key, address))  # what to pass to APIs taking an idempotency key
         number = len(SENT)
     return {"receipt": number, "to": address}
+
+
+# guarded mode with an external API that honours idempotency keys (as payment providers do): the effect
+# runs again only if the execution environment dies between the effect and the key's completion, and the
+# re-run carries the same idempotency key, so the customer is charged once end to end.
+class PaymentProvider:
+    """Stands in for a payment API: a request with an idempotency key it has seen returns the first charge."""
+
+    def __init__(self) -> None:
+        self.charges: dict[str, dict] = {}
+        self.requests: list[str] = []
+        self._lock = threading.Lock()
+
+    def charge(self, *, idempotency_key: str, customer: str, cents: int) -> dict:
+        with self._lock:
+            self.requests.append(idempotency_key)
+            if idempotency_key not in self.charges:
+                number = len(self.charges) + 1
+                self.charges[idempotency_key] = {
+                    "charge": f"ch_{number}",
+                    "customer": customer,
+                    "cents": cents,
+                }
+            return self.charges[idempotency_key]
+
+
+PROVIDER = PaymentProvider()
+
+
+def charge_payment(message):
+    payment = message.json_object()
+    cents = payment.get("cents")
+    if not isinstance(cents, int) or isinstance(cents, bool) or cents <= 0:
+        raise PermanentError(f"cents must be a positive integer, got {cents!r}")
+    return PROVIDER.charge(idempotency_key=message.key.idempotency_key, customer=payment["x"], cents=cents)

@@ -56,15 +56,28 @@ def failures(response: dict[str, Any]) -> list[str]:
     return [f["itemIdentifier"] for f in response["batchItemFailures"]]
 
 
-def scan(dynamodb, table: str = TABLE) -> list[dict[str, Any]]:
+QUARANTINE_SORT = "idempotency#quarantine"
+
+
+def _is_quarantine_record(item: dict[str, Any]) -> bool:
+    return any(value.get("S") == QUARANTINE_SORT for value in item.values())
+
+
+def scan(dynamodb, table: str = TABLE, *, quarantine_records: bool = False) -> list[dict[str, Any]]:
+    """Every item of the table; the runtime's quarantine records only when asked for."""
     items: list[dict[str, Any]] = []
     kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
     while True:
         page = dynamodb.scan(**kwargs)
         items.extend(page["Items"])
         if "LastEvaluatedKey" not in page:
-            return items
+            break
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return [item for item in items if quarantine_records or not _is_quarantine_record(item)]
+
+
+def quarantine_records(dynamodb, table: str = TABLE) -> list[dict[str, Any]]:
+    return [item for item in scan(dynamodb, table, quarantine_records=True) if _is_quarantine_record(item)]
 
 
 def drain(sqs, queue_url: str) -> list[dict[str, Any]]:
@@ -82,6 +95,16 @@ def drain(sqs, queue_url: str) -> list[dict[str, Any]]:
         for message in batch:
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
         messages.extend(batch)
+
+
+def dlq_reason(message: dict[str, Any]) -> str:
+    """The runtime's reason on a dead letter (``drain`` output)."""
+    return message["MessageAttributes"]["idempotency.reason"]["StringValue"]
+
+
+def dlq_details(message: dict[str, Any]) -> dict[str, Any]:
+    """The runtime's details on a dead letter: kind, source_message_id, key, fingerprints, ..."""
+    return json.loads(message["MessageAttributes"]["idempotency.details"]["StringValue"])
 
 
 def log_lines(stream: io.StringIO) -> list[dict[str, Any]]:
@@ -151,3 +174,40 @@ def deliver_until_empty(sqs: Any, queue_url: str, queue_arn: str, handler: Any, 
             else:
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
     raise AssertionError(f"queue not empty after {max_rounds} invocations")
+
+
+def lose_responses(client: Any, operation: str, *, every: int = 4) -> list[int]:
+    """Every ``every``-th successful ``operation`` of ``client`` reaches DynamoDB and is applied, but its
+    response is lost on the way back: botocore is made to send the same request again, as after a read
+    timeout (its ``needs-retry`` event, whatever the client's own retry settings). Returns the numbers of
+    the calls whose response was lost."""
+    calls = {"n": 0}
+    lost: list[int] = []
+
+    def retry(response=None, caught_exception=None, **_: Any):
+        if caught_exception is not None or response is None or response[0].status_code != 200:
+            return None
+        calls["n"] += 1
+        if calls["n"] % every:
+            return None
+        lost.append(calls["n"])
+        return 0  # retry at once
+
+    service = client.meta.service_model.service_id.hyphenize()
+    client.meta.events.register(f"needs-retry.{service}.{operation}", retry)
+    return lost
+
+
+class Outcomes:
+    """A handler that counts the outcome of every record of every delivery (for ``deliver_until_empty``)."""
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        results = self.handler.process_batch(event, context)
+        for result in results:
+            outcome = str(result.outcome)
+            self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        return {"batchItemFailures": [{"itemIdentifier": r.message.message_id} for r in results if r.failed]}

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from idempotent_runtime import PermanentError, TransientError
-from runtime_helpers import drain, event, failures, record, record_logs, scan
+from runtime_helpers import dlq_details, drain, event, failures, record, record_logs, scan
 
 
 def test_failure_fails_later_records_of_its_group_only(make_handler, dynamodb):
@@ -115,7 +115,7 @@ def test_reported_failures_are_the_failing_record_and_later_records_of_its_group
     assert failures(handler(event(*records), None)) == expected
     # Nothing lost: every record is stored, quarantined, or reported for another delivery.
     stored = {i["pk"]["S"] for i in scan(dynamodb) if i["pk"]["S"].startswith(run)}
-    quarantined = {m["MessageAttributes"]["source_message_id"]["StringValue"] for m in drain(sqs, dlq_url)}
+    quarantined = {dlq_details(m)["source_message_id"] for m in drain(sqs, dlq_url)}
     for index, rec in enumerate(records):
         handled = [f"{run}-{index}" in stored, rec["messageId"] in quarantined, rec["messageId"] in expected]
         assert handled.count(True) == 1, (index, handled)
@@ -123,19 +123,26 @@ def test_reported_failures_are_the_failing_record_and_later_records_of_its_group
 
 
 class _Context:
-    """A Lambda context whose remaining time drops as records are processed."""
+    """A Lambda context whose remaining time the test sets."""
 
-    def __init__(self, remaining_ms: list[int]) -> None:
+    def __init__(self, remaining_ms: int) -> None:
         self.remaining_ms = remaining_ms
 
     def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms.pop(0) if len(self.remaining_ms) > 1 else self.remaining_ms[0]
+        return self.remaining_ms
 
 
-def test_records_are_not_started_when_the_invocation_is_about_to_time_out(make_handler, dynamodb):
-    handler, stream = make_handler(max_workers=1)
+def test_records_are_not_started_when_the_invocation_is_about_to_time_out(make_handler, fresh_dynamodb):
+    context = _Context(5000)
+    dynamodb = fresh_dynamodb
+
+    def slow(**_):  # the first record's write takes the invocation to 400 ms before its end
+        context.remaining_ms = 400
+
+    dynamodb.meta.events.register("after-call.dynamodb.PutItem", slow)
+    handler, stream = make_handler(client=dynamodb, max_workers=1)
     first, second, third = (record({"x": f"k{i}", "y": "1"}, group="g") for i in range(3))
-    response = handler(event(first, second, third), _Context([5000, 400]))
+    response = handler(event(first, second, third), context)
     assert failures(response) == [second["messageId"], third["messageId"]]
     assert [i["pk"]["S"] for i in scan(dynamodb)] == ["k0"]
     reasons = [line.get("reason", "") for line in record_logs(stream)]
@@ -202,3 +209,16 @@ def test_a_failure_that_cannot_even_be_described_fails_only_its_record(make_hand
     assert "RuntimeError: cannot print this error" in failed.reason
     assert [i["pk"]["S"] for i in scan(dynamodb)] == ["c1"]
     assert sorted(line["outcome"] for line in record_logs(stream)) == ["failed", "processed"]
+
+
+def test_standard_queue_records_with_group_ids_are_still_independent(make_handler, dynamodb):
+    # SQS fair queues: a standard queue's records may carry a MessageGroupId without any ordering.
+    def fail_marked(message):
+        if message.data.get("fail"):
+            raise TransientError("downstream busy")
+
+    handler, _ = make_handler(fn=fail_marked, queue_type="standard")
+    bad = record({"x": "k1", "y": "1", "fail": True}, group="tenant-a")
+    later = record({"x": "k2", "y": "1"}, group="tenant-a")
+    assert failures(handler(event(bad, later), None)) == [bad["messageId"]]  # FIFO would fail both
+    assert [i["pk"]["S"] for i in scan(dynamodb)] == ["k2"]

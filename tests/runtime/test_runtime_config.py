@@ -3,24 +3,74 @@
 from __future__ import annotations
 
 import importlib
+import re
 import sys
+from pathlib import Path
 
 import pytest
+from idempotent_runtime import contract
 from idempotent_runtime.config import Config
 from idempotent_runtime.errors import ConfigurationError
+
+CONTRACT_DOC = Path(__file__).resolve().parents[2] / "docs" / "runtime-contract.md"
 
 
 def test_defaults_follow_the_runtime_contract():
     config = Config.from_env({"TABLE_NAME": "t"})
     assert (config.partition_key, config.sort_key, config.ttl_attribute) == ("pk", "sk", "expires_at")
-    assert config.ttl_seconds == 604800
+    assert (config.dedup_ttl_seconds, config.document_ttl_seconds) == (604800, 0)
     assert (config.mode, config.key_source) == ("document", "fields")
     assert (config.partition_key_field, config.sort_key_field) == ("x", "y")
     assert config.processor is None and config.dlq_url is None and config.lease_seconds is None
+    assert config.key_prefix == "" and config.on_conflict == "quarantine" and config.queue_type == "fifo"
+    assert config.fingerprint_fields is None and config.fingerprint_exclude is None
+    assert config.max_receive_count is None and config.lease_margin_seconds == 10
     assert config.max_workers == 10
     assert config.metrics_namespace == "IdempotentPipeline"
     assert config.log_level == "INFO"
     assert config.function_name == "local"
+
+
+def test_every_default_is_the_contracts_default():
+    config = Config.from_env({"TABLE_NAME": "t"})
+    field_of = {
+        "PARTITION_KEY": "partition_key", "SORT_KEY": "sort_key", "TTL_ATTRIBUTE": "ttl_attribute",
+        "DEDUP_TTL_SECONDS": "dedup_ttl_seconds", "DOCUMENT_TTL_SECONDS": "document_ttl_seconds",
+        "IDEMPOTENCY_MODE": "mode", "KEY_SOURCE": "key_source", "PARTITION_KEY_FIELD": "partition_key_field",
+        "SORT_KEY_FIELD": "sort_key_field", "KEY_PREFIX": "key_prefix", "ON_CONFLICT": "on_conflict",
+        "QUEUE_TYPE": "queue_type", "LEASE_MARGIN_SECONDS": "lease_margin_seconds",
+        "MAX_WORKERS": "max_workers", "METRICS_NAMESPACE": "metrics_namespace", "LOG_LEVEL": "log_level",
+    }  # fmt: skip
+    for variable in contract.ENVIRONMENT:
+        if variable.name in field_of:
+            assert str(getattr(config, field_of[variable.name])) == variable.default, variable.name
+        else:  # no default: unset
+            assert variable.default is None, variable.name
+
+
+def test_contract_doc_lists_every_environment_variable():
+    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", CONTRACT_DOC.read_text(), re.MULTILINE))
+    assert {variable.name for variable in contract.ENVIRONMENT} <= documented
+
+
+def test_contract_doc_names_each_variables_default():
+    rows = {
+        match.group(1): match.group(2)
+        for match in re.finditer(
+            r"^\| `([A-Z_]+)` \|[^|]*\|([^|]*)\|", CONTRACT_DOC.read_text(), re.MULTILINE
+        )
+    }
+    for variable in contract.ENVIRONMENT:
+        if variable.default:
+            assert f"`{variable.default}`" in rows[variable.name], variable.name
+
+
+def test_ttl_seconds_fails_the_cold_start_and_names_its_replacements():
+    with pytest.raises(ConfigurationError) as raised:
+        Config.from_env({"TABLE_NAME": "t", "TTL_SECONDS": "604800"})
+    message = str(raised.value)
+    assert "TTL_SECONDS is no longer read (got '604800')" in message
+    assert "DEDUP_TTL_SECONDS" in message and "DOCUMENT_TTL_SECONDS" in message
 
 
 def test_every_variable_is_read():
@@ -30,14 +80,21 @@ def test_every_variable_is_read():
             "PARTITION_KEY": "id",
             "SORT_KEY": "kind",
             "TTL_ATTRIBUTE": "ttl",
-            "TTL_SECONDS": "60",
+            "DEDUP_TTL_SECONDS": "60",
+            "DOCUMENT_TTL_SECONDS": "86400",
             "IDEMPOTENCY_MODE": "guarded",
             "KEY_SOURCE": "dedup_id",
-            "PARTITION_KEY_FIELD": "order",
+            "PARTITION_KEY_FIELD": "order.id",
             "SORT_KEY_FIELD": "line",
+            "KEY_PREFIX": "shop#",
+            "FINGERPRINT_EXCLUDE": '["sent_at", "meta.trace"]',
+            "ON_CONFLICT": "duplicate",
             "PROCESSOR": "shop.mail:send",
             "DLQ_URL": "https://sqs.eu-west-1.amazonaws.com/1/dlq.fifo",
+            "MAX_RECEIVE_COUNT": "5",
+            "QUEUE_TYPE": "standard",
             "LEASE_SECONDS": "45",
+            "LEASE_MARGIN_SECONDS": "3",
             "MAX_WORKERS": "4",
             "METRICS_NAMESPACE": "Shop",
             "LOG_LEVEL": "debug",
@@ -49,14 +106,21 @@ def test_every_variable_is_read():
         partition_key="id",
         sort_key="kind",
         ttl_attribute="ttl",
-        ttl_seconds=60,
+        dedup_ttl_seconds=60,
+        document_ttl_seconds=86400,
         mode="guarded",
         key_source="dedup_id",
-        partition_key_field="order",
+        partition_key_field="order.id",
         sort_key_field="line",
+        key_prefix="shop#",
+        fingerprint_exclude=("sent_at", "meta.trace"),
+        on_conflict="duplicate",
         processor="shop.mail:send",
         dlq_url="https://sqs.eu-west-1.amazonaws.com/1/dlq.fifo",
+        max_receive_count=5,
+        queue_type="standard",
         lease_seconds=45,
+        lease_margin_seconds=3,
         max_workers=4,
         metrics_namespace="Shop",
         log_level="DEBUG",
@@ -71,8 +135,43 @@ def test_every_variable_is_read():
         ({"TABLE_NAME": ""}, "TABLE_NAME is required, got ''"),
         ({"TABLE_NAME": "t", "IDEMPOTENCY_MODE": "exactly"}, "IDEMPOTENCY_MODE must be one of document, "),
         ({"TABLE_NAME": "t", "KEY_SOURCE": "uuid"}, "KEY_SOURCE must be one of fields, dedup_id, message_id"),
-        ({"TABLE_NAME": "t", "TTL_SECONDS": "a week"}, "TTL_SECONDS must be a whole number, got 'a week'"),
-        ({"TABLE_NAME": "t", "TTL_SECONDS": "-1"}, "TTL_SECONDS must be 0 (no expiry) or more, got -1"),
+        (
+            {"TABLE_NAME": "t", "DEDUP_TTL_SECONDS": "a week"},
+            "DEDUP_TTL_SECONDS must be a whole number, got 'a week'",
+        ),
+        (
+            {"TABLE_NAME": "t", "DOCUMENT_TTL_SECONDS": "-1"},
+            "DOCUMENT_TTL_SECONDS must be 0 (never expire) or a number of seconds, got -1",
+        ),
+        ({"TABLE_NAME": "t", "ON_CONFLICT": "ignore"}, "ON_CONFLICT must be one of quarantine, duplicate"),
+        ({"TABLE_NAME": "t", "QUEUE_TYPE": "lifo"}, "QUEUE_TYPE must be one of fifo, standard, got 'lifo'"),
+        (
+            {"TABLE_NAME": "t", "MAX_RECEIVE_COUNT": "0"},
+            "MAX_RECEIVE_COUNT must be between 1 and 1000, got 0",
+        ),
+        ({"TABLE_NAME": "t", "LEASE_MARGIN_SECONDS": "-1"}, "LEASE_MARGIN_SECONDS must be 0 or more, got -1"),
+        (
+            {"TABLE_NAME": "t", "KEY_PREFIX": "idempotency#tenant"},
+            "KEY_PREFIX must not begin with 'idempotency#'",
+        ),
+        (
+            {"TABLE_NAME": "t", "PARTITION_KEY_FIELD": "order..id"},
+            "PARTITION_KEY_FIELD: field path 'order..id'",
+        ),
+        (
+            {"TABLE_NAME": "t", "FINGERPRINT_FIELDS": "amount"},
+            "FINGERPRINT_FIELDS must be a JSON array of field paths",
+        ),
+        (
+            {"TABLE_NAME": "t", "FINGERPRINT_EXCLUDE": '["a", ""]'},
+            "FINGERPRINT_EXCLUDE: a field path must be",
+        ),
+        (
+            {"TABLE_NAME": "t", "FINGERPRINT_FIELDS": '["a"]', "FINGERPRINT_EXCLUDE": '["b"]'},
+            "FINGERPRINT_FIELDS and FINGERPRINT_EXCLUDE cannot both be set",
+        ),
+        ({"TABLE_NAME": "t", "TTL_ATTRIBUTE": "idempotency:ttl"}, "TTL_ATTRIBUTE must not begin with"),
+        ({"TABLE_NAME": "t", "METRICS_NAMESPACE": "a:b"}, "METRICS_NAMESPACE must be 1-255 characters"),
         ({"TABLE_NAME": "t", "MAX_WORKERS": "0"}, "MAX_WORKERS must be between 1 and 64, got 0"),
         ({"TABLE_NAME": "t", "LEASE_SECONDS": "0"}, "LEASE_SECONDS must be at least 1, got 0"),
         (
@@ -128,6 +227,12 @@ def test_handler_module_builds_the_handler_from_the_environment(monkeypatch, tab
     monkeypatch.setenv("IDEMPOTENCY_MODE", "guarded")
     monkeypatch.setenv("PROCESSOR", "runtime_examples:send_receipt")
     module = _import_handler()
-    assert module.handler.config.mode == "guarded"
+    assert module.handler.config.mode == contract.Mode.GUARDED
     assert module.handler({"Records": []}, None) == {"batchItemFailures": []}
     sys.modules.pop("idempotent_runtime.handler", None)
+
+
+def test_configuration_error_is_the_contracts_one_class():
+    from idempotent_runtime import errors
+
+    assert errors.ConfigurationError is contract.ConfigurationError

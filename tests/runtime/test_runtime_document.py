@@ -24,7 +24,12 @@ def test_new_message_stores_the_body_fields_under_the_business_key(make_handler,
     assert item["tags"] == {"L": [{"S": "t"}]}
     assert item["nested"] == {"M": {"ok": {"BOOL": True}}}
     assert item["none"] == {"NULL": True}
-    assert abs(int(item["expires_at"]["N"]) - (time.time() + 604800)) < 60
+    # Documents never expire unless DOCUMENT_TTL_SECONDS says so; the bookkeeping is namespaced.
+    assert "expires_at" not in item
+    assert set(item) == {"pk", "sk", "x", "y", "amount", "tags", "nested", "none"} | {
+        "idempotency:fingerprint",
+        "idempotency:token",
+    }
 
 
 def test_duplicate_delivery_writes_one_item(make_handler, dynamodb):
@@ -47,13 +52,19 @@ def test_same_content_under_a_new_message_id_is_a_duplicate(make_handler, dynamo
     assert [line["outcome"] for line in record_logs(stream)] == ["processed", "duplicate"]
 
 
-def test_same_business_key_after_the_dedup_window_keeps_the_first_document(make_handler, dynamodb):
-    handler, _ = make_handler()
+def test_same_business_key_after_the_dedup_window_keeps_the_first_document(
+    make_handler, dynamodb, dlq_url, sqs
+):
+    handler, _ = make_handler(dlq_url=dlq_url)
     handler(event(record({"x": "a1", "y": "b1", "version": "first"})), None)
-    # Past SNS/SQS's 5-minute dedup window the producer resends the key with new content.
-    handler(event(record({"x": "a1", "y": "b1", "version": "second"})), None)
+    # Past SNS/SQS's 5-minute dedup window the producer resends the key with new content: a conflict.
+    second = record({"x": "a1", "y": "b1", "version": "second"})
+    (result,) = handler.process_batch(event(second), None)
     (item,) = scan(dynamodb)
     assert item["version"] == {"S": "first"}
+    assert (result.outcome, result.conflict) == ("quarantined", True)
+    (dead,) = drain(sqs, dlq_url)
+    assert dead["Body"] == second["body"]
 
 
 def test_document_mode_makes_exactly_one_request_per_message(make_handler, fresh_dynamodb):
@@ -79,7 +90,10 @@ def test_ttl_expired_but_present_record_counts_as_absent(make_handler, dynamodb,
     assert record_logs(stream)[0]["outcome"] == "processed"
 
 
-def test_unexpired_record_is_a_duplicate_even_with_other_content(make_handler, dynamodb, table):
+def test_unexpired_record_without_a_fingerprint_is_a_duplicate_even_with_other_content(
+    make_handler, dynamodb, table
+):
+    # A document written before fingerprints existed counts as the same payload.
     future = str(int(time.time()) + 3600)
     dynamodb.put_item(
         TableName=table,
@@ -94,7 +108,7 @@ def test_unexpired_record_is_a_duplicate_even_with_other_content(make_handler, d
 def test_processor_builds_the_stored_attributes(make_handler, dynamodb):
     def processor(message):
         data = message.data
-        return {"total": data["a"] + data["b"], "source": message.message_id, "pk": "ignored"}
+        return {"total": data["a"] + data["b"], "source": message.message_id, "pk": "k1"}
 
     handler, _ = make_handler(fn=processor)
     rec = record({"x": "k1", "y": "k2", "a": 2, "b": 3})
@@ -102,7 +116,18 @@ def test_processor_builds_the_stored_attributes(make_handler, dynamodb):
     (item,) = scan(dynamodb)
     assert item["total"] == {"N": "5"}
     assert item["source"] == {"S": rec["messageId"]}
-    assert item["pk"] == {"S": "k1"}  # the key attributes always come from the idempotency key
+    assert item["pk"] == {"S": "k1"}  # equal to the idempotency key's partition: accepted
+
+
+def test_processor_attribute_overwriting_the_key_is_rejected(make_handler, dynamodb, dlq_url, sqs):
+    handler, _ = make_handler(fn=lambda message: {"total": 5, "pk": "ignored"}, dlq_url=dlq_url)
+    handler(event(record({"x": "k1", "y": "k2"})), None)
+    assert scan(dynamodb) == []
+    (dead,) = drain(sqs, dlq_url)
+    assert dead["MessageAttributes"]["idempotency.reason"]["StringValue"] == (
+        "processor attribute 'pk' is the table's partition key attribute: the runtime stores S 'k1' there, "
+        "the message has S 'ignored'"
+    )
 
 
 def test_processor_returning_none_stores_the_body(make_handler, dynamodb):
@@ -132,7 +157,7 @@ def test_custom_key_attribute_names_and_ttl(dynamodb):
             partition_key="id",
             sort_key="kind",
             ttl_attribute="ttl",
-            ttl_seconds=60,
+            document_ttl_seconds=60,
             partition_key_field="order",
             sort_key_field="line",
         ),
@@ -169,13 +194,21 @@ def test_example_document_processor_from_the_processor_setting(make_handler, dyn
     assert item["source_message_id"] == {"S": rec["messageId"]}
     handler(event(record({"x": "o-2", "y": "v1", "lines": "oops"})), None)
     (dead,) = drain(sqs, dlq_url)
-    assert dead["MessageAttributes"]["reason"]["StringValue"] == "lines must be a list, got str"
+    assert dead["MessageAttributes"]["idempotency.reason"]["StringValue"] == "lines must be a list, got str"
 
 
-def test_ttl_seconds_zero_keeps_documents_without_expiry(make_handler, dynamodb):
-    handler, stream = make_handler(ttl_seconds=0)
-    handler(event(record({"x": "a1", "y": "b1", "expires_at": 5})), None)
+def test_documents_never_expire_by_default(make_handler, dynamodb):
+    handler, stream = make_handler()
+    handler(event(record({"x": "a1", "y": "b1"})), None)
     handler(event(record({"x": "a1", "y": "b1"})), None)
     (item,) = scan(dynamodb)
     assert "expires_at" not in item
     assert [line["outcome"] for line in record_logs(stream)] == ["processed", "duplicate"]
+
+
+def test_document_ttl_seconds_sets_the_documents_lifetime_and_dedup_ttl_does_not(make_handler, dynamodb):
+    clock = lambda: 1_800_000_000.0  # noqa: E731
+    handler, _ = make_handler(clock=clock, document_ttl_seconds=3600, dedup_ttl_seconds=60)
+    handler(event(record({"x": "a1", "y": "b1"})), None)
+    (item,) = scan(dynamodb)
+    assert item["expires_at"] == {"N": str(1_800_000_000 + 3600)}

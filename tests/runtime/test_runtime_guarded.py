@@ -55,9 +55,9 @@ def test_new_key_runs_the_effect_once_and_stores_completed_with_its_result(make_
     assert failures(handler(event(record({"x": "a1", "y": "b1"})), None)) == []
     assert effects.calls == ["a1#b1"]
     item = _item(dynamodb)
-    assert item["status"] == {"S": "COMPLETED"}
-    assert item["result"] == {"S": '{"run":1,"key":"a1#b1"}'}
-    assert "lease_expires_at" not in item
+    assert item["idempotency:status"] == {"S": "COMPLETED"}
+    assert item["idempotency:result"] == {"S": '{"run":1,"key":"a1#b1"}'}
+    assert "idempotency:lease_expires_at" not in item
 
 
 def test_duplicate_of_completed_returns_the_stored_result_without_running(make_handler):
@@ -102,7 +102,7 @@ def test_exception_releases_the_claim_so_a_retry_runs(make_handler, dynamodb):
     assert _item(dynamodb) is None  # released
     assert failures(handler(event(rec), None)) == []
     assert len(runs) == 2
-    assert _item(dynamodb)["status"] == {"S": "COMPLETED"}
+    assert _item(dynamodb)["idempotency:status"] == {"S": "COMPLETED"}
 
 
 def test_unexpected_exception_is_retried_and_releases_the_claim(make_handler, dynamodb):
@@ -122,14 +122,14 @@ def test_expired_lease_is_taken_over_and_the_stale_owner_cannot_complete(make_ha
     stale_delivery = record({"x": "a1", "y": "b1"})
     stale, box = _in_thread(lambda: handler(event(stale_delivery), None))
     assert effects.started.wait(10)
-    stale_owner = _item(dynamodb)["owner"]
+    stale_owner = _item(dynamodb)["idempotency:owner"]
 
-    clock.now += 31  # the first invocation overran its lease
+    clock.now += 30 + 10 + 1  # the first invocation overran its lease and the 10 s margin
     retry = record({"x": "a1", "y": "b1"})
     assert failures(handler(event(retry), None)) == []
     taken_over = _item(dynamodb)
-    assert taken_over["status"] == {"S": "COMPLETED"}
-    assert taken_over["owner"] != stale_owner
+    assert taken_over["idempotency:status"] == {"S": "COMPLETED"}
+    assert taken_over["idempotency:owner"] != stale_owner
 
     effects.release.set()
     stale.join(10)
@@ -162,7 +162,7 @@ def test_stale_owner_cannot_release_a_newer_claim(make_handler, dynamodb):
     stale, _ = _in_thread(lambda: handler(event(record({"x": "a1", "y": "b1"})), None))
     assert started.wait(10)
     started.clear()
-    clock.now += 31
+    clock.now += 30 + 10 + 1  # past the lease and its margin
     newer, newer_box = _in_thread(lambda: handler(event(record({"x": "a1", "y": "b1"})), None))
     assert started.wait(10)
     claim = _item(dynamodb)
@@ -172,7 +172,10 @@ def test_stale_owner_cannot_release_a_newer_claim(make_handler, dynamodb):
     # The stale owner's release (a conditional delete) did not remove the newer claim, which completed.
     assert failures(newer_box["value"]) == []
     item = _item(dynamodb)
-    assert item["status"] == {"S": "COMPLETED"} and item["owner"] == claim["owner"]
+    assert (
+        item["idempotency:status"] == {"S": "COMPLETED"}
+        and item["idempotency:owner"] == claim["idempotency:owner"]
+    )
 
 
 def test_ttl_expired_completed_record_counts_as_absent(make_handler, dynamodb, table):
@@ -190,7 +193,7 @@ def test_ttl_expired_completed_record_counts_as_absent(make_handler, dynamodb, t
     handler, _ = make_handler(fn=effects, mode="guarded")
     assert failures(handler(event(record({"x": "a1", "y": "b1"})), None)) == []
     assert effects.calls == ["a1#b1"]
-    assert _item(dynamodb)["result"] == {"S": '{"run":1,"key":"a1#b1"}'}
+    assert _item(dynamodb)["idempotency:result"] == {"S": '{"run":1,"key":"a1#b1"}'}
 
 
 def test_lease_defaults_to_the_remaining_invocation_time(make_handler, dynamodb):
@@ -207,8 +210,10 @@ def test_lease_defaults_to_the_remaining_invocation_time(make_handler, dynamodb)
 
     handler, _ = make_handler(fn=look, clock=clock, mode="guarded")
     handler(event(record({"x": "a1", "y": "b1"})), Context())
-    assert int(seen["lease_expires_at"]["N"]) == int(clock.now * 1000) + 42_000
-    assert seen["status"] == {"S": "IN_PROGRESS"}
+    # The owner uses the claim for the invocation's remaining time; others see it held LEASE_MARGIN_SECONDS
+    # (10 s by default) longer.
+    assert int(seen["idempotency:lease_expires_at"]["N"]) == int(clock.now * 1000) + 42_000 + 10_000
+    assert seen["idempotency:status"] == {"S": "IN_PROGRESS"}
 
 
 def test_permanent_error_releases_and_quarantines(make_handler, dynamodb, dlq_url, sqs):
@@ -220,7 +225,7 @@ def test_permanent_error_releases_and_quarantines(make_handler, dynamodb, dlq_ur
     assert failures(handler(event(rec), None)) == []
     assert _item(dynamodb) is None
     (dead,) = drain(sqs, dlq_url)
-    assert dead["MessageAttributes"]["reason"]["StringValue"] == "account closed"
+    assert dead["MessageAttributes"]["idempotency.reason"]["StringValue"] == "account closed"
 
 
 def test_example_processor_loaded_from_processor_setting(make_handler):
@@ -250,7 +255,7 @@ def test_completion_applied_but_response_lost_is_not_mistaken_for_a_lost_lease(m
     assert failures(handler(event(rec), None)) == []
     assert lost["done"]
     assert effects.calls == ["a1#b1"]
-    assert _item(fresh_dynamodb)["status"] == {"S": "COMPLETED"}
+    assert _item(fresh_dynamodb)["idempotency:status"] == {"S": "COMPLETED"}
     assert "lease lost" not in stream.getvalue()
 
 
@@ -270,30 +275,32 @@ def test_claim_applied_but_response_lost_is_still_ours(make_handler, fresh_dynam
     fresh_dynamodb.put_item = applied_then_retried
     assert failures(handler(event(record({"x": "a1", "y": "b1"})), None)) == []
     assert retried and effects.calls == ["a1#b1"]
-    assert _item(fresh_dynamodb)["status"] == {"S": "COMPLETED"}
+    assert _item(fresh_dynamodb)["idempotency:status"] == {"S": "COMPLETED"}
 
 
-def test_ttl_seconds_zero_guarded_records_never_expire(make_handler, dynamodb):
+def test_dedup_ttl_seconds_zero_guarded_records_never_expire(make_handler, dynamodb):
     effects = Effects()
-    handler, _ = make_handler(fn=effects, mode="guarded", ttl_seconds=0)
+    handler, _ = make_handler(fn=effects, mode="guarded", dedup_ttl_seconds=0)
     for _ in range(2):
         assert failures(handler(event(record({"x": "a1", "y": "b1"})), None)) == []
     item = _item(dynamodb)
-    assert item["status"] == {"S": "COMPLETED"} and "expires_at" not in item
+    assert item["idempotency:status"] == {"S": "COMPLETED"} and "expires_at" not in item
     assert effects.calls == ["a1#b1"]
 
 
 def test_ttl_shorter_than_the_lease_does_not_let_a_second_delivery_run_the_effect(make_handler, dynamodb):
     clock = Clock()
     effects = Effects(block_first=True)
-    handler, _ = make_handler(fn=effects, clock=clock, mode="guarded", ttl_seconds=60, lease_seconds=300)
+    handler, _ = make_handler(
+        fn=effects, clock=clock, mode="guarded", dedup_ttl_seconds=60, lease_seconds=300
+    )
     first, box = _in_thread(lambda: handler(event(record({"x": "a1", "y": "b1"})), None))
     assert effects.started.wait(10)
     claim = _item(dynamodb)
     # DynamoDB's TTL must not delete (nor the claim condition ignore) a claim whose lease is still live.
-    assert int(claim["expires_at"]["N"]) * 1000 > int(claim["lease_expires_at"]["N"])
+    assert int(claim["expires_at"]["N"]) * 1000 > int(claim["idempotency:lease_expires_at"]["N"])
 
-    clock.now += 61  # past now + TTL_SECONDS, well inside the 300 s lease
+    clock.now += 61  # past now + DEDUP_TTL_SECONDS, well inside the 300 s lease
     second = record({"x": "a1", "y": "b1"})
     assert failures(handler(event(second), None)) == [second["messageId"]]
     assert effects.calls == ["a1#b1"]
@@ -302,8 +309,8 @@ def test_ttl_shorter_than_the_lease_does_not_let_a_second_delivery_run_the_effec
     first.join(10)
     assert failures(box["value"]) == []
     completed = _item(dynamodb)
-    assert completed["status"] == {"S": "COMPLETED"}
-    # The COMPLETED record lives TTL_SECONDS from its completion, as before.
+    assert completed["idempotency:status"] == {"S": "COMPLETED"}
+    # The COMPLETED record lives DEDUP_TTL_SECONDS from its completion, as before.
     assert completed["expires_at"] == {"N": str(int(clock.now) + 60)}
 
 
@@ -324,13 +331,13 @@ def test_stale_owner_cannot_complete_a_key_a_new_owner_still_holds_in_progress(m
     stale_delivery = record({"x": "a1", "y": "b1"})
     stale, stale_box = _in_thread(lambda: handler(event(stale_delivery), None))
     assert started[0].wait(10)
-    stale_owner = _item(dynamodb)["owner"]
+    stale_owner = _item(dynamodb)["idempotency:owner"]
 
-    clock.now += 31  # the stale owner overran its lease; a redelivery claims the key
+    clock.now += 30 + 10 + 1  # the stale owner overran its lease (and margin); a redelivery claims the key
     newer, newer_box = _in_thread(lambda: handler(event(record({"x": "a1", "y": "b1"})), None))
     assert started[1].wait(10)
     claim = _item(dynamodb)
-    assert claim["status"] == {"S": "IN_PROGRESS"} and claim["owner"] != stale_owner
+    assert claim["idempotency:status"] == {"S": "IN_PROGRESS"} and claim["idempotency:owner"] != stale_owner
 
     finish[0].set()  # the stale effect finishes while the new owner is still running its own
     stale.join(10)
@@ -342,6 +349,6 @@ def test_stale_owner_cannot_complete_a_key_a_new_owner_still_holds_in_progress(m
     newer.join(10)
     assert failures(newer_box["value"]) == []
     item = _item(dynamodb)
-    assert item["status"] == {"S": "COMPLETED"}
-    assert item["owner"] == claim["owner"]
-    assert item["result"] == {"S": '{"run":2}'}
+    assert item["idempotency:status"] == {"S": "COMPLETED"}
+    assert item["idempotency:owner"] == claim["idempotency:owner"]
+    assert item["idempotency:result"] == {"S": '{"run":2}'}

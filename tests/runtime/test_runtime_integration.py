@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+
+from idempotent_runtime.publisher import publish
+from runtime_helpers import (
+    REGION,
+    deliver_until_empty,
+    dlq_reason,
+    drain,
+    failures,
+    receive_event,
+    record_logs,
+    scan,
+)
 
 from idempotent_local.events import lambda_sqs_event
-from idempotent_runtime.publisher import publish
-from runtime_helpers import REGION, deliver_until_empty, drain, failures, receive_event, scan
 
 
 def test_event_has_the_shape_lambda_gives_the_handler(pipeline, sqs):
@@ -58,17 +69,18 @@ def test_binary_message_attributes_are_base64_in_the_event():
     assert rec["awsRegion"] == "eu-west-1"
 
 
-def test_published_messages_end_as_one_document_each(pipeline, sqs, dynamodb, make_handler):
+def test_published_messages_end_as_one_document_each(pipeline, sqs, dynamodb, make_handler, dlq_url):
     sns, topic, queue_url, queue_arn = pipeline
-    handler, _ = make_handler()
+    handler, stream = make_handler(dlq_url=dlq_url)
     orders = [{"x": f"order-{i}", "y": f"line-{i % 3}", "qty": i} for i in range(25)]
     assert publish(sns, topic, orders, group_id=lambda m: f"g{m['qty'] % 4}").ok
     publish(sns, topic, orders[:5], group_id="g0")  # resent inside the window: SNS drops them
-    # Resent after the window (a new deduplication id, new content): delivered, and a duplicate for the table.
-    for order in orders[5:8]:
+    # Resent after the window (a new deduplication id): delivered; the same content is a duplicate for the
+    # table, changed content a conflict (to the DLQ, the first document stays).
+    for order, changed in [(o, False) for o in orders[5:8]] + [(o, True) for o in orders[8:10]]:
         sns.publish(
             TopicArn=topic,
-            Message=json.dumps({**order, "qty": -1}),
+            Message=json.dumps({**order, "qty": -1} if changed else order),
             MessageGroupId="late",
             MessageDeduplicationId=f"{order['x']}#{order['y']}#late",
         )
@@ -76,6 +88,9 @@ def test_published_messages_end_as_one_document_each(pipeline, sqs, dynamodb, ma
     items = {(i["pk"]["S"], i["sk"]["S"]): i for i in scan(dynamodb)}
     assert set(items) == {(o["x"], o["y"]) for o in orders}
     assert all(int(items[(o["x"], o["y"])]["qty"]["N"]) == o["qty"] for o in orders)
+    outcomes = Counter((line["outcome"], line.get("conflict", False)) for line in record_logs(stream))
+    assert outcomes == {("processed", False): 25, ("duplicate", False): 3, ("quarantined", True): 2}
+    assert sorted(json.loads(m["Body"])["x"] for m in drain(sqs, dlq_url)) == ["order-8", "order-9"]
 
 
 def test_poison_message_from_the_topic_lands_in_the_dlq_and_the_group_goes_on(
@@ -93,5 +108,5 @@ def test_poison_message_from_the_topic_lands_in_the_dlq_and_the_group_goes_on(
     (dead,) = drain(sqs, dlq_url)
     assert dead["Body"] == "not json"
     assert dead["Attributes"]["MessageGroupId"] == "g"
-    assert "body is not valid json" in dead["MessageAttributes"]["reason"]["StringValue"]
+    assert "body is not valid json" in dlq_reason(dead)
     assert [i["pk"]["S"] for i in scan(dynamodb)] == ["a"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 from idempotent_runtime.config import Config
@@ -79,3 +80,115 @@ def test_idempotency_key_matches_the_publishers_deduplication_id():
 
     for x, y in (("a", "b"), ("acct#1", "p"), ("é", "b"), ("a" * 100, "b" * 100)):
         assert Key(x, y).idempotency_key == dedup_id_for({"x": x, "y": y}, ("x", "y"))
+
+
+def test_key_fields_are_dotted_paths_into_nested_objects(make_handler, dynamodb):
+    handler, _ = make_handler(partition_key_field="order.id", sort_key_field="order.line.no")
+    handler(event(record({"order": {"id": "o-1", "line": {"no": "3"}}})), None)
+    (item,) = scan(dynamodb)
+    assert (item["pk"], item["sk"]) == ({"S": "o-1"}, {"S": "3"})
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("100", "100"),
+        ("100.0", "100"),
+        ("1e2", "100"),
+        ("1.50", "1.5"),
+        ("-0", "0"),
+        ("0.00001", "0.00001"),
+        ("1E-7", "0.0000001"),
+        ("12345678901234567890.5", "12345678901234567890.5"),
+        ("true", "true"),
+        ("false", "false"),
+    ],
+)
+def test_numbers_and_booleans_are_keys_in_one_canonical_text(value, text):
+    assert _key("fields", record(f'{{"x": {value}, "y": "s"}}')) == Key(text, "s")
+
+
+def test_the_same_number_written_differently_is_one_key(make_handler, dynamodb):
+    handler, _ = make_handler()
+    outcomes = [
+        handler.process_batch(event(record(f'{{"x": {n}, "y": "s"}}')), None)[0].outcome
+        for n in ("100", "1e2")
+    ]
+    assert outcomes == ["processed", "duplicate"]  # on main: int keys were rejected
+    (item,) = scan(dynamodb)
+    assert item["pk"] == {"S": "100"} and item["x"] == {"N": "100"}
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"order": {}}, "partition key field 'order.id' is missing from the body (fields: none)"),
+        ({"order": "o-1"}, "partition key field 'order.id' is missing from the body"),
+        ({"order": {"id": None}}, "partition key field 'order.id' is null"),
+        ({"order": {"id": ""}}, "partition key field 'order.id' is empty, got ''"),
+        ({"order": {"id": {"n": 1}}}, "partition key field 'order.id' is an object"),
+        ({"order": {"id": [1]}}, "partition key field 'order.id' is an array of 1 items"),
+        (
+            '{"x": {"order": 1}, "order": {"id": 1e3000}}',
+            "partition key field 'order.id' is the number 1E+3000, too long for a dynamodb key",
+        ),
+    ],
+)
+def test_keys_that_cannot_be_keys_are_rejected_naming_the_field(body, reason):
+    text = body if isinstance(body, str) else json.dumps(body)
+    with pytest.raises(InvalidMessage) as raised:
+        _key("fields", record(text), partition_key_field="order.id")
+    assert str(raised.value).startswith(reason)
+
+
+def test_key_prefix_is_prepended_to_every_partition_value_and_counted_in_its_limit():
+    assert _key("fields", record({"x": "a", "y": "b"}), key_prefix="shop#") == Key("shop#a", "b")
+    rec = record("text", dedup_id="d-1")
+    assert _key("dedup_id", rec, key_prefix="shop#") == Key("shop#d-1", "dedup_id")
+    assert _key("message_id", rec, key_prefix="shop#").partition == "shop#" + rec["messageId"]
+    with pytest.raises(InvalidMessage, match="is 2049 bytes, over dynamodb's 2048-byte limit"):
+        _key("fields", record({"x": "p" * 2044, "y": "b"}), key_prefix="shop#")
+
+
+def _redriven(rec: dict, **redrive) -> dict:
+    rec["messageAttributes"]["idempotency.redrive"] = {
+        "stringValue": json.dumps(redrive),
+        "dataType": "String",
+        "stringListValues": [],
+        "binaryListValues": [],
+    }
+    return rec
+
+
+def test_a_redriven_message_keeps_its_original_message_id_and_dedup_id_as_key():
+    rec = _redriven(
+        record("text", dedup_id="new-dedup"), source_message_id="m-original", dedup_id="d-original"
+    )
+    assert _key("message_id", rec) == Key("m-original", "message_id")
+    assert _key("dedup_id", rec) == Key("d-original", "dedup_id")
+    # fields and body_sha256 keys do not depend on the delivery
+    assert _key("body_sha256", rec) == _key("body_sha256", record("text"))
+
+
+def test_a_redriven_message_is_a_duplicate_of_its_original_delivery(make_handler, dynamodb):
+    handler, _ = make_handler(key_source="message_id", fn=lambda message: {"v": 1})
+    original = record("text")
+    handler(event(original), None)
+    again = _redriven(record("text"), source_message_id=original["messageId"])
+    (result,) = handler.process_batch(event(again), None)
+    assert result.outcome == "duplicate"
+    assert len(scan(dynamodb)) == 1
+
+
+def test_a_malformed_redrive_attribute_is_rejected_with_a_reason():
+    rec = record("text")
+    rec["messageAttributes"]["idempotency.redrive"] = {"stringValue": "not json", "dataType": "String"}
+    with pytest.raises(InvalidMessage, match=r"message attribute idempotency\.redrive must be a JSON object"):
+        _key("message_id", rec)
+
+
+def test_a_deeply_nested_key_field_is_described_not_walked():
+    # 900 levels parse (the interpreter's limit is 1000); describing the key must not walk them.
+    text = '{"x": ' + '{"a": ' * 900 + "1" + "}" * 900 + ', "y": "s"}'
+    with pytest.raises(InvalidMessage, match="partition key field 'x' is an object with fields 'a'"):
+        _key("fields", record(text))

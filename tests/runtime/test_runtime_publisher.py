@@ -25,8 +25,33 @@ def test_overlong_dedup_id_becomes_its_sha256():
 
 
 def test_missing_key_field_is_a_clear_error():
-    with pytest.raises(ValueError, match="key field 'y' must be a non-empty string, got None"):
+    with pytest.raises(ValueError, match=r"^sort key field 'y' is missing from the body \(fields: 'x'\)$"):
         dedup_id_for({"x": "a"}, ("x", "y"))
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        ({"x": "", "y": "b"}, "partition key field 'x' is empty"),
+        ({"x": "a", "y": None}, "sort key field 'y' is null"),
+        ({"x": {"id": 1}, "y": "b"}, "partition key field 'x' is an object"),
+        ({"x": "idempotency#a", "y": "b"}, "partition key field 'x' begins with 'idempotency#'"),
+    ],
+)
+def test_keys_the_consumer_would_reject_are_rejected_before_publishing(message, reason):
+    with pytest.raises(ValueError, match=reason):
+        dedup_id_for(message, ("x", "y"))
+
+
+def test_dedup_ids_use_the_consumers_dotted_paths_and_canonical_numbers():
+    # The same value always gives the same id: 100, 100.0 and a Decimal 1E+2 are all "100".
+    from decimal import Decimal
+
+    ids = {
+        dedup_id_for({"order": {"id": number}, "line": True}, ("order.id", "line"))
+        for number in (100, 100.0, Decimal("1E+2"))
+    }
+    assert ids == {"100#true"}
 
 
 def test_publish_batches_of_ten_in_order_with_deterministic_dedup_ids(topic_and_queue, sqs):

@@ -74,7 +74,7 @@ def test_concurrent_guarded_invocations_run_each_effect_once(make_handler, dynam
     outcomes = _invoke_concurrently(handler, _batch())
     assert calls == {f"k{i}#1": 1 for i in range(10)}
     assert outcomes == {"processed": 10, "duplicate": 10 * (THREADS - 1)}
-    assert {i["status"]["S"] for i in scan(dynamodb)} == {"COMPLETED"}
+    assert {i["idempotency:status"]["S"] for i in scan(dynamodb)} == {"COMPLETED"}
 
 
 def test_concurrent_guarded_invocations_with_failing_effects_still_run_once_successfully(make_handler):

@@ -47,8 +47,9 @@ def test_marker_sits_beside_the_business_key_with_a_prefixed_sort_key(payments, 
     handler(event(rec), None)
     (marker,) = [i for i in scan(dynamodb) if i["sk"]["S"].startswith("idempotency#")]
     assert marker["pk"] == {"S": "a1"} and marker["sk"] == {"S": "idempotency#p1"}
-    assert marker["message_id"] == {"S": rec["messageId"]}
-    assert "expires_at" in marker
+    assert marker["idempotency:message_id"] == {"S": rec["messageId"]}
+    assert len(marker["idempotency:fingerprint"]["S"]) == 64
+    assert "expires_at" in marker  # markers keep the dedup TTL
 
 
 def test_processor_may_write_the_message_key_itself(make_handler, dynamodb):
@@ -92,7 +93,7 @@ def test_processor_condition_failure_is_permanent_and_nothing_commits(make_handl
     assert failures(handler(event(rec), None)) == []
     assert scan(dynamodb) == []  # neither the update nor the marker
     (dead,) = drain(sqs, dlq_url)
-    reason = dead["MessageAttributes"]["reason"]["StringValue"]
+    reason = dead["MessageAttributes"]["idempotency.reason"]["StringValue"]
     assert "transaction cancelled" in reason and "entry 0: ConditionalCheckFailed" in reason
 
 
@@ -143,7 +144,7 @@ def test_named_permanent_cancellation_codes_are_quarantined(
     )
     assert failures(handler(event(record({"x": "a1", "y": "p1", "cents": 10})), None)) == []
     (dead,) = drain(sqs, dlq_url)
-    assert named in dead["MessageAttributes"]["reason"]["StringValue"]
+    assert named in dead["MessageAttributes"]["idempotency.reason"]["StringValue"]
 
 
 def test_user_condition_failure_with_an_unknown_code_beside_it_is_retried(
@@ -188,7 +189,7 @@ def test_entry_targeting_the_marker_key_is_rejected(make_handler, dlq_url, sqs, 
     handler, _ = make_handler(fn=clash, mode="transaction", dlq_url=dlq_url)
     handler(event(record({"x": "a1", "y": "b1"})), None)
     (dead,) = drain(sqs, dlq_url)
-    assert "targets the idempotency marker" in dead["MessageAttributes"]["reason"]["StringValue"]
+    assert "targets the idempotency marker" in dead["MessageAttributes"]["idempotency.reason"]["StringValue"]
     assert scan(dynamodb) == []
 
 
@@ -204,14 +205,17 @@ def test_malformed_processor_output_is_quarantined(make_handler, dlq_url, sqs, r
     handler, _ = make_handler(fn=lambda message: returned, mode="transaction", dlq_url=dlq_url)
     assert failures(handler(event(record({"x": "a1", "y": "b1"})), None)) == []
     (dead,) = drain(sqs, dlq_url)
-    assert expected in dead["MessageAttributes"]["reason"]["StringValue"]
+    assert expected in dead["MessageAttributes"]["idempotency.reason"]["StringValue"]
 
 
 def test_example_rejects_a_negative_payment_permanently(payments, dlq_url, sqs, dynamodb):
     handler, _ = payments(dlq_url=dlq_url)
     handler(event(record({"x": "a1", "y": "p1", "cents": -5})), None)
     (dead,) = drain(sqs, dlq_url)
-    assert dead["MessageAttributes"]["reason"]["StringValue"] == "cents must be a positive integer, got -5"
+    assert (
+        dead["MessageAttributes"]["idempotency.reason"]["StringValue"]
+        == "cents must be a positive integer, got -5"
+    )
     assert scan(dynamodb) == []
 
 

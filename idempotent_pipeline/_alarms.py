@@ -1,0 +1,106 @@
+"""The alarms the blocks create: one helper, the thresholds of :class:`AlarmOptions` read once."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from idempotent_pipeline import _keys
+from idempotent_pipeline._rules import TOKEN, Rule, duration, enforce, instance, integer, options_of, seconds
+from idempotent_pipeline.options import AlarmOptions
+
+ONE_MINUTE = duration(60)
+AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+NOT_BREACHING = cloudwatch.TreatMissingData.NOT_BREACHING
+
+RULES = (
+    Rule(
+        ("max_message_age",),
+        lambda age: age < 60,
+        "AlarmOptions.max_message_age must be at least 60 seconds; got {max_message_age} seconds",
+    ),
+    Rule(
+        ("failed_threshold",),
+        lambda threshold: threshold < 1,
+        "AlarmOptions.failed_threshold must be at least 1; got {failed_threshold}",
+    ),
+    Rule(
+        ("failed_period",),
+        lambda period: period < 60 or period % 60,
+        "AlarmOptions.failed_period must be a whole number of minutes; got {failed_period} seconds",
+    ),
+)
+
+# Alarm topics whose key was already taken care of (several blocks may share one topic).
+_KEYED_TOPICS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class Alarms:
+    """:class:`AlarmOptions` as plain values, and the action every alarm of one block uses."""
+
+    enabled: bool
+    action: cloudwatch.IAlarmAction | None
+    max_message_age: float  # seconds (a number token when only known at deploy time)
+    failed_threshold: int | None
+    failed_period: Any
+
+    @classmethod
+    def read(cls, scope: Construct, options: AlarmOptions | None) -> Alarms:
+        options = options_of("alarm_options", options, AlarmOptions)
+        values = {
+            "max_message_age": seconds("AlarmOptions.max_message_age", options.max_message_age),
+            "failed_threshold": integer("AlarmOptions.failed_threshold", options.failed_threshold),
+            "failed_period": seconds("AlarmOptions.failed_period", options.failed_period),
+        }
+        topic = instance("AlarmOptions.alarm_topic", options.alarm_topic, sns.ITopic, "an sns.ITopic")
+        enforce(scope, RULES, values)
+        action = None
+        if options.enabled and topic is not None:
+            action = cloudwatch_actions.SnsAction(topic)
+            if topic not in _KEYED_TOPICS:
+                _KEYED_TOPICS.add(topic)
+                key = topic.master_key
+                if key is not None:
+                    _keys.allow_cloudwatch_alarms(scope, key, "the alarm topic's key")
+        return cls(
+            enabled=bool(options.enabled),
+            action=action,
+            max_message_age=(
+                options.max_message_age.to_seconds()
+                if values["max_message_age"] is TOKEN
+                else values["max_message_age"]
+            ),
+            failed_threshold=values["failed_threshold"],
+            failed_period=options.failed_period,
+        )
+
+    def alarm(
+        self,
+        scope: Construct,
+        id: str,
+        metric: cloudwatch.IMetric,
+        *,
+        threshold: float,
+        description: str,
+    ) -> cloudwatch.Alarm:
+        alarm = cloudwatch.Alarm(
+            scope,
+            id,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=1,
+            comparison_operator=AT_LEAST,
+            treat_missing_data=NOT_BREACHING,
+            alarm_description=description,
+        )
+        if self.action is not None:
+            alarm.add_alarm_action(self.action)
+            alarm.add_ok_action(self.action)
+        return alarm

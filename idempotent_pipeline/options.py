@@ -1,0 +1,299 @@
+"""The options of each building block, declared and documented once (as aws-cdk-lib's ``TableOptions``).
+
+Every block takes the resources it works with by reference plus one of these frozen dataclasses; the
+composite :class:`~idempotent_pipeline.IdempotentPipeline` takes the same objects. Names and defaults shared
+with the runtime come from :mod:`idempotent_runtime.contract`. ``docs/constructs.md`` is the reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from idempotent_runtime import contract
+from idempotent_runtime.contract import KeySource, LogLevel, Mode, OnConflict
+
+from idempotent_pipeline._rules import duration
+
+# Defaults that are Durations: created once, recognised by identity (no jsii round trip to read them back).
+DEFAULT_VISIBILITY_TIMEOUT = duration(180)  # 6 x the consumer's default 30 s function timeout
+DEFAULT_RETENTION_PERIOD = duration(4 * 24 * 3600)
+DEFAULT_DEAD_LETTER_RETENTION_PERIOD = duration(contract.SQS_MAX_RETENTION_SECONDS)
+DEFAULT_TIMEOUT = duration(30)
+DEFAULT_DEDUP_TTL = duration(contract.DEFAULT_DEDUP_TTL_SECONDS)
+DEFAULT_LEASE_MARGIN = duration(contract.DEFAULT_LEASE_MARGIN_SECONDS)
+DEFAULT_MAX_MESSAGE_AGE = duration(600)
+DEFAULT_FAILED_PERIOD = duration(300)
+DEFAULT_MAX_RECEIVE_COUNT = 5
+DEFAULT_MEMORY_SIZE = 256
+DEFAULT_BATCH_SIZE = 10
+DEFAULT_FAILED_THRESHOLD = 10
+# What never belongs in a function's code asset (matched against each file and directory name below
+# code_directory): version control, environments and secrets, virtualenvs, build output, caches. A directory
+# holding a pyvenv.cfg (a virtualenv under any name) is left out too. requirements.txt is installed, not
+# shipped (it may name a private index with its credentials).
+DEFAULT_EXCLUDE = (
+    ".git",
+    ".hg",
+    ".svn",
+    ".bzr",
+    ".env*",
+    ".venv",
+    "venv",
+    "node_modules",
+    "cdk.out",
+    "__pycache__",
+    "*.pyc",
+    "*.pyo",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    ".nox",
+    ".coverage",
+    ".idea",
+    ".vscode",
+    ".DS_Store",
+    "*.egg-info",
+    "requirements.txt",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessagingOptions:
+    """How messages reach the consumer: topic, queue, dead-letter queues (:class:`Messaging`)."""
+
+    fifo: bool = True
+    """FIFO topic, queue and dead-letter queues: ordered per MessageGroupId, deduplicated for 5 minutes.
+    False: a standard topic and standard queues (no ordering, no deduplication window, higher throughput;
+    the runtime runs every record independently). Default: True."""
+
+    with_topic: bool = True
+    """Subscribe the queue to an SNS topic (a new one, or the ``topic`` given to the construct). False: no
+    topic and no subscription; producers send to the queue directly (``grant_publish`` grants
+    ``sqs:SendMessage``). Default: True."""
+
+    content_based_deduplication: bool | None = None
+    """FIFO only: deduplicate by a SHA-256 of the body when a producer sends no MessageDeduplicationId (new
+    topic and queue). Default: True on FIFO; not available on standard queues."""
+
+    high_throughput: bool = False
+    """FIFO only: per-message-group deduplication scope and throughput limit on the queue, message-group
+    throughput scope on a new topic. Default: False (queue-wide scope)."""
+
+    visibility_timeout: Duration | None = None
+    """The queue's visibility timeout; at least 6 x the consumer's function timeout. Default: 3 minutes
+    (:class:`IdempotentPipeline`: 6 x the consumer's timeout)."""
+
+    retention_period: Duration = DEFAULT_RETENTION_PERIOD
+    """How long the queue keeps a message (1 minute to 14 days). Default: 4 days."""
+
+    dead_letter_retention_period: Duration = DEFAULT_DEAD_LETTER_RETENTION_PERIOD
+    """How long the dead-letter queues keep a message (1 minute to 14 days). Default: 14 days."""
+
+    max_receive_count: int = DEFAULT_MAX_RECEIVE_COUNT
+    """Receives before SQS moves a message to the dead-letter queue (1 to 1000). The consumer is told, so a
+    record failing on its last receive reaches the DLQ with a reason. Default: 5."""
+
+    encryption_key: kms.IKey | None = None
+    """A customer-managed KMS key for the queue and the dead-letter queues. The key policy statement SNS needs
+    (limited to this topic) is added to a key defined in the app; an imported key gets a synth warning
+    naming it. Default: SSE-SQS."""
+
+    topic_encryption_key: kms.IKey | None = None
+    """A customer-managed KMS key for a new topic; not ``encryption_key`` (that key's policy names the topic:
+    a dependency cycle). Default: the topic is not encrypted with KMS."""
+
+    filter_policy: Mapping[str, sns.SubscriptionFilter] | None = None
+    """An SNS subscription filter policy. On FIFO it voids SNS's exactly-once delivery conditions, so synth
+    warns. Default: none."""
+
+    removal_policy: RemovalPolicy = RemovalPolicy.DESTROY
+    """Of the source queue (messages in flight). Default: DESTROY."""
+
+    dead_letter_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
+    """Of the dead-letter queues created here: dead letters are unprocessed user data. Default: RETAIN."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableOptions:
+    """The DynamoDB table (:class:`IdempotencyTable`). Changing a key name replaces the table."""
+
+    partition_key_name: str = contract.DEFAULT_PARTITION_KEY
+    """The partition key attribute (string). Default: ``pk``."""
+
+    sort_key_name: str = contract.DEFAULT_SORT_KEY
+    """The sort key attribute (string). Default: ``sk``."""
+
+    time_to_live_attribute: str = contract.DEFAULT_TTL_ATTRIBUTE
+    """The TTL attribute (epoch seconds). Changing it on a deployed table needs a migration (TTL must be
+    disabled first). Default: ``expires_at``."""
+
+    removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
+    """RETAIN or DESTROY (DynamoDB tables do not support SNAPSHOT). Default: RETAIN (it holds user data)."""
+
+    point_in_time_recovery: bool = True
+    """Continuous backups. Default: True."""
+
+    encryption_key: kms.IKey | None = None
+    """A customer-managed KMS key. Default: the AWS-owned key DynamoDB uses by default."""
+
+    deletion_protection: bool = False
+    """Refuse DeleteTable. Default: False."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsumerOptions:
+    """The Lambda function that runs the bundled runtime (:class:`IdempotentConsumer`)."""
+
+    mode: Mode | str = Mode.DOCUMENT
+    """``document`` (one conditional put of the message's document), ``transaction`` (your writes and an
+    idempotency marker in one transaction) or ``guarded`` (a fenced lease around an effect outside
+    DynamoDB). Default: ``document``."""
+
+    key_source: KeySource | str = KeySource.FIELDS
+    """Where a record's idempotency key comes from: ``fields`` (two body fields), ``dedup_id`` (the FIFO
+    MessageDeduplicationId; FIFO only), ``message_id`` (the SQS messageId) or ``body_sha256``. Default:
+    ``fields`` on FIFO and standard queues alike: SNS delivers a duplicate to SQS as a new SQS message with a
+    new messageId, so ``message_id`` only catches SQS's own redeliveries."""
+
+    partition_key_field: str | None = None
+    """With ``key_source="fields"``: the body field (a dotted path such as ``order.id``) whose value becomes
+    the partition key. Default: ``x``."""
+
+    sort_key_field: str | None = None
+    """With ``key_source="fields"``: the body field (a dotted path) whose value becomes the sort key.
+    Default: ``y``."""
+
+    key_prefix: str = ""
+    """Prepended to every partition key value, so several pipelines can share one table; must not begin
+    with ``idempotency#``. Default: none."""
+
+    fingerprint_fields: Sequence[str] | None = None
+    """The payload fingerprint (which tells a conflict from a duplicate) covers only these dotted paths.
+    Default: the whole body."""
+
+    fingerprint_exclude: Sequence[str] | None = None
+    """The payload fingerprint covers the body without these dotted paths (e.g. a timestamp a producer sets
+    per send); not with ``fingerprint_fields``. Default: none excluded."""
+
+    on_conflict: OnConflict | str = OnConflict.QUARANTINE
+    """What a delivery whose key is done with a different fingerprint becomes: ``quarantine`` (the DLQ, with
+    both fingerprints in the reason) or ``duplicate`` (logged at WARNING and counted). Default:
+    ``quarantine``."""
+
+    dedup_ttl: Duration | None = DEFAULT_DEDUP_TTL
+    """Lifetime of the records that exist only for idempotency (transaction markers, guarded claims and
+    results); how long duplicates are recognised in those modes. None: never expire. Default: 7 days."""
+
+    document_ttl: Duration | None = None
+    """Document mode: lifetime of the stored documents (duplicates are recognised for as long as the
+    document exists). None: never expire. Default: None."""
+
+    lease_duration: Duration | None = None
+    """Guarded mode: how long a claim is held. Default: the invocation's remaining time."""
+
+    lease_margin: Duration = DEFAULT_LEASE_MARGIN
+    """Guarded mode: a claim is recorded as held this much longer than its owner uses it, so a clock that
+    runs ahead elsewhere cannot take over a live claim. Default: 10 seconds."""
+
+    processor: str | None = None
+    """Your function, ``module:function`` (or ``module:Class.method``), in ``code_directory``; checked at
+    synth by reading the module. Required for ``transaction`` and ``guarded``. Default: none."""
+
+    code_directory: str | None = None
+    """The directory holding the processor's module, copied beside ``idempotent_runtime/`` in the asset
+    (without :data:`DEFAULT_EXCLUDE` and ``exclude``). A ``requirements.txt`` in it is installed into the
+    asset at synth (wheels only, for the function's architecture and Python). Default: none."""
+
+    exclude: Sequence[str] = ()
+    """More patterns left out of the asset: a pattern without ``/`` matches a file or directory name
+    anywhere (``*.csv``, ``data``), one with ``/`` a path relative to ``code_directory`` (``docs/*.md``;
+    ``*`` stays within a directory, ``**`` spans directories). Default: none (beyond
+    :data:`DEFAULT_EXCLUDE`)."""
+
+    timeout: Duration = DEFAULT_TIMEOUT
+    """The function timeout (1 to 900 seconds). Default: 30 seconds."""
+
+    memory_size: int = DEFAULT_MEMORY_SIZE
+    """MiB of memory (128 to 10240). Default: 256."""
+
+    architecture: lambda_.Architecture | None = None
+    """The instruction set. Default: ARM_64."""
+
+    batch_size: int = DEFAULT_BATCH_SIZE
+    """Records per invocation: 1 to 10 on FIFO, 1 to 10,000 on standard (above 10 needs
+    ``max_batching_window``). Default: 10."""
+
+    max_batching_window: Duration | None = None
+    """Standard queues only: how long the event source gathers records into a batch (up to 5 minutes).
+    Default: none."""
+
+    max_concurrency: int | None = None
+    """The event source's maximum concurrent invocations (2 to 1000). Default: no limit."""
+
+    reserved_concurrent_executions: int | None = None
+    """The function's reserved concurrency. Prefer ``max_concurrency``: throttled receives count toward the
+    queue's max receives. Default: unreserved."""
+
+    log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
+    """How long the function's log group keeps logs. Default: one month."""
+
+    max_workers: int | None = None
+    """Threads processing different message groups of one batch (1 to 64). Default: the runtime's (10)."""
+
+    metrics_namespace: str = contract.DEFAULT_METRICS_NAMESPACE
+    """CloudWatch namespace of the runtime's metrics (and of the alarms on them). Default:
+    ``IdempotentPipeline``."""
+
+    log_level: LogLevel | str | None = None
+    """``DEBUG`` (every record), ``INFO``, ``WARNING`` or ``ERROR``. Default: the runtime's (``INFO``)."""
+
+    environment: Mapping[str, str] | None = None
+    """Extra environment variables for your processor; may not set the runtime's own. Default: none."""
+
+    vpc: ec2.IVpc | None = None
+    """Run the function in this VPC (it needs a route to DynamoDB and SQS: NAT or VPC endpoints). The role
+    gets the network-interface actions Lambda needs, without a managed policy. Default: no VPC."""
+
+    vpc_subnets: ec2.SubnetSelection | None = None
+    """With ``vpc``: the subnets. Default: the VPC's private subnets."""
+
+    security_groups: Sequence[ec2.ISecurityGroup] | None = None
+    """With ``vpc``: the function's security groups. Default: a new one allowing all outbound traffic."""
+
+    tracing: lambda_.Tracing | None = None
+    """X-Ray tracing (``Tracing.ACTIVE``): the role gets ``xray:PutTraceSegments`` and
+    ``xray:PutTelemetryRecords``. Default: disabled."""
+
+    layers: Sequence[lambda_.ILayerVersion] = field(default_factory=tuple)
+    """Lambda layers (their size counts toward the 250 MB limit). Default: none."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlarmOptions:
+    """The CloudWatch alarms every block creates for what it owns."""
+
+    enabled: bool = True
+    """Create the alarms. Default: True."""
+
+    alarm_topic: sns.ITopic | None = None
+    """An SNS topic notified when an alarm fires (and when it is OK again). A KMS-encrypted topic defined in
+    the app gets the key policy statement CloudWatch needs; an imported key gets a synth warning.
+    Default: no action."""
+
+    max_message_age: Duration = DEFAULT_MAX_MESSAGE_AGE
+    """Alarm when the oldest message in the queue is this old (at least 1 minute). Default: 10 minutes."""
+
+    failed_threshold: int = DEFAULT_FAILED_THRESHOLD
+    """Alarm when this many records failed (and were left for SQS to retry) within ``failed_period``.
+    Default: 10."""
+
+    failed_period: Duration = DEFAULT_FAILED_PERIOD
+    """The window of ``failed_threshold`` (a whole number of minutes). Default: 5 minutes."""

@@ -1,0 +1,50 @@
+"""The three idempotency modes behind one abstract base (:class:`~idempotent_runtime.modes.base.Mode`).
+
+Only the configured mode's module is imported (cold start).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from idempotent_runtime.config import Config
+from idempotent_runtime.contract import ConfigurationError
+from idempotent_runtime.contract import Mode as ModeName
+from idempotent_runtime.message import Message
+from idempotent_runtime.modes.base import Done, Mode, RecordState, Warn
+from idempotent_runtime.retries import Retrier
+
+__all__ = ["Done", "Mode", "RecordState", "make_mode"]
+
+
+def make_mode(
+    config: Config,
+    dynamodb: Callable[[], Any],
+    processor: Callable[[Message], Any] | None,
+    *,
+    clock: Callable[[], float] = time.time,
+    calls: Retrier | None = None,
+    warn: Warn | None = None,
+) -> Mode:
+    """The mode ``config.mode`` names, with its processor (required for transaction and guarded)."""
+    mode_class: type[Mode]
+    if config.mode == ModeName.DOCUMENT:
+        from idempotent_runtime.modes.document import DocumentMode
+
+        mode_class = DocumentMode
+    else:
+        if processor is None:
+            raise ConfigurationError(
+                f"PROCESSOR is required with IDEMPOTENCY_MODE={config.mode}, got nothing"
+            )
+        if config.mode == ModeName.TRANSACTION:
+            from idempotent_runtime.modes.transaction import TransactionMode
+
+            mode_class = TransactionMode
+        else:
+            from idempotent_runtime.modes.guarded import GuardedMode
+
+            mode_class = GuardedMode
+    return mode_class(config, dynamodb, processor, clock=clock, calls=calls, warn=warn)

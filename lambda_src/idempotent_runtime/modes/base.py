@@ -1,0 +1,167 @@
+"""What the three idempotency modes share: the table's names, the clock, the payload fingerprint, the rule
+that a record past its TTL counts as absent, and what a failed condition's old item means."""
+
+from __future__ import annotations
+
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from idempotent_runtime.config import Config
+from idempotent_runtime.contract import (
+    FINGERPRINT_ATTRIBUTE,
+    TOKEN_ATTRIBUTE,
+    OnConflict,
+    Outcome,
+)
+from idempotent_runtime.contract import (
+    Mode as ModeName,
+)
+from idempotent_runtime.errors import Conflict, InvalidMessage
+from idempotent_runtime.message import Key, Message
+from idempotent_runtime.payload import Fingerprinter, raw_fingerprint
+from idempotent_runtime.retries import Retrier
+
+# DynamoDB deletes expired items up to ~48 h after their TTL: every condition treats such a record as absent.
+ABSENT = "attribute_not_exists(#pk) OR #ttl < :now"
+
+Warn = Callable[..., None]
+
+
+class Done:
+    """What a mode made of a record: the outcome, the processor's result (guarded), and the conflict when
+    the key was done with another payload and ``ON_CONFLICT=duplicate`` made it a duplicate."""
+
+    __slots__ = ("conflict", "outcome", "result")
+
+    def __init__(self, outcome: Outcome, result: Any = None, conflict: Conflict | None = None) -> None:
+        self.outcome = outcome
+        self.result = result
+        self.conflict = conflict
+
+
+class RecordState(StrEnum):
+    """What the table says about a key (see :mod:`idempotent_runtime.records`)."""
+
+    NEW = "new"  # no idempotency record (or an expired one): a delivery would process it
+    DONE = "done"  # done with the same payload (or a record without fingerprint): a duplicate
+    CONFLICT = "conflict"  # done with another payload
+    IN_PROGRESS = "in_progress"  # guarded: claimed by a live invocation
+    INVALID = "invalid"  # the message cannot be keyed
+
+
+def new_token() -> str:
+    """A random 128-bit token (hex): identifies one write of this invocation, or a guarded claim's owner."""
+    return os.urandom(16).hex()
+
+
+def text_of(item: dict[str, Any], *names: str) -> str | None:
+    """The first string attribute of ``item`` among ``names``."""
+    for name in names:
+        value = item.get(name)
+        if isinstance(value, dict) and isinstance(value.get("S"), str):
+            return value["S"]
+    return None
+
+
+def number_of(item: dict[str, Any], *names: str) -> int | None:
+    for name in names:
+        value = item.get(name)
+        if isinstance(value, dict) and isinstance(value.get("N"), str):
+            try:
+                return int(value["N"].split(".")[0])
+            except ValueError:
+                return None
+    return None
+
+
+class Mode(ABC):
+    """Base of the modes: ``process(message, context) -> Done`` writes the message's effect once per key."""
+
+    name: ClassVar[ModeName]
+    # Bytes of the sort key a mode reserves for itself (the transaction marker's prefix).
+    sort_reserve: ClassVar[int] = 0
+
+    def __init__(
+        self,
+        config: Config,
+        dynamodb: Callable[[], Any],
+        processor: Callable[[Message], Any] | None,
+        *,
+        clock: Callable[[], float] = time.time,
+        calls: Retrier | None = None,
+        warn: Warn | None = None,
+    ) -> None:
+        self.config = config
+        self.table = config.table_name
+        self.pk, self.sk, self.ttl = config.partition_key, config.sort_key, config.ttl_attribute
+        self.names = {"#pk": self.pk, "#ttl": self.ttl}
+        self.dynamodb = dynamodb
+        self.processor = processor
+        self.clock = clock
+        self.calls = calls or Retrier()
+        self.warn: Warn = warn or (lambda message, **fields: None)
+        self.fingerprints = Fingerprinter(config.fingerprint_fields, config.fingerprint_exclude)
+
+    @abstractmethod
+    def process(self, message: Message, context: object | None = None) -> Done:
+        """Apply the message's effect unless its key is done; never run an effect twice for one key."""
+
+    @abstractmethod
+    def location(self, key: Key) -> dict[str, Any]:
+        """The DynamoDB key of the item that records whether ``key`` is done."""
+
+    @abstractmethod
+    def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
+        """What the stored idempotency record ``item`` (``{}``: none) means for a message with
+        ``fingerprint``: the state and the stored fingerprint."""
+
+    def fingerprint(self, message: Message) -> str:
+        """SHA-256 of the canonical JSON body (of the chosen fields); of the raw body when it is not JSON."""
+        try:
+            data = message.data
+        except InvalidMessage:
+            return raw_fingerprint(message.body)
+        return self.fingerprints(data)
+
+    def item_key(self, key: Key) -> dict[str, Any]:
+        return {self.pk: {"S": key.partition}, self.sk: {"S": key.sort}}
+
+    def expiry(self, seconds: int, now: float) -> dict[str, str] | None:
+        """The TTL attribute value ``seconds`` from ``now``; None for 0 (never expire)."""
+        return {"N": str(int(now) + seconds)} if seconds else None
+
+    def expired(self, item: dict[str, Any], now: float) -> bool:
+        expires = number_of(item, self.ttl)
+        return expires is not None and expires < int(now)
+
+    def done(self, key: Key, fingerprint: str, old: dict[str, Any], result: Any = None) -> Done:
+        """The key is done (a record exists): a duplicate, or a conflict when the stored fingerprint differs.
+        A record without one (written by 0.1) counts as the same payload."""
+        stored = text_of(old, FINGERPRINT_ATTRIBUTE)
+        if stored is None or stored == fingerprint:
+            return Done(Outcome.DUPLICATE, result)
+        conflict = Conflict(key, fingerprint, stored)
+        if self.config.on_conflict == OnConflict.DUPLICATE:
+            # The stored result belongs to another payload: it is not returned as this message's.
+            return Done(Outcome.DUPLICATE, None, conflict)
+        raise conflict
+
+    @staticmethod
+    def ours(old: dict[str, Any], token: str) -> bool:
+        """The old item is this invocation's own write (applied, but its response was lost)."""
+        return text_of(old, TOKEN_ATTRIBUTE) == token
+
+    def stored_state(
+        self, item: dict[str, Any], fingerprint: str, now: float
+    ) -> tuple[RecordState, str | None]:
+        """Document and transaction records: present and unexpired means done (or conflict)."""
+        if not item or self.expired(item, now):
+            return RecordState.NEW, None
+        stored = text_of(item, FINGERPRINT_ATTRIBUTE)
+        if stored is None or stored == fingerprint:
+            return RecordState.DONE, stored
+        return RecordState.CONFLICT, stored

@@ -1,0 +1,104 @@
+"""document mode: one conditional PutItem per message; ConditionalCheckFailed means "already stored"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from idempotent_runtime.attributes import check_item_size, to_item
+from idempotent_runtime.contract import FINGERPRINT_ATTRIBUTE, TOKEN_ATTRIBUTE, Outcome
+from idempotent_runtime.contract import Mode as ModeName
+from idempotent_runtime.errors import InvalidMessage, is_conditional_check_failed, old_item
+from idempotent_runtime.message import Key, Message
+from idempotent_runtime.modes.base import ABSENT, Done, Mode, RecordState, new_token
+
+# Bodies up to this many characters cannot make a 400 KB item (a character is at most 4 UTF-8 bytes and an
+# item is at most ~1.5x its JSON text), so their size is not computed...
+_SIZE_CHECK_FROM = 50_000
+
+
+def _needs_size_check(body: str) -> bool:
+    # ...unless they escape a surrogate (\ud800-\udfff): an unpaired one parses to text with no UTF-8
+    # form, which the size check finds and rejects.
+    return len(body) > _SIZE_CHECK_FROM or "\\ud" in body or "\\uD" in body
+
+
+class DocumentMode(Mode):
+    """Store the item built from the message with ``attribute_not_exists`` on its key: 1 request, new,
+    duplicate or conflicting.
+
+    Processor (optional): ``fn(message) -> dict | None`` returning the item's attributes as Python values;
+    None (or no processor) stores the fields of the JSON body. The runtime adds the key attributes, the
+    payload fingerprint, a write token and (with DOCUMENT_TTL_SECONDS) the TTL. A field named like one of
+    those whose value differs from what the runtime stores, or beginning with ``idempotency:``, is rejected.
+
+    The PutItem asks for the old item when its condition fails (``ReturnValuesOnConditionCheckFailure``, no
+    extra request): our own token -> this invocation's write, applied but its response lost (processed);
+    the same fingerprint, or none (a document of 0.1) -> duplicate; another fingerprint -> conflict.
+    """
+
+    name = ModeName.DOCUMENT
+
+    def location(self, key: Key) -> dict[str, Any]:
+        return self.item_key(key)
+
+    def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
+        return self.stored_state(item, fingerprint, now)
+
+    def process(self, message: Message, context: object | None = None) -> Done:
+        key = message.key
+        assert key is not None
+        attributes = self.processor(message) if self.processor is not None else None
+        if attributes is None:
+            attributes, source = message.json_object(), "body field"
+        elif isinstance(attributes, dict):
+            source = "processor attribute"
+        else:
+            raise InvalidMessage(
+                "document processor must return a dict of attributes or None, "
+                f"got {type(attributes).__name__}"
+            )
+        fingerprint = self.fingerprint(message)
+        now = self.clock()
+        item = to_item(attributes, source)
+        own = self.item_key(key)
+        expires = self.expiry(self.config.document_ttl_seconds, now)
+        for name, role in ((self.pk, "partition key"), (self.sk, "sort key"), (self.ttl, "TTL")):
+            if name in item and item[name] != own.get(name, expires if name == self.ttl else None):
+                stored = own.get(name, expires if name == self.ttl else None)
+                raise InvalidMessage(
+                    f"{source} {name!r} is the table's {role} attribute: the runtime stores "
+                    f"{_shown(stored)} there, the message has {_shown(item[name])}"
+                )
+        item.update(own)
+        if expires is not None:
+            item[self.ttl] = expires
+        token = new_token()
+        item[FINGERPRINT_ATTRIBUTE] = {"S": fingerprint}
+        item[TOKEN_ATTRIBUTE] = {"S": token}
+        if self.processor is not None or _needs_size_check(message.body):
+            check_item_size(item)
+        try:
+            self.calls(
+                self.dynamodb().put_item,
+                TableName=self.table,
+                Item=item,
+                ConditionExpression=ABSENT,
+                ExpressionAttributeNames=self.names,
+                ExpressionAttributeValues={":now": {"N": str(int(now))}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except Exception as exc:
+            if not is_conditional_check_failed(exc):
+                raise
+            old = old_item(exc)
+            if self.ours(old, token):
+                return Done(Outcome.PROCESSED)
+            return self.done(key, fingerprint, old)
+        return Done(Outcome.PROCESSED)
+
+
+def _shown(value: dict[str, Any] | None) -> str:
+    if value is None:
+        return "nothing (no TTL: DOCUMENT_TTL_SECONDS is 0)"
+    ((kind, text),) = value.items()
+    return f"{kind} {str(text)[:80]!r}"

@@ -1,0 +1,356 @@
+"""guarded mode: effects outside DynamoDB behind a fenced IN_PROGRESS lease.
+
+The guarantee, exactly: the processor runs at most once at a time per key, and runs again for a key only if
+the execution environment running it dies (or loses its lease) between the effect and the completion of
+the key. The re-run carries the same ``message.key.idempotency_key``: pass it to an external API that
+honours idempotency keys and the effect happens exactly once end to end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from idempotent_runtime.contract import (
+    FINGERPRINT_ATTRIBUTE,
+    LEASE_ATTRIBUTE,
+    LEGACY_LEASE_ATTRIBUTE,
+    LEGACY_RESULT_ATTRIBUTE,
+    LEGACY_STATUS_ATTRIBUTE,
+    MESSAGE_ID_ATTRIBUTE,
+    OWNER_ATTRIBUTE,
+    RESULT_ATTRIBUTE,
+    STATUS_ATTRIBUTE,
+    GuardedStatus,
+    Outcome,
+)
+from idempotent_runtime.contract import (
+    Mode as ModeName,
+)
+from idempotent_runtime.errors import (
+    InvalidMessage,
+    LeaseLost,
+    TransientError,
+    classify,
+    describe,
+    is_conditional_check_failed,
+    old_item,
+)
+from idempotent_runtime.message import Key, Message
+from idempotent_runtime.modes.base import ABSENT, Done, Mode, RecordState, new_token, number_of, text_of
+from idempotent_runtime.payload import decode_result, encode_result
+
+IN_PROGRESS = GuardedStatus.IN_PROGRESS.value
+COMPLETED = GuardedStatus.COMPLETED.value
+# Lease when neither LEASE_SECONDS nor a Lambda context says how long the invocation may run.
+DEFAULT_LEASE_SECONDS = 900
+MAX_RESULT_BYTES = 100 * 1024
+# Completion is retried while time is left before the owner's horizon (and the invocation's deadline); this
+# caps the attempts should a clock stand still.
+COMPLETION_ATTEMPTS = 1000
+
+# Claimable: no record, a record past its TTL, or an IN_PROGRESS claim whose (recorded) lease has expired
+# - also a claim written by 0.1 under its attribute names.
+CLAIM = (
+    ABSENT
+    + " OR (#status = :in_progress AND #lease < :now_ms)"
+    + " OR (#old_status = :in_progress AND #old_lease < :now_ms)"
+)
+# Only the current owner (fencing token) of a live claim may complete, extend or release it.
+OWNED = "#owner = :token AND #status = :in_progress"
+OWNER_NAMES = {"#owner": OWNER_ATTRIBUTE, "#status": STATUS_ATTRIBUTE}
+
+
+def claim_expiry(now: float, ttl_seconds: int, lease_end_ms: int) -> int:
+    """The TTL of an IN_PROGRESS claim (epoch seconds): now + DEDUP_TTL_SECONDS, never before its lease ends.
+
+    The claim condition treats a record past its TTL as absent (and DynamoDB may delete it), so a claim
+    expiring before its lease would let a second delivery claim the key and run the effect concurrently.
+    """
+    return max(int(now) + ttl_seconds, -(-lease_end_ms // 1000) + 1)
+
+
+class Lease:
+    """guarded mode: the claim this invocation holds on ``message.key`` while the processor runs.
+
+    ``remaining()`` is how many seconds the claim is still this invocation's (by its own clock);
+    ``extend(seconds)`` holds it at least ``seconds`` from now - a fenced update that raises
+    :class:`~idempotent_runtime.errors.LeaseLost` when another invocation has taken the key over. Other
+    invocations see the claim held ``LEASE_MARGIN_SECONDS`` longer, so a clock running ahead elsewhere
+    cannot take over a live claim.
+    """
+
+    def __init__(self, mode: GuardedMode, key: Key, token: str, horizon_ms: int) -> None:
+        self._mode = mode
+        self.key = key
+        self.token = token
+        self.horizon_ms = horizon_ms
+
+    @property
+    def expires_at(self) -> float:
+        """Epoch seconds at which the claim stops being this invocation's."""
+        return self.horizon_ms / 1000
+
+    def remaining(self) -> float:
+        return self.expires_at - self._mode.clock()
+
+    def extend(self, seconds: float) -> float:
+        """Hold the claim at least ``seconds`` from now (its TTL moves with it); returns ``remaining()``."""
+        if not seconds > 0:
+            raise ValueError(f"lease extension must be a positive number of seconds, got {seconds!r}")
+        mode = self._mode
+        now = mode.clock()
+        horizon_ms = max(self.horizon_ms, int((now + seconds) * 1000))
+        recorded_ms = horizon_ms + mode.margin_ms
+        update = "SET #lease = :lease"
+        names = {**OWNER_NAMES, "#lease": LEASE_ATTRIBUTE}
+        values = {
+            ":lease": {"N": str(recorded_ms)},
+            ":token": {"S": self.token},
+            ":in_progress": {"S": IN_PROGRESS},
+        }
+        if mode.config.dedup_ttl_seconds:
+            update += ", #ttl = :ttl"
+            names["#ttl"] = mode.ttl
+            values[":ttl"] = {"N": str(claim_expiry(now, mode.config.dedup_ttl_seconds, recorded_ms))}
+        try:
+            mode.calls(
+                mode.dynamodb().update_item,
+                TableName=mode.table,
+                Key=mode.item_key(self.key),
+                UpdateExpression=update,
+                ConditionExpression=OWNED,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except Exception as exc:
+            if is_conditional_check_failed(exc):
+                raise LeaseLost(f"lease on key {self.key} was taken over by another invocation") from None
+            raise
+        self.horizon_ms = horizon_ms
+        return self.remaining()
+
+
+class GuardedMode(Mode):
+    """Claim (PutItem IN_PROGRESS, lease, owner token) -> run the processor -> complete (UpdateItem if owner).
+
+    Processor: ``fn(message) -> result``, performs the side effect and returns a small JSON-serialisable
+    result, stored with the COMPLETED record and returned for duplicates without running the function
+    again (Decimals are stored exactly and come back as Decimal). ``message.lease`` can extend the claim.
+    On an exception the claim is released (DeleteItem if owner) so a retry runs. Requests: new key 2, a
+    duplicate or conflict 1.
+    """
+
+    name = ModeName.GUARDED
+    processor: Callable[[Message], Any]  # required in this mode (make_mode checks it)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lease_seconds = self.config.lease_seconds
+        self.margin_ms = self.config.lease_margin_seconds * 1000
+        self.claim_names = {
+            **self.names,
+            "#status": STATUS_ATTRIBUTE,
+            "#lease": LEASE_ATTRIBUTE,
+            "#old_status": LEGACY_STATUS_ATTRIBUTE,
+            "#old_lease": LEGACY_LEASE_ATTRIBUTE,
+        }
+
+    def location(self, key: Key) -> dict[str, Any]:
+        return self.item_key(key)
+
+    def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
+        if not item or self.expired(item, now):
+            return RecordState.NEW, None
+        status = text_of(item, STATUS_ATTRIBUTE, LEGACY_STATUS_ATTRIBUTE)
+        stored = text_of(item, FINGERPRINT_ATTRIBUTE)
+        if status == IN_PROGRESS:
+            lease = number_of(item, LEASE_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE)
+            if lease is not None and lease < int(now * 1000):
+                return RecordState.NEW, stored
+            return RecordState.IN_PROGRESS, stored
+        if status == COMPLETED:
+            if stored is None or stored == fingerprint:
+                return RecordState.DONE, stored
+            return RecordState.CONFLICT, stored
+        return RecordState.INVALID, stored
+
+    def lease_ms(self, context: object | None) -> int:
+        if self.lease_seconds is not None:
+            return self.lease_seconds * 1000
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        if remaining is not None:
+            return max(int(remaining()), 1000)
+        return DEFAULT_LEASE_SECONDS * 1000
+
+    def process(self, message: Message, context: object | None = None) -> Done:
+        key = message.key
+        assert key is not None
+        fingerprint = self.fingerprint(message)
+        now = self.clock()
+        now_ms = int(now * 1000)
+        token = new_token()
+        horizon_ms = now_ms + self.lease_ms(context)
+        recorded_ms = horizon_ms + self.margin_ms
+        claim = {
+            **self.item_key(key),
+            STATUS_ATTRIBUTE: {"S": IN_PROGRESS},
+            OWNER_ATTRIBUTE: {"S": token},
+            LEASE_ATTRIBUTE: {"N": str(recorded_ms)},
+            MESSAGE_ID_ATTRIBUTE: {"S": message.message_id},
+            FINGERPRINT_ATTRIBUTE: {"S": fingerprint},
+        }
+        if self.config.dedup_ttl_seconds:
+            claim[self.ttl] = {"N": str(claim_expiry(now, self.config.dedup_ttl_seconds, recorded_ms))}
+        try:
+            self.calls(
+                self.dynamodb().put_item,
+                TableName=self.table,
+                Item=claim,
+                ConditionExpression=CLAIM,
+                ExpressionAttributeNames=self.claim_names,
+                ExpressionAttributeValues={
+                    ":now": {"N": str(int(now))},
+                    ":now_ms": {"N": str(now_ms)},
+                    ":in_progress": {"S": IN_PROGRESS},
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except Exception as exc:
+            if not is_conditional_check_failed(exc):
+                raise
+            old = old_item(exc)
+            # Our own token: a retried claim whose first attempt was applied (response lost). We hold it.
+            if text_of(old, OWNER_ATTRIBUTE) != token or text_of(old, STATUS_ATTRIBUTE) != IN_PROGRESS:
+                return self._existing(key, old, fingerprint)
+
+        lease = Lease(self, key, token, horizon_ms)
+        message.lease = lease
+        try:
+            result = self.processor(message)
+        except Exception:
+            self._release(lease)
+            raise
+        self._complete(lease, message, result)
+        return Done(Outcome.PROCESSED, result)
+
+    def _existing(self, key: Key, old: dict[str, Any], fingerprint: str) -> Done:
+        status = text_of(old, STATUS_ATTRIBUTE, LEGACY_STATUS_ATTRIBUTE)
+        if status == COMPLETED:
+            stored = text_of(old, RESULT_ATTRIBUTE, LEGACY_RESULT_ATTRIBUTE)
+            try:
+                result = decode_result(stored) if stored is not None else None
+            except (ValueError, RecursionError):
+                result = None
+            return self.done(key, fingerprint, old, result)
+        if status == IN_PROGRESS:
+            lease = number_of(old, LEASE_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE)
+            raise TransientError(f"key {key} is in progress in another invocation (lease until {lease} ms)")
+        raise InvalidMessage(
+            f"key {key} is held by an item that is not an idempotency record (status {status!r})"
+        )
+
+    def _complete(self, lease: Lease, message: Message, result: Any) -> None:
+        key = lease.key
+        values: dict[str, Any] = {
+            ":completed": {"S": COMPLETED},
+            ":token": {"S": lease.token},
+            ":in_progress": {"S": IN_PROGRESS},
+        }
+        names = {**OWNER_NAMES, "#lease": LEASE_ATTRIBUTE}
+        update = "SET #status = :completed"
+        stored = self._encode(result, key, message)
+        if stored is not None:
+            update += ", #result = :result"
+            names["#result"] = RESULT_ATTRIBUTE
+            values[":result"] = {"S": stored}
+        if self.config.dedup_ttl_seconds:
+            update += ", #ttl = :ttl"
+            names["#ttl"] = self.ttl
+            values[":ttl"] = {"N": str(int(self.clock()) + self.config.dedup_ttl_seconds)}
+        update += " REMOVE #lease"
+        try:
+            # Until shortly before the claim stops being ours (or the invocation ends): giving up earlier
+            # would leave the key IN_PROGRESS, and the next delivery would run the effect again.
+            self.calls(
+                self.dynamodb().update_item,
+                attempts=COMPLETION_ATTEMPTS,
+                time_left=lambda: lease.expires_at - self.clock(),
+                TableName=self.table,
+                Key=self.item_key(key),
+                UpdateExpression=update,
+                ConditionExpression=OWNED,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except Exception as exc:
+            if is_conditional_check_failed(exc):
+                old = old_item(exc)
+                if (
+                    text_of(old, STATUS_ATTRIBUTE) == COMPLETED
+                    and text_of(old, OWNER_ATTRIBUTE) == lease.token
+                ):
+                    return  # an earlier attempt was applied but its response was lost
+                self.warn(
+                    "lease lost: the effect ran but another invocation owns the key now; completion refused",
+                    key=str(key),
+                    message_id=message.message_id,
+                )
+                raise LeaseLost(
+                    f"lease on key {key} expired and was taken over; completion refused"
+                ) from None
+            self.warn(
+                "effect ran but its completion was not stored; the key stays IN_PROGRESS until its lease "
+                "expires, then a retry runs the effect again (with the same idempotency key)",
+                key=str(key),
+                message_id=message.message_id,
+                error=describe(exc),
+            )
+            failure = classify(exc)
+            if failure.misconfigured:
+                raise
+            # Never permanent: the effect ran, so the message must not reach the DLQ as if it had not.
+            raise TransientError(f"completion of key {key} failed: {failure.reason}") from exc
+
+    def _encode(self, result: Any, key: Key, message: Message) -> str | None:
+        try:
+            text = encode_result(result)
+        except Exception as exc:  # whatever the result's own code raises: the key completes regardless
+            try:
+                error = describe(exc)
+            except Exception:
+                error = type(exc).__name__
+            self.warn(
+                "result not stored: it cannot be written as JSON",
+                key=str(key),
+                message_id=message.message_id,
+                error=error,
+            )
+            return None
+        if len(text) > MAX_RESULT_BYTES // 4 and len(text.encode("utf-8")) > MAX_RESULT_BYTES:
+            self.warn(
+                f"result not stored: over {MAX_RESULT_BYTES} bytes",
+                key=str(key),
+                message_id=message.message_id,
+            )
+            return None
+        return text
+
+    def _release(self, lease: Lease) -> None:
+        try:
+            self.calls(
+                self.dynamodb().delete_item,
+                TableName=self.table,
+                Key=self.item_key(lease.key),
+                ConditionExpression=OWNED,
+                ExpressionAttributeNames=OWNER_NAMES,
+                ExpressionAttributeValues={":token": {"S": lease.token}, ":in_progress": {"S": IN_PROGRESS}},
+            )
+        except Exception as exc:
+            if not is_conditional_check_failed(exc):
+                self.warn(
+                    "claim not released; a retry waits for its lease to expire",
+                    key=str(lease.key),
+                    error=describe(exc),
+                )

@@ -1,0 +1,191 @@
+"""transaction mode: the processor's DynamoDB writes and an idempotency marker in one TransactWriteItems."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from idempotent_runtime.contract import (
+    FINGERPRINT_ATTRIBUTE,
+    MARKER_SORT_PREFIX,
+    MAX_TRANSACTION_ITEMS,
+    MESSAGE_ID_ATTRIBUTE,
+    RESERVED_KEY_PREFIX,
+    TOKEN_ATTRIBUTE,
+    Outcome,
+)
+from idempotent_runtime.contract import (
+    Mode as ModeName,
+)
+from idempotent_runtime.errors import InvalidMessage, PermanentError, TransientError, error_code, is_retryable
+from idempotent_runtime.message import Key, Message
+from idempotent_runtime.modes.base import ABSENT, Done, Mode, RecordState, new_token
+
+ACTIONS = ("Put", "Update", "Delete", "ConditionCheck")
+# Cancellation reasons caused by the request itself: retrying the same entries gives the same answer. A
+# ConditionalCheckFailed on the marker is a duplicate (decided first); on a processor's entry it is the
+# processor's own condition (a business rule) failing. Every other code - TransactionConflict, throttling,
+# ReplicatedWriteConflict, a code added later - is retried: nothing unexpected is permanent.
+PERMANENT_REASONS = frozenset(
+    {"ConditionalCheckFailed", "ValidationError", "ItemCollectionSizeLimitExceeded"}
+)
+# Reasons worth another attempt within the invocation (nothing was written).
+RETRYABLE_REASONS = frozenset(
+    {
+        "TransactionConflict",
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "TransactionInProgress",
+    }
+)
+
+
+def _reasons(exc: BaseException) -> list[dict[str, Any]]:
+    response = getattr(exc, "response", None)
+    listed = response.get("CancellationReasons") if isinstance(response, dict) else None
+    return [r if isinstance(r, dict) else {} for r in listed] if isinstance(listed, list) else []
+
+
+def _code(reason: dict[str, Any]) -> str:
+    code = reason.get("Code")
+    return code if isinstance(code, str) else "None"
+
+
+def _retryable(exc: BaseException) -> bool:
+    if error_code(exc) == "TransactionCanceledException":
+        codes = {_code(reason) for reason in _reasons(exc)} - {"None"}
+        return bool(codes) and codes <= RETRYABLE_REASONS
+    return is_retryable(exc)
+
+
+class TransactionMode(Mode):
+    """Processor: ``fn(message) -> list[dict]`` of low-level TransactWriteItems entries (at most 99);
+    ``TableName`` may be left out (default: TABLE_NAME). The runtime appends the marker Put, conditional on
+    the key being absent (or past its TTL), and commits everything in one request.
+
+    The marker of key (p, s) is (p, ``idempotency#`` + s) with the payload fingerprint, a write token and the
+    dedup TTL. An entry that puts, updates or deletes an item of the runtime's table whose sort key begins
+    with ``idempotency#`` is rejected (ConditionCheck is allowed).
+
+    Cancellation: the marker's condition failed -> its old item decides: our token (our own commit, whose
+    response was lost) -> processed; same fingerprint or none -> duplicate; another -> conflict. Otherwise,
+    when every failed reason is a processor's condition, ValidationError or ItemCollectionSizeLimitExceeded
+    -> permanent, with the reasons; any other reason (conflicts, throttling, codes not known here) -> retry.
+    """
+
+    name = ModeName.TRANSACTION
+    processor: Callable[[Message], Any]  # required in this mode (make_mode checks it)
+    sort_reserve = len(MARKER_SORT_PREFIX)
+
+    def location(self, key: Key) -> dict[str, Any]:
+        return {self.pk: {"S": key.partition}, self.sk: {"S": MARKER_SORT_PREFIX + key.sort}}
+
+    def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
+        return self.stored_state(item, fingerprint, now)
+
+    def process(self, message: Message, context: object | None = None) -> Done:
+        key = message.key
+        assert key is not None
+        entries = self.processor(message)
+        if not isinstance(entries, (list, tuple)):
+            raise InvalidMessage(
+                "transaction processor must return a list of TransactWriteItems entries, "
+                f"got {type(entries).__name__}"
+            )
+        if len(entries) > MAX_TRANSACTION_ITEMS - 1:
+            raise InvalidMessage(
+                f"transaction processor returned {len(entries)} entries, "
+                f"at most {MAX_TRANSACTION_ITEMS - 1} fit"
+            )
+        fingerprint = self.fingerprint(message)
+        now = self.clock()
+        marker_key = self.location(key)
+        items = [self._entry(i, entry, marker_key) for i, entry in enumerate(entries)]
+        token = new_token()
+        marker = {
+            **marker_key,
+            MESSAGE_ID_ATTRIBUTE: {"S": message.message_id},
+            FINGERPRINT_ATTRIBUTE: {"S": fingerprint},
+            TOKEN_ATTRIBUTE: {"S": token},
+        }
+        expires = self.expiry(self.config.dedup_ttl_seconds, now)
+        if expires is not None:
+            marker[self.ttl] = expires
+        items.append(
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": marker,
+                    "ConditionExpression": ABSENT,
+                    "ExpressionAttributeNames": dict(self.names),
+                    "ExpressionAttributeValues": {":now": {"N": str(int(now))}},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            }
+        )
+        try:
+            # The token doubles as the request's idempotency token: DynamoDB answers a retried request
+            # whose first attempt committed with success, without applying it twice.
+            self.calls(
+                self.dynamodb().transact_write_items,
+                retryable=_retryable,
+                TransactItems=items,
+                ClientRequestToken=token,
+            )
+        except Exception as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            return self._cancelled(exc, len(items) - 1, key, fingerprint, token)
+        return Done(Outcome.PROCESSED)
+
+    def _entry(self, index: int, entry: Any, marker_key: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(entry, dict) or len(entry) != 1 or next(iter(entry)) not in ACTIONS:
+            raise InvalidMessage(
+                f"transaction entry {index} must be a dict with one of {', '.join(ACTIONS)}, "
+                f"got {entry!r:.120}"
+            )
+        ((action, body),) = entry.items()
+        if not isinstance(body, dict):
+            raise InvalidMessage(f"transaction entry {index} ({action}) must hold a dict, got {body!r:.120}")
+        if "TableName" not in body:
+            body = {**body, "TableName": self.table}
+            entry = {action: body}
+        target = body.get("Item") if action == "Put" else body.get("Key")
+        if body["TableName"] == self.table and isinstance(target, dict):
+            if target.get(self.pk) == marker_key[self.pk] and target.get(self.sk) == marker_key[self.sk]:
+                raise InvalidMessage(
+                    f"transaction entry {index} ({action}) targets the idempotency marker's key"
+                )
+            sort = target.get(self.sk)
+            value = sort.get("S") if isinstance(sort, dict) else None
+            if (
+                action != "ConditionCheck"
+                and isinstance(value, str)
+                and value.startswith(RESERVED_KEY_PREFIX)
+            ):
+                raise InvalidMessage(
+                    f"transaction entry {index} ({action}) writes sort key {value[:80]!r} of the runtime's "
+                    f"table, which begins with {RESERVED_KEY_PREFIX!r}: those are the runtime's own records"
+                )
+        return entry
+
+    def _cancelled(self, exc: Exception, marker_index: int, key: Key, fingerprint: str, token: str) -> Done:
+        reasons = _reasons(exc)
+        codes = [_code(reason) for reason in reasons]
+        if len(codes) > marker_index and codes[marker_index] == "ConditionalCheckFailed":
+            old = reasons[marker_index].get("Item")
+            old = old if isinstance(old, dict) else {}
+            if self.ours(old, token):
+                return Done(Outcome.PROCESSED)
+            return self.done(key, fingerprint, old)
+        failed = [
+            (i, code, str(reasons[i].get("Message") or "")) for i, code in enumerate(codes) if code != "None"
+        ]
+        summary = "; ".join(f"entry {i}: {code}{' ' + msg if msg else ''}" for i, code, msg in failed)
+        if not failed or any(code not in PERMANENT_REASONS for _, code, _ in failed):
+            raise TransientError(f"transaction cancelled, retry later ({summary or 'no reasons given'})")
+        if all(code == "ConditionalCheckFailed" for _, code, _ in failed):
+            raise PermanentError(f"transaction cancelled: {summary}")  # the processor's own condition
+        raise InvalidMessage(f"transaction cancelled: {summary}")

@@ -1,0 +1,211 @@
+"""The consumer's code asset holds code, not secrets: default excludes, `exclude`, the 250 MB limit, and the
+wheels of a requirements.txt installed at synth for the function's architecture and Python (no network:
+pip reads a local wheelhouse)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import aws_lambda as lambda_
+from constructs_helpers import files_under, function_asset_dir, new_stack
+
+from idempotent_pipeline import (
+    ConfigurationError,
+    ConsumerOptions,
+    IdempotencyTable,
+    IdempotentConsumer,
+    Messaging,
+)
+from idempotent_pipeline._asset import MAX_UNZIPPED_BYTES
+
+RUNTIME_SOURCE = Path(__file__).resolve().parents[2] / "lambda_src" / "idempotent_runtime"
+PROCESSOR = "def handle(message, table):\n    return None\n"
+
+
+def _asset_files(code_directory: Path, **options: Any) -> set[str]:
+    stack = new_stack()
+    messaging = Messaging(stack, "Messaging")
+    IdempotentConsumer(
+        stack,
+        "Consumer",
+        queue=messaging.queue,
+        table=IdempotencyTable(stack, "Table"),
+        options=ConsumerOptions(processor="orders:handle", code_directory=str(code_directory), **options),
+    )
+    return files_under(function_asset_dir(stack))
+
+
+def _runtime_files() -> set[str]:
+    return {
+        f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
+        for p in RUNTIME_SOURCE.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
+
+
+def test_asset_without_user_code_is_exactly_the_runtime():
+    stack = new_stack()
+    messaging = Messaging(stack, "Messaging")
+    IdempotentConsumer(stack, "Consumer", queue=messaging.queue, table=IdempotencyTable(stack, "Table"))
+    files = files_under(function_asset_dir(stack))
+    assert {"idempotent_runtime/__init__.py", "idempotent_runtime/handler.py"} <= files
+    assert files == _runtime_files()
+
+
+@pytest.fixture(scope="session")
+def cluttered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project directory as users have them: code beside version control, secrets, environments, caches."""
+    root = tmp_path_factory.mktemp("project")
+    files = {
+        "orders.py": PROCESSOR,
+        "helpers/__init__.py": "VALUE = 1\n",
+        "helpers/rates.json": "{}",
+        "config/settings.toml": "region = 'eu-west-1'\n",
+        ".git/config": "[core]\n",
+        ".git/objects/ab/cdef": "blob",
+        ".env": "API_KEY=secret\n",
+        ".env.production": "API_KEY=prod-secret\n",
+        ".envrc": "export TOKEN=secret\n",
+        ".venv/lib/python3.11/site-packages/x.py": "",
+        "venv/pyvenv.cfg": "home = /usr\n",
+        "my-env/pyvenv.cfg": "home = /usr\n",
+        "my-env/lib/python3.11/site-packages/big.py": "",
+        "node_modules/left-pad/index.js": "",
+        "cdk.out/asset.1234/orders.py": PROCESSOR,
+        "__pycache__/orders.cpython-311.pyc": "",
+        "helpers/__pycache__/x.cpython-311.pyc": "",
+        "stale.pyc": "",
+        ".pytest_cache/v/cache/lastfailed": "{}",
+        ".mypy_cache/3.11/x.json": "{}",
+        ".ruff_cache/x": "",
+        ".tox/py311/x": "",
+        ".coverage": "",
+        ".idea/workspace.xml": "",
+        ".vscode/settings.json": "{}",
+        ".DS_Store": "",
+        "orders.egg-info/PKG-INFO": "",
+        "docs/guide.md": "# guide\n",
+        "docs/api/index.md": "# api\n",
+        "data/big.csv": "a,b\n",
+    }
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_version_control_secrets_environments_and_caches_stay_out_of_the_asset(cluttered):
+    """Today the whole code_directory ships: .env, .git/, .venv/, cdk.out/ reach Lambda and the asset "
+    "bucket."""
+    user_files = {f for f in _asset_files(cluttered) if not f.startswith("idempotent_runtime/")}
+    assert user_files == {
+        "orders.py",
+        "helpers/__init__.py",
+        "helpers/rates.json",
+        "config/settings.toml",
+        "docs/guide.md",
+        "docs/api/index.md",
+        "data/big.csv",
+    }
+
+
+def test_exclude_adds_name_and_path_patterns(cluttered):
+    user_files = {
+        f
+        for f in _asset_files(cluttered, exclude=["data", "docs/*.md", "*.toml"])
+        if not f.startswith("idempotent_runtime/")
+    }
+    # "docs/*.md" is a path pattern: it matches docs/guide.md, not docs/api/index.md.
+    assert user_files == {"orders.py", "helpers/__init__.py", "helpers/rates.json", "docs/api/index.md"}
+
+
+def test_a_code_directory_over_lambdas_250_mb_fails_at_synth(tmp_path):
+    (tmp_path / "orders.py").write_text(PROCESSOR)
+    (tmp_path / "models").mkdir()
+    with open(tmp_path / "models" / "weights.bin", "wb") as sparse:  # no disk used: a sparse file
+        sparse.truncate(MAX_UNZIPPED_BYTES + 1)
+    with pytest.raises(ConfigurationError) as raised:
+        _asset_files(tmp_path)
+    message = str(raised.value)
+    assert message.startswith("the function's code asset would be 262.")
+    assert (
+        "over Lambda's 250 MB limit (262144000 bytes); largest: code_directory: models/ 262.1 MB" in message
+    )
+    assert message.endswith(
+        "Leave out what the function does not need with ConsumerOptions.exclude, or move it to a layer"
+    )
+    assert "weights.bin" not in {f for f in _asset_files(tmp_path, exclude=["models"])}
+
+
+# -- requirements.txt ----------------------------------------------------------------------------------------
+
+
+def _project(tmp_path: Path, requirements: str) -> Path:
+    directory = tmp_path / "project"
+    directory.mkdir()
+    (directory / "orders.py").write_text(PROCESSOR)
+    (directory / "requirements.txt").write_text(requirements)
+    return directory
+
+
+def test_requirements_are_installed_into_the_asset_from_wheels(tmp_path, offline_pip):
+    files = _asset_files(_project(tmp_path, "tinyutil==1.0\n"))
+    assert {"tinyutil/__init__.py", "tinyutil-1.0.dist-info/METADATA", "orders.py"} <= files
+    assert "requirements.txt" not in files  # installed, not shipped: it may name a private index
+    assert _runtime_files() <= files
+
+
+def test_installed_requirements_are_cached_by_their_hash_and_target(
+    tmp_path, offline_pip, wheelhouse, monkeypatch
+):
+    project = _project(tmp_path, "tinyutil==1.0\n")
+    _asset_files(project)
+    (cached,) = (offline_pip / "requirements").iterdir()
+    # The same requirements for the same target: pip is not run again (there is no index to read from now).
+    empty = tmp_path / "empty-index"
+    empty.mkdir()
+    monkeypatch.setenv("PIP_FIND_LINKS", str(empty))
+    assert "tinyutil/__init__.py" in _asset_files(project)
+    assert list((offline_pip / "requirements").iterdir()) == [cached]
+    # Another target is another install.
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheelhouse))
+    assert "tinyutil/__init__.py" in _asset_files(project, architecture=lambda_.Architecture.X86_64)
+    assert len(list((offline_pip / "requirements").iterdir())) == 2
+
+
+def test_wheels_are_chosen_for_the_functions_architecture(tmp_path, offline_pip):
+    """armonly publishes a manylinux aarch64 wheel only: fine on ARM_64 (the default), refused on X86_64."""
+    project = _project(tmp_path, "armonly\n")
+    assert "armonly/__init__.py" in _asset_files(project)
+    with pytest.raises(ConfigurationError) as raised:
+        _asset_files(project, architecture=lambda_.Architecture.X86_64)
+    assert str(raised.value) == (
+        f"{project / 'requirements.txt'}: no wheel of 'armonly' for the function (CPython 3.14, manylinux "
+        "x86_64); "
+        "requirements are installed at synth from wheels only (no compiler, no Docker): pin a version that "
+        "publishes such a wheel, or ship the dependency in a layer"
+    )
+
+
+def test_a_dependency_without_a_wheel_fails_synth_naming_it(tmp_path, offline_pip):
+    project = _project(tmp_path, "tinyutil==1.0\nsourceonly==1.0\n")
+    with pytest.raises(ConfigurationError, match=r"no wheel of 'sourceonly==1.0' for the function"):
+        _asset_files(project)
+    assert not (offline_pip / "requirements").exists() or not [
+        p for p in (offline_pip / "requirements").iterdir() if not p.name.startswith(".")
+    ]
+
+
+def test_requirements_may_not_bring_their_own_runtime(tmp_path, offline_pip):
+    with pytest.raises(
+        ConfigurationError, match=r"installs 'idempotent_runtime' \(e.g. idempotent-pipeline itself\)"
+    ):
+        _asset_files(_project(tmp_path, "shadow\n"))
+
+
+def test_pip_errors_other_than_a_missing_wheel_are_reported(tmp_path, offline_pip):
+    with pytest.raises(ConfigurationError, match=r"requirements.txt: pip could not install it:\n"):
+        _asset_files(_project(tmp_path, "this is not a requirement ==\n"))

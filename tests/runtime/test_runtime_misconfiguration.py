@@ -1,0 +1,134 @@
+"""A wrong deployment is not a poison message: records are retried, counted, named once per batch."""
+
+from __future__ import annotations
+
+import pytest
+from runtime_helpers import drain, event, failures, inject_errors, log_lines, metrics, record, scan
+
+
+def _errors(stream):
+    return [line for line in log_lines(stream) if line.get("level") == "ERROR"]
+
+
+@pytest.fixture
+def other_schema_table(dynamodb) -> str:
+    """A table whose key schema is not the configured PARTITION_KEY/SORT_KEY (pk/sk)."""
+    dynamodb.create_table(
+        TableName="orders-v2",
+        AttributeDefinitions=[
+            {"AttributeName": "id", "AttributeType": "S"},
+            {"AttributeName": "line", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}, {"AttributeName": "line", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return "orders-v2"
+
+
+def test_a_table_with_another_key_schema_quarantines_nothing(
+    make_handler, other_schema_table, sqs, dlq_url, dynamodb
+):
+    handler, stream = make_handler(table_name=other_schema_table, dlq_url=dlq_url, log_level="INFO")
+    batch = [record({"x": f"o{i}", "y": "1"}, group=f"g{i % 3}") for i in range(9)]
+    response = handler(event(*batch), None)
+    assert sorted(failures(response)) == sorted(r["messageId"] for r in batch)  # on main: 9 of 9 in the DLQ
+    assert drain(sqs, dlq_url) == []
+    (error,) = _errors(stream)  # one line for the batch, not one per record
+    (hint,) = error["likely_misconfiguration"]
+    assert hint.startswith("the table's key schema differs from PARTITION_KEY/SORT_KEY")
+    assert "Missing the key" in hint
+    assert error["misconfigured"] == 9
+    emf = metrics(stream)[-1]
+    assert (emf["failed"], emf["misconfigured"], emf["quarantined"]) == (9, 9, 0)
+
+
+@pytest.mark.parametrize(
+    ("code", "hint"),
+    [
+        (
+            "ResourceNotFoundException",
+            "the DynamoDB table (TABLE_NAME) does not exist in this account and region",
+        ),
+        ("AccessDeniedException", "the function's role may not use the DynamoDB table (TABLE_NAME)"),
+        ("UnrecognizedClientException", "the function's credentials are not accepted"),
+        ("KMSAccessDeniedException", "the KMS key of the DynamoDB table (TABLE_NAME) is not usable"),
+        ("KMSDisabledException", "the KMS key of the DynamoDB table (TABLE_NAME) is not usable"),
+        ("KMSInvalidStateException", "the KMS key of the DynamoDB table (TABLE_NAME) is not usable"),
+        ("KMSNotFoundException", "the KMS key of the DynamoDB table (TABLE_NAME) is not usable"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["document", "transaction", "guarded"])
+def test_deployment_errors_fail_the_records_and_are_named(
+    make_handler, fresh_dynamodb, sqs, dlq_url, code, hint, mode
+):
+    operation = "TransactWriteItems" if mode == "transaction" else "PutItem"
+    inject_errors(fresh_dynamodb, operation, code)
+    extra = {"processor": "runtime_examples:apply_payment"} if mode == "transaction" else {}
+    fn = (lambda message: None) if mode == "guarded" else None
+    handler, stream = make_handler(
+        client=fresh_dynamodb, fn=fn, mode=mode, dlq_url=dlq_url, log_level="INFO", **extra
+    )
+    results = handler.process_batch(event(record({"x": "a", "y": "1", "cents": 1})), None)
+    assert [(r.outcome, r.misconfigured) for r in results] == [("failed", True)]
+    assert drain(sqs, dlq_url) == []
+    (error,) = _errors(stream)
+    assert error["likely_misconfiguration"][0].startswith(hint)
+    assert metrics(stream)[-1]["misconfigured"] == 1
+
+
+def test_a_missing_table_is_named(make_handler, dlq_url, sqs):
+    handler, stream = make_handler(table_name="no-such-table", dlq_url=dlq_url, log_level="INFO")
+    (result,) = handler.process_batch(event(record({"x": "a", "y": "1"})), None)
+    assert (result.outcome, result.misconfigured) == ("failed", True)
+    assert _errors(stream)[0]["likely_misconfiguration"][0].startswith(
+        "the DynamoDB table (TABLE_NAME) does not exist in this account and region: ResourceNotFoundException"
+    )
+    assert drain(sqs, dlq_url) == []
+
+
+def test_a_missing_dlq_is_named_and_the_poison_retried(make_handler, dynamodb):
+    handler, stream = make_handler(
+        dlq_url="https://sqs.us-east-1.amazonaws.com/123456789012/missing.fifo", log_level="INFO"
+    )
+    (result,) = handler.process_batch(event(record("{broken")), None)
+    assert (result.outcome, result.misconfigured) == ("failed", True)
+    (hint,) = _errors(stream)[0]["likely_misconfiguration"]
+    assert hint.startswith("the dead-letter queue (DLQ_URL) does not exist in this account and region")
+
+
+@pytest.mark.parametrize("code", ["AccessDenied", "KmsAccessDenied", "KmsDisabled"])
+def test_dlq_permission_and_key_errors_are_misconfiguration(make_handler, sqs, dlq_url, code):
+    import boto3
+
+    denied_sqs = boto3.client("sqs", region_name="us-east-1")
+    inject_errors(denied_sqs, "SendMessage", code)
+    from idempotent_runtime.config import Config
+    from idempotent_runtime.consumer import build_handler
+
+    handler = build_handler(Config(table_name="documents", dlq_url=dlq_url), sqs_client=denied_sqs)
+    (result,) = handler.process_batch(event(record("{broken")), None)
+    assert (result.outcome, result.misconfigured) == ("failed", True)
+    assert "dead-letter queue (DLQ_URL)" in result.hint
+
+
+def test_other_validation_errors_stay_permanent(make_handler, fresh_dynamodb, sqs, dlq_url):
+    inject_errors(
+        fresh_dynamodb, "PutItem", "ValidationException", Error={"Code": "ValidationException",
+        "Message": "Item size has exceeded the maximum allowed size"},
+    )  # fmt: skip
+    handler, _ = make_handler(client=fresh_dynamodb, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record({"x": "a", "y": "1"})), None)
+    assert (result.outcome, result.misconfigured) == ("quarantined", False)
+    (dead,) = drain(sqs, dlq_url)
+    assert "Item size has exceeded" in dead["MessageAttributes"]["idempotency.reason"]["StringValue"]
+
+
+def test_valid_messages_are_processed_once_the_deployment_is_fixed(
+    make_handler, other_schema_table, dynamodb
+):
+    broken, _ = make_handler(table_name=other_schema_table)
+    fixed, _ = make_handler()
+    rec = record({"x": "a", "y": "1"})
+    assert failures(broken(event(rec), None)) == [rec["messageId"]]
+    assert failures(fixed(event(rec), None)) == []
+    assert [i["pk"]["S"] for i in scan(dynamodb)] == ["a"]
