@@ -25,8 +25,9 @@ from typing import Any
 
 from idempotent_runtime import contract
 
-# Set by this tool on a redriven message: {"source_message_id": ..., "dedup_id": ...}.
-REDRIVE_ATTRIBUTE = contract.DLQ_ATTRIBUTE_PREFIX + "redrive"
+# Set by this tool on a redriven message: {"source_message_id": ..., "dedup_id": ...} (the runtime keys it by
+# them), plus the run that sent it.
+REDRIVE_ATTRIBUTE = contract.REDRIVE_ATTRIBUTE
 # The runtime's own attributes on a dead letter: never sent back to the consumer.
 RUNTIME_ATTRIBUTES = frozenset({contract.DLQ_REASON_ATTRIBUTE, contract.DLQ_DETAILS_ATTRIBUTE})
 # What SNS adds to a message it could not deliver (shown, and left on the message: they are not the
