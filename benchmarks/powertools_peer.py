@@ -29,8 +29,16 @@ EXPIRES_AFTER_SECONDS = 7 * 24 * 3600
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
-def build_powertools_handler(table_name: str, *, dynamodb_client: Any = None) -> Handler:
-    """A Lambda handler for an SQS FIFO event source, idempotent per (x, y) through Powertools."""
+def build_powertools_handler(
+    table_name: str, *, dynamodb_client: Any = None, metrics_namespace: str | None = None
+) -> Handler:
+    """A Lambda handler for an SQS FIFO event source, idempotent per (x, y) through Powertools.
+
+    ``metrics_namespace``: also publish the batch's counters (records processed and failed) with Powertools
+    Metrics, one Embedded Metric Format line per invocation, as a Powertools consumer that reports what
+    ours reports would (Powertools cannot tell a duplicate from a new record: the idempotent function
+    returns the stored result either way).
+    """
     persistence = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=dynamodb_client)
     config = IdempotencyConfig(
         event_key_jmespath="powertools_json(body).[x, y]",
@@ -50,7 +58,23 @@ def build_powertools_handler(table_name: str, *, dynamodb_client: Any = None) ->
             event=event, record_handler=record_handler, processor=processor, context=context
         )
 
-    return handler
+    if metrics_namespace is None:
+        return handler
+
+    from aws_lambda_powertools import Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    metrics = Metrics(namespace=metrics_namespace, service="consumer")
+
+    @metrics.log_metrics
+    def handler_with_metrics(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        response = handler(event, context)
+        failed = len(response.get("batchItemFailures", []))
+        metrics.add_metric(name="processed", unit=MetricUnit.Count, value=len(event["Records"]) - failed)
+        metrics.add_metric(name="failed", unit=MetricUnit.Count, value=failed)
+        return response
+
+    return handler_with_metrics
 
 
 def create_powertools_table(client: Any, table_name: str) -> None:

@@ -185,3 +185,28 @@ def render_chart(metrics: list[Metric], latency: dict[str, dict[int, float]] | N
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def render_cost_chart(costs: list[Any], path: Path) -> None:
+    """USD per million messages, one stacked bar per contender, by component."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    components = list(costs[0].components)
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(costs) + 1.8))
+    names = [cost.name for cost in costs][::-1]
+    left = [0.0] * len(costs)
+    for component in components:
+        values = [cost.components[component] for cost in costs][::-1]
+        ax.barh(names, values, left=left, label=component)
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    for i, total in enumerate(left):
+        ax.text(total, i, f" ${total:.2f}", va="center", fontsize=8)
+    ax.set_xlabel("USD per million messages (us-east-1 on-demand prices; see results.md for the method)")
+    ax.set_title("What a million messages cost, by component")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/run.py [--quick] [--skip-test-suite] [--skip-synth] [--only SECTION ...]
 
-Sections: cpu, requests, latency, cold_init, synth (synth time + asset size), test_suite. A section that
+Sections: cpu, requests, latency, logs, cold_init, synth (synth time + asset size), test_suite; the cost per
+million messages is computed from the requests, latency and logs sections when all three ran. A section that
 cannot run (e.g. a runtime mode not in this checkout) leaves its metrics in the table as "not measured" with
 the reason; an unexpected error does the same and makes the exit status 1.
 """
@@ -30,19 +31,21 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/run.py` puts benchmarks
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks import contenders as cont  # noqa: E402
+from benchmarks import cost_model  # noqa: E402
 from benchmarks import runtime_bench as rb  # noqa: E402
 from benchmarks.report import (  # noqa: E402
     TIMES,
     Metric,
     Target,
     render_chart,
+    render_cost_chart,
     render_markdown,
     unmeasured,
     write_json,
 )
 
 # CPU first: it is the most sensitive to what earlier sections leave in the process (moto state, threads).
-SECTIONS = ("cpu", "requests", "latency", "cold_init", "synth", "test_suite")
+SECTIONS = ("cpu", "requests", "latency", "logs", "cold_init", "synth", "test_suite")
 OUT_DIR = Path(__file__).resolve().parent
 
 
@@ -112,6 +115,39 @@ def requests_section(settings: Settings) -> list[Metric]:
                     },
                 )
             )
+    name = "ddb_requests_per_conflict_document"
+    target = Target("value", 1, "1 request")
+    conflict_method = (
+        "DynamoDB requests the handler sent for a 10-message batch (10 groups) whose keys were stored before "
+        "with other content, delivered through a moto FIFO queue (real receipt handles); ours with its "
+        "defaults (ON_CONFLICT=quarantine, a FIFO DLQ): the conflict is found by the PutItem itself and the "
+        "record sent to the DLQ and deleted from its queue (SQS requests in the details); Powertools without "
+        "payload validation takes them for duplicates"
+    )
+    if "document" in available:
+        ours_conflict, theirs_conflict = rb.count_conflict_requests(powertools=cont.POWERTOOLS)
+        metrics.append(
+            Metric(
+                name,
+                "requests",
+                ours_conflict.dynamodb_per_conflict,
+                theirs_conflict.dynamodb_per_conflict,
+                "Powertools",
+                conflict_method,
+                target,
+                {
+                    "ours_by_operation": ours_conflict.dynamodb_by_operation,
+                    "ours_sqs_by_operation": ours_conflict.sqs_by_operation,
+                    "ours_outcome": ours_conflict.outcome,
+                    "reference_by_operation": theirs_conflict.dynamodb_by_operation,
+                    "reference_outcome": theirs_conflict.outcome,
+                },
+            )
+        )
+    else:
+        metrics.append(
+            unmeasured(name, "requests", "Powertools", conflict_method, missing["document"], target)
+        )
     log("requests: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
     return metrics
 
@@ -201,7 +237,10 @@ def _cpu_metric(
 def cpu_section(settings: Settings) -> list[Metric]:
     available, missing = _available_modes()
     contenders = [cont.POWERTOOLS] + [cont.ours(mode) for mode in available]
-    samples = rb.cpu_per_record(contenders, rounds=settings.cpu_rounds, batches=settings.cpu_batches)
+    floor_of = cont.ours("document") if "document" in available else None
+    samples = rb.cpu_per_record(
+        contenders, rounds=settings.cpu_rounds, batches=settings.cpu_batches, floor_of=floor_of
+    )
 
     def method(groups: int) -> str:
         return (
@@ -219,6 +258,36 @@ def cpu_section(settings: Settings) -> list[Metric]:
             metrics.append(unmeasured(name, "µs", "Powertools", method(10), missing[mode], target))
             continue
         metrics.append(_cpu_metric(name, cont.ours(mode).name, samples, method(10), target, mode))
+    floor_name = "cpu_us_per_record_vs_floor"
+    floor_target = Target("ratio", 1.5, f"≤ 1.5{TIMES} floor")
+    floor_method = (
+        method(10) + "; floor = the very put_item requests our runtime sent for the same round's batches "
+        "(recorded on a client of its own, untimed), replayed in a bare loop on a client created and "
+        "stubbed the same way: the calls without the runtime around them"
+    )
+    if floor_of is None:
+        metrics.append(unmeasured(floor_name, "µs", "floor", floor_method, missing["document"], floor_target))
+    else:
+        ours, floor = samples.samples["ours (document)"], samples.samples[rb.FLOOR]
+        metrics.append(
+            Metric(
+                floor_name,
+                "µs",
+                samples.median("ours (document)"),
+                samples.median(rb.FLOOR),
+                "floor: the same put_item calls in a bare loop",
+                floor_method,
+                floor_target,
+                {
+                    "mode": "document",
+                    "paired_ratio_median": round(
+                        statistics.median(o / f for o, f in zip(ours, floor, strict=True)), 4
+                    ),
+                    "ours_samples_us": [round(s, 1) for s in ours],
+                    "reference_samples_us": [round(s, 1) for s in floor],
+                },
+            )
+        )
     if "document" in available:
         # One group: every record on the calling thread in both, so this isolates the per-record work from
         # the cost of our thread pool (with stubbed, CPU-only requests the pool's threads only contend).
@@ -240,6 +309,124 @@ def cpu_section(settings: Settings) -> list[Metric]:
         )
     )
     return metrics
+
+
+def logs_section(settings: Settings) -> list[Metric]:
+    from benchmarks.powertools_peer import build_powertools_handler
+
+    available, missing = _available_modes()
+    method = (
+        f"bytes written to stdout and stderr (what Lambda ingests into CloudWatch Logs, besides its own "
+        f"START/END/REPORT lines) per record over {settings.cpu_batches * 4} 10-record batches of new "
+        "messages over 10 groups, each handler at its default log level, DynamoDB stubbed; reference = the "
+        "Powertools peer publishing the batch's counters with Powertools Metrics (one EMF line per "
+        "invocation), as a Powertools consumer reporting what ours reports would"
+    )
+    if "document" not in available:
+        return [unmeasured("log_bytes_per_record", "bytes", "Powertools", method, missing["document"])]
+    results = {
+        r.contender: r
+        for r in rb.log_bytes_per_record(
+            {
+                "ours (document)": lambda client: cont.build_ours("document", "bench-table", client),
+                "Powertools + Metrics": lambda client: build_powertools_handler(
+                    "bench-table", dynamodb_client=client, metrics_namespace="IdempotentPipeline"
+                ),
+                "Powertools": lambda client: build_powertools_handler("bench-table", dynamodb_client=client),
+            },
+            batches=settings.cpu_batches * 4,
+        )
+    }
+    ours, theirs = results["ours (document)"], results["Powertools + Metrics"]
+    log(
+        f"logs: ours {ours.bytes_per_record:.1f} B/record, Powertools + Metrics {theirs.bytes_per_record:.1f}"
+    )
+    return [
+        Metric(
+            "log_bytes_per_record",
+            "bytes",
+            ours.bytes_per_record,
+            theirs.bytes_per_record,
+            "Powertools + Metrics",
+            method,
+            None,
+            {
+                "ours_lines_per_batch": ours.lines_per_batch,
+                "reference_lines_per_batch": theirs.lines_per_batch,
+                "powertools_without_metrics_bytes_per_record": results["Powertools"].bytes_per_record,
+            },
+        )
+    ]
+
+
+def _per_message(operations: dict[str, int], records: int = 10) -> dict[str, float]:
+    """Requests per message by operation, from the requests section's counts for a 10-record batch."""
+    return {operation: count / records for operation, count in operations.items()}
+
+
+def _cost_inputs(metrics: list[Metric]) -> dict[str, cost_model.Inputs] | str:
+    """The measured inputs of the cost model, per contender, from this run's metrics (or why not)."""
+    by_name = {m.name: m for m in metrics}
+    logs = by_name.get("log_bytes_per_record")
+    if logs is None or logs.ours is None or logs.reference is None:
+        return "needs the logs section"
+    inputs = {}
+    for mode in cont.MODES:
+        new, dup = (
+            by_name.get(f"ddb_requests_per_new_message_{mode}"),
+            by_name.get(f"ddb_requests_per_duplicate_{mode}"),
+        )
+        latency = by_name.get("batch_latency_10_groups" + ("" if mode == "document" else f"_{mode}"))
+        if new is None or dup is None or latency is None or None in (new.ours, dup.ours, latency.ours):
+            return f"needs the requests and latency sections for {mode} mode"
+        inputs[mode] = cost_model.Inputs(
+            f"ours ({mode})",
+            _per_message(new.extra["ours_by_operation"]),
+            _per_message(dup.extra["ours_by_operation"]),
+            latency.ours / 1000,
+            logs.ours,
+        )
+        if "Powertools" not in inputs:
+            inputs["Powertools"] = cost_model.Inputs(
+                "Powertools",
+                _per_message(new.extra["reference_by_operation"]),
+                _per_message(dup.extra["reference_by_operation"]),
+                latency.reference / 1000,
+                logs.reference,
+            )
+    return inputs
+
+
+def cost_section(metrics: list[Metric]) -> tuple[list[Metric], dict[str, cost_model.Cost]]:
+    inputs = _cost_inputs(metrics)
+    method = cost_model.method()
+    if isinstance(inputs, str):
+        return [
+            unmeasured(f"cost_per_million_{mode}", "USD", "Powertools", method, inputs) for mode in cont.MODES
+        ], {}
+    order = [*cont.MODES, "Powertools"]
+    costs = {name: cost_model.cost_per_million(inputs[name]) for name in order}
+    theirs = costs["Powertools"]
+    out = []
+    for mode in cont.MODES:
+        ours = costs[mode]
+        out.append(
+            Metric(
+                f"cost_per_million_{mode}",
+                "USD",
+                ours.total,
+                theirs.total,
+                "Powertools consumer, same work",
+                method,
+                None,
+                {
+                    "ours_components": {k: round(v, 5) for k, v in ours.components.items()},
+                    "reference_components": {k: round(v, 5) for k, v in theirs.components.items()},
+                },
+            )
+        )
+    log("cost per million messages: " + ", ".join(f"{c.name}=${c.total:.3f}" for c in costs.values()))
+    return out, {cost.name: cost for cost in costs.values()}
 
 
 OURS_IMPORT_PROGRAM = "import idempotent_runtime.handler\n"
@@ -531,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
     runners: dict[str, Callable[[Settings], Any]] = {
         "requests": requests_section,
         "latency": latency_section,
+        "logs": logs_section,
         "cpu": cpu_section,
         "cold_init": cold_init_section,
         "synth": synth_section,
@@ -554,6 +742,16 @@ def main(argv: list[str] | None = None) -> int:
             produced, latency_chart = produced
         metrics.extend(produced)
 
+    costs: dict[str, cost_model.Cost] = {}
+    if {"requests", "latency", "logs"} <= set(sections):
+        try:
+            cost_metrics, costs = cost_section(metrics)
+            metrics.extend(cost_metrics)
+        except Exception as error:
+            errors.append("cost")
+            traceback.print_exc()
+            metrics.append(unmeasured("cost_section", "", "", "cost model", f"error: {error!r}"))
+
     output_dir = args.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
     results_json = output_dir / "results.json"
@@ -576,6 +774,8 @@ def main(argv: list[str] | None = None) -> int:
     write_json(metrics, run_info, results_json)
     (output_dir / "results.md").write_text(render_markdown(metrics, run_info))
     render_chart(metrics, latency_chart, output_dir / "results.png")
+    if costs:
+        render_cost_chart(list(costs.values()), output_dir / "cost.png")
     log(f"wrote {results_json}, results.md, results.png in {run_info['duration_s']} s")
     return 1 if errors else 0
 

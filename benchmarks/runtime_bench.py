@@ -6,15 +6,18 @@ sample; the caller takes medians. Nothing here asserts a target: that is the rep
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +26,7 @@ from unittest import mock
 
 from moto import mock_aws
 
-from benchmarks.contenders import Contender
+from benchmarks.contenders import Contender, Handler
 from benchmarks.events import fifo_batch, redelivery
 from benchmarks.instruments import FakeLambdaContext, LatencyInjector, RequestCounter, StandingStubber
 
@@ -186,6 +189,128 @@ def count_requests(contender: Contender, *, records: int = 10, groups: int = 10)
     )
 
 
+@dataclass
+class ConflictCounts:
+    """Requests for a batch of conflicting messages (keys stored before, with other content)."""
+
+    contender: str
+    records: int
+    dynamodb_per_conflict: float
+    sqs_per_conflict: float
+    dynamodb_by_operation: dict[str, int]
+    sqs_by_operation: dict[str, int]
+    outcome: str  # what the contender made of them
+
+
+def count_conflict_requests(
+    *, records: int = 10, groups: int = 10, powertools: Contender | None = None
+) -> list[ConflictCounts]:
+    """Deliver new messages, then messages with the same keys and other content, through a FIFO queue.
+
+    Ours runs in document mode with its defaults (``ON_CONFLICT=quarantine``, a FIFO DLQ): each conflict is
+    found by its one PutItem and sent to the DLQ. The messages really travel through a moto FIFO queue, so
+    the receipt handles are real (the runtime deletes a quarantined record from its source queue right after
+    the DLQ send). Only the requests the handler sends while it runs are counted. ``powertools``: the peer
+    on the same messages (without payload validation it treats them as duplicates).
+    """
+    from idempotent_runtime.clients import create_client
+    from idempotent_runtime.config import Config
+    from idempotent_runtime.consumer import build_handler
+
+    from benchmarks.contenders import create_our_table
+    from benchmarks.events import message_body
+    from idempotent_local.events import lambda_sqs_event
+
+    with moto_backend():
+        sqs = create_client("sqs")
+        source = sqs.create_queue(
+            QueueName="bench-source.fifo",
+            Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+        )["QueueUrl"]
+        source_arn = sqs.get_queue_attributes(QueueUrl=source, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        dlq = sqs.create_queue(QueueName="bench-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        keys = [(str(uuid.uuid4()), str(uuid.uuid4())) for _ in range(records)]
+
+        def deliver(
+            name: str, handler: Any, amount_base: int, counters: Sequence[RequestCounter] = ()
+        ) -> list[dict[str, int]]:
+            for i, (x, y) in enumerate(keys):
+                sqs.send_message(
+                    QueueUrl=source,
+                    MessageBody=message_body(x, y, amount_base + i),
+                    MessageGroupId=f"g{i % groups}",
+                )
+            messages: list[dict[str, Any]] = []
+            while len(messages) < records:
+                got = sqs.receive_message(
+                    QueueUrl=source,
+                    MaxNumberOfMessages=10,
+                    MessageSystemAttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                ).get("Messages", [])
+                if not got:
+                    raise BenchmarkError(f"received {len(messages)} of {records} messages")
+                messages += got
+            for counter in counters:
+                counter.reset()
+            with quiet_output():
+                result = handler(lambda_sqs_event(messages, source_arn), FakeLambdaContext())
+            snapshots = [counter.snapshot() for counter in counters]
+            _check_all_succeeded(result, name)
+            for message in messages:  # the event source deletes the records that succeeded
+                with contextlib.suppress(Exception):  # (the runtime deleted the quarantined ones itself)
+                    sqs.delete_message(QueueUrl=source, ReceiptHandle=message["ReceiptHandle"])
+            return snapshots
+
+        dynamodb = create_client("dynamodb")
+        create_our_table(dynamodb, "bench-ours")
+        config = Config(table_name="bench-ours", dlq_url=dlq, function_name="bench-consumer")
+        ours = build_handler(config, dynamodb_client=dynamodb, sqs_client=sqs)
+        name = "ours (document)"
+        deliver(name, ours, 0)
+        counters = [RequestCounter(dynamodb), RequestCounter(sqs, service="sqs")]
+        table_requests, queue_requests = deliver(name, ours, 1000, counters)
+        for counter in counters:
+            counter.detach()
+        dead = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])
+        in_dlq = int(dead["Attributes"]["ApproximateNumberOfMessages"])
+        if in_dlq != records:
+            raise BenchmarkError(f"ours quarantined {in_dlq} of {records} conflicting messages")
+        out = [
+            ConflictCounts(
+                name,
+                records,
+                sum(table_requests.values()) / records,
+                sum(queue_requests.values()) / records,
+                table_requests,
+                queue_requests,
+                "quarantined (to the DLQ, with both fingerprints)",
+            )
+        ]
+        if powertools is not None:
+            client = powertools.make_client()
+            powertools.create_table(client, "bench-powertools")
+            handler = powertools.build("bench-powertools", client)
+            deliver(powertools.name, handler, 0)
+            counter = RequestCounter(client)
+            (by_operation,) = deliver(powertools.name, handler, 1000, [counter])
+            counter.detach()
+            out.append(
+                ConflictCounts(
+                    powertools.name,
+                    records,
+                    sum(by_operation.values()) / records,
+                    0.0,
+                    by_operation,
+                    {},
+                    "duplicate (the first result returned; no payload validation configured)",
+                )
+            )
+    return out
+
+
 # --- 2. batch latency with a fixed injected latency per request ----------------------------------------
 
 
@@ -258,6 +383,27 @@ class CpuSamples:
         return statistics.median(self.samples[contender])
 
 
+FLOOR = "floor"
+
+
+class _RequestRecorder:
+    """Records the parameters of every call a client makes to one operation (``provide-client-params``)."""
+
+    def __init__(self, client: Any, operation: str) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        client.meta.events.register(f"provide-client-params.dynamodb.{operation}", self._record)
+
+    def _record(self, params: dict[str, Any], **_: Any) -> None:
+        with self._lock:
+            self.calls.append(dict(params))
+
+    def take(self) -> list[dict[str, Any]]:
+        with self._lock:
+            calls, self.calls = self.calls, []
+        return calls
+
+
 def cpu_per_record(
     contenders: Sequence[Contender],
     *,
@@ -265,28 +411,61 @@ def cpu_per_record(
     batches: int = 20,
     records: int = 10,
     groups: int = 10,
+    floor_of: Contender | None = None,
 ) -> CpuSamples:
     """Process CPU time (all threads) per record over `batches` batches of new messages, per round.
 
     DynamoDB is a botocore Stubber answering success from memory: no network, no moto, so what is left is
     the handler's own work plus botocore's request building and response parsing.
+
+    With ``floor_of`` (a contender whose only DynamoDB call per new record is ``put_item``) a series named
+    :data:`FLOOR` is measured in the same rotation: the very ``put_item`` requests that contender sent for
+    this round's batches (recorded, untimed, on a client of its own) replayed in a bare loop on a client
+    created and stubbed the same way - the calls without the runtime around them.
     """
     _ensure_region()
     handlers = {}
+    recorder = replay_client = recording_handler = None
     with isolated_aws_environment():
         for contender in contenders:
             client = contender.make_client()
             StandingStubber(client, contender.new_record_responses).activate()
             handlers[contender.name] = contender.build(_table_name(contender), client)
-    out = CpuSamples(records_per_round=batches * records, samples={name: [] for name in handlers})
+        if floor_of is not None:
+            recording_client = floor_of.make_client()
+            StandingStubber(recording_client, floor_of.new_record_responses).activate()
+            recorder = _RequestRecorder(recording_client, "PutItem")
+            recording_handler = floor_of.build(_table_name(floor_of), recording_client)
+            replay_client = floor_of.make_client()
+            StandingStubber(replay_client, {"put_item": {}}).activate()
+    names = list(handlers) + ([FLOOR] if floor_of is not None else [])
+    out = CpuSamples(records_per_round=batches * records, samples={name: [] for name in names})
     with quiet_output():
         for name, handler in handlers.items():
             for _ in range(2):
                 _check_all_succeeded(handler(fifo_batch(records, groups), FakeLambdaContext()), name)
         for round_index in range(rounds):
-            for name in rotated(list(handlers), round_index):
-                handler = handlers[name]
+            for name in rotated(names, round_index):
                 events = [fifo_batch(records, groups) for _ in range(batches)]
+                if name == FLOOR:
+                    assert recorder is not None and recording_handler is not None
+                    for event in events:
+                        _check_all_succeeded(recording_handler(event, FakeLambdaContext()), FLOOR)
+                    requests = recorder.take()
+                    if len(requests) != batches * records:
+                        raise BenchmarkError(
+                            f"the floor recorded {len(requests)} put_item calls for "
+                            f"{batches * records} records"
+                        )
+                    put_item = replay_client.put_item  # type: ignore[union-attr]
+                    gc.collect()
+                    start = time.process_time()
+                    for request in requests:
+                        put_item(**request)
+                    elapsed = time.process_time() - start
+                    out.samples[FLOOR].append(elapsed / len(requests) * 1e6)
+                    continue
+                handler = handlers[name]
                 results = []
                 gc.collect()  # the previous contender's garbage is not collected on this one's clock
                 start = time.process_time()
@@ -297,6 +476,73 @@ def cpu_per_record(
                     _check_all_succeeded(result, name)
                 out.samples[name].append(elapsed / (batches * records) * 1e6)
     return out
+
+
+# --- 3b. log bytes per record ---------------------------------------------------------------------------
+
+
+@dataclass
+class LogBytes:
+    contender: str
+    records: int
+    bytes_per_record: float
+    lines_per_batch: float
+
+
+def log_bytes_per_record(
+    handlers: dict[str, Callable[[Any, Any], Handler]],
+    *,
+    batches: int = 20,
+    records: int = 10,
+    groups: int = 10,
+) -> list[LogBytes]:
+    """Bytes each handler writes to stdout and stderr (what Lambda sends to CloudWatch Logs, besides its own
+    START/END/REPORT lines) per record over ``batches`` batches of new messages, at its default log level.
+
+    ``handlers`` maps a name to ``build(client) -> handler``; DynamoDB is a Stubber answering success.
+    """
+    _ensure_region()
+    out = []
+    for name, build in handlers.items():
+        with isolated_aws_environment():
+            client = create_stubbed_client()
+            handler = build(client)
+        with tempfile.TemporaryFile() as sink:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            saved = os.dup(1), os.dup(2)
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            # Python-level writers too (the handlers print through sys.stdout, which a test runner replaces).
+            text = open(os.dup(sink.fileno()), "w", buffering=1)  # noqa: SIM115 - closed below
+            try:
+                with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+                    for _ in range(batches):
+                        result = handler(fifo_batch(records, groups), FakeLambdaContext())
+                        _check_all_succeeded(result, name)
+            finally:
+                text.close()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                for fd in saved:
+                    os.close(fd)
+            sink.seek(0)
+            written = sink.read()
+        out.append(
+            LogBytes(
+                name, batches * records, len(written) / (batches * records), written.count(b"\n") / batches
+            )
+        )
+    return out
+
+
+def create_stubbed_client() -> Any:
+    """A DynamoDB client answering every put_item and update_item with success, from memory."""
+    from idempotent_runtime.clients import create_client
+
+    client = create_client("dynamodb")
+    StandingStubber(client, {"put_item": {}, "update_item": {}}).activate()
+    return client
 
 
 # --- 4. cold init: fresh interpreters ------------------------------------------------------------------

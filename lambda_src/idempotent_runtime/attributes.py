@@ -70,6 +70,11 @@ def number_text(value: int | float | Decimal) -> str:
 
 
 def _value(value: Any, depth: int) -> dict[str, Any]:
+    kind = type(value)
+    if kind is str:
+        return {"S": value}
+    if kind is int and -_SMALL_INT < value < _SMALL_INT:
+        return {"N": str(value)}
     if isinstance(value, str):
         return {"S": value}
     if value is True or value is False:
@@ -154,6 +159,9 @@ def to_item(attributes: dict[Any, Any], source: str = "body field") -> dict[str,
                 f"{source} {name!r} begins with {ATTRIBUTE_PREFIX!r}, which the runtime reserves for its own "
                 "attributes"
             )
+        if type(value) is str:  # the common case, without a call
+            item[name] = {"S": value}
+            continue
         try:
             item[name] = _value(value, 0)
         except _Rejected as rejected:

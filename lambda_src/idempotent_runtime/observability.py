@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from idempotent_runtime.contract import LogLevel, Metric
+from idempotent_runtime.contract import METRICS_DIMENSION, LogLevel, Metric
 
 _LEVELS = {LogLevel.DEBUG: 10, LogLevel.INFO: 20, LogLevel.WARNING: 30, LogLevel.ERROR: 40}
 
@@ -72,12 +72,12 @@ def emf_line(
             "CloudWatchMetrics": [
                 {
                     "Namespace": namespace,
-                    "Dimensions": [["FunctionName"]],
+                    "Dimensions": [[METRICS_DIMENSION]],
                     "Metrics": [{"Name": metric.value, "Unit": "Count"} for metric in Metric],
                 }
             ],
         },
-        "FunctionName": function_name,
+        METRICS_DIMENSION: function_name,
         "message": "batch",
     }
     for metric in Metric:

@@ -8,12 +8,15 @@ record again after its 5-minute deduplication window, or keeps delivering it unt
    already says SENT (then the send is skipped); a first receive has nothing sent before it and skips this;
 2. the DLQ send: the original body and message attributes, plus ``idempotency.reason`` and
    ``idempotency.details`` (see the contract);
-3. the quarantine record is written as SENT;
-4. the record is deleted from its source queue with its receipt handle, so neither a dying invocation nor
-   SQS's redrive brings it back.
+3. the record is deleted from its source queue with its receipt handle, so neither a dying invocation nor
+   SQS's redrive brings it back;
+4. the quarantine record is written as SENT when a redelivery is still possible: the delete failed (or
+   the record has no receipt handle), or the source is a standard queue, which may on rare occasions
+   deliver a deleted message again (then the record is written before the delete). A FIFO queue never
+   delivers a deleted message again, so a quarantine from one costs no DynamoDB request.
 
-Only a death between 2 and 3 can still send a second copy on a redelivery (a FIFO DLQ drops it within 5
-minutes: its deduplication id is the source message id).
+Only a death between 2 and 3 (4 on a standard queue) can still send a second copy on a redelivery (a FIFO
+DLQ drops it within 5 minutes: its deduplication id is the source message id).
 """
 
 from __future__ import annotations
@@ -164,18 +167,27 @@ class Quarantine:
                 self.calls(self._sqs().send_message, **request)
             except Exception as exc:
                 raise SendFailed("dlq", exc) from exc
-            try:
-                self._remember(message, safe_reason, QuarantineStatus.SENT)
-            except Exception as exc:
-                warnings.append(
-                    (
-                        "quarantine not recorded after the dlq send: a redelivery of this record would send "
-                        "it again",
-                        {"error": describe(exc)},
-                    )
-                )
-        self._delete_from_source(message, warnings)
+        # A standard queue may deliver a deleted message again: remember the send before deleting.
+        remember = not already and not _from_fifo_queue(message)
+        if remember:
+            self._remember_sent(message, safe_reason, warnings)
+        if not self._delete_from_source(message, warnings) and not already and not remember:
+            self._remember_sent(message, safe_reason, warnings)
         return Sent(dropped, already, warnings)
+
+    def _remember_sent(
+        self, message: Message, reason: str, warnings: list[tuple[str, dict[str, Any]]]
+    ) -> None:
+        try:
+            self._remember(message, reason, QuarantineStatus.SENT)
+        except Exception as exc:
+            warnings.append(
+                (
+                    "quarantine not recorded after the dlq send: a redelivery of this record would send "
+                    "it again",
+                    {"error": describe(exc)},
+                )
+            )
 
     def _remember(self, message: Message, reason: str, status: QuarantineStatus) -> bool:
         """Write the quarantine record; for SENDING, return True instead when it already says SENT."""
@@ -206,15 +218,16 @@ class Quarantine:
             raise
         return False
 
-    def _delete_from_source(self, message: Message, warnings: list[tuple[str, dict[str, Any]]]) -> None:
+    def _delete_from_source(self, message: Message, warnings: list[tuple[str, dict[str, Any]]]) -> bool:
+        """Delete the record from its source queue; False when it could not be (SQS may deliver it again)."""
         handle = message.record.get("receiptHandle")
         if not isinstance(handle, str) or not handle:
-            return
+            return False
         try:
             sqs = self._sqs()
             url = source_queue_url(message.record.get("eventSourceARN"), sqs.meta.endpoint_url)
             if url is None:
-                return
+                return False
             self.calls(sqs.delete_message, QueueUrl=url, ReceiptHandle=handle)
         except Exception as exc:
             warnings.append(
@@ -224,6 +237,8 @@ class Quarantine:
                     {"error": describe(exc)},
                 )
             )
+            return False
+        return True
 
     @staticmethod
     def _attributes(message: Message) -> tuple[dict[str, Any], list[str]]:
@@ -244,6 +259,11 @@ class Quarantine:
                 continue
             attributes[name] = converted
         return attributes, dropped
+
+
+def _from_fifo_queue(message: Message) -> bool:
+    arn = message.record.get("eventSourceARN")
+    return isinstance(arn, str) and arn.endswith(".fifo")
 
 
 def _key(key: Key | None) -> dict[str, str] | None:

@@ -157,6 +157,61 @@ def test_cpu_run_processes_every_record_through_the_stubber():
     assert all(len(values) == 1 and values[0] > 0 for values in samples.samples.values())
 
 
+def test_the_cpu_floor_replays_exactly_the_put_item_requests_the_runtime_sent():
+    samples = runtime_bench.cpu_per_record(
+        [contenders.ours("document")],
+        rounds=2,
+        batches=2,
+        records=4,
+        groups=2,
+        floor_of=contenders.ours("document"),
+    )
+    assert set(samples.samples) == {"ours (document)", runtime_bench.FLOOR}
+    assert all(len(values) == 2 and values[0] > 0 for values in samples.samples.values())
+
+
+def test_a_conflict_costs_our_runtime_one_dynamodb_request_and_reaches_the_dlq():
+    ours, theirs = runtime_bench.count_conflict_requests(
+        records=4, groups=2, powertools=contenders.POWERTOOLS
+    )
+    assert ours.dynamodb_by_operation == {"PutItem": 4}
+    assert ours.sqs_by_operation == {"SendMessage": 4, "DeleteMessage": 4}
+    assert theirs.dynamodb_by_operation == {"PutItem": 4}
+
+
+def test_log_bytes_are_what_each_handler_writes_per_record():
+    from benchmarks.powertools_peer import build_powertools_handler
+
+    measured = runtime_bench.log_bytes_per_record(
+        {
+            "ours": lambda client: contenders.build_ours("document", "t", client),
+            "silent": lambda client: build_powertools_handler("t", dynamodb_client=client),
+        },
+        batches=2,
+        records=4,
+        groups=2,
+    )
+    ours, silent = measured
+    assert ours.lines_per_batch == 1  # one summary (EMF) line per batch at the default level
+    assert ours.bytes_per_record > 0
+    assert (silent.bytes_per_record, silent.lines_per_batch) == (0, 0)
+
+
+def test_cost_model_adds_up_its_components_from_the_measured_inputs():
+    from benchmarks import cost_model
+
+    inputs = cost_model.Inputs(
+        "x", {"PutItem": 1}, {"PutItem": 1}, batch_latency_s=0.02, log_bytes_per_record=50
+    )
+    cost = cost_model.cost_per_million(inputs)
+    assert cost.components["DynamoDB writes"] == pytest.approx(0.625)
+    # 100,000 invocations x 0.25 GB x 0.02 s x the Arm price
+    assert cost.components["Lambda duration"] == pytest.approx(100_000 * 0.25 * 0.02 * 0.0000133334)
+    assert cost.total == pytest.approx(sum(cost.components.values()))
+    transaction = cost_model.Inputs("t", {"TransactWriteItems": 1}, {"TransactWriteItems": 1}, 0.02, 50)
+    assert cost_model.cost_per_million(transaction).components["DynamoDB writes"] == pytest.approx(4 * 0.625)
+
+
 def test_rotated_puts_a_different_contender_first_each_round():
     assert [runtime_bench.rotated("abc", i)[0] for i in range(4)] == ["a", "b", "c", "a"]
 
@@ -244,7 +299,7 @@ def test_run_writes_json_table_and_chart_in_the_documented_shape(tmp_path):
         f"ddb_requests_per_{kind}_{mode}"
         for kind in ("new_message", "duplicate")
         for mode in contenders.MODES
-    }
+    } | {"ddb_requests_per_conflict_document"}
     for metric in metrics.values():
         assert set(metric) >= REQUIRED_KEYS
         assert metric["reference_name"] == "Powertools"

@@ -222,3 +222,42 @@ def test_standard_queue_records_with_group_ids_are_still_independent(make_handle
     later = record({"x": "k2", "y": "1"}, group="tenant-a")
     assert failures(handler(event(bad, later), None)) == [bad["messageId"]]  # FIFO would fail both
     assert [i["pk"]["S"] for i in scan(dynamodb)] == ["k2"]
+
+
+class _Died(BaseException):
+    """An execution environment ending mid-batch (not an Exception: the runtime must not swallow it)."""
+
+
+def test_an_environment_dying_in_another_groups_thread_ends_the_invocation(make_handler, dynamodb):
+    # Group A blocks until group B (on another thread) has raised: the exception must reach the caller
+    # rather than being lost in the helper thread (which would report B's records as processed).
+    b_died = threading.Event()
+
+    def processor(message):
+        if message.group_id == "B":
+            b_died.set()
+            raise _Died()
+        assert b_died.wait(10)
+        return None
+
+    handler, _ = make_handler(fn=processor)
+    records = [record({"x": "a0", "y": "1"}, group="A"), record({"x": "b0", "y": "1"}, group="B")]
+    with pytest.raises(_Died):
+        handler(event(*records), None)
+
+
+def test_every_group_of_a_wide_batch_runs_exactly_once(make_handler):
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def processor(message):
+        with lock:
+            seen.append(message.data["x"])
+        return None
+
+    handler, _ = make_handler(fn=processor, max_workers=4)
+    records = [record({"x": f"k{i}", "y": "1"}, group=f"g{i}") for i in range(10)]
+    for _ in range(20):
+        seen.clear()
+        assert failures(handler(event(*records), None)) == []
+        assert sorted(seen) == sorted(f"k{i}" for i in range(10))

@@ -15,6 +15,8 @@ from runtime_helpers import (
     failures,
     log_lines,
     metrics,
+    quarantine_records,
+    receive_event,
     record,
     record_logs,
     scan,
@@ -42,8 +44,8 @@ def test_document_conflict_is_quarantined_naming_the_key_and_both_fingerprints(
     calls = _requests(fresh_dynamodb)
     conflicting = record(second, group="g")
     (result,) = handler.process_batch(event(conflicting), None)
-    # The conflict is found by the same single PutItem; the second is the quarantine record every DLQ
-    # message gets (so a redelivery does not send it twice).
+    # The conflict is found by the same single PutItem; the second is the quarantine record, written
+    # because this record's source queue does not exist (its delete failed: SQS could deliver it again).
     assert calls == ["PutItem", "PutItem"]
     assert (result.outcome, result.conflict) == ("quarantined", True)
     (item,) = scan(fresh_dynamodb)
@@ -63,6 +65,37 @@ def test_document_conflict_is_quarantined_naming_the_key_and_both_fingerprints(
     )
     (emf,) = metrics(stream)[-1:]
     assert (emf["conflicts"], emf["quarantined"], emf["duplicates"]) == (1, 1, 0)
+
+
+def test_a_conflict_delivered_from_a_fifo_queue_costs_one_dynamodb_request(
+    make_handler, fresh_dynamodb, sqs, dlq_url, pipeline
+):
+    # Delivered from a real FIFO queue, the quarantined record is deleted from it right after the DLQ send;
+    # a FIFO queue never delivers a deleted message again, so no quarantine record is needed.
+    sns, topic, queue_url, queue_arn = pipeline
+    handler, _ = make_handler(client=fresh_dynamodb, dlq_url=dlq_url)
+    batches = []
+    for amount in (100, 999):
+        sns.publish(
+            TopicArn=topic,
+            Message=json.dumps({"x": "o-1", "y": "l-1", "amount": amount}),
+            MessageGroupId="g",
+            MessageDeduplicationId=f"send-{amount}",
+        )
+        batch, _ = receive_event(sqs, queue_url, queue_arn)
+        batches.append(batch)
+        if amount == 100:
+            handler.process_batch(batch, None)
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=batch["Records"][0]["receiptHandle"])
+    second = batches[1]
+    calls = _requests(fresh_dynamodb)
+    (result,) = handler.process_batch(second, None)
+    assert (result.outcome, result.conflict) == ("quarantined", True)
+    assert calls == ["PutItem"]
+    assert quarantine_records(fresh_dynamodb) == []
+    (dead,) = drain(sqs, dlq_url)
+    assert json.loads(dead["Body"])["amount"] == 999
+    assert drain(sqs, queue_url) == []  # deleted from its source queue by the runtime
 
 
 def test_on_conflict_duplicate_counts_and_warns_but_keeps_the_record_going(
