@@ -181,7 +181,7 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
         context.console.print("by reason, oldest first:")
         context.console.print(f"  {'KIND':<13} MESSAGES  REASON")
         for (kind, reason), members in reasons.items():
-            context.console.print(f"  {kind:<13} {len(members):>8}  {reason}")
+            context.console.print(f"  {kind:<13} {len(members):>8}  {reason}{_receive_counts(kind, members)}")
     if messages and letters:
         context.console.print("messages, oldest first:")
         for letter in letters:
@@ -198,8 +198,17 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
 def _reason_label(letter: DeadLetter, max_receive: int | None) -> str:
     if letter.kind == MOVED:
         after = f"after {max_receive} receives" if max_receive else "after maxReceiveCount"
-        return f"moved by SQS {after}, no reason from the runtime (see show for the receive count)"
+        return f"moved by SQS {after}, no reason from the runtime"
     return _short(letter.describe(max_receive))
+
+
+def _receive_counts(kind: str, letters: list[DeadLetter]) -> str:
+    """For messages SQS moved: how often they were received (reads of the DLQ included)."""
+    if kind != MOVED:
+        return ""
+    counts = sorted({letter.receive_count for letter in letters})
+    text = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f" (receive count {text}, reads of the DLQ included)"
 
 
 def _short(text: str) -> str:
