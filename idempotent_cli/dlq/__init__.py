@@ -1,0 +1,205 @@
+"""idempotent-pipeline dlq: the day the dead-letter queue fills.
+
+  list      counts by message group and by reason, oldest first
+  show ID   one message: attributes, reason, details, what a redrive would send
+  redrive   back to the source queue, in order within each group, with the idempotency key
+  purge     delete (all, or what the filters choose), after confirmation
+
+The queues come from a stack (--stack; may be left out when exactly one pipeline is deployed) or from
+--queue-url. --which subscription works on the SNS subscription's DLQ instead. Without --local the tool uses
+the default AWS credentials and region; with --local, the emulator of the app directory. See
+docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli.dlq.letters import KINDS, Filters, Which
+from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS, DEFAULT_WAIT_SECONDS
+
+__all__ = ["DlqError", "main", "parser", "register", "run"]
+
+Connect = Callable[[argparse.Namespace], Any]
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``dlq`` and its commands to an ``add_subparsers()`` object (the CLI's command list)."""
+    dlq = subparsers.add_parser(
+        "dlq",
+        help="list, show, redrive or purge a pipeline's dead-letter queue",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    dlq.set_defaults(func=run)
+    commands = dlq.add_subparsers(dest="dlq_command", required=True, metavar="{list,show,redrive,purge}")
+
+    common = argparse.ArgumentParser(add_help=False)
+    where = common.add_argument_group("which queue")
+    where.add_argument("--stack", help="the pipeline's stack (default: the only pipeline deployed)")
+    where.add_argument("--function", help="the consumer function, when a stack has several pipelines")
+    where.add_argument("--queue-url", help="the dead-letter queue's URL, instead of finding it from a stack")
+    where.add_argument("--source-queue-url", help="where a redrive sends messages (default: found)")
+    where.add_argument(
+        "--which",
+        choices=[w.value for w in Which],
+        default=Which.DLQ.value,
+        help="dlq: the queue's DLQ (default); subscription: the SNS subscription's DLQ",
+    )
+    cloud = common.add_argument_group("which cloud")
+    cloud.add_argument("--local", action="store_true", help="the local emulator of --app-dir")
+    cloud.add_argument("--app-dir", default=".", help="with --local: the app directory (default: .)")
+    cloud.add_argument("--profile", help="AWS profile (default: the default credential chain)")
+    cloud.add_argument("--region", help="AWS region (default: the configured one)")
+    cloud.add_argument(
+        "--visibility-timeout",
+        type=int,
+        default=DEFAULT_VISIBILITY_SECONDS,
+        metavar="SECONDS",
+        help=f"how long the tool holds the messages it reads (default: {DEFAULT_VISIBILITY_SECONDS})",
+    )
+    # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
+    # answers at once use 0.
+    cloud.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)
+    filters = argparse.ArgumentParser(add_help=False)
+    chosen = filters.add_argument_group("filters")
+    chosen.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="GROUP",
+        help="only this message group (a shell pattern such as 'order-1*'; repeatable)",
+    )
+    chosen.add_argument(
+        "--reason",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help=f"only this reason: a kind ({', '.join(KINDS)}) or text the reason contains (repeatable)",
+    )
+
+    listing = commands.add_parser("list", parents=[common, filters], help="counts by group and by reason")
+    listing.add_argument("--messages", action="store_true", help="also one line per message")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(dlq_handler="list")
+
+    show = commands.add_parser("show", parents=[common], help="one message in full")
+    show.add_argument("message_id", metavar="ID", help="its message id in the DLQ, or the source message id")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(dlq_handler="show")
+
+    redrive = commands.add_parser(
+        "redrive", parents=[common, filters], help="back to the source queue, in order, with the key"
+    )
+    redrive.add_argument(
+        "--dry-run", action="store_true", help="show what the table says about each key; change nothing"
+    )
+    redrive.add_argument(
+        "--force",
+        action="store_true",
+        help="process again messages whose key is done (deletes their idempotency record first), and "
+        "redrive those whose key cannot be restored under a new key",
+    )
+    redrive.add_argument("--yes", action="store_true", help="do not ask for confirmation (--force)")
+    redrive.add_argument("--rate", type=float, metavar="N", help="at most N messages a second")
+    redrive.add_argument("--limit", type=int, metavar="N", help="redrive at most N messages")
+    redrive.set_defaults(dlq_handler="redrive")
+
+    purge = commands.add_parser(
+        "purge", parents=[common, filters], help="delete messages, after confirmation"
+    )
+    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    purge.set_defaults(dlq_handler="purge")
+    return dlq
+
+
+def parser() -> argparse.ArgumentParser:
+    """A parser with ``dlq`` as its only command (``python -m idempotent_cli.dlq``)."""
+    root = argparse.ArgumentParser(prog="idempotent-pipeline")
+    register(root.add_subparsers(dest="command", required=True))
+    return root
+
+
+def run(args: argparse.Namespace, *, console: Any = None, connect: Connect | None = None) -> int:
+    """Run the parsed ``dlq`` command; returns the exit code (errors are printed, never raised)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from idempotent_cli.dlq.console import Console
+
+    console = console or Console()
+    try:
+        return _run(args, console, connect)
+    except DlqError as exc:
+        print(f"error: {exc}", file=console.err, flush=True)
+        return 1
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        print(
+            f"error: AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}",
+            file=console.err,
+            flush=True,
+        )
+        return 1
+    except BotoCoreError as exc:
+        print(f"error: {exc}", file=console.err, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted: every message the command held is visible in the DLQ again", file=console.err)
+        return 130
+
+
+def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int:
+    from idempotent_cli.dlq import aws, commands, locate
+
+    if args.visibility_timeout < 1 or args.visibility_timeout > 43200:
+        raise DlqError(f"--visibility-timeout must be 1 to 43200 seconds, got {args.visibility_timeout}")
+    limit = getattr(args, "limit", None)
+    if limit is not None and limit < 1:
+        raise DlqError(f"--limit must be at least 1, got {limit}")
+    if connect is not None:
+        clients = connect(args)
+    else:
+        clients = aws.connect(
+            local=args.local, app_dir=args.app_dir, profile=args.profile, region=args.region
+        )
+    target = locate.resolve(
+        clients,
+        which=Which(args.which),
+        stack=args.stack,
+        function=args.function,
+        queue_url=args.queue_url,
+        source_queue_url=args.source_queue_url,
+    )
+    context = commands.Context(
+        target=target,
+        clients=clients,
+        console=console,
+        visibility_seconds=args.visibility_timeout,
+        wait_seconds=args.wait_seconds,
+    )
+    filters = Filters(tuple(getattr(args, "group", []) or ()), tuple(getattr(args, "reason", []) or ()))
+    handler = args.dlq_handler
+    if handler == "list":
+        return commands.cmd_list(context, filters=filters, messages=args.messages, as_json=args.json)
+    if handler == "show":
+        return commands.cmd_show(context, message_id=args.message_id, as_json=args.json)
+    if handler == "redrive":
+        return commands.cmd_redrive(
+            context,
+            filters=filters,
+            dry_run=args.dry_run,
+            force=args.force,
+            yes=args.yes,
+            rate=args.rate,
+            limit=args.limit,
+        )
+    return commands.cmd_purge(context, filters=filters, yes=args.yes)
+
+
+def main(argv: Sequence[str] | None = None, *, console: Any = None, connect: Connect | None = None) -> int:
+    args = parser().parse_args(["dlq", *(sys.argv[1:] if argv is None else argv)])
+    return run(args, console=console, connect=connect)

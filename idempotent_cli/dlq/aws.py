@@ -1,0 +1,91 @@
+"""The AWS clients of one command: a real account (boto3's default credential chain) or the local emulator.
+
+Without ``--local`` the tool uses boto3's default session: credentials and region from the environment,
+``~/.aws`` (``--profile``), SSO or an instance role, and ``AWS_ENDPOINT_URL`` when it is set. With
+``--local`` every client points at the emulator that runs for the app directory, found through
+:mod:`idempotent_local.emulator` (the emulator's own functions: the tool keeps no copy of where its state
+lives), with the emulator's fake credentials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from idempotent_cli.dlq.errors import DlqError
+
+# The services the tool talks to.
+SERVICES = ("sqs", "cloudformation", "lambda", "dynamodb", "sns")
+
+
+@dataclass
+class Clients:
+    """One client per service, created on first use. ``where`` says which cloud, for messages."""
+
+    factory: Callable[[str], Any]
+    where: str
+    region: str
+    _made: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, service: str) -> Any:
+        if service not in self._made:
+            self._made[service] = self.factory(service)
+        return self._made[service]
+
+
+def connect(
+    *, local: bool, app_dir: str | Path = ".", profile: str | None = None, region: str | None = None
+) -> Clients:
+    """Clients for the emulator of ``app_dir`` (``local``) or for the default credential chain."""
+    if local:
+        return _local(Path(app_dir))
+    return _account(profile, region)
+
+
+def _account(profile: str | None, region: str | None) -> Clients:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ProfileNotFound
+
+    try:
+        session = boto3.session.Session(profile_name=profile, region_name=region)
+    except ProfileNotFound as exc:
+        raise DlqError(f"{exc} (--profile {profile})") from None
+    if not session.region_name:
+        raise DlqError(
+            "no AWS region is configured: set AWS_DEFAULT_REGION (or a region in ~/.aws/config), or pass "
+            "--region; for the local emulator pass --local"
+        )
+    try:
+        credentials = session.get_credentials()
+    except BotoCoreError as exc:
+        raise DlqError(f"cannot load AWS credentials: {exc}") from None
+    if credentials is None:
+        raise DlqError(
+            "no AWS credentials found (environment, ~/.aws, SSO or instance role): sign in, or pass "
+            "--profile NAME; for the local emulator pass --local"
+        )
+    where = f"region {session.region_name}" + (f", profile {profile}" if profile else "")
+    return Clients(factory=session.client, where=where, region=session.region_name)
+
+
+def _local(app_dir: Path) -> Clients:
+    try:
+        from idempotent_local import emulator as emulators
+    except ImportError as exc:
+        raise DlqError(
+            f"--local needs the local emulator, which is not installed ({exc}): install the `local` extra"
+        ) from None
+    state_dir = app_dir.resolve() / emulators.DEFAULT_STATE_DIR
+    running = emulators.find(state_dir)
+    if running is None:
+        raise DlqError(
+            f"no local emulator is running for {app_dir.resolve()} (no live state in {state_dir}): run "
+            "`idempotent-pipeline local deploy` in that directory first, or pass --app-dir"
+        )
+    return Clients(
+        factory=running.client,
+        where=f"the local emulator on {running.endpoint} (app {app_dir.resolve()})",
+        region=emulators.REGION,
+    )

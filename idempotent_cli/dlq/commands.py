@@ -1,0 +1,450 @@
+"""The four commands: list, show, redrive, purge."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from idempotent_cli.dlq.aws import Clients
+from idempotent_cli.dlq.console import Console, Pace, Progress
+from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli.dlq.keystate import FORGET_MEANING, MEANING, KeyTable
+from idempotent_cli.dlq.letters import (
+    MOVED,
+    DeadLetter,
+    Filters,
+    Which,
+    attribute_text,
+    oldest_first,
+    outgoing,
+)
+from idempotent_cli.dlq.locate import Target, queue_arn_of
+from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS, Counts, Decision, Queue, Walk, walk
+from idempotent_cli.dlq.redrive import Redriver
+
+REASON_WIDTH = 100
+
+
+@dataclass
+class Context:
+    """What every command gets: the target, the clients, the console and the common options."""
+
+    target: Target
+    clients: Clients
+    console: Console
+    visibility_seconds: int = DEFAULT_VISIBILITY_SECONDS
+    wait_seconds: int = 1
+
+    def dlq(self, *, visibility_seconds: int | None = None) -> Queue:
+        return Queue(
+            self.clients("sqs"),
+            self.target.dlq_url,
+            visibility_seconds=visibility_seconds or self.visibility_seconds,
+            wait_seconds=self.wait_seconds,
+        )
+
+    def source(self) -> Queue:
+        if not self.target.source_url:
+            raise DlqError(
+                f"the source queue of {self.target.dlq_url} is unknown: pass --source-queue-url (or --stack)"
+            )
+        return Queue(self.clients("sqs"), self.target.source_url)
+
+    def keys(self, *, required: bool, why: str) -> KeyTable | None:
+        environment = self.target.environment
+        if environment is None:
+            if required:
+                raise DlqError(
+                    f"{why} needs the consumer's configuration (its table and key source): name the pipeline "
+                    "with --stack, or the consumer with --function"
+                )
+            return None
+        source = self.target.source_url
+        queue_arn = queue_arn_of(self.clients, source) if source else "arn:aws:sqs:::unknown"
+        if not required:
+            try:
+                return KeyTable(
+                    environment, self.clients("dynamodb"), queue_arn=queue_arn, region=self.clients.region
+                )
+            except DlqError as exc:
+                self.console.note(f"note: key states are not shown: {exc}")
+                return None
+        return KeyTable(
+            environment, self.clients("dynamodb"), queue_arn=queue_arn, region=self.clients.region
+        )
+
+    def header(self, dlq: Queue, counts: Counts) -> None:
+        pipeline = self.target.pipeline
+        kind = (
+            "subscription dead-letter queue"
+            if self.target.which is Which.SUBSCRIPTION
+            else "dead-letter queue"
+        )
+        fifo = " (FIFO)" if self.target.dlq_url.endswith(".fifo") else ""
+        of = f" of {pipeline.label}" if pipeline.stack or pipeline.function else ""
+        self.console.print(f"{kind} {self.target.dlq_url}{fifo}{of}, in {self.clients.where}")
+        if self.target.source_url:
+            self.console.print(f"source queue {self.target.source_url}")
+        policy = dlq.attributes.get("RedrivePolicy")
+        if policy:
+            self.console.print(
+                f"! this DLQ has a redrive policy of its own ({policy}): every read by this tool counts as a "
+                "receive towards it"
+            )
+        self.console.print(
+            f"{counts.total} message(s): {counts.visible} visible, {counts.in_flight} in flight"
+            + (f", {counts.delayed} delayed" if counts.delayed else "")
+        )
+
+
+def report_walk(console: Console, result: Walk) -> None:
+    """What the walk could not reach, in words."""
+    if result.not_reached:
+        console.print(
+            f"! {result.not_reached} message(s) not read: a FIFO queue hands out at most 10 messages of a "
+            "group "
+            "while they are held, and these are behind them (redrive and purge reach them as they remove the "
+            "ones before)"
+        )
+    if result.in_flight_elsewhere:
+        console.print(
+            f"! {result.in_flight_elsewhere} message(s) in flight elsewhere (another reader, or an earlier "
+            "run "
+            "whose visibility timeout has not ended): not read; run again when they are visible"
+        )
+    if result.release_errors:
+        console.print(
+            f"! {len(result.release_errors)} message(s) could not be made visible again at once "
+            f"({result.release_errors[0]}); they become visible when their visibility timeout ends"
+        )
+
+
+# -- list -----------------------------------------------------------------------------------------------
+
+
+def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: bool) -> int:
+    dlq = context.dlq()
+    counts = dlq.counts()
+    seen: list[DeadLetter] = []
+    max_receive = context.target.max_receive_count
+
+    def visit(letter: DeadLetter) -> Decision:
+        if filters.matches(letter, max_receive):
+            seen.append(letter)
+        return Decision.LEAVE
+
+    result = walk(dlq, context.target.which, visit, clock=context.console.clock)
+    letters = oldest_first(seen)
+    groups: dict[str, list[DeadLetter]] = defaultdict(list)
+    reasons: dict[tuple[str, str], list[DeadLetter]] = defaultdict(list)
+    for letter in letters:
+        groups[letter.original_group_id or "-"].append(letter)
+        reasons[(letter.kind, _reason_label(letter, max_receive))].append(letter)
+    if as_json:
+        context.console.print(
+            json.dumps(
+                {
+                    "queue": context.target.dlq_url,
+                    "source_queue": context.target.source_url,
+                    "messages_in_queue": counts.total,
+                    "read": result.visited,
+                    "matching": len(letters),
+                    "not_reached": result.not_reached,
+                    "in_flight_elsewhere": result.in_flight_elsewhere,
+                    "groups": [
+                        {"group": g, "messages": len(ls), "oldest": ls[0].sent_at} for g, ls in groups.items()
+                    ],
+                    "reasons": [
+                        {"kind": k, "reason": r, "messages": len(ls), "oldest": ls[0].sent_at}
+                        for (k, r), ls in reasons.items()
+                    ],
+                    "message_list": [_summary(letter, max_receive) for letter in letters]
+                    if messages
+                    else None,
+                },
+                indent=2,
+            )
+        )
+        return 0
+    context.header(dlq, counts)
+    read = f"{result.visited} read" + (f", {len(letters)} matching {filters.describe()}" if filters else "")
+    context.console.print(read)
+    if letters:
+        width = max(len("GROUP"), *(len(g) for g in groups))
+        context.console.print("by group, oldest first:")
+        context.console.print(f"  {'GROUP':<{width}}  MESSAGES  OLDEST")
+        for group, members in groups.items():
+            context.console.print(f"  {group:<{width}}  {len(members):>8}  {members[0].sent_at}")
+        context.console.print("by reason, oldest first:")
+        context.console.print(f"  {'KIND':<13} MESSAGES  REASON")
+        for (kind, reason), members in reasons.items():
+            context.console.print(f"  {kind:<13} {len(members):>8}  {reason}{_receive_counts(kind, members)}")
+    if messages and letters:
+        context.console.print("messages, oldest first:")
+        for letter in letters:
+            summary = _summary(letter, max_receive)
+            context.console.print(
+                f"  {summary['message_id']}  {summary['group'] or '-'}  {summary['sent']}  "
+                f"{summary['kind']}  "
+                f"{_short(summary['reason'])}"
+            )
+    report_walk(context.console, result)
+    return 0
+
+
+def _reason_label(letter: DeadLetter, max_receive: int | None) -> str:
+    if letter.kind == MOVED:
+        after = f"after {max_receive} receives" if max_receive else "after maxReceiveCount"
+        return f"moved by SQS {after}, no reason from the runtime"
+    return _short(letter.describe(max_receive))
+
+
+def _receive_counts(kind: str, letters: list[DeadLetter]) -> str:
+    """For messages SQS moved: how often they were received (reads of the DLQ included)."""
+    if kind != MOVED:
+        return ""
+    counts = sorted({letter.receive_count for letter in letters})
+    text = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f" (receive count {text}, reads of the DLQ included)"
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_WIDTH else text[: REASON_WIDTH - 3] + "..."
+
+
+def _summary(letter: DeadLetter, max_receive: int | None) -> dict[str, Any]:
+    return {
+        "message_id": letter.message_id,
+        "source_message_id": letter.source_message_id,
+        "group": letter.original_group_id,
+        "sent": letter.sent_at,
+        "kind": letter.kind,
+        "reason": letter.describe(max_receive),
+        "receive_count": letter.receive_count,
+    }
+
+
+# -- show -----------------------------------------------------------------------------------------------
+
+
+def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
+    dlq = context.dlq()
+    found: list[DeadLetter] = []
+
+    def visit(letter: DeadLetter) -> Decision:
+        if message_id in (letter.message_id, letter.source_message_id):
+            found.append(letter)
+            return Decision.STOP
+        return Decision.LEAVE
+
+    result = walk(dlq, context.target.which, visit, clock=context.console.clock)
+    if not found:
+        report_walk(context.console, result)
+        raise DlqError(
+            f"no message {message_id} (message id in the DLQ, or the source message id) among the "
+            f"{result.visited} read from {context.target.dlq_url}"
+        )
+    letter = found[0]
+    max_receive = context.target.max_receive_count
+    plan = outgoing(
+        letter,
+        source_fifo=bool(context.target.source_url and _fifo(context)),
+        key_source=context.target.key_source,
+    )
+    keys = context.keys(required=False, why="show")
+    inspection = keys.inspect(plan, message_id=letter.message_id) if keys else None
+    if as_json:
+        context.console.print(
+            json.dumps(
+                {
+                    **_summary(letter, max_receive),
+                    "queue": context.target.dlq_url,
+                    "dlq_group": letter.group_id,
+                    "dlq_dedup_id": letter.dedup_id,
+                    "original_dedup_id": letter.original_dedup_id,
+                    "origin": letter.origin.value,
+                    "details": letter.details,
+                    "attributes": {name: attribute_text(v) for name, v in letter.attributes.items()},
+                    "body": letter.body,
+                    "redrive": {
+                        "group": plan.group_id,
+                        "dedup_id": plan.dedup_id,
+                        "dedup_restored": plan.dedup_restored,
+                        "redrive_attribute": plan.redrive,
+                        "problem": plan.problem,
+                    },
+                    "key_state": inspection.state.value if inspection else None,
+                    "key": inspection.key_text if inspection else None,
+                },
+                indent=2,
+            )
+        )
+        return 0
+    out = context.console.print
+    out(f"message            {letter.message_id}  (in {context.target.dlq_url})")
+    out(f"source message id  {letter.source_message_id or '-'}")
+    out(f"group              {letter.original_group_id or '-'}")
+    dedup = letter.original_dedup_id or "unknown"
+    out(f"deduplication id   {dedup} (in the DLQ: {letter.dedup_id or '-'})")
+    out(
+        f"sent to the queue  {letter.sent_at}; receive count {letter.receive_count} "
+        "(reads of the DLQ included)"
+    )
+    out(f"kind               {letter.kind}")
+    out(f"reason             {letter.describe(max_receive)}")
+    if letter.key_text:
+        out(f"key                {letter.key_text}")
+    if letter.details is not None:
+        out("details")
+        for line in json.dumps(letter.details, indent=2, sort_keys=True).splitlines():
+            out(f"  {line}")
+    if letter.earlier_redrive is not None:
+        out(f"redriven before    {json.dumps(letter.earlier_redrive)}")
+    if letter.attributes:
+        out("attributes")
+        for name, value in sorted(letter.attributes.items()):
+            out(f"  {name} ({value.get('DataType')}): {_short(attribute_text(value))}")
+    out("body")
+    for line in (letter.body or "").splitlines() or [""]:
+        out(f"  {line}")
+    if context.target.source_url:
+        restored = "restored" if plan.dedup_restored else "new"
+        dedup_text = f", deduplication id {plan.dedup_id} ({restored})" if plan.dedup_id else ""
+        out(f"redrive sends      group {plan.group_id or '-'}{dedup_text}")
+        if plan.problem:
+            out(f"                   not without --force: {plan.problem}")
+        for note in plan.notes:
+            out(f"                   note: {note}")
+    if inspection is not None:
+        out(f"key state          {inspection.key_text or '-'}: {MEANING[inspection.state]}")
+    return 0
+
+
+def _fifo(context: Context) -> bool:
+    return context.source().fifo
+
+
+# -- redrive --------------------------------------------------------------------------------------------
+
+
+def cmd_redrive(
+    context: Context,
+    *,
+    filters: Filters,
+    dry_run: bool,
+    force: bool,
+    yes: bool,
+    rate: float | None,
+    limit: int | None,
+) -> int:
+    source = context.source()
+    pace = Pace(rate, context.console)
+    # A batch of 10 must be sent before its messages become visible again.
+    visibility = context.visibility_seconds
+    if rate:
+        visibility = max(visibility, math.ceil(10 / rate) * 2 + 30)
+    dlq = context.dlq(visibility_seconds=visibility)
+    if context.target.which is Which.DLQ and source.url == dlq.url:
+        raise DlqError("the source queue is the dead-letter queue itself")
+    keys = context.keys(required=dry_run or force, why="--dry-run" if dry_run else "--force")
+    counts = dlq.counts()
+    context.header(dlq, counts)
+    verb = "checking" if dry_run else "redriving"
+    context.console.print(
+        f"{verb} {filters.describe()} to {source.url}" + (f" at most {rate:g}/s" if rate else "")
+    )
+    if force and not dry_run:
+        assert keys is not None
+        context.console.confirm(
+            f"--force deletes the idempotency record of every key that is done, in table {keys.table_name} "
+            f"({keys.mode} mode: {FORGET_MEANING.get(keys.mode, 'its record is deleted')}), so those "
+            "messages "
+            "are processed again.",
+            yes=yes,
+        )
+    progress = Progress(context.console, counts.total, "checked" if dry_run else "done", long=bool(rate))
+    redriver = Redriver(
+        context.target,
+        source,
+        dlq,
+        console=context.console,
+        progress=progress,
+        filters=filters,
+        keys=keys,
+        dry_run=dry_run,
+        force=force,
+        limit=limit,
+        pace=pace,
+    )
+    try:
+        result = walk(dlq, context.target.which, redriver, clock=context.console.clock)
+    except KeyboardInterrupt:
+        progress.finish()
+        if redriver.sending is not None:
+            context.console.note(
+                f"interrupted while redriving {redriver.sending.message_id}: it may be in the source queue "
+                "and still in the DLQ; redriving it again is a duplicate the pipeline absorbs"
+            )
+        raise
+    finally:
+        progress.finish()
+    tally = redriver.tally
+    if dry_run:
+        states = ", ".join(f"{n} {state}" for state, n in sorted(tally.states.items())) or "no message"
+        context.console.print(f"dry run: {states}; nothing was changed")
+    else:
+        outcomes = ", ".join(f"{n} {name}" for name, n in sorted(tally.outcomes.items())) or "no message"
+        context.console.print(f"{outcomes}")
+        if tally.forgotten:
+            context.console.print(f"forgot {len(tally.forgotten)} key(s) (--force)")
+    for group, message_id in result.stopped_groups.items():
+        context.console.print(
+            f"group {group}: stopped at {message_id}; its later messages stay in the DLQ, in order"
+        )
+    if result.behind_stopped:
+        context.console.print(f"{result.behind_stopped} later message(s) of stopped groups left in place")
+    if result.ended_early and limit is not None:
+        context.console.print(f"stopped after --limit {limit}")
+    report_walk(context.console, result)
+    return 1 if tally.failed else 0
+
+
+# -- purge ----------------------------------------------------------------------------------------------
+
+
+def cmd_purge(context: Context, *, filters: Filters, yes: bool) -> int:
+    dlq = context.dlq()
+    counts = dlq.counts()
+    context.header(dlq, counts)
+    what = f"the messages matching {filters.describe()}" if filters else f"all {counts.total} message(s)"
+    context.console.confirm(f"purge deletes {what} from {dlq.url} for good.", yes=yes)
+    progress = Progress(context.console, counts.total, "deleted")
+    max_receive = context.target.max_receive_count
+    deleted: list[DeadLetter] = []
+
+    def visit(letter: DeadLetter) -> Decision:
+        if not filters.matches(letter, max_receive):
+            return Decision.LEAVE
+        dlq.delete(letter)
+        deleted.append(letter)
+        progress.line(
+            f"deleted {letter.message_id} (group {letter.original_group_id or '-'}): "
+            f"{_short(letter.describe(max_receive))}"
+        )
+        progress.step("deleted")
+        return Decision.DELETED
+
+    try:
+        result = walk(dlq, context.target.which, visit, clock=context.console.clock)
+    finally:
+        progress.finish()
+    left = len(result.left)
+    context.console.print(
+        f"deleted {len(deleted)}; {left} left in the queue" + (" by the filters" if filters else "")
+    )
+    report_walk(context.console, result)
+    return 0

@@ -1,0 +1,97 @@
+"""What the idempotency table says about a dead letter's key, through the runtime's own code.
+
+``--dry-run`` asks :func:`idempotent_runtime.records.inspect` with the consumer's configuration (its
+environment, read through ``Config.from_env``), so the tool keys a message exactly as the consumer will;
+``--force`` deletes a done key's record with :func:`idempotent_runtime.records.forget`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli.dlq.letters import Outgoing, lambda_record
+
+
+class State(StrEnum):
+    NEW = "new"  # not in the table: the redriven message is processed
+    DONE = "done"  # processed before: the redriven message is a duplicate (--force processes it again)
+    CONFLICT = "conflict"  # done with a different payload: quarantined again, or a duplicate (ON_CONFLICT)
+    IN_PROGRESS = "in_progress"  # guarded: a claim is held; the redriven message waits for it
+    INVALID = "invalid"  # the consumer cannot key it: it comes back to the DLQ
+
+
+# What a redrive means for a message in each state, for the dry-run lines.
+MEANING = {
+    State.NEW: "new: a redrive processes it",
+    State.DONE: "done: a redrive would be a duplicate (--force processes it again)",
+    State.CONFLICT: "conflict: done with a different payload; a redrive is quarantined again or counted as a "
+    "duplicate, per ON_CONFLICT (--force replaces the stored outcome)",
+    State.IN_PROGRESS: "in progress: a claim on the key is held; a redrive waits for it",
+    State.INVALID: "invalid: the consumer cannot key it; a redrive sends it back to the DLQ",
+}
+# States whose record --force deletes before the redrive.
+FORCED = (State.DONE, State.CONFLICT)
+
+# What forgetting a key means, per mode (docs/operations.md says the same).
+FORGET_MEANING = {
+    "document": "the stored document is deleted; the redriven message stores its own",
+    "transaction": "the marker is deleted; the processor's writes apply again",
+    "guarded": "the completed record is deleted; the processor's effect runs again",
+}
+
+
+@dataclass(frozen=True)
+class Inspection:
+    state: State
+    key: Any  # the runtime's Key, or None
+    key_text: str | None
+    reason: str | None
+    fingerprint: str | None
+    stored_fingerprint: str | None
+
+
+class KeyTable:
+    """The consumer's idempotency table, seen with the consumer's configuration."""
+
+    def __init__(self, environment: Mapping[str, str], dynamodb: Any, *, queue_arn: str, region: str) -> None:
+        from idempotent_runtime.config import Config
+
+        try:
+            from idempotent_runtime import records
+        except ImportError as exc:  # a runtime older than the DLQ tool
+            raise DlqError(f"the installed idempotent_runtime cannot inspect keys ({exc})") from None
+        try:
+            self.config = Config.from_env(dict(environment))
+        except ValueError as exc:  # ConfigurationError
+            raise DlqError(f"the consumer's configuration does not parse: {exc}") from None
+        self.records = records
+        self.dynamodb = dynamodb
+        self.queue_arn, self.region = queue_arn, region
+
+    @property
+    def mode(self) -> str:
+        return str(self.config.mode)
+
+    @property
+    def table_name(self) -> str:
+        return str(self.config.table_name)
+
+    def inspect(self, message: Outgoing, *, message_id: str) -> Inspection:
+        record = lambda_record(message, message_id=message_id, queue_arn=self.queue_arn, region=self.region)
+        found = self.records.inspect(self.config, self.dynamodb, record)
+        key = getattr(found, "key", None)
+        return Inspection(
+            state=State(getattr(found.state, "value", found.state)),
+            key=key,
+            key_text=f"{key.partition}#{key.sort}" if key is not None else None,
+            reason=getattr(found, "reason", None),
+            fingerprint=getattr(found, "fingerprint", None),
+            stored_fingerprint=getattr(found, "stored_fingerprint", None),
+        )
+
+    def forget(self, key: Any) -> None:
+        self.records.forget(self.config, self.dynamodb, key)

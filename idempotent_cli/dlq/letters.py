@@ -1,0 +1,419 @@
+"""Dead letters as the runtime, SQS and SNS leave them, and the message a redrive sends back.
+
+Three hands put a message into a pipeline's dead-letter queues:
+
+- the runtime (a quarantined record): the original body and attributes plus ``idempotency.reason`` and
+  ``idempotency.details`` (docs/runtime-contract.md);
+- SQS, after ``maxReceiveCount`` receives: the message as it was, without a reason; in a FIFO DLQ its
+  deduplication id is replaced by its message id;
+- SNS, into the subscription's DLQ, when it could not deliver the message to the queue at all.
+
+A redrive must give the consumer the message it would have had: the producer's body, attributes, group and
+(where known) deduplication id, plus ``idempotency.redrive`` so the runtime keys it as before.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from idempotent_runtime import contract
+
+# Set by this tool on a redriven message: {"source_message_id": ..., "dedup_id": ...} (the runtime keys it by
+# them), plus the run that sent it.
+REDRIVE_ATTRIBUTE = contract.REDRIVE_ATTRIBUTE
+# The runtime's own attributes on a dead letter: never sent back to the consumer.
+RUNTIME_ATTRIBUTES = frozenset({contract.DLQ_REASON_ATTRIBUTE, contract.DLQ_DETAILS_ATTRIBUTE})
+# What SNS adds to a message it could not deliver (shown, and left on the message: they are not the
+# runtime's and a producer may use the same names).
+SNS_ERROR_ATTRIBUTES = ("ErrorCode", "ErrorMessage", "RequestID")
+# A redrive of a dead letter whose original deduplication id is unknown sends this one instead: the same for
+# the same dead letter, so a second run after an interrupted one is deduplicated by SQS.
+FRESH_DEDUP_PREFIX = "redrive-"
+
+
+class Which(StrEnum):
+    """The pipeline's two dead-letter queues."""
+
+    DLQ = "dlq"  # the queue's: the runtime's quarantine and SQS's redrive after maxReceiveCount
+    SUBSCRIPTION = "subscription"  # the SNS subscription's: messages SNS could not deliver to the queue
+
+
+class Origin(StrEnum):
+    RUNTIME = "runtime"
+    SQS = "sqs"
+    SNS = "sns"
+
+
+# Kinds a filter can name: the runtime's DeadLetterKind, plus the two kinds of dead letter without a reason.
+MOVED = "moved"  # moved by SQS after maxReceiveCount receives
+UNDELIVERABLE = "undeliverable"  # SNS could not deliver it to the queue
+UNKNOWN = "unknown"  # the runtime's attributes are there but the details cannot be read
+KINDS = (*(kind.value for kind in contract.DeadLetterKind), MOVED, UNDELIVERABLE)
+
+
+@dataclass
+class DeadLetter:
+    """One message received from a dead-letter queue."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    system: dict[str, str]  # SQS's attributes: MessageGroupId, SequenceNumber, SentTimestamp...
+    attributes: dict[str, dict[str, Any]]  # message attributes, SendMessage's shape
+    origin: Origin
+    reason: str | None = None
+    details: dict[str, Any] | None = None
+    details_error: str | None = None
+    earlier_redrive: dict[str, Any] | None = (
+        None  # idempotency.redrive of a redriven message that failed again
+    )
+
+    @classmethod
+    def from_message(cls, message: Mapping[str, Any], which: Which) -> DeadLetter:
+        """From one entry of ``receive_message(...)["Messages"]`` (all attributes requested)."""
+        attributes = {name: dict(value) for name, value in (message.get("MessageAttributes") or {}).items()}
+        reason = _string(attributes.get(contract.DLQ_REASON_ATTRIBUTE))
+        details_text = _string(attributes.get(contract.DLQ_DETAILS_ATTRIBUTE))
+        details, details_error = None, None
+        if details_text is not None:
+            try:
+                parsed = json.loads(details_text)
+            except ValueError as exc:
+                parsed, details_error = None, f"{contract.DLQ_DETAILS_ATTRIBUTE} is not JSON ({exc})"
+            if parsed is not None and not isinstance(parsed, dict):
+                details_error = f"{contract.DLQ_DETAILS_ATTRIBUTE} is not a JSON object"
+            elif parsed is not None:
+                details = parsed
+        earlier = _string(attributes.get(REDRIVE_ATTRIBUTE))
+        try:
+            earlier_redrive = json.loads(earlier) if earlier is not None else None
+        except ValueError:
+            earlier_redrive = None
+        if not isinstance(earlier_redrive, dict):
+            earlier_redrive = None
+        if reason is not None or details_text is not None:
+            origin = Origin.RUNTIME
+        elif which is Which.SUBSCRIPTION:
+            origin = Origin.SNS
+        else:
+            origin = Origin.SQS
+        return cls(
+            message_id=message["MessageId"],
+            receipt_handle=message["ReceiptHandle"],
+            body=message.get("Body", ""),
+            system=dict(message.get("Attributes") or {}),
+            attributes=attributes,
+            origin=origin,
+            reason=reason,
+            details=details,
+            details_error=details_error,
+            earlier_redrive=earlier_redrive,
+        )
+
+    # -- what SQS says ----------------------------------------------------------------------------------
+
+    @property
+    def group_id(self) -> str | None:
+        """The MessageGroupId in the DLQ."""
+        return self.system.get("MessageGroupId")
+
+    @property
+    def dedup_id(self) -> str | None:
+        """The MessageDeduplicationId in the DLQ (in a FIFO DLQ, often not the original: see below)."""
+        return self.system.get("MessageDeduplicationId")
+
+    @property
+    def sent_ms(self) -> int:
+        return int(self.system.get("SentTimestamp") or 0)
+
+    @property
+    def sent_at(self) -> str:
+        if not self.sent_ms:
+            return "?"
+        return datetime.fromtimestamp(self.sent_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+    @property
+    def receive_count(self) -> int:
+        return int(self.system.get("ApproximateReceiveCount") or 0)
+
+    # -- what the dead letter says about the original message -------------------------------------------
+
+    def _detail(self, name: str) -> Any:
+        return (self.details or {}).get(name)
+
+    @property
+    def kind(self) -> str:
+        if self.origin is Origin.SQS:
+            return MOVED
+        if self.origin is Origin.SNS:
+            return UNDELIVERABLE
+        kind = self._detail("kind")
+        return kind if isinstance(kind, str) and kind else UNKNOWN
+
+    @property
+    def original_group_id(self) -> str | None:
+        """The producer's MessageGroupId (the runtime's details, else the DLQ's: a move keeps it)."""
+        if self.details is not None and "group_id" in self.details:
+            group = self.details.get("group_id")
+            return group if isinstance(group, str) and group else None
+        return self.group_id
+
+    @property
+    def source_message_id(self) -> str | None:
+        """The message id the consumer saw (and keyed by, with KEY_SOURCE=message_id), if it saw one."""
+        for value in (_get(self.earlier_redrive, "source_message_id"), self._detail("source_message_id")):
+            if isinstance(value, str) and value:
+                return value
+        if self.origin is Origin.SQS:
+            return self.message_id  # SQS keeps a message's id when it moves it
+        return None
+
+    @property
+    def original_dedup_id(self) -> str | None:
+        """The producer's MessageDeduplicationId, where it is known.
+
+        The runtime writes it in its details; a redriven message carries it in ``idempotency.redrive``. A FIFO
+        DLQ message moved by SQS has its message id as deduplication id: the original is lost. SNS keeps the
+        published one in the subscription's DLQ.
+        """
+        earlier = _get(self.earlier_redrive, "dedup_id")
+        if isinstance(earlier, str) and earlier:
+            return earlier
+        if self.origin is Origin.RUNTIME:
+            value = self._detail("dedup_id")
+            return value if isinstance(value, str) and value else None
+        if self.dedup_id and self.dedup_id != self.message_id:
+            return self.dedup_id
+        return None
+
+    @property
+    def key_text(self) -> str | None:
+        key = self._detail("key")
+        if isinstance(key, dict):
+            return f"{key.get('partition')}#{key.get('sort')}"
+        return None
+
+    @property
+    def dropped_attributes(self) -> list[str]:
+        dropped = self._detail("dropped_attributes")
+        return [str(name) for name in dropped] if isinstance(dropped, list) else []
+
+    @property
+    def producer_attributes(self) -> dict[str, dict[str, Any]]:
+        """The message attributes without the runtime's (and without an earlier ``idempotency.redrive``)."""
+        return {
+            name: value
+            for name, value in self.attributes.items()
+            if name not in RUNTIME_ATTRIBUTES and name != REDRIVE_ATTRIBUTE
+        }
+
+    def describe(self, max_receive_count: int | None = None) -> str:
+        """Why it is here, in one line."""
+        if self.origin is Origin.RUNTIME:
+            text = self.reason or "(no reason text)"
+            return text if self.details_error is None else f"{text} [{self.details_error}]"
+        if self.origin is Origin.SNS:
+            error = " ".join(
+                f"{name}={_string(self.attributes.get(name))}"
+                for name in SNS_ERROR_ATTRIBUTES[:2]
+                if _string(self.attributes.get(name))
+            )
+            return "SNS could not deliver it to the queue" + (f" ({error})" if error else "")
+        after = f"after {max_receive_count} receives" if max_receive_count else "after maxReceiveCount"
+        return (
+            f"moved by SQS {after} without a reason from the runtime (receive count {self.receive_count}, "
+            "reads of the DLQ included)"
+        )
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which dead letters a command acts on: group ids (shell patterns) and reasons (a kind or a
+    substring)."""
+
+    groups: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.groups or self.reasons)
+
+    def matches(self, letter: DeadLetter, max_receive_count: int | None = None) -> bool:
+        if self.groups:
+            group = letter.original_group_id or ""
+            if not any(fnmatch.fnmatchcase(group, pattern) for pattern in self.groups):
+                return False
+        if self.reasons:
+            text = letter.describe(max_receive_count).casefold()
+            if not any(
+                wanted.casefold() == letter.kind or wanted.casefold() in text for wanted in self.reasons
+            ):
+                return False
+        return True
+
+    def describe(self) -> str:
+        parts = [f"group {' or '.join(self.groups)}"] if self.groups else []
+        if self.reasons:
+            parts.append(f"reason {' or '.join(repr(r) for r in self.reasons)}")
+        return ", ".join(parts) if parts else "all messages"
+
+
+@dataclass
+class Outgoing:
+    """What a redrive sends to the source queue for one dead letter."""
+
+    body: str
+    attributes: dict[str, dict[str, Any]]
+    group_id: str | None
+    dedup_id: str | None
+    dedup_restored: bool  # the producer's deduplication id (False: a fresh one, or none)
+    redrive: dict[str, Any] | None  # the idempotency.redrive value, if set
+    problem: str | None = None  # why the key cannot be restored: not redriven without --force
+    notes: list[str] = field(default_factory=list)
+
+    def request(self, queue_url: str) -> dict[str, Any]:
+        request: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": self.body}
+        if self.attributes:
+            request["MessageAttributes"] = self.attributes
+        if self.group_id is not None:
+            request["MessageGroupId"] = self.group_id
+        if self.dedup_id is not None:
+            request["MessageDeduplicationId"] = self.dedup_id
+        return request
+
+
+def outgoing(letter: DeadLetter, *, source_fifo: bool, key_source: str | None) -> Outgoing:
+    """The message to send back for ``letter``; ``key_source`` is the consumer's KEY_SOURCE (None: unknown).
+
+    The runtime's attributes are dropped and the producer's kept; ``idempotency.redrive`` carries the id and
+    deduplication id the consumer keyed the original by; a FIFO queue gets the original group and, where it
+    is known, the original deduplication id (else ``redrive-<DLQ message id>``). ``problem`` is set when the
+    consumer would key the message differently than the first time.
+    """
+    attributes = dict(letter.producer_attributes)
+    notes = []
+    if letter.dropped_attributes:
+        notes.append(
+            "attributes dropped when it was dead-lettered (SQS allows 10) cannot be restored: "
+            + ", ".join(letter.dropped_attributes)
+        )
+    problem = None
+    original_dedup = letter.original_dedup_id
+    redrive = None
+    if letter.origin is not Origin.SNS:
+        # SNS never delivered it: the consumer has not keyed it yet, and keys it afresh.
+        redrive = {"source_message_id": letter.source_message_id, "dedup_id": original_dedup}
+        needs_redrive = key_source in (None, contract.KeySource.MESSAGE_ID, contract.KeySource.DEDUP_ID)
+        if len(attributes) >= contract.MAX_MESSAGE_ATTRIBUTES:
+            redrive = None
+            if needs_redrive:
+                problem = (
+                    f"it has {len(attributes)} message attributes of its own: SQS allows "
+                    f"{contract.MAX_MESSAGE_ATTRIBUTES}, so there is no room for {REDRIVE_ATTRIBUTE}, which "
+                    f"the consumer needs to key it as before"
+                    + (
+                        ""
+                        if key_source
+                        else " (its key source is unknown: name the consumer with --function)"
+                    )
+                )
+        else:
+            attributes[REDRIVE_ATTRIBUTE] = {
+                "DataType": "String",
+                "StringValue": json.dumps(redrive, separators=(",", ":")),
+            }
+    group_id = letter.original_group_id
+    dedup_id = None
+    if source_fifo:
+        group_id = group_id or letter.group_id or letter.source_message_id or letter.message_id
+        dedup_id = original_dedup or f"{FRESH_DEDUP_PREFIX}{letter.message_id}"[:128]
+        if original_dedup is None and problem is None and key_source in (None, contract.KeySource.DEDUP_ID):
+            why = (
+                "SQS replaced it with the message id when it moved the message to the DLQ"
+                if letter.origin is Origin.SQS
+                else "the dead letter does not name it"
+            )
+            problem = f"its original deduplication id is unknown ({why}), and " + (
+                "the consumer keys messages by it (KEY_SOURCE=dedup_id)"
+                if key_source
+                else "the consumer may key messages by it (its key source is unknown: name the consumer "
+                "with --stack or --function)"
+            )
+    return Outgoing(
+        body=letter.body,
+        attributes=attributes,
+        group_id=group_id,
+        dedup_id=dedup_id,
+        dedup_restored=source_fifo and original_dedup is not None,
+        redrive=redrive,
+        problem=problem,
+        notes=notes,
+    )
+
+
+def lambda_record(message: Outgoing, *, message_id: str, queue_arn: str, region: str) -> dict[str, Any]:
+    """The record Lambda's SQS event source would hand the consumer for ``message`` (for key inspection)."""
+    import hashlib
+
+    system = {"ApproximateReceiveCount": "1", "SentTimestamp": "0"}
+    if message.group_id is not None:
+        system["MessageGroupId"] = message.group_id
+    if message.dedup_id is not None:
+        system["MessageDeduplicationId"] = message.dedup_id
+    return {
+        "messageId": message_id,
+        "receiptHandle": "",
+        "body": message.body,
+        "attributes": system,
+        "messageAttributes": {name: _lambda_attribute(value) for name, value in message.attributes.items()},
+        "md5OfBody": hashlib.md5(message.body.encode("utf-8")).hexdigest(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+
+
+def _lambda_attribute(value: Mapping[str, Any]) -> dict[str, Any]:
+    attribute: dict[str, Any] = {
+        "stringListValues": [],
+        "binaryListValues": [],
+        "dataType": value["DataType"],
+    }
+    if "StringValue" in value:
+        attribute["stringValue"] = value["StringValue"]
+    if "BinaryValue" in value:
+        raw = value["BinaryValue"]
+        attribute["binaryValue"] = base64.b64encode(raw if isinstance(raw, bytes) else raw.encode()).decode()
+    return attribute
+
+
+def attribute_text(value: Mapping[str, Any]) -> str:
+    """A message attribute's value for display."""
+    if "StringValue" in value:
+        return str(value["StringValue"])
+    raw = value.get("BinaryValue")
+    if raw is not None:
+        return f"<{len(raw)} bytes>"
+    return "?"
+
+
+def oldest_first(letters: Iterable[DeadLetter]) -> list[DeadLetter]:
+    """By sent time; messages sent in the same millisecond keep the order the queue handed them out."""
+    return sorted(letters, key=lambda letter: letter.sent_ms)
+
+
+def _string(value: Mapping[str, Any] | None) -> str | None:
+    if not value:
+        return None
+    text = value.get("StringValue")
+    return text if isinstance(text, str) else None
+
+
+def _get(mapping: Mapping[str, Any] | None, name: str) -> Any:
+    return mapping.get(name) if mapping else None

@@ -1,0 +1,271 @@
+"""Reading a dead-letter queue without losing or reordering anything.
+
+SQS has no "peek": a message is read by receiving it, which hides it (its visibility timeout) until it is
+deleted or made visible again. A FIFO queue hands out no further message of a group while an earlier one of
+that group is hidden. So the walk:
+
+- receives in batches with a visibility timeout long enough for the work on one batch, and keeps every
+  message it holds hidden (extending the timeout) until the walk ends;
+- gives each message, in the order the queue hands them out (within a FIFO group: the group's order), to
+  a visitor that deletes it (after moving it elsewhere) or leaves it;
+- when a receive comes back empty while the queue still has visible messages, which in a FIFO queue are
+  behind messages it holds, it makes what it holds visible again and receives once more: the queue then
+  hands out the held ones first (known, held again) and the ones behind them;
+- stops when a round brings nothing new, and counts what it could not reach: messages in flight elsewhere
+  (another reader, or an earlier run whose visibility timeout has not ended), and messages of a FIFO group
+  behind 10 held ones (SQS hands out at most 10 of a group at a time);
+- makes everything it still holds visible again when it ends, also on an error or Ctrl-C.
+
+It never deletes a message the visitor did not ask to delete.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from idempotent_cli.dlq.letters import DeadLetter, Which
+
+MAX_BATCH = 10  # SQS: ReceiveMessage, ChangeMessageVisibilityBatch
+DEFAULT_VISIBILITY_SECONDS = 120
+DEFAULT_WAIT_SECONDS = 1  # long polling asks every SQS server: an empty answer then means empty
+EMPTY_RETRIES = 2  # empty receives while the counts say messages are visible (approximate counts lag)
+
+
+class Decision(Enum):
+    LEAVE = "leave"  # stays in the queue, in its place
+    LEAVE_AND_STOP_GROUP = "stop-group"  # stays, and later messages of its FIFO group are not visited
+    DELETED = "deleted"  # the visitor deleted it
+    STOP = "stop"  # stays; the walk ends here (nothing more is received)
+
+
+@dataclass(frozen=True)
+class Counts:
+    visible: int
+    in_flight: int
+    delayed: int
+
+    @property
+    def total(self) -> int:
+        return self.visible + self.in_flight + self.delayed
+
+
+class Queue:
+    """One SQS queue, as the tool uses it."""
+
+    def __init__(
+        self,
+        sqs: Any,
+        url: str,
+        *,
+        visibility_seconds: int = DEFAULT_VISIBILITY_SECONDS,
+        wait_seconds: int = DEFAULT_WAIT_SECONDS,
+    ) -> None:
+        self.sqs, self.url = sqs, url
+        self.visibility_seconds, self.wait_seconds = visibility_seconds, wait_seconds
+        self._attributes: dict[str, str] | None = None
+
+    @property
+    def attributes(self) -> dict[str, str]:
+        if self._attributes is None:
+            self._attributes = self.sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=["All"])[
+                "Attributes"
+            ]
+        return self._attributes
+
+    @property
+    def fifo(self) -> bool:
+        return self.attributes.get("FifoQueue") == "true" or self.url.endswith(".fifo")
+
+    @property
+    def arn(self) -> str:
+        return self.attributes["QueueArn"]
+
+    def counts(self) -> Counts:
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+        return Counts(
+            visible=int(attributes.get("ApproximateNumberOfMessages", 0)),
+            in_flight=int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+            delayed=int(attributes.get("ApproximateNumberOfMessagesDelayed", 0)),
+        )
+
+    def receive(self) -> list[dict[str, Any]]:
+        return self.sqs.receive_message(
+            QueueUrl=self.url,
+            MaxNumberOfMessages=MAX_BATCH,
+            VisibilityTimeout=self.visibility_seconds,
+            WaitTimeSeconds=self.wait_seconds,
+            AttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+
+    def change_visibility(self, handles: list[str], seconds: int) -> list[str]:
+        """Set the visibility timeout of received messages; returns the errors (messages gone meanwhile)."""
+        errors = []
+        for start in range(0, len(handles), MAX_BATCH):
+            chunk = handles[start : start + MAX_BATCH]
+            response = self.sqs.change_message_visibility_batch(
+                QueueUrl=self.url,
+                Entries=[
+                    {"Id": str(n), "ReceiptHandle": handle, "VisibilityTimeout": seconds}
+                    for n, handle in enumerate(chunk)
+                ],
+            )
+            errors += [
+                f"{failed.get('Code')}: {failed.get('Message')}" for failed in response.get("Failed", [])
+            ]
+        return errors
+
+    def delete(self, letter: DeadLetter) -> None:
+        self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=letter.receipt_handle)
+
+    def send(self, request: dict[str, Any]) -> dict[str, Any]:
+        return self.sqs.send_message(**request)
+
+
+@dataclass
+class Walk:
+    """What a walk saw: every message it visited, and what it could not reach."""
+
+    visited: int = 0
+    deleted: int = 0
+    left: dict[str, DeadLetter] = field(default_factory=dict)  # still in the queue, by message id
+    stopped_groups: dict[str, str] = field(default_factory=dict)  # group -> message id that stopped it
+    behind_stopped: int = 0  # later messages of stopped groups, left in place unvisited
+    not_reached: int = 0  # visible but not handed out (FIFO groups behind 10 held messages)
+    in_flight_elsewhere: int = 0  # hidden by another reader when the walk ended
+    release_errors: list[str] = field(default_factory=list)
+    ended_early: bool = False
+
+
+def walk(
+    queue: Queue,
+    which: Which,
+    visit: Callable[[DeadLetter], Decision],
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> Walk:
+    """Visit every message of ``queue`` once, in the queue's order (see the module docstring)."""
+    return _Walker(queue, which, visit, clock).run()
+
+
+class _Walker:
+    def __init__(
+        self, queue: Queue, which: Which, visit: Callable[[DeadLetter], Decision], clock: Callable[[], float]
+    ) -> None:
+        self.queue, self.which, self.visit, self.clock = queue, which, visit, clock
+        self.result = Walk()
+        self.held: dict[str, DeadLetter] = {}  # received, not deleted: hidden by us until the end
+        self.seen: set[str] = set()
+        self.stopped = False
+        self.refreshed = clock()  # when the oldest message we hold was last given a full timeout
+
+    def run(self) -> Walk:
+        try:
+            self._receive_all()
+            retries = EMPTY_RETRIES
+            while not self.stopped:
+                counts = self.queue.counts()
+                if counts.visible == 0:
+                    break
+                # Visible messages we have not been handed: in a FIFO queue, behind the heads of groups
+                # we hold. Let one group at a time be handed out again, the others staying hidden, so the
+                # queue can only answer with that group: its held head again, then the ones behind it.
+                progressed = False
+                if self.queue.fifo:
+                    for group in self._held_groups():
+                        if self.stopped:
+                            break
+                        self._release([m for m in self.held.values() if m.group_id == group])
+                        progressed = self._receive_all() or progressed
+                if not progressed:
+                    if retries == 0:
+                        break
+                    retries -= 1  # approximate counts lag behind, and a short poll can miss a message
+                    self._receive_all()
+            counts = self.queue.counts()
+            self.result.not_reached = counts.visible if not self.result.ended_early else 0
+            self.result.in_flight_elsewhere = max(0, counts.in_flight - len(self.held))
+        finally:
+            self._release(list(self.held.values()))
+        return self.result
+
+    def _held_groups(self) -> list[str]:
+        groups: dict[str, None] = {}
+        for letter in self.held.values():
+            if letter.group_id is not None and letter.group_id not in self.result.stopped_groups:
+                groups.setdefault(letter.group_id)
+        return list(groups)
+
+    def _receive_all(self) -> bool:
+        """Receive until the queue answers with nothing; returns whether a message not seen before came."""
+        new = False
+        while not self.stopped:
+            self._keep_hidden()
+            messages = self.queue.receive()
+            if not messages:
+                break
+            letters = [DeadLetter.from_message(message, self.which) for message in messages]
+            for letter in letters:
+                # Held from the moment it is received (the newest receipt handle is the one that counts),
+                # so an error while visiting an earlier one still makes it visible again.
+                self.held[letter.message_id] = letter
+            for letter in letters:
+                new = self._take(letter) or new
+        return new
+
+    def _take(self, letter: DeadLetter) -> bool:
+        if letter.message_id in self.seen or self.stopped:
+            return False
+        self.seen.add(letter.message_id)
+        result = self.result
+        group = letter.group_id
+        if self.queue.fifo and group is not None and group in result.stopped_groups:
+            result.behind_stopped += 1
+            result.left[letter.message_id] = letter
+            return True
+        result.visited += 1
+        decision = self.visit(letter)
+        if decision is Decision.DELETED:
+            result.deleted += 1
+            del self.held[letter.message_id]
+            return True
+        result.left[letter.message_id] = letter
+        if decision is Decision.LEAVE_AND_STOP_GROUP and group is not None:
+            result.stopped_groups.setdefault(group, letter.message_id)
+        elif decision is Decision.STOP:
+            self.stopped = result.ended_early = True
+        return True
+
+    def _keep_hidden(self) -> None:
+        if not self.held:
+            self.refreshed = self.clock()
+        elif self.clock() - self.refreshed > self.queue.visibility_seconds / 2:
+            handles = [letter.receipt_handle for letter in self.held.values()]
+            self.result.release_errors += self.queue.change_visibility(handles, self.queue.visibility_seconds)
+            self.refreshed = self.clock()
+
+    def _release(self, letters: list[DeadLetter]) -> None:
+        """Make held messages visible again, in place; failures are kept for the report."""
+        if not letters:
+            return
+        for letter in letters:
+            self.held.pop(letter.message_id, None)
+        try:
+            self.result.release_errors += self.queue.change_visibility([m.receipt_handle for m in letters], 0)
+        except ClientError as exc:
+            # They become visible anyway when their visibility timeout ends; nothing is lost.
+            self.result.release_errors.append(str(exc))

@@ -1,0 +1,240 @@
+"""Moving dead letters back to their source queue, in order, with their idempotency keys.
+
+For each dead letter the walk hands over (within a FIFO group, in the group's order):
+
+1. the filters choose it or leave it;
+2. :func:`letters.outgoing` builds the message to send: the producer's body, attributes, group and
+   (where known) deduplication id, and ``idempotency.redrive`` so the consumer keys it as the first time.
+   A dead letter whose key cannot be restored stays, with the reason, unless ``--force``;
+3. ``--dry-run`` prints what the table says about its key and changes nothing;
+   ``--force`` deletes the record of a key that is done (once per key and run) so it is processed again;
+4. SendMessage. SQS answers a send it drops as a duplicate (same deduplication id within 5 minutes of an
+   accepted one) with success and the id of the earlier message: an answer naming a message this run knows
+   (the original the dead letter came from, or one of this run's sends) means the send was dropped, so the
+   dead letter stays, and is reported;
+5. only then is the dead letter deleted.
+
+A dead letter that stays for a reason other than the filters stops its FIFO group for this run: sending the
+later ones first would reorder the group.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from idempotent_cli.dlq.console import Console, Pace, Progress
+from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli.dlq.keystate import FORCED, FORGET_MEANING, MEANING, Inspection, KeyTable, State
+from idempotent_cli.dlq.letters import REDRIVE_ATTRIBUTE, DeadLetter, Filters, Outgoing, outgoing
+from idempotent_cli.dlq.locate import Target
+from idempotent_cli.dlq.queue import Decision, Queue
+
+RUN_FIELD = "run"  # in idempotency.redrive: which run sent it (a message that bounces back is not resent)
+
+
+@dataclass
+class Tally:
+    outcomes: Counter[str] = field(default_factory=Counter)
+    states: Counter[str] = field(default_factory=Counter)
+    forgotten: set[tuple[str, str]] = field(default_factory=set)
+
+    @property
+    def failed(self) -> int:
+        return sum(self.outcomes[name] for name in ("kept", "send failed", "dropped by SQS", "not deleted"))
+
+
+class Redriver:
+    """The visitor of one redrive (or dry run); see the module docstring."""
+
+    def __init__(
+        self,
+        target: Target,
+        source: Queue,
+        dlq: Queue,
+        *,
+        console: Console,
+        progress: Progress,
+        filters: Filters,
+        keys: KeyTable | None,
+        dry_run: bool = False,
+        force: bool = False,
+        limit: int | None = None,
+        pace: Pace | None = None,
+    ) -> None:
+        self.target, self.source, self.dlq = target, source, dlq
+        self.console, self.progress, self.filters, self.keys = console, progress, filters, keys
+        self.dry_run, self.force, self.limit = dry_run, force, limit
+        self.pace = pace or Pace(None, console)
+        self.run_id = uuid.uuid4().hex[:12]
+        self.source_fifo = source.fifo
+        self.tally = Tally()
+        self.known_ids: set[str] = set()  # ids SendMessage returned in this run
+        self._inspect_warning = False
+        self.sending: DeadLetter | None = None  # sent, not yet deleted from the DLQ
+
+    # -- the visitor ----------------------------------------------------------------------------------
+
+    def __call__(self, letter: DeadLetter) -> Decision:
+        if _run_of(letter) == self.run_id:
+            # Sent by this run and back already (it failed again): not resent in the same run.
+            self.tally.outcomes["back again"] += 1
+            return Decision.LEAVE
+        if not self.filters.matches(letter, self.target.max_receive_count):
+            self.tally.outcomes["left by the filters"] += 1
+            self.progress.step("left by the filters")
+            return Decision.LEAVE
+        if self.limit is not None and self.tally.outcomes["redriven"] >= self.limit:
+            return Decision.STOP
+        plan = outgoing(letter, source_fifo=self.source_fifo, key_source=self.target.key_source)
+        if plan.redrive is not None and not self.dry_run:
+            plan.redrive[RUN_FIELD] = self.run_id
+            plan.attributes[REDRIVE_ATTRIBUTE] = {
+                "DataType": "String",
+                "StringValue": json.dumps(plan.redrive, separators=(",", ":")),
+            }
+        inspection = self._inspect(letter, plan)
+        if self.dry_run:
+            return self._dry_run(letter, plan, inspection)
+        return self._redrive(letter, plan, inspection)
+
+    # -- dry run --------------------------------------------------------------------------------------
+
+    def _dry_run(self, letter: DeadLetter, plan: Outgoing, inspection: Inspection | None) -> Decision:
+        head = f"{letter.message_id} group {plan.group_id or '-'}"
+        if inspection is not None:
+            self.tally.states[inspection.state.value] += 1
+            key = f" key {inspection.key_text}" if inspection.key_text else ""
+            line = f"{head}{key}: {MEANING[inspection.state]}"
+            if inspection.state is State.CONFLICT:
+                line += (
+                    f" [stored fingerprint {inspection.stored_fingerprint}, this {inspection.fingerprint}]"
+                )
+            if inspection.state is State.INVALID and inspection.reason:
+                line += f" [{inspection.reason}]"
+        else:
+            self.tally.states["unknown"] += 1
+            line = f"{head}: key state unknown (the consumer is unknown: name it with --stack or --function)"
+        if plan.problem:
+            line += f"; not redriven without --force: {plan.problem}"
+        self.progress.line(line)
+        for note in plan.notes:
+            self.progress.line(f"    note: {note}")
+        self.progress.step("checked")
+        return Decision.LEAVE
+
+    # -- redrive --------------------------------------------------------------------------------------
+
+    def _redrive(self, letter: DeadLetter, plan: Outgoing, inspection: Inspection | None) -> Decision:
+        head = f"{letter.message_id} (group {plan.group_id or '-'})"
+        if plan.problem and not self.force:
+            return self._keep(
+                letter, "kept", f"kept {head}: {plan.problem}; --force redrives it with a new key"
+            )
+        if plan.problem:
+            self.progress.line(
+                f"{head}: {plan.problem}; redriven anyway (--force): the consumer keys it afresh"
+            )
+        if (
+            self.force
+            and inspection is not None
+            and inspection.state in FORCED
+            and inspection.key is not None
+        ):
+            key = (inspection.key.partition, inspection.key.sort)
+            if key not in self.tally.forgotten:
+                assert self.keys is not None
+                self.keys.forget(inspection.key)
+                self.tally.forgotten.add(key)
+                self.progress.line(
+                    f"{head}: key {inspection.key_text} was {inspection.state.value}; forgot it "
+                    f"({FORGET_MEANING.get(self.keys.mode, 'its record is deleted')})"
+                )
+        self.pace.wait()
+        try:
+            self.sending = letter
+            response = self.source.send(plan.request(self.source.url))
+        except (ClientError, BotoCoreError) as exc:
+            self.sending = None
+            return self._keep(
+                letter, "send failed", f"kept {head}: the send to the source queue failed: {exc}"
+            )
+        new_id = response.get("MessageId", "")
+        dropped_as = self._dropped(letter, plan, response)
+        if dropped_as is not None:
+            self.sending = None
+            return self._keep(
+                letter,
+                "dropped by SQS",
+                f"kept {head}: SQS accepted the send but dropped it as a duplicate of message {dropped_as} "
+                f"(deduplication id {plan.dedup_id} was used within the last 5 minutes); redrive it again "
+                "when 5 minutes have passed since that message was sent",
+            )
+        self.known_ids.add(new_id)
+        try:
+            self.dlq.delete(letter)
+        except (ClientError, BotoCoreError) as exc:
+            self.sending = None
+            self.tally.outcomes["not deleted"] += 1
+            self.progress.line(
+                f"{head} was sent as {new_id} but the dead letter could not be deleted ({exc}): it is "
+                "still in the DLQ; redriving it again is a duplicate the pipeline absorbs"
+            )
+            self.progress.step("not deleted")
+            return Decision.LEAVE
+        self.sending = None
+        self.tally.outcomes["redriven"] += 1
+        dedup = ""
+        if self.source_fifo:
+            dedup = (
+                ", deduplication id restored"
+                if plan.dedup_restored
+                else f", deduplication id {plan.dedup_id}"
+            )
+        state = f"; key was {inspection.state.value}" if inspection is not None else ""
+        self.progress.line(f"redriven {head} as {new_id}{dedup}{state}")
+        for note in plan.notes:
+            self.progress.line(f"    note: {note}")
+        self.progress.step("redriven")
+        return Decision.DELETED
+
+    def _keep(self, letter: DeadLetter, outcome: str, line: str) -> Decision:
+        self.tally.outcomes[outcome] += 1
+        self.progress.line(line)
+        self.progress.step(outcome)
+        return Decision.LEAVE_AND_STOP_GROUP
+
+    def _dropped(self, letter: DeadLetter, plan: Outgoing, response: dict[str, Any]) -> str | None:
+        """The id of the message SQS deduplicated the send against, or None if it was enqueued."""
+        if not self.source_fifo:
+            return None
+        new_id = response.get("MessageId", "")
+        known = {letter.message_id, *self.known_ids}
+        if letter.source_message_id:
+            known.add(letter.source_message_id)
+        return new_id if new_id in known else None
+
+    def _inspect(self, letter: DeadLetter, plan: Outgoing) -> Inspection | None:
+        if self.keys is None or self._inspect_warning:
+            return None
+        try:
+            return self.keys.inspect(plan, message_id=letter.message_id)
+        except (ClientError, BotoCoreError) as exc:
+            if self.dry_run or self.force:
+                raise DlqError(f"cannot read the idempotency table {self.keys.table_name}: {exc}") from None
+            self._inspect_warning = True
+            self.progress.line(
+                f"warning: cannot read the idempotency table ({exc}); key states are not shown"
+            )
+            return None
+
+
+def _run_of(letter: DeadLetter) -> str | None:
+    earlier = letter.earlier_redrive
+    value = earlier.get(RUN_FIELD) if earlier else None
+    return value if isinstance(value, str) else None

@@ -1,0 +1,521 @@
+"""Helpers of the DLQ tool's tests: one moto server on loopback, dead letters in the runtime's exact shape,
+pipelines built through the APIs (CloudFormation stacks with and without outputs), and a scripted console.
+
+The format of a dead letter lives in :func:`dead_letter` only, built from the contract's names.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from idempotent_runtime import contract
+
+from idempotent_cli.dlq import main
+from idempotent_cli.dlq.console import Console
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+FAKE = {"aws_access_key_id": "fake", "aws_secret_access_key": "fake", "region_name": REGION}
+
+_server: Any = None
+
+
+def endpoint() -> str:
+    """The moto server of this test process (started on first use, stopped at exit)."""
+    global _server
+    if _server is None:
+        from moto.server import ThreadedMotoServer
+
+        from idempotent_local import cloudformation
+
+        # The emulator's own server: moto taught by the local cloud (as `local serve` runs it).
+        cloudformation.install()
+        _server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        _server.start()
+        atexit.register(_server.stop)
+        _, port = _server.get_host_and_port()
+        cloudformation.install(endpoint=f"http://localhost:{port}")
+    _, port = _server.get_host_and_port()
+    return f"http://localhost:{port}"
+
+
+def reset() -> None:
+    request = urllib.request.Request(f"{endpoint()}/moto-api/reset", method="POST", data=b"")
+    with urllib.request.urlopen(request, timeout=10):
+        pass
+
+
+_clients: dict[str, Any] = {}
+
+
+def client(service: str) -> Any:
+    if service not in _clients:
+        _clients[service] = boto3.session.Session(**FAKE).client(service, endpoint_url=endpoint())
+    return _clients[service]
+
+
+# -- the cloud as the tool sees it ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def cloud(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The moto server, emptied, and the environment of a machine whose default credentials point at it:
+    the tool's real-account path (boto3's default chain, AWS_ENDPOINT_URL) with fake values."""
+    reset()
+    for name in list(__import__("os").environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "fake")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint())
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    yield endpoint()
+
+
+@dataclass
+class Terminal:
+    """A scripted console: what was printed, what to answer, whether stdin/stdout are terminals; a clock
+    that moves only when the tool sleeps (so waits are asserted without wall-clock time)."""
+
+    answers: list[str] = field(default_factory=list)
+    interactive: bool = False
+    tty: bool = False
+    now: float = 1000.0
+    sleeps: list[float] = field(default_factory=list)
+    questions: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        terminal = self
+
+        class Out(io.StringIO):
+            def isatty(self) -> bool:
+                return terminal.tty
+
+        self.out, self.err = Out(), io.StringIO()
+
+    def ask(self, question: str) -> str:
+        self.questions.append(question)
+        return self.answers.pop(0) if self.answers else ""
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def console(self) -> Console:
+        return Console(
+            out=self.out,
+            err=self.err,
+            ask=self.ask,
+            interactive=lambda: self.interactive,
+            sleep=self.sleep,
+            clock=lambda: self.now,
+        )
+
+    @property
+    def lines(self) -> list[str]:
+        return self.out.getvalue().splitlines()
+
+    @property
+    def error(self) -> str:
+        return self.err.getvalue()
+
+
+def dlq(*argv: str, terminal: Terminal | None = None, **kwargs: Any) -> tuple[int, Terminal]:
+    """Run ``idempotent-pipeline dlq ARGV`` (short polls: the test server answers at once)."""
+    terminal = terminal or Terminal()
+    code = main([*argv, "--wait-seconds", "0"], console=terminal.console(), **kwargs)
+    return code, terminal
+
+
+# -- queues, tables and pipelines -----------------------------------------------------------------------
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def make_queue(
+    name: str,
+    *,
+    fifo: bool = True,
+    dlq_arn: str | None = None,
+    max_receive_count: int = 3,
+    content_dedup: bool = False,
+) -> str:
+    attributes = {}
+    if fifo:
+        name += ".fifo"
+        attributes["FifoQueue"] = "true"
+        if content_dedup:
+            attributes["ContentBasedDeduplication"] = "true"
+    if dlq_arn:
+        attributes["RedrivePolicy"] = json.dumps(
+            {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count}
+        )
+    return client("sqs").create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+
+
+def queue_arn(url: str) -> str:
+    return client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+
+
+def make_table(name: str) -> str:
+    client("dynamodb").create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+    )
+    return name
+
+
+@dataclass
+class Pipeline:
+    stack: str
+    queue_url: str
+    dlq_url: str
+    table: str
+    function: str
+    environment: dict[str, str]
+
+
+def deploy_pipeline(
+    *,
+    outputs: bool = True,
+    fifo: bool = True,
+    environment: dict[str, str] | None = None,
+    max_receive_count: int = 3,
+    stack: str | None = None,
+) -> Pipeline:
+    """A stack like the reference one (queue + DLQ + table + consumer function + event source mapping),
+    created through CloudFormation; ``outputs=False`` leaves out the outputs (the tool then reads the
+    resources)."""
+    name = stack or unique("pipeline")
+    suffix = ".fifo" if fifo else ""
+    iam = client("iam")
+    role = iam.create_role(RoleName=unique("role"), AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    fifo_props = {"FifoQueue": True} if fifo else {}
+    variables = {
+        "TABLE_NAME": {"Ref": "Table"},
+        "DLQ_URL": {"Ref": "DeadLetterQueue"},
+        "IDEMPOTENCY_MODE": "document",
+        "KEY_SOURCE": "fields",
+        "QUEUE_TYPE": "fifo" if fifo else "standard",
+        "MAX_RECEIVE_COUNT": str(max_receive_count),
+        **(environment or {}),
+    }
+    template: dict[str, Any] = {
+        "Resources": {
+            "DeadLetterQueue": {
+                "Type": "AWS::SQS::Queue",
+                "Properties": {"QueueName": f"{name}-dlq{suffix}", **fifo_props},
+            },
+            "Queue": {
+                "Type": "AWS::SQS::Queue",
+                "Properties": {
+                    "QueueName": f"{name}{suffix}",
+                    **fifo_props,
+                    "RedrivePolicy": {
+                        "deadLetterTargetArn": {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]},
+                        "maxReceiveCount": max_receive_count,
+                    },
+                },
+            },
+            "Table": {
+                "Type": "AWS::DynamoDB::Table",
+                "Properties": {
+                    "TableName": f"{name}-table",
+                    "BillingMode": "PAY_PER_REQUEST",
+                    "AttributeDefinitions": [
+                        {"AttributeName": "pk", "AttributeType": "S"},
+                        {"AttributeName": "sk", "AttributeType": "S"},
+                    ],
+                    "KeySchema": [
+                        {"AttributeName": "pk", "KeyType": "HASH"},
+                        {"AttributeName": "sk", "KeyType": "RANGE"},
+                    ],
+                },
+            },
+            "Function": {
+                "Type": "AWS::Lambda::Function",
+                "Properties": {
+                    "Handler": contract.HANDLER,
+                    "Runtime": "python3.12",
+                    "Role": role,
+                    "Code": {"ZipFile": "handler = None"},
+                    "Environment": {"Variables": variables},
+                },
+            },
+            "Mapping": {
+                "Type": "AWS::Lambda::EventSourceMapping",
+                "Properties": {
+                    "FunctionName": {"Ref": "Function"},
+                    "EventSourceArn": {"Fn::GetAtt": ["Queue", "Arn"]},
+                    "BatchSize": 10,
+                },
+            },
+        }
+    }
+    if outputs:
+        template["Outputs"] = {
+            "QueueUrl": {"Value": {"Ref": "Queue"}},
+            "DeadLetterQueueUrl": {"Value": {"Ref": "DeadLetterQueue"}},
+            "TableName": {"Value": {"Ref": "Table"}},
+            "FunctionName": {"Value": {"Ref": "Function"}},
+        }
+    cloudformation = client("cloudformation")
+    cloudformation.create_stack(StackName=name, TemplateBody=json.dumps(template))
+    resources = {
+        r["LogicalResourceId"]: r["PhysicalResourceId"]
+        for r in cloudformation.list_stack_resources(StackName=name)["StackResourceSummaries"]
+    }
+    sqs = client("sqs")
+    function = resources["Function"]
+    env = client("lambda").get_function_configuration(FunctionName=function)["Environment"]["Variables"]
+    return Pipeline(
+        stack=name,
+        queue_url=sqs.get_queue_url(QueueName=f"{name}{suffix}")["QueueUrl"],
+        dlq_url=sqs.get_queue_url(QueueName=f"{name}-dlq{suffix}")["QueueUrl"],
+        table=resources["Table"],
+        function=function,
+        environment=env,
+    )
+
+
+# -- dead letters ---------------------------------------------------------------------------------------
+
+
+def dead_letter(
+    body: str,
+    *,
+    queue_url: str,
+    kind: contract.DeadLetterKind = contract.DeadLetterKind.INVALID,
+    reason: str = "partition key field 'x' is missing from the body",
+    source_message_id: str | None = None,
+    group_id: str | None = "g1",
+    dedup_id: str | None = None,
+    key: dict[str, str] | None = None,
+    attributes: dict[str, str] | None = None,
+    receive_count: int = 1,
+    function: str = "consumer",
+    dropped: list[str] | None = None,
+    extra_attributes: dict[str, dict[str, Any]] | None = None,
+    **details: Any,
+) -> dict[str, Any]:
+    """Send a dead letter as the runtime sends one (docs/runtime-contract.md, "what the runtime sends to the
+    DLQ"); returns the SendMessage answer plus ``source_message_id``."""
+    source_message_id = source_message_id or str(uuid.uuid4())
+    message_attributes: dict[str, dict[str, Any]] = {
+        name: {"DataType": "String", "StringValue": value} for name, value in (attributes or {}).items()
+    }
+    message_attributes.update(extra_attributes or {})
+    message_attributes[contract.DLQ_REASON_ATTRIBUTE] = {"DataType": "String", "StringValue": reason}
+    message_attributes[contract.DLQ_DETAILS_ATTRIBUTE] = {
+        "DataType": "String",
+        "StringValue": json.dumps(
+            {
+                "kind": kind.value,
+                "source_message_id": source_message_id,
+                "group_id": group_id,
+                "dedup_id": dedup_id,
+                "key": key,
+                "receive_count": receive_count,
+                "function": function,
+                "dropped_attributes": dropped or [],
+                **details,
+            }
+        ),
+    }
+    request: dict[str, Any] = {
+        "QueueUrl": queue_url,
+        "MessageBody": body,
+        "MessageAttributes": message_attributes,
+    }
+    if queue_url.endswith(".fifo"):
+        request["MessageGroupId"] = group_id or source_message_id
+        request["MessageDeduplicationId"] = source_message_id
+    response = client("sqs").send_message(**request)
+    return {**response, "source_message_id": source_message_id}
+
+
+def body(x: str, y: str = "1", **fields: Any) -> str:
+    return json.dumps({"x": x, "y": y, **fields})
+
+
+# -- reading queues back --------------------------------------------------------------------------------
+
+
+def drain(queue_url: str) -> list[dict[str, Any]]:
+    """Every message of the queue, in the order the queue hands them out, deleted (for assertions)."""
+    sqs = client("sqs")
+    messages: list[dict[str, Any]] = []
+    while True:
+        batch = sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=0,
+            AttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not batch:
+            return messages
+        for message in batch:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        messages += batch
+
+
+def by_group(messages: list[dict[str, Any]]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for message in messages:
+        groups.setdefault(message["Attributes"].get("MessageGroupId", "-"), []).append(message["Body"])
+    return groups
+
+
+def attribute(message: dict[str, Any], name: str) -> str | None:
+    value = (message.get("MessageAttributes") or {}).get(name)
+    return value.get("StringValue") if value else None
+
+
+# -- SQS behaviour the tests need from moto -------------------------------------------------------------
+
+
+@pytest.fixture
+def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FIFO send that SQS deduplicates is answered with the earlier message's id, as AWS does (moto 5.2.5
+    answers with a new id for a message it then drops)."""
+    import hashlib
+    import time
+
+    from moto.sqs.models import SQSBackend
+
+    original = SQSBackend.send_message
+
+    def send_message(self: Any, queue_name: str, message_body: str, *args: Any, **kwargs: Any) -> Any:
+        queue = self.get_queue(queue_name)
+        dedup_id = kwargs.get("deduplication_id")
+        if (
+            queue.fifo_queue
+            and dedup_id is None
+            and queue.attributes.get("ContentBasedDeduplication") == "true"
+        ):
+            dedup_id = hashlib.sha256(message_body.encode("utf-8")).hexdigest()
+        if queue.fifo_queue and dedup_id is not None:
+            now_ms = time.time() * 1000
+            for earlier in queue._messages:
+                if earlier.deduplication_id == dedup_id and now_ms - earlier.sent_timestamp < 300_000:
+                    return earlier
+        return original(self, queue_name, message_body, *args, **kwargs)
+
+    monkeypatch.setattr(SQSBackend, "send_message", send_message)
+
+
+def failing(operation: str, when: Any, error: BaseException | None = None) -> Any:
+    """A ``connect`` for :func:`dlq`: the default-credential clients, whose ``operation`` (e.g. SendMessage)
+    raises ``error`` (default: a service error) for the requests ``when(params)`` chooses, before reaching
+    SQS."""
+    from botocore.exceptions import ClientError
+
+    from idempotent_cli.dlq import aws
+
+    def connect(args: Any) -> Any:
+        clients = aws.connect(local=False)
+        factory = clients.factory
+
+        def make(service: str) -> Any:
+            made = factory(service)
+
+            def refuse(params: dict[str, Any], **_: Any) -> None:
+                if when(params) and error is not None:
+                    raise error
+                if when(params):
+                    raise ClientError(
+                        {"Error": {"Code": "InternalError", "Message": "injected failure"}}, operation
+                    )
+
+            made.meta.events.register(f"before-parameter-build.{service}.{operation}", refuse)
+            return made
+
+        clients.factory = make
+        return clients
+
+    return connect
+
+
+# -- the consumer, as Lambda's event source mapping runs it ---------------------------------------------
+
+
+class LambdaContext:
+    function_name = "consumer"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def consumer(pipeline: Pipeline, processor: Any = None) -> Any:
+    """The bundled handler with the deployed function's configuration (its environment)."""
+    from idempotent_runtime.config import Config
+    from idempotent_runtime.consumer import build_handler
+
+    return build_handler(
+        Config.from_env(pipeline.environment),
+        dynamodb_client=client("dynamodb"),
+        sqs_client=client("sqs"),
+        processor=processor,
+    )
+
+
+def consume(pipeline: Pipeline, handler: Any) -> list[tuple[str, str]]:
+    """Deliver everything in the source queue to ``handler`` as the event source mapping would (delete what
+    succeeded); returns (body, outcome) per delivery, in order."""
+    from idempotent_local.events import lambda_sqs_event
+
+    sqs = client("sqs")
+    arn = queue_arn(pipeline.queue_url)
+    outcomes: list[tuple[str, str]] = []
+    while True:
+        messages = sqs.receive_message(
+            QueueUrl=pipeline.queue_url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=30,
+            AttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            return outcomes
+        results = {
+            r.message.message_id: r
+            for r in handler.process_batch(lambda_sqs_event(messages, arn), LambdaContext())
+        }
+        for message in messages:
+            result = results[message["MessageId"]]
+            outcome = getattr(result.outcome, "value", result.outcome)
+            outcomes.append((message["Body"], outcome))
+            if outcome in ("processed", "duplicate"):
+                sqs.delete_message(QueueUrl=pipeline.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def publish(pipeline: Pipeline, message_body: str, group: str = "g", dedup_id: str | None = None) -> str:
+    request: dict[str, Any] = {"QueueUrl": pipeline.queue_url, "MessageBody": message_body}
+    if pipeline.queue_url.endswith(".fifo"):
+        request["MessageGroupId"] = group
+        request["MessageDeduplicationId"] = dedup_id or uuid.uuid4().hex
+    return client("sqs").send_message(**request)["MessageId"]

@@ -1,0 +1,237 @@
+"""The redrive knows about idempotency: the consumer keys a redriven message as the first time (--dry-run
+shows what the table says), and --force processes a done key again, per mode. Driven through the bundled
+handler with the deployed function's configuration."""
+
+from __future__ import annotations
+
+import json
+
+import dlq_processors
+import pytest
+from dlq_helpers import (
+    Terminal,
+    body,
+    by_group,
+    client,
+    cloud,  # noqa: F401  (fixture)
+    consume,
+    consumer,
+    dead_letter,
+    deploy_pipeline,
+    dlq,
+    drain,
+    publish,
+)
+from idempotent_runtime.contract import DeadLetterKind
+
+pytest.importorskip("idempotent_runtime.records", reason="the runtime's records API (inspect, forget)")
+
+pytestmark = pytest.mark.usefixtures("cloud")
+
+
+@pytest.fixture(autouse=True)
+def _processors():
+    dlq_processors.reset()
+    yield
+    dlq_processors.reset()
+
+
+def _pipeline(mode: str = "document", **environment: str):
+    processor = dlq_processors.PROCESSORS[mode]
+    pipeline = deploy_pipeline(
+        environment={
+            "IDEMPOTENCY_MODE": mode,
+            "PROCESSOR": f"dlq_processors:{processor.__name__}",
+            "LEASE_SECONDS": "60",
+            **environment,
+        }
+    )
+    return pipeline, consumer(pipeline, processor)
+
+
+def _items(pipeline) -> list[dict]:
+    return client("dynamodb").scan(TableName=pipeline.table)["Items"]
+
+
+def _item(pipeline, pk: str, sk: str) -> dict | None:
+    return (
+        client("dynamodb")
+        .get_item(TableName=pipeline.table, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True)
+        .get("Item")
+    )
+
+
+def test_the_runtimes_own_dead_letters_are_listed_and_redriven_after_the_fix_exactly_once():
+    pipeline, handler = _pipeline()
+    publish(pipeline, body("ok", amount=1), group="g1")
+    publish(pipeline, body("card", amount=2, reject="card declined"), group="g2")
+    publish(pipeline, "not json", group="g3")
+    assert sorted(o for _, o in consume(pipeline, handler)) == ["processed", "quarantined", "quarantined"]
+
+    code, terminal = dlq("list", "--stack", pipeline.stack, "--json")
+    assert code == 0, terminal.error
+    report = json.loads(terminal.out.getvalue())
+    assert {r["kind"]: r["messages"] for r in report["reasons"]} == {"rejected": 1, "invalid": 1}
+
+    dlq_processors.FIXED.set()
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--reason", "rejected")
+    assert code == 0, terminal.error
+
+    assert consume(pipeline, handler) == [(body("card", amount=2, reject="card declined"), "processed")]
+    assert _item(pipeline, "card", "1")["total"] == {"N": "200"}
+    assert [
+        json.loads(m["MessageAttributes"]["idempotency.details"]["StringValue"])["kind"]
+        for m in drain(pipeline.dlq_url)
+    ] == ["invalid"]
+
+
+def test_dry_run_shows_per_message_whether_its_key_is_new_done_conflicting_or_invalid():
+    pipeline, handler = _pipeline()
+    publish(pipeline, body("done", amount=1))
+    publish(pipeline, body("clash", amount=1))
+    assert [o for _, o in consume(pipeline, handler)] == ["processed", "processed"]
+    letters = [
+        dead_letter(body("done", amount=1), queue_url=pipeline.dlq_url, dedup_id="d1"),
+        dead_letter(body("clash", amount=9), queue_url=pipeline.dlq_url, dedup_id="c1"),
+        dead_letter(body("fresh", amount=1), queue_url=pipeline.dlq_url, dedup_id="f1"),
+        dead_letter("not json", queue_url=pipeline.dlq_url, dedup_id="n1"),
+    ]
+    items = _items(pipeline)
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
+
+    assert code == 0, terminal.error
+    text = terminal.out.getvalue()
+    done, clash, fresh, bad = (letter["MessageId"] for letter in letters)
+    assert (
+        f"{done} group g1 key done#1: done: a redrive would be a duplicate (--force processes it again)"
+        in text
+    )
+    assert f"{clash} group g1 key clash#1: conflict: done with a different payload" in text
+    assert f"{fresh} group g1 key fresh#1: new: a redrive processes it" in text
+    assert f"{bad} group g1: invalid: the consumer cannot key it" in text
+    assert "dry run: 1 conflict, 1 done, 1 invalid, 1 new; nothing was changed" in terminal.lines
+    assert _items(pipeline) == items
+    assert [m["MessageId"] for m in drain(pipeline.dlq_url)] == [done, clash, fresh, bad]
+
+
+def test_dry_run_shows_a_key_whose_claim_is_held_as_in_progress():
+    pipeline, handler = _pipeline("guarded")
+    letter = dead_letter(body("busy"), queue_url=pipeline.dlq_url, dedup_id="b1")
+    seen: list[tuple[int, Terminal]] = []
+    dlq_processors.WHILE_CLAIMED.append(
+        lambda: seen.append(dlq("redrive", "--stack", pipeline.stack, "--dry-run"))
+    )
+
+    publish(pipeline, body("busy"))
+    assert [o for _, o in consume(pipeline, handler)] == ["processed"]
+
+    [(code, terminal)] = seen
+    assert code == 0, terminal.error
+    assert (
+        f"{letter['MessageId']} group g1 key busy#1: in progress: a claim on the key is held"
+        in terminal.out.getvalue()
+    )
+
+
+@pytest.mark.parametrize("mode", ["document", "transaction", "guarded"])
+def test_force_processes_a_done_key_again_once_per_run_and_asks_first(mode):
+    pipeline, handler = _pipeline(mode)
+    publish(pipeline, body("k", amount=3))
+    assert [o for _, o in consume(pipeline, handler)] == ["processed"]
+
+    # Without --force a redrive of the same message is a duplicate: nothing happens again.
+    dead_letter(body("k", amount=3), queue_url=pipeline.dlq_url, group_id="g", dedup_id="k-copy-1")
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+    assert code == 0, terminal.error
+    assert "; key was done" in terminal.out.getvalue()
+    assert [o for _, o in consume(pipeline, handler)] == ["duplicate"]
+
+    # After the fix: two copies of the message in the DLQ. --force asks first (refused: nothing changes).
+    dlq_processors.FIXED.set()
+    dead_letter(body("k", amount=3), queue_url=pipeline.dlq_url, group_id="g", dedup_id="k-copy-2")
+    dead_letter(body("k", amount=3), queue_url=pipeline.dlq_url, group_id="g", dedup_id="k-copy-3")
+    items = _items(pipeline)
+    code, terminal = dlq(
+        "redrive", "--stack", pipeline.stack, "--force", terminal=Terminal(interactive=True, answers=["no"])
+    )
+    assert code == 1 and "not confirmed: nothing was changed" in terminal.error
+    assert f"in table {pipeline.table} ({mode} mode: " in terminal.questions[0]
+    assert _items(pipeline) == items and len(drain(pipeline.queue_url)) == 0
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--yes")
+
+    assert code == 0, terminal.error
+    assert terminal.out.getvalue().count("was done; forgot it") == 1
+    assert "forgot 1 key(s) (--force)" in terminal.lines
+    # The key is processed once more (the second copy is a duplicate of the first), with the fix.
+    assert [o for _, o in consume(pipeline, handler)] == ["processed", "duplicate"]
+    if mode == "document":
+        assert _item(pipeline, "k", "1")["total"] == {"N": "300"}
+    elif mode == "transaction":
+        assert _item(pipeline, "account#k", "balance")["balance"] == {"N": "6"}
+    else:
+        assert dlq_processors.EFFECTS == ["k#1", "k#1"]
+
+
+def test_force_lets_a_conflicting_version_replace_the_stored_document():
+    pipeline, handler = _pipeline()
+    publish(pipeline, body("k", amount=1))
+    assert [o for _, o in consume(pipeline, handler)] == ["processed"]
+    dead_letter(
+        body("k", amount=5),
+        queue_url=pipeline.dlq_url,
+        kind=DeadLetterKind.CONFLICT,
+        reason="conflict",
+        dedup_id="k-v2",
+    )
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--yes")
+
+    assert code == 0, terminal.error
+    assert "key k#1 was conflict; forgot it (the stored document is deleted" in terminal.out.getvalue()
+    assert [o for _, o in consume(pipeline, handler)] == ["processed"]
+    assert _item(pipeline, "k", "1")["total"] == {"N": "5"}
+
+
+def test_message_id_keys_survive_the_redrive():
+    pipeline, handler = _pipeline(KEY_SOURCE="message_id")
+    original = publish(pipeline, body("m"))
+    assert [o for _, o in consume(pipeline, handler)] == ["processed"]
+    letter = dead_letter(body("m"), queue_url=pipeline.dlq_url, source_message_id=original, dedup_id="m1")
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
+    assert f"{letter['MessageId']} group g1 key {original}#message_id: done" in terminal.out.getvalue()
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+    assert code == 0, terminal.error
+    assert [o for _, o in consume(pipeline, handler)] == ["duplicate"]
+
+
+def test_dedup_id_keys_are_restored_and_an_unknown_one_is_kept_unless_forced():
+    pipeline, handler = _pipeline(KEY_SOURCE="dedup_id")
+    publish(pipeline, body("a"), dedup_id="order-1")
+    assert [o for _, o in consume(pipeline, handler)] == ["processed"]
+    known = dead_letter(body("a"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="order-1")
+    unknown = dead_letter(body("b"), queue_url=pipeline.dlq_url, group_id="h", dedup_id=None)
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
+    text = terminal.out.getvalue()
+    assert f"{known['MessageId']} group g key order-1#dedup_id: done" in text
+    assert f"{unknown['MessageId']} group h" in text and "not redriven without --force" in text
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+    assert code == 1
+    assert f"kept {unknown['MessageId']} (group h): its original deduplication id is unknown" in (
+        terminal.out.getvalue()
+    )
+    assert "the consumer keys messages by it (KEY_SOURCE=dedup_id)" in terminal.out.getvalue()
+    assert [o for _, o in consume(pipeline, handler)] == ["duplicate"]
+    assert by_group(drain(pipeline.dlq_url)) == {"h": [body("b")]}
+
+    unknown = dead_letter(body("b"), queue_url=pipeline.dlq_url, group_id="h", dedup_id=None)
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--yes")
+    assert code == 0, terminal.error
+    assert "redriven anyway (--force): the consumer keys it afresh" in terminal.out.getvalue()
+    [message] = client("sqs").receive_message(QueueUrl=pipeline.queue_url, AttributeNames=["All"])["Messages"]
+    assert message["Attributes"]["MessageDeduplicationId"] == f"redrive-{unknown['MessageId']}"

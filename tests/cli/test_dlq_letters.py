@@ -1,0 +1,164 @@
+"""How a dead letter is read and what a redrive sends back for it (no queue needed)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from idempotent_runtime.contract import DLQ_DETAILS_ATTRIBUTE, DLQ_REASON_ATTRIBUTE
+
+from idempotent_cli.dlq.console import Console, Pace
+from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli.dlq.letters import REDRIVE_ATTRIBUTE, DeadLetter, Filters, Which, outgoing
+
+
+def _string(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def _message(
+    message_id: str = "m-1",
+    *,
+    dedup: str | None = None,
+    group: str | None = "g",
+    attributes: dict[str, Any] | None = None,
+    details: Any = None,
+    reason: str | None = None,
+    body: str = '{"x": "1", "y": "2"}',
+) -> dict[str, Any]:
+    system = {"SentTimestamp": "1700000000000", "ApproximateReceiveCount": "6"}
+    if group:
+        system["MessageGroupId"] = group
+    if dedup:
+        system["MessageDeduplicationId"] = dedup
+    message_attributes = dict(attributes or {})
+    if reason is not None:
+        message_attributes[DLQ_REASON_ATTRIBUTE] = _string(reason)
+    if details is not None:
+        message_attributes[DLQ_DETAILS_ATTRIBUTE] = _string(
+            details if isinstance(details, str) else json.dumps(details)
+        )
+    return {
+        "MessageId": message_id,
+        "ReceiptHandle": "r",
+        "Body": body,
+        "Attributes": system,
+        "MessageAttributes": message_attributes,
+    }
+
+
+def test_a_message_sqs_moved_into_a_fifo_dlq_has_lost_its_deduplication_id():
+    # AWS gives a message moved to a FIFO DLQ its message id as deduplication id.
+    letter = DeadLetter.from_message(_message("m-1", dedup="m-1"), Which.DLQ)
+
+    assert letter.kind == "moved" and letter.source_message_id == "m-1"
+    assert letter.original_dedup_id is None
+
+    kept = outgoing(letter, source_fifo=True, key_source="dedup_id")
+    assert kept.problem is not None and "SQS replaced it with the message id" in kept.problem
+
+    fine = outgoing(letter, source_fifo=True, key_source="fields")
+    assert fine.problem is None
+    assert fine.dedup_id == "redrive-m-1" and not fine.dedup_restored
+    assert fine.redrive == {"source_message_id": "m-1", "dedup_id": None}
+    assert fine.group_id == "g"
+
+
+def test_an_earlier_redrive_names_the_original_ids():
+    # A redriven message that failed again: the runtime's details name the redriven copy, the redrive
+    # attribute the original the consumer keyed.
+    letter = DeadLetter.from_message(
+        _message(
+            "m-3",
+            dedup="m-2",
+            details={"kind": "exhausted", "source_message_id": "m-2", "group_id": "g", "dedup_id": "d-0"},
+            reason="failed again",
+            attributes={
+                REDRIVE_ATTRIBUTE: _string(json.dumps({"source_message_id": "m-0", "dedup_id": "d-0"}))
+            },
+        ),
+        Which.DLQ,
+    )
+
+    message = outgoing(letter, source_fifo=True, key_source="message_id")
+
+    assert message.redrive == {"source_message_id": "m-0", "dedup_id": "d-0"}
+    assert message.dedup_id == "d-0" and message.dedup_restored
+    assert set(message.attributes) == {REDRIVE_ATTRIBUTE}
+
+
+def test_no_room_for_the_redrive_attribute_keeps_a_message_whose_key_needs_it():
+    attributes = {f"a{n}": _string(str(n)) for n in range(10)}
+    letter = DeadLetter.from_message(_message("m-1", dedup="orig", attributes=attributes), Which.DLQ)
+
+    needs = outgoing(letter, source_fifo=True, key_source="message_id")
+    assert needs.problem is not None and "no room for idempotency.redrive" in needs.problem
+
+    body_keyed = outgoing(letter, source_fifo=True, key_source="fields")
+    assert body_keyed.problem is None and body_keyed.redrive is None
+    assert set(body_keyed.attributes) == set(attributes)
+    assert body_keyed.dedup_id == "orig"
+
+
+def test_unreadable_details_are_shown_not_guessed():
+    letter = DeadLetter.from_message(_message(details="{not json", reason="why"), Which.DLQ)
+
+    assert letter.kind == "unknown"
+    assert "idempotency.details is not JSON" in letter.describe()
+
+
+def test_a_subscription_dead_letter_keeps_the_published_deduplication_id_and_gets_no_redrive_attribute():
+    letter = DeadLetter.from_message(
+        _message("s-1", dedup="published-1", attributes={"ErrorCode": _string("KMS.AccessDenied")}),
+        Which.SUBSCRIPTION,
+    )
+
+    message = outgoing(letter, source_fifo=True, key_source="dedup_id")
+
+    assert letter.kind == "undeliverable" and letter.source_message_id is None
+    assert message.problem is None and message.redrive is None
+    assert message.dedup_id == "published-1" and message.dedup_restored
+    assert "ErrorCode=KMS.AccessDenied" in letter.describe()
+
+
+@pytest.mark.parametrize(
+    ("filters", "matches"),
+    [
+        (Filters(groups=("order-*",)), True),
+        (Filters(groups=("refund-*",)), False),
+        (Filters(reasons=("rejected",)), True),
+        (Filters(reasons=("invalid",)), False),
+        (Filters(reasons=("CARD DECLINED",)), True),
+        (Filters(groups=("order-*",), reasons=("timeout",)), False),
+    ],
+)
+def test_filters_match_group_patterns_and_kinds_or_reason_text(filters, matches):
+    letter = DeadLetter.from_message(
+        _message(
+            group="order-7",
+            details={"kind": "rejected", "group_id": "order-7"},
+            reason="the processor rejected it: card declined",
+        ),
+        Which.DLQ,
+    )
+    assert filters.matches(letter) is matches
+
+
+def test_pace_waits_so_sends_are_at_most_the_rate_apart():
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    pace = Pace(4, Console(sleep=sleep, clock=lambda: now[0]))
+    for spent in (0.0, 0.1, 0.3, 0.0):
+        now[0] += spent
+        pace.wait()
+
+    # the first send at once; then 0.25 s apart: 0.1 s spent -> 0.15 s more; 0.3 s spent -> none; 0 -> 0.25 s
+    assert slept == pytest.approx([0.15, 0.25])
+    with pytest.raises(DlqError, match="--rate must be more than 0"):
+        Pace(0, Console())

@@ -1,0 +1,408 @@
+"""dlq redrive: back to the source queue in order within each group, with the group id and the idempotency
+key; a dead letter is deleted only after its send succeeded; nothing is dropped silently."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from dlq_helpers import (
+    Terminal,
+    attribute,
+    aws_deduplication,  # noqa: F401  (fixture)
+    body,
+    by_group,
+    client,
+    cloud,  # noqa: F401  (fixture)
+    dead_letter,
+    deploy_pipeline,
+    dlq,
+    drain,
+    failing,
+    make_queue,
+    queue_arn,
+)
+from idempotent_runtime.contract import DLQ_DETAILS_ATTRIBUTE, DLQ_REASON_ATTRIBUTE, DeadLetterKind
+
+from idempotent_cli.dlq.letters import REDRIVE_ATTRIBUTE
+
+pytestmark = pytest.mark.usefixtures("cloud")
+
+
+def _redrive_value(message: dict[str, Any]) -> dict[str, Any]:
+    value = json.loads(attribute(message, REDRIVE_ATTRIBUTE) or "null")
+    assert isinstance(value, dict), message
+    return value
+
+
+def test_redrive_keeps_the_order_of_each_group_and_its_group_id():
+    pipeline = deploy_pipeline()
+    sources = {}
+    for n in range(12):  # more than one receive's worth of group a, interleaved with group b
+        sources[f"a{n}"] = dead_letter(body(f"a{n}"), queue_url=pipeline.dlq_url, group_id="a")
+        if n % 4 == 0:
+            sources[f"b{n}"] = dead_letter(body(f"b{n}"), queue_url=pipeline.dlq_url, group_id="b")
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 0, terminal.error
+    assert "15 redriven" in terminal.lines
+    assert drain(pipeline.dlq_url) == []
+    moved = drain(pipeline.queue_url)
+    assert by_group(moved) == {
+        "a": [body(f"a{n}") for n in range(12)],
+        "b": [body(f"b{n}") for n in (0, 4, 8)],
+    }
+    for message in moved:
+        name = json.loads(message["Body"])["x"]
+        assert _redrive_value(message)["source_message_id"] == sources[name]["source_message_id"]
+        assert attribute(message, DLQ_REASON_ATTRIBUTE) is None
+        assert attribute(message, DLQ_DETAILS_ATTRIBUTE) is None
+
+
+def test_redrive_restores_the_producers_attributes_and_deduplication_id():
+    pipeline = deploy_pipeline()
+    letter = dead_letter(
+        body("order-1"),
+        queue_url=pipeline.dlq_url,
+        group_id="customer-7",
+        dedup_id="order-1#v1",
+        attributes={"tenant": "acme", "trace": "t-1"},
+        kind=DeadLetterKind.EXHAUSTED,
+        reason="timed out on the last receive",
+    )
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 0, terminal.error
+    assert f"redriven {letter['MessageId']} (group customer-7) as " in terminal.out.getvalue()
+    assert "deduplication id restored" in terminal.out.getvalue()
+    [message] = drain(pipeline.queue_url)
+    assert message["Body"] == body("order-1")
+    assert message["Attributes"]["MessageGroupId"] == "customer-7"
+    assert message["Attributes"]["MessageDeduplicationId"] == "order-1#v1"
+    assert set(message["MessageAttributes"]) == {"tenant", "trace", REDRIVE_ATTRIBUTE}
+    assert attribute(message, "tenant") == "acme"
+    redrive = _redrive_value(message)
+    assert redrive["source_message_id"] == letter["source_message_id"]
+    assert redrive["dedup_id"] == "order-1#v1"
+
+
+def test_a_message_sqs_moved_keeps_its_message_id_as_key_and_gets_a_fresh_deduplication_id():
+    # KEY_SOURCE=fields: the key is in the body; SQS replaced the deduplication id, so a new one is sent.
+    pipeline = deploy_pipeline(max_receive_count=1)
+    sqs = client("sqs")
+    original = sqs.send_message(
+        QueueUrl=pipeline.queue_url, MessageBody=body("m1"), MessageGroupId="g", MessageDeduplicationId="m1"
+    )["MessageId"]
+    for _ in range(2):
+        sqs.receive_message(QueueUrl=pipeline.queue_url, VisibilityTimeout=0)
+    assert drain(pipeline.queue_url) == []
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 0, terminal.error
+    [message] = drain(pipeline.queue_url)
+    assert message["Body"] == body("m1") and message["Attributes"]["MessageGroupId"] == "g"
+    assert _redrive_value(message)["source_message_id"] == original
+    # moto keeps the original deduplication id on a moved message (AWS replaces it with the message id): the
+    # tool restores what the dead letter still knows, and sends a fresh one otherwise.
+    assert message["Attributes"]["MessageDeduplicationId"] in ("m1", f"redrive-{original}")
+
+
+@pytest.mark.usefixtures("aws_deduplication")
+def test_a_send_sqs_drops_as_a_duplicate_is_detected_and_the_dead_letter_kept():
+    # The original is still in the source queue (sent under a minute ago): the restored deduplication id is
+    # within SQS's 5-minute window, so SQS answers success with the original's id and enqueues nothing.
+    pipeline = deploy_pipeline()
+    original = client("sqs").send_message(
+        QueueUrl=pipeline.queue_url, MessageBody=body("g1"), MessageGroupId="g", MessageDeduplicationId="g1"
+    )["MessageId"]
+    first = dead_letter(
+        body("g1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g1", source_message_id=original
+    )
+    dead_letter(body("g2"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g2")
+    dead_letter(body("h1"), queue_url=pipeline.dlq_url, group_id="h", dedup_id="h1")
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 1
+    text = terminal.out.getvalue()
+    assert (
+        f"kept {first['MessageId']} (group g): SQS accepted the send but dropped it as a duplicate of "
+        f"message {original} (deduplication id g1 was used within the last 5 minutes)"
+    ) in text
+    assert f"group g: stopped at {first['MessageId']}; its later messages stay in the DLQ, in order" in text
+    # Group g stays whole and in order in the DLQ; group h went through.
+    assert by_group(drain(pipeline.dlq_url)) == {"g": [body("g1"), body("g2")]}
+    assert by_group(drain(pipeline.queue_url)) == {"g": [body("g1")], "h": [body("h1")]}
+
+
+def test_a_failed_send_leaves_the_dead_letter_in_place_and_stops_its_group():
+    pipeline = deploy_pipeline()
+    dead_letter(body("g1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g1")
+    dead_letter(body("g2"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g2")
+    dead_letter(body("h1"), queue_url=pipeline.dlq_url, group_id="h", dedup_id="h1")
+
+    connect = failing("SendMessage", lambda params: params.get("MessageBody") == body("g1"))
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
+
+    assert code == 1
+    assert "the send to the source queue failed" in terminal.out.getvalue()
+    assert "injected failure" in terminal.out.getvalue()
+    assert by_group(drain(pipeline.dlq_url)) == {"g": [body("g1"), body("g2")]}
+    assert by_group(drain(pipeline.queue_url)) == {"h": [body("h1")]}
+
+
+def test_a_dead_letter_whose_delete_fails_after_its_send_is_reported_and_not_lost():
+    pipeline = deploy_pipeline()
+    letter = dead_letter(body("g1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g1")
+
+    code, terminal = dlq(
+        "redrive", "--stack", pipeline.stack, connect=failing("DeleteMessage", lambda p: True)
+    )
+
+    assert code == 1
+    assert f"{letter['MessageId']} (group g) was sent as " in terminal.out.getvalue()
+    assert "the dead letter could not be deleted" in terminal.out.getvalue()
+    assert len(drain(pipeline.dlq_url)) == 1 and len(drain(pipeline.queue_url)) == 1
+
+
+def test_ctrl_c_between_send_and_delete_names_the_message_and_leaves_every_dead_letter_visible():
+    pipeline = deploy_pipeline()
+    letter = dead_letter(body("g1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g1")
+    dead_letter(body("g2"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g2")
+
+    connect = failing("DeleteMessage", lambda params: True, KeyboardInterrupt())
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
+
+    assert code == 130
+    assert (
+        f"interrupted while redriving {letter['MessageId']}: it may be in the source queue" in terminal.error
+    )
+    assert "every message the command held is visible in the DLQ again" in terminal.error
+    assert by_group(drain(pipeline.dlq_url)) == {"g": [body("g1"), body("g2")]}
+    assert by_group(drain(pipeline.queue_url)) == {"g": [body("g1")]}
+
+
+def test_filters_choose_by_group_and_by_reason_and_leave_the_rest_in_order():
+    pipeline = deploy_pipeline()
+    dead_letter(body("a1"), queue_url=pipeline.dlq_url, group_id="orders-1", dedup_id="a1")
+    dead_letter(
+        body("a2"),
+        queue_url=pipeline.dlq_url,
+        group_id="orders-1",
+        dedup_id="a2",
+        kind=DeadLetterKind.EXHAUSTED,
+        reason="timed out",
+    )
+    dead_letter(
+        body("b1"),
+        queue_url=pipeline.dlq_url,
+        group_id="orders-2",
+        dedup_id="b1",
+        kind=DeadLetterKind.EXHAUSTED,
+        reason="timed out",
+    )
+    dead_letter(
+        body("c1"),
+        queue_url=pipeline.dlq_url,
+        group_id="refunds-1",
+        dedup_id="c1",
+        kind=DeadLetterKind.EXHAUSTED,
+        reason="timed out",
+    )
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--group", "orders-*", "--reason", "exhausted")
+
+    assert code == 0, terminal.error
+    assert "2 redriven" in terminal.out.getvalue()
+    assert by_group(drain(pipeline.queue_url)) == {"orders-1": [body("a2")], "orders-2": [body("b1")]}
+    assert by_group(drain(pipeline.dlq_url)) == {"orders-1": [body("a1")], "refunds-1": [body("c1")]}
+
+
+def test_messages_behind_ten_that_the_filters_leave_are_reported_as_not_reached():
+    pipeline = deploy_pipeline()
+    for n in range(10):
+        dead_letter(
+            body(f"k{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"k{n}", reason="bad input"
+        )
+    for n in range(3):
+        dead_letter(
+            body(f"t{n}"),
+            queue_url=pipeline.dlq_url,
+            group_id="g",
+            dedup_id=f"t{n}",
+            kind=DeadLetterKind.EXHAUSTED,
+            reason="table throttled",
+        )
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--reason", "throttled")
+
+    # The ten the filter leaves fill the group's receive: SQS hands out no more of the group while they are
+    # held, so the three behind them cannot be reached without removing them first. The tool says so.
+    assert code == 0, terminal.error
+    assert "13 message(s): 13 visible, 0 in flight" in terminal.lines
+    assert "10 left by the filters" in terminal.lines
+    assert any(
+        line.startswith("! 3 message(s) not read: a FIFO queue hands out at most 10")
+        for line in terminal.lines
+    )
+    assert drain(pipeline.queue_url) == []
+    assert by_group(drain(pipeline.dlq_url)) == {
+        "g": [body(f"k{n}") for n in range(10)] + [body(f"t{n}") for n in range(3)]
+    }
+
+
+def test_rate_limit_waits_between_sends():
+    pipeline = deploy_pipeline()
+    for n in range(5):
+        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"m{n}")
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--rate", "2")
+
+    assert code == 0, terminal.error
+    assert terminal.sleeps == [0.5, 0.5, 0.5, 0.5]
+    assert by_group(drain(pipeline.queue_url)) == {"g": [body(f"m{n}") for n in range(5)]}
+
+
+def test_limit_redrives_the_oldest_first_and_leaves_the_rest_in_order():
+    pipeline = deploy_pipeline()
+    for n in range(4):
+        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"m{n}")
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--limit", "1")
+
+    assert code == 0 and "stopped after --limit 1" in terminal.lines
+    assert by_group(drain(pipeline.queue_url)) == {"g": [body("m0")]}
+    assert by_group(drain(pipeline.dlq_url)) == {"g": [body(f"m{n}") for n in range(1, 4)]}
+
+
+def test_a_long_run_on_a_terminal_draws_a_progress_bar_and_plain_output_has_none():
+    pipeline = deploy_pipeline()
+    for n in range(25):
+        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id=f"g{n % 5}", dedup_id=f"m{n}")
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, terminal=Terminal(tty=True))
+
+    assert code == 0
+    output = terminal.out.getvalue()
+    assert "\r[" + "#" * 30 + "] 25/25 done (25 redriven)" in output
+    assert output.count("redriven ") == 25  # one line per message above the bar
+
+    for n in range(25):
+        dead_letter(body(f"n{n}"), queue_url=pipeline.dlq_url, group_id=f"g{n % 5}", dedup_id=f"n{n}")
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+    assert code == 0 and "\r" not in terminal.out.getvalue()
+    assert sum(line.startswith("redriven ") for line in terminal.lines) == 25
+
+
+def test_a_message_that_fails_again_during_the_run_is_not_sent_again():
+    # The consumer is live: a redriven message that fails at once is quarantined again, back into the DLQ,
+    # while the run is still reading it. The run leaves it there instead of cycling.
+    pipeline = deploy_pipeline()
+    dead_letter(body("p1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="p1")
+
+    from idempotent_cli.dlq import aws
+
+    def connect(args: Any) -> Any:
+        clients = aws.connect(local=False)
+        sqs = clients("sqs")
+
+        def bounce(http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+            sent = bounce.request  # type: ignore[attr-defined]
+            dead_letter(
+                sent["MessageBody"],
+                queue_url=pipeline.dlq_url,
+                group_id=sent["MessageGroupId"],
+                dedup_id=sent["MessageDeduplicationId"],
+                source_message_id=parsed["MessageId"],
+                extra_attributes={REDRIVE_ATTRIBUTE: sent["MessageAttributes"][REDRIVE_ATTRIBUTE]},
+            )
+
+        def remember(params: dict[str, Any], **_: Any) -> None:
+            bounce.request = params  # type: ignore[attr-defined]
+
+        sqs.meta.events.register("before-parameter-build.sqs.SendMessage", remember)
+        sqs.meta.events.register("after-call.sqs.SendMessage", bounce)
+        return clients
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
+
+    assert code == 0, terminal.error
+    assert "1 back again, 1 redriven" in terminal.lines
+    assert len(drain(pipeline.queue_url)) == 1
+    assert len(drain(pipeline.dlq_url)) == 1
+
+
+def test_standard_queues_redrive_without_group_or_deduplication_id():
+    pipeline = deploy_pipeline(fifo=False)
+    letter = dead_letter(body("s1"), queue_url=pipeline.dlq_url, group_id=None)
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 0, terminal.error
+    [message] = drain(pipeline.queue_url)
+    assert "MessageGroupId" not in message["Attributes"]
+    assert "MessageDeduplicationId" not in message["Attributes"]
+    assert _redrive_value(message)["source_message_id"] == letter["source_message_id"]
+
+
+def test_redrive_from_a_queue_url_finds_the_source_queue_and_the_consumer():
+    pipeline = deploy_pipeline()
+    dead_letter(body("u1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="u1")
+
+    code, terminal = dlq("redrive", "--queue-url", pipeline.dlq_url)
+
+    assert code == 0, terminal.error
+    assert f" of ?/{pipeline.function}, in region" in terminal.lines[0]
+    assert by_group(drain(pipeline.queue_url)) == {"g": [body("u1")]}
+
+
+def test_the_subscription_dlq_redrives_into_the_subscribed_queue_as_sns_would_have_delivered():
+    pipeline = deploy_pipeline()
+    sns = client("sns")
+    topic = sns.create_topic(Name="orders.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
+    subscription_dlq = make_queue("orders-subscription-dlq")
+    subscription = sns.subscribe(
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=queue_arn(pipeline.queue_url),
+        Attributes={"RawMessageDelivery": "true"},
+    )["SubscriptionArn"]
+    sns.set_subscription_attributes(
+        SubscriptionArn=subscription,
+        AttributeName="RedrivePolicy",
+        AttributeValue=json.dumps({"deadLetterTargetArn": queue_arn(subscription_dlq)}),
+    )
+    client("sqs").send_message(  # what SNS leaves in the subscription's DLQ when it cannot deliver
+        QueueUrl=subscription_dlq,
+        MessageBody=body("s1"),
+        MessageGroupId="customer-1",
+        MessageDeduplicationId="s1#published",
+        MessageAttributes={
+            "ErrorCode": {"DataType": "String", "StringValue": "KMS.AccessDeniedException"},
+            "tenant": {"DataType": "String", "StringValue": "acme"},
+        },
+    )
+
+    code, terminal = dlq("list", "--stack", pipeline.stack, "--which", "subscription")
+    assert code == 0, terminal.error
+    assert terminal.lines[0].startswith("subscription dead-letter queue ")
+    assert any(line.split()[:2] == ["undeliverable", "1"] for line in terminal.lines)
+    assert any(
+        "SNS could not deliver it to the queue (ErrorCode=KMS.AccessDeniedException)" in line
+        for line in terminal.lines
+    )
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--which", "subscription")
+
+    assert code == 0, terminal.error
+    [message] = drain(pipeline.queue_url)
+    assert message["Body"] == body("s1")
+    assert message["Attributes"]["MessageGroupId"] == "customer-1"
+    assert message["Attributes"]["MessageDeduplicationId"] == "s1#published"
+    # Never delivered, never keyed: the consumer keys it afresh, so no idempotency.redrive.
+    assert REDRIVE_ATTRIBUTE not in message["MessageAttributes"]
+    assert drain(subscription_dlq) == []
