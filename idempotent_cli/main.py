@@ -21,6 +21,7 @@ PROG = "idempotent-pipeline"
 COMMANDS: tuple[str, ...] = (
     "idempotent_cli.init",
     "idempotent_cli.local",
+    "idempotent_cli.dlq",
 )
 
 

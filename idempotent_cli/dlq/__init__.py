@@ -51,8 +51,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="dlq: the queue's DLQ (default); subscription: the SNS subscription's DLQ",
     )
     cloud = common.add_argument_group("which cloud")
-    cloud.add_argument("--local", action="store_true", help="the local emulator of --app-dir")
-    cloud.add_argument("--app-dir", default=".", help="with --local: the app directory (default: .)")
+    cloud.add_argument("--local", action="store_true", help="the local emulator of the app")
+    cloud.add_argument(
+        "--app-dir",
+        help="with --local: the app directory (default: the nearest directory with a cdk.json, upwards)",
+    )
+    cloud.add_argument("--state-dir", help="with --local: the emulator's state directory (default: the app's)")
     cloud.add_argument("--profile", help="AWS profile (default: the default credential chain)")
     cloud.add_argument("--region", help="AWS region (default: the configured one)")
     cloud.add_argument(
@@ -164,7 +168,11 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
         clients = connect(args)
     else:
         clients = aws.connect(
-            local=args.local, app_dir=args.app_dir, profile=args.profile, region=args.region
+            local=args.local,
+            app_dir=args.app_dir,
+            state_dir=args.state_dir,
+            profile=args.profile,
+            region=args.region,
         )
     target = locate.resolve(
         clients,

@@ -2,9 +2,9 @@
 
 Without ``--local`` the tool uses boto3's default session: credentials and region from the environment,
 ``~/.aws`` (``--profile``), SSO or an instance role, and ``AWS_ENDPOINT_URL`` when it is set. With
-``--local`` every client points at the emulator that runs for the app directory, found through
-:mod:`idempotent_local.emulator` (the emulator's own functions: the tool keeps no copy of where its state
-lives), with the emulator's fake credentials.
+``--local`` every client points at the emulator that runs for the app directory, found as the ``local``
+commands find it (:func:`idempotent_local.location.locate`: ``--app-dir``, else the nearest directory with a
+``cdk.json``; the tool keeps no copy of where the state lives), with the emulator's fake credentials.
 """
 
 from __future__ import annotations
@@ -36,11 +36,16 @@ class Clients:
 
 
 def connect(
-    *, local: bool, app_dir: str | Path = ".", profile: str | None = None, region: str | None = None
+    *,
+    local: bool,
+    app_dir: str | Path | None = None,
+    state_dir: str | Path | None = None,
+    profile: str | None = None,
+    region: str | None = None,
 ) -> Clients:
-    """Clients for the emulator of ``app_dir`` (``local``) or for the default credential chain."""
+    """Clients for the emulator of the app (``local``) or for the default credential chain."""
     if local:
-        return _local(Path(app_dir))
+        return _local(app_dir, state_dir)
     return _account(profile, region)
 
 
@@ -70,22 +75,28 @@ def _account(profile: str | None, region: str | None) -> Clients:
     return Clients(factory=session.client, where=where, region=session.region_name)
 
 
-def _local(app_dir: Path) -> Clients:
+def _local(app_dir: str | Path | None, state_dir: str | Path | None) -> Clients:
     try:
         from idempotent_local import emulator as emulators
+        from idempotent_local.location import NoApp, locate
     except ImportError as exc:
         raise DlqError(
             f"--local needs the local emulator, which is not installed ({exc}): install the `local` extra"
         ) from None
-    state_dir = app_dir.resolve() / emulators.DEFAULT_STATE_DIR
-    running = emulators.find(state_dir)
+    try:
+        where = locate(
+            str(app_dir) if app_dir is not None else None, str(state_dir) if state_dir is not None else None
+        )
+    except NoApp as exc:
+        raise DlqError(str(exc)) from None
+    running = emulators.find(where.state_dir)
     if running is None:
         raise DlqError(
-            f"no local emulator is running for {app_dir.resolve()} (no live state in {state_dir}): run "
+            f"no local emulator is running for {where.describe()} (no live state in {where.state_dir}): run "
             "`idempotent-pipeline local deploy` in that directory first, or pass --app-dir"
         )
     return Clients(
         factory=running.client,
-        where=f"the local emulator on {running.endpoint} (app {app_dir.resolve()})",
+        where=f"the local emulator on {running.endpoint} (app {where.describe()})",
         region=emulators.REGION,
     )

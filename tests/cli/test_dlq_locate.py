@@ -158,6 +158,34 @@ def test_no_region_is_an_error(monkeypatch):
     assert "error: no AWS region is configured" in terminal.error
 
 
+def test_local_outside_any_app_refuses_and_says_how_to_name_one(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, terminal = dlq("list", "--local")
+
+    assert code == 1
+    assert "no CDK app here" in terminal.error
+    assert "--app-dir" in terminal.error
+
+
+@pytest.mark.slow
+def test_local_finds_the_emulator_of_the_app_from_a_subdirectory(tmp_path: Path, monkeypatch):
+    from idempotent_local import emulator as emulators
+
+    (tmp_path / "cdk.json").write_text("{}")
+    (tmp_path / "src").mkdir()
+    running, _ = emulators.start(tmp_path / emulators.DEFAULT_STATE_DIR)
+    try:
+        monkeypatch.chdir(tmp_path / "src")
+        code, terminal = dlq("list", "--local", "--queue-url", "http://localhost/000000000000/none.fifo")
+        # Found from src/ (cdk.json is one level up): the answer comes from that app's emulator.
+        assert code == 1
+        assert f"does not exist in the local emulator on {running.endpoint} (app {tmp_path.resolve()})" in (
+            terminal.error
+        )
+    finally:
+        emulators.stop(tmp_path / emulators.DEFAULT_STATE_DIR)
+
+
 def test_an_unknown_profile_is_an_error():
     code, terminal = dlq("list", "--profile", "nobody")
 
@@ -166,6 +194,7 @@ def test_an_unknown_profile_is_an_error():
 
 
 def test_local_without_a_running_emulator_is_an_error_naming_the_app_directory(tmp_path: Path):
+    (tmp_path / "cdk.json").write_text("{}")
     code, terminal = dlq("list", "--local", "--app-dir", str(tmp_path))
 
     assert code == 1
@@ -179,6 +208,7 @@ def test_local_aims_every_client_at_the_emulator_of_the_app_directory(tmp_path: 
 
     # Whatever the shell points at, --local talks to the app's emulator only.
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://localhost:9")
+    (tmp_path / "cdk.json").write_text("{}")
     state_dir = tmp_path / emulators.DEFAULT_STATE_DIR
     running, _ = emulators.start(state_dir)
     try:

@@ -29,7 +29,8 @@ class Deployed:
     report: Any  # the demo's report
 
     def dlq(self, *argv: str, terminal: Terminal | None = None) -> tuple[int, Terminal]:
-        return dlq(*argv, "--local", "--app-dir", str(self.app_dir), terminal=terminal)
+        state_dir = str(self.app_dir / ".local-cloud")
+        return dlq(*argv, "--local", "--state-dir", state_dir, terminal=terminal)
 
     def drain(self) -> None:
         from idempotent_local.runner import EventSourceRunner
