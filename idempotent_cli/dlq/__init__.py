@@ -56,7 +56,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--app-dir",
         help="with --local: the app directory (default: the nearest directory with a cdk.json, upwards)",
     )
-    cloud.add_argument("--state-dir", help="with --local: the emulator's state directory (default: the app's)")
+    cloud.add_argument(
+        "--state-dir", help="with --local: the emulator's state directory (default: the app's)"
+    )
     cloud.add_argument("--profile", help="AWS profile (default: the default credential chain)")
     cloud.add_argument("--region", help="AWS region (default: the configured one)")
     cloud.add_argument(
