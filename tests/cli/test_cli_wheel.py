@@ -263,6 +263,10 @@ def test_local_run_processes_what_the_user_publishes(shop: Shop) -> None:
     letters = sqs.receive_message(
         QueueUrl=outputs["DeadLetterQueueUrl"], MaxNumberOfMessages=10, MessageAttributeNames=["All"]
     )["Messages"]
+    for letter in letters:  # looked at, left for the operator (the next test reads them with the DLQ tool)
+        sqs.change_message_visibility(
+            QueueUrl=outputs["DeadLetterQueueUrl"], ReceiptHandle=letter["ReceiptHandle"], VisibilityTimeout=0
+        )
     kinds = {
         json.loads(m["Body"])["order_id"]: json.loads(
             m["MessageAttributes"]["idempotency.details"]["StringValue"]
@@ -280,6 +284,76 @@ def test_local_run_processes_what_the_user_publishes(shop: Shop) -> None:
             "6 messages: 2 processed, 1 duplicate, 3 quarantined, 0 failed (1 conflict); 10 deliveries"
         )
     )
+
+
+def _run_until(shop: Shop, condition: Any, what: str) -> str:
+    """`local run` (in the background, as a user would in a second terminal) until ``condition``."""
+    runner = subprocess.Popen(
+        [str(shop.venv / "bin" / "idempotent-pipeline"), "local", "run", "--wait", "1", "--retry-delay", "0"],
+        cwd=shop.app,
+        env=shop.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _until(condition, what)
+    finally:
+        os.killpg(runner.pid, signal.SIGINT)
+        out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 0, out + err
+    return out
+
+
+def test_dlq_list_shows_why_each_message_is_there(shop: Shop) -> None:
+    listed = shop.command("dlq", "list", "--local", cwd=shop.app / "src")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    text = listed.stdout
+    assert "3 message(s)" in text
+    assert "conflict" in text and "is already done with another payload" in text
+    assert "rejected" in text and "quantity must be a non-negative integer, got -1" in text
+    assert "exhausted" in text and "no price for sku 'cocoa' yet" in text
+
+
+def test_after_a_fix_dlq_redrive_processes_the_transient_message_exactly_once(shop: Shop) -> None:
+    # The fix: the price exists now. Redeploy the function, then put the message back.
+    processor = shop.app / "src" / "orders.py"
+    processor.write_text(processor.read_text().replace('"coffee": 380}', '"coffee": 380, "cocoa": 300}'))
+    redeployed = shop.command("local", "deploy")
+    assert redeployed.returncode == 0, redeployed.stdout + redeployed.stderr
+    dry = shop.command("dlq", "redrive", "--local", "--reason", "exhausted", "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "dry run: 1 new; nothing was changed" in dry.stdout
+    redriven = shop.command("dlq", "redrive", "--local", "--reason", "exhausted", "--yes")
+    assert redriven.returncode == 0, redriven.stdout + redriven.stderr
+    outputs = shop.outputs()
+    dynamodb, sqs = shop.emulator.client("dynamodb"), shop.emulator.client("sqs")
+
+    def lines(order_id: str) -> list[dict[str, Any]]:
+        return [
+            item
+            for item in dynamodb.scan(TableName=outputs["TableName"])["Items"]
+            if item["order_id"]["S"] == order_id
+        ]
+
+    def settled() -> bool:
+        queue = sqs.get_queue_attributes(QueueUrl=outputs["QueueUrl"], AttributeNames=["All"])["Attributes"]
+        busy = int(queue["ApproximateNumberOfMessages"]) + int(queue["ApproximateNumberOfMessagesNotVisible"])
+        return busy == 0 and bool(lines("o-4"))
+
+    out = _run_until(shop, settled, "the redriven message to be processed")
+    (cocoa,) = lines("o-4")
+    assert (cocoa["total_cents"], cocoa["unit_cents"]) == ({"N": "300"}, {"N": "300"})
+    assert out.strip().splitlines()[-1].startswith("1 message: 1 processed, 0 duplicate, 0 quarantined")
+    left = shop.command("dlq", "list", "--local", "--json")
+    assert left.returncode == 0, left.stderr
+    kinds = sorted(reason["kind"] for reason in json.loads(left.stdout)["reasons"])
+    assert kinds == ["conflict", "rejected"]  # the other two stay, with their reasons
+    # Nothing is left to redrive for that reason.
+    again = shop.command("dlq", "redrive", "--local", "--reason", "exhausted", "--dry-run")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "dry run: no message; nothing was changed" in again.stdout
 
 
 def test_outside_the_app_the_tool_refuses_instead_of_starting_another_emulator(shop: Shop) -> None:
