@@ -10,8 +10,10 @@ LOCAL := $(VENV)/bin/idempotent-pipeline local
 export PATH := $(abspath $(VENV))/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 # A long install prints its latest step every PROGRESS_SECONDS instead of staying silent.
 PROGRESS_SECONDS ?= 10
-# The suite runs on two workers; tests sharing one deployment stay on one worker (xdist_group).
-PYTEST_ARGS ?= -n 2 --dist loadgroup
+# The suite runs on two workers, a module's tests on one worker, in order: modules whose tests share one
+# deployment (a module-scoped fixture) deploy it once. (Not --dist loadgroup: with pytest 9.2, xdist 3.8's
+# group marks are silently ignored and a module's tests were split across workers.)
+PYTEST_ARGS ?= -n 2 --dist loadfile
 # Node 20 is end-of-life; jsii prints a banner on every start unless these list the running major version.
 NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(NODE_MAJOR)

@@ -18,7 +18,7 @@ import sys
 import sysconfig
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,8 @@ import pytest
 from idempotent_local import emulator as emulators
 from idempotent_local.cdk import CACHE_ENV, CDK_CLI_VERSION
 
-# One app shared by the module's tests: they run on one xdist worker (make test: --dist loadgroup).
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("new-user")]
+# One app shared by the module's tests, in order: they run on one xdist worker (make test: --dist loadfile).
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = (
@@ -52,6 +52,12 @@ class Shop:
     app: Path
     env: dict[str, str]
     deployed: subprocess.CompletedProcess[str]
+    steps: set[str] = field(default_factory=set)  # the steps of the path done so far, in this process
+
+    def after(self, step: str) -> None:
+        """Fail clearly when a test runs without the step it builds on (e.g. split across workers)."""
+        if step not in self.steps:
+            pytest.fail(f"this test builds on {step!r}, which did not run before it in this process")
 
     def command(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -284,6 +290,7 @@ def test_local_run_processes_what_the_user_publishes(shop: Shop) -> None:
             "6 messages: 2 processed, 1 duplicate, 3 quarantined, 0 failed (1 conflict); 10 deliveries"
         )
     )
+    shop.steps.add("published")
 
 
 def _run_until(shop: Shop, condition: Any, what: str) -> str:
@@ -307,6 +314,7 @@ def _run_until(shop: Shop, condition: Any, what: str) -> str:
 
 
 def test_dlq_list_shows_why_each_message_is_there(shop: Shop) -> None:
+    shop.after("published")
     listed = shop.command("dlq", "list", "--local", cwd=shop.app / "src")
     assert listed.returncode == 0, listed.stdout + listed.stderr
     text = listed.stdout
@@ -317,6 +325,7 @@ def test_dlq_list_shows_why_each_message_is_there(shop: Shop) -> None:
 
 
 def test_after_a_fix_dlq_redrive_processes_the_transient_message_exactly_once(shop: Shop) -> None:
+    shop.after("published")
     # The fix: the price exists now. Redeploy the function, then put the message back.
     processor = shop.app / "src" / "orders.py"
     processor.write_text(processor.read_text().replace('"coffee": 380}', '"coffee": 380, "cocoa": 300}'))

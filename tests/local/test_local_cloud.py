@@ -27,8 +27,8 @@ from idempotent_local.emulator import Emulator
 from idempotent_local.runner import EventSourceRunner
 from idempotent_local.stacks import deployed_stacks
 
-# One deployment shared by the module's tests: they run on one xdist worker (make test: --dist loadgroup).
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("reference-deployment")]
+# One deployment shared by the module's tests: they run on one xdist worker (make test: --dist loadfile).
+pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = "IdempotentPipeline"
