@@ -5,6 +5,7 @@ run      poll every deployed event source mapping and run the functions until Ct
 demo     publish sample traffic through the deployed pipeline, drain it through the runner, report
 diff     cdk diff the app against what is deployed in its emulator
 status   is the app's emulator running, and what is deployed in it
+output   print one stack output's value, for scripts: TOPIC_ARN=$(... output TopicArn)
 env      print the variables that point the AWS CLI / SDKs at the emulator: eval "$(... env)"
 destroy  cdk destroy the app, then stop its emulator
 serve    run the emulator in the foreground until Ctrl-C (deploy starts it in the background)
@@ -237,6 +238,30 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_output(args: argparse.Namespace) -> int:
+    from idempotent_local.stacks import deployed_stacks
+
+    location = _location(args)
+    stacks = deployed_stacks(_running(args, location))
+    if args.stack:
+        stacks = [stack for stack in stacks if stack.name == args.stack]
+        if not stacks:
+            raise emulators.EmulatorError(f"no stack named {args.stack!r} is deployed in the emulator")
+    having = [stack for stack in stacks if args.name in stack.outputs]
+    if len(having) == 1:
+        print(having[0].outputs[args.name])
+        return 0
+    if having:
+        names = ", ".join(stack.name for stack in having)
+        raise emulators.EmulatorError(
+            f"stacks {names} each have an output {args.name}: name one with --stack"
+        )
+    known = sorted({f"{stack.name}.{name}" for stack in stacks for name in stack.outputs})
+    raise emulators.EmulatorError(
+        f"no deployed stack has an output {args.name!r}; the outputs are: {', '.join(known) or 'none'}"
+    )
+
+
 def cmd_env(args: argparse.Namespace) -> int:
     emulator = _running(args, _location(args))
     env = emulator.client_environment(base={})
@@ -318,6 +343,9 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
     run.add_argument("--wait", type=int, default=5, help="long-poll wait in seconds (default: 5)")
     run.add_argument("-q", "--quiet", action="store_true", help="only the summary, no line per batch")
     command("status", "what is running and deployed", cmd_status)
+    output = command("output", "print the value of one stack output (for scripts)", cmd_output)
+    output.add_argument("name", help="the output's name, e.g. TopicArn")
+    output.add_argument("--stack", help="the stack (default: the only one with that output)")
     command("env", "print exports that point AWS tools at the emulator", cmd_env)
     serve = command("serve", "run the emulator in the foreground", cmd_serve)
     serve.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")

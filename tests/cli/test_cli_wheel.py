@@ -53,6 +53,7 @@ class Shop:
     env: dict[str, str]
     deployed: subprocess.CompletedProcess[str]
     steps: set[str] = field(default_factory=set)  # the steps of the path done so far, in this process
+    found: dict[str, str] = field(default_factory=dict)  # what the tool printed, for later steps
 
     def after(self, step: str) -> None:
         """Fail clearly when a test runs without the step it builds on (e.g. split across workers)."""
@@ -201,8 +202,13 @@ def test_no_node_banner_reached_the_cdk_output(shop: Shop) -> None:
 
 
 def _publish(shop: Shop, line: dict[str, Any], dedup_id: str) -> None:
+    if "topic" not in shop.found:  # as the README: TOPIC_ARN=$(idempotent-pipeline local output TopicArn)
+        output = shop.command("local", "output", "TopicArn")
+        assert output.returncode == 0, output.stdout + output.stderr
+        shop.found["topic"] = output.stdout.strip()
+        assert shop.found["topic"] == shop.outputs()["TopicArn"]
     shop.emulator.client("sns").publish(
-        TopicArn=shop.outputs()["TopicArn"],
+        TopicArn=shop.found["topic"],
         Message=json.dumps(line),
         MessageGroupId=line["order_id"],
         MessageDeduplicationId=dedup_id,

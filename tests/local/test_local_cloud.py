@@ -292,6 +292,21 @@ def test_the_cdk_cli_printed_no_node_banners(deployment: Deployment) -> None:
         assert "IdempotentPipeline" in log or "Bootstrapping" in log or "bootstrapped" in log, name
 
 
+def test_output_prints_one_stack_output_for_scripts(deployment: Deployment) -> None:
+    where = ["--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
+    printed, errors = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
+        assert main(["output", "TopicArn", *where]) == 0
+        assert main(["output", "TopicArn", "--stack", "IdempotentPipeline", *where]) == 0
+        assert main(["output", "TopicArm", *where]) == 1
+        assert main(["output", "TopicArn", "--stack", "Nope", *where]) == 1
+    topic = deployment.outputs["TopicArn"]
+    assert printed.getvalue() == f"{topic}\n{topic}\n"
+    assert "no deployed stack has an output 'TopicArm'" in errors.getvalue()
+    assert "IdempotentPipeline.TopicArn" in errors.getvalue()  # the outputs there are, to pick from
+    assert "no stack named 'Nope'" in errors.getvalue()
+
+
 def test_diff_shows_a_changed_prop_against_what_is_deployed(deployment: Deployment) -> None:
     printed = io.StringIO()
     args = ["diff", "--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
