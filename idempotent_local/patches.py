@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -449,6 +450,77 @@ def _fifo_group_order(endpoint: str | None) -> None:
     _replace(Queue, "pending_message_groups", lambda _: property(pending_message_groups))
 
 
+DEDUPLICATION_SECONDS = 300  # SQS: the deduplication interval of a FIFO queue
+_DEDUPLICATION_LOCK = threading.Lock()
+
+
+def _fifo_deduplication(endpoint: str | None) -> None:
+    """A FIFO queue remembers each deduplication id for 5 minutes from its first send, "even after the
+    message has been received and deleted", and answers a send it drops with the *earlier* message's id
+    (AWS: "Using the message deduplication ID", SendMessage). moto compares only with messages still in the
+    queue and answers a dropped send with a new id, so a producer retry after the consumer deleted the
+    original went through, and a tool could not tell that SQS dropped its send."""
+    from moto.sqs.models import Message
+
+    def make(original: Any) -> Any:
+        def send_message(
+            self: Any,
+            queue_name: str,
+            message_body: str,
+            message_attributes: dict[str, Any] | None = None,
+            delay_seconds: int | None = None,
+            deduplication_id: str | None = None,
+            group_id: str | None = None,
+            system_attributes: dict[str, Any] | None = None,
+            validate_group_id: bool = True,
+        ) -> Any:
+            def send() -> Any:
+                return original(
+                    self,
+                    queue_name,
+                    message_body,
+                    message_attributes=message_attributes,
+                    delay_seconds=delay_seconds,
+                    deduplication_id=deduplication_id,
+                    group_id=group_id,
+                    system_attributes=system_attributes,
+                    validate_group_id=validate_group_id,
+                )
+
+            queue = self.get_queue(queue_name)
+            key = deduplication_id
+            if key is None and queue.attributes.get("ContentBasedDeduplication") == "true":
+                key = hashlib.sha256(message_body.encode("utf-8")).hexdigest()
+            if not queue.fifo_queue or key is None:
+                return send()  # moto's own checks answer a FIFO send without a deduplication id
+            with _DEDUPLICATION_LOCK:
+                seen: dict[str, tuple[float, Any]] = vars(queue).setdefault("_deduplication_ids", {})
+                now = time.time()
+                for old in [k for k, (at, _) in seen.items() if now - at >= DEDUPLICATION_SECONDS]:
+                    del seen[old]
+                if key in seen:
+                    self._validate_message(
+                        queue,
+                        message_body=message_body,
+                        delay_seconds=int(delay_seconds or 0),
+                        deduplication_id=deduplication_id,
+                        group_id=group_id,
+                        validate_group_id=validate_group_id,
+                    )
+                    earlier = seen[key][1]
+                    answer = Message(earlier.id, message_body, system_attributes)
+                    answer.message_attributes = message_attributes or {}
+                    answer.sequence_number = earlier.sequence_number
+                    return answer  # accepted, not enqueued
+                message = send()
+                seen[key] = (now, message)
+                return message
+
+        return send_message
+
+    _replace(SQSBackend, "send_message", make)
+
+
 # The queue a receive is running on: where a message moved to a dead-letter queue comes from.
 _RECEIVING: dict[int, Any] = {}
 
@@ -560,6 +632,13 @@ PATCHES: tuple[Patch, ...] = (
         "DLQ gives it its message id as deduplication id (moto drops a second dead letter with the same "
         "deduplication id); the source queue is remembered for message move tasks",
         _dead_letter_moves,
+    ),
+    Patch(
+        "fifo-deduplication",
+        "a FIFO queue remembers a deduplication id for 5 minutes, also after the message was deleted, and "
+        "answers a duplicate send with the earlier message's id (moto forgets deleted messages' ids and "
+        "answers with a new id for a message it drops)",
+        _fifo_deduplication,
     ),
     Patch(
         "message-move-tasks",

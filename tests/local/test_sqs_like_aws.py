@@ -272,3 +272,82 @@ def test_move_task_needs_a_dead_letter_queue_that_exists(clean_emulator: Emulato
         sqs.start_message_move_task(SourceArn=plain_arn)
     assert missing.value.response["Error"]["Code"] == "ResourceNotFoundException"
     assert "must be configured as a Dead Letter Queue" in not_a_dlq.value.response["Error"]["Message"]
+
+
+def test_a_duplicate_send_is_answered_with_the_earlier_message_id_and_not_enqueued(
+    clean_emulator: Emulator,
+) -> None:
+    url, _ = _queue(clean_emulator, "dedup.fifo")
+    sqs = clean_emulator.client("sqs")
+    first = sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="D")
+    again = sqs.send_message(QueueUrl=url, MessageBody="b", MessageGroupId="g", MessageDeduplicationId="D")
+    assert again["MessageId"] == first["MessageId"]
+    assert [m["Body"] for m in _receive(clean_emulator, url)] == ["a"]
+
+
+def test_a_deduplication_id_is_remembered_after_its_message_was_deleted(clean_emulator: Emulator) -> None:
+    url, _ = _queue(clean_emulator, "remembered.fifo", ContentBasedDeduplication="true")
+    sqs = clean_emulator.client("sqs")
+    first = sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="D")
+    by_content = sqs.send_message(QueueUrl=url, MessageBody="same content", MessageGroupId="g")
+    for message in _receive(clean_emulator, url):
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    # Within 5 minutes of the first send, consumed or not, SQS drops the same id and the same content.
+    again = sqs.send_message(QueueUrl=url, MessageBody="b", MessageGroupId="g", MessageDeduplicationId="D")
+    resent = sqs.send_message(QueueUrl=url, MessageBody="same content", MessageGroupId="h")
+    assert (again["MessageId"], resent["MessageId"]) == (first["MessageId"], by_content["MessageId"])
+    assert _receive(clean_emulator, url, WaitTimeSeconds=1) == []
+    other = sqs.send_message(QueueUrl=url, MessageBody="c", MessageGroupId="g", MessageDeduplicationId="E")
+    assert [m["MessageId"] for m in _receive(clean_emulator, url)] == [other["MessageId"]]
+
+
+def test_a_duplicate_publish_to_a_fifo_topic_is_dropped_after_the_first_was_consumed(
+    clean_emulator: Emulator,
+) -> None:
+    url, arn = _queue(clean_emulator, "from-topic.fifo")
+    sns = clean_emulator.client("sns")
+    topic = sns.create_topic(Name="t.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+    sns.publish(TopicArn=topic, Message="pay", MessageGroupId="g", MessageDeduplicationId="p-1")
+    sqs = clean_emulator.client("sqs")
+    for message in _receive(clean_emulator, url):
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    sns.publish(TopicArn=topic, Message="pay", MessageGroupId="g", MessageDeduplicationId="p-1")
+    assert _receive(clean_emulator, url, WaitTimeSeconds=1) == []
+
+
+def test_a_deduplication_id_is_forgotten_five_minutes_after_its_first_send(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import types
+
+    import boto3
+    from moto import mock_aws
+
+    from idempotent_local import patches
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(patches, "time", types.SimpleNamespace(time=lambda: now[0]))
+    with mock_aws():
+        patches.apply()
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="window.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+
+        def send() -> str:
+            return sqs.send_message(
+                QueueUrl=url, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="D"
+            )["MessageId"]
+
+        def consume() -> list[str]:
+            received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+            for message in received:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            return [message["MessageId"] for message in received]
+
+        first = send()
+        assert consume() == [first]
+        now[0] += patches.DEDUPLICATION_SECONDS - 1
+        assert send() == first and consume() == []  # still inside the window: dropped
+        now[0] += 1
+        later = send()  # the window counts from the first send, not from the dropped one
+        assert later != first and consume() == [later]
