@@ -182,14 +182,38 @@ def _terminate(process: subprocess.Popen[bytes], state_dir: Path) -> None:
             path.unlink()
 
 
+def _command_line(pid: int) -> str | None:
+    """The process's command line, or None where it cannot be read."""
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        found = subprocess.run(
+            ["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, timeout=5
+        )
+        return found.stdout if found.returncode == 0 else ""
+    return None
+
+
+def _serves(pid: int, port: int | None) -> bool:
+    """Whether ``pid`` is an emulator (``... serve``), not a process that reused a stale state file's pid."""
+    command = _command_line(pid)
+    if command is None:  # no /proc and no ps: an emulator answers on its port
+        return port is not None and _responds(f"http://localhost:{port}")
+    return " serve" in command and ("idempotent_local" in command or "idempotent-pipeline" in command)
+
+
 def stop(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 15.0) -> bool:
-    """Stop the emulator recorded in ``state_dir``. Returns whether one was running."""
+    """Stop the emulator recorded in ``state_dir``. Returns whether one was running.
+
+    A state file left behind (a killed emulator, a reboot) may name a pid that another process has since
+    taken: that process is left alone and the state file removed."""
     path = _state_path(state_dir)
     try:
-        pid = int(json.loads(path.read_text())["pid"])
-    except (FileNotFoundError, ValueError, KeyError):
+        data = json.loads(path.read_text())
+        pid, port = int(data["pid"]), data.get("port")
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
         return False
-    if not _alive(pid):
+    if not _alive(pid) or not _serves(pid, port):
         path.unlink(missing_ok=True)
         return False
     os.kill(pid, signal.SIGTERM)

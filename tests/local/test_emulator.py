@@ -47,6 +47,22 @@ def test_emulator_starts_once_is_reused_and_stops(tmp_path: Path) -> None:
     assert emulators.stop(tmp_path) is False
 
 
+def test_stop_leaves_alone_a_process_that_took_a_stale_state_files_pid(tmp_path: Path) -> None:
+    # An emulator killed (or a reboot) leaves its state file; its pid may belong to another process now.
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "state.json").write_text(
+            json.dumps({"pid": other.pid, "port": 9, "state_dir": str(tmp_path)})
+        )
+        assert emulators.find(tmp_path) is None
+        assert main(["stop", "--state-dir", str(tmp_path), "--app-dir", str(ROOT)]) == 0
+        assert other.poll() is None  # still running
+        assert not (tmp_path / "state.json").exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_client_environment_points_only_at_the_emulator() -> None:
     emulator = emulators.Emulator(pid=1, port=4567, state_dir="/tmp/somewhere")
     env = emulator.client_environment(
