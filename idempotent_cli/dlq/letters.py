@@ -176,6 +176,21 @@ class DeadLetter:
         return None
 
     @property
+    def message_ids(self) -> tuple[str, ...]:
+        """Every id this message has had, oldest first: the original the consumer first saw, the delivery the
+        runtime dead-lettered (after a redrive, the redriven copy: the id the runtime logged), and its id in
+        the DLQ. SQS may answer a send it drops as a duplicate with any of them."""
+        ids: dict[str, None] = {}
+        for value in (
+            _get(self.earlier_redrive, "source_message_id"),
+            self._detail("source_message_id"),
+            self.message_id,
+        ):
+            if isinstance(value, str) and value:
+                ids.setdefault(value)
+        return tuple(ids)
+
+    @property
     def original_dedup_id(self) -> str | None:
         """The producer's MessageDeduplicationId, where it is known.
 

@@ -9,9 +9,10 @@ For each dead letter the walk hands over (within a FIFO group, in the group's or
 3. ``--dry-run`` prints what the table says about its key and changes nothing;
    ``--force`` deletes the record of a key that is done (once per key and run) so it is processed again;
 4. SendMessage. SQS answers a send it drops as a duplicate (same deduplication id within 5 minutes of an
-   accepted one) with success and the id of the earlier message: an answer naming a message this run knows
-   (the original the dead letter came from, or one of this run's sends) means the send was dropped, so the
-   dead letter stays, and is reported;
+   accepted one, even one deleted since) with success and the id of the earlier message: an answer naming
+   any id the message has had (the original, a redriven copy the runtime dead-lettered again, its id in
+   the DLQ) or one of this run's sends means the send was dropped, so the dead letter stays, and is
+   reported with the time its deduplication id is free again;
 5. only then is the dead letter deleted.
 
 A dead letter that stays for a reason other than the filters stops its FIFO group for this run: sending the
@@ -21,9 +22,12 @@ later ones first would reorder the group.
 from __future__ import annotations
 
 import json
+import math
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -35,6 +39,8 @@ from idempotent_cli.dlq.letters import REDRIVE_ATTRIBUTE, DeadLetter, Filters, O
 from idempotent_cli.dlq.locate import Target
 from idempotent_cli.dlq.queue import Decision, Queue
 
+# SQS FIFO: a send whose deduplication id was accepted this recently is dropped (and answered as a success).
+DEDUPLICATION_WINDOW_MS = 5 * 60 * 1000
 RUN_FIELD = "run"  # in idempotency.redrive: which run sent it (a message that bounces back is not resent)
 
 
@@ -74,7 +80,7 @@ class Redriver:
         self.run_id = uuid.uuid4().hex[:12]
         self.source_fifo = source.fifo
         self.tally = Tally()
-        self.known_ids: set[str] = set()  # ids SendMessage returned in this run
+        self.known_ids: dict[str, float] = {}  # ids SendMessage returned in this run: when (epoch ms)
         self._inspect_warning = False
         self.sending: DeadLetter | None = None  # sent, not yet deleted from the DLQ
 
@@ -173,9 +179,9 @@ class Redriver:
                 "dropped by SQS",
                 f"kept {head}: SQS accepted the send but dropped it as a duplicate of message {dropped_as} "
                 f"(deduplication id {plan.dedup_id} was used within the last 5 minutes); redrive it again "
-                "when 5 minutes have passed since that message was sent",
+                f"after {self._retry_after(letter, dropped_as)}",
             )
-        self.known_ids.add(new_id)
+        self.known_ids[new_id] = time.time() * 1000
         try:
             self.dlq.delete(letter)
         except (ClientError, BotoCoreError) as exc:
@@ -214,10 +220,18 @@ class Redriver:
         if not self.source_fifo:
             return None
         new_id = response.get("MessageId", "")
-        known = {letter.message_id, *self.known_ids}
-        if letter.source_message_id:
-            known.add(letter.source_message_id)
+        known = {*letter.message_ids, *self.known_ids}
         return new_id if new_id in known else None
+
+    def _retry_after(self, letter: DeadLetter, dropped_as: str) -> str:
+        """When the deduplication id the send was dropped for is free again: 5 minutes after the message it
+        duplicated was sent (a send of this run, or one sent before the dead letter reached the DLQ)."""
+        sent_ms = self.known_ids.get(dropped_as) or letter.sent_ms
+        now_ms = time.time() * 1000
+        free_ms = sent_ms + DEDUPLICATION_WINDOW_MS if sent_ms else 0
+        if free_ms <= now_ms:
+            free_ms = now_ms + DEDUPLICATION_WINDOW_MS
+        return datetime.fromtimestamp(math.ceil(free_ms / 1000), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
     def _inspect(self, letter: DeadLetter, plan: Outgoing) -> Inspection | None:
         if self.keys is None or self._inspect_warning:

@@ -5,11 +5,14 @@ handler with the deployed function's configuration."""
 from __future__ import annotations
 
 import json
+import math
+from datetime import UTC, datetime
 
 import dlq_processors
 import pytest
 from dlq_helpers import (
     Terminal,
+    aws_deduplication,  # noqa: F401  (fixture)
     body,
     by_group,
     client,
@@ -235,3 +238,55 @@ def test_dedup_id_keys_are_restored_and_an_unknown_one_is_kept_unless_forced():
     assert "redriven anyway (--force): the consumer keys it afresh" in terminal.out.getvalue()
     [message] = client("sqs").receive_message(QueueUrl=pipeline.queue_url, AttributeNames=["All"])["Messages"]
     assert message["Attributes"]["MessageDeduplicationId"] == f"redrive-{unknown['MessageId']}"
+
+
+def _redriven_as(terminal: Terminal, letter_id: str) -> str:
+    """The source-queue message id a run printed for ``letter_id`` ("redriven ID (group G) as NEW...")."""
+    [line] = [line for line in terminal.lines if line.startswith(f"redriven {letter_id} ")]
+    return line.split(" as ", 1)[1].split(",")[0].split(";")[0]
+
+
+def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(aws_deduplication):
+    # Redriven, rejected again at once (the fix is not deployed yet): the runtime dead-letters the redriven
+    # copy X. Redriven again within 5 minutes, the restored deduplication id is still X's: SQS drops the send
+    # and answers with X's id. The dead letter must stay, or the message is gone from both queues.
+    pipeline, handler = _pipeline()
+    message_body = body("o-1", amount=2, reject="bug")
+    first = dead_letter(
+        message_body,
+        queue_url=pipeline.dlq_url,
+        group_id="g",
+        dedup_id="order-1",
+        kind=DeadLetterKind.REJECTED,
+        reason="rejected by the processor: bug",
+    )
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+    assert code == 0, terminal.error
+    copy = _redriven_as(terminal, first["MessageId"])
+    assert consume(pipeline, handler) == [(message_body, "quarantined")]
+    [again] = client("sqs").receive_message(
+        QueueUrl=pipeline.dlq_url, VisibilityTimeout=0, AttributeNames=["All"]
+    )["Messages"]
+
+    dlq_processors.FIXED.set()
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 1
+    sent = int(again["Attributes"]["SentTimestamp"])
+    free = datetime.fromtimestamp(math.ceil((sent + 300_000) / 1000), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    assert (
+        f"kept {again['MessageId']} (group g): SQS accepted the send but dropped it as a duplicate of message "
+        f"{copy} (deduplication id order-1 was used within the last 5 minutes); redrive it again after {free}"
+    ) in terminal.lines
+    assert "1 dropped by SQS" in terminal.lines
+    assert drain(pipeline.queue_url) == []
+    [kept] = client("sqs").receive_message(QueueUrl=pipeline.dlq_url, VisibilityTimeout=0)["Messages"]
+    assert kept["MessageId"] == again["MessageId"] and kept["Body"] == message_body
+
+    aws_deduplication.elapse(300)
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 0, terminal.error
+    assert consume(pipeline, handler) == [(message_body, "processed")]
+    assert _item(pipeline, "o-1", "1")["total"] == {"N": "200"}
+    assert drain(pipeline.dlq_url) == []
