@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import dlq_processors
 import pytest
 from dlq_helpers import (
+    Deduplication,
     Terminal,
     aws_deduplication,  # noqa: F401  (fixture)
     body,
@@ -246,7 +247,9 @@ def _redriven_as(terminal: Terminal, letter_id: str) -> str:
     return line.split(" as ", 1)[1].split(",")[0].split(";")[0]
 
 
-def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(aws_deduplication):
+def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(
+    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+):
     # Redriven, rejected again at once (the fix is not deployed yet): the runtime dead-letters the redriven
     # copy X. Redriven again within 5 minutes, the restored deduplication id is still X's: SQS drops the send
     # and answers with X's id. The dead letter must stay, or the message is gone from both queues.
@@ -275,8 +278,9 @@ def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(
     sent = int(again["Attributes"]["SentTimestamp"])
     free = datetime.fromtimestamp(math.ceil((sent + 300_000) / 1000), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     assert (
-        f"kept {again['MessageId']} (group g): SQS accepted the send but dropped it as a duplicate of message "
-        f"{copy} (deduplication id order-1 was used within the last 5 minutes); redrive it again after {free}"
+        f"kept {again['MessageId']} (group g): SQS accepted the send but dropped it as a duplicate of "
+        f"message {copy} (deduplication id order-1 was used within the last 5 minutes); redrive it again "
+        f"after {free}"
     ) in terminal.lines
     assert "1 dropped by SQS" in terminal.lines
     assert drain(pipeline.queue_url) == []
