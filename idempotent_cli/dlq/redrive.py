@@ -7,7 +7,9 @@ For each dead letter the walk hands over (within a FIFO group, in the group's or
    (where known) deduplication id, and ``idempotency.redrive`` so the consumer keys it as the first time.
    A dead letter whose key cannot be restored stays, with the reason, unless ``--force``;
 3. ``--dry-run`` prints what the table says about its key and changes nothing;
-   ``--force`` deletes the record of a key that is done (once per key and run) so it is processed again;
+   ``--force`` deletes the record of a key that is done (once per key and run) so it is processed again,
+   and then sends the message with a deduplication id never used before, so SQS cannot drop the send after
+   the key is gone (a key that *is* the deduplication id sent is not deleted);
 4. SendMessage. SQS answers a send it drops as a duplicate (same deduplication id within 5 minutes of an
    accepted one, even one deleted since) with success and the id of the earlier message: an answer naming
    any id the message has had (the original, a redriven copy the runtime dead-lettered again, its id in
@@ -31,11 +33,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+from idempotent_runtime import contract
 
 from idempotent_cli.dlq.console import Console, Pace, Progress
 from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import FORCED, FORGET_MEANING, MEANING, Inspection, KeyTable, State
-from idempotent_cli.dlq.letters import REDRIVE_ATTRIBUTE, DeadLetter, Filters, Outgoing, outgoing
+from idempotent_cli.dlq.letters import (
+    FRESH_DEDUP_PREFIX,
+    REDRIVE_ATTRIBUTE,
+    DeadLetter,
+    Filters,
+    Outgoing,
+    outgoing,
+)
 from idempotent_cli.dlq.locate import Target
 from idempotent_cli.dlq.queue import Decision, Queue
 
@@ -146,17 +156,26 @@ class Redriver:
             self.progress.line(
                 f"{head}: {plan.problem}; redriven anyway (--force): the consumer keys it afresh"
             )
-        if (
-            self.force
-            and inspection is not None
-            and inspection.state in FORCED
-            and inspection.key is not None
-        ):
-            key = (inspection.key.partition, inspection.key.sort)
-            if key not in self.tally.forgotten:
+        if self._forgets(inspection):
+            assert inspection is not None and inspection.key is not None
+            if self.source_fifo and _keyed_by_dedup_id(plan, self.target.key_source):
+                # The key is the deduplication id this send reuses: SQS may drop the send (the id was used
+                # in the last 5 minutes, perhaps by an earlier run's copy), and the key would be gone with
+                # nothing to take its place. It stays.
+                self.progress.line(
+                    f"{head}: key {inspection.key_text} was {inspection.state.value}; not forgotten: the "
+                    f"consumer keys it by the deduplication id this send reuses ({plan.dedup_id}), which SQS "
+                    "may drop as a duplicate"
+                )
+            else:
+                if self.source_fifo:
+                    # Never used before, so SQS cannot drop the send once the key is gone. The key does not
+                    # come from it: the body, or idempotency.redrive, gives the consumer the same key.
+                    plan.dedup_id = f"{FRESH_DEDUP_PREFIX}{self.run_id}-{letter.message_id}"[:128]
+                    plan.dedup_restored = False
                 assert self.keys is not None
                 self.keys.forget(inspection.key)
-                self.tally.forgotten.add(key)
+                self.tally.forgotten.add((inspection.key.partition, inspection.key.sort))
                 self.progress.line(
                     f"{head}: key {inspection.key_text} was {inspection.state.value}; forgot it "
                     f"({FORGET_MEANING.get(self.keys.mode, 'its record is deleted')})"
@@ -209,6 +228,14 @@ class Redriver:
         self.progress.step("redriven")
         return Decision.DELETED
 
+    def _forgets(self, inspection: Inspection | None) -> bool:
+        """Whether --force deletes this key's record before the send (once per key and run)."""
+        if not self.force or inspection is None or inspection.key is None:
+            return False
+        if inspection.state not in FORCED:
+            return False
+        return (inspection.key.partition, inspection.key.sort) not in self.tally.forgotten
+
     def _keep(self, letter: DeadLetter, outcome: str, line: str) -> Decision:
         self.tally.outcomes[outcome] += 1
         self.progress.line(line)
@@ -246,6 +273,15 @@ class Redriver:
                 f"warning: cannot read the idempotency table ({exc}); key states are not shown"
             )
             return None
+
+
+def _keyed_by_dedup_id(plan: Outgoing, key_source: str | None) -> bool:
+    """Whether the consumer keys ``plan`` by the MessageDeduplicationId it is sent with: KEY_SOURCE=dedup_id
+    (or unknown) and no original deduplication id in ``idempotency.redrive`` (which the runtime reads
+    first)."""
+    if key_source not in (None, contract.KeySource.DEDUP_ID):
+        return False
+    return not (plan.redrive and plan.redrive.get("dedup_id"))
 
 
 def _run_of(letter: DeadLetter) -> str | None:
