@@ -108,7 +108,8 @@ def test_unreadable_details_are_shown_not_guessed():
     assert "idempotency.details is not JSON" in letter.describe()
 
 
-def test_a_subscription_dead_letter_keeps_the_published_deduplication_id_and_gets_no_redrive_attribute():
+def test_a_subscription_dead_letter_keeps_the_published_deduplication_id_and_is_keyed_by_its_dlq_id():
+    # Never delivered, never keyed: every copy a redrive sends is keyed by its id in the subscription's DLQ.
     letter = DeadLetter.from_message(
         _message("s-1", dedup="published-1", attributes={"ErrorCode": _string("KMS.AccessDenied")}),
         Which.SUBSCRIPTION,
@@ -117,9 +118,15 @@ def test_a_subscription_dead_letter_keeps_the_published_deduplication_id_and_get
     message = outgoing(letter, source_fifo=True, key_source="dedup_id")
 
     assert letter.kind == "undeliverable" and letter.source_message_id is None
-    assert message.problem is None and message.redrive is None
+    assert message.problem is None
+    assert message.redrive == {"source_message_id": "s-1", "dedup_id": "published-1"}
+    assert json.loads(message.attributes[REDRIVE_ATTRIBUTE]["StringValue"]) == message.redrive
     assert message.dedup_id == "published-1" and message.dedup_restored
     assert "ErrorCode=KMS.AccessDenied" in letter.describe()
+
+    standard = outgoing(letter, source_fifo=False, key_source="message_id")
+    assert standard.redrive == {"source_message_id": "s-1", "dedup_id": None}
+    assert standard.dedup_id is None and standard.group_id == "g"
 
 
 @pytest.mark.parametrize(
