@@ -84,8 +84,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--reason",
         action="append",
         default=[],
+        metavar="KIND",
+        help=f"only this kind ({', '.join(KINDS)}), exactly; a value that is not a kind matches reasons "
+        "containing it, as --reason-text does (repeatable)",
+    )
+    chosen.add_argument(
+        "--reason-text",
+        action="append",
+        default=[],
         metavar="TEXT",
-        help=f"only this reason: a kind ({', '.join(KINDS)}) or text the reason contains (repeatable)",
+        help="only reasons whose text contains this, whatever their kind (case-insensitive; repeatable)",
     )
 
     listing = commands.add_parser("list", parents=[common, filters], help="counts by group and by reason")
@@ -191,7 +199,11 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
         visibility_seconds=args.visibility_timeout,
         wait_seconds=args.wait_seconds,
     )
-    filters = Filters(tuple(getattr(args, "group", []) or ()), tuple(getattr(args, "reason", []) or ()))
+    filters = Filters(
+        tuple(getattr(args, "group", []) or ()),
+        tuple(getattr(args, "reason", []) or ()),
+        tuple(getattr(args, "reason_text", []) or ()),
+    )
     handler = args.dlq_handler
     if handler == "list":
         return commands.cmd_list(context, filters=filters, messages=args.messages, as_json=args.json)

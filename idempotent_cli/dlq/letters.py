@@ -57,6 +57,8 @@ MOVED = "moved"  # moved by SQS after maxReceiveCount receives
 UNDELIVERABLE = "undeliverable"  # SNS could not deliver it to the queue
 UNKNOWN = "unknown"  # the runtime's attributes are there but the details cannot be read
 KINDS = (*(kind.value for kind in contract.DeadLetterKind), MOVED, UNDELIVERABLE)
+# A --reason naming one of these matches that kind exactly, never a reason text that contains the word.
+FILTER_KINDS = frozenset({*KINDS, UNKNOWN})
 
 
 @dataclass
@@ -251,25 +253,31 @@ class DeadLetter:
 
 @dataclass(frozen=True)
 class Filters:
-    """Which dead letters a command acts on: group ids (shell patterns) and reasons (a kind or a
-    substring)."""
+    """Which dead letters a command acts on: group ids (shell patterns) and reasons. A reason that names a
+    kind (``invalid``, ``exhausted``...) matches that kind only; any other reason, and every ``texts``
+    entry, matches the reason text containing it (case-insensitive). A letter must match a group (if any
+    are given) and a reason or text (if any are given)."""
 
     groups: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.groups or self.reasons)
+        return bool(self.groups or self.reasons or self.texts)
 
     def matches(self, letter: DeadLetter, max_receive_count: int | None = None) -> bool:
         if self.groups:
             group = letter.original_group_id or ""
             if not any(fnmatch.fnmatchcase(group, pattern) for pattern in self.groups):
                 return False
-        if self.reasons:
+        if self.reasons or self.texts:
             text = letter.describe(max_receive_count).casefold()
-            if not any(
-                wanted.casefold() == letter.kind or wanted.casefold() in text for wanted in self.reasons
-            ):
+            kinds = [wanted.casefold() for wanted in self.reasons if wanted.casefold() in FILTER_KINDS]
+            contained = [
+                wanted.casefold() for wanted in self.reasons if wanted.casefold() not in FILTER_KINDS
+            ]
+            contained += [wanted.casefold() for wanted in self.texts]
+            if letter.kind not in kinds and not any(wanted in text for wanted in contained):
                 return False
         return True
 
@@ -277,6 +285,8 @@ class Filters:
         parts = [f"group {' or '.join(self.groups)}"] if self.groups else []
         if self.reasons:
             parts.append(f"reason {' or '.join(repr(r) for r in self.reasons)}")
+        if self.texts:
+            parts.append(f"reason text {' or '.join(repr(t) for t in self.texts)}")
         return ", ".join(parts) if parts else "all messages"
 
 

@@ -152,6 +152,27 @@ def test_filters_match_group_patterns_and_kinds_or_reason_text(filters, matches)
     assert filters.matches(letter) is matches
 
 
+def test_a_reason_naming_a_kind_matches_that_kind_only_and_reason_text_matches_text():
+    letter = DeadLetter.from_message(
+        _message(
+            details={"kind": "exhausted", "group_id": "g"},
+            reason="failed on its last receive: TransientError: Invalid session token",
+        ),
+        Which.DLQ,
+    )
+
+    assert not Filters(reasons=("invalid",)).matches(letter)
+    assert not Filters(reasons=("INVALID",)).matches(letter)
+    assert Filters(reasons=("Exhausted",)).matches(letter)
+    assert Filters(reasons=("session token",)).matches(letter)  # not a kind: the text
+    assert Filters(texts=("invalid",)).matches(letter)
+    assert Filters(reasons=("rejected",), texts=("session",)).matches(letter)
+    assert not Filters(reasons=("rejected",), texts=("timeout",)).matches(letter)
+    assert (
+        Filters(reasons=("invalid",), texts=("token",)).describe() == "reason 'invalid', reason text 'token'"
+    )
+
+
 def test_pace_waits_so_sends_are_at_most_the_rate_apart():
     now = [0.0]
     slept: list[float] = []
