@@ -102,7 +102,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     listing.set_defaults(dlq_handler="list")
 
     show = commands.add_parser("show", parents=[common], help="one message in full")
-    show.add_argument("message_id", metavar="ID", help="its message id in the DLQ, or the source message id")
+    show.add_argument(
+        "message_id",
+        metavar="ID",
+        help="any id the message has had: in the DLQ, the original's, or a redriven copy's (the id the "
+        "consumer logged)",
+    )
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(dlq_handler="show")
 

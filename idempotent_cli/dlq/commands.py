@@ -220,6 +220,7 @@ def _summary(letter: DeadLetter, max_receive: int | None) -> dict[str, Any]:
     return {
         "message_id": letter.message_id,
         "source_message_id": letter.source_message_id,
+        "message_ids": list(letter.message_ids),
         "group": letter.original_group_id,
         "sent": letter.sent_at,
         "kind": letter.kind,
@@ -236,7 +237,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     found: list[DeadLetter] = []
 
     def visit(letter: DeadLetter) -> Decision:
-        if message_id in (letter.message_id, letter.source_message_id):
+        if message_id in letter.message_ids:
             found.append(letter)
             return Decision.STOP
         return Decision.LEAVE
@@ -245,7 +246,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     if not found:
         report_walk(context.console, result)
         raise DlqError(
-            f"no message {message_id} (message id in the DLQ, or the source message id) among the "
+            f"no message {message_id} (its id in the DLQ, the original's, or a redriven copy's) among the "
             f"{result.visited} read from {context.target.dlq_url}"
         )
     letter = found[0]
@@ -287,6 +288,9 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     out = context.console.print
     out(f"message            {letter.message_id}  (in {context.target.dlq_url})")
     out(f"source message id  {letter.source_message_id or '-'}")
+    delivered = letter.details.get("source_message_id") if letter.details else None
+    if isinstance(delivered, str) and delivered and delivered != letter.source_message_id:
+        out(f"dead-lettered as   {delivered} (the redriven copy the consumer quarantined: the id it logged)")
     out(f"group              {letter.original_group_id or '-'}")
     dedup = letter.original_dedup_id or "unknown"
     out(f"deduplication id   {dedup} (in the DLQ: {letter.dedup_id or '-'})")

@@ -380,3 +380,35 @@ def test_force_does_not_forget_a_key_that_is_the_deduplication_id_it_sends_again
     assert consume(pipeline, handler) == []
     assert _item(pipeline, key, "dedup_id")["total"] == {"N": "4"}
     assert drain(pipeline.dlq_url) == []
+
+
+def test_show_finds_a_redriven_message_by_the_id_the_consumer_logged_when_it_quarantined_it_again():
+    pipeline, handler = _pipeline()
+    first = dead_letter(
+        body("o-1", reject="bug"),
+        queue_url=pipeline.dlq_url,
+        group_id="g",
+        dedup_id="order-1",
+        kind=DeadLetterKind.REJECTED,
+        reason="rejected by the processor: bug",
+    )
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+    assert code == 0, terminal.error
+    copy = _redriven_as(terminal, first["MessageId"])
+    assert consume(pipeline, handler) == [(body("o-1", reject="bug"), "quarantined")]  # logs message_id copy
+    [again] = client("sqs").receive_message(QueueUrl=pipeline.dlq_url, VisibilityTimeout=0)["Messages"]
+
+    for wanted in (copy, first["source_message_id"], again["MessageId"]):
+        code, terminal = dlq("show", "--stack", pipeline.stack, wanted)
+        assert code == 0, terminal.error
+        assert terminal.lines[0].startswith(f"message            {again['MessageId']}  (in ")
+        assert f"source message id  {first['source_message_id']}" in terminal.lines
+        assert (
+            f"dead-lettered as   {copy} (the redriven copy the consumer quarantined: the id it logged)"
+        ) in terminal.lines
+
+    code, terminal = dlq("list", "--stack", pipeline.stack, "--messages", "--json")
+    assert code == 0, terminal.error
+    [summary] = json.loads(terminal.out.getvalue())["message_list"]
+    assert summary["source_message_id"] == first["source_message_id"]
+    assert summary["message_ids"] == [first["source_message_id"], copy, again["MessageId"]]
