@@ -84,8 +84,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--reason",
         action="append",
         default=[],
+        metavar="KIND",
+        help=f"only this kind ({', '.join(KINDS)}), exactly; a value that is not a kind matches reasons "
+        "containing it, as --reason-text does (repeatable)",
+    )
+    chosen.add_argument(
+        "--reason-text",
+        action="append",
+        default=[],
         metavar="TEXT",
-        help=f"only this reason: a kind ({', '.join(KINDS)}) or text the reason contains (repeatable)",
+        help="only reasons whose text contains this, whatever their kind (case-insensitive; repeatable)",
     )
 
     listing = commands.add_parser("list", parents=[common, filters], help="counts by group and by reason")
@@ -94,7 +102,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     listing.set_defaults(dlq_handler="list")
 
     show = commands.add_parser("show", parents=[common], help="one message in full")
-    show.add_argument("message_id", metavar="ID", help="its message id in the DLQ, or the source message id")
+    show.add_argument(
+        "message_id",
+        metavar="ID",
+        help="any id the message has had: in the DLQ, the original's, or a redriven copy's (the id the "
+        "consumer logged)",
+    )
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(dlq_handler="show")
 
@@ -191,7 +204,11 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
         visibility_seconds=args.visibility_timeout,
         wait_seconds=args.wait_seconds,
     )
-    filters = Filters(tuple(getattr(args, "group", []) or ()), tuple(getattr(args, "reason", []) or ()))
+    filters = Filters(
+        tuple(getattr(args, "group", []) or ()),
+        tuple(getattr(args, "reason", []) or ()),
+        tuple(getattr(args, "reason_text", []) or ()),
+    )
     handler = args.dlq_handler
     if handler == "list":
         return commands.cmd_list(context, filters=filters, messages=args.messages, as_json=args.json)

@@ -77,6 +77,17 @@ def _account(profile: str | None, region: str | None) -> Clients:
 
 def _local(app_dir: str | Path | None, state_dir: str | Path | None) -> Clients:
     try:
+        from idempotent_local.extra import MissingExtra, require_moto
+    except ImportError as exc:
+        raise DlqError(
+            f"--local needs the local emulator, which is not installed ({exc}): install the `local` extra"
+        ) from None
+    try:
+        # Without moto no emulator can run: say what to install, not that none is running.
+        require_moto()
+    except MissingExtra as exc:
+        raise DlqError(f"--local: {exc}") from None
+    try:
         from idempotent_local import emulator as emulators
         from idempotent_local.location import NoApp, locate
     except ImportError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,6 +220,7 @@ def _summary(letter: DeadLetter, max_receive: int | None) -> dict[str, Any]:
     return {
         "message_id": letter.message_id,
         "source_message_id": letter.source_message_id,
+        "message_ids": list(letter.message_ids),
         "group": letter.original_group_id,
         "sent": letter.sent_at,
         "kind": letter.kind,
@@ -236,7 +237,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     found: list[DeadLetter] = []
 
     def visit(letter: DeadLetter) -> Decision:
-        if message_id in (letter.message_id, letter.source_message_id):
+        if message_id in letter.message_ids:
             found.append(letter)
             return Decision.STOP
         return Decision.LEAVE
@@ -245,7 +246,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     if not found:
         report_walk(context.console, result)
         raise DlqError(
-            f"no message {message_id} (message id in the DLQ, or the source message id) among the "
+            f"no message {message_id} (its id in the DLQ, the original's, or a redriven copy's) among the "
             f"{result.visited} read from {context.target.dlq_url}"
         )
     letter = found[0]
@@ -287,6 +288,9 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     out = context.console.print
     out(f"message            {letter.message_id}  (in {context.target.dlq_url})")
     out(f"source message id  {letter.source_message_id or '-'}")
+    delivered = letter.details.get("source_message_id") if letter.details else None
+    if isinstance(delivered, str) and delivered and delivered != letter.source_message_id:
+        out(f"dead-lettered as   {delivered} (the redriven copy the consumer quarantined: the id it logged)")
     out(f"group              {letter.original_group_id or '-'}")
     dedup = letter.original_dedup_id or "unknown"
     out(f"deduplication id   {dedup} (in the DLQ: {letter.dedup_id or '-'})")
@@ -416,14 +420,47 @@ def cmd_redrive(
 # -- purge ----------------------------------------------------------------------------------------------
 
 
+def _purge_preview(context: Context, dlq: Queue, filters: Filters, counts: Counts) -> str:
+    """What purge is about to delete, read first and counted by kind, for the question."""
+    max_receive = context.target.max_receive_count
+    kinds: Counter[str] = Counter()
+
+    def visit(letter: DeadLetter) -> Decision:
+        if filters.matches(letter, max_receive):
+            kinds[letter.kind] += 1
+        return Decision.LEAVE
+
+    result = walk(dlq, context.target.which, visit, clock=context.console.clock)
+    matching = sum(kinds.values())
+    what = (
+        f"the {matching} message(s) matching {filters.describe()}"
+        if filters
+        else f"all {counts.total} message(s)"
+    )
+    what += f" from {dlq.url}"
+    if kinds:
+        what += " (by kind: " + ", ".join(f"{n} {kind}" for kind, n in kinds.most_common()) + ")"
+    if result.not_reached:
+        what += (
+            f", and {'those' if filters else 'all'} of the {result.not_reached} message(s) behind 10 of a "
+            f"FIFO group, which it reads as it deletes the ones before"
+            + (" and deletes if they match" if filters else "")
+        )
+    return what
+
+
 def cmd_purge(context: Context, *, filters: Filters, yes: bool) -> int:
     dlq = context.dlq()
     counts = dlq.counts()
     context.header(dlq, counts)
-    what = f"the messages matching {filters.describe()}" if filters else f"all {counts.total} message(s)"
-    context.console.confirm(f"purge deletes {what} from {dlq.url} for good.", yes=yes)
-    progress = Progress(context.console, counts.total, "deleted")
     max_receive = context.target.max_receive_count
+    if yes:
+        what = f"the messages matching {filters.describe()}" if filters else f"all {counts.total} message(s)"
+        what += f" from {dlq.url}"
+    else:
+        what = _purge_preview(context, dlq, filters, counts)
+    context.console.confirm(f"purge deletes {what} for good.", yes=yes)
+    progress = Progress(context.console, counts.total, "deleted")
     deleted: list[DeadLetter] = []
 
     def visit(letter: DeadLetter) -> Decision:
@@ -446,5 +483,8 @@ def cmd_purge(context: Context, *, filters: Filters, yes: bool) -> int:
     context.console.print(
         f"deleted {len(deleted)}; {left} left in the queue" + (" by the filters" if filters else "")
     )
+    if deleted:
+        kinds = Counter(letter.kind for letter in deleted)
+        context.console.print("deleted by kind: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
     report_walk(context.console, result)
     return 0

@@ -9,7 +9,8 @@ Three hands put a message into a pipeline's dead-letter queues:
 - SNS, into the subscription's DLQ, when it could not deliver the message to the queue at all.
 
 A redrive must give the consumer the message it would have had: the producer's body, attributes, group and
-(where known) deduplication id, plus ``idempotency.redrive`` so the runtime keys it as before.
+(where known) deduplication id, plus ``idempotency.redrive`` so the runtime keys it as before (a message SNS
+never delivered: by its id in the subscription's DLQ, so every copy a redrive sends is keyed the same).
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ MOVED = "moved"  # moved by SQS after maxReceiveCount receives
 UNDELIVERABLE = "undeliverable"  # SNS could not deliver it to the queue
 UNKNOWN = "unknown"  # the runtime's attributes are there but the details cannot be read
 KINDS = (*(kind.value for kind in contract.DeadLetterKind), MOVED, UNDELIVERABLE)
+# A --reason naming one of these matches that kind exactly, never a reason text that contains the word.
+FILTER_KINDS = frozenset({*KINDS, UNKNOWN})
 
 
 @dataclass
@@ -176,6 +179,21 @@ class DeadLetter:
         return None
 
     @property
+    def message_ids(self) -> tuple[str, ...]:
+        """Every id this message has had, oldest first: the original the consumer first saw, the delivery the
+        runtime dead-lettered (after a redrive, the redriven copy: the id the runtime logged), and its id in
+        the DLQ. SQS may answer a send it drops as a duplicate with any of them."""
+        ids: dict[str, None] = {}
+        for value in (
+            _get(self.earlier_redrive, "source_message_id"),
+            self._detail("source_message_id"),
+            self.message_id,
+        ):
+            if isinstance(value, str) and value:
+                ids.setdefault(value)
+        return tuple(ids)
+
+    @property
     def original_dedup_id(self) -> str | None:
         """The producer's MessageDeduplicationId, where it is known.
 
@@ -235,25 +253,31 @@ class DeadLetter:
 
 @dataclass(frozen=True)
 class Filters:
-    """Which dead letters a command acts on: group ids (shell patterns) and reasons (a kind or a
-    substring)."""
+    """Which dead letters a command acts on: group ids (shell patterns) and reasons. A reason that names a
+    kind (``invalid``, ``exhausted``...) matches that kind only; any other reason, and every ``texts``
+    entry, matches the reason text containing it (case-insensitive). A letter must match a group (if any
+    are given) and a reason or text (if any are given)."""
 
     groups: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.groups or self.reasons)
+        return bool(self.groups or self.reasons or self.texts)
 
     def matches(self, letter: DeadLetter, max_receive_count: int | None = None) -> bool:
         if self.groups:
             group = letter.original_group_id or ""
             if not any(fnmatch.fnmatchcase(group, pattern) for pattern in self.groups):
                 return False
-        if self.reasons:
+        if self.reasons or self.texts:
             text = letter.describe(max_receive_count).casefold()
-            if not any(
-                wanted.casefold() == letter.kind or wanted.casefold() in text for wanted in self.reasons
-            ):
+            kinds = [wanted.casefold() for wanted in self.reasons if wanted.casefold() in FILTER_KINDS]
+            contained = [
+                wanted.casefold() for wanted in self.reasons if wanted.casefold() not in FILTER_KINDS
+            ]
+            contained += [wanted.casefold() for wanted in self.texts]
+            if letter.kind not in kinds and not any(wanted in text for wanted in contained):
                 return False
         return True
 
@@ -261,6 +285,8 @@ class Filters:
         parts = [f"group {' or '.join(self.groups)}"] if self.groups else []
         if self.reasons:
             parts.append(f"reason {' or '.join(repr(r) for r in self.reasons)}")
+        if self.texts:
+            parts.append(f"reason text {' or '.join(repr(t) for t in self.texts)}")
         return ", ".join(parts) if parts else "all messages"
 
 
@@ -292,9 +318,10 @@ def outgoing(letter: DeadLetter, *, source_fifo: bool, key_source: str | None) -
     """The message to send back for ``letter``; ``key_source`` is the consumer's KEY_SOURCE (None: unknown).
 
     The runtime's attributes are dropped and the producer's kept; ``idempotency.redrive`` carries the id and
-    deduplication id the consumer keyed the original by; a FIFO queue gets the original group and, where it
-    is known, the original deduplication id (else ``redrive-<DLQ message id>``). ``problem`` is set when the
-    consumer would key the message differently than the first time.
+    deduplication id the consumer keyed the original by (for a message SNS never delivered: its id in the
+    subscription's DLQ and the deduplication id it is sent with); a FIFO queue gets the original group and,
+    where it is known, the original deduplication id (else ``redrive-<DLQ message id>``). ``problem`` is set
+    when the consumer would key the message differently than the first time.
     """
     attributes = dict(letter.producer_attributes)
     notes = []
@@ -305,46 +332,46 @@ def outgoing(letter: DeadLetter, *, source_fifo: bool, key_source: str | None) -
         )
     problem = None
     original_dedup = letter.original_dedup_id
-    redrive = None
-    if letter.origin is not Origin.SNS:
-        # SNS never delivered it: the consumer has not keyed it yet, and keys it afresh.
-        redrive = {"source_message_id": letter.source_message_id, "dedup_id": original_dedup}
-        needs_redrive = key_source in (None, contract.KeySource.MESSAGE_ID, contract.KeySource.DEDUP_ID)
-        if len(attributes) >= contract.MAX_MESSAGE_ATTRIBUTES:
-            redrive = None
-            if needs_redrive:
-                problem = (
-                    f"it has {len(attributes)} message attributes of its own: SQS allows "
-                    f"{contract.MAX_MESSAGE_ATTRIBUTES}, so there is no room for {REDRIVE_ATTRIBUTE}, which "
-                    f"the consumer needs to key it as before"
-                    + (
-                        ""
-                        if key_source
-                        else " (its key source is unknown: name the consumer with --function)"
-                    )
-                )
-        else:
-            attributes[REDRIVE_ATTRIBUTE] = {
-                "DataType": "String",
-                "StringValue": json.dumps(redrive, separators=(",", ":")),
-            }
     group_id = letter.original_group_id
     dedup_id = None
     if source_fifo:
         group_id = group_id or letter.group_id or letter.source_message_id or letter.message_id
         dedup_id = original_dedup or f"{FRESH_DEDUP_PREFIX}{letter.message_id}"[:128]
-        if original_dedup is None and problem is None and key_source in (None, contract.KeySource.DEDUP_ID):
-            why = (
-                "SQS replaced it with the message id when it moved the message to the DLQ"
-                if letter.origin is Origin.SQS
-                else "the dead letter does not name it"
+    if letter.origin is Origin.SNS:
+        # SNS never delivered it, so the consumer has not keyed it: it is keyed by its id in the
+        # subscription's DLQ (and the deduplication id it is sent with), the same for every copy a redrive
+        # may send of it (a run that sent it and could not delete it, a send retried after a lost answer).
+        redrive = {"source_message_id": letter.message_id, "dedup_id": dedup_id}
+    else:
+        redrive = {"source_message_id": letter.source_message_id, "dedup_id": original_dedup}
+    needs_redrive = key_source in (None, contract.KeySource.MESSAGE_ID, contract.KeySource.DEDUP_ID)
+    if len(attributes) >= contract.MAX_MESSAGE_ATTRIBUTES:
+        redrive = None
+        if needs_redrive:
+            problem = (
+                f"it has {len(attributes)} message attributes of its own: SQS allows "
+                f"{contract.MAX_MESSAGE_ATTRIBUTES}, so there is no room for {REDRIVE_ATTRIBUTE}, which "
+                f"the consumer needs to key it as before"
+                + ("" if key_source else " (its key source is unknown: name the consumer with --function)")
             )
-            problem = f"its original deduplication id is unknown ({why}), and " + (
-                "the consumer keys messages by it (KEY_SOURCE=dedup_id)"
-                if key_source
-                else "the consumer may key messages by it (its key source is unknown: name the consumer "
-                "with --stack or --function)"
-            )
+    else:
+        attributes[REDRIVE_ATTRIBUTE] = {
+            "DataType": "String",
+            "StringValue": json.dumps(redrive, separators=(",", ":")),
+        }
+    unknown_dedup = source_fifo and original_dedup is None
+    if unknown_dedup and problem is None and key_source in (None, contract.KeySource.DEDUP_ID):
+        why = (
+            "SQS replaced it with the message id when it moved the message to the DLQ"
+            if letter.origin is Origin.SQS
+            else "the dead letter does not name it"
+        )
+        problem = f"its original deduplication id is unknown ({why}), and " + (
+            "the consumer keys messages by it (KEY_SOURCE=dedup_id)"
+            if key_source
+            else "the consumer may key messages by it (its key source is unknown: name the consumer "
+            "with --stack or --function)"
+        )
     return Outgoing(
         body=letter.body,
         attributes=attributes,

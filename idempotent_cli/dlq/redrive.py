@@ -7,11 +7,14 @@ For each dead letter the walk hands over (within a FIFO group, in the group's or
    (where known) deduplication id, and ``idempotency.redrive`` so the consumer keys it as the first time.
    A dead letter whose key cannot be restored stays, with the reason, unless ``--force``;
 3. ``--dry-run`` prints what the table says about its key and changes nothing;
-   ``--force`` deletes the record of a key that is done (once per key and run) so it is processed again;
+   ``--force`` deletes the record of a key that is done (once per key and run) so it is processed again,
+   and then sends the message with a deduplication id never used before, so SQS cannot drop the send after
+   the key is gone (a key that *is* the deduplication id sent is not deleted);
 4. SendMessage. SQS answers a send it drops as a duplicate (same deduplication id within 5 minutes of an
-   accepted one) with success and the id of the earlier message: an answer naming a message this run knows
-   (the original the dead letter came from, or one of this run's sends) means the send was dropped, so the
-   dead letter stays, and is reported;
+   accepted one, even one deleted since) with success and the id of the earlier message: an answer naming
+   any id the message has had (the original, a redriven copy the runtime dead-lettered again, its id in
+   the DLQ) or one of this run's sends means the send was dropped, so the dead letter stays, and is
+   reported with the time its deduplication id is free again;
 5. only then is the dead letter deleted.
 
 A dead letter that stays for a reason other than the filters stops its FIFO group for this run: sending the
@@ -21,20 +24,33 @@ later ones first would reorder the group.
 from __future__ import annotations
 
 import json
+import math
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+from idempotent_runtime import contract
 
 from idempotent_cli.dlq.console import Console, Pace, Progress
 from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import FORCED, FORGET_MEANING, MEANING, Inspection, KeyTable, State
-from idempotent_cli.dlq.letters import REDRIVE_ATTRIBUTE, DeadLetter, Filters, Outgoing, outgoing
+from idempotent_cli.dlq.letters import (
+    FRESH_DEDUP_PREFIX,
+    REDRIVE_ATTRIBUTE,
+    DeadLetter,
+    Filters,
+    Outgoing,
+    outgoing,
+)
 from idempotent_cli.dlq.locate import Target
 from idempotent_cli.dlq.queue import Decision, Queue
 
+# SQS FIFO: a send whose deduplication id was accepted this recently is dropped (and answered as a success).
+DEDUPLICATION_WINDOW_MS = 5 * 60 * 1000
 RUN_FIELD = "run"  # in idempotency.redrive: which run sent it (a message that bounces back is not resent)
 
 
@@ -74,7 +90,7 @@ class Redriver:
         self.run_id = uuid.uuid4().hex[:12]
         self.source_fifo = source.fifo
         self.tally = Tally()
-        self.known_ids: set[str] = set()  # ids SendMessage returned in this run
+        self.known_ids: dict[str, float] = {}  # ids SendMessage returned in this run: when (epoch ms)
         self._inspect_warning = False
         self.sending: DeadLetter | None = None  # sent, not yet deleted from the DLQ
 
@@ -140,17 +156,26 @@ class Redriver:
             self.progress.line(
                 f"{head}: {plan.problem}; redriven anyway (--force): the consumer keys it afresh"
             )
-        if (
-            self.force
-            and inspection is not None
-            and inspection.state in FORCED
-            and inspection.key is not None
-        ):
-            key = (inspection.key.partition, inspection.key.sort)
-            if key not in self.tally.forgotten:
+        if self._forgets(inspection):
+            assert inspection is not None and inspection.key is not None
+            if self.source_fifo and _keyed_by_dedup_id(plan, self.target.key_source):
+                # The key is the deduplication id this send reuses: SQS may drop the send (the id was used
+                # in the last 5 minutes, perhaps by an earlier run's copy), and the key would be gone with
+                # nothing to take its place. It stays.
+                self.progress.line(
+                    f"{head}: key {inspection.key_text} was {inspection.state.value}; not forgotten: the "
+                    f"consumer keys it by the deduplication id this send reuses ({plan.dedup_id}), which SQS "
+                    "may drop as a duplicate"
+                )
+            else:
+                if self.source_fifo:
+                    # Never used before, so SQS cannot drop the send once the key is gone. The key does not
+                    # come from it: the body, or idempotency.redrive, gives the consumer the same key.
+                    plan.dedup_id = f"{FRESH_DEDUP_PREFIX}{self.run_id}-{letter.message_id}"[:128]
+                    plan.dedup_restored = False
                 assert self.keys is not None
                 self.keys.forget(inspection.key)
-                self.tally.forgotten.add(key)
+                self.tally.forgotten.add((inspection.key.partition, inspection.key.sort))
                 self.progress.line(
                     f"{head}: key {inspection.key_text} was {inspection.state.value}; forgot it "
                     f"({FORGET_MEANING.get(self.keys.mode, 'its record is deleted')})"
@@ -173,9 +198,9 @@ class Redriver:
                 "dropped by SQS",
                 f"kept {head}: SQS accepted the send but dropped it as a duplicate of message {dropped_as} "
                 f"(deduplication id {plan.dedup_id} was used within the last 5 minutes); redrive it again "
-                "when 5 minutes have passed since that message was sent",
+                f"after {self._retry_after(letter, dropped_as)}",
             )
-        self.known_ids.add(new_id)
+        self.known_ids[new_id] = time.time() * 1000
         try:
             self.dlq.delete(letter)
         except (ClientError, BotoCoreError) as exc:
@@ -203,6 +228,14 @@ class Redriver:
         self.progress.step("redriven")
         return Decision.DELETED
 
+    def _forgets(self, inspection: Inspection | None) -> bool:
+        """Whether --force deletes this key's record before the send (once per key and run)."""
+        if not self.force or inspection is None or inspection.key is None:
+            return False
+        if inspection.state not in FORCED:
+            return False
+        return (inspection.key.partition, inspection.key.sort) not in self.tally.forgotten
+
     def _keep(self, letter: DeadLetter, outcome: str, line: str) -> Decision:
         self.tally.outcomes[outcome] += 1
         self.progress.line(line)
@@ -214,10 +247,18 @@ class Redriver:
         if not self.source_fifo:
             return None
         new_id = response.get("MessageId", "")
-        known = {letter.message_id, *self.known_ids}
-        if letter.source_message_id:
-            known.add(letter.source_message_id)
+        known = {*letter.message_ids, *self.known_ids}
         return new_id if new_id in known else None
+
+    def _retry_after(self, letter: DeadLetter, dropped_as: str) -> str:
+        """When the deduplication id the send was dropped for is free again: 5 minutes after the message it
+        duplicated was sent (a send of this run, or one sent before the dead letter reached the DLQ)."""
+        sent_ms = self.known_ids.get(dropped_as) or letter.sent_ms
+        now_ms = time.time() * 1000
+        free_ms = sent_ms + DEDUPLICATION_WINDOW_MS if sent_ms else 0
+        if free_ms <= now_ms:
+            free_ms = now_ms + DEDUPLICATION_WINDOW_MS
+        return datetime.fromtimestamp(math.ceil(free_ms / 1000), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
     def _inspect(self, letter: DeadLetter, plan: Outgoing) -> Inspection | None:
         if self.keys is None or self._inspect_warning:
@@ -232,6 +273,15 @@ class Redriver:
                 f"warning: cannot read the idempotency table ({exc}); key states are not shown"
             )
             return None
+
+
+def _keyed_by_dedup_id(plan: Outgoing, key_source: str | None) -> bool:
+    """Whether the consumer keys ``plan`` by the MessageDeduplicationId it is sent with: KEY_SOURCE=dedup_id
+    (or unknown) and no original deduplication id in ``idempotency.redrive`` (which the runtime reads
+    first)."""
+    if key_source not in (None, contract.KeySource.DEDUP_ID):
+        return False
+    return not (plan.redrive and plan.redrive.get("dedup_id"))
 
 
 def _run_of(letter: DeadLetter) -> str | None:

@@ -397,15 +397,36 @@ def attribute(message: dict[str, Any], name: str) -> str | None:
 # -- SQS behaviour the tests need from moto -------------------------------------------------------------
 
 
-@pytest.fixture
-def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A FIFO send that SQS deduplicates is answered with the earlier message's id, as AWS does (moto 5.2.5
-    answers with a new id for a message it then drops)."""
-    import hashlib
-    import time
+@dataclass
+class Deduplication:
+    """SQS FIFO deduplication as AWS does it: a deduplication id accepted in the last 5 minutes makes a send
+    with the same id succeed without enqueueing anything, answered with the accepted message's id, whether
+    that message is still in the queue or long deleted (a dropped send does not restart the 5 minutes).
+    ``elapse(seconds)`` moves the model's clock on."""
 
+    window_ms: int = 300_000
+    offset_ms: float = 0.0
+    accepted: dict[tuple[str, str], tuple[Any, float]] = field(default_factory=dict)
+
+    def now_ms(self) -> float:
+        import time
+
+        return time.time() * 1000 + self.offset_ms
+
+    def elapse(self, seconds: float) -> None:
+        self.offset_ms += seconds * 1000
+
+
+@pytest.fixture
+def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deduplication]:
+    """FIFO deduplication as AWS does it (see :class:`Deduplication`); moto 5.2.5 only compares a send with
+    the messages still in the queue, and answers a dropped send with a new id."""
+    import hashlib
+
+    from moto.sqs import models
     from moto.sqs.models import SQSBackend
 
+    model = Deduplication()
     original = SQSBackend.send_message
 
     def send_message(self: Any, queue_name: str, message_body: str, *args: Any, **kwargs: Any) -> Any:
@@ -417,14 +438,20 @@ def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> None:
             and queue.attributes.get("ContentBasedDeduplication") == "true"
         ):
             dedup_id = hashlib.sha256(message_body.encode("utf-8")).hexdigest()
-        if queue.fifo_queue and dedup_id is not None:
-            now_ms = time.time() * 1000
-            for earlier in queue._messages:
-                if earlier.deduplication_id == dedup_id and now_ms - earlier.sent_timestamp < 300_000:
-                    return earlier
-        return original(self, queue_name, message_body, *args, **kwargs)
+        if not queue.fifo_queue or dedup_id is None:
+            return original(self, queue_name, message_body, *args, **kwargs)
+        now = model.now_ms()
+        earlier = model.accepted.get((queue.queue_arn, dedup_id))
+        if earlier is not None and now - earlier[1] < model.window_ms:
+            return earlier[0]
+        message = original(self, queue_name, message_body, *args, **kwargs)
+        model.accepted[(queue.queue_arn, dedup_id)] = (message, now)
+        return message
 
     monkeypatch.setattr(SQSBackend, "send_message", send_message)
+    # The model decides alone: moto's own check (messages still in the queue, wall-clock time) is off.
+    monkeypatch.setattr(models, "DEDUPLICATION_TIME_IN_SECONDS", 0)
+    yield model
 
 
 def failing(operation: str, when: Any, error: BaseException | None = None) -> Any:

@@ -5,11 +5,15 @@ handler with the deployed function's configuration."""
 from __future__ import annotations
 
 import json
+import math
+from datetime import UTC, datetime
 
 import dlq_processors
 import pytest
 from dlq_helpers import (
+    Deduplication,
     Terminal,
+    aws_deduplication,  # noqa: F401  (fixture)
     body,
     by_group,
     client,
@@ -20,6 +24,7 @@ from dlq_helpers import (
     deploy_pipeline,
     dlq,
     drain,
+    failing,
     publish,
 )
 from idempotent_runtime.contract import DeadLetterKind
@@ -235,3 +240,175 @@ def test_dedup_id_keys_are_restored_and_an_unknown_one_is_kept_unless_forced():
     assert "redriven anyway (--force): the consumer keys it afresh" in terminal.out.getvalue()
     [message] = client("sqs").receive_message(QueueUrl=pipeline.queue_url, AttributeNames=["All"])["Messages"]
     assert message["Attributes"]["MessageDeduplicationId"] == f"redrive-{unknown['MessageId']}"
+
+
+def _redriven_as(terminal: Terminal, letter_id: str) -> str:
+    """The source-queue message id a run printed for ``letter_id`` ("redriven ID (group G) as NEW...")."""
+    [line] = [line for line in terminal.lines if line.startswith(f"redriven {letter_id} ")]
+    return line.split(" as ", 1)[1].split(",")[0].split(";")[0]
+
+
+def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(
+    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+):
+    # Redriven, rejected again at once (the fix is not deployed yet): the runtime dead-letters the redriven
+    # copy X. Redriven again within 5 minutes, the restored deduplication id is still X's: SQS drops the send
+    # and answers with X's id. The dead letter must stay, or the message is gone from both queues.
+    pipeline, handler = _pipeline()
+    message_body = body("o-1", amount=2, reject="bug")
+    first = dead_letter(
+        message_body,
+        queue_url=pipeline.dlq_url,
+        group_id="g",
+        dedup_id="order-1",
+        kind=DeadLetterKind.REJECTED,
+        reason="rejected by the processor: bug",
+    )
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+    assert code == 0, terminal.error
+    copy = _redriven_as(terminal, first["MessageId"])
+    assert consume(pipeline, handler) == [(message_body, "quarantined")]
+    [again] = client("sqs").receive_message(
+        QueueUrl=pipeline.dlq_url, VisibilityTimeout=0, AttributeNames=["All"]
+    )["Messages"]
+
+    dlq_processors.FIXED.set()
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 1
+    sent = int(again["Attributes"]["SentTimestamp"])
+    free = datetime.fromtimestamp(math.ceil((sent + 300_000) / 1000), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    assert (
+        f"kept {again['MessageId']} (group g): SQS accepted the send but dropped it as a duplicate of "
+        f"message {copy} (deduplication id order-1 was used within the last 5 minutes); redrive it again "
+        f"after {free}"
+    ) in terminal.lines
+    assert "1 dropped by SQS" in terminal.lines
+    assert drain(pipeline.queue_url) == []
+    [kept] = client("sqs").receive_message(QueueUrl=pipeline.dlq_url, VisibilityTimeout=0)["Messages"]
+    assert kept["MessageId"] == again["MessageId"] and kept["Body"] == message_body
+
+    aws_deduplication.elapse(300)
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 0, terminal.error
+    assert consume(pipeline, handler) == [(message_body, "processed")]
+    assert _item(pipeline, "o-1", "1")["total"] == {"N": "200"}
+    assert drain(pipeline.dlq_url) == []
+
+
+def test_force_right_after_a_conflict_came_back_makes_the_new_version_win(
+    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+):
+    # The documented conflict flow: a plain redrive is quarantined again at once as a conflict, then
+    # --force within 5 minutes. The restored deduplication id is the first redrive's copy's: --force must not
+    # delete the stored version and then have its send dropped by SQS.
+    pipeline, handler = _pipeline()
+    publish(pipeline, body("o-1", amount=1), group="g", dedup_id="v1")
+    publish(pipeline, body("o-1", amount=2), group="g", dedup_id="v2")
+    assert [o for _, o in consume(pipeline, handler)] == ["processed", "quarantined"]
+    aws_deduplication.elapse(300)
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+    assert code == 0, terminal.error
+    assert consume(pipeline, handler) == [(body("o-1", amount=2), "quarantined")]
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--yes")
+
+    assert code == 0, terminal.error
+    assert "key o-1#1 was conflict; forgot it (the stored document is deleted" in terminal.out.getvalue()
+    [line] = [line for line in terminal.lines if line.startswith("redriven ")]
+    assert ", deduplication id redrive-" in line
+    assert consume(pipeline, handler) == [(body("o-1", amount=2), "processed")]
+    assert _item(pipeline, "o-1", "1")["total"] == {"N": "2"}
+    assert drain(pipeline.dlq_url) == [] and drain(pipeline.queue_url) == []
+
+
+def test_force_after_a_run_that_sent_but_could_not_delete_processes_the_message_again(
+    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+):
+    # A run sent the dead letter (a duplicate: the key is done) but could not delete it. --force within 5
+    # minutes forgets the key: its send must reach the consumer, whose copy from the first run is gone.
+    pipeline, handler = _pipeline()
+    publish(pipeline, body("k", amount=3), group="g")
+    assert [o for _, o in consume(pipeline, handler)] == ["processed"]
+    dead_letter(body("k", amount=3), queue_url=pipeline.dlq_url, group_id="g", dedup_id="k-copy")
+    code, terminal = dlq(
+        "redrive", "--stack", pipeline.stack, connect=failing("DeleteMessage", lambda p: True)
+    )
+    assert code == 1 and "the dead letter could not be deleted" in terminal.out.getvalue()
+    assert consume(pipeline, handler) == [(body("k", amount=3), "duplicate")]
+
+    dlq_processors.FIXED.set()
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--yes")
+
+    assert code == 0, terminal.error
+    assert "key k#1 was done; forgot it" in terminal.out.getvalue()
+    assert consume(pipeline, handler) == [(body("k", amount=3), "processed")]
+    assert _item(pipeline, "k", "1")["total"] == {"N": "300"}
+    assert drain(pipeline.dlq_url) == []
+
+
+def test_force_does_not_forget_a_key_that_is_the_deduplication_id_it_sends_again(
+    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+):
+    # KEY_SOURCE=dedup_id, original deduplication id unknown: --force sends redrive-<DLQ message id> and the
+    # consumer keys the message by it. A first --force run sent it (processed) but could not delete it; a
+    # second one within 5 minutes would have that send dropped by SQS, so the key must not be forgotten.
+    pipeline, handler = _pipeline(KEY_SOURCE="dedup_id")
+    letter = dead_letter(body("b", amount=4), queue_url=pipeline.dlq_url, group_id="h", dedup_id=None)
+    key = f"redrive-{letter['MessageId']}"
+    code, terminal = dlq(
+        "redrive",
+        "--stack",
+        pipeline.stack,
+        "--force",
+        "--yes",
+        connect=failing("DeleteMessage", lambda p: True),
+    )
+    assert code == 1, terminal.out.getvalue()
+    assert consume(pipeline, handler) == [(body("b", amount=4), "processed")]
+    assert _item(pipeline, key, "dedup_id")["total"] == {"N": "4"}
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--yes")
+
+    assert code == 0, terminal.error
+    assert (
+        f"{letter['MessageId']} (group h): key {key}#dedup_id was done; not forgotten: the consumer keys it "
+        f"by the deduplication id this send reuses ({key}), which SQS may drop as a duplicate"
+    ) in terminal.lines
+    assert "forgot it" not in terminal.out.getvalue() and "(--force)" not in terminal.lines[-1]
+    assert consume(pipeline, handler) == []
+    assert _item(pipeline, key, "dedup_id")["total"] == {"N": "4"}
+    assert drain(pipeline.dlq_url) == []
+
+
+def test_show_finds_a_redriven_message_by_the_id_the_consumer_logged_when_it_quarantined_it_again():
+    pipeline, handler = _pipeline()
+    first = dead_letter(
+        body("o-1", reject="bug"),
+        queue_url=pipeline.dlq_url,
+        group_id="g",
+        dedup_id="order-1",
+        kind=DeadLetterKind.REJECTED,
+        reason="rejected by the processor: bug",
+    )
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+    assert code == 0, terminal.error
+    copy = _redriven_as(terminal, first["MessageId"])
+    assert consume(pipeline, handler) == [(body("o-1", reject="bug"), "quarantined")]  # logs message_id copy
+    [again] = client("sqs").receive_message(QueueUrl=pipeline.dlq_url, VisibilityTimeout=0)["Messages"]
+
+    for wanted in (copy, first["source_message_id"], again["MessageId"]):
+        code, terminal = dlq("show", "--stack", pipeline.stack, wanted)
+        assert code == 0, terminal.error
+        assert terminal.lines[0].startswith(f"message            {again['MessageId']}  (in ")
+        assert f"source message id  {first['source_message_id']}" in terminal.lines
+        assert (
+            f"dead-lettered as   {copy} (the redriven copy the consumer quarantined: the id it logged)"
+        ) in terminal.lines
+
+    code, terminal = dlq("list", "--stack", pipeline.stack, "--messages", "--json")
+    assert code == 0, terminal.error
+    [summary] = json.loads(terminal.out.getvalue())["message_list"]
+    assert summary["source_message_id"] == first["source_message_id"]
+    assert summary["message_ids"] == [first["source_message_id"], copy, again["MessageId"]]

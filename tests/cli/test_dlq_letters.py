@@ -108,7 +108,8 @@ def test_unreadable_details_are_shown_not_guessed():
     assert "idempotency.details is not JSON" in letter.describe()
 
 
-def test_a_subscription_dead_letter_keeps_the_published_deduplication_id_and_gets_no_redrive_attribute():
+def test_a_subscription_dead_letter_keeps_the_published_deduplication_id_and_is_keyed_by_its_dlq_id():
+    # Never delivered, never keyed: every copy a redrive sends is keyed by its id in the subscription's DLQ.
     letter = DeadLetter.from_message(
         _message("s-1", dedup="published-1", attributes={"ErrorCode": _string("KMS.AccessDenied")}),
         Which.SUBSCRIPTION,
@@ -117,9 +118,15 @@ def test_a_subscription_dead_letter_keeps_the_published_deduplication_id_and_get
     message = outgoing(letter, source_fifo=True, key_source="dedup_id")
 
     assert letter.kind == "undeliverable" and letter.source_message_id is None
-    assert message.problem is None and message.redrive is None
+    assert message.problem is None
+    assert message.redrive == {"source_message_id": "s-1", "dedup_id": "published-1"}
+    assert json.loads(message.attributes[REDRIVE_ATTRIBUTE]["StringValue"]) == message.redrive
     assert message.dedup_id == "published-1" and message.dedup_restored
     assert "ErrorCode=KMS.AccessDenied" in letter.describe()
+
+    standard = outgoing(letter, source_fifo=False, key_source="message_id")
+    assert standard.redrive == {"source_message_id": "s-1", "dedup_id": None}
+    assert standard.dedup_id is None and standard.group_id == "g"
 
 
 @pytest.mark.parametrize(
@@ -143,6 +150,27 @@ def test_filters_match_group_patterns_and_kinds_or_reason_text(filters, matches)
         Which.DLQ,
     )
     assert filters.matches(letter) is matches
+
+
+def test_a_reason_naming_a_kind_matches_that_kind_only_and_reason_text_matches_text():
+    letter = DeadLetter.from_message(
+        _message(
+            details={"kind": "exhausted", "group_id": "g"},
+            reason="failed on its last receive: TransientError: Invalid session token",
+        ),
+        Which.DLQ,
+    )
+
+    assert not Filters(reasons=("invalid",)).matches(letter)
+    assert not Filters(reasons=("INVALID",)).matches(letter)
+    assert Filters(reasons=("Exhausted",)).matches(letter)
+    assert Filters(reasons=("session token",)).matches(letter)  # not a kind: the text
+    assert Filters(texts=("invalid",)).matches(letter)
+    assert Filters(reasons=("rejected",), texts=("session",)).matches(letter)
+    assert not Filters(reasons=("rejected",), texts=("timeout",)).matches(letter)
+    assert (
+        Filters(reasons=("invalid",), texts=("token",)).describe() == "reason 'invalid', reason text 'token'"
+    )
 
 
 def test_pace_waits_so_sends_are_at_most_the_rate_apart():

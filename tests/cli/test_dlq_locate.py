@@ -4,6 +4,7 @@ errors that name what was wrong (unknown stack, several pipelines, no DLQ, no cr
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -200,6 +201,18 @@ def test_local_without_a_running_emulator_is_an_error_naming_the_app_directory(t
     assert code == 1
     assert f"error: no local emulator is running for {tmp_path.resolve()}" in terminal.error
     assert "idempotent-pipeline local deploy" in terminal.error
+
+
+def test_local_without_the_local_extra_names_the_extra_and_how_to_install_it(tmp_path: Path, monkeypatch):
+    (tmp_path / "cdk.json").write_text("{}")
+    monkeypatch.setitem(sys.modules, "moto", None)  # `import moto` fails, as without the extra
+
+    code, terminal = dlq("list", "--local", "--app-dir", str(tmp_path))
+
+    assert code == 1
+    assert "error: --local: the local cloud needs the `local` extra of idempotent-pipeline" in terminal.error
+    assert " -m pip install " in terminal.error
+    assert "no local emulator is running" not in terminal.error
 
 
 @pytest.mark.slow

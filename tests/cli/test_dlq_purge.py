@@ -80,3 +80,79 @@ def test_purge_with_filters_deletes_only_what_they_choose():
     assert code == 0, terminal.error
     assert "deleted 1; 2 left in the queue by the filters" in terminal.lines
     assert by_group(drain(pipeline.dlq_url)) == {"a": [body("a2")], "b": [body("b1")]}
+
+
+def _invalid_and_an_exhausted_letter_saying_invalid(pipeline) -> None:
+    dead_letter(
+        "not json",
+        queue_url=pipeline.dlq_url,
+        group_id="a",
+        reason="body is not valid json (Expecting value: line 1 column 1 (char 0))",
+    )
+    dead_letter(
+        body("o-2"),
+        queue_url=pipeline.dlq_url,
+        group_id="b",
+        kind=DeadLetterKind.EXHAUSTED,
+        reason="failed on its last receive (5 of 5): TransientError: Invalid session token, retry",
+    )
+
+
+def test_purge_reason_invalid_deletes_the_invalid_kind_only_not_reasons_that_say_invalid():
+    # The guide's own example: an exhausted (transient, recoverable) dead letter whose error text says
+    # "Invalid" must not go with the invalid ones.
+    pipeline = deploy_pipeline()
+    _invalid_and_an_exhausted_letter_saying_invalid(pipeline)
+
+    code, terminal = dlq("purge", "--stack", pipeline.stack, "--reason", "invalid", "--yes")
+
+    assert code == 0, terminal.error
+    assert "deleted 1; 1 left in the queue by the filters" in terminal.lines
+    assert "deleted by kind: 1 invalid" in terminal.lines
+    [left] = drain(pipeline.dlq_url)
+    assert left["Body"] == body("o-2") and left["Attributes"]["MessageGroupId"] == "b"
+
+
+def test_reason_text_finds_reasons_containing_the_text_whatever_their_kind():
+    pipeline = deploy_pipeline()
+    _invalid_and_an_exhausted_letter_saying_invalid(pipeline)
+
+    code, terminal = dlq("list", "--stack", pipeline.stack, "--reason-text", "INVALID SESSION")
+    assert code == 0, terminal.error
+    assert "2 read, 1 matching reason text 'INVALID SESSION'" in terminal.lines
+
+    code, terminal = dlq("purge", "--stack", pipeline.stack, "--reason-text", "valid", "--yes")
+    assert code == 0, terminal.error
+    assert "deleted 2; 0 left in the queue by the filters" in terminal.lines
+    assert "deleted by kind: 1 invalid, 1 exhausted" in terminal.lines
+    assert drain(pipeline.dlq_url) == []
+
+
+def test_the_purge_question_counts_what_it_deletes_by_kind():
+    pipeline = deploy_pipeline()
+    _fill(pipeline)
+
+    code, terminal = dlq(
+        "purge", "--stack", pipeline.stack, terminal=Terminal(interactive=True, answers=["n"])
+    )
+    dlq_name = pipeline.dlq_url.rsplit("/", 1)[-1]
+    assert code == 1
+    [question] = terminal.questions
+    assert question.startswith("purge deletes all 3 message(s) from ")
+    assert question.endswith(
+        f"/{dlq_name} (by kind: 2 invalid, 1 exhausted) for good. Type yes to continue: "
+    )
+
+    code, terminal = dlq(
+        "purge",
+        "--stack",
+        pipeline.stack,
+        "--reason",
+        "exhausted",
+        terminal=Terminal(interactive=True, answers=["yes"]),
+    )
+    assert code == 0, terminal.error
+    [question] = terminal.questions
+    assert question.startswith("purge deletes the 1 message(s) matching reason 'exhausted' from ")
+    assert question.endswith(f"/{dlq_name} (by kind: 1 exhausted) for good. Type yes to continue: ")
+    assert by_group(drain(pipeline.dlq_url)) == {"a": [body("a1")], "b": [body("b1")]}

@@ -212,5 +212,8 @@ def test_show_of_an_unknown_id_fails_naming_it_and_leaves_the_queue_as_it_was():
     code, terminal = dlq("show", "no-such-id", "--stack", pipeline.stack)
 
     assert code == 1
-    assert "error: no message no-such-id (message id in the DLQ, or the source message id)" in terminal.error
+    assert (
+        "error: no message no-such-id (its id in the DLQ, the original's, or a redriven copy's)"
+        in terminal.error
+    )
     assert len(drain(pipeline.dlq_url)) == 1

@@ -15,6 +15,8 @@ from dlq_helpers import (
     by_group,
     client,
     cloud,  # noqa: F401  (fixture)
+    consume,
+    consumer,
     dead_letter,
     deploy_pipeline,
     dlq,
@@ -22,6 +24,7 @@ from dlq_helpers import (
     failing,
     make_queue,
     queue_arn,
+    unique,
 )
 from idempotent_runtime.contract import DLQ_DETAILS_ATTRIBUTE, DLQ_REASON_ATTRIBUTE, DeadLetterKind
 
@@ -376,7 +379,9 @@ def test_the_subscription_dlq_redrives_into_the_subscribed_queue_as_sns_would_ha
         AttributeName="RedrivePolicy",
         AttributeValue=json.dumps({"deadLetterTargetArn": queue_arn(subscription_dlq)}),
     )
-    client("sqs").send_message(  # what SNS leaves in the subscription's DLQ when it cannot deliver
+    letter_id = client(
+        "sqs"
+    ).send_message(  # what SNS leaves in the subscription's DLQ when it cannot deliver
         QueueUrl=subscription_dlq,
         MessageBody=body("s1"),
         MessageGroupId="customer-1",
@@ -385,7 +390,7 @@ def test_the_subscription_dlq_redrives_into_the_subscribed_queue_as_sns_would_ha
             "ErrorCode": {"DataType": "String", "StringValue": "KMS.AccessDeniedException"},
             "tenant": {"DataType": "String", "StringValue": "acme"},
         },
-    )
+    )["MessageId"]
 
     code, terminal = dlq("list", "--stack", pipeline.stack, "--which", "subscription")
     assert code == 0, terminal.error
@@ -403,6 +408,60 @@ def test_the_subscription_dlq_redrives_into_the_subscribed_queue_as_sns_would_ha
     assert message["Body"] == body("s1")
     assert message["Attributes"]["MessageGroupId"] == "customer-1"
     assert message["Attributes"]["MessageDeduplicationId"] == "s1#published"
-    # Never delivered, never keyed: the consumer keys it afresh, so no idempotency.redrive.
-    assert REDRIVE_ATTRIBUTE not in message["MessageAttributes"]
+    # Never delivered, never keyed: keyed by its id in the subscription's DLQ, whichever copy arrives.
+    redrive = _redrive_value(message)
+    assert (redrive["source_message_id"], redrive["dedup_id"]) == (letter_id, "s1#published")
     assert drain(subscription_dlq) == []
+
+
+def _subscription_dlq(pipeline) -> str:
+    """A standard topic delivering to the pipeline's queue, whose subscription has a DLQ; returns its URL."""
+    sns = client("sns")
+    topic = sns.create_topic(Name=unique("orders"))["TopicArn"]
+    subscription_dlq = make_queue(unique("subscription-dlq"), fifo=False)
+    subscription = sns.subscribe(
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=queue_arn(pipeline.queue_url),
+        Attributes={"RawMessageDelivery": "true"},
+    )["SubscriptionArn"]
+    sns.set_subscription_attributes(
+        SubscriptionArn=subscription,
+        AttributeName="RedrivePolicy",
+        AttributeValue=json.dumps({"deadLetterTargetArn": queue_arn(subscription_dlq)}),
+    )
+    return subscription_dlq
+
+
+def test_a_subscription_dead_letter_sent_twice_is_applied_once_with_message_id_keys():
+    # KEY_SOURCE=message_id on a standard queue: a run sends the dead letter but cannot delete it, the next
+    # run sends it again. Both copies must reach the consumer under one key, or the charge applies twice.
+    pipeline = deploy_pipeline(fifo=False, environment={"KEY_SOURCE": "message_id"})
+    subscription_dlq = _subscription_dlq(pipeline)
+    charge = json.dumps({"x": "charge-1", "amount": 10})
+    letter_id = client("sqs").send_message(
+        QueueUrl=subscription_dlq,
+        MessageBody=charge,
+        MessageAttributes={"ErrorCode": {"DataType": "String", "StringValue": "KMS.AccessDeniedException"}},
+    )["MessageId"]
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--which", "subscription", "--dry-run")
+    assert code == 0, terminal.error
+    assert f"{letter_id} group - key {letter_id}#message_id: new: a redrive processes it" in terminal.lines
+
+    code, terminal = dlq(
+        "redrive",
+        "--stack",
+        pipeline.stack,
+        "--which",
+        "subscription",
+        connect=failing("DeleteMessage", lambda params: True),
+    )
+    assert code == 1 and "the dead letter could not be deleted" in terminal.out.getvalue()
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--which", "subscription")
+    assert code == 0, terminal.error
+    assert drain(subscription_dlq) == []
+
+    assert sorted(consume(pipeline, consumer(pipeline))) == [(charge, "duplicate"), (charge, "processed")]
+    items = client("dynamodb").scan(TableName=pipeline.table)["Items"]
+    assert [(item["pk"]["S"], item["sk"]["S"]) for item in items] == [(letter_id, "message_id")]
