@@ -44,13 +44,21 @@ class InvalidMessage(PermanentError):
 
 
 class Conflict(PermanentError):
-    """The key is already done with a different payload fingerprint."""
+    """The key is already done with a different payload fingerprint - or, ``claimed``, held by a guarded
+    claim of another payload whose lease expired (its effect may have run, so only it may take over)."""
 
     kind = DeadLetterKind.CONFLICT
 
-    def __init__(self, key: object, fingerprint: str, stored_fingerprint: str) -> None:
+    def __init__(
+        self, key: object, fingerprint: str, stored_fingerprint: str, *, claimed: bool = False
+    ) -> None:
+        state = (
+            "claimed by another payload whose effect may have run"
+            if claimed
+            else ("already done with another payload")
+        )
         super().__init__(
-            f"conflict: key {key} is already done with another payload (fingerprint {stored_fingerprint}), "
+            f"conflict: key {key} is {state} (fingerprint {stored_fingerprint}), "
             f"this message's fingerprint is {fingerprint}"
         )
         self.key = key

@@ -48,7 +48,7 @@ class RecordState(StrEnum):
 
     NEW = "new"  # no idempotency record (or an expired one): a delivery would process it
     DONE = "done"  # done with the same payload (or a record without fingerprint): a duplicate
-    CONFLICT = "conflict"  # done with another payload
+    CONFLICT = "conflict"  # done with another payload (guarded: or held by its expired claim)
     IN_PROGRESS = "in_progress"  # guarded: claimed by a live invocation
     INVALID = "invalid"  # the message cannot be keyed
 
@@ -144,7 +144,10 @@ class Mode(ABC):
         stored = text_of(old, FINGERPRINT_ATTRIBUTE)
         if stored is None or stored == fingerprint:
             return Done(Outcome.DUPLICATE, result)
-        conflict = Conflict(key, fingerprint, stored)
+        return self.conflict(Conflict(key, fingerprint, stored))
+
+    def conflict(self, conflict: Conflict) -> Done:
+        """A conflict, per ON_CONFLICT: raised (quarantined) or a duplicate without a result."""
         if self.config.on_conflict == OnConflict.DUPLICATE:
             # The stored result belongs to another payload: it is not returned as this message's.
             return Done(Outcome.DUPLICATE, None, conflict)
