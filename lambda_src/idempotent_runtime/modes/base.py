@@ -120,7 +120,10 @@ class Mode(ABC):
         ``fingerprint``: the state and the stored fingerprint."""
 
     def fingerprint(self, message: Message) -> str:
-        """SHA-256 of the canonical JSON body (of the chosen fields); of the raw body when it is not JSON."""
+        """SHA-256 of the canonical JSON body (of the chosen fields); of the raw body when it is not JSON.
+
+        Every mode computes it before the processor runs (a processor may change ``message.data`` in
+        place), so it is the fingerprint of the body as delivered - what :mod:`records` computes too."""
         try:
             data = message.data
         except InvalidMessage:

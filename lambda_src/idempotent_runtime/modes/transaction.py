@@ -88,6 +88,8 @@ class TransactionMode(Mode):
     def process(self, message: Message, context: object | None = None) -> Done:
         key = message.key
         assert key is not None
+        # Before the processor, which may change the parsed body it is handed.
+        fingerprint = self.fingerprint(message)
         entries = self.processor(message)
         if not isinstance(entries, (list, tuple)):
             raise InvalidMessage(
@@ -99,7 +101,6 @@ class TransactionMode(Mode):
                 f"transaction processor returned {len(entries)} entries, "
                 f"at most {MAX_TRANSACTION_ITEMS - 1} fit"
             )
-        fingerprint = self.fingerprint(message)
         now = self.clock()
         marker_key = self.location(key)
         items = [self._entry(i, entry, marker_key) for i, entry in enumerate(entries)]
