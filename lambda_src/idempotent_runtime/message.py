@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from idempotent_runtime.errors import InvalidMessage
-from idempotent_runtime.payload import NotANumber, constant_path, parse_json
+from idempotent_runtime.payload import NotANumber, RepeatedName, constant_path, parse_json, repeated_path
 
 if TYPE_CHECKING:
     from idempotent_runtime.modes.guarded import Lease
@@ -134,6 +134,12 @@ def _parse(body: str) -> Any:
         where, name = found if found is not None else ("body", "NaN or Infinity")
         raise InvalidMessage(
             f"{where} is {name}, which is not a JSON number and cannot be stored in dynamodb"
+        ) from None
+    except RepeatedName:
+        where = repeated_path(body) or "(unknown)"
+        raise InvalidMessage(
+            f"body field {where} appears more than once in its object; a JSON object's names must be "
+            "unique (parsers differ on which value counts)"
         ) from None
     except RecursionError:
         raise InvalidMessage(

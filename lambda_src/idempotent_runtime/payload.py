@@ -3,6 +3,8 @@
 * Numbers: JSON integers become ``int``, every other number ``Decimal`` with the text's exact value
   (``json.loads`` would round ``1234567890.123456789`` to a float). ``NaN`` and ``Infinity`` are not JSON
   numbers and are rejected.
+* Names: an object that holds a name twice is rejected (``json.loads`` keeps the last value silently, other
+  parsers the first).
 * Canonical JSON: sorted keys, compact separators, ASCII escapes, numbers written by value (``1``, ``1.0``,
   ``1.00`` and ``1e0`` are all ``1``). Its SHA-256 is the payload fingerprint.
 * Nothing here recurses on the data: JSON nested thousands of levels deep cannot raise ``RecursionError``
@@ -33,12 +35,27 @@ def _reject_constant(name: str) -> Any:
     raise NotANumber(name)
 
 
-_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_reject_constant)
+class RepeatedName(ValueError):
+    """A JSON object in the text holds the same name twice (:func:`repeated_path` says where)."""
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # The common path: one dict() and one length comparison per object.
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        raise RepeatedName("a JSON object holds the same name twice")
+    return members
+
+
+_DECODER = json.JSONDecoder(
+    parse_float=Decimal, parse_constant=_reject_constant, object_pairs_hook=_unique_names
+)
 
 
 def parse_json(text: str) -> Any:
     """The JSON value of ``text``, numbers exact. Raises ValueError (:class:`NotANumber` for ``NaN`` /
-    ``Infinity``) or RecursionError (nesting deeper than the interpreter can parse)."""
+    ``Infinity``, :class:`RepeatedName` for an object holding a name twice) or RecursionError (nesting
+    deeper than the interpreter can parse)."""
     return _DECODER.decode(text)
 
 
@@ -58,6 +75,41 @@ def constant_path(text: str) -> tuple[str, str] | None:
     for path, value in walk(data):
         if isinstance(value, _Constant):
             return path or "body", value.name
+    return None
+
+
+class _Members(dict):
+    """An object as :func:`repeated_path` parses it: ``repeated`` is a name it holds twice (or None)."""
+
+    __slots__ = ("repeated",)
+
+
+def _marked(pairs: list[tuple[str, Any]]) -> _Members:
+    members = _Members(pairs)
+    members.repeated = None
+    if len(members) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                members.repeated = name
+                break
+            seen.add(name)
+    return members
+
+
+def repeated_path(text: str) -> str | None:
+    """The field path of the first name a JSON object of ``text`` holds twice (``order.lines[1].price``);
+    None if none. Parses again, slowly: call it only after :func:`parse_json` raised RepeatedName."""
+    try:
+        data = json.JSONDecoder(
+            parse_float=Decimal, parse_constant=_Constant, object_pairs_hook=_marked
+        ).decode(text)
+    except (ValueError, RecursionError):
+        return None
+    for path, value in walk(data):
+        name = getattr(value, "repeated", None) if type(value) is _Members else None
+        if name is not None:
+            return f"{path}{FIELD_PATH_SEPARATOR}{name}" if path else name
     return None
 
 
