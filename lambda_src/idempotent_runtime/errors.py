@@ -16,6 +16,7 @@ __all__ = [
     "Failure",
     "InvalidMessage",
     "LeaseLost",
+    "Misconfiguration",
     "PermanentError",
     "TransientError",
     "classify",
@@ -76,6 +77,17 @@ class LeaseLost(TransientError):
     Raised by ``message.lease.extend()`` and when a completion is refused. Stop the effect if you can: the
     new owner runs it (with the same ``message.key.idempotency_key``).
     """
+
+
+class Misconfiguration(Exception):
+    """The runtime found, while handling a record, that the deployment does not match its configuration
+    (no AWS error says so): the record is retried, never quarantined, and ``hint`` names the likely
+    misconfiguration in the batch's ERROR line (keep it the same for every record it applies to)."""
+
+    def __init__(self, reason: str, hint: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.hint = hint
 
 
 # --- classification -------------------------------------------------------------------------------------
@@ -217,14 +229,16 @@ def classify(exc: BaseException, where: str = "table") -> Failure:
 
     Permanent: :class:`PermanentError` (its ``kind``), ``RecursionError`` (input nested too deeply for any
     code to handle), AWS errors caused by the request content (``ValidationException`` not about the key
-    schema, ...) and botocore's client-side parameter validation. Misconfigured: see
-    :func:`misconfiguration`. Everything else - throttling, 5xx, timeouts, connection errors, unknown
+    schema, ...) and botocore's client-side parameter validation. Misconfigured: :class:`Misconfiguration`,
+    and see :func:`misconfiguration`. Everything else - throttling, 5xx, timeouts, connection errors, unknown
     exceptions from user code - is transient: SQS redelivers, nothing is lost.
     """
     if isinstance(exc, PermanentError):
         return Failure(PERMANENT, exc.reason, exc.kind)
     if isinstance(exc, TransientError):
         return Failure(TRANSIENT, describe(exc))
+    if isinstance(exc, Misconfiguration):
+        return Failure(MISCONFIGURED, exc.reason, hint=exc.hint)
     if isinstance(exc, RecursionError):
         return Failure(
             PERMANENT, f"input nested too deeply for the runtime or the processor ({describe(exc)})"

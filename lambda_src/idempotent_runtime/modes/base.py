@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
     FINGERPRINT_ATTRIBUTE,
+    PARTITION_KEY,
+    SORT_KEY,
     TOKEN_ATTRIBUTE,
     OnConflict,
     Outcome,
@@ -20,7 +22,7 @@ from idempotent_runtime.contract import (
 from idempotent_runtime.contract import (
     Mode as ModeName,
 )
-from idempotent_runtime.errors import Conflict, InvalidMessage
+from idempotent_runtime.errors import Conflict, InvalidMessage, Misconfiguration
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.payload import Fingerprinter, raw_fingerprint
 from idempotent_runtime.retries import Retrier
@@ -156,6 +158,30 @@ class Mode(ABC):
             return Done(Outcome.DUPLICATE, None, conflict)
         raise conflict
 
+    def same_key(self, written: dict[str, Any], old: dict[str, Any]) -> None:
+        """Raise :class:`Misconfiguration` when the old item a failed condition returned is not at the key
+        written: the table's key schema lacks SORT_KEY (a table keyed on the partition key alone, such as
+        an imported one) or PARTITION_KEY, so another key's record would pass for this key's duplicate or
+        conflict."""
+        if not old:
+            return
+        for variable, name, keyed_on in (
+            (SORT_KEY, self.sk, "its partition key alone"),
+            (PARTITION_KEY, self.pk, "other attributes"),
+        ):
+            if old.get(name) != written.get(name):
+                raise Misconfiguration(
+                    f"the conditional write at {self._shown_key(written)} found the item at "
+                    f"{self._shown_key(old)}: another key, so the table's key is not ({self.pk}, {self.sk})",
+                    f"the table's key does not include {variable.name} {name!r}: a conditional write found "
+                    f"an item with another {name} value, as on a table keyed on {keyed_on} (an imported "
+                    f"table?); the table needs the string partition key {self.pk!r} "
+                    f"({PARTITION_KEY.name}) and sort key {self.sk!r} ({SORT_KEY.name})",
+                )
+
+    def _shown_key(self, item: dict[str, Any]) -> str:
+        return ", ".join(f"{name} {_shown_value(item.get(name))}" for name in (self.pk, self.sk))
+
     @staticmethod
     def ours(old: dict[str, Any], token: str) -> bool:
         """The old item is this invocation's own write (applied, but its response was lost)."""
@@ -171,3 +197,11 @@ class Mode(ABC):
         if stored is None or stored == fingerprint:
             return RecordState.DONE, stored
         return RecordState.CONFLICT, stored
+
+
+def _shown_value(value: Any) -> str:
+    if value is None:
+        return "(absent)"
+    if isinstance(value, dict) and isinstance(value.get("S"), str):
+        return repr(value["S"][:80])
+    return f"{value!r:.80}"

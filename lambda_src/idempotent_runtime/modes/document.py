@@ -92,6 +92,7 @@ class DocumentMode(Mode):
             if not is_conditional_check_failed(exc):
                 raise
             old = old_item(exc)
+            self.same_key(own, old)
             if self.ours(old, token):
                 return Done(Outcome.PROCESSED)
             return self.done(key, fingerprint, old)

@@ -228,6 +228,7 @@ class GuardedMode(Mode):
             if not is_conditional_check_failed(exc):
                 raise
             old = old_item(exc)
+            self.same_key(claim, old)
             # Our own token: a retried claim whose first attempt was applied (response lost). We hold it.
             if text_of(old, OWNER_ATTRIBUTE) != token or text_of(old, STATUS_ATTRIBUTE) != IN_PROGRESS:
                 return self._existing(key, old, fingerprint, now_ms)
