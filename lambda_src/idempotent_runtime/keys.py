@@ -19,13 +19,15 @@ from idempotent_runtime.attributes import lone_surrogate
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
     FIELD_PATH_SEPARATOR,
+    FIFO_ONLY_KEY_SOURCES,
+    KEY_SOURCE,
     MAX_PARTITION_KEY_BYTES,
     MAX_SORT_KEY_BYTES,
     REDRIVE_ATTRIBUTE,
     RESERVED_KEY_PREFIX,
     KeySource,
 )
-from idempotent_runtime.errors import InvalidMessage
+from idempotent_runtime.errors import InvalidMessage, Misconfiguration
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.payload import plain_number, raw_fingerprint
 
@@ -163,6 +165,8 @@ class KeyBuilder:
             )
         if source == KeySource.DEDUP_ID:
             value = _redriven(message, "dedup_id") or message.dedup_id
+            if not value and message.from_fifo_queue is False:
+                raise _standard_queue(message, source)
             if not value:
                 raise InvalidMessage(
                     "message has no MessageDeduplicationId attribute "
@@ -175,6 +179,18 @@ class KeyBuilder:
             value = _redriven(message, "source_message_id") or message.message_id
             return self.key(value, source.value, ("partition key messageId", "sort key"))
         return self.key(raw_fingerprint(message.body), source.value, ("partition key", "sort key"))
+
+
+def _standard_queue(message: Message, source: KeySource) -> Misconfiguration:
+    """The deployment feeds a FIFO-only key source from a standard queue: no record of it can be keyed."""
+    others = [other.value for other in KeySource if other not in FIFO_ONLY_KEY_SOURCES]
+    return Misconfiguration(
+        f"{KEY_SOURCE.name}={source}, but the record comes from the standard queue "
+        f"{message.record.get('eventSourceARN')}, whose messages carry no MessageDeduplicationId",
+        f"{KEY_SOURCE.name}={source} needs a FIFO queue: the event source is a standard queue, whose "
+        f"messages carry no MessageDeduplicationId; use {KEY_SOURCE.name}={', '.join(others[:-1])} or "
+        f"{others[-1]}, or a FIFO queue",
+    )
 
 
 def key_builder(config: Config, *, sort_reserve: int = 0) -> KeyBuilder:

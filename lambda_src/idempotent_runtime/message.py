@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from idempotent_runtime.contract import FIFO_QUEUE_SUFFIX
 from idempotent_runtime.errors import InvalidMessage
 from idempotent_runtime.payload import NotANumber, RepeatedName, constant_path, parse_json, repeated_path
 
@@ -97,6 +98,12 @@ class Message:
     @property
     def dedup_id(self) -> str | None:
         return self.attributes.get("MessageDeduplicationId")
+
+    @property
+    def from_fifo_queue(self) -> bool | None:
+        """Whether the record's queue (``eventSourceARN``) is a FIFO queue; None when it names no queue."""
+        arn = self.record.get("eventSourceARN")
+        return arn.endswith(FIFO_QUEUE_SUFFIX) if isinstance(arn, str) and arn else None
 
     @property
     def receive_count(self) -> int:

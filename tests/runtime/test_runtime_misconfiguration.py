@@ -218,3 +218,28 @@ def test_every_mode_reads_another_keys_item_as_misconfiguration(
     assert item["sk"] == {"S": stored_sort}
     emf = metrics(stream)[-1]
     assert (emf["failed"], emf["misconfigured"], emf["conflicts"], emf["quarantined"]) == (1, 1, 0, 0)
+
+
+def test_dedup_id_keys_for_records_of_a_standard_queue_are_misconfiguration(
+    make_handler, dynamodb, sqs, dlq_url
+):
+    # QUEUE_TYPE says fifo (the default), but the event source mapping reads a standard queue.
+    handler, stream = make_handler(key_source="dedup_id", dlq_url=dlq_url, log_level="INFO")
+    batch = [record({"x": f"o-{i}", "y": "l-1"}, group=None) for i in range(3)]
+    for rec in batch:
+        rec["eventSourceARN"] = "arn:aws:sqs:us-east-1:123456789012:orders"
+    results = handler.process_batch(event(*batch), None)
+    assert [(r.outcome, r.misconfigured) for r in results] == [("failed", True)] * 3
+    assert results[0].reason == (
+        "retry later: KEY_SOURCE=dedup_id, but the record comes from the standard queue "
+        "arn:aws:sqs:us-east-1:123456789012:orders, whose messages carry no MessageDeduplicationId"
+    )
+    assert drain(sqs, dlq_url) == []
+    assert scan(dynamodb) == []
+    (error,) = _errors(stream)
+    assert error["likely_misconfiguration"] == [
+        "KEY_SOURCE=dedup_id needs a FIFO queue: the event source is a standard queue, whose messages carry "
+        "no MessageDeduplicationId; use KEY_SOURCE=fields, message_id or body_sha256, or a FIFO queue"
+    ]
+    emf = metrics(stream)[-1]
+    assert (emf["failed"], emf["misconfigured"], emf["quarantined"]) == (3, 3, 0)
