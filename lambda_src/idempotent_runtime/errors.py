@@ -53,11 +53,10 @@ class Conflict(PermanentError):
     def __init__(
         self, key: object, fingerprint: str, stored_fingerprint: str, *, claimed: bool = False
     ) -> None:
-        state = (
-            "claimed by another payload whose effect may have run"
-            if claimed
-            else ("already done with another payload")
-        )
+        if claimed:
+            state = "claimed by another payload whose effect may have run"
+        else:
+            state = "already done with another payload"
         super().__init__(
             f"conflict: key {key} is {state} (fingerprint {stored_fingerprint}), "
             f"this message's fingerprint is {fingerprint}"
