@@ -72,6 +72,14 @@ class Config:
         self._enum("on_conflict", c.ON_CONFLICT, OnConflict)
         self._enum("queue_type", c.QUEUE_TYPE, QueueType)
         self._enum("log_level", c.LOG_LEVEL, LogLevel)
+        if self.key_source in c.FIFO_ONLY_KEY_SOURCES and self.queue_type != QueueType.FIFO:
+            others = [source.value for source in KeySource if source not in c.FIFO_ONLY_KEY_SOURCES]
+            key_source, queue_type = c.KEY_SOURCE.name, c.QUEUE_TYPE.name
+            raise ConfigurationError(
+                f"{key_source}={self.key_source} needs {queue_type}={QueueType.FIFO}: a standard queue's "
+                f"messages carry no MessageDeduplicationId, got {queue_type}={self.queue_type} "
+                f"(use {key_source}={', '.join(others[:-1])} or {others[-1]})"
+            )
         for variable, value in (
             (c.PARTITION_KEY_FIELD, self.partition_key_field),
             (c.SORT_KEY_FIELD, self.sort_key_field),

@@ -47,6 +47,8 @@ class QueueType(StrEnum):
 
 # Key sources that exist only on FIFO queues: a standard queue's messages carry no MessageDeduplicationId.
 FIFO_ONLY_KEY_SOURCES = frozenset({KeySource.DEDUP_ID})
+# SQS: the name of a FIFO queue - and so its ARN and URL - ends with this.
+FIFO_QUEUE_SUFFIX = ".fifo"
 
 
 class OnConflict(StrEnum):

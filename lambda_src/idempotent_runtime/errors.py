@@ -16,6 +16,7 @@ __all__ = [
     "Failure",
     "InvalidMessage",
     "LeaseLost",
+    "Misconfiguration",
     "PermanentError",
     "TransientError",
     "classify",
@@ -44,13 +45,20 @@ class InvalidMessage(PermanentError):
 
 
 class Conflict(PermanentError):
-    """The key is already done with a different payload fingerprint."""
+    """The key is already done with a different payload fingerprint - or, ``claimed``, held by a guarded
+    claim of another payload whose lease expired (its effect may have run, so only it may take over)."""
 
     kind = DeadLetterKind.CONFLICT
 
-    def __init__(self, key: object, fingerprint: str, stored_fingerprint: str) -> None:
+    def __init__(
+        self, key: object, fingerprint: str, stored_fingerprint: str, *, claimed: bool = False
+    ) -> None:
+        if claimed:
+            state = "claimed by another payload whose effect may have run"
+        else:
+            state = "already done with another payload"
         super().__init__(
-            f"conflict: key {key} is already done with another payload (fingerprint {stored_fingerprint}), "
+            f"conflict: key {key} is {state} (fingerprint {stored_fingerprint}), "
             f"this message's fingerprint is {fingerprint}"
         )
         self.key = key
@@ -68,6 +76,17 @@ class LeaseLost(TransientError):
     Raised by ``message.lease.extend()`` and when a completion is refused. Stop the effect if you can: the
     new owner runs it (with the same ``message.key.idempotency_key``).
     """
+
+
+class Misconfiguration(Exception):
+    """The runtime found, while handling a record, that the deployment does not match its configuration
+    (no AWS error says so): the record is retried, never quarantined, and ``hint`` names the likely
+    misconfiguration in the batch's ERROR line (keep it the same for every record it applies to)."""
+
+    def __init__(self, reason: str, hint: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.hint = hint
 
 
 # --- classification -------------------------------------------------------------------------------------
@@ -209,14 +228,16 @@ def classify(exc: BaseException, where: str = "table") -> Failure:
 
     Permanent: :class:`PermanentError` (its ``kind``), ``RecursionError`` (input nested too deeply for any
     code to handle), AWS errors caused by the request content (``ValidationException`` not about the key
-    schema, ...) and botocore's client-side parameter validation. Misconfigured: see
-    :func:`misconfiguration`. Everything else - throttling, 5xx, timeouts, connection errors, unknown
+    schema, ...) and botocore's client-side parameter validation. Misconfigured: :class:`Misconfiguration`,
+    and see :func:`misconfiguration`. Everything else - throttling, 5xx, timeouts, connection errors, unknown
     exceptions from user code - is transient: SQS redelivers, nothing is lost.
     """
     if isinstance(exc, PermanentError):
         return Failure(PERMANENT, exc.reason, exc.kind)
     if isinstance(exc, TransientError):
         return Failure(TRANSIENT, describe(exc))
+    if isinstance(exc, Misconfiguration):
+        return Failure(MISCONFIGURED, exc.reason, hint=exc.hint)
     if isinstance(exc, RecursionError):
         return Failure(
             PERMANENT, f"input nested too deeply for the runtime or the processor ({describe(exc)})"

@@ -5,7 +5,8 @@ field is a dotted path into nested objects (``order.id``); strings are used as t
 booleans in one canonical text (``100``, ``100.0`` and ``1e2`` are all ``"100"``; ``true``/``false``), so
 the same value always gives the same key. A missing, empty, null, object or array key field is rejected
 with a reason naming the field. ``KEY_PREFIX`` is prepended to the partition value; values beginning with
-``idempotency#`` are the runtime's own and rejected.
+``idempotency#``, with or without the prefix, are the runtime's own and rejected (in :meth:`KeyBuilder.key`,
+for every key source).
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from idempotent_runtime.attributes import lone_surrogate
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
     FIELD_PATH_SEPARATOR,
+    FIFO_ONLY_KEY_SOURCES,
+    KEY_SOURCE,
     MAX_PARTITION_KEY_BYTES,
     MAX_SORT_KEY_BYTES,
     REDRIVE_ATTRIBUTE,
     RESERVED_KEY_PREFIX,
     KeySource,
 )
-from idempotent_runtime.errors import InvalidMessage
+from idempotent_runtime.errors import InvalidMessage, Misconfiguration
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.payload import plain_number, raw_fingerprint
 
@@ -61,18 +64,21 @@ def key_text(value: Any, what: str) -> str:
     raise InvalidMessage(f"{what} is {shown}, not a string, number or boolean")
 
 
+def _field_what(field: str, role: str) -> str:
+    return f"{role} key field {field!r}"
+
+
 def field_key(data: Any, field: str, role: str) -> str:
-    """The key text of the body field at the dotted path ``field`` (``role``: partition or sort)."""
-    what = f"{role} key field {field!r}"
+    """The key text of the body field at the dotted path ``field`` (``role``: partition or sort); not
+    checked against the reserved namespace (the caller does, on the final value)."""
+    what = _field_what(field, role)
     value: Any = data
     for part in field.split(FIELD_PATH_SEPARATOR):
         if not isinstance(value, dict) or part not in value:
             where = f" (fields: {_names(value)})" if isinstance(value, dict) else ""
             raise InvalidMessage(f"{what} is missing from the body{where}")
         value = value[part]
-    text = key_text(value, what)
-    _unreserved(text, what)
-    return text
+    return key_text(value, what)
 
 
 def _unreserved(text: str, what: str) -> None:
@@ -119,6 +125,10 @@ def redrive_of(message: Message) -> dict[str, Any] | None:
     return value
 
 
+def _redriven_what(field: str) -> str:
+    return f"partition key {field} of message attribute {REDRIVE_ATTRIBUTE}"
+
+
 def _redriven(message: Message, field: str) -> str | None:
     redrive = redrive_of(message)
     if redrive is None or redrive.get(field) is None:
@@ -148,8 +158,17 @@ class KeyBuilder:
         self.max_sort = MAX_SORT_KEY_BYTES - sort_reserve
 
     def key(self, partition: str, sort: str, what: tuple[str, str]) -> Key:
-        partition = _check(self.prefix + partition, what[0], self.max_partition)
-        return Key(partition, _check(sort, what[1], self.max_sort))
+        """The key of ``partition`` (before KEY_PREFIX) and ``sort``; ``what`` names them in reasons.
+
+        The one place every key source passes: neither value may begin with ``idempotency#`` (this
+        pipeline's own records are at KEY_PREFIX + ``idempotency#``...), nor may the prefixed partition (the
+        records of pipelines without a prefix sharing the table)."""
+        _unreserved(partition, what[0])
+        _unreserved(sort, what[1])
+        prefixed = self.prefix + partition
+        if self.prefix:
+            _unreserved(prefixed, f"{what[0]} with KEY_PREFIX {self.prefix!r}")
+        return Key(_check(prefixed, what[0], self.max_partition), _check(sort, what[1], self.max_sort))
 
     def __call__(self, message: Message) -> Key:
         source = self.source
@@ -159,22 +178,40 @@ class KeyBuilder:
             return self.key(
                 field_key(body, partition_field, "partition"),
                 field_key(body, sort_field, "sort"),
-                (f"partition key field {partition_field!r}", f"sort key field {sort_field!r}"),
+                (_field_what(partition_field, "partition"), _field_what(sort_field, "sort")),
             )
         if source == KeySource.DEDUP_ID:
-            value = _redriven(message, "dedup_id") or message.dedup_id
+            value = _redriven(message, "dedup_id")
+            what = _redriven_what("dedup_id")
+            if value is None:
+                value, what = message.dedup_id, "partition key MessageDeduplicationId"
+            if not value and message.from_fifo_queue is False:
+                raise _standard_queue(message, source)
             if not value:
                 raise InvalidMessage(
                     "message has no MessageDeduplicationId attribute "
                     f"(KEY_SOURCE=dedup_id needs a fifo queue), got {value!r}"
                 )
-            what = "partition key MessageDeduplicationId"
-            _unreserved(value, what)
             return self.key(value, source.value, (what, "sort key"))
         if source == KeySource.MESSAGE_ID:
-            value = _redriven(message, "source_message_id") or message.message_id
-            return self.key(value, source.value, ("partition key messageId", "sort key"))
+            value = _redriven(message, "source_message_id")
+            what = _redriven_what("source_message_id")
+            if value is None:
+                value, what = message.message_id, "partition key messageId"
+            return self.key(value, source.value, (what, "sort key"))
         return self.key(raw_fingerprint(message.body), source.value, ("partition key", "sort key"))
+
+
+def _standard_queue(message: Message, source: KeySource) -> Misconfiguration:
+    """The deployment feeds a FIFO-only key source from a standard queue: no record of it can be keyed."""
+    others = [other.value for other in KeySource if other not in FIFO_ONLY_KEY_SOURCES]
+    return Misconfiguration(
+        f"{KEY_SOURCE.name}={source}, but the record comes from the standard queue "
+        f"{message.record.get('eventSourceARN')}, whose messages carry no MessageDeduplicationId",
+        f"{KEY_SOURCE.name}={source} needs a FIFO queue: the event source is a standard queue, whose "
+        f"messages carry no MessageDeduplicationId; use {KEY_SOURCE.name}={', '.join(others[:-1])} or "
+        f"{others[-1]}, or a FIFO queue",
+    )
 
 
 def key_builder(config: Config, *, sort_reserve: int = 0) -> KeyBuilder:
@@ -182,5 +219,12 @@ def key_builder(config: Config, *, sort_reserve: int = 0) -> KeyBuilder:
 
 
 def key_parts(data: Any, key_fields: Sequence[str]) -> list[str]:
-    """The key texts of ``key_fields`` (dotted paths) of ``data``, as the consumer reads them."""
-    return [field_key(data, field, ("partition", "sort")[min(i, 1)]) for i, field in enumerate(key_fields)]
+    """The key texts of ``key_fields`` (dotted paths) of ``data``, as the consumer reads them (without
+    KEY_PREFIX, which the producer does not know)."""
+    parts = []
+    for index, field in enumerate(key_fields):
+        role = ("partition", "sort")[min(index, 1)]
+        text = field_key(data, field, role)
+        _unreserved(text, _field_what(field, role))
+        parts.append(text)
+    return parts

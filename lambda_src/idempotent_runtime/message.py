@@ -8,8 +8,9 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from idempotent_runtime.contract import FIFO_QUEUE_SUFFIX
 from idempotent_runtime.errors import InvalidMessage
-from idempotent_runtime.payload import NotANumber, constant_path, parse_json
+from idempotent_runtime.payload import NotANumber, RepeatedName, constant_path, parse_json, repeated_path
 
 if TYPE_CHECKING:
     from idempotent_runtime.modes.guarded import Lease
@@ -74,7 +75,7 @@ class Message:
     """An SQS record from Lambda's event, with its parsed body and idempotency key.
 
     ``body`` is the raw text; ``data`` the JSON body, parsed once on first use with numbers exact (integers
-    as ``int``, other numbers as ``Decimal``); invalid JSON raises
+    as ``int`` - over 4300 digits as ``Decimal`` - other numbers as ``Decimal``); invalid JSON raises
     :class:`~idempotent_runtime.errors.InvalidMessage`, a permanent error. ``key`` is set by the runtime
     before the processing function runs; ``message.key.idempotency_key`` is the idempotency key to pass to a
     third-party API. ``lease`` is the claim's lease in guarded mode (None in the other modes).
@@ -97,6 +98,12 @@ class Message:
     @property
     def dedup_id(self) -> str | None:
         return self.attributes.get("MessageDeduplicationId")
+
+    @property
+    def from_fifo_queue(self) -> bool | None:
+        """Whether the record's queue (``eventSourceARN``) is a FIFO queue; None when it names no queue."""
+        arn = self.record.get("eventSourceARN")
+        return arn.endswith(FIFO_QUEUE_SUFFIX) if isinstance(arn, str) and arn else None
 
     @property
     def receive_count(self) -> int:
@@ -135,16 +142,18 @@ def _parse(body: str) -> Any:
         raise InvalidMessage(
             f"{where} is {name}, which is not a JSON number and cannot be stored in dynamodb"
         ) from None
+    except RepeatedName:
+        where = repeated_path(body) or "(unknown)"
+        raise InvalidMessage(
+            f"body field {where} appears more than once in its object; a JSON object's names must be "
+            "unique (parsers differ on which value counts)"
+        ) from None
     except RecursionError:
         raise InvalidMessage(
             f"body is nested too deeply to parse (thousands of levels; dynamodb stores at most 32): "
             f"{_excerpt(body)}"
         ) from None
     except ValueError as exc:
-        if "integer string conversion" in str(exc):
-            raise InvalidMessage(
-                f"body holds an integer with more than 4300 digits: {_excerpt(body)}"
-            ) from None
         raise InvalidMessage(f"body is not valid json ({exc}): {_excerpt(body)}") from None
 
 

@@ -1,8 +1,10 @@
 """A message body as data: exact JSON parsing, canonical JSON, payload fingerprints, guarded results as text.
 
-* Numbers: JSON integers become ``int``, every other number ``Decimal`` with the text's exact value
-  (``json.loads`` would round ``1234567890.123456789`` to a float). ``NaN`` and ``Infinity`` are not JSON
-  numbers and are rejected.
+* Numbers: JSON integers become ``int`` (those over 4300 digits, Python's limit on int conversion,
+  ``Decimal``), every other number ``Decimal`` with the text's exact value (``json.loads`` would round
+  ``1234567890.123456789`` to a float). ``NaN`` and ``Infinity`` are not JSON numbers and are rejected.
+* Names: an object that holds a name twice is rejected (``json.loads`` keeps the last value silently, other
+  parsers the first).
 * Canonical JSON: sorted keys, compact separators, ASCII escapes, numbers written by value (``1``, ``1.0``,
   ``1.00`` and ``1e0`` are all ``1``). Its SHA-256 is the payload fingerprint.
 * Nothing here recurses on the data: JSON nested thousands of levels deep cannot raise ``RecursionError``
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
@@ -20,9 +23,12 @@ from typing import Any
 
 from idempotent_runtime.contract import FIELD_PATH_SEPARATOR
 
-# Integers up to this many digits are written as integers in canonical text; larger ones (only reachable
-# as Decimals such as 1E+5000) keep the exponent form, so nothing huge is ever materialised.
-_MAX_INTEGER_DIGITS = 4000
+# Integral values up to this many digits are written as integers in canonical text; larger ones keep the
+# exponent form (1E+5000), so nothing huge is ever materialised. It is Python's default limit on int/str
+# conversion: the parser makes a JSON integer with more digits a Decimal, so an int and a Decimal of one
+# value meet the same rule, although the C encoder writes every int in full.
+_MAX_INTEGER_DIGITS = sys.int_info.default_max_str_digits  # 4300
+_PLAIN_INTEGERS = 10**_MAX_INTEGER_DIGITS  # ints below this in magnitude have at most that many digits
 
 
 class NotANumber(ValueError):
@@ -33,13 +39,50 @@ def _reject_constant(name: str) -> Any:
     raise NotANumber(name)
 
 
-_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_reject_constant)
+class RepeatedName(ValueError):
+    """A JSON object in the text holds the same name twice (:func:`repeated_path` says where)."""
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # The common path: one dict() and one length comparison per object.
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        raise RepeatedName("a JSON object holds the same name twice")
+    return members
+
+
+def _integer(text: str) -> int | Decimal:
+    if len(text) - (text[0] == "-") <= _MAX_INTEGER_DIGITS:
+        try:
+            return int(text)
+        except ValueError:  # the interpreter's int limit (sys.set_int_max_str_digits) is lower
+            pass
+    return Decimal(text)
+
+
+_DECODER = json.JSONDecoder(
+    parse_float=Decimal, parse_constant=_reject_constant, object_pairs_hook=_unique_names
+)
+# Only after an integer over the interpreter's limit, or with the limit raised: a Python call per integer
+# is slow.
+_LONG_INTEGER_DECODER = json.JSONDecoder(
+    parse_float=Decimal, parse_int=_integer, parse_constant=_reject_constant, object_pairs_hook=_unique_names
+)
 
 
 def parse_json(text: str) -> Any:
     """The JSON value of ``text``, numbers exact. Raises ValueError (:class:`NotANumber` for ``NaN`` /
-    ``Infinity``) or RecursionError (nesting deeper than the interpreter can parse)."""
-    return _DECODER.decode(text)
+    ``Infinity``, :class:`RepeatedName` for an object holding a name twice) or RecursionError (nesting
+    deeper than the interpreter can parse)."""
+    limit = sys.get_int_max_str_digits()
+    if not 0 < limit <= _MAX_INTEGER_DIGITS:  # raised (or 0, none): the C parser would make longer ints
+        return _LONG_INTEGER_DECODER.decode(text)
+    try:
+        return _DECODER.decode(text)
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):
+            raise
+        return _LONG_INTEGER_DECODER.decode(text)  # an integer over the limit: a Decimal
 
 
 class _Constant:
@@ -52,12 +95,48 @@ class _Constant:
 def constant_path(text: str) -> tuple[str, str] | None:
     """Where the first ``NaN`` / ``Infinity`` of ``text`` is: ``(field path, constant)``; None if none."""
     try:
-        data = json.JSONDecoder(parse_float=Decimal, parse_constant=_Constant).decode(text)
+        decoder = json.JSONDecoder(parse_float=Decimal, parse_int=_integer, parse_constant=_Constant)
+        data = decoder.decode(text)
     except (ValueError, RecursionError):
         return None
     for path, value in walk(data):
         if isinstance(value, _Constant):
             return path or "body", value.name
+    return None
+
+
+class _Members(dict):
+    """An object as :func:`repeated_path` parses it: ``repeated`` is a name it holds twice (or None)."""
+
+    __slots__ = ("repeated",)
+
+
+def _marked(pairs: list[tuple[str, Any]]) -> _Members:
+    members = _Members(pairs)
+    members.repeated = None
+    if len(members) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                members.repeated = name
+                break
+            seen.add(name)
+    return members
+
+
+def repeated_path(text: str) -> str | None:
+    """The field path of the first name a JSON object of ``text`` holds twice (``order.lines[1].price``);
+    None if none. Parses again, slowly: call it only after :func:`parse_json` raised RepeatedName."""
+    try:
+        data = json.JSONDecoder(
+            parse_float=Decimal, parse_int=_integer, parse_constant=_Constant, object_pairs_hook=_marked
+        ).decode(text)
+    except (ValueError, RecursionError):
+        return None
+    for path, value in walk(data):
+        name = getattr(value, "repeated", None) if type(value) is _Members else None
+        if name is not None:
+            return f"{path}{FIELD_PATH_SEPARATOR}{name}" if path else name
     return None
 
 
@@ -91,12 +170,18 @@ def normalized(value: Decimal) -> tuple[int, str, int]:
 def canonical_number(value: int | Decimal) -> str:
     """One text per numeric value: ``100``, ``100.0`` and ``1E+2`` are ``100``; ``1.50`` is ``15E-1``.
 
-    Integral values are plain integers (as JSON writes ``int``); others ``<digits>E<exponent>`` with no
-    trailing zero in the digits, which no other value shares. Raises ValueError for NaN / Infinity.
+    Integral values up to 4300 digits are plain integers (as JSON writes ``int``); others
+    ``<digits>E<exponent>`` with no trailing zero in the digits, which no other value shares - the same for
+    an ``int`` and a ``Decimal`` of one value. Raises ValueError for NaN / Infinity.
     """
     if type(value) is int:
-        return str(value)
-    if not isinstance(value, Decimal):
+        if -_PLAIN_INTEGERS < value < _PLAIN_INTEGERS:
+            try:
+                return str(value)
+            except ValueError:  # the interpreter's limit was lowered: the digits of the Decimal below
+                pass
+        value = Decimal(value)  # exact, and without int's string conversion limit
+    elif not isinstance(value, Decimal):
         value = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
     if not value.is_finite():
         raise ValueError(f"{value} is not a finite number")

@@ -33,6 +33,7 @@ from idempotent_runtime.contract import (
     DLQ_ATTRIBUTE_PREFIX,
     DLQ_DETAILS_ATTRIBUTE,
     DLQ_REASON_ATTRIBUTE,
+    FIFO_QUEUE_SUFFIX,
     MAX_MESSAGE_ATTRIBUTES,
     MAX_REASON_CHARACTERS,
     MESSAGE_ID_ATTRIBUTE,
@@ -105,7 +106,7 @@ class Quarantine:
         assert config.dlq_url is not None
         self.config = config
         self.dlq_url = config.dlq_url
-        self.fifo = self.dlq_url.endswith(".fifo")
+        self.fifo = self.dlq_url.endswith(FIFO_QUEUE_SUFFIX)
         self._sqs = sqs
         self._dynamodb = dynamodb
         self.calls = calls or Retrier()
@@ -168,7 +169,7 @@ class Quarantine:
             except Exception as exc:
                 raise SendFailed("dlq", exc) from exc
         # A standard queue may deliver a deleted message again: remember the send before deleting.
-        remember = not already and not _from_fifo_queue(message)
+        remember = not already and message.from_fifo_queue is not True
         if remember:
             self._remember_sent(message, safe_reason, warnings)
         if not self._delete_from_source(message, warnings) and not already and not remember:
@@ -259,11 +260,6 @@ class Quarantine:
                 continue
             attributes[name] = converted
         return attributes, dropped
-
-
-def _from_fifo_queue(message: Message) -> bool:
-    arn = message.record.get("eventSourceARN")
-    return isinstance(arn, str) and arn.endswith(".fifo")
 
 
 def _key(key: Key | None) -> dict[str, str] | None:

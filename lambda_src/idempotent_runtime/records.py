@@ -33,8 +33,9 @@ __all__ = ["Inspection", "RecordState", "forget", "inspect"]
 @dataclass(frozen=True)
 class Inspection:
     """``state``: ``new`` (a delivery would process it), ``done`` (a duplicate), ``conflict`` (the key is done
-    with another payload: ``stored_fingerprint`` differs from ``fingerprint``), ``in_progress`` (guarded: a
-    live claim), ``invalid`` (the message cannot be keyed: ``key`` is None and ``reason`` says why)."""
+    with another payload, or guarded: held by another payload's expired claim; ``stored_fingerprint``
+    differs from ``fingerprint``), ``in_progress`` (guarded: a live claim), ``invalid`` (the message cannot
+    be keyed: ``key`` is None and ``reason`` says why)."""
 
     key: Key | None
     fingerprint: str | None

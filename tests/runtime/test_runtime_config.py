@@ -83,7 +83,7 @@ def test_every_variable_is_read():
             "DEDUP_TTL_SECONDS": "60",
             "DOCUMENT_TTL_SECONDS": "86400",
             "IDEMPOTENCY_MODE": "guarded",
-            "KEY_SOURCE": "dedup_id",
+            "KEY_SOURCE": "message_id",  # dedup_id needs a FIFO queue
             "PARTITION_KEY_FIELD": "order.id",
             "SORT_KEY_FIELD": "line",
             "KEY_PREFIX": "shop#",
@@ -109,7 +109,7 @@ def test_every_variable_is_read():
         dedup_ttl_seconds=60,
         document_ttl_seconds=86400,
         mode="guarded",
-        key_source="dedup_id",
+        key_source="message_id",
         partition_key_field="order.id",
         sort_key_field="line",
         key_prefix="shop#",
@@ -188,6 +188,12 @@ def test_every_variable_is_read():
             "DLQ_URL must be an sqs queue url (https://...), got 'dlq.fifo'",
         ),
         ({"TABLE_NAME": "t", "SORT_KEY": "pk"}, "must be three different attribute names"),
+        (
+            {"TABLE_NAME": "t", "KEY_SOURCE": "dedup_id", "QUEUE_TYPE": "standard"},
+            "KEY_SOURCE=dedup_id needs QUEUE_TYPE=fifo: a standard queue's messages carry no "
+            "MessageDeduplicationId, got QUEUE_TYPE=standard "
+            "(use KEY_SOURCE=fields, message_id or body_sha256)",
+        ),
     ],
 )
 def test_invalid_environment_names_the_variable_and_value(env, message):
@@ -209,6 +215,14 @@ def _import_handler():
 def test_handler_module_fails_the_cold_start_on_a_bad_environment(monkeypatch):
     monkeypatch.delenv("TABLE_NAME", raising=False)
     with pytest.raises(ConfigurationError, match="TABLE_NAME is required"):
+        _import_handler()
+
+
+def test_handler_module_fails_the_cold_start_on_dedup_id_keys_for_a_standard_queue(monkeypatch):
+    monkeypatch.setenv("TABLE_NAME", "t")
+    monkeypatch.setenv("KEY_SOURCE", "dedup_id")
+    monkeypatch.setenv("QUEUE_TYPE", "standard")
+    with pytest.raises(ConfigurationError, match="KEY_SOURCE=dedup_id needs QUEUE_TYPE=fifo"):
         _import_handler()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import threading
 
@@ -283,3 +284,41 @@ def test_concurrent_conflicting_deliveries_store_one_payload_and_quarantine_the_
     (dead,) = drain(sqs, dlq_url)
     assert json.loads(dead["Body"])["v"] != int(item["v"]["N"])
     assert [line["outcome"] for line in record_logs(stream)].count("quarantined") == 1
+
+
+def _enriching(mode: str):
+    """A processor that enriches the parsed body in place, differently on every run."""
+    runs = itertools.count(1)
+
+    def enrich(message):
+        body = message.json_object()
+        body["run"] = next(runs)
+        return body if mode == "document" else []
+
+    return enrich
+
+
+@pytest.mark.parametrize("mode", ["document", "transaction"])
+def test_a_processor_changing_the_parsed_body_does_not_change_the_fingerprint(
+    make_handler, dynamodb, sqs, dlq_url, table, mode
+):
+    from idempotent_runtime.config import Config
+    from idempotent_runtime.records import inspect
+
+    handler, stream = make_handler(fn=_enriching(mode), mode=mode, dlq_url=dlq_url)
+    body = {"x": "o-1", "y": "l-1", "qty": 2}
+    first = record(body)
+    again = record(body)
+    outcomes = [handler.process_batch(event(r), None)[0] for r in (first, again)]
+    assert [(r.outcome, r.conflict) for r in outcomes] == [("processed", False), ("duplicate", False)]
+    assert drain(sqs, dlq_url) == []
+    sort = "l-1" if mode == "document" else "idempotency#l-1"
+    (stored,) = [i for i in scan(dynamodb) if i["sk"]["S"] == sort]
+    assert stored["idempotency:fingerprint"] == {"S": _fingerprint(body)}  # the body as it arrived
+    if mode == "document":
+        assert stored["run"] == {"N": "1"}  # the processor's document is what is stored
+    assert metrics(stream)[-1]["conflicts"] == 0
+    found = inspect(
+        Config(table_name=table, mode=mode, processor="runtime_examples:apply_payment"), dynamodb, again
+    )
+    assert (found.state, found.fingerprint) == ("done", _fingerprint(body))

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 import runtime_examples
-from runtime_helpers import event, failures, log_lines, record, scan
+from runtime_helpers import dlq_details, dlq_reason, drain, event, failures, log_lines, metrics, record, scan
 
 START = 1_800_000_000.0
 
@@ -302,3 +302,104 @@ def test_an_effect_repeated_after_a_crash_keeps_its_idempotency_key_and_charges_
     assert result.result == {"charge": "ch_1", "customer": "cust-7", "cents": 2500}
     (again,) = handler.process_batch(event(payment), None)
     assert (again.outcome, len(provider.requests)) == ("duplicate", 2)
+
+
+def _requests(client) -> list[str]:
+    calls: list[str] = []
+    client.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+    return calls
+
+
+def _charge_then_die(handler, client, payment) -> None:
+    """Deliver ``payment``: the provider charges it, then the environment dies before the completion."""
+    died: list[bool] = []
+
+    def die_before_completion(**_):
+        if not died:
+            died.append(True)
+            raise EnvironmentDied()
+
+    client.meta.events.register("before-call.dynamodb.UpdateItem", die_before_completion)
+    with pytest.raises(EnvironmentDied):
+        handler(event(payment), None)
+
+
+def test_an_expired_claim_is_not_taken_over_by_another_payload(make_handler, fresh_dynamodb, sqs, dlq_url):
+    provider = runtime_examples.PROVIDER = runtime_examples.PaymentProvider()
+    clock = Clock()
+    handler, stream = make_handler(
+        processor="runtime_examples:charge_payment", client=fresh_dynamodb, clock=clock, mode="guarded",
+        lease_seconds=30, dlq_url=dlq_url,
+    )  # fmt: skip
+    payment = record({"x": "cust-7", "y": "pay-1", "cents": 2500}, group="a")
+    _charge_then_die(handler, fresh_dynamodb, payment)
+    claim = _item(fresh_dynamodb, "cust-7", "pay-1")
+
+    clock.now += 30 + 10 + 1  # the claim expires; another payment with the same key arrives
+    other = record({"x": "cust-7", "y": "pay-1", "cents": 9999}, group="b")
+    calls = _requests(fresh_dynamodb)
+    (result,) = handler.process_batch(event(other), None)
+    # The failed claim found the other payload's claim: one request, then the quarantine record.
+    assert calls == ["PutItem", "PutItem"]
+    assert (result.outcome, result.conflict, result.result) == ("quarantined", True, None)
+    assert provider.requests == ["cust-7#pay-1"]  # the processor did not run for the other payload
+    assert _item(fresh_dynamodb, "cust-7", "pay-1") == claim  # the first payment's claim is untouched
+    (dead,) = drain(sqs, dlq_url)
+    stored = claim["idempotency:fingerprint"]["S"]
+    details = dlq_details(dead)
+    assert (details["kind"], details["stored_fingerprint"]) == ("conflict", stored)
+    assert dlq_reason(dead) == (
+        f"conflict: key cust-7#pay-1 is claimed by another payload whose effect may have run (fingerprint "
+        f"{stored}), this message's fingerprint is {details['fingerprint']}"
+    )
+    emf = metrics(stream)[-1]
+    assert (emf["quarantined"], emf["conflicts"], emf["processed"]) == (1, 1, 0)
+
+    # The first payment's redelivery takes its own claim over and completes it: charged once.
+    payment["attributes"]["ApproximateReceiveCount"] = "2"
+    (again,) = handler.process_batch(event(payment), None)
+    assert again.outcome == "processed"
+    assert list(provider.charges.values()) == [{"charge": "ch_1", "customer": "cust-7", "cents": 2500}]
+    completed = _item(fresh_dynamodb, "cust-7", "pay-1")
+    assert completed["idempotency:status"] == {"S": "COMPLETED"}
+    assert completed["idempotency:fingerprint"] == {"S": stored}
+
+
+def test_another_payload_at_an_expired_claim_is_a_duplicate_with_on_conflict_duplicate(
+    make_handler, fresh_dynamodb
+):
+    provider = runtime_examples.PROVIDER = runtime_examples.PaymentProvider()
+    clock = Clock()
+    handler, stream = make_handler(
+        processor="runtime_examples:charge_payment", client=fresh_dynamodb, clock=clock, mode="guarded",
+        lease_seconds=30, on_conflict="duplicate",
+    )  # fmt: skip
+    _charge_then_die(handler, fresh_dynamodb, record({"x": "cust-7", "y": "pay-1", "cents": 2500}))
+    claim = _item(fresh_dynamodb, "cust-7", "pay-1")
+    clock.now += 30 + 10 + 1
+    calls = _requests(fresh_dynamodb)
+    (result,) = handler.process_batch(event(record({"x": "cust-7", "y": "pay-1", "cents": 9999})), None)
+    assert calls == ["PutItem"]
+    assert (result.outcome, result.conflict, result.result) == ("duplicate", True, None)
+    assert provider.requests == ["cust-7#pay-1"]
+    assert _item(fresh_dynamodb, "cust-7", "pay-1") == claim
+    emf = metrics(stream)[-1]
+    assert (emf["duplicates"], emf["conflicts"]) == (1, 1)
+
+
+def test_inspect_sees_another_payloads_expired_claim_as_a_conflict(make_handler, fresh_dynamodb, table):
+    from idempotent_runtime.config import Config
+    from idempotent_runtime.records import inspect
+
+    runtime_examples.PROVIDER = runtime_examples.PaymentProvider()
+    clock = Clock()
+    config = dict(processor="runtime_examples:charge_payment", mode="guarded", lease_seconds=30)
+    handler, _ = make_handler(client=fresh_dynamodb, clock=clock, **config)
+    payment = {"x": "cust-7", "y": "pay-1", "cents": 2500}
+    _charge_then_die(handler, fresh_dynamodb, record(payment))
+    later = clock.now + 30 + 10 + 1
+    seen = Config(table_name=table, **config)
+    same = inspect(seen, fresh_dynamodb, record(payment), now=later)
+    other = inspect(seen, fresh_dynamodb, record({**payment, "cents": 9999}), now=later)
+    assert (same.state, other.state) == ("new", "conflict")
+    assert other.stored_fingerprint == same.fingerprint

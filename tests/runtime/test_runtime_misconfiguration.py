@@ -132,3 +132,114 @@ def test_valid_messages_are_processed_once_the_deployment_is_fixed(
     assert failures(broken(event(rec), None)) == [rec["messageId"]]
     assert failures(fixed(event(rec), None)) == []
     assert [i["pk"]["S"] for i in scan(dynamodb)] == ["a"]
+
+
+@pytest.fixture
+def hash_only_table(dynamodb) -> str:
+    """A table keyed on PARTITION_KEY alone (an imported table, say): SORT_KEY is a plain attribute, so
+    two keys with one partition value are one item to DynamoDB, and no request fails for it."""
+    dynamodb.create_table(
+        TableName="orders-hash-only",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return "orders-hash-only"
+
+
+SORT_KEY_HINT = "the table's key does not include SORT_KEY 'sk'"
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"on_conflict": "duplicate"}, {"fingerprint_fields": ["x"]}],
+    ids=["default", "on-conflict-duplicate", "fingerprint-fields"],
+)
+def test_a_table_without_the_sort_key_fails_other_keys_of_a_partition_as_misconfigured(
+    make_handler, hash_only_table, dynamodb, sqs, dlq_url, settings
+):
+    handler, stream = make_handler(table_name=hash_only_table, dlq_url=dlq_url, log_level="INFO", **settings)
+    first = record({"x": "o-1", "y": "l-1", "q": 1})
+    second = record({"x": "o-1", "y": "l-2", "q": 2})
+    results = handler.process_batch(event(first, second), None)
+    assert [(r.outcome, r.misconfigured, r.conflict) for r in results] == [
+        ("processed", False, False),
+        ("failed", True, False),
+    ]
+    assert results[1].reason == (
+        "retry later: the conditional write at pk 'o-1', sk 'l-2' found the item at pk 'o-1', sk 'l-1': "
+        "another key, so the table's key is not (pk, sk)"
+    )
+    assert drain(sqs, dlq_url) == []
+    (item,) = scan(dynamodb, hash_only_table)
+    assert (item["sk"], item["q"]) == ({"S": "l-1"}, {"N": "1"})  # the first line, untouched
+    (error,) = _errors(stream)
+    (hint,) = error["likely_misconfiguration"]
+    assert hint.startswith(SORT_KEY_HINT)
+    counts = ("processed", "duplicates", "quarantined", "failed", "conflicts", "misconfigured")
+    assert {name: metrics(stream)[-1][name] for name in counts} == {
+        "processed": 1,
+        "duplicates": 0,
+        "quarantined": 0,
+        "failed": 1,
+        "conflicts": 0,
+        "misconfigured": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("mode", "stored_sort", "extra"),
+    [
+        ("document", "l-1", {}),
+        ("transaction", "idempotency#l-1", {"fn": lambda message: []}),
+        ("guarded", "l-1", {"fn": lambda message: {"ran": True}}),
+    ],
+)
+def test_every_mode_reads_another_keys_item_as_misconfiguration(
+    make_handler, hash_only_table, dynamodb, sqs, dlq_url, mode, stored_sort, extra
+):
+    # What the mode wrote for (o-1, l-1), with another payload's fingerprint: on a table with the sort key
+    # in its key schema the mode never sees it for (o-1, l-2).
+    dynamodb.put_item(
+        TableName=hash_only_table,
+        Item={
+            "pk": {"S": "o-1"},
+            "sk": {"S": stored_sort},
+            "idempotency:fingerprint": {"S": "0" * 64},
+            "idempotency:status": {"S": "COMPLETED"},
+        },
+    )
+    handler, stream = make_handler(table_name=hash_only_table, mode=mode, dlq_url=dlq_url, **extra)
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "l-2"})), None)
+    assert (result.outcome, result.misconfigured, result.conflict) == ("failed", True, False)
+    assert result.hint.startswith(SORT_KEY_HINT)
+    assert drain(sqs, dlq_url) == []
+    (item,) = scan(dynamodb, hash_only_table)
+    assert item["sk"] == {"S": stored_sort}
+    emf = metrics(stream)[-1]
+    assert (emf["failed"], emf["misconfigured"], emf["conflicts"], emf["quarantined"]) == (1, 1, 0, 0)
+
+
+def test_dedup_id_keys_for_records_of_a_standard_queue_are_misconfiguration(
+    make_handler, dynamodb, sqs, dlq_url
+):
+    # QUEUE_TYPE says fifo (the default), but the event source mapping reads a standard queue.
+    handler, stream = make_handler(key_source="dedup_id", dlq_url=dlq_url, log_level="INFO")
+    batch = [record({"x": f"o-{i}", "y": "l-1"}, group=None) for i in range(3)]
+    for rec in batch:
+        rec["eventSourceARN"] = "arn:aws:sqs:us-east-1:123456789012:orders"
+    results = handler.process_batch(event(*batch), None)
+    assert [(r.outcome, r.misconfigured) for r in results] == [("failed", True)] * 3
+    assert results[0].reason == (
+        "retry later: KEY_SOURCE=dedup_id, but the record comes from the standard queue "
+        "arn:aws:sqs:us-east-1:123456789012:orders, whose messages carry no MessageDeduplicationId"
+    )
+    assert drain(sqs, dlq_url) == []
+    assert scan(dynamodb) == []
+    (error,) = _errors(stream)
+    assert error["likely_misconfiguration"] == [
+        "KEY_SOURCE=dedup_id needs a FIFO queue: the event source is a standard queue, whose messages carry "
+        "no MessageDeduplicationId; use KEY_SOURCE=fields, message_id or body_sha256, or a FIFO queue"
+    ]
+    emf = metrics(stream)[-1]
+    assert (emf["failed"], emf["misconfigured"], emf["quarantined"]) == (3, 3, 0)

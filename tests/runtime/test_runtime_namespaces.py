@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from runtime_helpers import dlq_reason, drain, event, failures, record, scan
 
@@ -210,3 +212,59 @@ def test_transaction_markers_stay_where_0_1_put_them(make_handler, dynamodb):
     handler, _ = make_handler(mode="transaction", processor=PAYMENT, key_prefix="p#")
     handler(event(record({"x": "acct", "y": "pay-1", "cents": 5})), None)
     assert ("p#acct", "idempotency#pay-1") in _keys(dynamodb)
+
+
+def _redrive(rec: dict, **fields) -> dict:
+    value = json.dumps({"source_message_id": None, "dedup_id": None, **fields})
+    rec["messageAttributes"]["idempotency.redrive"] = {"stringValue": value, "dataType": "String"}
+    return rec
+
+
+RESERVED = "begins with 'idempotency#', which the runtime reserves for its own records"
+
+
+@pytest.mark.parametrize(
+    ("settings", "delivery", "reason"),
+    [
+        pytest.param(
+            {"key_source": "message_id"},
+            _redrive(record({"a": 1}), source_message_id="idempotency#quarantine#m-1"),
+            "partition key source_message_id of message attribute idempotency.redrive "
+            f"{RESERVED}: 'idempotency#quarantine#m-1'",
+            id="redriven-message-id",
+        ),
+        pytest.param(
+            {"key_source": "dedup_id"},
+            _redrive(record({"a": 1}), dedup_id="idempotency#x"),
+            f"partition key dedup_id of message attribute idempotency.redrive {RESERVED}: 'idempotency#x'",
+            id="redriven-dedup-id",
+        ),
+        pytest.param(
+            {"key_source": "dedup_id"},
+            record({"a": 1}, dedup_id="idempotency#x"),
+            f"partition key MessageDeduplicationId {RESERVED}: 'idempotency#x'",
+            id="dedup-id",
+        ),
+        pytest.param(
+            {"key_prefix": "idempotency"},
+            record({"x": "#quarantine#m-1", "y": "s"}),
+            f"partition key field 'x' with KEY_PREFIX 'idempotency' {RESERVED}: 'idempotency#quarantine#m-1'",
+            id="prefix-and-field",
+        ),
+        pytest.param(
+            {"key_prefix": "idem"},
+            record({"x": "potency#a", "y": "s"}),
+            f"partition key field 'x' with KEY_PREFIX 'idem' {RESERVED}: 'idempotency#a'",
+            id="part-of-the-prefix",
+        ),
+    ],
+)
+def test_no_key_source_or_prefix_reaches_the_reserved_namespace(
+    make_handler, dynamodb, sqs, dlq_url, settings, delivery, reason
+):
+    handler, _ = make_handler(dlq_url=dlq_url, **settings)
+    (result,) = handler.process_batch(event(delivery), None)
+    assert (result.outcome, result.kind) == ("quarantined", "invalid")
+    (dead,) = drain(sqs, dlq_url)
+    assert dlq_reason(dead) == reason
+    assert scan(dynamodb) == []

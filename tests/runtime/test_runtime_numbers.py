@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 from decimal import Decimal
 
 import pytest
-from runtime_helpers import dlq_details, dlq_reason, drain, event, failures, record, scan
+from runtime_helpers import dlq_details, dlq_reason, drain, event, failures, metrics, record, scan
 
 
 @pytest.mark.parametrize(
@@ -141,11 +142,70 @@ def test_guarded_mode_passes_big_numbers_it_does_not_store(make_handler, dynamod
     assert seen == [Decimal("1e400")]
 
 
-def test_an_integer_too_long_to_parse_is_quarantined_with_a_reason(make_handler, sqs, dlq_url):
-    handler, _ = make_handler(dlq_url=dlq_url)
-    handler(event(record('{"x": "a", "y": "b", "n": ' + "7" * 5000 + "}")), None)
-    (dead,) = drain(sqs, dlq_url)
-    assert dlq_reason(dead).startswith("body holds an integer with more than 4300 digits")
+@pytest.mark.parametrize("digits", [4001, 4300, 5000], ids=lambda n: f"{n}-digits")
+def test_an_integer_too_long_to_store_is_quarantined_naming_the_field(
+    make_handler, dynamodb, sqs, dlq_url, digits
+):
+    # Python parses at most 4300 digits as an int; longer ones are numbers like any other.
+    handler, stream = make_handler(dlq_url=dlq_url)
+    for text in ("7" * digits, "7" * digits + ".0"):
+        (result,) = handler.process_batch(
+            event(record('{"x": "a", "y": "b", "m": {"n": ' + text + "}}")), None
+        )
+        assert result.outcome == "quarantined"
+        (dead,) = drain(sqs, dlq_url)
+        assert dlq_reason(dead) == (
+            f"body field m.n number {'7' * 57}... has {digits} significant digits; DynamoDB numbers hold at "
+            "most 38"
+        )
+    assert scan(dynamodb) == []
+    assert [line["quarantined"] for line in metrics(stream)] == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        pytest.param("1" + "0" * 4000, "1E+4000", id="4001-digits-and-exponent"),
+        pytest.param("1" + "0" * 4299, "1E+4299", id="4300-digits-and-exponent"),
+        pytest.param("1" + "0" * 4300, "1E+4300", id="4301-digits-and-exponent"),
+        pytest.param("9" * 5000, "9" * 5000 + ".0", id="5000-digits-and-fraction"),
+        pytest.param("-" + "1" * 4500, "-" + "1" * 4500 + "E0", id="negative-4500-digits"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["transaction", "guarded"])
+def test_a_long_integer_is_the_same_payload_however_it_is_written(
+    make_handler, sqs, dlq_url, mode, first, again
+):
+    seen = []
+
+    def look(message):
+        seen.append(message.data["n"])
+        return [] if mode == "transaction" else None
+
+    handler, stream = make_handler(fn=look, mode=mode, dlq_url=dlq_url)
+    outcomes = [
+        handler.process_batch(event(record(f'{{"x": "a", "y": "b", "n": {text}}}')), None)[0].outcome
+        for text in (first, again)
+    ]
+    assert outcomes == ["processed", "duplicate"]  # one fingerprint, not a conflict
+    assert drain(sqs, dlq_url) == []
+    assert seen[0] == Decimal(first)  # the processor gets the exact value
+    assert [line["conflicts"] for line in metrics(stream)] == [0, 0]
+
+
+@pytest.mark.parametrize("limit", [0, 640, 100_000], ids=lambda n: f"limit-{n}")
+def test_one_fingerprint_per_value_whatever_the_interpreters_integer_limit(limit):
+    from idempotent_runtime.payload import Fingerprinter, parse_json
+
+    fingerprint = Fingerprinter()
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(limit)  # a processor's module may change it
+    try:
+        for digits in (1000, 4300, 4301, 5000):
+            texts = ("1" + "0" * (digits - 1), f"1E+{digits - 1}", "1" + "0" * (digits - 1) + ".0")
+            assert len({fingerprint(parse_json(f'{{"n": {text}}}')) for text in texts}) == 1, digits
+    finally:
+        sys.set_int_max_str_digits(before)
 
 
 def test_the_body_of_a_quarantined_message_is_the_original_text(make_handler, sqs, dlq_url):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from idempotent_runtime import PermanentError
-from runtime_helpers import dlq_details, drain, event, failures, record, record_logs, scan
+from runtime_helpers import dlq_details, drain, event, failures, metrics, record, record_logs, scan
 
 # 420 KB of UTF-8 in a 210,000-character field (SQS takes bodies up to 1 MiB).
 BIG = json.dumps({"x": "a1", "y": "b1", "blob": "é" * 210_000}, ensure_ascii=False)
@@ -197,3 +197,38 @@ def test_escaped_surrogate_pair_is_stored_as_its_character(make_handler, dynamod
     assert failures(handler(event(rec), None)) == []
     (item,) = scan(dynamodb)
     assert item["pk"] == {"S": "a\U0001f600"} and item["note"] == {"S": "\U0001f600"}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        pytest.param('{"x": "o-1", "y": "l-1", "amount": 100, "amount": 5}', "amount", id="field"),
+        # Which key the message would get depends on the parser.
+        pytest.param('{"x": "o-A", "x": "o-B", "y": "l-1"}', "x", id="key-field"),
+        pytest.param(
+            '{"x": "o-1", "y": "l-1", "order": {"lines": [{"p": 1}, {"p": 1, "q": 2, "p": 2}]}}',
+            "order.lines[1].p",
+            id="nested",
+        ),
+        pytest.param('{"x": "o-1", "y": "l-1", "a": 1, "\\u0061": 1}', "a", id="escaped-name"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["document", "transaction", "guarded"])
+def test_a_name_repeated_in_a_json_object_is_quarantined_naming_the_field(
+    make_handler, dynamodb, sqs, dlq_url, body, field, mode
+):
+    ran: list[str] = []
+    processor = None if mode == "document" else (lambda message: ran.append(message.message_id) or [])
+    handler, stream = make_handler(fn=processor, mode=mode, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record(body)), None)
+    assert result.outcome == "quarantined"
+    (dead,) = drain(sqs, dlq_url)
+    assert dead["MessageAttributes"]["idempotency.reason"]["StringValue"] == (
+        f"body field {field} appears more than once in its object; a JSON object's names must be unique "
+        "(parsers differ on which value counts)"
+    )
+    assert (dlq_details(dead)["kind"], dead["Body"]) == ("invalid", body)
+    assert scan(dynamodb) == []
+    assert ran == []
+    emf = metrics(stream)[-1]
+    assert (emf["quarantined"], emf["processed"], emf["failed"]) == (1, 0, 0)

@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
     FINGERPRINT_ATTRIBUTE,
+    PARTITION_KEY,
+    SORT_KEY,
     TOKEN_ATTRIBUTE,
     OnConflict,
     Outcome,
@@ -20,7 +22,7 @@ from idempotent_runtime.contract import (
 from idempotent_runtime.contract import (
     Mode as ModeName,
 )
-from idempotent_runtime.errors import Conflict, InvalidMessage
+from idempotent_runtime.errors import Conflict, InvalidMessage, Misconfiguration
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.payload import Fingerprinter, raw_fingerprint
 from idempotent_runtime.retries import Retrier
@@ -48,7 +50,7 @@ class RecordState(StrEnum):
 
     NEW = "new"  # no idempotency record (or an expired one): a delivery would process it
     DONE = "done"  # done with the same payload (or a record without fingerprint): a duplicate
-    CONFLICT = "conflict"  # done with another payload
+    CONFLICT = "conflict"  # done with another payload (guarded: or held by its expired claim)
     IN_PROGRESS = "in_progress"  # guarded: claimed by a live invocation
     INVALID = "invalid"  # the message cannot be keyed
 
@@ -120,7 +122,10 @@ class Mode(ABC):
         ``fingerprint``: the state and the stored fingerprint."""
 
     def fingerprint(self, message: Message) -> str:
-        """SHA-256 of the canonical JSON body (of the chosen fields); of the raw body when it is not JSON."""
+        """SHA-256 of the canonical JSON body (of the chosen fields); of the raw body when it is not JSON.
+
+        Every mode computes it before the processor runs (a processor may change ``message.data`` in
+        place), so it is the fingerprint of the body as delivered - what :mod:`records` computes too."""
         try:
             data = message.data
         except InvalidMessage:
@@ -144,11 +149,38 @@ class Mode(ABC):
         stored = text_of(old, FINGERPRINT_ATTRIBUTE)
         if stored is None or stored == fingerprint:
             return Done(Outcome.DUPLICATE, result)
-        conflict = Conflict(key, fingerprint, stored)
+        return self.conflict(Conflict(key, fingerprint, stored))
+
+    def conflict(self, conflict: Conflict) -> Done:
+        """A conflict, per ON_CONFLICT: raised (quarantined) or a duplicate without a result."""
         if self.config.on_conflict == OnConflict.DUPLICATE:
             # The stored result belongs to another payload: it is not returned as this message's.
             return Done(Outcome.DUPLICATE, None, conflict)
         raise conflict
+
+    def same_key(self, written: dict[str, Any], old: dict[str, Any]) -> None:
+        """Raise :class:`Misconfiguration` when the old item a failed condition returned is not at the key
+        written: the table's key schema lacks SORT_KEY (a table keyed on the partition key alone, such as
+        an imported one) or PARTITION_KEY, so another key's record would pass for this key's duplicate or
+        conflict."""
+        if not old:
+            return
+        for variable, name, keyed_on in (
+            (SORT_KEY, self.sk, "its partition key alone"),
+            (PARTITION_KEY, self.pk, "other attributes"),
+        ):
+            if old.get(name) != written.get(name):
+                raise Misconfiguration(
+                    f"the conditional write at {self._shown_key(written)} found the item at "
+                    f"{self._shown_key(old)}: another key, so the table's key is not ({self.pk}, {self.sk})",
+                    f"the table's key does not include {variable.name} {name!r}: a conditional write found "
+                    f"an item with another {name} value, as on a table keyed on {keyed_on} (an imported "
+                    f"table?); the table needs the string partition key {self.pk!r} "
+                    f"({PARTITION_KEY.name}) and sort key {self.sk!r} ({SORT_KEY.name})",
+                )
+
+    def _shown_key(self, item: dict[str, Any]) -> str:
+        return ", ".join(f"{name} {_shown_value(item.get(name))}" for name in (self.pk, self.sk))
 
     @staticmethod
     def ours(old: dict[str, Any], token: str) -> bool:
@@ -165,3 +197,11 @@ class Mode(ABC):
         if stored is None or stored == fingerprint:
             return RecordState.DONE, stored
         return RecordState.CONFLICT, stored
+
+
+def _shown_value(value: Any) -> str:
+    if value is None:
+        return "(absent)"
+    if isinstance(value, dict) and isinstance(value.get("S"), str):
+        return repr(value["S"][:80])
+    return f"{value!r:.80}"

@@ -47,6 +47,8 @@ class DocumentMode(Mode):
     def process(self, message: Message, context: object | None = None) -> Done:
         key = message.key
         assert key is not None
+        # Before the processor, which may change the parsed body it is handed.
+        fingerprint = self.fingerprint(message)
         attributes = self.processor(message) if self.processor is not None else None
         if attributes is None:
             attributes, source = message.json_object(), "body field"
@@ -57,7 +59,6 @@ class DocumentMode(Mode):
                 "document processor must return a dict of attributes or None, "
                 f"got {type(attributes).__name__}"
             )
-        fingerprint = self.fingerprint(message)
         now = self.clock()
         item = to_item(attributes, source)
         own = self.item_key(key)
@@ -91,6 +92,7 @@ class DocumentMode(Mode):
             if not is_conditional_check_failed(exc):
                 raise
             old = old_item(exc)
+            self.same_key(own, old)
             if self.ours(old, token):
                 return Done(Outcome.PROCESSED)
             return self.done(key, fingerprint, old)

@@ -28,6 +28,7 @@ from idempotent_runtime.contract import (
     Mode as ModeName,
 )
 from idempotent_runtime.errors import (
+    Conflict,
     InvalidMessage,
     LeaseLost,
     TransientError,
@@ -50,11 +51,14 @@ MAX_RESULT_BYTES = 100 * 1024
 COMPLETION_ATTEMPTS = 1000
 
 # Claimable: no record, a record past its TTL, or an IN_PROGRESS claim whose (recorded) lease has expired
-# - also a claim written by 0.1 under its attribute names.
+# - also a claim written by 0.1 under its attribute names - made for the same payload (or before
+# fingerprints existed): the effect of an expired claim may have run, so only its own payload may take it
+# over; another payload is a conflict, decided from the old item the failed condition returns.
 CLAIM = (
     ABSENT
-    + " OR (#status = :in_progress AND #lease < :now_ms)"
-    + " OR (#old_status = :in_progress AND #old_lease < :now_ms)"
+    + " OR (((#status = :in_progress AND #lease < :now_ms)"
+    + " OR (#old_status = :in_progress AND #old_lease < :now_ms))"
+    + " AND (attribute_not_exists(#fingerprint) OR #fingerprint = :fingerprint))"
 )
 # Only the current owner (fencing token) of a live claim may complete, extend or release it.
 OWNED = "#owner = :token AND #status = :in_progress"
@@ -154,6 +158,7 @@ class GuardedMode(Mode):
             "#lease": LEASE_ATTRIBUTE,
             "#old_status": LEGACY_STATUS_ATTRIBUTE,
             "#old_lease": LEGACY_LEASE_ATTRIBUTE,
+            "#fingerprint": FINGERPRINT_ATTRIBUTE,
         }
 
     def location(self, key: Key) -> dict[str, Any]:
@@ -166,9 +171,11 @@ class GuardedMode(Mode):
         stored = text_of(item, FINGERPRINT_ATTRIBUTE)
         if status == IN_PROGRESS:
             lease = number_of(item, LEASE_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE)
-            if lease is not None and lease < int(now * 1000):
-                return RecordState.NEW, stored
-            return RecordState.IN_PROGRESS, stored
+            if lease is None or lease >= int(now * 1000):
+                return RecordState.IN_PROGRESS, stored
+            if stored is None or stored == fingerprint:
+                return RecordState.NEW, stored  # its own payload takes an expired claim over
+            return RecordState.CONFLICT, stored
         if status == COMPLETED:
             if stored is None or stored == fingerprint:
                 return RecordState.DONE, stored
@@ -213,6 +220,7 @@ class GuardedMode(Mode):
                     ":now": {"N": str(int(now))},
                     ":now_ms": {"N": str(now_ms)},
                     ":in_progress": {"S": IN_PROGRESS},
+                    ":fingerprint": {"S": fingerprint},
                 },
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -220,9 +228,10 @@ class GuardedMode(Mode):
             if not is_conditional_check_failed(exc):
                 raise
             old = old_item(exc)
+            self.same_key(claim, old)
             # Our own token: a retried claim whose first attempt was applied (response lost). We hold it.
             if text_of(old, OWNER_ATTRIBUTE) != token or text_of(old, STATUS_ATTRIBUTE) != IN_PROGRESS:
-                return self._existing(key, old, fingerprint)
+                return self._existing(key, old, fingerprint, now_ms)
 
         lease = Lease(self, key, token, horizon_ms)
         message.lease = lease
@@ -234,7 +243,7 @@ class GuardedMode(Mode):
         self._complete(lease, message, result)
         return Done(Outcome.PROCESSED, result)
 
-    def _existing(self, key: Key, old: dict[str, Any], fingerprint: str) -> Done:
+    def _existing(self, key: Key, old: dict[str, Any], fingerprint: str, now_ms: int) -> Done:
         status = text_of(old, STATUS_ATTRIBUTE, LEGACY_STATUS_ATTRIBUTE)
         if status == COMPLETED:
             stored = text_of(old, RESULT_ATTRIBUTE, LEGACY_RESULT_ATTRIBUTE)
@@ -245,6 +254,10 @@ class GuardedMode(Mode):
             return self.done(key, fingerprint, old, result)
         if status == IN_PROGRESS:
             lease = number_of(old, LEASE_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE)
+            stored = text_of(old, FINGERPRINT_ATTRIBUTE)
+            if lease is not None and lease < now_ms and stored is not None and stored != fingerprint:
+                # Expired, but another payload's: its effect may have run, only its own payload may retry.
+                return self.conflict(Conflict(key, fingerprint, stored, claimed=True))
             raise TransientError(f"key {key} is in progress in another invocation (lease until {lease} ms)")
         raise InvalidMessage(
             f"key {key} is held by an item that is not an idempotency record (status {status!r})"

@@ -88,6 +88,8 @@ class TransactionMode(Mode):
     def process(self, message: Message, context: object | None = None) -> Done:
         key = message.key
         assert key is not None
+        # Before the processor, which may change the parsed body it is handed.
+        fingerprint = self.fingerprint(message)
         entries = self.processor(message)
         if not isinstance(entries, (list, tuple)):
             raise InvalidMessage(
@@ -99,7 +101,6 @@ class TransactionMode(Mode):
                 f"transaction processor returned {len(entries)} entries, "
                 f"at most {MAX_TRANSACTION_ITEMS - 1} fit"
             )
-        fingerprint = self.fingerprint(message)
         now = self.clock()
         marker_key = self.location(key)
         items = [self._entry(i, entry, marker_key) for i, entry in enumerate(entries)]
@@ -137,7 +138,7 @@ class TransactionMode(Mode):
         except Exception as exc:
             if error_code(exc) != "TransactionCanceledException":
                 raise
-            return self._cancelled(exc, len(items) - 1, key, fingerprint, token)
+            return self._cancelled(exc, len(items) - 1, key, marker_key, fingerprint, token)
         return Done(Outcome.PROCESSED)
 
     def _entry(self, index: int, entry: Any, marker_key: dict[str, Any]) -> dict[str, Any]:
@@ -171,12 +172,21 @@ class TransactionMode(Mode):
                 )
         return entry
 
-    def _cancelled(self, exc: Exception, marker_index: int, key: Key, fingerprint: str, token: str) -> Done:
+    def _cancelled(
+        self,
+        exc: Exception,
+        marker_index: int,
+        key: Key,
+        marker_key: dict[str, Any],
+        fingerprint: str,
+        token: str,
+    ) -> Done:
         reasons = _reasons(exc)
         codes = [_code(reason) for reason in reasons]
         if len(codes) > marker_index and codes[marker_index] == "ConditionalCheckFailed":
             old = reasons[marker_index].get("Item")
             old = old if isinstance(old, dict) else {}
+            self.same_key(marker_key, old)
             if self.ours(old, token):
                 return Done(Outcome.PROCESSED)
             return self.done(key, fingerprint, old)
