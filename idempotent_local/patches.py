@@ -68,6 +68,11 @@ def _replace(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
     setattr(owner, name, make(_ORIGINALS[key]))
 
 
+def unpatched(owner: Any, name: str) -> Any:
+    """moto's own ``owner.name``, as it was before any patch (for tests that model a behaviour themselves)."""
+    return _ORIGINALS.get((owner, name), vars(owner).get(name))
+
+
 # --- CloudFormation -------------------------------------------------------------------------------------
 
 
@@ -663,4 +668,4 @@ def apply(endpoint: str | None = None) -> tuple[Patch, ...]:
     return PATCHES
 
 
-__all__ = ["MOTO_VERSION", "PATCHES", "Patch", "apply", "resource_change_details"]
+__all__ = ["MOTO_VERSION", "PATCHES", "Patch", "apply", "resource_change_details", "unpatched"]

@@ -319,9 +319,10 @@ def outgoing(letter: DeadLetter, *, source_fifo: bool, key_source: str | None) -
 
     The runtime's attributes are dropped and the producer's kept; ``idempotency.redrive`` carries the id and
     deduplication id the consumer keyed the original by (for a message SNS never delivered: its id in the
-    subscription's DLQ and the deduplication id it is sent with); a FIFO queue gets the original group and,
-    where it is known, the original deduplication id (else ``redrive-<DLQ message id>``). ``problem`` is set
-    when the consumer would key the message differently than the first time.
+    subscription's DLQ and its deduplication id); a FIFO queue gets the original group and the original
+    deduplication id when the consumer keys by it (``KEY_SOURCE=dedup_id``, or unknown), else
+    ``redrive-<DLQ message id>``. ``problem`` is set when the consumer would key the message differently than
+    the first time.
     """
     attributes = dict(letter.producer_attributes)
     notes = []
@@ -333,15 +334,17 @@ def outgoing(letter: DeadLetter, *, source_fifo: bool, key_source: str | None) -
     problem = None
     original_dedup = letter.original_dedup_id
     group_id = letter.original_group_id
-    dedup_id = None
+    fresh_dedup = f"{FRESH_DEDUP_PREFIX}{letter.message_id}"[:128]  # the same for every run on this letter
     if source_fifo:
         group_id = group_id or letter.group_id or letter.source_message_id or letter.message_id
-        dedup_id = original_dedup or f"{FRESH_DEDUP_PREFIX}{letter.message_id}"[:128]
     if letter.origin is Origin.SNS:
         # SNS never delivered it, so the consumer has not keyed it: it is keyed by its id in the
-        # subscription's DLQ (and the deduplication id it is sent with), the same for every copy a redrive
-        # may send of it (a run that sent it and could not delete it, a send retried after a lost answer).
-        redrive = {"source_message_id": letter.message_id, "dedup_id": dedup_id}
+        # subscription's DLQ (and its deduplication id), the same for every copy a redrive may send of it
+        # (a run that sent it and could not delete it, a send retried after a lost answer).
+        redrive = {
+            "source_message_id": letter.message_id,
+            "dedup_id": (original_dedup or fresh_dedup) if source_fifo else None,
+        }
     else:
         redrive = {"source_message_id": letter.source_message_id, "dedup_id": original_dedup}
     needs_redrive = key_source in (None, contract.KeySource.MESSAGE_ID, contract.KeySource.DEDUP_ID)
@@ -359,6 +362,14 @@ def outgoing(letter: DeadLetter, *, source_fifo: bool, key_source: str | None) -
             "DataType": "String",
             "StringValue": json.dumps(redrive, separators=(",", ":")),
         }
+    dedup_id = None
+    if source_fifo:
+        # SQS's own deduplication id. A consumer keyed by the deduplication id (or one whose key source is
+        # unknown) gets the original back. Any other keys a redriven message by its body or by
+        # idempotency.redrive, so it is sent with an id SQS has not seen for it: the original would be
+        # dropped by SQS until 5 minutes after the first send, and the redrive would wait for that.
+        restore = key_source in (None, contract.KeySource.DEDUP_ID)
+        dedup_id = original_dedup if restore and original_dedup else fresh_dedup
     unknown_dedup = source_fifo and original_dedup is None
     if unknown_dedup and problem is None and key_source in (None, contract.KeySource.DEDUP_ID):
         why = (
@@ -377,7 +388,7 @@ def outgoing(letter: DeadLetter, *, source_fifo: bool, key_source: str | None) -
         attributes=attributes,
         group_id=group_id,
         dedup_id=dedup_id,
-        dedup_restored=source_fifo and original_dedup is not None,
+        dedup_restored=source_fifo and dedup_id == original_dedup,
         redrive=redrive,
         problem=problem,
         notes=notes,

@@ -426,8 +426,12 @@ def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deduplication
     from moto.sqs import models
     from moto.sqs.models import SQSBackend
 
+    from idempotent_local.patches import unpatched
+
     model = Deduplication()
-    original = SQSBackend.send_message
+    # The emulator's fifo-deduplication patch does the same on the wall clock; the model replaces it with a
+    # clock the tests move (``elapse``).
+    original = unpatched(SQSBackend, "send_message")
 
     def send_message(self: Any, queue_name: str, message_body: str, *args: Any, **kwargs: Any) -> Any:
         queue = self.get_queue(queue_name)

@@ -213,10 +213,13 @@ def test_message_id_keys_survive_the_redrive():
     assert [o for _, o in consume(pipeline, handler)] == ["duplicate"]
 
 
-def test_dedup_id_keys_are_restored_and_an_unknown_one_is_kept_unless_forced():
+def test_dedup_id_keys_are_restored_and_an_unknown_one_is_kept_unless_forced(
+    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+):
     pipeline, handler = _pipeline(KEY_SOURCE="dedup_id")
     publish(pipeline, body("a"), dedup_id="order-1")
     assert [o for _, o in consume(pipeline, handler)] == ["processed"]
+    aws_deduplication.elapse(300)  # dead-lettered later: SQS has forgotten order-1
     known = dead_letter(body("a"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="order-1")
     unknown = dead_letter(body("b"), queue_url=pipeline.dlq_url, group_id="h", dedup_id=None)
 
@@ -254,7 +257,7 @@ def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(
     # Redriven, rejected again at once (the fix is not deployed yet): the runtime dead-letters the redriven
     # copy X. Redriven again within 5 minutes, the restored deduplication id is still X's: SQS drops the send
     # and answers with X's id. The dead letter must stay, or the message is gone from both queues.
-    pipeline, handler = _pipeline()
+    pipeline, handler = _pipeline(KEY_SOURCE="dedup_id")  # keyed by the deduplication id: it is restored
     message_body = body("o-1", amount=2, reject="bug")
     first = dead_letter(
         message_body,
@@ -293,7 +296,7 @@ def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(
 
     assert code == 0, terminal.error
     assert consume(pipeline, handler) == [(message_body, "processed")]
-    assert _item(pipeline, "o-1", "1")["total"] == {"N": "200"}
+    assert _item(pipeline, "order-1", "dedup_id")["total"] == {"N": "200"}
     assert drain(pipeline.dlq_url) == []
 
 

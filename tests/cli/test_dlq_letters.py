@@ -84,8 +84,11 @@ def test_an_earlier_redrive_names_the_original_ids():
     message = outgoing(letter, source_fifo=True, key_source="message_id")
 
     assert message.redrive == {"source_message_id": "m-0", "dedup_id": "d-0"}
-    assert message.dedup_id == "d-0" and message.dedup_restored
+    # Keyed by the attribute, sent under an id SQS has not seen (the original would be dropped within 5 min).
+    assert message.dedup_id == "redrive-m-3" and not message.dedup_restored
     assert set(message.attributes) == {REDRIVE_ATTRIBUTE}
+    by_dedup_id = outgoing(letter, source_fifo=True, key_source="dedup_id")
+    assert by_dedup_id.dedup_id == "d-0" and by_dedup_id.dedup_restored
 
 
 def test_no_room_for_the_redrive_attribute_keeps_a_message_whose_key_needs_it():
@@ -98,7 +101,9 @@ def test_no_room_for_the_redrive_attribute_keeps_a_message_whose_key_needs_it():
     body_keyed = outgoing(letter, source_fifo=True, key_source="fields")
     assert body_keyed.problem is None and body_keyed.redrive is None
     assert set(body_keyed.attributes) == set(attributes)
-    assert body_keyed.dedup_id == "orig"
+    assert body_keyed.dedup_id == "redrive-m-1"
+    by_dedup_id = outgoing(letter, source_fifo=True, key_source="dedup_id")  # no attribute: the id is the key
+    assert by_dedup_id.dedup_id == "orig" and by_dedup_id.dedup_restored
 
 
 def test_unreadable_details_are_shown_not_guessed():

@@ -182,7 +182,9 @@ def test_show_prints_the_message_its_reason_details_and_what_a_redrive_would_sen
         assert "key                a1#1" in text
         assert "  tenant (String): acme" in text
         assert f"  {body('a1')}" in text
-        assert "redrive sends      group g, deduplication id order-1#v1 (restored)" in text
+        # The consumer keys by body fields: a deduplication id SQS has not seen (the original's would be
+        # dropped within 5 minutes of its first send).
+        assert f"redrive sends      group g, deduplication id redrive-{letter['MessageId']} (new)" in text
         assert (
             "note: attributes dropped when it was dead-lettered (SQS allows 10) cannot be restored: trace"
             in text

@@ -64,8 +64,30 @@ def test_redrive_keeps_the_order_of_each_group_and_its_group_id():
         assert attribute(message, DLQ_DETAILS_ATTRIBUTE) is None
 
 
-def test_redrive_restores_the_producers_attributes_and_deduplication_id():
+@pytest.mark.usefixtures("aws_deduplication")
+def test_a_consumer_keyed_by_body_fields_gets_its_message_back_at_once_under_a_fresh_deduplication_id():
+    # Sent a minute ago and dead-lettered at once: its original deduplication id is inside SQS's 5-minute
+    # window, where a send with it would be dropped. The consumer keys by body fields, so the redrive uses
+    # an id SQS has not seen (the same for every run on this dead letter) and the message is back at once.
     pipeline = deploy_pipeline()
+    client("sqs").send_message(
+        QueueUrl=pipeline.queue_url, MessageBody=body("o-1"), MessageGroupId="g", MessageDeduplicationId="o-1"
+    )
+    assert [m["Body"] for m in drain(pipeline.queue_url)] == [body("o-1")]
+    letter = dead_letter(body("o-1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="o-1")
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 0, terminal.error
+    [message] = drain(pipeline.queue_url)
+    assert message["Body"] == body("o-1") and message["Attributes"]["MessageGroupId"] == "g"
+    assert message["Attributes"]["MessageDeduplicationId"] == f"redrive-{letter['MessageId']}"
+    assert _redrive_value(message)["dedup_id"] == "o-1"  # the original still travels with it
+    assert drain(pipeline.dlq_url) == []
+
+
+def test_redrive_restores_the_producers_attributes_and_deduplication_id():
+    pipeline = deploy_pipeline(environment={"KEY_SOURCE": "dedup_id"})  # the consumer keys by it
     letter = dead_letter(
         body("order-1"),
         queue_url=pipeline.dlq_url,
@@ -118,7 +140,7 @@ def test_a_message_sqs_moved_keeps_its_message_id_as_key_and_gets_a_fresh_dedupl
 def test_a_send_sqs_drops_as_a_duplicate_is_detected_and_the_dead_letter_kept():
     # The original is still in the source queue (sent under a minute ago): the restored deduplication id is
     # within SQS's 5-minute window, so SQS answers success with the original's id and enqueues nothing.
-    pipeline = deploy_pipeline()
+    pipeline = deploy_pipeline(environment={"KEY_SOURCE": "dedup_id"})  # restored: the consumer keys by it
     original = client("sqs").send_message(
         QueueUrl=pipeline.queue_url, MessageBody=body("g1"), MessageGroupId="g", MessageDeduplicationId="g1"
     )["MessageId"]
@@ -407,7 +429,8 @@ def test_the_subscription_dlq_redrives_into_the_subscribed_queue_as_sns_would_ha
     [message] = drain(pipeline.queue_url)
     assert message["Body"] == body("s1")
     assert message["Attributes"]["MessageGroupId"] == "customer-1"
-    assert message["Attributes"]["MessageDeduplicationId"] == "s1#published"
+    # The consumer keys by body fields: a deduplication id SQS has not seen, the original in the attribute.
+    assert message["Attributes"]["MessageDeduplicationId"] == f"redrive-{letter_id}"
     # Never delivered, never keyed: keyed by its id in the subscription's DLQ, whichever copy arrives.
     redrive = _redrive_value(message)
     assert (redrive["source_message_id"], redrive["dedup_id"]) == (letter_id, "s1#published")
