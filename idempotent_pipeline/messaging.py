@@ -260,9 +260,13 @@ class Messaging(Construct):
             remember(dead_letter_queue, dataclasses.replace(given_dlq, alarmed=alarms.enabled))
         self.dead_letter_queue: sqs.IQueue = dead_letter_queue
 
-        content_based_deduplication = options.content_based_deduplication
-        if fifo and content_based_deduplication is None:
-            content_based_deduplication = True
+        # FIFO only: on a standard queue or topic even False is an attribute SQS and SNS refuse (the rule
+        # above rejects True there), so the property is left out.
+        content_based_deduplication = None
+        if fifo:
+            content_based_deduplication = (
+                True if options.content_based_deduplication is None else options.content_based_deduplication
+            )
         visibility_timeout = options.visibility_timeout
         if visibility_timeout is None:
             visibility_timeout = DEFAULT_VISIBILITY_TIMEOUT

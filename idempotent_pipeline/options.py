@@ -81,7 +81,8 @@ class MessagingOptions:
 
     content_based_deduplication: bool | None = None
     """FIFO only: deduplicate by a SHA-256 of the body when a producer sends no MessageDeduplicationId (new
-    topic and queue). Default: True on FIFO; not available on standard queues."""
+    topic and queue). Default: True on FIFO; not available on standard queues (True is refused there, False
+    leaves the attribute out: SQS and SNS refuse it on a standard queue or topic)."""
 
     high_throughput: bool = False
     """FIFO only: per-message-group deduplication scope and throughput limit on the queue, message-group

@@ -227,6 +227,16 @@ def test_standard_topic_feeds_standard_queues(standard_template):
     assert subscription["RawMessageDelivery"] is True and "RedrivePolicy" in subscription
 
 
+def test_content_based_deduplication_false_is_left_out_on_standard_queues_and_topics(synth):
+    """SQS and SNS refuse ContentBasedDeduplication on a standard queue or topic, even false (E3501)."""
+    template = synth(
+        lambda s: Messaging(s, "M", options=MessagingOptions(fifo=False, content_based_deduplication=False))
+    )
+    for name, queue in _queues(template).items():
+        assert "ContentBasedDeduplication" not in queue["Properties"], name
+    assert "ContentBasedDeduplication" not in only(template, "AWS::SNS::Topic").get("Properties", {})
+
+
 def test_standard_messaging_passes_cdk_nag(tmp_path):
     synth_with_nag(tmp_path, lambda s: Messaging(s, "M", options=MessagingOptions(fifo=False)))
     assert nag_findings(tmp_path) == []
