@@ -355,6 +355,7 @@ class Messaging(Construct):
                 _keys.require_statement(
                     self,
                     key,
+                    warning_id=_keys.QUEUE_KEY_WARNING,
                     prop="MessagingOptions.encryption_key",
                     statement=_keys.SNS_TO_QUEUE_STATEMENT,
                     consequence=(
@@ -366,6 +367,7 @@ class Messaging(Construct):
                 _keys.require_statement(
                     self,
                     topic_key,
+                    warning_id=_keys.TOPIC_KEY_WARNING,
                     prop="MessagingOptions.topic_encryption_key",
                     statement=_keys.PRODUCERS_STATEMENT,
                     consequence="publishers cannot publish to the topic",
@@ -374,6 +376,7 @@ class Messaging(Construct):
             _keys.require_statement(
                 self,
                 key,
+                warning_id=_keys.QUEUE_KEY_WARNING,
                 prop="MessagingOptions.encryption_key",
                 statement=_keys.PRODUCERS_STATEMENT,
                 consequence="producers cannot send to the queue",

@@ -419,14 +419,16 @@ def test_imported_queue_key_warns_naming_the_statement_sns_needs():
     assert warning[1].startswith(f"MessagingOptions.encryption_key is an imported key ({IMPORTED_KEY})")
     assert '{"Service": "sns.amazonaws.com"} the actions kms:GenerateDataKey and kms:Decrypt' in warning[1]
     assert '"aws:SourceArn"' in warning[1] and "drops every message" in warning[1]
-    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key]")
+    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key:queue]")
 
 
 def test_imported_key_warning_can_be_acknowledged():
     stack = new_stack()
     key = kms.Key.from_key_arn(stack, "Imported", IMPORTED_KEY)
     messaging = Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=key))
-    cdk.Annotations.of(messaging).acknowledge_warning("idempotent-pipeline:imported-key", "statement added")
+    cdk.Annotations.of(messaging).acknowledge_warning(
+        "idempotent-pipeline:imported-key:queue", "statement added"
+    )
     assert warnings_of(stack) == []
 
 
@@ -437,6 +439,7 @@ def test_imported_topic_key_warns_that_publishers_need_it():
     (warning,) = warnings_of(stack)
     assert warning[1].startswith("MessagingOptions.topic_encryption_key is an imported key")
     assert "publishers cannot publish to the topic" in warning[1]
+    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key:topic]")
 
 
 def test_app_keys_give_no_warning(cmk_template):

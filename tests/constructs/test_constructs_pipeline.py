@@ -397,7 +397,34 @@ def test_an_imported_alarm_topic_imported_with_its_key_warns_too():
     IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(alarm_topic=oncall))
     (warning,) = warnings_of(stack)
     assert "cloudwatch.amazonaws.com" in warning[1]
-    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key]")
+    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key:alarm-topic]")
+
+
+def test_acknowledging_the_alarm_topic_key_keeps_the_queue_key_warning():
+    """One id per key: the alarm topic's warning (alarms unseen) must not silence the queue key's (SNS drops
+    every message)."""
+    stack = new_stack()
+    queue_key = kms.Key.from_key_arn(
+        stack, "QueueKey", "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    )
+    oncall = sns.Topic.from_topic_attributes(
+        stack,
+        "Oncall",
+        topic_arn="arn:aws:sns:eu-west-1:111122223333:oncall",
+        key_arn="arn:aws:kms:eu-west-1:111122223333:key/abc",
+    )
+    pipeline = IdempotentPipeline(
+        stack,
+        "Pipeline",
+        messaging_options=MessagingOptions(encryption_key=queue_key),
+        alarm_options=AlarmOptions(alarm_topic=oncall),
+    )
+    cdk.Annotations.of(pipeline.messaging).acknowledge_warning(
+        "idempotent-pipeline:imported-key:alarm-topic", "the on-call key allows CloudWatch"
+    )
+    (warning,) = warnings_of(stack)
+    assert warning[1].startswith("MessagingOptions.encryption_key is an imported key")
+    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key:queue]")
 
 
 def test_the_readme_alarm_topic_example_passes_cdk_nag(tmp_path):
