@@ -49,6 +49,8 @@ QUEUE_REMOVAL_POLICIES = (
     RemovalPolicy.RETAIN,
     RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
 )
+# AWS/SNS: messages SNS could not move to the subscription's dead-letter queue either; they are lost.
+REDRIVE_FAILED_METRIC = "NumberOfNotificationsFailedToRedriveToDlq"
 SUBSCRIPTION_DLQ_NAG_REASON = (
     "this queue is the dead-letter queue of the SNS subscription (its RedrivePolicy), which the rule does "
     "not "
@@ -157,12 +159,14 @@ class Messaging(Construct):
     FIFO by default (``MessagingOptions.fifo``): FIFO topic, queue and dead-letter queues. The subscription
     has its own dead-letter queue (``subscription_dead_letter_queue``), so a message SNS cannot deliver (a
     key policy, a disabled key, too many attributes) is kept instead of dropped. Every queue is encrypted
-    (SSE-SQS or ``encryption_key``) and denies non-TLS access; the queue and the subscription's DLQ accept
-    ``sqs:SendMessage`` only from the topic; a new topic denies non-TLS publishing. CloudFormation names the
-    queues. With ``with_topic=False`` there is no topic: producers send to the queue.
+    (SSE-SQS or ``encryption_key``; the subscription's DLQ with SSE-SQS when ``encryption_key`` is imported,
+    so SNS can write to it whatever that key's policy or state) and denies non-TLS access; the queue and the
+    subscription's DLQ accept ``sqs:SendMessage`` only from the topic; a new topic denies non-TLS publishing.
+    CloudFormation names the queues. With ``with_topic=False`` there is no topic: producers send to the queue.
 
     Alarms (``alarm_options``): messages in either dead-letter queue (≥ 1), notifications SNS failed to
-    deliver (≥ 1), the age of the oldest queued message.
+    deliver (≥ 1), notifications SNS failed to move to the subscription's dead-letter queue too (≥ 1), the
+    age of the oldest queued message.
 
     :param topic: an existing topic to subscribe the queue to (its type must match ``fifo``). Default: a new
         topic.
@@ -326,14 +330,22 @@ class Messaging(Construct):
             self.topic = topic
             # SNS delivers a FIFO topic's failures only to a FIFO queue.
             subscription_fifo = True if (topic_fifo if topic_fifo is not None else fifo) else None
+            # The subscription's DLQ is where SNS puts what it cannot deliver to the queue, a key it cannot
+            # use included. With a key of the app (whose policy is written here) it is encrypted like the
+            # other queues; with an imported key, whose policy may lack SNS or which may be disabled, it would
+            # fail for the same reason as the queue and SNS would drop the message: SSE-SQS instead, which
+            # SNS can always write to.
+            own_key = key if not _keys.is_imported(key) else None
             self.subscription_dead_letter_queue = sqs.Queue(
                 self,
                 "SubscriptionDeadLetterQueue",
                 fifo=subscription_fifo,
                 content_based_deduplication=subscription_fifo,
                 retention_period=options.dead_letter_retention_period,
-                encryption=encryption,
-                encryption_master_key=key,
+                encryption=sqs.QueueEncryption.KMS
+                if own_key is not None
+                else sqs.QueueEncryption.SQS_MANAGED,
+                encryption_master_key=own_key,
                 enforce_ssl=True,
                 removal_policy=retained,
             )
@@ -342,7 +354,7 @@ class Messaging(Construct):
             )
             # SqsSubscription adds the queue policy statements allowing sqs:SendMessage from this topic only
             # (aws:SourceArn), on the queue and on the subscription's dead-letter queue, and for a key defined
-            # in the app the key policy statement SNS needs (both queues use the same key).
+            # in the app the key policy statement SNS needs (both queues then use that key).
             self.subscription = topic.add_subscription(
                 subscriptions.SqsSubscription(
                     self.queue,
@@ -359,8 +371,9 @@ class Messaging(Construct):
                     prop="MessagingOptions.encryption_key",
                     statement=_keys.SNS_TO_QUEUE_STATEMENT,
                     consequence=(
-                        "SNS cannot deliver to the queue nor to the subscription's dead-letter queue, and "
-                        "drops every message"
+                        "SNS cannot deliver to the queue and moves every message to the subscription's "
+                        "dead-letter queue (encrypted with SSE-SQS instead of this key, so SNS can always "
+                        "write there, and alarmed)"
                     ),
                 )
             if topic_key is not None:
@@ -386,6 +399,7 @@ class Messaging(Construct):
         self.dead_letter_queue_alarm: cloudwatch.Alarm | None = None
         self.subscription_dead_letter_queue_alarm: cloudwatch.Alarm | None = None
         self.notifications_failed_alarm: cloudwatch.Alarm | None = None
+        self.notifications_failed_to_redrive_alarm: cloudwatch.Alarm | None = None
         self.message_age_alarm: cloudwatch.Alarm | None = None
         if alarms.enabled:
             self.dead_letter_queue_alarm = alarms.alarm(
@@ -412,6 +426,14 @@ class Messaging(Construct):
                     description="SNS failed to deliver messages to the queue (see the subscription's "
                     "dead-letter queue)",
                 )
+                self.notifications_failed_to_redrive_alarm = alarms.alarm(
+                    self,
+                    "NotificationsFailedToRedriveAlarm",
+                    self.topic.metric(REDRIVE_FAILED_METRIC, period=ONE_MINUTE, statistic="Sum"),
+                    threshold=1,
+                    description="SNS could deliver messages neither to the queue nor to the subscription's "
+                    "dead-letter queue, and dropped them",
+                )
             self.message_age_alarm = alarms.alarm(
                 self,
                 "MessageAgeAlarm",
@@ -425,6 +447,7 @@ class Messaging(Construct):
                 self.dead_letter_queue_alarm,
                 self.subscription_dead_letter_queue_alarm,
                 self.notifications_failed_alarm,
+                self.notifications_failed_to_redrive_alarm,
                 self.message_age_alarm,
             )
             if alarm is not None

@@ -105,7 +105,8 @@ class MessagingOptions:
     encryption_key: kms.IKey | None = None
     """A customer-managed KMS key for the queue and the dead-letter queues. The key policy statement SNS needs
     (limited to this topic) is added to a key defined in the app; an imported key gets a synth warning
-    naming it. Default: SSE-SQS."""
+    naming it, and the subscription's dead-letter queue then uses SSE-SQS (SNS can always write there, so a
+    key SNS cannot use does not lose messages). Default: SSE-SQS."""
 
     topic_encryption_key: kms.IKey | None = None
     """A customer-managed KMS key for a new topic; not ``encryption_key`` (that key's policy names the topic:

@@ -418,8 +418,36 @@ def test_imported_queue_key_warns_naming_the_statement_sns_needs():
     assert warning[0] == "/TestStack/Messaging"
     assert warning[1].startswith(f"MessagingOptions.encryption_key is an imported key ({IMPORTED_KEY})")
     assert '{"Service": "sns.amazonaws.com"} the actions kms:GenerateDataKey and kms:Decrypt' in warning[1]
-    assert '"aws:SourceArn"' in warning[1] and "drops every message" in warning[1]
+    assert '"aws:SourceArn"' in warning[1]
+    assert "moves every message to the subscription's dead-letter queue (encrypted with SSE-SQS" in warning[1]
     assert warning[1].endswith("[ack: idempotent-pipeline:imported-key:queue]")
+
+
+def test_imported_queue_key_leaves_the_subscription_dlq_on_sse_sqs(synth):
+    """An imported key's policy may lack SNS, or the key may be disabled: the subscription's DLQ must not
+    depend on it, or SNS drops the message it could not deliver to the queue."""
+
+    def build(stack: cdk.Stack) -> None:
+        key = kms.Key.from_key_arn(stack, "Imported", IMPORTED_KEY)
+        Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=key))
+
+    queues = {k: v["Properties"] for k, v in _queues(synth(build)).items()}
+    assert queues["Queue"]["KmsMasterKeyId"] == IMPORTED_KEY
+    assert queues["DeadLetterQueue"]["KmsMasterKeyId"] == IMPORTED_KEY
+    subscription_dlq = queues["SubscriptionDeadLetterQueue"]
+    assert subscription_dlq["SqsManagedSseEnabled"] is True and "KmsMasterKeyId" not in subscription_dlq
+
+
+def test_imported_queue_key_passes_cdk_nag(tmp_path):
+    def build(stack: cdk.Stack) -> None:
+        key = kms.Key.from_key_arn(stack, "Imported", IMPORTED_KEY)
+        messaging = Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=key))
+        cdk.Annotations.of(messaging).acknowledge_warning(
+            "idempotent-pipeline:imported-key:queue", "the key policy allows SNS"
+        )
+
+    synth_with_nag(tmp_path, build)
+    assert nag_findings(tmp_path) == []
 
 
 def test_imported_key_warning_can_be_acknowledged():
@@ -591,6 +619,7 @@ def test_no_warning_by_default():
 
 
 def test_alarms_on_both_dead_letter_queues_failed_notifications_and_message_age(built, default_template):
+    """NumberOfNotificationsFailedToRedriveToDlq counts what SNS could put in neither queue: lost messages."""
     messaging, template = built
     alarms = alarms_of(template)
     dlq_id = logical_id(template, "AWS::SQS::Queue", "MessagingDeadLetterQueue")
@@ -622,6 +651,13 @@ def test_alarms_on_both_dead_letter_queues_failed_notifications_and_message_age(
             ),
             ("AWS/SNS", "NumberOfNotificationsFailed", {"Fn::GetAtt": [topic_id, "TopicName"]}, "Sum", 1),
             (
+                "AWS/SNS",
+                "NumberOfNotificationsFailedToRedriveToDlq",
+                {"Fn::GetAtt": [topic_id, "TopicName"]},
+                "Sum",
+                1,
+            ),
+            (
                 "AWS/SQS",
                 "ApproximateAgeOfOldestMessage",
                 {"Fn::GetAtt": [queue_id, "QueueName"]},
@@ -637,7 +673,7 @@ def test_alarms_on_both_dead_letter_queues_failed_notifications_and_message_age(
             "notBreaching",
         )
         assert "AlarmActions" not in alarm
-    assert len(messaging.alarms) == 4
+    assert len(messaging.alarms) == 5
 
 
 def test_alarm_topic_is_notified_by_every_alarm_when_it_fires_and_recovers(synth):
@@ -650,7 +686,7 @@ def test_alarm_topic_is_notified_by_every_alarm_when_it_fires_and_recovers(synth
     template = synth(build)
     oncall = logical_id(template, "AWS::SNS::Topic", "Oncall")
     alarms = alarms_of(template)
-    assert len(alarms) == 4
+    assert len(alarms) == 5
     assert all(a["AlarmActions"] == [{"Ref": oncall}] == a["OKActions"] for a in alarms.values())
     assert {
         a["Threshold"] for a in alarms.values() if a["MetricName"] == "ApproximateAgeOfOldestMessage"

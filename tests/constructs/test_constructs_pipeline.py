@@ -64,7 +64,7 @@ def test_exposes_the_resources_users_wire_further(built):
     assert pipeline.table is pipeline.idempotency_table.table
     assert pipeline.function is pipeline.consumer.function
     assert pipeline.alarms == (*pipeline.messaging.alarms, *pipeline.consumer.alarms)
-    assert len(pipeline.alarms) == 9
+    assert len(pipeline.alarms) == 10
     assert pipeline.dashboard is None
 
 
@@ -83,6 +83,7 @@ def test_construct_ids_are_stable(built):
         "TestStack/Pipeline/Messaging/DeadLetterQueueAlarm",
         "TestStack/Pipeline/Messaging/SubscriptionDeadLetterQueueAlarm",
         "TestStack/Pipeline/Messaging/NotificationsFailedAlarm",
+        "TestStack/Pipeline/Messaging/NotificationsFailedToRedriveAlarm",
         "TestStack/Pipeline/Messaging/MessageAgeAlarm",
         "TestStack/Pipeline/Consumer/FailedAlarm",
         "TestStack/Pipeline/Consumer/QuarantinedAlarm",
@@ -318,7 +319,7 @@ def test_the_short_ttl_warning_reaches_the_composite():
 # -- alarms --------------------------------------------------------------------------------------------
 
 
-def test_nine_alarms_see_what_matters(template):
+def test_ten_alarms_see_what_matters(template):
     """Not the Errors metric alone: a partial batch response is a successful invocation."""
     names = sorted(a["MetricName"] for a in alarms_of(template).values())
     assert names == sorted(
@@ -326,6 +327,7 @@ def test_nine_alarms_see_what_matters(template):
             "ApproximateNumberOfMessagesVisible",  # the DLQ
             "ApproximateNumberOfMessagesVisible",  # the subscription's DLQ
             "NumberOfNotificationsFailed",
+            "NumberOfNotificationsFailedToRedriveToDlq",  # lost: not even in the subscription's DLQ
             "ApproximateAgeOfOldestMessage",
             "failed",
             "quarantined",
@@ -345,7 +347,7 @@ def test_alarm_topic_receives_every_alarm(synth):
     template = synth(build)
     oncall = {"Ref": logical_id(template, "AWS::SNS::Topic", "Oncall")}
     alarms = alarms_of(template)
-    assert len(alarms) == 9
+    assert len(alarms) == 10
     assert all(a["AlarmActions"] == [oncall] == a["OKActions"] for a in alarms.values())
 
 
