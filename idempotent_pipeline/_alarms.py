@@ -48,6 +48,7 @@ class Alarms:
     enabled: bool
     action: cloudwatch.IAlarmAction | None
     max_message_age: float  # seconds (a number token when only known at deploy time)
+    max_message_age_seconds: Any  # the same for the rules: whole seconds, or TOKEN
     failed_threshold: int | None
     failed_period: Any
 
@@ -77,6 +78,7 @@ class Alarms:
                 if values["max_message_age"] is TOKEN
                 else values["max_message_age"]
             ),
+            max_message_age_seconds=values["max_message_age"],
             failed_threshold=values["failed_threshold"],
             failed_period=options.failed_period,
         )

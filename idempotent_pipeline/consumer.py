@@ -264,6 +264,13 @@ RULES = (
         "seconds) = {needed_visibility} seconds; got {visibility} seconds",
     ),
     Rule(
+        ("own_age_alarm", "queue_retention"),
+        lambda age, retention: None not in (age, retention) and age >= retention,
+        "AlarmOptions.max_message_age ({own_age_alarm} seconds) must be shorter than the retention period "
+        "of queue {queue_path} ({queue_retention} seconds): no message gets that old before it expires, so "
+        "the message-age alarm could never fire",
+    ),
+    Rule(
         ("vpc", "vpc_subnets"),
         lambda vpc, subnets: subnets and not vpc,
         "ConsumerOptions.vpc_subnets needs vpc; got subnets without a VPC",
@@ -506,11 +513,16 @@ class IdempotentConsumer(Construct):
             for name, value in env.items()
             if isinstance(value, str) and not is_token(value)
         )
+        alarms = Alarms.read(self, alarm_options)
+        # The consumer alarms on the queue's age itself only when no Messaging does.
+        values["own_age_alarm"] = (
+            alarms.max_message_age_seconds if alarms.enabled and not facts.alarmed else None
+        )
+        values["queue_retention"] = facts.retention_seconds
         enforce(self, RULES, values)
         user_code, unchecked = check_processor(o.processor, o.code_directory)
         if unchecked is not None:
             warn(self, "idempotent-pipeline:processor-unchecked", unchecked)
-        alarms = Alarms.read(self, alarm_options)
 
         self.mode: Mode = mode
         self.queue_type: QueueType = queue_type

@@ -82,6 +82,20 @@ RULES = (
         "got {dead_letter_retention_period} seconds",
     ),
     Rule(
+        ("retention_period", "visibility_timeout"),
+        lambda retention, visibility: None not in (retention, visibility) and retention <= visibility,
+        "MessagingOptions.retention_period ({retention_period} seconds) must be longer than the visibility "
+        "timeout ({visibility_timeout} seconds): a message would expire while a failed receive still hides "
+        "it, and never reach the dead-letter queue",
+    ),
+    Rule(
+        ("max_message_age", "retention_period"),
+        lambda age, retention: age is not None and retention is not None and age >= retention,
+        "AlarmOptions.max_message_age ({max_message_age} seconds) must be shorter than "
+        "MessagingOptions.retention_period ({retention_period} seconds): no message gets that old before it "
+        "expires, so the message-age alarm could never fire",
+    ),
+    Rule(
         ("fifo", "content_based_deduplication"),
         lambda fifo, dedup: not fifo and dedup,
         "MessagingOptions.content_based_deduplication applies only to FIFO queues; got it with fifo=False",
@@ -149,6 +163,17 @@ RULES = (
         lambda fifo, filter_policy: fifo and filter_policy,
         FILTER_POLICY_WARNING,
         warning="idempotent-pipeline:filter-policy",
+    ),
+    Rule(
+        ("retention_period", "visibility_timeout", "max_receive_count"),
+        lambda retention, visibility, receives: (
+            None not in (retention, visibility, receives) and retention < receives * visibility
+        ),
+        "MessagingOptions.retention_period ({retention_period} seconds) is shorter than max_receive_count x "
+        "visibility_timeout ({max_receive_count} x {visibility_timeout} = {receive_window} seconds): a "
+        "message that keeps failing can expire before its last receive, and never reach the dead-letter "
+        "queue (SQS does not dead-letter expired messages)",
+        warning="idempotent-pipeline:short-retention",
     ),
 )
 
@@ -228,8 +253,15 @@ class Messaging(Construct):
             "removal_policy": options.removal_policy,
             "dead_letter_removal_policy": options.dead_letter_removal_policy,
         }
-        enforce(self, RULES, values)
+        if options.visibility_timeout is None:
+            values["visibility_timeout"] = seconds("visibility_timeout", DEFAULT_VISIBILITY_TIMEOUT)
+        visibility, receives = values["visibility_timeout"], values["max_receive_count"]
+        values["receive_window"] = (
+            visibility * receives if isinstance(visibility, int) and isinstance(receives, int) else None
+        )
         alarms = Alarms.read(self, alarm_options)
+        values["max_message_age"] = alarms.max_message_age_seconds if alarms.enabled else None
+        enforce(self, RULES, values)
         with_topic = bool(values["with_topic"])
         fifo_or_none = True if fifo else None
         if key is not None and with_topic:
@@ -274,7 +306,6 @@ class Messaging(Construct):
         visibility_timeout = options.visibility_timeout
         if visibility_timeout is None:
             visibility_timeout = DEFAULT_VISIBILITY_TIMEOUT
-            values["visibility_timeout"] = seconds("visibility_timeout", visibility_timeout)
         high = bool(options.high_throughput)
         self.queue = sqs.Queue(
             self,

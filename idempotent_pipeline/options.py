@@ -93,7 +93,9 @@ class MessagingOptions:
     (:class:`IdempotentPipeline`: 6 x the consumer's timeout)."""
 
     retention_period: Duration = DEFAULT_RETENTION_PERIOD
-    """How long the queue keeps a message (1 minute to 14 days). Default: 4 days."""
+    """How long the queue keeps a message (1 minute to 14 days); longer than the visibility timeout and the
+    message-age alarm's threshold, and best at least max_receive_count x visibility_timeout (synth warns
+    otherwise: a message can expire before reaching the dead-letter queue). Default: 4 days."""
 
     dead_letter_retention_period: Duration = DEFAULT_DEAD_LETTER_RETENTION_PERIOD
     """How long the dead-letter queues keep a message (1 minute to 14 days). Default: 14 days."""
@@ -291,7 +293,8 @@ class AlarmOptions:
     Default: no action."""
 
     max_message_age: Duration = DEFAULT_MAX_MESSAGE_AGE
-    """Alarm when the oldest message in the queue is this old (at least 1 minute). Default: 10 minutes."""
+    """Alarm when the oldest message in the queue is this old (at least 1 minute, less than the queue's
+    retention). Default: 10 minutes."""
 
     failed_threshold: int = DEFAULT_FAILED_THRESHOLD
     """Alarm when this many records failed (and were left for SQS to retry) within ``failed_period``.

@@ -788,7 +788,7 @@ def test_dedup_lifetime_is_what_counts_outside_document_mode(user_code):
         stack,
         "M",
         options=MessagingOptions(
-            retention_period=Duration.minutes(10), visibility_timeout=Duration.hours(1), max_receive_count=10
+            retention_period=Duration.hours(2), visibility_timeout=Duration.hours(1), max_receive_count=10
         ),
     )
     build_consumer(
@@ -1047,6 +1047,18 @@ def test_a_consumer_of_a_queue_of_its_own_alarms_on_that_queue_and_its_dlq():
     alarms = _metric_alarms(template_of(stack))
     assert alarms["ApproximateAgeOfOldestMessage"]["Threshold"] == 300
     assert alarms["ApproximateNumberOfMessagesVisible"]["Threshold"] == 1
+
+
+def test_own_message_age_alarm_must_be_below_the_queue_retention():
+    stack = new_stack()
+    queue = fifo_queue(stack, retention_period=Duration.minutes(5))
+    _rejects(
+        "AlarmOptions.max_message_age (600 seconds) must be shorter than the retention period of queue "
+        "TestStack/Queue (300 seconds): no message gets that old before it expires, so the message-age "
+        "alarm could never fire",
+        stack,
+        queue=queue,
+    )
 
 
 def test_alarm_thresholds_are_configurable():

@@ -731,5 +731,58 @@ def test_invalid_options_are_rejected_naming_option_and_value(options, message):
     assert str(raised.value) == message
 
 
+# -- retention against visibility, receives and the age alarm -----------------------------------------------
+
+
+def test_retention_not_longer_than_the_visibility_timeout_is_rejected():
+    """The message would expire while a failed receive hides it: lost, never dead-lettered."""
+    with pytest.raises(ConfigurationError) as raised:
+        Messaging(new_stack(), "M", options=MessagingOptions(retention_period=Duration.minutes(2)))
+    assert str(raised.value) == (
+        "MessagingOptions.retention_period (120 seconds) must be longer than the visibility timeout (180 "
+        "seconds): a message would expire while a failed receive still hides it, and never reach the "
+        "dead-letter queue"
+    )
+
+
+def test_message_age_alarm_threshold_not_below_the_retention_is_rejected():
+    options = MessagingOptions(retention_period=Duration.minutes(10), visibility_timeout=Duration.minutes(1))
+    with pytest.raises(ConfigurationError) as raised:
+        Messaging(new_stack(), "M", options=options)  # default max_message_age: 10 minutes
+    assert str(raised.value) == (
+        "AlarmOptions.max_message_age (600 seconds) must be shorter than MessagingOptions.retention_period "
+        "(600 seconds): no message gets that old before it expires, so the message-age alarm could never fire"
+    )
+    stack = new_stack()
+    Messaging(stack, "M", options=options, alarm_options=AlarmOptions(enabled=False))  # no alarm, no rule
+    assert warnings_of(stack) == []
+
+
+def test_retention_shorter_than_every_receive_warns_and_can_be_acknowledged():
+    options = MessagingOptions(retention_period=Duration.minutes(10))  # 5 receives x 180 s = 900 s
+    alarm_options = AlarmOptions(max_message_age=Duration.minutes(5))
+    stack = new_stack()
+    Messaging(stack, "M", options=options, alarm_options=alarm_options)
+    ((path, message),) = warnings_of(stack)
+    assert (path, message) == (
+        "/TestStack/M",
+        "MessagingOptions.retention_period (600 seconds) is shorter than max_receive_count x "
+        "visibility_timeout (5 x 180 = 900 seconds): a message that keeps failing can expire before its "
+        "last receive, and never reach the dead-letter queue (SQS does not dead-letter expired messages) "
+        "[ack: idempotent-pipeline:short-retention]",
+    )
+    stack = new_stack()
+    messaging = Messaging(stack, "M", options=options, alarm_options=alarm_options)
+    cdk.Annotations.of(messaging).acknowledge_warning("idempotent-pipeline:short-retention", "fine")
+    assert warnings_of(stack) == []
+
+
+def test_retention_rules_skip_deploy_time_values():
+    stack = new_stack()
+    retention = cdk.CfnParameter(stack, "Retention", type="Number").value_as_number
+    Messaging(stack, "M", options=MessagingOptions(retention_period=Duration.seconds(retention)))
+    assert warnings_of(stack) == []
+
+
 def test_cdk_json_context_is_what_the_tests_use():
     assert cdk_json_context()["@aws-cdk/aws-sns-subscriptions:restrictSqsDescryption"] is True
