@@ -96,6 +96,14 @@ RULES = (
         "expires, so the message-age alarm could never fire",
     ),
     Rule(
+        ("fifo", "dead_letter_retention", "retention_period"),
+        lambda fifo, dlq, retention: not fifo and None not in (dlq, retention) and dlq < retention,
+        "{dead_letter_retention_name} ({dead_letter_retention} seconds) must be at least "
+        "MessagingOptions.retention_period ({retention_period} seconds) on standard queues: SQS keeps a "
+        "message's enqueue time when it moves it to the dead-letter queue, so a dead letter would expire "
+        "early, or at once",
+    ),
+    Rule(
         ("fifo", "content_based_deduplication"),
         lambda fifo, dedup: not fifo and dedup,
         "MessagingOptions.content_based_deduplication applies only to FIFO queues; got it with fifo=False",
@@ -163,6 +171,15 @@ RULES = (
         lambda fifo, filter_policy: fifo and filter_policy,
         FILTER_POLICY_WARNING,
         warning="idempotent-pipeline:filter-policy",
+    ),
+    Rule(
+        ("fifo", "dead_letter_retention", "retention_period"),
+        lambda fifo, dlq, retention: fifo and None not in (dlq, retention) and dlq < retention,
+        "{dead_letter_retention_name} ({dead_letter_retention} seconds) is shorter than "
+        "MessagingOptions.retention_period ({retention_period} seconds): a dead letter is kept for less time "
+        "than a message waiting to be processed (on FIFO queues SQS restarts its clock in the dead-letter "
+        "queue, so nothing expires early)",
+        warning="idempotent-pipeline:short-dead-letter-retention",
     ),
     Rule(
         ("retention_period", "visibility_timeout", "max_receive_count"),
@@ -255,6 +272,14 @@ class Messaging(Construct):
         }
         if options.visibility_timeout is None:
             values["visibility_timeout"] = seconds("visibility_timeout", DEFAULT_VISIBILITY_TIMEOUT)
+        if given_dlq is None:  # created here, with dead_letter_retention_period
+            values["dead_letter_retention"] = values["dead_letter_retention_period"]
+            values["dead_letter_retention_name"] = "MessagingOptions.dead_letter_retention_period"
+        else:
+            values["dead_letter_retention"] = given_dlq.retention_seconds
+            values["dead_letter_retention_name"] = lazy(
+                lambda: f"the retention period of dead_letter_queue {dead_letter_queue.node.path}"
+            )
         visibility, receives = values["visibility_timeout"], values["max_receive_count"]
         values["receive_window"] = (
             visibility * receives if isinstance(visibility, int) and isinstance(receives, int) else None
@@ -289,7 +314,13 @@ class Messaging(Construct):
             )
             remember(
                 dead_letter_queue,
-                QueueFacts(fifo=fifo, encryption_key=key, encryption_key_known=True, alarmed=alarms.enabled),
+                QueueFacts(
+                    fifo=fifo,
+                    retention_seconds=values["dead_letter_retention_period"],
+                    encryption_key=key,
+                    encryption_key_known=True,
+                    alarmed=alarms.enabled,
+                ),
             )
         elif given_dlq is not None:
             # The alarm on its depth is made here: a consumer of the queue does not make a second one.

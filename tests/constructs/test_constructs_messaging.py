@@ -777,6 +777,58 @@ def test_retention_shorter_than_every_receive_warns_and_can_be_acknowledged():
     assert warnings_of(stack) == []
 
 
+def test_standard_dead_letter_retention_shorter_than_the_queues_is_rejected():
+    """Standard queues keep the enqueue time in the DLQ: a dead letter 1 day old in a 1-day DLQ expires."""
+    options = MessagingOptions(
+        fifo=False, retention_period=Duration.days(14), dead_letter_retention_period=Duration.days(1)
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        Messaging(new_stack(), "M", options=options)
+    assert str(raised.value) == (
+        "MessagingOptions.dead_letter_retention_period (86400 seconds) must be at least "
+        "MessagingOptions.retention_period (1209600 seconds) on standard queues: SQS keeps a message's "
+        "enqueue time when it moves it to the dead-letter queue, so a dead letter would expire early, or at "
+        "once"
+    )
+
+
+def test_a_given_standard_dead_letter_queue_with_a_shorter_retention_is_rejected():
+    stack = new_stack()
+    dlq = sqs.Queue(stack, "Dlq", retention_period=Duration.days(1))
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^the retention period of dead_letter_queue TestStack/Dlq \(86400 seconds\) must be at least "
+        r"MessagingOptions.retention_period \(345600 seconds\) on standard queues",
+    ):
+        Messaging(stack, "M", dead_letter_queue=dlq, options=MessagingOptions(fifo=False))
+
+
+def test_fifo_dead_letter_retention_shorter_than_the_queues_warns():
+    """FIFO restarts the clock in the DLQ: nothing expires early, dead letters are just kept less long."""
+    options = MessagingOptions(
+        retention_period=Duration.days(14), dead_letter_retention_period=Duration.days(1)
+    )
+    stack = new_stack()
+    messaging = Messaging(stack, "M", options=options)
+    ((_, message),) = warnings_of(stack)
+    assert message.startswith(
+        "MessagingOptions.dead_letter_retention_period (86400 seconds) is shorter than "
+        "MessagingOptions.retention_period (1209600 seconds)"
+    )
+    assert message.endswith("[ack: idempotent-pipeline:short-dead-letter-retention]")
+    cdk.Annotations.of(messaging).acknowledge_warning("idempotent-pipeline:short-dead-letter-retention", "ok")
+    assert warnings_of(stack) == []
+
+
+def test_dead_letter_retention_equal_to_the_queues_is_accepted():
+    stack = new_stack()
+    options = MessagingOptions(
+        fifo=False, retention_period=Duration.days(14), dead_letter_retention_period=Duration.days(14)
+    )
+    Messaging(stack, "M", options=options)
+    assert warnings_of(stack) == []
+
+
 def test_retention_rules_skip_deploy_time_values():
     stack = new_stack()
     retention = cdk.CfnParameter(stack, "Retention", type="Number").value_as_number
