@@ -55,7 +55,10 @@ from idempotent_pipeline.options import (
 from idempotent_pipeline.table import IdempotencyTable
 
 # AWS guidance for SQS event sources: visibility timeout at least 6 x the function timeout, so a message is
-# not redelivered while retries of the same batch are still running.
+# not redelivered while retries of the same batch are still running
+# (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html). Plus the batching window: the
+# event source receives records (making them invisible) and then holds them for up to
+# MaximumBatchingWindowInSeconds before it invokes the function.
 VISIBILITY_FACTOR = 6
 MAX_BATCHING_WINDOW_SECONDS = 300
 # Lambda: all environment variables of a function together hold at most 4 KB.
@@ -80,6 +83,11 @@ XRAY_REASON = (
     "them on * for a traced function)"
 )
 SHORT_TTL = "idempotent-pipeline:short-ttl"
+
+
+def needed_visibility(timeout: int, window: int | None) -> int:
+    """The shortest visibility timeout for a function timeout and a batching window (whole seconds)."""
+    return VISIBILITY_FACTOR * timeout + (window or 0)
 
 
 def _path_error(value: object) -> bool:
@@ -258,10 +266,12 @@ RULES = (
         "got {overridden_names}",
     ),
     Rule(
-        ("visibility", "timeout"),
-        lambda visibility, timeout: visibility is not None and visibility < VISIBILITY_FACTOR * timeout,
+        ("visibility", "timeout", "max_batching_window"),
+        lambda visibility, timeout, window: (
+            visibility is not None and visibility < needed_visibility(timeout, window)
+        ),
         "visibility_timeout of queue {queue_path} must be at least 6 x the function timeout ({timeout} "
-        "seconds) = {needed_visibility} seconds; got {visibility} seconds",
+        "seconds){window_text} = {needed_visibility} seconds; got {visibility} seconds",
     ),
     Rule(
         ("own_age_alarm", "queue_retention"),
@@ -442,7 +452,14 @@ class IdempotentConsumer(Construct):
             "lease_margin": seconds("ConsumerOptions.lease_margin", o.lease_margin),
             "lease_margin_set": o.lease_margin is not DEFAULT_LEASE_MARGIN,
             "timeout": timeout,
-            "needed_visibility": VISIBILITY_FACTOR * timeout if isinstance(timeout, int) else None,
+            "needed_visibility": lazy(lambda: needed_visibility(timeout, values["max_batching_window"])),
+            "window_text": lazy(
+                lambda: (
+                    f" + the batching window ({values['max_batching_window']} seconds)"
+                    if values["max_batching_window"]
+                    else ""
+                )
+            ),
             "memory_size": integer("ConsumerOptions.memory_size", o.memory_size),
             "memory_range": contract.MEMORY_SIZE_RANGE,
             "batch_size": integer("ConsumerOptions.batch_size", o.batch_size),

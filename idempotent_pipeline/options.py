@@ -89,8 +89,9 @@ class MessagingOptions:
     throughput scope on a new topic. Default: False (queue-wide scope)."""
 
     visibility_timeout: Duration | None = None
-    """The queue's visibility timeout; at least 6 x the consumer's function timeout. Default: 3 minutes
-    (:class:`IdempotentPipeline`: 6 x the consumer's timeout)."""
+    """The queue's visibility timeout; at least 6 x the consumer's function timeout + its
+    ``max_batching_window``. Default: 3 minutes (:class:`IdempotentPipeline`: 6 x the consumer's timeout +
+    its batching window)."""
 
     retention_period: Duration = DEFAULT_RETENTION_PERIOD
     """How long the queue keeps a message (1 minute to 14 days); longer than the visibility timeout and the

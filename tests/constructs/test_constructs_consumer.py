@@ -481,8 +481,8 @@ def test_imported_table_with_its_key_is_granted_by_arn():
 # -- standard queues ----------------------------------------------------------------------------------------
 
 
-def standard_queue(stack: cdk.Stack) -> sqs.Queue:
-    return sqs.Queue(stack, "Standard", visibility_timeout=Duration.minutes(3))
+def standard_queue(stack: cdk.Stack, visibility: Duration | None = None) -> sqs.Queue:
+    return sqs.Queue(stack, "Standard", visibility_timeout=visibility or Duration.minutes(3))
 
 
 def test_a_standard_queue_is_consumed_as_unordered():
@@ -494,7 +494,10 @@ def test_a_standard_queue_is_consumed_as_unordered():
 def test_standard_queues_take_batches_up_to_ten_thousand_with_a_window():
     stack = new_stack()
     template = template_of_consumer(
-        stack, queue=standard_queue(stack), batch_size=10_000, max_batching_window=Duration.seconds(20)
+        stack,
+        queue=standard_queue(stack, Duration.seconds(200)),  # 6 x 30 s + the 20 s window
+        batch_size=10_000,
+        max_batching_window=Duration.seconds(20),
     )
     mapping = only(template, "AWS::Lambda::EventSourceMapping")["Properties"]
     assert (mapping["BatchSize"], mapping["MaximumBatchingWindowInSeconds"]) == (10_000, 20)
@@ -689,6 +692,26 @@ def test_visibility_timeout_below_six_times_the_function_timeout_is_rejected():
         "180 seconds; got 179 seconds",
         stack,
         queue=fifo_queue(stack, visibility_timeout=Duration.seconds(179)),
+    )
+
+
+def test_visibility_timeout_must_cover_the_batching_window_too():
+    """The event source holds received (invisible) records for up to the window before it invokes."""
+    stack = new_stack()
+    _rejects(
+        "visibility_timeout of queue TestStack/Standard must be at least 6 x the function timeout (30 "
+        "seconds) + the batching window (300 seconds) = 480 seconds; got 180 seconds",
+        stack,
+        queue=standard_queue(stack),
+        batch_size=1000,
+        max_batching_window=Duration.minutes(5),
+    )
+    stack = new_stack()
+    build_consumer(
+        stack,
+        queue=standard_queue(stack, Duration.seconds(480)),
+        batch_size=1000,
+        max_batching_window=Duration.minutes(5),
     )
 
 

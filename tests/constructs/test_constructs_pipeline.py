@@ -127,6 +127,31 @@ def test_visibility_timeout_is_six_times_the_function_timeout(template, synth):
     assert queue["Properties"]["VisibilityTimeout"] == 300
 
 
+def test_visibility_timeout_default_adds_the_batching_window(synth):
+    template = synth(
+        lambda s: IdempotentPipeline(
+            s,
+            "P",
+            messaging_options=MessagingOptions(fifo=False),
+            consumer_options=ConsumerOptions(batch_size=1000, max_batching_window=Duration.minutes(5)),
+        )
+    )
+    queue = resources(template, "AWS::SQS::Queue")[logical_id(template, "AWS::SQS::Queue", "PMessagingQueue")]
+    assert queue["Properties"]["VisibilityTimeout"] == 6 * 30 + 300
+
+
+def test_token_batching_window_needs_an_explicit_visibility_timeout():
+    stack = new_stack()
+    window = Duration.seconds(cdk.CfnParameter(stack, "Window", type="Number").value_as_number)
+    with pytest.raises(ConfigurationError, match=r"^MessagingOptions.visibility_timeout is required when"):
+        IdempotentPipeline(
+            stack,
+            "Pipeline",
+            messaging_options=MessagingOptions(fifo=False),
+            consumer_options=ConsumerOptions(max_batching_window=window),
+        )
+
+
 def test_visibility_timeout_below_six_times_the_timeout_is_rejected():
     with pytest.raises(
         ConfigurationError,
