@@ -37,7 +37,7 @@ DEFAULT_FAILED_THRESHOLD = 10
 # What never belongs in a function's code asset (matched against each file and directory name below
 # code_directory): version control, environments and secrets, virtualenvs, build output, caches. A directory
 # holding a pyvenv.cfg (a virtualenv under any name) is left out too. requirements.txt is installed, not
-# shipped (it may name a private index with its credentials).
+# shipped (it may name a private index with its credentials); so are the files it includes (-r / -c).
 DEFAULT_EXCLUDE = (
     ".git",
     ".hg",
