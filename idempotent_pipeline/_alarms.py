@@ -12,7 +12,17 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from idempotent_pipeline import _keys
-from idempotent_pipeline._rules import TOKEN, Rule, duration, enforce, instance, integer, options_of, seconds
+from idempotent_pipeline._rules import (
+    TOKEN,
+    Rule,
+    boolean,
+    duration,
+    enforce,
+    instance,
+    integer,
+    options_of,
+    seconds,
+)
 from idempotent_pipeline.options import AlarmOptions
 
 ONE_MINUTE = duration(60)
@@ -61,9 +71,10 @@ class Alarms:
             "failed_period": seconds("AlarmOptions.failed_period", options.failed_period),
         }
         topic = instance("AlarmOptions.alarm_topic", options.alarm_topic, sns.ITopic, "an sns.ITopic")
+        enabled = bool(boolean("AlarmOptions.enabled", options.enabled))
         enforce(scope, RULES, values)
         action = None
-        if options.enabled and topic is not None:
+        if enabled and topic is not None:
             action = cloudwatch_actions.SnsAction(topic)
             if topic not in _KEYED_TOPICS:
                 _KEYED_TOPICS.add(topic)
@@ -71,7 +82,7 @@ class Alarms:
                 if key is not None:
                     _keys.allow_cloudwatch_alarms(scope, key, "the alarm topic's key")
         return cls(
-            enabled=bool(options.enabled),
+            enabled=enabled,
             action=action,
             max_message_age=(
                 options.max_message_age.to_seconds()

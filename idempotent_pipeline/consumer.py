@@ -9,6 +9,7 @@ from typing import Any
 
 from aws_cdk import Acknowledgment, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -36,6 +37,7 @@ from idempotent_pipeline._rules import (
     describe,
     enforce,
     instance,
+    instances,
     integer,
     is_token,
     lazy,
@@ -419,7 +421,32 @@ class IdempotentConsumer(Construct):
             sk_field = contract.DEFAULT_SORT_KEY_FIELD if sort_field is None else sort_field
         else:
             pk_field = sk_field = None
+        instance(
+            "ConsumerOptions.log_retention",
+            o.log_retention,
+            logs.RetentionDays,
+            "a logs.RetentionDays (e.g. RetentionDays.ONE_MONTH)",
+        )
+        instance(
+            "ConsumerOptions.tracing", o.tracing, lambda_.Tracing, "a lambda_.Tracing (e.g. Tracing.ACTIVE)"
+        )
+        instance(
+            "ConsumerOptions.architecture",
+            o.architecture,
+            lambda_.Architecture,
+            "a lambda_.Architecture (Architecture.ARM_64 or Architecture.X86_64)",
+        )
+        instances("ConsumerOptions.layers", o.layers, lambda_.ILayerVersion, "lambda_.ILayerVersion")
+        instance("ConsumerOptions.vpc", o.vpc, ec2.IVpc, "an ec2.IVpc")
+        instance("ConsumerOptions.vpc_subnets", o.vpc_subnets, ec2.SubnetSelection, "an ec2.SubnetSelection")
+        instances(
+            "ConsumerOptions.security_groups", o.security_groups, ec2.ISecurityGroup, "ec2.ISecurityGroup"
+        )
         extra = dict(instance("ConsumerOptions.environment", o.environment, Mapping, "a mapping") or {})
+        if not all(isinstance(name, str) and isinstance(value, str) for name, value in extra.items()):
+            raise ConfigurationError(
+                f"ConsumerOptions.environment must map names to strings; got {o.environment!r}"
+            )
         overridden = sorted((contract.VARIABLE_NAMES | contract.RETIRED_VARIABLES.keys()).intersection(extra))
         dedup_ttl = seconds("ConsumerOptions.dedup_ttl", o.dedup_ttl)
         document_ttl = seconds("ConsumerOptions.document_ttl", o.document_ttl)

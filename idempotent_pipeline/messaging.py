@@ -26,6 +26,7 @@ from idempotent_pipeline._rules import (
     integer,
     is_token,
     lazy,
+    mapping,
     options_of,
     outside,
     seconds,
@@ -234,6 +235,12 @@ class Messaging(Construct):
         key = instance("MessagingOptions.encryption_key", options.encryption_key, kms.IKey, "a kms.IKey")
         topic_key = instance(
             "MessagingOptions.topic_encryption_key", options.topic_encryption_key, kms.IKey, "a kms.IKey"
+        )
+        mapping(
+            "MessagingOptions.filter_policy",
+            options.filter_policy,
+            sns.SubscriptionFilter,
+            "sns.SubscriptionFilter (e.g. {'kind': sns.SubscriptionFilter.string_filter(allowlist=['a'])})",
         )
         fifo = boolean("MessagingOptions.fifo", options.fifo)
         topic_fifo = _topic_fifo(topic)
