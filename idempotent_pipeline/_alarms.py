@@ -10,6 +10,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
+from idempotent_runtime.contract import ConfigurationError
 
 from idempotent_pipeline import _keys
 from idempotent_pipeline._rules import (
@@ -27,6 +28,10 @@ from idempotent_pipeline.options import AlarmOptions
 
 ONE_MINUTE = duration(60)
 AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+EVALUATION_PERIODS = 1  # every alarm here looks at one period
+# PutMetricAlarm: Period x EvaluationPeriods can't be more than 604,800 seconds (7 days); under one hour per
+# period the total is also capped at one day, which one evaluation period never reaches.
+MAX_EVALUATION_SECONDS = 7 * 24 * 3600
 NOT_BREACHING = cloudwatch.TreatMissingData.NOT_BREACHING
 
 RULES = (
@@ -44,6 +49,12 @@ RULES = (
         ("failed_period",),
         lambda period: period < 60 or period % 60,
         "AlarmOptions.failed_period must be a whole number of minutes; got {failed_period} seconds",
+    ),
+    Rule(
+        ("failed_period",),
+        lambda period: period * EVALUATION_PERIODS > MAX_EVALUATION_SECONDS,
+        "AlarmOptions.failed_period must be at most 7 days (CloudWatch: period x evaluation periods <= "
+        "604800 seconds); got {failed_period} seconds",
     ),
 )
 
@@ -72,6 +83,11 @@ class Alarms:
         }
         topic = instance("AlarmOptions.alarm_topic", options.alarm_topic, sns.ITopic, "an sns.ITopic")
         enabled = bool(boolean("AlarmOptions.enabled", options.enabled))
+        if enabled and values["failed_period"] is TOKEN:
+            raise ConfigurationError(
+                "AlarmOptions.failed_period must be known at synth: CDK needs a metric's period as a number "
+                "to write the alarm; got a deploy-time token"
+            )
         enforce(scope, RULES, values)
         action = None
         if enabled and topic is not None:
@@ -90,7 +106,12 @@ class Alarms:
                 else values["max_message_age"]
             ),
             max_message_age_seconds=values["max_message_age"],
-            failed_threshold=values["failed_threshold"],
+            # A deploy-time threshold reaches the alarm as the token it is (TOKEN only skips the rules).
+            failed_threshold=(
+                options.failed_threshold
+                if values["failed_threshold"] is TOKEN
+                else values["failed_threshold"]
+            ),
             failed_period=options.failed_period,
         )
 
@@ -108,7 +129,7 @@ class Alarms:
             id,
             metric=metric,
             threshold=threshold,
-            evaluation_periods=1,
+            evaluation_periods=EVALUATION_PERIODS,
             comparison_operator=AT_LEAST,
             treat_missing_data=NOT_BREACHING,
             alarm_description=description,

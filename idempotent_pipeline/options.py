@@ -304,4 +304,5 @@ class AlarmOptions:
     Default: 10."""
 
     failed_period: Duration = DEFAULT_FAILED_PERIOD
-    """The window of ``failed_threshold`` (a whole number of minutes). Default: 5 minutes."""
+    """The window of ``failed_threshold`` (a whole number of minutes, at most 7 days; known at synth).
+    Default: 5 minutes."""

@@ -1104,11 +1104,36 @@ def test_alarm_thresholds_are_configurable():
             {"max_message_age": Duration.seconds(30)},
             "AlarmOptions.max_message_age must be at least 60 seconds",
         ),
+        (
+            {"failed_period": Duration.days(8)},
+            r"AlarmOptions.failed_period must be at most 7 days \(CloudWatch: period x evaluation periods <= "
+            r"604800 seconds\); got 691200 seconds$",
+        ),
     ],
 )
 def test_alarm_options_are_checked(options, message):
     with pytest.raises(ConfigurationError, match=f"^{message}"):
         build_consumer(new_stack(), alarm_options=AlarmOptions(**options))
+
+
+def test_a_seven_day_failed_period_is_accepted():
+    failed = _metric_alarms(consumer_template(alarm_options=AlarmOptions(failed_period=Duration.days(7))))
+    assert failed["failed"]["Period"] == 7 * 24 * 3600
+
+
+def test_a_deploy_time_failed_threshold_reaches_the_alarm():
+    stack = new_stack()
+    threshold = cdk.CfnParameter(stack, "Threshold", type="Number").value_as_number
+    build_consumer(stack, alarm_options=AlarmOptions(failed_threshold=threshold))
+    assert _metric_alarms(template_of(stack))["failed"]["Threshold"] == {"Ref": "Threshold"}
+
+
+def test_a_deploy_time_failed_period_is_refused_by_name():
+    """CDK needs the period as a number; without this its own error names neither option nor value."""
+    stack = new_stack()
+    period = cdk.CfnParameter(stack, "Period", type="Number").value_as_number
+    with pytest.raises(ConfigurationError, match=r"^AlarmOptions.failed_period must be known at synth"):
+        build_consumer(stack, alarm_options=AlarmOptions(failed_period=Duration.seconds(period)))
 
 
 def test_metrics_are_the_runtimes_counters_for_this_function(from_messaging):
