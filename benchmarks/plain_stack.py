@@ -29,7 +29,7 @@ class PlainPipelineStack(cdk.Stack):
     with the reference's settings.
 
     Same resource types and counts as the reference stack (app.py, default context), same properties where
-    they are settings (retention, memory, environment, least-privilege policy, the nine alarms, outputs).
+    they are settings (retention, memory, environment, least-privilege policy, the ten alarms, outputs).
     """
 
     def __init__(self, scope: Construct, construct_id: str, **kwargs: object) -> None:
@@ -166,6 +166,12 @@ class PlainPipelineStack(cdk.Stack):
             topic.metric_number_of_notifications_failed(period=one_minute, statistic="Sum"),
             1,
             "SNS failed to deliver messages",
+        )
+        alarm(
+            "NotificationsFailedToRedriveAlarm",
+            topic.metric("NumberOfNotificationsFailedToRedriveToDlq", period=one_minute, statistic="Sum"),
+            1,
+            "SNS could not move messages to the subscription's dead-letter queue either",
         )
         alarm(
             "MessageAgeAlarm",

@@ -10,13 +10,28 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
+from idempotent_runtime.contract import ConfigurationError
 
 from idempotent_pipeline import _keys
-from idempotent_pipeline._rules import TOKEN, Rule, duration, enforce, instance, integer, options_of, seconds
+from idempotent_pipeline._rules import (
+    TOKEN,
+    Rule,
+    boolean,
+    duration,
+    enforce,
+    instance,
+    integer,
+    options_of,
+    seconds,
+)
 from idempotent_pipeline.options import AlarmOptions
 
 ONE_MINUTE = duration(60)
 AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+EVALUATION_PERIODS = 1  # every alarm here looks at one period
+# PutMetricAlarm: Period x EvaluationPeriods can't be more than 604,800 seconds (7 days); under one hour per
+# period the total is also capped at one day, which one evaluation period never reaches.
+MAX_EVALUATION_SECONDS = 7 * 24 * 3600
 NOT_BREACHING = cloudwatch.TreatMissingData.NOT_BREACHING
 
 RULES = (
@@ -35,6 +50,12 @@ RULES = (
         lambda period: period < 60 or period % 60,
         "AlarmOptions.failed_period must be a whole number of minutes; got {failed_period} seconds",
     ),
+    Rule(
+        ("failed_period",),
+        lambda period: period * EVALUATION_PERIODS > MAX_EVALUATION_SECONDS,
+        "AlarmOptions.failed_period must be at most 7 days (CloudWatch: period x evaluation periods <= "
+        "604800 seconds); got {failed_period} seconds",
+    ),
 )
 
 # Alarm topics whose key was already taken care of (several blocks may share one topic).
@@ -48,6 +69,7 @@ class Alarms:
     enabled: bool
     action: cloudwatch.IAlarmAction | None
     max_message_age: float  # seconds (a number token when only known at deploy time)
+    max_message_age_seconds: Any  # the same for the rules: whole seconds, or TOKEN
     failed_threshold: int | None
     failed_period: Any
 
@@ -60,9 +82,15 @@ class Alarms:
             "failed_period": seconds("AlarmOptions.failed_period", options.failed_period),
         }
         topic = instance("AlarmOptions.alarm_topic", options.alarm_topic, sns.ITopic, "an sns.ITopic")
+        enabled = bool(boolean("AlarmOptions.enabled", options.enabled))
+        if enabled and values["failed_period"] is TOKEN:
+            raise ConfigurationError(
+                "AlarmOptions.failed_period must be known at synth: CDK needs a metric's period as a number "
+                "to write the alarm; got a deploy-time token"
+            )
         enforce(scope, RULES, values)
         action = None
-        if options.enabled and topic is not None:
+        if enabled and topic is not None:
             action = cloudwatch_actions.SnsAction(topic)
             if topic not in _KEYED_TOPICS:
                 _KEYED_TOPICS.add(topic)
@@ -70,14 +98,20 @@ class Alarms:
                 if key is not None:
                     _keys.allow_cloudwatch_alarms(scope, key, "the alarm topic's key")
         return cls(
-            enabled=bool(options.enabled),
+            enabled=enabled,
             action=action,
             max_message_age=(
                 options.max_message_age.to_seconds()
                 if values["max_message_age"] is TOKEN
                 else values["max_message_age"]
             ),
-            failed_threshold=values["failed_threshold"],
+            max_message_age_seconds=values["max_message_age"],
+            # A deploy-time threshold reaches the alarm as the token it is (TOKEN only skips the rules).
+            failed_threshold=(
+                options.failed_threshold
+                if values["failed_threshold"] is TOKEN
+                else values["failed_threshold"]
+            ),
             failed_period=options.failed_period,
         )
 
@@ -95,7 +129,7 @@ class Alarms:
             id,
             metric=metric,
             threshold=threshold,
-            evaluation_periods=1,
+            evaluation_periods=EVALUATION_PERIODS,
             comparison_operator=AT_LEAST,
             treat_missing_data=NOT_BREACHING,
             alarm_description=description,

@@ -258,14 +258,53 @@ def cache_root() -> Path:
     return Path(base) / "idempotent-pipeline"
 
 
+# pip's options that name another requirements or constraints file: -r FILE, -rFILE, --requirement FILE,
+# --requirement=FILE, and the same for -c / --constraint.
+_INCLUDE = re.compile(r"^(?:--requirement|--constraint|-r|-c)(?:\s*=\s*|\s+|(?=[^\s=-]))(\S+)")
+_COMMENT = re.compile(r"(^|\s+)#.*$")
+_ENV_VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")  # pip expands ${VAR} (this form only) in requirement files
+
+
+def requirement_files(requirements: Path) -> list[Path]:
+    """``requirements`` and every file it includes with -r / -c, recursively, each once and in order.
+
+    An included path is relative to the file that includes it (as pip reads it); URLs are pip's business.
+    """
+    found: list[Path] = []
+
+    def visit(path: Path) -> None:
+        resolved = path.resolve()
+        if resolved in found:
+            return
+        found.append(resolved)
+        try:
+            text = resolved.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return  # pip reports a missing file, naming it
+        for line in text.replace("\\\n", " ").splitlines():
+            line = _ENV_VARIABLE.sub(lambda m: os.environ.get(m.group(1), m.group(0)), line)
+            match = _INCLUDE.match(_COMMENT.sub("", line).strip())
+            if match is not None and "://" not in match.group(1):
+                visit(resolved.parent / match.group(1))
+
+    visit(requirements)
+    return found
+
+
 def install_requirements(requirements: Path, target: Target) -> Path:
     """Install ``requirements`` (wheels only, for ``target``) into a cached directory and return it.
 
-    The cache key is a hash of the requirements and the target (delete the cache directory to install them
-    anew); pip's own environment (``PIP_INDEX_URL``, ``PIP_FIND_LINKS``, ``PIP_NO_INDEX``, a pip.conf)
-    applies as for any pip run.
+    The cache key is a hash of the requirements, of every file they include (``-r`` / ``-c``, recursively)
+    and of the target (delete the cache directory to install them anew); pip's own environment
+    (``PIP_INDEX_URL``, ``PIP_FIND_LINKS``, ``PIP_NO_INDEX``, a pip.conf) applies as for any pip run.
     """
-    digest = hashlib.sha256(requirements.read_bytes())
+    digest = hashlib.sha256()
+    for path in requirement_files(requirements):
+        try:
+            content = path.read_bytes()
+        except OSError:
+            content = b"\0missing"
+        digest.update(hashlib.sha256(content).digest())
     for part in (target.python_version, target.architecture, *target.platforms):
         digest.update(b"\0" + part.encode())
     root = cache_root() / "requirements"
@@ -340,9 +379,18 @@ def stage_asset(code_directory: Path | None, exclude: Sequence[str], target: Tar
     parts: dict[str, list[tuple[Path, PurePosixPath]]] = {}
     if code_directory is not None:
         requirements = code_directory / REQUIREMENTS
+        installed_from: set[Path] = set()
         if requirements.is_file():
             parts["requirements"] = _tree(install_requirements(requirements, target))
-        parts["code_directory"] = select_files(code_directory, exclude)
+            # Like requirements.txt itself, the files it includes are installed, not shipped (they may name
+            # a private index with its credentials too).
+            installed_from = set(requirement_files(requirements))
+        names = {path.name for path in installed_from}
+        parts["code_directory"] = [
+            (source, relative)
+            for source, relative in select_files(code_directory, exclude)
+            if source.name not in names or source.resolve() not in installed_from
+        ]
     runtime = runtime_source()
     parts["runtime"] = [
         (source, PurePosixPath(RUNTIME_PACKAGE) / relative) for source, relative in _tree(runtime)

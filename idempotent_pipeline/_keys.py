@@ -14,7 +14,11 @@ from constructs import IConstruct
 
 from idempotent_pipeline._rules import warn
 
-IMPORTED_KEY_WARNING = "idempotent-pipeline:imported-key"
+# One warning id per key, so acknowledging one (say, the alarm topic's) never silences another (the queue's,
+# without which SNS drops messages).
+QUEUE_KEY_WARNING = "idempotent-pipeline:imported-key:queue"
+TOPIC_KEY_WARNING = "idempotent-pipeline:imported-key:topic"
+ALARM_TOPIC_KEY_WARNING = "idempotent-pipeline:imported-key:alarm-topic"
 
 
 def is_imported(key: kms.IKey | None) -> bool:
@@ -22,14 +26,14 @@ def is_imported(key: kms.IKey | None) -> bool:
 
 
 def require_statement(
-    scope: IConstruct, key: kms.IKey, *, prop: str, statement: str, consequence: str
+    scope: IConstruct, key: kms.IKey, *, warning_id: str, prop: str, statement: str, consequence: str
 ) -> None:
     """Warn that an imported key's policy must hold ``statement`` (nothing to do for a key of the app)."""
     if not is_imported(key):
         return
     warn(
         scope,
-        IMPORTED_KEY_WARNING,
+        warning_id,
         f"{prop} is an imported key ({key.key_arn}): CDK cannot change its key policy. The policy must "
         f"{statement}; without that {consequence}",
     )
@@ -52,6 +56,7 @@ def allow_cloudwatch_alarms(scope: IConstruct, key: kms.IKey, prop: str) -> None
         require_statement(
             scope,
             key,
+            warning_id=ALARM_TOPIC_KEY_WARNING,
             prop=prop,
             statement=(
                 'allow {"Service": "cloudwatch.amazonaws.com"} the actions kms:Decrypt and '

@@ -137,6 +137,30 @@ def instance(prop: str, value: object, kind: type, wanted: str) -> Any:
     return value
 
 
+def instances(prop: str, value: object, kind: type, wanted: str) -> Any:
+    """``value`` unchanged when it is a list of ``kind`` (a str or a single object is not one)."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, str | bytes)
+        or not isinstance(value, Sequence)
+        or not all(implements(item, kind) for item in value)
+    ):
+        raise ConfigurationError(f"{prop} must be a list of {wanted}; got {_show(value)}")
+    return value
+
+
+def mapping(prop: str, value: object, kind: type, wanted: str) -> Any:
+    """``value`` unchanged when it maps strings to ``kind`` objects."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(
+        isinstance(name, str) and implements(item, kind) for name, item in value.items()
+    ):
+        raise ConfigurationError(f"{prop} must be a mapping of names to {wanted}; got {_show(value)}")
+    return value
+
+
 def implements(value: object, kind: type) -> bool:
     """isinstance for classes and for jsii interfaces (typing protocols that isinstance refuses)."""
     if getattr(kind, "_is_protocol", False) is not True:

@@ -9,6 +9,7 @@ from typing import Any
 
 from aws_cdk import Acknowledgment, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -36,6 +37,7 @@ from idempotent_pipeline._rules import (
     describe,
     enforce,
     instance,
+    instances,
     integer,
     is_token,
     lazy,
@@ -55,7 +57,10 @@ from idempotent_pipeline.options import (
 from idempotent_pipeline.table import IdempotencyTable
 
 # AWS guidance for SQS event sources: visibility timeout at least 6 x the function timeout, so a message is
-# not redelivered while retries of the same batch are still running.
+# not redelivered while retries of the same batch are still running
+# (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html). Plus the batching window: the
+# event source receives records (making them invisible) and then holds them for up to
+# MaximumBatchingWindowInSeconds before it invokes the function.
 VISIBILITY_FACTOR = 6
 MAX_BATCHING_WINDOW_SECONDS = 300
 # Lambda: all environment variables of a function together hold at most 4 KB.
@@ -80,6 +85,11 @@ XRAY_REASON = (
     "them on * for a traced function)"
 )
 SHORT_TTL = "idempotent-pipeline:short-ttl"
+
+
+def needed_visibility(timeout: int, window: int | None) -> int:
+    """The shortest visibility timeout for a function timeout and a batching window (whole seconds)."""
+    return VISIBILITY_FACTOR * timeout + (window or 0)
 
 
 def _path_error(value: object) -> bool:
@@ -258,10 +268,19 @@ RULES = (
         "got {overridden_names}",
     ),
     Rule(
-        ("visibility", "timeout"),
-        lambda visibility, timeout: visibility is not None and visibility < VISIBILITY_FACTOR * timeout,
+        ("visibility", "timeout", "max_batching_window"),
+        lambda visibility, timeout, window: (
+            visibility is not None and visibility < needed_visibility(timeout, window)
+        ),
         "visibility_timeout of queue {queue_path} must be at least 6 x the function timeout ({timeout} "
-        "seconds) = {needed_visibility} seconds; got {visibility} seconds",
+        "seconds){window_text} = {needed_visibility} seconds; got {visibility} seconds",
+    ),
+    Rule(
+        ("own_age_alarm", "queue_retention"),
+        lambda age, retention: None not in (age, retention) and age >= retention,
+        "AlarmOptions.max_message_age ({own_age_alarm} seconds) must be shorter than the retention period "
+        "of queue {queue_path} ({queue_retention} seconds): no message gets that old before it expires, so "
+        "the message-age alarm could never fire",
     ),
     Rule(
         ("vpc", "vpc_subnets"),
@@ -402,7 +421,32 @@ class IdempotentConsumer(Construct):
             sk_field = contract.DEFAULT_SORT_KEY_FIELD if sort_field is None else sort_field
         else:
             pk_field = sk_field = None
+        instance(
+            "ConsumerOptions.log_retention",
+            o.log_retention,
+            logs.RetentionDays,
+            "a logs.RetentionDays (e.g. RetentionDays.ONE_MONTH)",
+        )
+        instance(
+            "ConsumerOptions.tracing", o.tracing, lambda_.Tracing, "a lambda_.Tracing (e.g. Tracing.ACTIVE)"
+        )
+        instance(
+            "ConsumerOptions.architecture",
+            o.architecture,
+            lambda_.Architecture,
+            "a lambda_.Architecture (Architecture.ARM_64 or Architecture.X86_64)",
+        )
+        instances("ConsumerOptions.layers", o.layers, lambda_.ILayerVersion, "lambda_.ILayerVersion")
+        instance("ConsumerOptions.vpc", o.vpc, ec2.IVpc, "an ec2.IVpc")
+        instance("ConsumerOptions.vpc_subnets", o.vpc_subnets, ec2.SubnetSelection, "an ec2.SubnetSelection")
+        instances(
+            "ConsumerOptions.security_groups", o.security_groups, ec2.ISecurityGroup, "ec2.ISecurityGroup"
+        )
         extra = dict(instance("ConsumerOptions.environment", o.environment, Mapping, "a mapping") or {})
+        if not all(isinstance(name, str) and isinstance(value, str) for name, value in extra.items()):
+            raise ConfigurationError(
+                f"ConsumerOptions.environment must map names to strings; got {o.environment!r}"
+            )
         overridden = sorted((contract.VARIABLE_NAMES | contract.RETIRED_VARIABLES.keys()).intersection(extra))
         dedup_ttl = seconds("ConsumerOptions.dedup_ttl", o.dedup_ttl)
         document_ttl = seconds("ConsumerOptions.document_ttl", o.document_ttl)
@@ -435,7 +479,14 @@ class IdempotentConsumer(Construct):
             "lease_margin": seconds("ConsumerOptions.lease_margin", o.lease_margin),
             "lease_margin_set": o.lease_margin is not DEFAULT_LEASE_MARGIN,
             "timeout": timeout,
-            "needed_visibility": VISIBILITY_FACTOR * timeout if isinstance(timeout, int) else None,
+            "needed_visibility": lazy(lambda: needed_visibility(timeout, values["max_batching_window"])),
+            "window_text": lazy(
+                lambda: (
+                    f" + the batching window ({values['max_batching_window']} seconds)"
+                    if values["max_batching_window"]
+                    else ""
+                )
+            ),
             "memory_size": integer("ConsumerOptions.memory_size", o.memory_size),
             "memory_range": contract.MEMORY_SIZE_RANGE,
             "batch_size": integer("ConsumerOptions.batch_size", o.batch_size),
@@ -506,11 +557,16 @@ class IdempotentConsumer(Construct):
             for name, value in env.items()
             if isinstance(value, str) and not is_token(value)
         )
+        alarms = Alarms.read(self, alarm_options)
+        # The consumer alarms on the queue's age itself only when no Messaging does.
+        values["own_age_alarm"] = (
+            alarms.max_message_age_seconds if alarms.enabled and not facts.alarmed else None
+        )
+        values["queue_retention"] = facts.retention_seconds
         enforce(self, RULES, values)
         user_code, unchecked = check_processor(o.processor, o.code_directory)
         if unchecked is not None:
             warn(self, "idempotent-pipeline:processor-unchecked", unchecked)
-        alarms = Alarms.read(self, alarm_options)
 
         self.mode: Mode = mode
         self.queue_type: QueueType = queue_type

@@ -26,6 +26,7 @@ from idempotent_pipeline._rules import (
     integer,
     is_token,
     lazy,
+    mapping,
     options_of,
     outside,
     seconds,
@@ -49,6 +50,8 @@ QUEUE_REMOVAL_POLICIES = (
     RemovalPolicy.RETAIN,
     RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
 )
+# AWS/SNS: messages SNS could not move to the subscription's dead-letter queue either; they are lost.
+REDRIVE_FAILED_METRIC = "NumberOfNotificationsFailedToRedriveToDlq"
 SUBSCRIPTION_DLQ_NAG_REASON = (
     "this queue is the dead-letter queue of the SNS subscription (its RedrivePolicy), which the rule does "
     "not "
@@ -78,6 +81,28 @@ RULES = (
         outside(60, contract.SQS_MAX_RETENTION_SECONDS),
         "MessagingOptions.dead_letter_retention_period must be between 1 minute and 14 days; "
         "got {dead_letter_retention_period} seconds",
+    ),
+    Rule(
+        ("retention_period", "visibility_timeout"),
+        lambda retention, visibility: None not in (retention, visibility) and retention <= visibility,
+        "MessagingOptions.retention_period ({retention_period} seconds) must be longer than the visibility "
+        "timeout ({visibility_timeout} seconds): a message would expire while a failed receive still hides "
+        "it, and never reach the dead-letter queue",
+    ),
+    Rule(
+        ("max_message_age", "retention_period"),
+        lambda age, retention: age is not None and retention is not None and age >= retention,
+        "AlarmOptions.max_message_age ({max_message_age} seconds) must be shorter than "
+        "MessagingOptions.retention_period ({retention_period} seconds): no message gets that old before it "
+        "expires, so the message-age alarm could never fire",
+    ),
+    Rule(
+        ("fifo", "dead_letter_retention", "retention_period"),
+        lambda fifo, dlq, retention: not fifo and None not in (dlq, retention) and dlq < retention,
+        "{dead_letter_retention_name} ({dead_letter_retention} seconds) must be at least "
+        "MessagingOptions.retention_period ({retention_period} seconds) on standard queues: SQS keeps a "
+        "message's enqueue time when it moves it to the dead-letter queue, so a dead letter would expire "
+        "early, or at once",
     ),
     Rule(
         ("fifo", "content_based_deduplication"),
@@ -148,6 +173,26 @@ RULES = (
         FILTER_POLICY_WARNING,
         warning="idempotent-pipeline:filter-policy",
     ),
+    Rule(
+        ("fifo", "dead_letter_retention", "retention_period"),
+        lambda fifo, dlq, retention: fifo and None not in (dlq, retention) and dlq < retention,
+        "{dead_letter_retention_name} ({dead_letter_retention} seconds) is shorter than "
+        "MessagingOptions.retention_period ({retention_period} seconds): a dead letter is kept for less time "
+        "than a message waiting to be processed (on FIFO queues SQS restarts its clock in the dead-letter "
+        "queue, so nothing expires early)",
+        warning="idempotent-pipeline:short-dead-letter-retention",
+    ),
+    Rule(
+        ("retention_period", "visibility_timeout", "max_receive_count"),
+        lambda retention, visibility, receives: (
+            None not in (retention, visibility, receives) and retention < receives * visibility
+        ),
+        "MessagingOptions.retention_period ({retention_period} seconds) is shorter than max_receive_count x "
+        "visibility_timeout ({max_receive_count} x {visibility_timeout} = {receive_window} seconds): a "
+        "message that keeps failing can expire before its last receive, and never reach the dead-letter "
+        "queue (SQS does not dead-letter expired messages)",
+        warning="idempotent-pipeline:short-retention",
+    ),
 )
 
 
@@ -157,12 +202,14 @@ class Messaging(Construct):
     FIFO by default (``MessagingOptions.fifo``): FIFO topic, queue and dead-letter queues. The subscription
     has its own dead-letter queue (``subscription_dead_letter_queue``), so a message SNS cannot deliver (a
     key policy, a disabled key, too many attributes) is kept instead of dropped. Every queue is encrypted
-    (SSE-SQS or ``encryption_key``) and denies non-TLS access; the queue and the subscription's DLQ accept
-    ``sqs:SendMessage`` only from the topic; a new topic denies non-TLS publishing. CloudFormation names the
-    queues. With ``with_topic=False`` there is no topic: producers send to the queue.
+    (SSE-SQS or ``encryption_key``; the subscription's DLQ with SSE-SQS when ``encryption_key`` is imported,
+    so SNS can write to it whatever that key's policy or state) and denies non-TLS access; the queue and the
+    subscription's DLQ accept ``sqs:SendMessage`` only from the topic; a new topic denies non-TLS publishing.
+    CloudFormation names the queues. With ``with_topic=False`` there is no topic: producers send to the queue.
 
     Alarms (``alarm_options``): messages in either dead-letter queue (≥ 1), notifications SNS failed to
-    deliver (≥ 1), the age of the oldest queued message.
+    deliver (≥ 1), notifications SNS failed to move to the subscription's dead-letter queue too (≥ 1), the
+    age of the oldest queued message.
 
     :param topic: an existing topic to subscribe the queue to (its type must match ``fifo``). Default: a new
         topic.
@@ -188,6 +235,12 @@ class Messaging(Construct):
         key = instance("MessagingOptions.encryption_key", options.encryption_key, kms.IKey, "a kms.IKey")
         topic_key = instance(
             "MessagingOptions.topic_encryption_key", options.topic_encryption_key, kms.IKey, "a kms.IKey"
+        )
+        mapping(
+            "MessagingOptions.filter_policy",
+            options.filter_policy,
+            sns.SubscriptionFilter,
+            "sns.SubscriptionFilter (e.g. {'kind': sns.SubscriptionFilter.string_filter(allowlist=['a'])})",
         )
         fifo = boolean("MessagingOptions.fifo", options.fifo)
         topic_fifo = _topic_fifo(topic)
@@ -224,8 +277,23 @@ class Messaging(Construct):
             "removal_policy": options.removal_policy,
             "dead_letter_removal_policy": options.dead_letter_removal_policy,
         }
-        enforce(self, RULES, values)
+        if options.visibility_timeout is None:
+            values["visibility_timeout"] = seconds("visibility_timeout", DEFAULT_VISIBILITY_TIMEOUT)
+        if given_dlq is None:  # created here, with dead_letter_retention_period
+            values["dead_letter_retention"] = values["dead_letter_retention_period"]
+            values["dead_letter_retention_name"] = "MessagingOptions.dead_letter_retention_period"
+        else:
+            values["dead_letter_retention"] = given_dlq.retention_seconds
+            values["dead_letter_retention_name"] = lazy(
+                lambda: f"the retention period of dead_letter_queue {dead_letter_queue.node.path}"
+            )
+        visibility, receives = values["visibility_timeout"], values["max_receive_count"]
+        values["receive_window"] = (
+            visibility * receives if isinstance(visibility, int) and isinstance(receives, int) else None
+        )
         alarms = Alarms.read(self, alarm_options)
+        values["max_message_age"] = alarms.max_message_age_seconds if alarms.enabled else None
+        enforce(self, RULES, values)
         with_topic = bool(values["with_topic"])
         fifo_or_none = True if fifo else None
         if key is not None and with_topic:
@@ -253,20 +321,29 @@ class Messaging(Construct):
             )
             remember(
                 dead_letter_queue,
-                QueueFacts(fifo=fifo, encryption_key=key, encryption_key_known=True, alarmed=alarms.enabled),
+                QueueFacts(
+                    fifo=fifo,
+                    retention_seconds=values["dead_letter_retention_period"],
+                    encryption_key=key,
+                    encryption_key_known=True,
+                    alarmed=alarms.enabled,
+                ),
             )
         elif given_dlq is not None:
             # The alarm on its depth is made here: a consumer of the queue does not make a second one.
             remember(dead_letter_queue, dataclasses.replace(given_dlq, alarmed=alarms.enabled))
         self.dead_letter_queue: sqs.IQueue = dead_letter_queue
 
-        content_based_deduplication = options.content_based_deduplication
-        if fifo and content_based_deduplication is None:
-            content_based_deduplication = True
+        # FIFO only: on a standard queue or topic even False is an attribute SQS and SNS refuse (the rule
+        # above rejects True there), so the property is left out.
+        content_based_deduplication = None
+        if fifo:
+            content_based_deduplication = (
+                True if options.content_based_deduplication is None else options.content_based_deduplication
+            )
         visibility_timeout = options.visibility_timeout
         if visibility_timeout is None:
             visibility_timeout = DEFAULT_VISIBILITY_TIMEOUT
-            values["visibility_timeout"] = seconds("visibility_timeout", visibility_timeout)
         high = bool(options.high_throughput)
         self.queue = sqs.Queue(
             self,
@@ -322,14 +399,22 @@ class Messaging(Construct):
             self.topic = topic
             # SNS delivers a FIFO topic's failures only to a FIFO queue.
             subscription_fifo = True if (topic_fifo if topic_fifo is not None else fifo) else None
+            # The subscription's DLQ is where SNS puts what it cannot deliver to the queue, a key it cannot
+            # use included. With a key of the app (whose policy is written here) it is encrypted like the
+            # other queues; with an imported key, whose policy may lack SNS or which may be disabled, it would
+            # fail for the same reason as the queue and SNS would drop the message: SSE-SQS instead, which
+            # SNS can always write to.
+            own_key = key if not _keys.is_imported(key) else None
             self.subscription_dead_letter_queue = sqs.Queue(
                 self,
                 "SubscriptionDeadLetterQueue",
                 fifo=subscription_fifo,
                 content_based_deduplication=subscription_fifo,
                 retention_period=options.dead_letter_retention_period,
-                encryption=encryption,
-                encryption_master_key=key,
+                encryption=sqs.QueueEncryption.KMS
+                if own_key is not None
+                else sqs.QueueEncryption.SQS_MANAGED,
+                encryption_master_key=own_key,
                 enforce_ssl=True,
                 removal_policy=retained,
             )
@@ -338,7 +423,7 @@ class Messaging(Construct):
             )
             # SqsSubscription adds the queue policy statements allowing sqs:SendMessage from this topic only
             # (aws:SourceArn), on the queue and on the subscription's dead-letter queue, and for a key defined
-            # in the app the key policy statement SNS needs (both queues use the same key).
+            # in the app the key policy statement SNS needs (both queues then use that key).
             self.subscription = topic.add_subscription(
                 subscriptions.SqsSubscription(
                     self.queue,
@@ -351,17 +436,20 @@ class Messaging(Construct):
                 _keys.require_statement(
                     self,
                     key,
+                    warning_id=_keys.QUEUE_KEY_WARNING,
                     prop="MessagingOptions.encryption_key",
                     statement=_keys.SNS_TO_QUEUE_STATEMENT,
                     consequence=(
-                        "SNS cannot deliver to the queue nor to the subscription's dead-letter queue, and "
-                        "drops every message"
+                        "SNS cannot deliver to the queue and moves every message to the subscription's "
+                        "dead-letter queue (encrypted with SSE-SQS instead of this key, so SNS can always "
+                        "write there, and alarmed)"
                     ),
                 )
             if topic_key is not None:
                 _keys.require_statement(
                     self,
                     topic_key,
+                    warning_id=_keys.TOPIC_KEY_WARNING,
                     prop="MessagingOptions.topic_encryption_key",
                     statement=_keys.PRODUCERS_STATEMENT,
                     consequence="publishers cannot publish to the topic",
@@ -370,6 +458,7 @@ class Messaging(Construct):
             _keys.require_statement(
                 self,
                 key,
+                warning_id=_keys.QUEUE_KEY_WARNING,
                 prop="MessagingOptions.encryption_key",
                 statement=_keys.PRODUCERS_STATEMENT,
                 consequence="producers cannot send to the queue",
@@ -379,6 +468,7 @@ class Messaging(Construct):
         self.dead_letter_queue_alarm: cloudwatch.Alarm | None = None
         self.subscription_dead_letter_queue_alarm: cloudwatch.Alarm | None = None
         self.notifications_failed_alarm: cloudwatch.Alarm | None = None
+        self.notifications_failed_to_redrive_alarm: cloudwatch.Alarm | None = None
         self.message_age_alarm: cloudwatch.Alarm | None = None
         if alarms.enabled:
             self.dead_letter_queue_alarm = alarms.alarm(
@@ -405,6 +495,14 @@ class Messaging(Construct):
                     description="SNS failed to deliver messages to the queue (see the subscription's "
                     "dead-letter queue)",
                 )
+                self.notifications_failed_to_redrive_alarm = alarms.alarm(
+                    self,
+                    "NotificationsFailedToRedriveAlarm",
+                    self.topic.metric(REDRIVE_FAILED_METRIC, period=ONE_MINUTE, statistic="Sum"),
+                    threshold=1,
+                    description="SNS could deliver messages neither to the queue nor to the subscription's "
+                    "dead-letter queue, and dropped them",
+                )
             self.message_age_alarm = alarms.alarm(
                 self,
                 "MessageAgeAlarm",
@@ -418,6 +516,7 @@ class Messaging(Construct):
                 self.dead_letter_queue_alarm,
                 self.subscription_dead_letter_queue_alarm,
                 self.notifications_failed_alarm,
+                self.notifications_failed_to_redrive_alarm,
                 self.message_age_alarm,
             )
             if alarm is not None

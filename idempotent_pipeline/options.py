@@ -37,7 +37,7 @@ DEFAULT_FAILED_THRESHOLD = 10
 # What never belongs in a function's code asset (matched against each file and directory name below
 # code_directory): version control, environments and secrets, virtualenvs, build output, caches. A directory
 # holding a pyvenv.cfg (a virtualenv under any name) is left out too. requirements.txt is installed, not
-# shipped (it may name a private index with its credentials).
+# shipped (it may name a private index with its credentials); so are the files it includes (-r / -c).
 DEFAULT_EXCLUDE = (
     ".git",
     ".hg",
@@ -81,21 +81,27 @@ class MessagingOptions:
 
     content_based_deduplication: bool | None = None
     """FIFO only: deduplicate by a SHA-256 of the body when a producer sends no MessageDeduplicationId (new
-    topic and queue). Default: True on FIFO; not available on standard queues."""
+    topic and queue). Default: True on FIFO; not available on standard queues (True is refused there, False
+    leaves the attribute out: SQS and SNS refuse it on a standard queue or topic)."""
 
     high_throughput: bool = False
     """FIFO only: per-message-group deduplication scope and throughput limit on the queue, message-group
     throughput scope on a new topic. Default: False (queue-wide scope)."""
 
     visibility_timeout: Duration | None = None
-    """The queue's visibility timeout; at least 6 x the consumer's function timeout. Default: 3 minutes
-    (:class:`IdempotentPipeline`: 6 x the consumer's timeout)."""
+    """The queue's visibility timeout; at least 6 x the consumer's function timeout + its
+    ``max_batching_window``. Default: 3 minutes (:class:`IdempotentPipeline`: 6 x the consumer's timeout +
+    its batching window)."""
 
     retention_period: Duration = DEFAULT_RETENTION_PERIOD
-    """How long the queue keeps a message (1 minute to 14 days). Default: 4 days."""
+    """How long the queue keeps a message (1 minute to 14 days); longer than the visibility timeout and the
+    message-age alarm's threshold, and best at least max_receive_count x visibility_timeout (synth warns
+    otherwise: a message can expire before reaching the dead-letter queue). Default: 4 days."""
 
     dead_letter_retention_period: Duration = DEFAULT_DEAD_LETTER_RETENTION_PERIOD
-    """How long the dead-letter queues keep a message (1 minute to 14 days). Default: 14 days."""
+    """How long the dead-letter queues keep a message (1 minute to 14 days); at least ``retention_period`` on
+    standard queues, where SQS keeps a message's enqueue time when it dead-letters it (on FIFO, where the
+    clock restarts, a shorter one is a warning). Default: 14 days."""
 
     max_receive_count: int = DEFAULT_MAX_RECEIVE_COUNT
     """Receives before SQS moves a message to the dead-letter queue (1 to 1000). The consumer is told, so a
@@ -104,7 +110,8 @@ class MessagingOptions:
     encryption_key: kms.IKey | None = None
     """A customer-managed KMS key for the queue and the dead-letter queues. The key policy statement SNS needs
     (limited to this topic) is added to a key defined in the app; an imported key gets a synth warning
-    naming it. Default: SSE-SQS."""
+    naming it, and the subscription's dead-letter queue then uses SSE-SQS (SNS can always write there, so a
+    key SNS cannot use does not lose messages). Default: SSE-SQS."""
 
     topic_encryption_key: kms.IKey | None = None
     """A customer-managed KMS key for a new topic; not ``encryption_key`` (that key's policy names the topic:
@@ -289,11 +296,13 @@ class AlarmOptions:
     Default: no action."""
 
     max_message_age: Duration = DEFAULT_MAX_MESSAGE_AGE
-    """Alarm when the oldest message in the queue is this old (at least 1 minute). Default: 10 minutes."""
+    """Alarm when the oldest message in the queue is this old (at least 1 minute, less than the queue's
+    retention). Default: 10 minutes."""
 
     failed_threshold: int = DEFAULT_FAILED_THRESHOLD
     """Alarm when this many records failed (and were left for SQS to retry) within ``failed_period``.
     Default: 10."""
 
     failed_period: Duration = DEFAULT_FAILED_PERIOD
-    """The window of ``failed_threshold`` (a whole number of minutes). Default: 5 minutes."""
+    """The window of ``failed_threshold`` (a whole number of minutes, at most 7 days; known at synth).
+    Default: 5 minutes."""

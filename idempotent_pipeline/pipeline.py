@@ -16,7 +16,7 @@ from constructs import Construct
 from idempotent_runtime.contract import ConfigurationError
 
 from idempotent_pipeline._rules import TOKEN, boolean, options_of, seconds
-from idempotent_pipeline.consumer import VISIBILITY_FACTOR, IdempotentConsumer
+from idempotent_pipeline.consumer import IdempotentConsumer, needed_visibility
 from idempotent_pipeline.dashboard import PipelineDashboard
 from idempotent_pipeline.messaging import Messaging
 from idempotent_pipeline.options import AlarmOptions, ConsumerOptions, MessagingOptions, TableOptions
@@ -28,7 +28,8 @@ class IdempotentPipeline(Construct):
     each with its alarms, and optionally a :class:`PipelineDashboard`.
 
     The options objects are those of the blocks; one default differs: the queue's visibility timeout is
-    6 x the consumer's timeout unless ``messaging_options.visibility_timeout`` says otherwise.
+    6 x the consumer's timeout + its ``max_batching_window`` unless ``messaging_options.visibility_timeout``
+    says otherwise.
 
     Attributes: ``topic`` (None without a topic), ``queue``, ``dead_letter_queue``,
     ``subscription_dead_letter_queue`` (None without a topic), ``table``, ``function``; the blocks
@@ -63,13 +64,14 @@ class IdempotentPipeline(Construct):
         with_dashboard = boolean("dashboard", dashboard)
         if messaging_options.visibility_timeout is None:
             timeout = seconds("ConsumerOptions.timeout", consumer_options.timeout)
-            if timeout is TOKEN:
+            window = seconds("ConsumerOptions.max_batching_window", consumer_options.max_batching_window)
+            if TOKEN in (timeout, window):
                 raise ConfigurationError(
-                    "MessagingOptions.visibility_timeout is required when ConsumerOptions.timeout is a "
-                    "deploy-time token (it defaults to 6 x the timeout)"
+                    "MessagingOptions.visibility_timeout is required when ConsumerOptions.timeout or "
+                    "max_batching_window is a deploy-time token (it defaults to 6 x the timeout + the window)"
                 )
             messaging_options = dataclasses.replace(
-                messaging_options, visibility_timeout=Duration.seconds(VISIBILITY_FACTOR * timeout)
+                messaging_options, visibility_timeout=Duration.seconds(needed_visibility(timeout, window))
             )
 
         self.messaging = Messaging(

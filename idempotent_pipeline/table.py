@@ -9,7 +9,7 @@ from constructs import Construct
 from idempotent_runtime import contract
 from idempotent_runtime.contract import ConfigurationError
 
-from idempotent_pipeline._rules import Rule, enforce, instance, options_of, text
+from idempotent_pipeline._rules import Rule, boolean, enforce, instance, options_of, text
 from idempotent_pipeline.options import TableOptions
 
 TABLE_REMOVAL_POLICIES = (
@@ -76,6 +76,8 @@ class IdempotencyTable(Construct):
         super().__init__(scope, id)
         options = options_of("options", options, TableOptions)
         key = instance("TableOptions.encryption_key", options.encryption_key, kms.IKey, "a kms.IKey")
+        recovery = boolean("TableOptions.point_in_time_recovery", options.point_in_time_recovery)
+        protection = boolean("TableOptions.deletion_protection", options.deletion_protection)
         _check_names(self, options, removal_policy=options.removal_policy)
         self.partition_key_name: str = options.partition_key_name
         self.sort_key_name: str = options.sort_key_name
@@ -93,7 +95,7 @@ class IdempotencyTable(Construct):
             time_to_live_attribute=options.time_to_live_attribute,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=bool(options.point_in_time_recovery)
+                point_in_time_recovery_enabled=bool(recovery)
             ),
             encryption=(
                 dynamodb.TableEncryption.CUSTOMER_MANAGED
@@ -102,7 +104,7 @@ class IdempotencyTable(Construct):
             ),
             encryption_key=key,
             removal_policy=options.removal_policy,
-            deletion_protection=bool(options.deletion_protection),
+            deletion_protection=bool(protection),
         )
 
     @classmethod

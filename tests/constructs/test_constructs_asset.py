@@ -209,3 +209,37 @@ def test_requirements_may_not_bring_their_own_runtime(tmp_path, offline_pip):
 def test_pip_errors_other_than_a_missing_wheel_are_reported(tmp_path, offline_pip):
     with pytest.raises(ConfigurationError, match=r"requirements.txt: pip could not install it:\n"):
         _asset_files(_project(tmp_path, "this is not a requirement ==\n"))
+
+
+def test_an_included_requirements_file_is_part_of_the_cache_key_and_stays_out_of_the_asset(
+    tmp_path, offline_pip
+):
+    """`-r base.txt`: a change in base.txt installs anew, and base.txt (which may name a private index with
+    its credentials, like requirements.txt) is not shipped."""
+    project = _project(tmp_path, "-r base.txt\n")
+    (project / "base.txt").write_text("tinyutil==1.0\n")
+    files = _asset_files(project)
+    assert "tinyutil/__init__.py" in files
+    assert "base.txt" not in files
+    (project / "base.txt").write_text("armonly\n")
+    files = _asset_files(project)
+    assert "armonly/__init__.py" in files and "tinyutil/__init__.py" not in files
+
+
+def test_nested_includes_and_constraints_are_hashed_relative_to_the_file_that_names_them(
+    tmp_path, offline_pip
+):
+    project = _project(tmp_path, "--requirement=reqs/base.txt\n-c constraints.txt  # pins\n")
+    (project / "reqs").mkdir()
+    (project / "reqs" / "base.txt").write_text("-rcommon.txt\ntinyutil\n")
+    (project / "reqs" / "common.txt").write_text("# shared by every function\n")
+    (project / "reqs" / "notes.md").write_text("kept: not a requirements file\n")
+    (project / "constraints.txt").write_text("tinyutil==1.0\n")
+    files = _asset_files(project)
+    assert "tinyutil/__init__.py" in files and "reqs/notes.md" in files
+    assert not {"reqs/base.txt", "reqs/common.txt", "constraints.txt"} & files
+    installs = offline_pip / "requirements"
+    assert len([p for p in installs.iterdir() if not p.name.startswith(".")]) == 1
+    (project / "reqs" / "common.txt").write_text("armonly\n")  # two levels down
+    assert "armonly/__init__.py" in _asset_files(project)
+    assert len([p for p in installs.iterdir() if not p.name.startswith(".")]) == 2

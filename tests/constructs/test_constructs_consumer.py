@@ -481,8 +481,8 @@ def test_imported_table_with_its_key_is_granted_by_arn():
 # -- standard queues ----------------------------------------------------------------------------------------
 
 
-def standard_queue(stack: cdk.Stack) -> sqs.Queue:
-    return sqs.Queue(stack, "Standard", visibility_timeout=Duration.minutes(3))
+def standard_queue(stack: cdk.Stack, visibility: Duration | None = None) -> sqs.Queue:
+    return sqs.Queue(stack, "Standard", visibility_timeout=visibility or Duration.minutes(3))
 
 
 def test_a_standard_queue_is_consumed_as_unordered():
@@ -494,7 +494,10 @@ def test_a_standard_queue_is_consumed_as_unordered():
 def test_standard_queues_take_batches_up_to_ten_thousand_with_a_window():
     stack = new_stack()
     template = template_of_consumer(
-        stack, queue=standard_queue(stack), batch_size=10_000, max_batching_window=Duration.seconds(20)
+        stack,
+        queue=standard_queue(stack, Duration.seconds(200)),  # 6 x 30 s + the 20 s window
+        batch_size=10_000,
+        max_batching_window=Duration.seconds(20),
     )
     mapping = only(template, "AWS::Lambda::EventSourceMapping")["Properties"]
     assert (mapping["BatchSize"], mapping["MaximumBatchingWindowInSeconds"]) == (10_000, 20)
@@ -692,6 +695,26 @@ def test_visibility_timeout_below_six_times_the_function_timeout_is_rejected():
     )
 
 
+def test_visibility_timeout_must_cover_the_batching_window_too():
+    """The event source holds received (invisible) records for up to the window before it invokes."""
+    stack = new_stack()
+    _rejects(
+        "visibility_timeout of queue TestStack/Standard must be at least 6 x the function timeout (30 "
+        "seconds) + the batching window (300 seconds) = 480 seconds; got 180 seconds",
+        stack,
+        queue=standard_queue(stack),
+        batch_size=1000,
+        max_batching_window=Duration.minutes(5),
+    )
+    stack = new_stack()
+    build_consumer(
+        stack,
+        queue=standard_queue(stack, Duration.seconds(480)),
+        batch_size=1000,
+        max_batching_window=Duration.minutes(5),
+    )
+
+
 def test_queue_with_sqs_default_visibility_timeout_is_rejected():
     stack = new_stack()
     with pytest.raises(ConfigurationError, match=r"= 60 seconds; got 30 seconds$"):
@@ -788,7 +811,7 @@ def test_dedup_lifetime_is_what_counts_outside_document_mode(user_code):
         stack,
         "M",
         options=MessagingOptions(
-            retention_period=Duration.minutes(10), visibility_timeout=Duration.hours(1), max_receive_count=10
+            retention_period=Duration.hours(2), visibility_timeout=Duration.hours(1), max_receive_count=10
         ),
     )
     build_consumer(
@@ -1049,6 +1072,18 @@ def test_a_consumer_of_a_queue_of_its_own_alarms_on_that_queue_and_its_dlq():
     assert alarms["ApproximateNumberOfMessagesVisible"]["Threshold"] == 1
 
 
+def test_own_message_age_alarm_must_be_below_the_queue_retention():
+    stack = new_stack()
+    queue = fifo_queue(stack, retention_period=Duration.minutes(5))
+    _rejects(
+        "AlarmOptions.max_message_age (600 seconds) must be shorter than the retention period of queue "
+        "TestStack/Queue (300 seconds): no message gets that old before it expires, so the message-age "
+        "alarm could never fire",
+        stack,
+        queue=queue,
+    )
+
+
 def test_alarm_thresholds_are_configurable():
     template = consumer_template(
         alarm_options=AlarmOptions(failed_threshold=3, failed_period=Duration.minutes(15))
@@ -1069,11 +1104,36 @@ def test_alarm_thresholds_are_configurable():
             {"max_message_age": Duration.seconds(30)},
             "AlarmOptions.max_message_age must be at least 60 seconds",
         ),
+        (
+            {"failed_period": Duration.days(8)},
+            r"AlarmOptions.failed_period must be at most 7 days \(CloudWatch: period x evaluation periods <= "
+            r"604800 seconds\); got 691200 seconds$",
+        ),
     ],
 )
 def test_alarm_options_are_checked(options, message):
     with pytest.raises(ConfigurationError, match=f"^{message}"):
         build_consumer(new_stack(), alarm_options=AlarmOptions(**options))
+
+
+def test_a_seven_day_failed_period_is_accepted():
+    failed = _metric_alarms(consumer_template(alarm_options=AlarmOptions(failed_period=Duration.days(7))))
+    assert failed["failed"]["Period"] == 7 * 24 * 3600
+
+
+def test_a_deploy_time_failed_threshold_reaches_the_alarm():
+    stack = new_stack()
+    threshold = cdk.CfnParameter(stack, "Threshold", type="Number").value_as_number
+    build_consumer(stack, alarm_options=AlarmOptions(failed_threshold=threshold))
+    assert _metric_alarms(template_of(stack))["failed"]["Threshold"] == {"Ref": "Threshold"}
+
+
+def test_a_deploy_time_failed_period_is_refused_by_name():
+    """CDK needs the period as a number; without this its own error names neither option nor value."""
+    stack = new_stack()
+    period = cdk.CfnParameter(stack, "Period", type="Number").value_as_number
+    with pytest.raises(ConfigurationError, match=r"^AlarmOptions.failed_period must be known at synth"):
+        build_consumer(stack, alarm_options=AlarmOptions(failed_period=Duration.seconds(period)))
 
 
 def test_metrics_are_the_runtimes_counters_for_this_function(from_messaging):

@@ -227,6 +227,16 @@ def test_standard_topic_feeds_standard_queues(standard_template):
     assert subscription["RawMessageDelivery"] is True and "RedrivePolicy" in subscription
 
 
+def test_content_based_deduplication_false_is_left_out_on_standard_queues_and_topics(synth):
+    """SQS and SNS refuse ContentBasedDeduplication on a standard queue or topic, even false (E3501)."""
+    template = synth(
+        lambda s: Messaging(s, "M", options=MessagingOptions(fifo=False, content_based_deduplication=False))
+    )
+    for name, queue in _queues(template).items():
+        assert "ContentBasedDeduplication" not in queue["Properties"], name
+    assert "ContentBasedDeduplication" not in only(template, "AWS::SNS::Topic").get("Properties", {})
+
+
 def test_standard_messaging_passes_cdk_nag(tmp_path):
     synth_with_nag(tmp_path, lambda s: Messaging(s, "M", options=MessagingOptions(fifo=False)))
     assert nag_findings(tmp_path) == []
@@ -408,15 +418,45 @@ def test_imported_queue_key_warns_naming_the_statement_sns_needs():
     assert warning[0] == "/TestStack/Messaging"
     assert warning[1].startswith(f"MessagingOptions.encryption_key is an imported key ({IMPORTED_KEY})")
     assert '{"Service": "sns.amazonaws.com"} the actions kms:GenerateDataKey and kms:Decrypt' in warning[1]
-    assert '"aws:SourceArn"' in warning[1] and "drops every message" in warning[1]
-    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key]")
+    assert '"aws:SourceArn"' in warning[1]
+    assert "moves every message to the subscription's dead-letter queue (encrypted with SSE-SQS" in warning[1]
+    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key:queue]")
+
+
+def test_imported_queue_key_leaves_the_subscription_dlq_on_sse_sqs(synth):
+    """An imported key's policy may lack SNS, or the key may be disabled: the subscription's DLQ must not
+    depend on it, or SNS drops the message it could not deliver to the queue."""
+
+    def build(stack: cdk.Stack) -> None:
+        key = kms.Key.from_key_arn(stack, "Imported", IMPORTED_KEY)
+        Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=key))
+
+    queues = {k: v["Properties"] for k, v in _queues(synth(build)).items()}
+    assert queues["Queue"]["KmsMasterKeyId"] == IMPORTED_KEY
+    assert queues["DeadLetterQueue"]["KmsMasterKeyId"] == IMPORTED_KEY
+    subscription_dlq = queues["SubscriptionDeadLetterQueue"]
+    assert subscription_dlq["SqsManagedSseEnabled"] is True and "KmsMasterKeyId" not in subscription_dlq
+
+
+def test_imported_queue_key_passes_cdk_nag(tmp_path):
+    def build(stack: cdk.Stack) -> None:
+        key = kms.Key.from_key_arn(stack, "Imported", IMPORTED_KEY)
+        messaging = Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=key))
+        cdk.Annotations.of(messaging).acknowledge_warning(
+            "idempotent-pipeline:imported-key:queue", "the key policy allows SNS"
+        )
+
+    synth_with_nag(tmp_path, build)
+    assert nag_findings(tmp_path) == []
 
 
 def test_imported_key_warning_can_be_acknowledged():
     stack = new_stack()
     key = kms.Key.from_key_arn(stack, "Imported", IMPORTED_KEY)
     messaging = Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=key))
-    cdk.Annotations.of(messaging).acknowledge_warning("idempotent-pipeline:imported-key", "statement added")
+    cdk.Annotations.of(messaging).acknowledge_warning(
+        "idempotent-pipeline:imported-key:queue", "statement added"
+    )
     assert warnings_of(stack) == []
 
 
@@ -427,6 +467,7 @@ def test_imported_topic_key_warns_that_publishers_need_it():
     (warning,) = warnings_of(stack)
     assert warning[1].startswith("MessagingOptions.topic_encryption_key is an imported key")
     assert "publishers cannot publish to the topic" in warning[1]
+    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key:topic]")
 
 
 def test_app_keys_give_no_warning(cmk_template):
@@ -578,6 +619,7 @@ def test_no_warning_by_default():
 
 
 def test_alarms_on_both_dead_letter_queues_failed_notifications_and_message_age(built, default_template):
+    """NumberOfNotificationsFailedToRedriveToDlq counts what SNS could put in neither queue: lost messages."""
     messaging, template = built
     alarms = alarms_of(template)
     dlq_id = logical_id(template, "AWS::SQS::Queue", "MessagingDeadLetterQueue")
@@ -609,6 +651,13 @@ def test_alarms_on_both_dead_letter_queues_failed_notifications_and_message_age(
             ),
             ("AWS/SNS", "NumberOfNotificationsFailed", {"Fn::GetAtt": [topic_id, "TopicName"]}, "Sum", 1),
             (
+                "AWS/SNS",
+                "NumberOfNotificationsFailedToRedriveToDlq",
+                {"Fn::GetAtt": [topic_id, "TopicName"]},
+                "Sum",
+                1,
+            ),
+            (
                 "AWS/SQS",
                 "ApproximateAgeOfOldestMessage",
                 {"Fn::GetAtt": [queue_id, "QueueName"]},
@@ -624,7 +673,7 @@ def test_alarms_on_both_dead_letter_queues_failed_notifications_and_message_age(
             "notBreaching",
         )
         assert "AlarmActions" not in alarm
-    assert len(messaging.alarms) == 4
+    assert len(messaging.alarms) == 5
 
 
 def test_alarm_topic_is_notified_by_every_alarm_when_it_fires_and_recovers(synth):
@@ -637,7 +686,7 @@ def test_alarm_topic_is_notified_by_every_alarm_when_it_fires_and_recovers(synth
     template = synth(build)
     oncall = logical_id(template, "AWS::SNS::Topic", "Oncall")
     alarms = alarms_of(template)
-    assert len(alarms) == 4
+    assert len(alarms) == 5
     assert all(a["AlarmActions"] == [{"Ref": oncall}] == a["OKActions"] for a in alarms.values())
     assert {
         a["Threshold"] for a in alarms.values() if a["MetricName"] == "ApproximateAgeOfOldestMessage"
@@ -680,6 +729,111 @@ def test_invalid_options_are_rejected_naming_option_and_value(options, message):
     with pytest.raises(ConfigurationError) as raised:
         Messaging(new_stack(), "M", options=MessagingOptions(**options))
     assert str(raised.value) == message
+
+
+# -- retention against visibility, receives and the age alarm -----------------------------------------------
+
+
+def test_retention_not_longer_than_the_visibility_timeout_is_rejected():
+    """The message would expire while a failed receive hides it: lost, never dead-lettered."""
+    with pytest.raises(ConfigurationError) as raised:
+        Messaging(new_stack(), "M", options=MessagingOptions(retention_period=Duration.minutes(2)))
+    assert str(raised.value) == (
+        "MessagingOptions.retention_period (120 seconds) must be longer than the visibility timeout (180 "
+        "seconds): a message would expire while a failed receive still hides it, and never reach the "
+        "dead-letter queue"
+    )
+
+
+def test_message_age_alarm_threshold_not_below_the_retention_is_rejected():
+    options = MessagingOptions(retention_period=Duration.minutes(10), visibility_timeout=Duration.minutes(1))
+    with pytest.raises(ConfigurationError) as raised:
+        Messaging(new_stack(), "M", options=options)  # default max_message_age: 10 minutes
+    assert str(raised.value) == (
+        "AlarmOptions.max_message_age (600 seconds) must be shorter than MessagingOptions.retention_period "
+        "(600 seconds): no message gets that old before it expires, so the message-age alarm could never fire"
+    )
+    stack = new_stack()
+    Messaging(stack, "M", options=options, alarm_options=AlarmOptions(enabled=False))  # no alarm, no rule
+    assert warnings_of(stack) == []
+
+
+def test_retention_shorter_than_every_receive_warns_and_can_be_acknowledged():
+    options = MessagingOptions(retention_period=Duration.minutes(10))  # 5 receives x 180 s = 900 s
+    alarm_options = AlarmOptions(max_message_age=Duration.minutes(5))
+    stack = new_stack()
+    Messaging(stack, "M", options=options, alarm_options=alarm_options)
+    ((path, message),) = warnings_of(stack)
+    assert (path, message) == (
+        "/TestStack/M",
+        "MessagingOptions.retention_period (600 seconds) is shorter than max_receive_count x "
+        "visibility_timeout (5 x 180 = 900 seconds): a message that keeps failing can expire before its "
+        "last receive, and never reach the dead-letter queue (SQS does not dead-letter expired messages) "
+        "[ack: idempotent-pipeline:short-retention]",
+    )
+    stack = new_stack()
+    messaging = Messaging(stack, "M", options=options, alarm_options=alarm_options)
+    cdk.Annotations.of(messaging).acknowledge_warning("idempotent-pipeline:short-retention", "fine")
+    assert warnings_of(stack) == []
+
+
+def test_standard_dead_letter_retention_shorter_than_the_queues_is_rejected():
+    """Standard queues keep the enqueue time in the DLQ: a dead letter 1 day old in a 1-day DLQ expires."""
+    options = MessagingOptions(
+        fifo=False, retention_period=Duration.days(14), dead_letter_retention_period=Duration.days(1)
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        Messaging(new_stack(), "M", options=options)
+    assert str(raised.value) == (
+        "MessagingOptions.dead_letter_retention_period (86400 seconds) must be at least "
+        "MessagingOptions.retention_period (1209600 seconds) on standard queues: SQS keeps a message's "
+        "enqueue time when it moves it to the dead-letter queue, so a dead letter would expire early, or at "
+        "once"
+    )
+
+
+def test_a_given_standard_dead_letter_queue_with_a_shorter_retention_is_rejected():
+    stack = new_stack()
+    dlq = sqs.Queue(stack, "Dlq", retention_period=Duration.days(1))
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^the retention period of dead_letter_queue TestStack/Dlq \(86400 seconds\) must be at least "
+        r"MessagingOptions.retention_period \(345600 seconds\) on standard queues",
+    ):
+        Messaging(stack, "M", dead_letter_queue=dlq, options=MessagingOptions(fifo=False))
+
+
+def test_fifo_dead_letter_retention_shorter_than_the_queues_warns():
+    """FIFO restarts the clock in the DLQ: nothing expires early, dead letters are just kept less long."""
+    options = MessagingOptions(
+        retention_period=Duration.days(14), dead_letter_retention_period=Duration.days(1)
+    )
+    stack = new_stack()
+    messaging = Messaging(stack, "M", options=options)
+    ((_, message),) = warnings_of(stack)
+    assert message.startswith(
+        "MessagingOptions.dead_letter_retention_period (86400 seconds) is shorter than "
+        "MessagingOptions.retention_period (1209600 seconds)"
+    )
+    assert message.endswith("[ack: idempotent-pipeline:short-dead-letter-retention]")
+    cdk.Annotations.of(messaging).acknowledge_warning("idempotent-pipeline:short-dead-letter-retention", "ok")
+    assert warnings_of(stack) == []
+
+
+def test_dead_letter_retention_equal_to_the_queues_is_accepted():
+    stack = new_stack()
+    options = MessagingOptions(
+        fifo=False, retention_period=Duration.days(14), dead_letter_retention_period=Duration.days(14)
+    )
+    Messaging(stack, "M", options=options)
+    assert warnings_of(stack) == []
+
+
+def test_retention_rules_skip_deploy_time_values():
+    stack = new_stack()
+    retention = cdk.CfnParameter(stack, "Retention", type="Number").value_as_number
+    Messaging(stack, "M", options=MessagingOptions(retention_period=Duration.seconds(retention)))
+    assert warnings_of(stack) == []
 
 
 def test_cdk_json_context_is_what_the_tests_use():

@@ -182,10 +182,53 @@ def _build(**options: Any) -> None:
             {"alarm__alarm_topic": "arn:aws:sns:eu-west-1:111122223333:oncall"},
             "AlarmOptions.alarm_topic must be an sns.ITopic; got 'arn:aws:sns:eu-west-1:111122223333:oncall'",
         ),
+        # bool("false") is True: a string must not switch protection, backups or alarms on (or off).
+        (
+            {"table__deletion_protection": "false"},
+            "TableOptions.deletion_protection must be True or False; got 'false'",
+        ),
+        (
+            {"table__point_in_time_recovery": "false"},
+            "TableOptions.point_in_time_recovery must be True or False; got 'false'",
+        ),
+        ({"alarm__enabled": "false"}, "AlarmOptions.enabled must be True or False; got 'false'"),
+        (
+            {"consumer__log_retention": 30},
+            "ConsumerOptions.log_retention must be a logs.RetentionDays (e.g. RetentionDays.ONE_MONTH); "
+            "got 30",
+        ),
+        (
+            {"consumer__tracing": "Active"},
+            "ConsumerOptions.tracing must be a lambda_.Tracing (e.g. Tracing.ACTIVE); got 'Active'",
+        ),
+        (
+            {"consumer__architecture": "arm64"},
+            "ConsumerOptions.architecture must be a lambda_.Architecture (Architecture.ARM_64 or "
+            "Architecture.X86_64); got 'arm64'",
+        ),
+        (
+            {"consumer__layers": "arn:aws:lambda:eu-west-1:111122223333:layer:shared:3"},
+            "ConsumerOptions.layers must be a list of lambda_.ILayerVersion; got "
+            "'arn:aws:lambda:eu-west-1:111122223333:layer:shared:3'",
+        ),
+        ({"consumer__vpc": "vpc-1"}, "ConsumerOptions.vpc must be an ec2.IVpc; got 'vpc-1'"),
+        (
+            {"consumer__security_groups": ["sg-1"]},
+            "ConsumerOptions.security_groups must be a list of ec2.ISecurityGroup; got ['sg-1']",
+        ),
+        (
+            {"consumer__environment": {"RATE": 5}},
+            "ConsumerOptions.environment must map names to strings; got {'RATE': 5}",
+        ),
+        (
+            {"messaging__filter_policy": ["order"]},
+            "MessagingOptions.filter_policy must be a mapping of names to sns.SubscriptionFilter (e.g. "
+            "{'kind': sns.SubscriptionFilter.string_filter(allowlist=['a'])}); got ['order']",
+        ),
     ],
 )
 def test_wrong_types_are_rejected_naming_the_option_and_the_value(options, message):
-    """Today: AttributeError: 'str' object has no attribute 'is_unresolved'."""
+    """Not an AttributeError, TypeError or jsii error from deep inside CDK, nor a string read as a bool."""
     with pytest.raises(ConfigurationError) as raised:
         _build(**options)
     assert str(raised.value) == message

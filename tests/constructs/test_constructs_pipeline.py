@@ -64,7 +64,7 @@ def test_exposes_the_resources_users_wire_further(built):
     assert pipeline.table is pipeline.idempotency_table.table
     assert pipeline.function is pipeline.consumer.function
     assert pipeline.alarms == (*pipeline.messaging.alarms, *pipeline.consumer.alarms)
-    assert len(pipeline.alarms) == 9
+    assert len(pipeline.alarms) == 10
     assert pipeline.dashboard is None
 
 
@@ -83,6 +83,7 @@ def test_construct_ids_are_stable(built):
         "TestStack/Pipeline/Messaging/DeadLetterQueueAlarm",
         "TestStack/Pipeline/Messaging/SubscriptionDeadLetterQueueAlarm",
         "TestStack/Pipeline/Messaging/NotificationsFailedAlarm",
+        "TestStack/Pipeline/Messaging/NotificationsFailedToRedriveAlarm",
         "TestStack/Pipeline/Messaging/MessageAgeAlarm",
         "TestStack/Pipeline/Consumer/FailedAlarm",
         "TestStack/Pipeline/Consumer/QuarantinedAlarm",
@@ -124,6 +125,31 @@ def test_visibility_timeout_is_six_times_the_function_timeout(template, synth):
     )
     queue = resources(custom, "AWS::SQS::Queue")[logical_id(custom, "AWS::SQS::Queue", "PMessagingQueue")]
     assert queue["Properties"]["VisibilityTimeout"] == 300
+
+
+def test_visibility_timeout_default_adds_the_batching_window(synth):
+    template = synth(
+        lambda s: IdempotentPipeline(
+            s,
+            "P",
+            messaging_options=MessagingOptions(fifo=False),
+            consumer_options=ConsumerOptions(batch_size=1000, max_batching_window=Duration.minutes(5)),
+        )
+    )
+    queue = resources(template, "AWS::SQS::Queue")[logical_id(template, "AWS::SQS::Queue", "PMessagingQueue")]
+    assert queue["Properties"]["VisibilityTimeout"] == 6 * 30 + 300
+
+
+def test_token_batching_window_needs_an_explicit_visibility_timeout():
+    stack = new_stack()
+    window = Duration.seconds(cdk.CfnParameter(stack, "Window", type="Number").value_as_number)
+    with pytest.raises(ConfigurationError, match=r"^MessagingOptions.visibility_timeout is required when"):
+        IdempotentPipeline(
+            stack,
+            "Pipeline",
+            messaging_options=MessagingOptions(fifo=False),
+            consumer_options=ConsumerOptions(max_batching_window=window),
+        )
 
 
 def test_visibility_timeout_below_six_times_the_timeout_is_rejected():
@@ -318,7 +344,7 @@ def test_the_short_ttl_warning_reaches_the_composite():
 # -- alarms --------------------------------------------------------------------------------------------
 
 
-def test_nine_alarms_see_what_matters(template):
+def test_ten_alarms_see_what_matters(template):
     """Not the Errors metric alone: a partial batch response is a successful invocation."""
     names = sorted(a["MetricName"] for a in alarms_of(template).values())
     assert names == sorted(
@@ -326,6 +352,7 @@ def test_nine_alarms_see_what_matters(template):
             "ApproximateNumberOfMessagesVisible",  # the DLQ
             "ApproximateNumberOfMessagesVisible",  # the subscription's DLQ
             "NumberOfNotificationsFailed",
+            "NumberOfNotificationsFailedToRedriveToDlq",  # lost: not even in the subscription's DLQ
             "ApproximateAgeOfOldestMessage",
             "failed",
             "quarantined",
@@ -345,7 +372,7 @@ def test_alarm_topic_receives_every_alarm(synth):
     template = synth(build)
     oncall = {"Ref": logical_id(template, "AWS::SNS::Topic", "Oncall")}
     alarms = alarms_of(template)
-    assert len(alarms) == 9
+    assert len(alarms) == 10
     assert all(a["AlarmActions"] == [oncall] == a["OKActions"] for a in alarms.values())
 
 
@@ -397,7 +424,34 @@ def test_an_imported_alarm_topic_imported_with_its_key_warns_too():
     IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(alarm_topic=oncall))
     (warning,) = warnings_of(stack)
     assert "cloudwatch.amazonaws.com" in warning[1]
-    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key]")
+    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key:alarm-topic]")
+
+
+def test_acknowledging_the_alarm_topic_key_keeps_the_queue_key_warning():
+    """One id per key: the alarm topic's warning (alarms unseen) must not silence the queue key's (SNS drops
+    every message)."""
+    stack = new_stack()
+    queue_key = kms.Key.from_key_arn(
+        stack, "QueueKey", "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    )
+    oncall = sns.Topic.from_topic_attributes(
+        stack,
+        "Oncall",
+        topic_arn="arn:aws:sns:eu-west-1:111122223333:oncall",
+        key_arn="arn:aws:kms:eu-west-1:111122223333:key/abc",
+    )
+    pipeline = IdempotentPipeline(
+        stack,
+        "Pipeline",
+        messaging_options=MessagingOptions(encryption_key=queue_key),
+        alarm_options=AlarmOptions(alarm_topic=oncall),
+    )
+    cdk.Annotations.of(pipeline.messaging).acknowledge_warning(
+        "idempotent-pipeline:imported-key:alarm-topic", "the on-call key allows CloudWatch"
+    )
+    (warning,) = warnings_of(stack)
+    assert warning[1].startswith("MessagingOptions.encryption_key is an imported key")
+    assert warning[1].endswith("[ack: idempotent-pipeline:imported-key:queue]")
 
 
 def test_the_readme_alarm_topic_example_passes_cdk_nag(tmp_path):

@@ -107,6 +107,10 @@ def test_cloudformation_names_the_queues(cli_synth_dir):
 VARIANTS = {
     "default": {},
     "standard queues": {"fifo": "false"},
+    "standard queues with content-based deduplication off": {
+        "fifo": "false",
+        "content_based_deduplication": "false",
+    },
     "standard queue without a topic, big batches": {
         "fifo": "false",
         "topic": "false",
