@@ -284,8 +284,10 @@ class Messaging(Construct):
             values["dead_letter_retention_name"] = "MessagingOptions.dead_letter_retention_period"
         else:
             values["dead_letter_retention"] = given_dlq.retention_seconds
+            given_queue = dead_letter_queue  # read only for an error message: no jsii request otherwise
             values["dead_letter_retention_name"] = lazy(
-                lambda: f"the retention period of dead_letter_queue {dead_letter_queue.node.path}"
+                lambda: "the retention period of dead_letter_queue "
+                + (given_queue.node.path if given_queue is not None else "")
             )
         visibility, receives = values["visibility_timeout"], values["max_receive_count"]
         values["receive_window"] = (

@@ -337,6 +337,7 @@ def outgoing(letter: DeadLetter, *, source_fifo: bool, key_source: str | None) -
     fresh_dedup = f"{FRESH_DEDUP_PREFIX}{letter.message_id}"[:128]  # the same for every run on this letter
     if source_fifo:
         group_id = group_id or letter.group_id or letter.source_message_id or letter.message_id
+    redrive: dict[str, str | None] | None
     if letter.origin is Origin.SNS:
         # SNS never delivered it, so the consumer has not keyed it: it is keyed by its id in the
         # subscription's DLQ (and its deduplication id), the same for every copy a redrive may send of it

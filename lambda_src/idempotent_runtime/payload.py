@@ -105,10 +105,11 @@ def constant_path(text: str) -> tuple[str, str] | None:
     return None
 
 
-class _Members(dict):
+class _Members(dict[str, Any]):
     """An object as :func:`repeated_path` parses it: ``repeated`` is a name it holds twice (or None)."""
 
     __slots__ = ("repeated",)
+    repeated: str | None
 
 
 def _marked(pairs: list[tuple[str, Any]]) -> _Members:
