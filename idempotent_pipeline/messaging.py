@@ -286,8 +286,10 @@ class Messaging(Construct):
             values["dead_letter_retention"] = given_dlq.retention_seconds
             given_queue = dead_letter_queue  # read only for an error message: no jsii request otherwise
             values["dead_letter_retention_name"] = lazy(
-                lambda: "the retention period of dead_letter_queue "
-                + (given_queue.node.path if given_queue is not None else "")
+                lambda: (
+                    "the retention period of dead_letter_queue "
+                    + (given_queue.node.path if given_queue is not None else "")
+                )
             )
         visibility, receives = values["visibility_timeout"], values["max_receive_count"]
         values["receive_window"] = (

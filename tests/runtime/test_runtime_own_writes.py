@@ -88,3 +88,22 @@ def test_a_redelivery_after_an_applied_write_is_a_duplicate(make_handler):
     (first,) = handler.process_batch(event(rec), None)
     (again,) = handler.process_batch(event(rec), None)
     assert (first.outcome, again.outcome) == ("processed", "duplicate")
+
+
+def test_write_tokens_are_unique_across_threads_and_look_like_128_bit_hex() -> None:
+    import threading
+
+    from idempotent_runtime.modes.base import new_token
+
+    tokens: list[str] = []
+
+    def take() -> None:
+        tokens.extend(new_token() for _ in range(2000))
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(tokens)) == len(tokens) == 16000
+    assert all(len(token) == 32 and int(token, 16) >= 0 for token in tokens)
