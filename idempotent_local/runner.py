@@ -119,7 +119,8 @@ class Stats:
 
     def summary(self) -> str:
         """The final outcome of every message the runner saw (one per message, not per attempt)."""
-        text = f"{self.describe_totals()}; {self.records} deliveries in {self.invocations} invocations"
+        deliveries = _plural(self.records, "delivery", "deliveries")
+        text = f"{self.describe_totals()}; {deliveries} in {_plural(self.invocations, 'invocation')}"
         failed = [m for m, outcome in self.outcomes.items() if outcome == "failed"]
         if failed:
             exhausted = len(self.exhausted.intersection(failed))

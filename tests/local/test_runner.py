@@ -498,3 +498,12 @@ def test_run_polls_every_mapping_at_the_same_time(clean_emulator: Emulator) -> N
         stop.set()
         thread.join(30)
     assert together and together[0] == {deployed.queue_url, other}  # both queues long-polled at once
+
+
+def test_the_summary_of_one_delivery_speaks_in_the_singular() -> None:
+    from idempotent_local.runner import Stats
+
+    stats = Stats(invocations=1, records=1, outcomes={"m-1": "processed"})
+    assert stats.summary() == (
+        "1 message: 1 processed, 0 duplicate, 0 quarantined, 0 failed; 1 delivery in 1 invocation"
+    )
