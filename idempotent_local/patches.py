@@ -462,10 +462,15 @@ _DEDUPLICATION_LOCK = threading.Lock()
 def _fifo_deduplication(endpoint: str | None) -> None:
     """A FIFO queue remembers each deduplication id for 5 minutes from its first send, "even after the
     message has been received and deleted", and answers a send it drops with the *earlier* message's id
-    (AWS: "Using the message deduplication ID", SendMessage). moto compares only with messages still in the
-    queue and answers a dropped send with a new id, so a producer retry after the consumer deleted the
+    (AWS: "Using the message deduplication ID", SendMessage); with ``DeduplicationScope=messageGroup``, within
+    the message group. moto compares only with messages still in the queue (of any group) and answers a
+    dropped send with a new id, so a producer retry after the consumer deleted the
     original went through, and a tool could not tell that SQS dropped its send."""
+    from moto.sqs import models
     from moto.sqs.models import Message
+
+    # This patch decides alone: moto's own check (messages still in the queue, any group) is off.
+    models.DEDUPLICATION_TIME_IN_SECONDS = 0
 
     def make(original: Any) -> Any:
         def send_message(
@@ -498,6 +503,8 @@ def _fifo_deduplication(endpoint: str | None) -> None:
                 key = hashlib.sha256(message_body.encode("utf-8")).hexdigest()
             if not queue.fifo_queue or key is None:
                 return send()  # moto's own checks answer a FIFO send without a deduplication id
+            if queue.attributes.get("DeduplicationScope") == "messageGroup":
+                key = f"{group_id}\n{key}"  # high-throughput FIFO: deduplicated within the group only
             with _DEDUPLICATION_LOCK:
                 seen: dict[str, tuple[float, Any]] = vars(queue).setdefault("_deduplication_ids", {})
                 now = time.time()

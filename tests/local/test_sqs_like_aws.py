@@ -351,3 +351,24 @@ def test_a_deduplication_id_is_forgotten_five_minutes_after_its_first_send(
         now[0] += 1
         later = send()  # the window counts from the first send, not from the dropped one
         assert later != first and consume() == [later]
+
+
+def test_with_message_group_scope_a_deduplication_id_is_remembered_per_group(
+    clean_emulator: Emulator,
+) -> None:
+    url, _ = _queue(
+        clean_emulator,
+        "per-group.fifo",
+        DeduplicationScope="messageGroup",
+        FifoThroughputLimit="perMessageGroupId",
+    )
+    sqs = clean_emulator.client("sqs")
+
+    def send(group: str) -> str:
+        return sqs.send_message(
+            QueueUrl=url, MessageBody=group, MessageGroupId=group, MessageDeduplicationId="d"
+        )["MessageId"]
+
+    first, other_group, again = send("g1"), send("g2"), send("g1")
+    assert other_group != first and again == first  # the same id: another group's message, a g1 duplicate
+    assert sorted(m["Body"] for m in _receive(clean_emulator, url)) == ["g1", "g2"]

@@ -107,3 +107,22 @@ def test_write_tokens_are_unique_across_threads_and_look_like_128_bit_hex() -> N
         thread.join()
     assert len(set(tokens)) == len(tokens) == 16000
     assert all(len(token) == 32 and int(token, 16) >= 0 for token in tokens)
+
+
+def test_a_forked_process_never_repeats_its_parents_write_tokens() -> None:
+    import os
+
+    from idempotent_runtime.modes.base import new_token
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next tokens, to the parent
+        os.close(read)
+        os.write(write, " ".join(new_token() for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    parent = {new_token() for _ in range(3)}
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split())
+    os.waitpid(pid, 0)
+    assert len(child) == 3 and not parent & child

@@ -63,6 +63,17 @@ _TOKEN_PREFIX = os.urandom(12).hex()
 _TOKEN_COUNTER = itertools.count()
 
 
+def _new_token_source() -> None:
+    """A forked process draws its own prefix: it must never repeat its parent's tokens."""
+    global _TOKEN_PREFIX, _TOKEN_COUNTER
+    _TOKEN_PREFIX = os.urandom(12).hex()
+    _TOKEN_COUNTER = itertools.count()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_token_source)
+
+
 def new_token() -> str:
     """A unique 128-bit token (hex): identifies one write of this invocation, or a guarded claim's owner."""
     return f"{_TOKEN_PREFIX}{next(_TOKEN_COUNTER):08x}"
