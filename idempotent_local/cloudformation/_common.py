@@ -45,3 +45,99 @@ class StackResource:
 
     def is_created(self) -> bool:
         return True
+
+
+class StateOnlyType:
+    """A mixin for a taught type that lives only as stack state (:class:`StackResource`): named by
+    ``TYPE``, no physical name, its properties kept on create and update, undone by the resource's own
+    ``delete``. A mixin, not a ``CloudFormationModel`` subclass: moto finds types among that class's direct
+    subclasses, so each type is declared ``class X(StateOnlyType, CloudFormationModel)``."""
+
+    TYPE: str
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return ""
+
+    @classmethod
+    def cloudformation_type(cls) -> str:
+        return cls.TYPE
+
+    @classmethod
+    def create_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kw: Any,
+    ) -> StackResource:
+        return StackResource(resource_name, properties(cloudformation_json))
+
+    @classmethod
+    def update_from_cloudformation_json(
+        cls,
+        original_resource: StackResource,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> StackResource:
+        original_resource.properties = properties(cloudformation_json)
+        return original_resource
+
+    @classmethod
+    def delete_from_cloudformation_json(
+        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
+    ) -> None:
+        return None  # the targets are only known resolved, on the resource (see StackResource.delete)
+
+
+class AttachedPolicy(StateOnlyType):
+    """A policy document set on every resource listed under ``TARGETS`` (``AWS::SQS::QueuePolicy``,
+    ``AWS::SNS::TopicPolicy``): set on create, taken off the targets an update drops, and off every target
+    still there on delete."""
+
+    TARGETS: str
+
+    @classmethod
+    def attach(cls, targets: list[str], document: dict[str, Any], account_id: str, region_name: str) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def detach(cls, targets: list[str], account_id: str, region_name: str) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def create_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kw: Any,
+    ) -> StackResource:
+        props = properties(cloudformation_json)
+        cls.attach(props[cls.TARGETS], props["PolicyDocument"], account_id, region_name)
+
+        def undo(resolved: dict[str, Any], _: str, account: str, region: str) -> None:
+            cls.detach(resolved.get(cls.TARGETS, []), account, region)
+
+        return StackResource(resource_name, props, undo)
+
+    @classmethod
+    def update_from_cloudformation_json(
+        cls,
+        original_resource: StackResource,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> StackResource:
+        props = properties(cloudformation_json)
+        kept = set(props[cls.TARGETS])
+        dropped = [t for t in original_resource.properties.get(cls.TARGETS, []) if t not in kept]
+        cls.detach(dropped, account_id, region_name)
+        cls.attach(props[cls.TARGETS], props["PolicyDocument"], account_id, region_name)
+        original_resource.properties = props
+        return original_resource

@@ -7,26 +7,21 @@ from typing import Any
 from moto.core.common_models import CloudFormationModel
 from moto.sns.models import sns_backends
 
-from idempotent_local.cloudformation._common import StackResource, properties
+from idempotent_local.cloudformation._common import AttachedPolicy
 
 
-class SnsTopicPolicy(CloudFormationModel):
-    """``AWS::SNS::TopicPolicy``: sets the ``Policy`` attribute of every listed topic."""
+class SnsTopicPolicy(AttachedPolicy, CloudFormationModel):
+    """``AWS::SNS::TopicPolicy``: sets the ``Policy`` attribute of every listed topic (a topic it leaves
+    gets its default policy back)."""
 
-    @staticmethod
-    def cloudformation_name_type() -> str:
-        return ""
+    TYPE = "AWS::SNS::TopicPolicy"
+    TARGETS = "Topics"
 
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::SNS::TopicPolicy"
-
-    @staticmethod
-    def _set(topics: list[str], document: dict[str, Any] | None) -> None:
+    @classmethod
+    def _set(cls, topics: list[str], document: dict[str, Any] | None) -> None:
         for arn in topics:
             parts = arn.split(":")
-            backend = sns_backends[parts[4]][parts[3]]
-            topic = backend.topics.get(arn)
+            topic = sns_backends[parts[4]][parts[3]].topics.get(arn)
             if topic is None:
                 continue
             if document is None:
@@ -35,37 +30,9 @@ class SnsTopicPolicy(CloudFormationModel):
                 topic._policy_json = document
 
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
-        cls._set(props["Topics"], props["PolicyDocument"])
-        return StackResource(resource_name, props, lambda p, *_: cls._set(p.get("Topics", []), None))
+    def attach(cls, targets: list[str], document: dict[str, Any], account_id: str, region_name: str) -> None:
+        cls._set(targets, document)
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        original_resource: StackResource,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
-        cls._set(
-            [t for t in original_resource.properties.get("Topics", []) if t not in props["Topics"]], None
-        )
-        cls._set(props["Topics"], props["PolicyDocument"])
-        original_resource.properties = props
-        return original_resource
-
-    @classmethod
-    def delete_from_cloudformation_json(  # type: ignore[misc]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
-    ) -> None:
-        return None  # the topics are only known resolved, on the resource (see StackResource.delete)
+    def detach(cls, targets: list[str], account_id: str, region_name: str) -> None:
+        cls._set(targets, None)
