@@ -68,11 +68,6 @@ def _replace(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
     setattr(owner, name, make(_ORIGINALS[key]))
 
 
-def unpatched(owner: Any, name: str) -> Any:
-    """moto's own ``owner.name``, as it was before any patch (for tests that model a behaviour themselves)."""
-    return _ORIGINALS.get((owner, name), vars(owner).get(name))
-
-
 # --- CloudFormation -------------------------------------------------------------------------------------
 
 
@@ -498,12 +493,13 @@ def _fifo_deduplication(endpoint: str | None) -> None:
                 )
 
             queue = self.get_queue(queue_name)
+            attributes = queue.attributes  # moto builds this dict on every read
             key = deduplication_id
-            if key is None and queue.attributes.get("ContentBasedDeduplication") == "true":
+            if key is None and attributes.get("ContentBasedDeduplication") == "true":
                 key = hashlib.sha256(message_body.encode("utf-8")).hexdigest()
             if not queue.fifo_queue or key is None:
                 return send()  # moto's own checks answer a FIFO send without a deduplication id
-            if queue.attributes.get("DeduplicationScope") == "messageGroup":
+            if attributes.get("DeduplicationScope") == "messageGroup":
                 key = f"{group_id}\n{key}"  # high-throughput FIFO: deduplicated within the group only
             with _DEDUPLICATION_LOCK:
                 seen: dict[str, tuple[float, Any]] = vars(queue).setdefault("_deduplication_ids", {})
@@ -675,4 +671,4 @@ def apply(endpoint: str | None = None) -> tuple[Patch, ...]:
     return PATCHES
 
 
-__all__ = ["MOTO_VERSION", "PATCHES", "Patch", "apply", "resource_change_details", "unpatched"]
+__all__ = ["MOTO_VERSION", "PATCHES", "Patch", "apply", "resource_change_details"]

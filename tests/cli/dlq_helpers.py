@@ -397,65 +397,32 @@ def attribute(message: dict[str, Any], name: str) -> str | None:
 # -- SQS behaviour the tests need from moto -------------------------------------------------------------
 
 
-@dataclass
 class Deduplication:
-    """SQS FIFO deduplication as AWS does it: a deduplication id accepted in the last 5 minutes makes a send
-    with the same id succeed without enqueueing anything, answered with the accepted message's id, whether
-    that message is still in the queue or long deleted (a dropped send does not restart the 5 minutes).
-    ``elapse(seconds)`` moves the model's clock on."""
+    """The clock of the emulator's FIFO deduplication (patch ``fifo-deduplication``: a deduplication id is
+    remembered for 5 minutes from its accepted send, also after the message was deleted), which the tests
+    move on with ``elapse(seconds)``."""
 
-    window_ms: int = 300_000
-    offset_ms: float = 0.0
-    accepted: dict[tuple[str, str], tuple[Any, float]] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.offset = 0.0
 
-    def now_ms(self) -> float:
+    def time(self) -> float:
         import time
 
-        return time.time() * 1000 + self.offset_ms
+        return time.time() + self.offset
 
     def elapse(self, seconds: float) -> None:
-        self.offset_ms += seconds * 1000
+        self.offset += seconds
 
 
 @pytest.fixture
 def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deduplication]:
-    """FIFO deduplication as AWS does it (see :class:`Deduplication`); moto 5.2.5 only compares a send with
-    the messages still in the queue, and answers a dropped send with a new id."""
-    import hashlib
+    """FIFO deduplication as AWS does it, on a clock the test moves (see :class:`Deduplication`)."""
+    from idempotent_local import patches
 
-    from moto.sqs import models
-    from moto.sqs.models import SQSBackend
-
-    from idempotent_local.patches import unpatched
-
-    model = Deduplication()
-    # The emulator's fifo-deduplication patch does the same on the wall clock; the model replaces it with a
-    # clock the tests move (``elapse``).
-    original = unpatched(SQSBackend, "send_message")
-
-    def send_message(self: Any, queue_name: str, message_body: str, *args: Any, **kwargs: Any) -> Any:
-        queue = self.get_queue(queue_name)
-        dedup_id = kwargs.get("deduplication_id")
-        if (
-            queue.fifo_queue
-            and dedup_id is None
-            and queue.attributes.get("ContentBasedDeduplication") == "true"
-        ):
-            dedup_id = hashlib.sha256(message_body.encode("utf-8")).hexdigest()
-        if not queue.fifo_queue or dedup_id is None:
-            return original(self, queue_name, message_body, *args, **kwargs)
-        now = model.now_ms()
-        earlier = model.accepted.get((queue.queue_arn, dedup_id))
-        if earlier is not None and now - earlier[1] < model.window_ms:
-            return earlier[0]
-        message = original(self, queue_name, message_body, *args, **kwargs)
-        model.accepted[(queue.queue_arn, dedup_id)] = (message, now)
-        return message
-
-    monkeypatch.setattr(SQSBackend, "send_message", send_message)
-    # The model decides alone: moto's own check (messages still in the queue, wall-clock time) is off.
-    monkeypatch.setattr(models, "DEDUPLICATION_TIME_IN_SECONDS", 0)
-    yield model
+    endpoint()  # the server, and with it the emulator's patches, in this process
+    clock = Deduplication()
+    monkeypatch.setattr(patches, "time", clock)
+    yield clock
 
 
 def failing(operation: str, when: Any, error: BaseException | None = None) -> Any:
