@@ -7,6 +7,7 @@ so the AWS calls it makes never outlive the invocation.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,6 +18,9 @@ from idempotent_runtime.message import Message
 # A record is not started with less invocation time left than this: it is reported failed instead, so the
 # batch ends with a clean partial response rather than a timeout (which would redeliver the whole batch).
 TIME_MARGIN_MS = 1000
+# A run whose calling thread spent more than this share of its time off the CPU (waiting on the network,
+# a lock, or the GIL) "waits": the next run wakes helper threads (:class:`Crew`).
+WAITING_SHARE = 0.25
 
 
 class RecordResult:
@@ -99,8 +103,11 @@ class BatchRunner:
         return [by_id[id(message)] for message in messages], len(groups)
 
     def _run_group(self, group: list[Message], context: Any) -> list[RecordResult]:
-        with deadline.bound(context):
+        previous = deadline.bind(context)  # not deadline.bound: a generator per group costs more than this
+        try:
             return self._records(group, context)
+        finally:
+            deadline.restore(previous)
 
     def _records(self, group: list[Message], context: Any) -> list[RecordResult]:
         results = []
@@ -139,16 +146,31 @@ class Crew:
     """Runs ``work(item)`` for every item of a list, the calling thread working beside up to ``helpers``
     threads (started on first use, kept for the execution environment's life).
 
-    Every thread takes the next item not yet taken, so an item is done by exactly one thread. While a
-    thread waits on the network, the others take the next items: groups overlap their DynamoDB round
-    trips as on a thread pool. When the work never waits (a stubbed client), the calling thread takes most
-    items before a helper is even scheduled, which costs a fraction of a pool's per-task futures.
+    Every thread takes the next item not yet taken, so an item is done by exactly one thread. Helpers are
+    woken one at a time: a thread that takes an item while others remain untaken wakes the next helper.
+    While a thread waits on the network, the helper it woke takes the next item and wakes another: groups
+    overlap their DynamoDB round trips as on a thread pool.
+
+    Helpers only help work that waits: under the GIL, work that never leaves the CPU runs no faster on
+    several threads, and every wake-up and forced switch costs CPU. So the crew watches the calling thread:
+    when in a run it spent less than :data:`WAITING_SHARE` of its time off the CPU (a stubbed or in-memory
+    client), the next run leaves the helpers asleep; as soon as a run waits (any real DynamoDB round trip
+    does) the next one wakes them again. The first run wakes them.
     A ``BaseException`` raised by ``work`` in any thread is raised to the caller once every taken item is
     finished (the thread that met it stops taking items).
     """
 
-    def __init__(self, helpers: int) -> None:
+    def __init__(
+        self,
+        helpers: int,
+        *,
+        wall: Callable[[], float] = time.perf_counter,
+        cpu: Callable[[], float] = time.thread_time,
+    ) -> None:
         self.helpers = helpers
+        self.waits = True  # whether the last run's work waited (see the class docstring)
+        self._wall = wall
+        self._cpu = cpu
         self._jobs: Any = None
         self._start_lock = threading.Lock()
 
@@ -174,13 +196,24 @@ class Crew:
     def run(self, work: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         results: list[Any] = [None] * len(items)
         taken = iter(range(len(items)))  # next() on a range iterator is atomic: each index is taken once
+        last = len(items) - 1
         left = [len(items)]
+        # Helpers not yet woken (more would find nothing to take; none when the work does not wait).
+        to_wake = [min(self.helpers, last) if self.waits else 0]
         lock = threading.Lock()
         finished = threading.Event()
         raised: list[BaseException] = []
+        jobs = self._start()
 
         def drain() -> None:
+            woke = False
             for index in taken:
+                if not woke and index < last:
+                    woke = True  # each thread wakes at most one other, on its first item
+                    with lock:
+                        wake, to_wake[0] = to_wake[0] > 0, to_wake[0] - 1
+                    if wake:
+                        jobs.put(drain)
                 try:
                     results[index] = work(items[index])
                 except BaseException as exc:  # handed to the caller below
@@ -192,10 +225,10 @@ class Crew:
                 if raised:
                     return
 
-        jobs = self._start()
-        for _ in range(min(self.helpers, len(items) - 1)):
-            jobs.put(drain)
+        wall, cpu = self._wall(), self._cpu()
         drain()
+        wall, cpu = self._wall() - wall, self._cpu() - cpu
+        self.waits = wall - cpu > WAITING_SHARE * wall
         if raised:
             # Items the other threads already took finish first; the rest are never started.
             for _untaken in taken:
