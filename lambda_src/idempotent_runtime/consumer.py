@@ -41,6 +41,14 @@ def load_processor(spec: str) -> Callable[[Message], Any]:
     return target
 
 
+# The batch's counters by plain name (an enum's ``.value`` is a property: looked up once, not per record).
+_OUTCOME_COUNTER = {outcome: metric.value for outcome, metric in OUTCOME_METRIC.items()}
+_CONFLICTS = Metric.CONFLICTS.value
+_MISCONFIGURED = Metric.MISCONFIGURED.value
+# Outcomes logged only at DEBUG (unless the record was a conflict).
+_QUIET = frozenset({Outcome.PROCESSED, Outcome.DUPLICATE})
+
+
 class Consumer:
     """The Lambda handler: ``consumer(event, context) -> {"batchItemFailures": [...]}``.
 
@@ -62,6 +70,7 @@ class Consumer:
     ) -> None:
         self.config = config
         self.log = Log(config.log_level, config.function_name, log_stream)
+        self._debug = self.log.enabled(LogLevel.DEBUG)
         self.dynamodb = LazyClient(
             "dynamodb",
             dynamodb_client,
@@ -107,16 +116,19 @@ class Consumer:
             self.dynamodb()  # create the shared client once, before groups fan out to threads
         results, groups = self.runner.run(messages, context)
         counts: Counter[str] = Counter()
+        conflicts = misconfigured = 0
         for result in results:
-            counts[OUTCOME_METRIC[result.outcome].value] += 1
-            counts[Metric.CONFLICTS.value] += result.conflict
-            counts[Metric.MISCONFIGURED.value] += result.misconfigured
+            counts[_OUTCOME_COUNTER[result.outcome]] += 1
+            conflicts += result.conflict
+            misconfigured += result.misconfigured
+        counts[_CONFLICTS] = conflicts
+        counts[_MISCONFIGURED] = misconfigured
         hints = sorted({result.hint for result in results if result.hint})
         if hints:
             self.log.emit(
                 LogLevel.ERROR,
                 "records fail because the deployment looks misconfigured; they are retried, not quarantined",
-                misconfigured=counts[Metric.MISCONFIGURED.value],
+                misconfigured=misconfigured,
                 likely_misconfiguration=hints,
             )
         self.log.write(
@@ -238,12 +250,14 @@ class Consumer:
         return RecordResult(message, Outcome.QUARANTINED, reason, conflict=is_conflict, kind=kind)
 
     def _log(self, result: RecordResult) -> None:
+        if result.outcome in _QUIET and not result.conflict and not self._debug:
+            return  # the common case: not logged at the default level
         # A log line that cannot be written must not change the record's outcome (nor raise into the batch).
         with contextlib.suppress(Exception):
             self._emit(result)
 
     def _emit(self, result: RecordResult) -> None:
-        quiet = result.outcome in (Outcome.PROCESSED, Outcome.DUPLICATE) and not result.conflict
+        quiet = result.outcome in _QUIET and not result.conflict
         level = LogLevel.DEBUG if quiet else LogLevel.WARNING
         if not self.log.enabled(level):
             return

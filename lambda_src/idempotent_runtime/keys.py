@@ -71,13 +71,18 @@ def _field_what(field: str, role: str) -> str:
 def field_key(data: Any, field: str, role: str) -> str:
     """The key text of the body field at the dotted path ``field`` (``role``: partition or sort); not
     checked against the reserved namespace (the caller does, on the final value)."""
-    what = _field_what(field, role)
+    return _path_key(data, field.split(FIELD_PATH_SEPARATOR), _field_what(field, role))
+
+
+def _path_key(data: Any, path: Sequence[str], what: str) -> str:
     value: Any = data
-    for part in field.split(FIELD_PATH_SEPARATOR):
+    for part in path:
         if not isinstance(value, dict) or part not in value:
             where = f" (fields: {_names(value)})" if isinstance(value, dict) else ""
             raise InvalidMessage(f"{what} is missing from the body{where}")
         value = value[part]
+    if type(value) is str and value:  # the common case, without a call
+        return value
     return key_text(value, what)
 
 
@@ -154,6 +159,9 @@ class KeyBuilder:
         self.source = config.key_source
         self.prefix = config.key_prefix
         self.fields = (config.partition_key_field, config.sort_key_field)
+        # Split and named once: a record is keyed on the hot path.
+        self._paths = tuple(field.split(FIELD_PATH_SEPARATOR) for field in self.fields)
+        self._whats = (_field_what(self.fields[0], "partition"), _field_what(self.fields[1], "sort"))
         self.max_partition = MAX_PARTITION_KEY_BYTES
         self.max_sort = MAX_SORT_KEY_BYTES - sort_reserve
 
@@ -174,11 +182,9 @@ class KeyBuilder:
         source = self.source
         if source == KeySource.FIELDS:
             body = message.json_object()
-            partition_field, sort_field = self.fields
+            whats = self._whats
             return self.key(
-                field_key(body, partition_field, "partition"),
-                field_key(body, sort_field, "sort"),
-                (_field_what(partition_field, "partition"), _field_what(sort_field, "sort")),
+                _path_key(body, self._paths[0], whats[0]), _path_key(body, self._paths[1], whats[1]), whats
             )
         if source == KeySource.DEDUP_ID:
             value = _redriven(message, "dedup_id")

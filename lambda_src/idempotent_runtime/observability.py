@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from idempotent_runtime.contract import METRICS_DIMENSION, LogLevel, Metric
 
 _LEVELS = {LogLevel.DEBUG: 10, LogLevel.INFO: 20, LogLevel.WARNING: 30, LogLevel.ERROR: 40}
+_METRIC_NAMES = tuple(metric.value for metric in Metric)
 
 
 class Log:
@@ -73,14 +74,14 @@ def emf_line(
                 {
                     "Namespace": namespace,
                     "Dimensions": [[METRICS_DIMENSION]],
-                    "Metrics": [{"Name": metric.value, "Unit": "Count"} for metric in Metric],
+                    "Metrics": [{"Name": name, "Unit": "Count"} for name in _METRIC_NAMES],
                 }
             ],
         },
         METRICS_DIMENSION: function_name,
         "message": "batch",
     }
-    for metric in Metric:
-        document[metric.value] = counts.get(metric.value, 0)
+    for name in _METRIC_NAMES:
+        document[name] = counts.get(name, 0)
     document.update(summary)
     return json.dumps(document, separators=(",", ":"), default=str)

@@ -51,7 +51,7 @@ class Retrier:
         attempt = 0
         while True:
             attempt += 1
-            left = self.left(time_left if attempt > 1 else None)
+            left = deadline.seconds_left() if attempt == 1 else self.left(time_left)
             if left is not None and left < MIN_ATTEMPT_SECONDS:
                 raise OutOfTime(
                     f"not attempted: {max(left, 0):.2f} s left in the invocation"

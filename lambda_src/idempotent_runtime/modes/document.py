@@ -63,13 +63,8 @@ class DocumentMode(Mode):
         item = to_item(attributes, source)
         own = self.item_key(key)
         expires = self.expiry(self.config.document_ttl_seconds, now)
-        for name, role in ((self.pk, "partition key"), (self.sk, "sort key"), (self.ttl, "TTL")):
-            if name in item and item[name] != own.get(name, expires if name == self.ttl else None):
-                stored = own.get(name, expires if name == self.ttl else None)
-                raise InvalidMessage(
-                    f"{source} {name!r} is the table's {role} attribute: the runtime stores "
-                    f"{_shown(stored)} there, the message has {_shown(item[name])}"
-                )
+        if self.pk in item or self.sk in item or self.ttl in item:
+            self._check_table_attributes(item, own, expires, source)
         item.update(own)
         if expires is not None:
             item[self.ttl] = expires
@@ -97,6 +92,18 @@ class DocumentMode(Mode):
                 return Done(Outcome.PROCESSED)
             return self.done(key, fingerprint, old)
         return Done(Outcome.PROCESSED)
+
+    def _check_table_attributes(
+        self, item: dict[str, Any], own: dict[str, Any], expires: dict[str, Any] | None, source: str
+    ) -> None:
+        """A field named like the table's key or TTL attribute must hold what the runtime stores there."""
+        for name, role in ((self.pk, "partition key"), (self.sk, "sort key"), (self.ttl, "TTL")):
+            stored = own.get(name, expires if name == self.ttl else None)
+            if name in item and item[name] != stored:
+                raise InvalidMessage(
+                    f"{source} {name!r} is the table's {role} attribute: the runtime stores "
+                    f"{_shown(stored)} there, the message has {_shown(item[name])}"
+                )
 
 
 def _shown(value: dict[str, Any] | None) -> str:
