@@ -95,15 +95,26 @@ class BatchRunner:
     def run(self, messages: list[Message], context: Any = None) -> tuple[list[RecordResult], int]:
         """The results in event order, and the number of groups."""
         groups = group_records(messages, self.queue_type)
-        if len(groups) <= 1 or self.max_workers == 1:
-            results = [self._run_group(group, context) for group in groups]
-        else:
-            results = self._crew().run(lambda group: self._run_group(group, context), groups)
+        previous = deadline.bind(context)  # the calling thread's, once; a helper binds per group it runs
+        try:
+            if len(groups) <= 1 or self.max_workers == 1:
+                results = [self._records(group, context) for group in groups]
+            else:
+                caller = threading.get_ident()
+
+                def work(group: list[Message]) -> list[RecordResult]:
+                    if threading.get_ident() == caller:
+                        return self._records(group, context)
+                    return self._run_group(group, context)
+
+                results = self._crew().run(work, groups)
+        finally:
+            deadline.restore(previous)
         by_id = {id(r.message): r for group in results for r in group}
         return [by_id[id(message)] for message in messages], len(groups)
 
     def _run_group(self, group: list[Message], context: Any) -> list[RecordResult]:
-        previous = deadline.bind(context)  # not deadline.bound: a generator per group costs more than this
+        previous = deadline.bind(context)
         try:
             return self._records(group, context)
         finally:
@@ -188,18 +199,27 @@ class Crew:
                     self._jobs = jobs
         return self._jobs
 
+    def _measured(self, wall: float, cpu: float) -> None:
+        """The calling thread's wall and CPU time in a run: whether the next run wakes helpers."""
+        self.waits = wall - cpu > WAITING_SHARE * wall
+
     @staticmethod
     def _serve(jobs: Any) -> None:
         while True:
             jobs.get()()
 
     def run(self, work: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        if not self.waits:  # the helpers stay asleep: the calling thread does every item, in order
+            wall, cpu = self._wall(), self._cpu()
+            try:
+                return [work(item) for item in items]
+            finally:
+                self._measured(self._wall() - wall, self._cpu() - cpu)
         results: list[Any] = [None] * len(items)
         taken = iter(range(len(items)))  # next() on a range iterator is atomic: each index is taken once
         last = len(items) - 1
         left = [len(items)]
-        # Helpers not yet woken (more would find nothing to take; none when the work does not wait).
-        to_wake = [min(self.helpers, last) if self.waits else 0]
+        to_wake = [min(self.helpers, last)]  # helpers not yet woken (more would find nothing to take)
         lock = threading.Lock()
         finished = threading.Event()
         raised: list[BaseException] = []
@@ -227,8 +247,7 @@ class Crew:
 
         wall, cpu = self._wall(), self._cpu()
         drain()
-        wall, cpu = self._wall() - wall, self._cpu() - cpu
-        self.waits = wall - cpu > WAITING_SHARE * wall
+        self._measured(self._wall() - wall, self._cpu() - cpu)
         if raised:
             # Items the other threads already took finish first; the rest are never started.
             for _untaken in taken:
