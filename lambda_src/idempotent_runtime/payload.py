@@ -21,7 +21,7 @@ from decimal import Decimal
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
-from idempotent_runtime.contract import FIELD_PATH_SEPARATOR
+from idempotent_runtime.contract import FIELD_PATH_SEPARATOR, MAX_NESTING_LEVELS
 
 # Integral values up to this many digits are written as integers in canonical text; larger ones keep the
 # exponent form (1E+5000), so nothing huge is ever materialised. It is Python's default limit on int/str
@@ -371,8 +371,42 @@ def _exact_number(value: Any) -> str:
     return int.__repr__(value)
 
 
+# A stored result is read back as it was written, or not stored: at most this many levels of objects and
+# arrays (DynamoDB's own limit for nested attributes) and this many values in all.
+MAX_RESULT_NESTING = MAX_NESTING_LEVELS
+MAX_RESULT_VALUES = 100_000
+
+
+def check_result(value: Any) -> None:
+    """Raise ValueError unless ``value`` comes back from :func:`decode_result` as it is: object keys are
+    strings (JSON would turn ``True`` into ``"true"``, and ``1`` and ``"1"`` into one name), nesting is
+    bounded (a value that contains itself is not JSON) and so is the number of values (a value sharing its
+    members may be small in memory and endless as text)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if seen > MAX_RESULT_VALUES:
+            raise ValueError(f"holds more than {MAX_RESULT_VALUES} values")
+        if isinstance(item, dict):
+            members: Iterable[Any] = item.values()
+            for key in item:
+                if type(key) is not str:
+                    raise ValueError(f"has an object key that is not a string: {key!r:.40}")
+        elif isinstance(item, (list, tuple)):
+            members = item
+        else:
+            continue
+        if depth >= MAX_RESULT_NESTING:
+            raise ValueError(f"is nested more than {MAX_RESULT_NESTING} levels deep (or contains itself)")
+        stack.extend((member, depth + 1) for member in members)
+
+
 def encode_result(value: Any) -> str:
-    """A processor's result as compact JSON, Decimals exact. Raises for anything JSON cannot hold."""
+    """A processor's result as compact JSON, Decimals exact. Raises for anything JSON cannot hold, or could
+    not give back as it was (:func:`check_result`)."""
+    check_result(value)
     try:
         return _COMPACT.encode(value)
     except (_Slow, RecursionError):

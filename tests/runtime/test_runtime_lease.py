@@ -162,6 +162,60 @@ def test_a_result_that_fails_to_encode_still_completes_the_key(make_handler, dyn
     assert (again.outcome, again.result, len(runs)) == ("duplicate", None, 1)
 
 
+def _containing_itself() -> dict:
+    result: dict = {"amount": Decimal("12.50"), "items": []}  # a Decimal: JSON's own cycle check is skipped
+    result["items"].append(result)
+    return result
+
+
+def _nested(levels: int) -> list:
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _shared(levels: int) -> list:
+    value: list = ["leaf"]
+    for _ in range(levels):
+        value = [value, value]  # 2**levels leaves as text, a few objects in memory
+    return value
+
+
+@pytest.mark.parametrize(
+    ("result", "error"),
+    [
+        ({True: 1}, "has an object key that is not a string: True"),  # would come back as {"true": 1}
+        ({1: "a", "1": "b"}, "has an object key that is not a string: 1"),  # one JSON name twice
+        ({None: 0}, "has an object key that is not a string: None"),
+        (_containing_itself(), "is nested more than 32 levels deep (or contains itself)"),
+        (_nested(40), "is nested more than 32 levels deep (or contains itself)"),
+        (_shared(30), "holds more than 100000 values"),
+    ],
+    ids=["bool-key", "int-and-str-key", "none-key", "contains-itself", "deep", "shared-members"],
+)
+def test_a_result_that_would_not_come_back_as_written_completes_the_key_unstored(
+    make_handler, dynamodb, result, error
+):
+    runs: list[str] = []
+
+    def effect(message):
+        runs.append(message.message_id)
+        return result
+
+    handler, stream = make_handler(fn=effect, mode="guarded")
+    rec = record({"x": "a1", "y": "b1"})
+    assert failures(handler(event(rec), None)) == []
+    item = _item(dynamodb)
+    assert item["idempotency:status"] == {"S": "COMPLETED"} and "idempotency:result" not in item
+    (warning,) = [
+        line for line in log_lines(stream) if line.get("message", "").startswith("result not stored")
+    ]
+    assert warning["error"] == f"ValueError: {error}"
+    (again,) = handler.process_batch(event(rec), None)
+    assert (again.outcome, again.result, len(runs)) == ("duplicate", None, 1)
+
+
 def test_decimal_results_are_stored_exactly_and_come_back_as_decimal(make_handler, dynamodb):
     result = {"amount": Decimal("12345678901234567.89"), "count": 3, "rate": 0.5, "tags": ["a"]}
     handler, _ = make_handler(fn=lambda message: result, mode="guarded")
