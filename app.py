@@ -218,15 +218,19 @@ class ReferenceStack(cdk.Stack):
             # One key for the queues and the table; the topic needs its own (the queue key's policy names the
             # topic: one key for both would be a dependency cycle).
             data_key = kms.Key(self, "DataKey", enable_key_rotation=True, description="queues and table")
-            topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topics")
-            options["messaging"].update(encryption_key=data_key, topic_encryption_key=topic_key)
+            options["messaging"].update(encryption_key=data_key)
             options["table"].update(encryption_key=data_key)
+            with_topic = options["messaging"].get("with_topic", True)
+            if with_topic or stack.get("alarm_topic"):
+                topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topics")
+            if with_topic:  # without a topic (topic=false) only the alarm topic uses it
+                options["messaging"].update(topic_encryption_key=topic_key)
         if stack.get("alarm_topic"):
             self.alarm_topic = sns.Topic(
                 self,
                 "AlarmTopic",
                 enforce_ssl=True,
-                master_key=options["messaging"].get("topic_encryption_key"),
+                master_key=topic_key if stack.get("customer_managed_keys") else None,
             )
             options["alarm"].update(alarm_topic=self.alarm_topic)
         if stack.get("vpc"):

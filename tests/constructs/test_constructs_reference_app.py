@@ -124,6 +124,12 @@ VARIANTS = {
         "customer_managed_keys": "true",
         "alarm_topic": "true",
     },
+    "customer-managed keys without a topic": {"topic": "false", "customer_managed_keys": "true"},
+    "customer-managed keys without a topic, with an encrypted alarm topic": {
+        "topic": "false",
+        "customer_managed_keys": "true",
+        "alarm_topic": "true",
+    },
     "everything": {
         "fifo": "false",
         "dashboard": "true",
