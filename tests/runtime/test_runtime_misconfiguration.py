@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from runtime_helpers import drain, event, failures, inject_errors, log_lines, metrics, record, scan
+from runtime_helpers import (
+    dlq_reason,
+    drain,
+    event,
+    failures,
+    inject_errors,
+    log_lines,
+    metrics,
+    record,
+    scan,
+)
 
 
 def _errors(stream):
@@ -243,3 +253,35 @@ def test_dedup_id_keys_for_records_of_a_standard_queue_are_misconfiguration(
     ]
     emf = metrics(stream)[-1]
     assert (emf["failed"], emf["misconfigured"], emf["quarantined"]) == (3, 3, 0)
+
+
+def test_a_transaction_on_a_table_without_the_sort_key_is_misconfiguration_not_poison(
+    make_handler, hash_only_table, dynamodb, sqs, dlq_url
+):
+    # The business line (o-1, l-1) and the marker (o-1, idempotency#l-1) are one item to this table:
+    # DynamoDB refuses the transaction with a ValidationException, which is the deployment's fault.
+    def line(message):
+        return [{"Put": {"Item": {"pk": {"S": "o-1"}, "sk": {"S": "l-1"}, "q": {"N": "1"}}}}]
+
+    handler, stream = make_handler(table_name=hash_only_table, mode="transaction", fn=line, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "l-1"})), None)
+    assert (result.outcome, result.misconfigured, result.conflict) == ("failed", True, False)
+    assert result.hint.startswith(SORT_KEY_HINT)
+    assert drain(sqs, dlq_url) == [] and scan(dynamodb, hash_only_table) == []
+    (error,) = _errors(stream)
+    assert error["misconfigured"] == 1
+    emf = metrics(stream)[-1]
+    assert (emf["failed"], emf["misconfigured"], emf["quarantined"]) == (1, 1, 0)
+
+
+def test_a_transaction_whose_own_entries_are_one_item_is_quarantined(make_handler, dynamodb, sqs, dlq_url):
+    def twice(message):
+        put = {"Put": {"Item": {"pk": {"S": "o-1"}, "sk": {"S": "l-1"}}}}
+        return [put, put]
+
+    handler, _ = make_handler(mode="transaction", fn=twice, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "l-1"})), None)
+    assert result.outcome == "quarantined" and not result.misconfigured
+    (dead,) = drain(sqs, dlq_url)
+    assert dlq_reason(dead) == "transaction entries operate on one item twice (dynamodb allows once)"
+    assert scan(dynamodb) == []

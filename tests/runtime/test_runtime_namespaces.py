@@ -68,9 +68,15 @@ def test_transaction_entries_may_not_write_the_runtimes_keys(make_handler, dynam
     )
 
 
+@pytest.mark.parametrize("named", ["omitted", "name", "arn"])
 @pytest.mark.parametrize("action", ["Update", "Delete"])
-def test_transaction_updates_and_deletes_of_reserved_keys_are_rejected(make_handler, sqs, dlq_url, action):
-    body = {"Key": {"pk": {"S": "acct"}, "sk": {"S": "idempotency#x"}}}
+def test_transaction_updates_and_deletes_of_reserved_keys_are_rejected(
+    make_handler, sqs, dlq_url, dynamodb, table, action, named
+):
+    body: dict = {"Key": {"pk": {"S": "acct"}, "sk": {"S": "idempotency#x"}}}
+    if named != "omitted":  # DynamoDB takes a table's ARN wherever it takes its name
+        described = dynamodb.describe_table(TableName=table)["Table"]
+        body["TableName"] = described["TableName"] if named == "name" else described["TableArn"]
     if action == "Update":
         body.update(UpdateExpression="SET v = :v", ExpressionAttributeValues={":v": {"N": "1"}})
     handler, _ = make_handler(mode="transaction", fn=lambda message: [{action: body}], dlq_url=dlq_url)

@@ -10,14 +10,23 @@ from idempotent_runtime.contract import (
     MARKER_SORT_PREFIX,
     MAX_TRANSACTION_ITEMS,
     MESSAGE_ID_ATTRIBUTE,
+    PARTITION_KEY,
     RESERVED_KEY_PREFIX,
+    SORT_KEY,
     TOKEN_ATTRIBUTE,
     Outcome,
 )
 from idempotent_runtime.contract import (
     Mode as ModeName,
 )
-from idempotent_runtime.errors import InvalidMessage, PermanentError, TransientError, error_code, is_retryable
+from idempotent_runtime.errors import (
+    InvalidMessage,
+    Misconfiguration,
+    PermanentError,
+    TransientError,
+    error_code,
+    is_retryable,
+)
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.modes.base import ABSENT, Done, Mode, RecordState, new_token
 
@@ -136,10 +145,37 @@ class TransactionMode(Mode):
                 ClientRequestToken=token,
             )
         except Exception as exc:
+            if error_code(exc) == "ValidationException" and _ONE_ITEM_TWICE in str(exc):
+                raise self._one_item_twice(items) from exc
             if error_code(exc) != "TransactionCanceledException":
                 raise
             return self._cancelled(exc, len(items) - 1, key, marker_key, fingerprint, token)
         return Done(Outcome.PROCESSED)
+
+    def _one_item_twice(self, items: list[dict[str, Any]]) -> Exception:
+        """DynamoDB found two operations on one item. When every entry on the runtime's table has its own
+        (PARTITION_KEY, SORT_KEY), the table is keyed otherwise (on the partition key alone, say) and the
+        marker landed on a business item: the deployment is wrong, not the message."""
+        keys = []
+        for item in items:
+            ((action, body),) = item.items()
+            target = body.get("Item") if action == "Put" else body.get("Key")
+            if self._same_table(body.get("TableName")) and isinstance(target, dict):
+                keys.append(repr((target.get(self.pk), target.get(self.sk))))
+        if len(keys) != len(set(keys)):
+            return InvalidMessage("transaction entries operate on one item twice (dynamodb allows once)")
+        return Misconfiguration(
+            f"dynamodb found two operations on one item among entries whose ({self.pk}, {self.sk}) all "
+            "differ: the table's key is not that pair",
+            f"the table's key does not include {SORT_KEY.name} {self.sk!r}: a transaction's entries with "
+            f"different {self.sk} values were one item to dynamodb, as on a table keyed on its partition "
+            f"key alone (an imported table?); the table needs the string partition key {self.pk!r} "
+            f"({PARTITION_KEY.name}) and sort key {self.sk!r} ({SORT_KEY.name})",
+        )
+
+    def _same_table(self, name: Any) -> bool:
+        """Whether ``name`` (a table name or ARN, as DynamoDB accepts either) is the runtime's table."""
+        return isinstance(name, str) and _table_name(name) == _table_name(self.table)
 
     def _entry(self, index: int, entry: Any, marker_key: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(entry, dict) or len(entry) != 1 or next(iter(entry)) not in ACTIONS:
@@ -154,7 +190,7 @@ class TransactionMode(Mode):
             body = {**body, "TableName": self.table}
             entry = {action: body}
         target = body.get("Item") if action == "Put" else body.get("Key")
-        if body["TableName"] == self.table and isinstance(target, dict):
+        if self._same_table(body["TableName"]) and isinstance(target, dict):
             if target.get(self.pk) == marker_key[self.pk] and target.get(self.sk) == marker_key[self.sk]:
                 raise InvalidMessage(
                     f"transaction entry {index} ({action}) targets the idempotency marker's key"
@@ -199,3 +235,16 @@ class TransactionMode(Mode):
         if all(code == "ConditionalCheckFailed" for _, code, _ in failed):
             raise PermanentError(f"transaction cancelled: {summary}")  # the processor's own condition
         raise InvalidMessage(f"transaction cancelled: {summary}")
+
+
+# DynamoDB's ValidationException when two entries of a transaction are one item.
+_ONE_ITEM_TWICE = "multiple operations on one item"
+
+
+def _table_name(name: str) -> str:
+    """A table's name from its name or ARN (``arn:aws:dynamodb:<region>:<account>:table/<name>``)."""
+    if name.startswith("arn:"):
+        _, found, rest = name.partition(":table/")
+        if found:
+            return rest.split("/", 1)[0]
+    return name
