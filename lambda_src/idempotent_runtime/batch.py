@@ -27,9 +27,19 @@ class RecordResult:
     """What happened to one record: ``outcome`` (processed, duplicate, quarantined or failed), ``reason``,
     ``result`` (guarded), ``conflict`` (the key was done with another payload), ``misconfigured`` (failed
     because the deployment is wrong; ``hint`` names the likely misconfiguration), ``kind`` (quarantined:
-    why)."""
+    why), ``notes`` (more fields for the record's log line: what else went wrong on the way)."""
 
-    __slots__ = ("conflict", "hint", "kind", "message", "misconfigured", "outcome", "reason", "result")
+    __slots__ = (
+        "conflict",
+        "hint",
+        "kind",
+        "message",
+        "misconfigured",
+        "notes",
+        "outcome",
+        "reason",
+        "result",
+    )
 
     def __init__(
         self,
@@ -41,6 +51,7 @@ class RecordResult:
         conflict: bool = False,
         hint: str | None = None,
         kind: DeadLetterKind | None = None,
+        notes: dict[str, Any] | None = None,
     ) -> None:
         self.message = message
         self.outcome = outcome
@@ -50,6 +61,7 @@ class RecordResult:
         self.misconfigured = hint is not None
         self.hint = hint
         self.kind = kind
+        self.notes = notes
 
     @property
     def failed(self) -> bool:

@@ -238,16 +238,19 @@ class Consumer:
                 hint=failure.hint if failure.misconfigured else None,
                 kind=kind,
             )
+        # Said on the record's own line: one line per quarantined record.
+        notes: dict[str, Any] = {}
         if sent.dropped:
-            self.log.warn(
+            notes["dropped_attributes"] = sent.dropped
+            notes["dropped_attributes_why"] = (
                 "message attributes not copied to the dlq (sqs allows 10, two are the runtime's; "
-                "idempotency.* names are the runtime's own)",
-                message_id=message.message_id,
-                dropped_attributes=sent.dropped,
+                "idempotency.* names are the runtime's own)"
             )
-        for text, fields in sent.warnings:
-            self.log.warn(text, message_id=message.message_id, **fields)
-        return RecordResult(message, Outcome.QUARANTINED, reason, conflict=is_conflict, kind=kind)
+        if sent.warnings:
+            notes["warnings"] = [{"warning": text, **fields} for text, fields in sent.warnings]
+        return RecordResult(
+            message, Outcome.QUARANTINED, reason, conflict=is_conflict, kind=kind, notes=notes or None
+        )
 
     def _log(self, result: RecordResult) -> None:
         if result.outcome in _QUIET and not result.conflict and not self._debug:
@@ -277,6 +280,8 @@ class Consumer:
             fields["conflict"] = True
         if result.misconfigured:
             fields["misconfigured"] = True
+        if result.notes:
+            fields.update(result.notes)
         self.log.emit(level, "record " + result.outcome.value, **fields)
 
 
