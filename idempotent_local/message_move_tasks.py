@@ -3,8 +3,9 @@
 As in SQS: a task moves the messages of a dead-letter queue (the source: a queue that is the redrive target
 of another queue) to ``DestinationArn``, or, without one, each message back to the queue the redrive policy
 moved it from; at most ``MaxNumberOfMessagesPerSecond`` a second when given; one running task per source.
-A moved message keeps its message id, body, attributes and message group, and starts over (receive count
-0); a FIFO destination does not deduplicate it. A message the dead-letter queue did not receive through a
+A moved message is a new message, as SQS documents for redrive: a new message id and enqueue time (and
+retention period), the same body, attributes and message group, its receive count started over; a FIFO
+destination does not deduplicate it. A message the dead-letter queue did not receive through a
 redrive policy (a function sent it there) has no queue to go back to: without ``DestinationArn`` the task
 fails on it, as it names. Messages in flight when the task reaches them stay in the dead-letter queue.
 
@@ -169,6 +170,7 @@ def _run(task: MoveTask, source: Any, destination: Any, candidates: list[str]) -
                     return
             source._messages.remove(message)
             source.pending_messages.discard(message)
+        message.id = str(uuid.uuid4())  # SQS: "assigned a new messageID and enqueueTime"
         message.approximate_receive_count = 0
         message.approximate_first_receive_timestamp = None
         message.visible_at = 0.0
