@@ -60,8 +60,12 @@ def runtime_source() -> Path:
 # -- the processor ----------------------------------------------------------------------------------------
 
 
-def check_processor(processor: str | None, code_directory: str | None) -> tuple[Path | None, str | None]:
-    """Validate ``module:function`` against the code directory, reading the module (never importing it).
+def check_processor(
+    processor: str | None, code_directory: str | None, exclude: Sequence[str] = ()
+) -> tuple[Path | None, str | None]:
+    """Validate ``module:function`` against the code directory as the asset will hold it (``exclude``:
+    the patterns it leaves out), reading the module (never importing it) where Python would import it
+    from (a package before a module of the same name).
 
     Returns the directory and, when the module could not be read with this Python, a note saying so.
     """
@@ -100,13 +104,21 @@ def check_processor(processor: str | None, code_directory: str | None) -> tuple[
             f"ConsumerOptions.processor must name a module of your own code; got {processor!r}"
         )
     relative = Path(*module.split("."))
-    candidates = [relative.with_suffix(".py"), relative / "__init__.py"]
+    candidates = [relative / "__init__.py", relative.with_suffix(".py")]
     found = next((directory / c for c in candidates if (directory / c).is_file()), None)
     if found is None:
         raise ConfigurationError(
             f"processor module {module!r} is not in code_directory {code_directory!r} "
             f"(looked for {candidates[0]} and {candidates[1]})"
         )
+    shipped = PurePosixPath(found.relative_to(directory).as_posix())
+    for depth in range(1, len(shipped.parts) + 1):
+        left_out = PurePosixPath(*shipped.parts[:depth])
+        if _excluded(left_out, exclude):
+            raise ConfigurationError(
+                f"processor module {module!r} ({shipped}) is left out of the asset: {left_out} matches "
+                "ConsumerOptions.exclude or the default exclusions; the function could not import it"
+            )
     try:
         tree = ast.parse(found.read_bytes(), filename=str(found))
     except (SyntaxError, ValueError) as error:

@@ -77,8 +77,11 @@ def seconds(prop: str, value: object) -> Any:
     try:
         whole = value.to_seconds()
     except RuntimeError:  # a fraction of a second, or a token in another unit than seconds
-        if value.is_unresolved():
-            return TOKEN
+        if value.is_unresolved():  # CDK converts a deploy-time value only from seconds
+            raise ConfigurationError(
+                f"{prop} from a deploy-time value must be given in seconds (Duration.seconds(value)), "
+                f"which CDK can pass on; got {value.to_human_string()}"
+            ) from None
         raise ConfigurationError(
             f"{prop} must be a whole number of seconds; got {value.to_human_string()}"
         ) from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -99,6 +100,30 @@ def _path_error(value: object) -> bool:
         return True
     return False
 
+
+# Environment variables the Lambda runtime sets itself (Lambda refuses a function that sets them).
+LAMBDA_RESERVED_VARIABLES = frozenset(
+    {
+        "_HANDLER",
+        "_X_AMZN_TRACE_ID",
+        "AWS_ACCESS_KEY",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_DEFAULT_REGION",
+        "AWS_EXECUTION_ENV",
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
+        "AWS_LAMBDA_FUNCTION_NAME",
+        "AWS_LAMBDA_FUNCTION_VERSION",
+        "AWS_LAMBDA_INITIALIZATION_TYPE",
+        "AWS_LAMBDA_LOG_GROUP_NAME",
+        "AWS_LAMBDA_LOG_STREAM_NAME",
+        "AWS_LAMBDA_RUNTIME_API",
+        "AWS_REGION",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "LAMBDA_RUNTIME_DIR",
+        "LAMBDA_TASK_ROOT",
+    }
+)
 
 RULES = (
     Rule(
@@ -258,8 +283,20 @@ RULES = (
     Rule(
         ("metrics_namespace",),
         lambda namespace: namespace is None or not contract.METRICS_NAMESPACE_PATTERN.match(namespace),
-        "ConsumerOptions.metrics_namespace must be 1 to 255 characters without ':' or a leading space; "
-        "got {metrics_namespace!r}",
+        "ConsumerOptions.metrics_namespace must be 1 to 255 characters without ':' or a leading space, "
+        "not beginning with 'AWS/' (the namespaces of AWS services); got {metrics_namespace!r}",
+    ),
+    Rule(
+        ("lambda_reserved",),
+        bool,
+        "ConsumerOptions.environment may not set variables Lambda reserves for itself; got "
+        "{lambda_reserved_names}",
+    ),
+    Rule(
+        ("dead_letter_queue_is_queue",),
+        bool,
+        "dead_letter_queue must be another queue than the one the consumer reads ({queue_path}): records "
+        "it rejects would come back to it forever",
     ),
     Rule(
         ("overridden",),
@@ -448,6 +485,7 @@ class IdempotentConsumer(Construct):
                 f"ConsumerOptions.environment must map names to strings; got {o.environment!r}"
             )
         overridden = sorted((contract.VARIABLE_NAMES | contract.RETIRED_VARIABLES.keys()).intersection(extra))
+        lambda_reserved = sorted(LAMBDA_RESERVED_VARIABLES.intersection(extra))
         dedup_ttl = seconds("ConsumerOptions.dedup_ttl", o.dedup_ttl)
         document_ttl = seconds("ConsumerOptions.document_ttl", o.document_ttl)
         timeout = seconds("ConsumerOptions.timeout", o.timeout)
@@ -504,14 +542,30 @@ class IdempotentConsumer(Construct):
             "metrics_namespace": text("ConsumerOptions.metrics_namespace", o.metrics_namespace),
             "overridden": overridden,
             "overridden_names": ", ".join(overridden),
+            "lambda_reserved": lambda_reserved,
+            "lambda_reserved_names": ", ".join(lambda_reserved),
+            "dead_letter_queue_is_queue": dead_letter_queue is queue,
             "visibility": facts.visibility_seconds,
             "max_receive_count": facts.max_receive_count,
             "vpc": o.vpc is not None,
             "vpc_subnets": o.vpc_subnets is not None,
             "security_groups": bool(o.security_groups),
         }
-        text("ConsumerOptions.code_directory", o.code_directory)
+        # Both decide what the asset holds: known at synth, never deploy-time values.
+        code_directory = o.code_directory
+        if isinstance(code_directory, os.PathLike):
+            code_directory = os.fspath(code_directory)
+        if text("ConsumerOptions.code_directory", code_directory) is TOKEN:
+            raise ConfigurationError(
+                f"ConsumerOptions.code_directory must be known at synth (it is bundled then); got the "
+                f"deploy-time value {code_directory!r}"
+            )
         exclude = texts("ConsumerOptions.exclude", o.exclude)
+        if exclude is TOKEN:
+            raise ConfigurationError(
+                "ConsumerOptions.exclude must be known at synth (it decides what the asset holds); got a "
+                f"deploy-time value in {o.exclude!r}"
+            )
         _lifetime(values, mode, facts)
 
         # -- environment: the runtime contract ----------------------------------------------------------
@@ -530,9 +584,9 @@ class IdempotentConsumer(Construct):
         }
         if mode == Mode.DOCUMENT:
             env[contract.DOCUMENT_TTL_SECONDS.name] = _seconds_text(o.document_ttl, document_ttl)
-        if key_source == KeySource.FIELDS:
-            env[contract.PARTITION_KEY_FIELD.name] = pk_field
-            env[contract.SORT_KEY_FIELD.name] = sk_field
+        if key_source == KeySource.FIELDS:  # a deploy-time value goes as it is: the runtime checks it
+            env[contract.PARTITION_KEY_FIELD.name] = o.partition_key_field if pk_field is TOKEN else pk_field
+            env[contract.SORT_KEY_FIELD.name] = o.sort_key_field if sk_field is TOKEN else sk_field
         optional = {
             contract.KEY_PREFIX.name: o.key_prefix or None,
             contract.FINGERPRINT_FIELDS.name: _json_list(o.fingerprint_fields),
@@ -564,7 +618,9 @@ class IdempotentConsumer(Construct):
         )
         values["queue_retention"] = facts.retention_seconds
         enforce(self, RULES, values)
-        user_code, unchecked = check_processor(o.processor, o.code_directory)
+        user_code, unchecked = check_processor(
+            o.processor, code_directory, (*DEFAULT_EXCLUDE, *(exclude or ()))
+        )
         if unchecked is not None:
             warn(self, "idempotent-pipeline:processor-unchecked", unchecked)
 

@@ -145,8 +145,8 @@ class Config:
         _check_name(c.METRICS_NAMESPACE.name, self.metrics_namespace)
         if not c.METRICS_NAMESPACE_PATTERN.match(self.metrics_namespace):
             raise ConfigurationError(
-                "METRICS_NAMESPACE must be 1-255 characters without ':', not starting with a space, got "
-                f"{self.metrics_namespace!r}"
+                "METRICS_NAMESPACE must be 1-255 characters without ':', not starting with a space or with "
+                f"'AWS/' (the namespaces of AWS services), got {self.metrics_namespace!r}"
             )
 
     def _enum(self, field: str, variable: c.Variable, enum: type[StrEnum]) -> None:

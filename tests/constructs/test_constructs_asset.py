@@ -37,6 +37,18 @@ def _asset_files(code_directory: Path, **options: Any) -> set[str]:
     return files_under(function_asset_dir(stack))
 
 
+def consumer(**options: Any) -> IdempotentConsumer:
+    stack = new_stack()
+    messaging = Messaging(stack, "Messaging")
+    return IdempotentConsumer(
+        stack,
+        "Consumer",
+        queue=messaging.queue,
+        table=IdempotencyTable(stack, "Table"),
+        options=ConsumerOptions(**options),
+    )
+
+
 def _runtime_files() -> set[str]:
     return {
         f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
@@ -253,3 +265,29 @@ def test_nested_includes_and_constraints_are_hashed_relative_to_the_file_that_na
     (project / "reqs" / "common.txt").write_text("armonly\n")  # two levels down
     assert "armonly/__init__.py" in _asset_files(project)
     assert len([p for p in installs.iterdir() if not p.name.startswith(".")]) == 2
+
+
+def test_a_processor_module_the_asset_leaves_out_fails_synth(tmp_path):
+    (tmp_path / "orders.py").write_text("def handle(message):\n    return None\n")
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^processor module 'orders' \(orders.py\) is left out of the asset: orders.py matches",
+    ):
+        consumer(processor="orders:handle", code_directory=str(tmp_path), exclude=["orders.py"])
+
+
+def test_a_package_is_read_before_a_module_of_the_same_name_as_python_imports_it(tmp_path):
+    (tmp_path / "orders.py").write_text("def from_module(message):\n    return None\n")
+    (tmp_path / "orders").mkdir()
+    (tmp_path / "orders" / "__init__.py").write_text("def from_package(message):\n    return None\n")
+    consumer(processor="orders:from_package", code_directory=str(tmp_path))  # what Python imports
+    with pytest.raises(
+        ConfigurationError, match=r"^processor 'orders:from_module': orders/__init__.py defines"
+    ):
+        consumer(processor="orders:from_module", code_directory=str(tmp_path))
+
+
+def test_code_directory_may_be_a_path(tmp_path):
+    (tmp_path / "orders.py").write_text("def handle(message):\n    return None\n")
+    made = consumer(processor="orders:handle", code_directory=tmp_path)
+    assert "orders.py" in files_under(function_asset_dir(made.node.scope))

@@ -654,7 +654,8 @@ def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> No
         ({"max_workers": 65}, "ConsumerOptions.max_workers must be between 1 and 64; got 65"),
         (
             {"metrics_namespace": "a:b"},
-            "ConsumerOptions.metrics_namespace must be 1 to 255 characters without ':' or a leading space; "
+            "ConsumerOptions.metrics_namespace must be 1 to 255 characters without ':' or a leading space, "
+            "not beginning with 'AWS/' (the namespaces of AWS services); "
             "got "
             "'a:b'",
         ),
@@ -955,8 +956,8 @@ def test_processor_format_and_directory_are_checked(user_code, tmp_path):
         code_directory=str(tmp_path / "missing"),
     )
     _rejects(
-        f"processor module 'billing' is not in code_directory '{tmp_path}' (looked for billing.py and "
-        "billing/__init__.py)",
+        f"processor module 'billing' is not in code_directory '{tmp_path}' (looked for billing/__init__.py "
+        "and billing.py)",
         processor="billing:handle",
         code_directory=str(tmp_path),
     )
@@ -1188,3 +1189,67 @@ def test_missing_runtime_package_is_reported(monkeypatch):
     monkeypatch.setattr(asset.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ConfigurationError, match=r"the idempotent_runtime package is not importable"):
         build_consumer(new_stack())
+
+
+# -- inputs a review found unchecked -------------------------------------------------------------------
+
+
+def test_a_consumer_refuses_its_own_queue_as_dead_letter_queue():
+    stack = new_stack()
+    queue = fifo_queue(stack)
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^dead_letter_queue must be another queue than the one the consumer reads \(TestStack/Queue\)",
+    ):
+        build_consumer(stack, queue=queue, dead_letter_queue=queue)
+
+
+@pytest.mark.parametrize("namespace", ["AWS/Lambda", "AWS/"])
+def test_metrics_namespaces_of_aws_services_are_refused(namespace):
+    with pytest.raises(ConfigurationError, match=r"not beginning with 'AWS/'.*; got '" + namespace):
+        build_consumer(new_stack(), metrics_namespace=namespace)
+
+
+def test_variables_lambda_reserves_are_refused_by_name():
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^ConsumerOptions.environment may not set variables Lambda reserves for itself; got "
+        r"AWS_REGION, LAMBDA_TASK_ROOT$",
+    ):
+        build_consumer(
+            new_stack(), environment={"AWS_REGION": "eu-west-1", "LAMBDA_TASK_ROOT": "/x", "OK": "1"}
+        )
+
+
+def test_deploy_time_key_fields_reach_the_function_as_they_are():
+    stack = new_stack()
+    field = cdk.CfnParameter(stack, "Field", default="order.id").value_as_string
+    build_consumer(stack, partition_key_field=field)
+    env = env_of(template_of(stack))
+    assert env[contract.PARTITION_KEY_FIELD.name] == {"Ref": "Field"}
+    assert env[contract.SORT_KEY_FIELD.name] == contract.DEFAULT_SORT_KEY_FIELD
+
+
+def test_a_deploy_time_exclude_is_refused_by_name(user_code):
+    stack = new_stack()
+    pattern = cdk.CfnParameter(stack, "Pattern", default="x").value_as_string
+    with pytest.raises(ConfigurationError, match=r"^ConsumerOptions.exclude must be known at synth"):
+        build_consumer(stack, processor="orders:handle", code_directory=str(user_code), exclude=[pattern])
+
+
+@pytest.mark.parametrize("unit", ["minutes", "days"])
+def test_a_deploy_time_duration_in_another_unit_than_seconds_is_refused_by_name(unit):
+    stack = new_stack()
+    days = cdk.CfnParameter(stack, "Days", type="Number", default=7).value_as_number
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^ConsumerOptions.dedup_ttl from a deploy-time value must be given in seconds",
+    ):
+        build_consumer(stack, dedup_ttl=getattr(Duration, unit)(days))
+
+
+def test_a_deploy_time_duration_in_seconds_reaches_the_function():
+    stack = new_stack()
+    ttl = cdk.CfnParameter(stack, "Ttl", type="Number", default=3600).value_as_number
+    build_consumer(stack, dedup_ttl=Duration.seconds(ttl))
+    assert env_of(template_of(stack))[contract.DEDUP_TTL_SECONDS.name] == {"Ref": "Ttl"}

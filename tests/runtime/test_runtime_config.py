@@ -172,6 +172,10 @@ def test_every_variable_is_read():
         ),
         ({"TABLE_NAME": "t", "TTL_ATTRIBUTE": "idempotency:ttl"}, "TTL_ATTRIBUTE must not begin with"),
         ({"TABLE_NAME": "t", "METRICS_NAMESPACE": "a:b"}, "METRICS_NAMESPACE must be 1-255 characters"),
+        (
+            {"TABLE_NAME": "t", "METRICS_NAMESPACE": "AWS/Lambda"},
+            "or with 'AWS/' (the namespaces of AWS services), got 'AWS/Lambda'",
+        ),
         ({"TABLE_NAME": "t", "MAX_WORKERS": "0"}, "MAX_WORKERS must be between 1 and 64, got 0"),
         ({"TABLE_NAME": "t", "LEASE_SECONDS": "0"}, "LEASE_SECONDS must be at least 1, got 0"),
         (
