@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -93,8 +94,8 @@ class Pace:
     """At most ``rate`` sends a second (None: as fast as SQS answers)."""
 
     def __init__(self, rate: float | None, console: Console) -> None:
-        if rate is not None and rate <= 0:
-            raise DlqError(f"--rate must be more than 0 messages a second, got {rate:g}")
+        if rate is not None and not 0 < rate < math.inf:  # also nan, which no comparison holds for
+            raise DlqError(f"--rate must be a finite number of messages a second over 0, got {rate:g}")
         self.interval = 1.0 / rate if rate else 0.0
         self.console = console
         self.next_at: float | None = None

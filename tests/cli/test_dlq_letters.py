@@ -193,5 +193,8 @@ def test_pace_waits_so_sends_are_at_most_the_rate_apart():
 
     # the first send at once; then 0.25 s apart: 0.1 s spent -> 0.15 s more; 0.3 s spent -> none; 0 -> 0.25 s
     assert slept == pytest.approx([0.15, 0.25])
-    with pytest.raises(DlqError, match="--rate must be more than 0"):
-        Pace(0, Console())
+    for rate in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(
+            DlqError, match="^--rate must be a finite number of messages a second over 0, got"
+        ):
+            Pace(rate, Console())
