@@ -195,6 +195,6 @@ def test_pace_waits_so_sends_are_at_most_the_rate_apart():
     assert slept == pytest.approx([0.15, 0.25])
     for rate in (0, -1, float("nan"), float("inf")):
         with pytest.raises(
-            DlqError, match="^--rate must be a finite number of messages a second over 0, got"
+            DlqError, match=r"^--rate must be a finite number of messages a second over 0, got"
         ):
             Pace(rate, Console())
