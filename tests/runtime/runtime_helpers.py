@@ -119,15 +119,55 @@ def metrics(stream: io.StringIO) -> list[dict[str, Any]]:
     return [line for line in log_lines(stream) if "_aws" in line]
 
 
-def inject_errors(client: Any, operation: str, code: str, *, every: int = 1, status: int = 400, **extra: Any):
-    """Make every ``every``-th ``operation`` call of ``client`` fail with ``code`` before it reaches moto
-    (botocore's ``before-call`` event short-circuits the request). Returns the list of failed call numbers."""
+# Guarded mode's three UpdateItem requests, told apart by their update expression.
+CLAIM, COMPLETION, EXTENSION = "claim", "completion", "extension"
+_STEP_OF_UPDATE = (
+    ("SET #status = :in_progress", CLAIM),
+    ("SET #status = :completed", COMPLETION),
+    ("SET #lease", EXTENSION),
+)
+
+
+def guarded_step(params: dict[str, Any] | None) -> str | None:
+    """Which guarded step a DynamoDB request is (``params``: botocore's ``before-call`` request dict)."""
+    try:
+        update = json.loads((params or {}).get("body") or b"{}").get("UpdateExpression", "")
+    except ValueError:
+        return None
+    return next((step for prefix, step in _STEP_OF_UPDATE if update.startswith(prefix)), None)
+
+
+def tag_guarded_steps(client: Any) -> None:
+    """Put each UpdateItem's guarded step in its request context (``context["guarded_step"]``), where
+    ``after-call`` and ``needs-retry`` handlers of the same request find it."""
+
+    def tag(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["guarded_step"] = guarded_step(params)
+
+    client.meta.events.register_first("before-call.dynamodb.UpdateItem", tag)
+
+
+def inject_errors(
+    client: Any,
+    operation: str,
+    code: str,
+    *,
+    every: int = 1,
+    status: int = 400,
+    step: str | None = None,
+    **extra: Any,
+):
+    """Make every ``every``-th ``operation`` call of ``client`` (of guarded ``step`` only, when given) fail
+    with ``code`` before it reaches moto (botocore's ``before-call`` event short-circuits the request).
+    Returns the list of failed call numbers."""
     from botocore.awsrequest import AWSResponse
 
     calls = {"n": 0}
     failed: list[int] = []
 
-    def fail(**_: Any):
+    def fail(params: dict[str, Any] | None = None, **_: Any):
+        if step is not None and guarded_step(params) != step:
+            return None
         calls["n"] += 1
         if calls["n"] % every:
             return None
@@ -176,16 +216,18 @@ def deliver_until_empty(sqs: Any, queue_url: str, queue_arn: str, handler: Any, 
     raise AssertionError(f"queue not empty after {max_rounds} invocations")
 
 
-def lose_responses(client: Any, operation: str, *, every: int = 4) -> list[int]:
-    """Every ``every``-th successful ``operation`` of ``client`` reaches DynamoDB and is applied, but its
-    response is lost on the way back: botocore is made to send the same request again, as after a read
-    timeout (its ``needs-retry`` event, whatever the client's own retry settings). Returns the numbers of
-    the calls whose response was lost."""
+def lose_responses(client: Any, operation: str, step: str | None = None, *, every: int = 4) -> list[int]:
+    """Every ``every``-th successful ``operation`` of ``client`` (of guarded ``step`` only, when given)
+    reaches DynamoDB and is applied, but its response is lost on the way back: botocore is made to send the
+    same request again, as after a read timeout (its ``needs-retry`` event, whatever the client's own retry
+    settings). Returns the numbers of the calls whose response was lost."""
     calls = {"n": 0}
     lost: list[int] = []
 
-    def retry(response=None, caught_exception=None, **_: Any):
+    def retry(response=None, caught_exception=None, request_dict=None, **_: Any):
         if caught_exception is not None or response is None or response[0].status_code != 200:
+            return None
+        if step is not None and guarded_step(request_dict) != step:
             return None
         calls["n"] += 1
         if calls["n"] % every:

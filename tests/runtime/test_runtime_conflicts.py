@@ -195,7 +195,7 @@ def test_guarded_conflict_neither_runs_the_effect_nor_returns_the_other_result(
     handler(event(record({"x": "c1", "y": "pay-1", "cents": 100})), None)
     calls = _requests(fresh_dynamodb)
     (result,) = handler.process_batch(event(record({"x": "c1", "y": "pay-1", "cents": 500})), None)
-    assert calls == ["PutItem", "PutItem"]  # the claim, as for a duplicate, then the quarantine record
+    assert calls == ["UpdateItem", "PutItem"]  # the claim, as for a duplicate, then the quarantine record
     assert charges == [100]
     assert (result.outcome, result.conflict, result.result) == ("quarantined", True, None)
     (dead,) = drain(sqs, dlq_url)

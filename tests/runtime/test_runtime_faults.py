@@ -10,7 +10,17 @@ import runtime_examples
 from idempotent_runtime.config import Config
 from idempotent_runtime.consumer import build_handler
 from idempotent_runtime.publisher import publish
-from runtime_helpers import deliver_until_empty, drain, event, failures, inject_errors, record, scan
+from runtime_helpers import (
+    CLAIM,
+    COMPLETION,
+    deliver_until_empty,
+    drain,
+    event,
+    failures,
+    inject_errors,
+    record,
+    scan,
+)
 
 
 class Reported:
@@ -109,8 +119,10 @@ def test_throttled_transactions_move_each_balance_once(
 def test_throttled_guarded_effects_run_once_per_key(pipeline, sqs, table, fresh_dynamodb, dynamodb, dlq_url):
     sns, topic, queue_url, queue_arn = pipeline
     runtime_examples.SENT.clear()
-    claims = inject_errors(fresh_dynamodb, "PutItem", "ThrottlingException", every=4)
-    completions = inject_errors(fresh_dynamodb, "UpdateItem", "InternalServerError", every=5, status=500)
+    claims = inject_errors(fresh_dynamodb, "UpdateItem", "ThrottlingException", every=4, step=CLAIM)
+    completions = inject_errors(
+        fresh_dynamodb, "UpdateItem", "InternalServerError", every=5, status=500, step=COMPLETION
+    )
     config = Config(
         table_name=table, mode="guarded", processor="runtime_examples:send_receipt", dlq_url=dlq_url
     )

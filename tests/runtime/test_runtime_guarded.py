@@ -6,7 +6,7 @@ import threading
 
 import runtime_examples
 from idempotent_runtime import PermanentError, TransientError
-from runtime_helpers import drain, event, failures, record, scan
+from runtime_helpers import COMPLETION, drain, event, failures, record, scan, tag_guarded_steps
 
 
 class Clock:
@@ -244,12 +244,13 @@ def test_completion_applied_but_response_lost_is_not_mistaken_for_a_lost_lease(m
     handler, stream = make_handler(fn=effects, mode="guarded", client=fresh_dynamodb)
     lost = {"done": False}
 
-    def apply_then_time_out(http_response, **_):
+    def apply_then_time_out(http_response, context, **_):
         # The first completion reaches DynamoDB and is applied; its response never arrives.
-        if not lost["done"]:
+        if not lost["done"] and context.get("guarded_step") == COMPLETION:
             lost["done"] = True
             raise ReadTimeoutError(endpoint_url="https://dynamodb.invalid")
 
+    tag_guarded_steps(fresh_dynamodb)
     fresh_dynamodb.meta.events.register("after-call.dynamodb.UpdateItem", apply_then_time_out)
     rec = record({"x": "a1", "y": "b1"})
     assert failures(handler(event(rec), None)) == []
@@ -262,17 +263,17 @@ def test_completion_applied_but_response_lost_is_not_mistaken_for_a_lost_lease(m
 def test_claim_applied_but_response_lost_is_still_ours(make_handler, fresh_dynamodb):
     effects = Effects()
     handler, _ = make_handler(fn=effects, mode="guarded", client=fresh_dynamodb)
-    real_put = fresh_dynamodb.put_item
+    real_update = fresh_dynamodb.update_item
     retried: list[bool] = []
 
     def applied_then_retried(**request):
         if retried:
-            return real_put(**request)
+            return real_update(**request)
         retried.append(True)
-        real_put(**request)  # the claim is stored, its response lost on the way back...
-        return real_put(**request)  # ...so botocore sends the same request again
+        real_update(**request)  # the claim is stored, its response lost on the way back...
+        return real_update(**request)  # ...so botocore sends the same request again
 
-    fresh_dynamodb.put_item = applied_then_retried
+    fresh_dynamodb.update_item = applied_then_retried
     assert failures(handler(event(record({"x": "a1", "y": "b1"})), None)) == []
     assert retried and effects.calls == ["a1#b1"]
     assert _item(fresh_dynamodb)["idempotency:status"] == {"S": "COMPLETED"}

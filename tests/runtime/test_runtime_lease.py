@@ -8,7 +8,19 @@ from decimal import Decimal
 
 import pytest
 import runtime_examples
-from runtime_helpers import dlq_details, dlq_reason, drain, event, failures, log_lines, metrics, record, scan
+from runtime_helpers import (
+    COMPLETION,
+    dlq_details,
+    dlq_reason,
+    drain,
+    event,
+    failures,
+    guarded_step,
+    log_lines,
+    metrics,
+    record,
+    scan,
+)
 
 START = 1_800_000_000.0
 
@@ -32,12 +44,15 @@ def _item(dynamodb, pk="a1", sk="b1"):
 
 
 def _throttle_completions(client, clock: Clock, times: int | None) -> list[float]:
-    """Throttle the first ``times`` UpdateItem calls (all when None); returns the clock at each call."""
+    """Throttle the first ``times`` completions (UpdateItem SET status COMPLETED; all when None); returns the
+    clock at each."""
     from botocore.awsrequest import AWSResponse
 
     seen: list[float] = []
 
-    def throttle(**_):
+    def throttle(params, **_):
+        if guarded_step(params) != COMPLETION:
+            return None
         seen.append(clock.now)
         if times is not None and len(seen) > times:
             return None
@@ -336,8 +351,8 @@ def test_an_effect_repeated_after_a_crash_keeps_its_idempotency_key_and_charges_
     )  # fmt: skip
     died: list[bool] = []
 
-    def die_before_completion(**_):
-        if not died:
+    def die_before_completion(params, **_):
+        if not died and guarded_step(params) == COMPLETION:
             died.append(True)
             raise EnvironmentDied()
 
@@ -368,8 +383,8 @@ def _charge_then_die(handler, client, payment) -> None:
     """Deliver ``payment``: the provider charges it, then the environment dies before the completion."""
     died: list[bool] = []
 
-    def die_before_completion(**_):
-        if not died:
+    def die_before_completion(params, **_):
+        if not died and guarded_step(params) == COMPLETION:
             died.append(True)
             raise EnvironmentDied()
 
@@ -394,7 +409,7 @@ def test_an_expired_claim_is_not_taken_over_by_another_payload(make_handler, fre
     calls = _requests(fresh_dynamodb)
     (result,) = handler.process_batch(event(other), None)
     # The failed claim found the other payload's claim: one request, then the quarantine record.
-    assert calls == ["PutItem", "PutItem"]
+    assert calls == ["UpdateItem", "PutItem"]
     assert (result.outcome, result.conflict, result.result) == ("quarantined", True, None)
     assert provider.requests == ["cust-7#pay-1"]  # the processor did not run for the other payload
     assert _item(fresh_dynamodb, "cust-7", "pay-1") == claim  # the first payment's claim is untouched
@@ -433,7 +448,7 @@ def test_another_payload_at_an_expired_claim_is_a_duplicate_with_on_conflict_dup
     clock.now += 30 + 10 + 1
     calls = _requests(fresh_dynamodb)
     (result,) = handler.process_batch(event(record({"x": "cust-7", "y": "pay-1", "cents": 9999})), None)
-    assert calls == ["PutItem"]
+    assert calls == ["UpdateItem"]
     assert (result.outcome, result.conflict, result.result) == ("duplicate", True, None)
     assert provider.requests == ["cust-7#pay-1"]
     assert _item(fresh_dynamodb, "cust-7", "pay-1") == claim

@@ -71,7 +71,7 @@ def test_a_table_with_another_key_schema_quarantines_nothing(
 def test_deployment_errors_fail_the_records_and_are_named(
     make_handler, fresh_dynamodb, sqs, dlq_url, code, hint, mode
 ):
-    operation = "TransactWriteItems" if mode == "transaction" else "PutItem"
+    operation = {"document": "PutItem", "transaction": "TransactWriteItems", "guarded": "UpdateItem"}[mode]
     inject_errors(fresh_dynamodb, operation, code)
     extra = {"processor": "runtime_examples:apply_payment"} if mode == "transaction" else {}
     fn = (lambda message: None) if mode == "guarded" else None
@@ -197,16 +197,21 @@ def test_a_table_without_the_sort_key_fails_other_keys_of_a_partition_as_misconf
     }
 
 
+# Guarded mode's claim names the item by its whole key (an UpdateItem): DynamoDB refuses it on this table
+# before reading any item, with the schema ValidationException.
+SCHEMA_HINT = "the table's key schema differs from PARTITION_KEY/SORT_KEY"
+
+
 @pytest.mark.parametrize(
-    ("mode", "stored_sort", "extra"),
+    ("mode", "stored_sort", "extra", "hint"),
     [
-        ("document", "l-1", {}),
-        ("transaction", "idempotency#l-1", {"fn": lambda message: []}),
-        ("guarded", "l-1", {"fn": lambda message: {"ran": True}}),
+        ("document", "l-1", {}, SORT_KEY_HINT),
+        ("transaction", "idempotency#l-1", {"fn": lambda message: []}, SORT_KEY_HINT),
+        ("guarded", "l-1", {"fn": lambda message: {"ran": True}}, SCHEMA_HINT),
     ],
 )
 def test_every_mode_reads_another_keys_item_as_misconfiguration(
-    make_handler, hash_only_table, dynamodb, sqs, dlq_url, mode, stored_sort, extra
+    make_handler, hash_only_table, dynamodb, sqs, dlq_url, mode, stored_sort, extra, hint
 ):
     # What the mode wrote for (o-1, l-1), with another payload's fingerprint: on a table with the sort key
     # in its key schema the mode never sees it for (o-1, l-2).
@@ -222,7 +227,7 @@ def test_every_mode_reads_another_keys_item_as_misconfiguration(
     handler, stream = make_handler(table_name=hash_only_table, mode=mode, dlq_url=dlq_url, **extra)
     (result,) = handler.process_batch(event(record({"x": "o-1", "y": "l-2"})), None)
     assert (result.outcome, result.misconfigured, result.conflict) == ("failed", True, False)
-    assert result.hint.startswith(SORT_KEY_HINT)
+    assert result.hint.startswith(hint)
     assert drain(sqs, dlq_url) == []
     (item,) = scan(dynamodb, hash_only_table)
     assert item["sk"] == {"S": stored_sort}
@@ -285,3 +290,23 @@ def test_a_transaction_whose_own_entries_are_one_item_is_quarantined(make_handle
     (dead,) = drain(sqs, dlq_url)
     assert dlq_reason(dead) == "transaction entries operate on one item twice (dynamodb allows once)"
     assert scan(dynamodb) == []
+
+
+def test_guarded_mode_on_a_table_without_the_sort_key_never_runs_the_effect(
+    make_handler, hash_only_table, dynamodb, sqs, dlq_url
+):
+    # A new partition: nothing in the table to compare with. The claim itself must be refused, or the
+    # effect runs, the completion is refused, and every delivery after the lease runs the effect again.
+    effects: list[str] = []
+    handler, _ = make_handler(
+        table_name=hash_only_table,
+        mode="guarded",
+        fn=lambda message: effects.append(message.key.idempotency_key),
+        dlq_url=dlq_url,
+    )
+    for _ in range(3):
+        (result,) = handler.process_batch(event(record({"x": "o-1", "y": "l-1"})), None)
+        assert (result.outcome, result.misconfigured) == ("failed", True)
+        assert result.hint.startswith(SCHEMA_HINT)
+    assert effects == []
+    assert scan(dynamodb, hash_only_table) == [] and drain(sqs, dlq_url) == []

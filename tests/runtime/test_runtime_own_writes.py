@@ -9,7 +9,17 @@ from idempotent_runtime.clients import create_client
 from idempotent_runtime.config import Config
 from idempotent_runtime.consumer import build_handler
 from idempotent_runtime.publisher import publish
-from runtime_helpers import Outcomes, deliver_until_empty, drain, event, lose_responses, record, scan
+from runtime_helpers import (
+    CLAIM,
+    COMPLETION,
+    Outcomes,
+    deliver_until_empty,
+    drain,
+    event,
+    lose_responses,
+    record,
+    scan,
+)
 
 ORDERS = 40
 
@@ -31,7 +41,7 @@ def _bundled(config, **extra):
     [
         ("document", ["PutItem"], None),
         ("transaction", ["TransactWriteItems"], "runtime_examples:apply_payment"),
-        ("guarded", ["PutItem", "UpdateItem"], "runtime_examples:send_receipt"),
+        ("guarded", [("UpdateItem", CLAIM), ("UpdateItem", COMPLETION)], "runtime_examples:send_receipt"),
     ],
 )
 def test_lost_responses_are_counted_processed_once_per_message(
@@ -42,7 +52,12 @@ def test_lost_responses_are_counted_processed_once_per_message(
     client, handler = _bundled(
         Config(table_name=table, mode=mode, processor=processor, dlq_url=dlq_url), sqs_client=sqs
     )
-    lost = [lose_responses(client, operation, every=4) for operation in operations]  # 25 % lost
+    lost = [  # 25 % lost (of each guarded step)
+        lose_responses(client, *operation, every=4)
+        if isinstance(operation, tuple)
+        else lose_responses(client, operation, every=4)
+        for operation in operations
+    ]
     counted = Outcomes(handler)
     orders = _publish(sns, topic)
     deliver_until_empty(sqs, queue_url, queue_arn, counted)

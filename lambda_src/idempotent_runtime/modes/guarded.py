@@ -15,6 +15,7 @@ from idempotent_runtime.contract import (
     FINGERPRINT_ATTRIBUTE,
     LEASE_ATTRIBUTE,
     LEGACY_LEASE_ATTRIBUTE,
+    LEGACY_OWNER_ATTRIBUTE,
     LEGACY_RESULT_ATTRIBUTE,
     LEGACY_STATUS_ATTRIBUTE,
     MESSAGE_ID_ATTRIBUTE,
@@ -136,7 +137,8 @@ class Lease:
 
 
 class GuardedMode(Mode):
-    """Claim (PutItem IN_PROGRESS, lease, owner token) -> run the processor -> complete (UpdateItem if owner).
+    """Claim (conditional UpdateItem: IN_PROGRESS, lease, owner token) -> run the processor -> complete
+    (UpdateItem if owner).
 
     Processor: ``fn(message) -> result``, performs the side effect and returns a small JSON-serialisable
     result, stored with the COMPLETED record and returned for duplicates without running the function
@@ -159,7 +161,22 @@ class GuardedMode(Mode):
             "#old_status": LEGACY_STATUS_ATTRIBUTE,
             "#old_lease": LEGACY_LEASE_ATTRIBUTE,
             "#fingerprint": FINGERPRINT_ATTRIBUTE,
+            "#owner": OWNER_ATTRIBUTE,
+            "#message_id": MESSAGE_ID_ATTRIBUTE,
+            "#result": RESULT_ATTRIBUTE,
+            "#old_owner": LEGACY_OWNER_ATTRIBUTE,
+            "#old_result": LEGACY_RESULT_ATTRIBUTE,
         }
+        # The claim writes the whole record: what a record it takes over (expired, or an expired claim of
+        # its own payload) held beyond these attributes - a result, 0.1's names, a TTL - is removed.
+        claim_set = "#status = :in_progress, #owner = :token, #lease = :lease, #message_id = :message_id, "
+        claim_set += "#fingerprint = :fingerprint"
+        claim_remove = "#result, #old_status, #old_lease, #old_owner, #old_result"
+        if self.config.dedup_ttl_seconds:
+            claim_set += ", #ttl = :ttl"
+        else:
+            claim_remove += ", #ttl"
+        self.claim_update = f"SET {claim_set} REMOVE {claim_remove}"
 
     def location(self, key: Key) -> dict[str, Any]:
         return self.item_key(key)
@@ -199,36 +216,37 @@ class GuardedMode(Mode):
         token = new_token()
         horizon_ms = now_ms + self.lease_ms(context)
         recorded_ms = horizon_ms + self.margin_ms
-        claim = {
-            **self.item_key(key),
-            STATUS_ATTRIBUTE: {"S": IN_PROGRESS},
-            OWNER_ATTRIBUTE: {"S": token},
-            LEASE_ATTRIBUTE: {"N": str(recorded_ms)},
-            MESSAGE_ID_ATTRIBUTE: {"S": message.message_id},
-            FINGERPRINT_ATTRIBUTE: {"S": fingerprint},
+        item_key = self.item_key(key)
+        values = {
+            ":now": {"N": str(int(now))},
+            ":now_ms": {"N": str(now_ms)},
+            ":in_progress": {"S": IN_PROGRESS},
+            ":fingerprint": {"S": fingerprint},
+            ":token": {"S": token},
+            ":lease": {"N": str(recorded_ms)},
+            ":message_id": {"S": message.message_id},
         }
         if self.config.dedup_ttl_seconds:
-            claim[self.ttl] = {"N": str(claim_expiry(now, self.config.dedup_ttl_seconds, recorded_ms))}
+            values[":ttl"] = {"N": str(claim_expiry(now, self.config.dedup_ttl_seconds, recorded_ms))}
         try:
+            # An UpdateItem, not a PutItem: it names the item by its whole key, so a table whose key schema
+            # is not (PARTITION_KEY, SORT_KEY) refuses the claim before the effect runs (a PutItem would
+            # be stored and only the completion refused, after the effect).
             self.calls(
-                self.dynamodb().put_item,
+                self.dynamodb().update_item,
                 TableName=self.table,
-                Item=claim,
+                Key=item_key,
+                UpdateExpression=self.claim_update,
                 ConditionExpression=CLAIM,
                 ExpressionAttributeNames=self.claim_names,
-                ExpressionAttributeValues={
-                    ":now": {"N": str(int(now))},
-                    ":now_ms": {"N": str(now_ms)},
-                    ":in_progress": {"S": IN_PROGRESS},
-                    ":fingerprint": {"S": fingerprint},
-                },
+                ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as exc:
             if not is_conditional_check_failed(exc):
                 raise
             old = old_item(exc)
-            self.same_key(claim, old)
+            self.same_key(item_key, old)
             # Our own token: a retried claim whose first attempt was applied (response lost). We hold it.
             if text_of(old, OWNER_ATTRIBUTE) != token or text_of(old, STATUS_ATTRIBUTE) != IN_PROGRESS:
                 return self._existing(key, old, fingerprint, now_ms)
