@@ -13,6 +13,12 @@ def properties(cloudformation_json: dict[str, Any]) -> dict[str, Any]:
     return cloudformation_json.get("Properties") or {}
 
 
+def retained_on_replace(cloudformation_json: dict[str, Any]) -> bool:
+    """Whether the resource's old physical resource outlives its replacement (``UpdateReplacePolicy:
+    Retain``, what CDK writes for ``RemovalPolicy.RETAIN``). Moto 5.2.5 deletes it whatever the policy."""
+    return cloudformation_json.get("UpdateReplacePolicy") == "Retain"
+
+
 def queue_name(url_or_arn: str) -> str:
     return url_or_arn.rsplit("/", 1)[-1].rsplit(":", 1)[-1]
 

@@ -1,4 +1,5 @@
-"""``AWS::DynamoDB::Table``: moto 5.2.5 ignores TTL and point-in-time recovery and replaces on update."""
+"""``AWS::DynamoDB::Table``: moto 5.2.5 ignores TTL and point-in-time recovery, replaces on update and
+deletes the replaced table even with ``UpdateReplacePolicy: Retain``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from moto.core.common_models import CloudFormationModel
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import Table as MotoTable
 
-from idempotent_local.cloudformation._common import as_bool, properties
+from idempotent_local.cloudformation._common import as_bool, properties, retained_on_replace
 
 
 class DynamoDbTable(CloudFormationModel):
@@ -72,7 +73,8 @@ class DynamoDbTable(CloudFormationModel):
             replacement = cls.create_from_cloudformation_json(
                 props.get("TableName", new_resource_name), cloudformation_json, account_id, region_name
             )
-            backend.delete_table(original_resource.name)
+            if not retained_on_replace(cloudformation_json):  # a retained table keeps its data
+                backend.delete_table(original_resource.name)
             return replacement
         billing = "PAY_PER_REQUEST" if props.get("BillingMode") == "PAY_PER_REQUEST" else "PROVISIONED"
         backend.update_table(

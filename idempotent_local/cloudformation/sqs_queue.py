@@ -10,7 +10,7 @@ from moto.core.common_models import CloudFormationModel
 from moto.sqs.models import Queue as MotoQueue
 from moto.sqs.models import sqs_backends
 
-from idempotent_local.cloudformation._common import as_bool, properties
+from idempotent_local.cloudformation._common import as_bool, properties, retained_on_replace
 
 MAX_NAME_LENGTH = 80
 FIFO_SUFFIX = ".fifo"
@@ -91,7 +91,8 @@ class SqsQueue(CloudFormationModel):
             replacement = cls.create_from_cloudformation_json(
                 props.get("QueueName", new_resource_name), cloudformation_json, account_id, region_name
             )
-            sqs_backends[account_id][region_name].delete_queue(original_resource.name)
+            if not retained_on_replace(cloudformation_json):  # a retained queue keeps its messages
+                sqs_backends[account_id][region_name].delete_queue(original_resource.name)
             return replacement
         attributes: dict[str, Any] = {}
         for key in cls.ATTRIBUTES:

@@ -236,6 +236,34 @@ def test_update_changes_resources_in_place_and_keeps_the_subscription(clean_emul
     ] == [ids["Subscription"]]
 
 
+@pytest.mark.parametrize("retain", [True, False], ids=["retained", "not-retained"])
+def test_a_replaced_table_outlives_its_replacement_only_when_retained(
+    clean_emulator: Emulator, retain: bool
+) -> None:
+    # A key-schema change replaces the table; with UpdateReplacePolicy Retain (CDK's RemovalPolicy.RETAIN)
+    # CloudFormation leaves the old one, with its items, where it was.
+    template = json.loads(_template())
+    if retain:
+        template["Resources"]["Table"].update(UpdateReplacePolicy="Retain", DeletionPolicy="Retain")
+    ids = _deploy(clean_emulator, json.dumps(template))
+    dynamodb = clean_emulator.client("dynamodb")
+    dynamodb.put_item(TableName=ids["Table"], Item={"pk": {"S": "kept"}, "sk": {"S": "1"}})
+
+    table = template["Resources"]["Table"]["Properties"]
+    table["KeySchema"][0]["AttributeName"] = table["AttributeDefinitions"][0]["AttributeName"] = "order_id"
+    replaced = _deploy(clean_emulator, json.dumps(template))
+
+    assert replaced["Table"] != ids["Table"]
+    tables = dynamodb.list_tables()["TableNames"]
+    assert replaced["Table"] in tables
+    if retain:
+        assert ids["Table"] in tables
+        (item,) = dynamodb.scan(TableName=ids["Table"])["Items"]
+        assert item == {"pk": {"S": "kept"}, "sk": {"S": "1"}}
+    else:
+        assert ids["Table"] not in tables
+
+
 def test_switching_raw_delivery_off_updates_the_subscription(clean_emulator: Emulator) -> None:
     ids = _deploy(clean_emulator, _template())
     _deploy(clean_emulator, _template(raw=False))
