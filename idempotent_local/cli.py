@@ -329,7 +329,12 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
     app_options(destroy)
     destroy.add_argument("--keep-emulator", action="store_true", help="leave the emulator running")
     app_options(command("diff", "cdk diff against what the emulator has deployed", cmd_diff))
-    demo = command("demo", "run sample traffic through the deployed pipeline and account for it", cmd_demo)
+    demo = command(
+        "demo",
+        "run sample traffic through the deployed pipeline and account for it (sample orders shaped for a "
+        "pipeline that stores bodies as they are, like the reference stack)",
+        cmd_demo,
+    )
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
     run = command(
         "run", "poll the deployed event source mappings and run the functions until Ctrl-C", cmd_run

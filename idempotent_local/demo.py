@@ -60,6 +60,7 @@ class Pipeline:
     fifo: bool
     dead_letter_queue_url: str | None
     subscription_dead_letter_queue_url: str | None = None
+    processor: str = ""  # PROCESSOR ("" when the runtime stores the body as it is)
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class Report:
     missing_keys: list[list[str]] = field(default_factory=list)
     function_metrics: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    processor: str = ""  # the function's PROCESSOR, which decides what a sample order must hold
 
     @property
     def balanced(self) -> bool:
@@ -175,6 +177,13 @@ class Report:
             lines.append(f"  the function's own metrics         {metrics}")
         if self.missing_keys:
             lines.append(f"  MISSING business keys              {self.missing_keys}")
+            if self.processor:
+                lines.append(
+                    f"  the sample orders are shaped for a pipeline that stores bodies as they are; "
+                    f"PROCESSOR={self.processor} decides what a message must hold (its rejections are in "
+                    "the dead-letter queue above): publish your own messages and run "
+                    "`idempotent-pipeline local run` instead"
+                )
         if self.deduplicated_by_fifo != self.expected_deduplicated:
             lines.append(
                 f"  EXPECTED {self.expected_deduplicated} producer retries dropped by FIFO deduplication"
@@ -234,6 +243,7 @@ def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeli
                 mode=variable(contract.IDEMPOTENCY_MODE),
                 key_prefix=variable(contract.KEY_PREFIX),
                 on_conflict=variable(contract.ON_CONFLICT),
+                processor=variable(contract.PROCESSOR),
                 fifo=queue.get("FifoQueue") == "true",
                 dead_letter_queue_url=dlq_url,
                 subscription_dead_letter_queue_url=_queue_url(sqs, subscription_dlq)
@@ -476,6 +486,7 @@ def run_demo(
         conflicts_published=traffic.changed,
         conflicts=conflicts,
         on_conflict=pipeline.on_conflict,
+        processor=pipeline.processor,
         dead_lettered=dead_lettered,
         dead_letters=letters,
         missing_keys=[list(k) for k in sorted(sent.keys - written)],

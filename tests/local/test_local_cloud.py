@@ -9,6 +9,7 @@ The tests of this module run in order and share one deployment.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -453,3 +454,18 @@ def test_destroy_removes_the_stack_and_stops_the_emulator(deployment: Deployment
     assert not (deployment.state_dir / emulators.STATE_FILE).exists()
     with pytest.raises(ProcessLookupError):
         os.kill(emulator.pid, 0)
+
+
+def test_a_demo_whose_processor_rejects_the_sample_says_why_the_numbers_do_not_add_up() -> None:
+    # An app from `idempotent-pipeline init` runs a processor that needs fields the sample orders lack.
+    report = Report(
+        function="shop-consumer", run_id="r1", fifo=True, published=2, deduplicated_by_fifo=0,
+        expected_deduplicated=0, undeliverable=0, delivered=2, deliveries=2, items_written=0,
+        duplicates_absorbed=0, conflicts_published=0, conflicts=0, on_conflict="quarantine",
+        dead_lettered=2, missing_keys=[["o-1", "1"], ["o-2", "1"]], processor="orders:handle",
+    )  # fmt: skip
+    assert not report.balanced
+    text = report.render()
+    assert "PROCESSOR=orders:handle decides what a message must hold" in text
+    assert "run `idempotent-pipeline local run` instead" in text
+    assert "decides what a message" not in dataclasses.replace(report, processor="").render()
