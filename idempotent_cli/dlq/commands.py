@@ -247,7 +247,8 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         report_walk(context.console, result)
         raise DlqError(
             f"no message {message_id} (its id in the DLQ, the original's, or a redriven copy's) among the "
-            f"{result.visited} read from {context.target.dlq_url}"
+            f"{result.visited} read from {context.target.dlq_url}; `dlq list --messages` shows their ids "
+            "(an id `sns publish` printed is the topic's, not the queue's)"
         )
     letter = found[0]
     max_receive = context.target.max_receive_count

@@ -218,4 +218,5 @@ def test_show_of_an_unknown_id_fails_naming_it_and_leaves_the_queue_as_it_was():
         "error: no message no-such-id (its id in the DLQ, the original's, or a redriven copy's)"
         in terminal.error
     )
+    assert "`dlq list --messages` shows their ids" in terminal.error
     assert len(drain(pipeline.dlq_url)) == 1
