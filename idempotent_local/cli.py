@@ -32,6 +32,7 @@ from idempotent_local import emulator as emulators
 from idempotent_local.errors import LocalCloudError
 from idempotent_local.extra import MissingExtra, require_moto
 from idempotent_local.location import Location, NoApp, locate
+from idempotent_local.node import quiet_environment
 
 ALIAS_PROG = "python -m idempotent_local"
 MAKE_TARGETS = ("deploy", "demo", "destroy")
@@ -264,7 +265,8 @@ def cmd_output(args: argparse.Namespace) -> int:
 
 def cmd_env(args: argparse.Namespace) -> int:
     emulator = _running(args, _location(args))
-    env = emulator.client_environment(base={})
+    # With these a plain `npx cdk diff` in that shell is as quiet as the tool's own commands.
+    env = {**quiet_environment(), **emulator.client_environment(base={})}
     for name in sorted(env):
         print(f"export {name}={shlex.quote(env[name])}")
     return 0

@@ -310,6 +310,20 @@ def test_output_prints_one_stack_output_for_scripts(deployment: Deployment) -> N
     assert "no stack named 'Nope'" in errors.getvalue()
 
 
+def test_env_points_a_shell_at_the_emulator_and_keeps_node_quiet_there(deployment: Deployment) -> None:
+    where = ["--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["env", *where]) == 0
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in printed.getvalue().splitlines())
+    assert exported["AWS_ENDPOINT_URL"] == deployment.emulator.endpoint
+    assert "AWS_PROFILE" not in exported
+    # What the tool gives its own processes, so a plain `npx cdk diff` after `eval` prints no banner.
+    major = os.popen("node -p 'process.versions.node.split(\".\")[0]'").read().strip()
+    assert exported["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] == major
+    assert exported["AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED"] == "true"
+
+
 def test_diff_shows_a_changed_prop_against_what_is_deployed(deployment: Deployment) -> None:
     printed = io.StringIO()
     args = ["diff", "--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
