@@ -382,6 +382,26 @@ def install_requirements(requirements: Path, target: Target) -> Path:
 
 # -- staging ----------------------------------------------------------------------------------------------
 
+# Modules of the runtime package the function never imports - the producer helper and the DLQ tool's record
+# inspection: the asset holds them only when the user's code names them.
+NOT_RUN_BY_THE_FUNCTION = ("publisher", "records")
+
+
+def _runtime_modules_imported(files: Iterable[tuple[Path, PurePosixPath]]) -> set[str]:
+    """Which of :data:`NOT_RUN_BY_THE_FUNCTION` the user's Python files import (by name, not by running)."""
+    names = "|".join(NOT_RUN_BY_THE_FUNCTION)
+    pattern = re.compile(rf"\b{RUNTIME_PACKAGE}(?:\.({names})\b|\s+import\s+\(?([\w\s,]*))".encode())
+    found: set[str] = set()
+    for source, relative in files:
+        if relative.suffix != ".py":
+            continue
+        for match in pattern.finditer(source.read_bytes()):
+            named = match.group(1) or match.group(2) or b""
+            found.update(
+                name for name in NOT_RUN_BY_THE_FUNCTION if re.search(rb"\b" + name.encode() + rb"\b", named)
+            )
+    return found
+
 
 def stage_asset(code_directory: Path | None, exclude: Sequence[str], target: Target) -> str:
     """Copy the runtime, the user's code and its installed requirements into a fresh directory.
@@ -404,8 +424,11 @@ def stage_asset(code_directory: Path | None, exclude: Sequence[str], target: Tar
             if source.name not in names or source.resolve() not in installed_from
         ]
     runtime = runtime_source()
+    wanted = _runtime_modules_imported(parts.get("code_directory", ()))
     parts["runtime"] = [
-        (source, PurePosixPath(RUNTIME_PACKAGE) / relative) for source, relative in _tree(runtime)
+        (source, PurePosixPath(RUNTIME_PACKAGE) / relative)
+        for source, relative in _tree(runtime)
+        if relative.stem not in NOT_RUN_BY_THE_FUNCTION or relative.stem in wanted
     ]
     check_size(parts)
     staging = Path(tempfile.mkdtemp(prefix="idempotent-pipeline-asset-"))

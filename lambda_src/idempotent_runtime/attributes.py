@@ -138,14 +138,6 @@ def _excerpt(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def to_attribute_value(value: Any, where: str = "value") -> dict[str, Any]:
-    """A Python value (as the body parser returns, plus float, bytes, sets) as a DynamoDB attribute value."""
-    try:
-        return _value(value, 0)
-    except _Rejected as rejected:
-        raise InvalidMessage(f"{where}{''.join(reversed(rejected.where))} {rejected.reason}") from None
-
-
 def to_item(attributes: dict[Any, Any], source: str = "body field") -> dict[str, Any]:
     """Attributes as an item. Names must be non-empty strings not beginning with ``idempotency:`` (the
     runtime's own); ``source`` names where they came from in reasons (``body field``, ``processor

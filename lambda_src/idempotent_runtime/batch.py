@@ -18,8 +18,7 @@ from idempotent_runtime.message import Message
 # A record is not started with less invocation time left than this: it is reported failed instead, so the
 # batch ends with a clean partial response rather than a timeout (which would redeliver the whole batch).
 TIME_MARGIN_MS = 1000
-# A run whose calling thread spent more than this share of its time off the CPU (waiting on the network,
-# a lock, or the GIL) "waits": the next run wakes helper threads (:class:`Crew`).
+# A run whose calling thread spent more than this share of its time off the CPU "waits" (:class:`Crew`).
 WAITING_SHARE = 0.25
 
 
@@ -169,16 +168,11 @@ class Crew:
     """Runs ``work(item)`` for every item of a list, the calling thread working beside up to ``helpers``
     threads (started on first use, kept for the execution environment's life).
 
-    Every thread takes the next item not yet taken, so an item is done by exactly one thread. Helpers are
-    woken one at a time: a thread that takes an item while others remain untaken wakes the next helper.
-    While a thread waits on the network, the helper it woke takes the next item and wakes another: groups
-    overlap their DynamoDB round trips as on a thread pool.
-
-    Helpers only help work that waits: under the GIL, work that never leaves the CPU runs no faster on
-    several threads, and every wake-up and forced switch costs CPU. So the crew watches the calling thread:
-    when in a run it spent less than :data:`WAITING_SHARE` of its time off the CPU (a stubbed or in-memory
-    client), the next run leaves the helpers asleep; as soon as a run waits (any real DynamoDB round trip
-    does) the next one wakes them again. The first run wakes them.
+    Every thread takes the next item not yet taken, so an item is done by exactly one thread; a thread
+    taking its first item while others remain wakes one more helper. Helpers only help work that waits
+    (under the GIL, CPU-only work runs no faster on threads, and each wake-up costs CPU): after a run in
+    which the calling thread spent under :data:`WAITING_SHARE` of its time off the CPU, the next run leaves
+    them asleep; a run that waits (any real DynamoDB round trip) wakes them for the next. The first wakes.
     A ``BaseException`` raised by ``work`` in any thread is raised to the caller once every taken item is
     finished (the thread that met it stops taking items).
     """

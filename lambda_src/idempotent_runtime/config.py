@@ -157,14 +157,6 @@ class Config:
             choices = ", ".join(member.value for member in enum)
             raise ConfigurationError(f"{variable.name} must be one of {choices}, got {value!r}") from None
 
-    @property
-    def partition_key_path(self) -> tuple[str, ...]:
-        return c.field_path(self.partition_key_field)
-
-    @property
-    def sort_key_path(self) -> tuple[str, ...]:
-        return c.field_path(self.sort_key_field)
-
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Config:
         """Parse the contract's variables; an empty optional variable counts as unset."""

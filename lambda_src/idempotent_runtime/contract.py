@@ -355,9 +355,7 @@ SQS_MAX_VISIBILITY_SECONDS = 12 * 3600
 
 # module:function, the function possibly an attribute path (module:Class.method).
 PROCESSOR_PATTERN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-# A CloudWatch namespace: 1-255 characters, no ':', not starting with a space.
-# CloudWatch: 1-255 characters, no ':'; 'AWS/' begins the namespaces of AWS services (PutMetricData and EMF
-# refuse it, so every metric and alarm of the consumer would stay silent).
+# A CloudWatch namespace: 1-255 characters, no ':', not starting with a space or with 'AWS/' (AWS services').
 METRICS_NAMESPACE_PATTERN = re.compile(r"^(?!AWS/)[^:\s][^:]{0,254}$")
 # Dotted field paths (order.id): segments separated by '.', none empty.
 FIELD_PATH_SEPARATOR = "."

@@ -371,17 +371,14 @@ def _exact_number(value: Any) -> str:
     return int.__repr__(value)
 
 
-# A stored result is read back as it was written, or not stored: at most this many levels of objects and
-# arrays (DynamoDB's own limit for nested attributes) and this many values in all.
+# A stored result holds at most this many levels of objects and arrays, and this many values.
 MAX_RESULT_NESTING = MAX_NESTING_LEVELS
 MAX_RESULT_VALUES = 100_000
 
 
 def check_result(value: Any) -> None:
-    """Raise ValueError unless ``value`` comes back from :func:`decode_result` as it is: object keys are
-    strings (JSON would turn ``True`` into ``"true"``, and ``1`` and ``"1"`` into one name), nesting is
-    bounded (a value that contains itself is not JSON) and so is the number of values (a value sharing its
-    members may be small in memory and endless as text)."""
+    """Raise ValueError unless ``value`` comes back from :func:`decode_result` as it is: string object keys
+    (JSON makes ``True`` ``"true"``), bounded nesting (no value containing itself) and size."""
     stack: list[tuple[Any, int]] = [(value, 0)]
     seen = 0
     while stack:

@@ -49,11 +49,14 @@ def consumer(**options: Any) -> IdempotentConsumer:
     )
 
 
-def _runtime_files() -> set[str]:
+def _runtime_files(*imported: str) -> set[str]:
+    """The runtime's files as the asset holds them: without the modules the function never imports (the
+    producer helper, the DLQ tool's record inspection) unless the user's code imports them."""
     return {
         f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
         for p in RUNTIME_SOURCE.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        if p.stem not in ("publisher", "records") or p.stem in imported
     }
 
 
@@ -291,3 +294,21 @@ def test_code_directory_may_be_a_path(tmp_path):
     (tmp_path / "orders.py").write_text("def handle(message):\n    return None\n")
     made = consumer(processor="orders:handle", code_directory=tmp_path)
     assert "orders.py" in files_under(function_asset_dir(made.node.scope))
+
+
+@pytest.mark.parametrize(
+    ("imports", "imported"),
+    [
+        ("import json\n", ()),
+        ("from idempotent_runtime.publisher import dedup_id_for\n", ("publisher",)),
+        ("from idempotent_runtime import (\n    PermanentError,\n    records,\n)\n", ("records",)),
+    ],
+    ids=["neither", "publisher", "records"],
+)
+def test_the_asset_holds_the_producer_and_record_modules_only_when_the_code_imports_them(
+    tmp_path, imports, imported
+):
+    (tmp_path / "orders.py").write_text(imports + "\n\ndef handle(message):\n    return None\n")
+    files = _asset_files(tmp_path)
+    assert {f for f in files if f.startswith("idempotent_runtime/")} == _runtime_files(*imported)
+    assert "idempotent_runtime/handler.py" in files and "orders.py" in files

@@ -192,11 +192,16 @@ class Mode(ABC):
                 raise Misconfiguration(
                     f"the conditional write at {self._shown_key(written)} found the item at "
                     f"{self._shown_key(old)}: another key, so the table's key is not ({self.pk}, {self.sk})",
-                    f"the table's key does not include {variable.name} {name!r}: a conditional write found "
-                    f"an item with another {name} value, as on a table keyed on {keyed_on} (an imported "
-                    f"table?); the table needs the string partition key {self.pk!r} "
-                    f"({PARTITION_KEY.name}) and sort key {self.sk!r} ({SORT_KEY.name})",
+                    self.key_hint(variable, name, "a conditional write found an item", keyed_on),
                 )
+
+    def key_hint(self, variable: Any, name: str, found: str, keyed_on: str) -> str:
+        """The ERROR line's hint for a table keyed otherwise than (PARTITION_KEY, SORT_KEY)."""
+        return (
+            f"the table's key does not include {variable.name} {name!r}: {found} with another {name} value, "
+            f"as on a table keyed on {keyed_on} (an imported table?); the table needs the string partition "
+            f"key {self.pk!r} ({PARTITION_KEY.name}) and sort key {self.sk!r} ({SORT_KEY.name})"
+        )
 
     def _shown_key(self, item: dict[str, Any]) -> str:
         return ", ".join(f"{name} {_shown_value(item.get(name))}" for name in (self.pk, self.sk))

@@ -167,8 +167,7 @@ class GuardedMode(Mode):
             "#old_owner": LEGACY_OWNER_ATTRIBUTE,
             "#old_result": LEGACY_RESULT_ATTRIBUTE,
         }
-        # The claim writes the whole record: what a record it takes over (expired, or an expired claim of
-        # its own payload) held beyond these attributes - a result, 0.1's names, a TTL - is removed.
+        # The claim writes the whole record, removing what a record it takes over held beyond it.
         claim_set = "#status = :in_progress, #owner = :token, #lease = :lease, #message_id = :message_id, "
         claim_set += "#fingerprint = :fingerprint"
         claim_remove = "#result, #old_status, #old_lease, #old_owner, #old_result"
@@ -229,9 +228,8 @@ class GuardedMode(Mode):
         if self.config.dedup_ttl_seconds:
             values[":ttl"] = {"N": str(claim_expiry(now, self.config.dedup_ttl_seconds, recorded_ms))}
         try:
-            # An UpdateItem, not a PutItem: it names the item by its whole key, so a table whose key schema
-            # is not (PARTITION_KEY, SORT_KEY) refuses the claim before the effect runs (a PutItem would
-            # be stored and only the completion refused, after the effect).
+            # An UpdateItem names the item by its whole key: a table keyed otherwise refuses the claim
+            # before the effect runs (a PutItem would be stored, and only the completion refused).
             self.calls(
                 self.dynamodb().update_item,
                 TableName=self.table,

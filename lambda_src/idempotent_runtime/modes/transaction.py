@@ -10,7 +10,6 @@ from idempotent_runtime.contract import (
     MARKER_SORT_PREFIX,
     MAX_TRANSACTION_ITEMS,
     MESSAGE_ID_ATTRIBUTE,
-    PARTITION_KEY,
     RESERVED_KEY_PREFIX,
     SORT_KEY,
     TOKEN_ATTRIBUTE,
@@ -153,9 +152,8 @@ class TransactionMode(Mode):
         return Done(Outcome.PROCESSED)
 
     def _one_item_twice(self, items: list[dict[str, Any]]) -> Exception:
-        """DynamoDB found two operations on one item. When every entry on the runtime's table has its own
-        (PARTITION_KEY, SORT_KEY), the table is keyed otherwise (on the partition key alone, say) and the
-        marker landed on a business item: the deployment is wrong, not the message."""
+        """Two operations on one item, though each entry on our table has its own (pk, sk): the table is
+        keyed otherwise (the deployment is wrong); else the entries repeat an item (the message is)."""
         keys = []
         for item in items:
             ((action, body),) = item.items()
@@ -167,10 +165,9 @@ class TransactionMode(Mode):
         return Misconfiguration(
             f"dynamodb found two operations on one item among entries whose ({self.pk}, {self.sk}) all "
             "differ: the table's key is not that pair",
-            f"the table's key does not include {SORT_KEY.name} {self.sk!r}: a transaction's entries with "
-            f"different {self.sk} values were one item to dynamodb, as on a table keyed on its partition "
-            f"key alone (an imported table?); the table needs the string partition key {self.pk!r} "
-            f"({PARTITION_KEY.name}) and sort key {self.sk!r} ({SORT_KEY.name})",
+            self.key_hint(
+                SORT_KEY, self.sk, "a transaction's entries were one item", "its partition key alone"
+            ),
         )
 
     def _same_table(self, name: Any) -> bool:
