@@ -20,13 +20,15 @@ from typing import Any
 import pytest
 from constructs_helpers import REPO, cdk_env
 
+from idempotent_pipeline._asset import NOT_RUN_BY_THE_FUNCTION
+
 pytestmark = pytest.mark.slow
 
 SOURCES = ("pyproject.toml", "README.md", "idempotent_pipeline", "lambda_src")
-RUNTIME_FILES = sorted(
+RUNTIME_FILES = sorted(  # what the function runs: the asset holds these
     p.relative_to(REPO / "lambda_src").as_posix()
     for p in (REPO / "lambda_src" / "idempotent_runtime").rglob("*.py")
-    if "__pycache__" not in p.parts
+    if "__pycache__" not in p.parts and p.stem not in NOT_RUN_BY_THE_FUNCTION
 )
 
 OUTSIDE_APP = textwrap.dedent(
@@ -151,6 +153,7 @@ def test_wheel_contains_the_runtime_package(outside_app):
 
     names = set(zipfile.ZipFile(outside_app["wheel"]).namelist())
     assert set(RUNTIME_FILES) <= names
+    assert {f"idempotent_runtime/{name}.py" for name in NOT_RUN_BY_THE_FUNCTION} <= names  # for producers
     assert "idempotent_runtime/handler.py" in names
     assert "idempotent_pipeline/pipeline.py" in names
 
@@ -168,10 +171,11 @@ def test_outside_app_asset_contains_the_installed_runtime(outside_app):
     asset = outside_app["outdir"] / f"asset.{key}"
     files = {p.relative_to(asset).as_posix() for p in asset.rglob("*") if p.is_file()}
     installed = Path(outside_app["modules"]["idempotent_runtime"]).parent
-    shipped = {
+    shipped = {  # the installed package, without the modules the function never imports
         f"idempotent_runtime/{p.relative_to(installed).as_posix()}"
         for p in installed.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        if p.stem not in NOT_RUN_BY_THE_FUNCTION
     }
     assert files == shipped
     assert {"idempotent_runtime/__init__.py", "idempotent_runtime/handler.py", *RUNTIME_FILES} <= files
