@@ -314,6 +314,7 @@ LEGACY_STATUS_ATTRIBUTE = "status"
 LEGACY_OWNER_ATTRIBUTE = "owner"
 LEGACY_LEASE_ATTRIBUTE = "lease_expires_at"
 LEGACY_RESULT_ATTRIBUTE = "result"
+LEGACY_MESSAGE_ID_ATTRIBUTE = "message_id"
 
 # --- what the runtime sends to the dead-letter queue ---------------------------------------------------
 

@@ -167,7 +167,13 @@ def test_guarded_bookkeeping_is_namespaced_so_no_result_or_body_can_clash(make_h
 
 
 def _legacy_claim(dynamodb, table, status, lease_ms=None, result=None):
-    item = {"pk": {"S": "a"}, "sk": {"S": "b"}, "status": {"S": status}, "owner": {"S": "0.1-owner"}}
+    item = {
+        "pk": {"S": "a"},
+        "sk": {"S": "b"},
+        "status": {"S": status},
+        "owner": {"S": "0.1-owner"},
+        "message_id": {"S": "0.1-message"},
+    }
     if lease_ms is not None:
         item["lease_expires_at"] = {"N": str(lease_ms)}
     if result is not None:
@@ -190,7 +196,57 @@ def test_an_expired_claim_of_0_1_is_taken_over(make_handler, dynamodb, table):
     (result,) = handler.process_batch(event(record({"x": "a", "y": "b"})), None)
     assert result.outcome == "processed"
     (item,) = scan(dynamodb)
-    assert item["idempotency:status"] == {"S": "COMPLETED"} and "status" not in item
+    assert item["idempotency:status"] == {"S": "COMPLETED"}
+    # Taken over whole: nothing of the 0.1 claim is left beside the new record.
+    assert not {"status", "owner", "lease_expires_at", "result", "message_id"} & set(item)
+
+
+@pytest.mark.parametrize(
+    ("pk", "sk", "ttl"),
+    [
+        ("owner", "sk", "expires_at"),
+        ("pk", "result", "expires_at"),
+        ("status", "sk", "expires_at"),
+        ("pk", "sk", "lease_expires_at"),
+        ("message_id", "sk", "result"),
+    ],
+)
+@pytest.mark.parametrize("dedup_ttl_seconds", [3600, 0])
+def test_key_and_ttl_attributes_named_like_0_1_attributes_work_in_guarded_mode(
+    make_handler, dynamodb, sqs, dlq_url, pk, sk, ttl, dedup_ttl_seconds
+):
+    # The claim removes 0.1's attribute names, but never the table's own key or TTL attribute.
+    name = f"legacy-names-{pk}-{sk}-{ttl}-{dedup_ttl_seconds}"
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[
+            {"AttributeName": pk, "AttributeType": "S"},
+            {"AttributeName": sk, "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": pk, "KeyType": "HASH"}, {"AttributeName": sk, "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ran: list[str] = []
+    handler, _ = make_handler(
+        table_name=name,
+        partition_key=pk,
+        sort_key=sk,
+        ttl_attribute=ttl,
+        dedup_ttl_seconds=dedup_ttl_seconds,
+        mode="guarded",
+        fn=lambda message: ran.append(message.key.idempotency_key) or {"sent": True},
+        dlq_url=dlq_url,
+    )
+    for _ in range(2):
+        handler(event(record({"x": "o-1", "y": "l-1"})), None)
+    assert ran == ["o-1#l-1"] and drain(sqs, dlq_url) == []
+    (item,) = scan(dynamodb, name)
+    assert (item[pk], item[sk], item["idempotency:status"]) == (
+        {"S": "o-1"},
+        {"S": "l-1"},
+        {"S": "COMPLETED"},
+    )
+    assert (ttl in item) == bool(dedup_ttl_seconds)
 
 
 def test_a_live_claim_of_0_1_is_respected(make_handler, dynamodb, table):

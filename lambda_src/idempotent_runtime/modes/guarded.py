@@ -15,6 +15,7 @@ from idempotent_runtime.contract import (
     FINGERPRINT_ATTRIBUTE,
     LEASE_ATTRIBUTE,
     LEGACY_LEASE_ATTRIBUTE,
+    LEGACY_MESSAGE_ID_ATTRIBUTE,
     LEGACY_OWNER_ATTRIBUTE,
     LEGACY_RESULT_ATTRIBUTE,
     LEGACY_STATUS_ATTRIBUTE,
@@ -60,6 +61,14 @@ CLAIM = (
     + " OR (((#status = :in_progress AND #lease < :now_ms)"
     + " OR (#old_status = :in_progress AND #old_lease < :now_ms))"
     + " AND (attribute_not_exists(#fingerprint) OR #fingerprint = :fingerprint))"
+)
+# What 0.1 wrote on a guarded record (a claim removes them when it takes one over).
+LEGACY_ATTRIBUTES = (
+    LEGACY_STATUS_ATTRIBUTE,
+    LEGACY_OWNER_ATTRIBUTE,
+    LEGACY_LEASE_ATTRIBUTE,
+    LEGACY_RESULT_ATTRIBUTE,
+    LEGACY_MESSAGE_ID_ATTRIBUTE,
 )
 # Only the current owner (fencing token) of a live claim may complete, extend or release it.
 OWNED = "#owner = :token AND #status = :in_progress"
@@ -164,18 +173,23 @@ class GuardedMode(Mode):
             "#owner": OWNER_ATTRIBUTE,
             "#message_id": MESSAGE_ID_ATTRIBUTE,
             "#result": RESULT_ATTRIBUTE,
-            "#old_owner": LEGACY_OWNER_ATTRIBUTE,
-            "#old_result": LEGACY_RESULT_ATTRIBUTE,
         }
-        # The claim writes the whole record, removing what a record it takes over held beyond it.
+        # The claim writes the whole record, removing what a record it takes over held beyond it: its
+        # result, 0.1's attributes - except a name the table uses for its key or TTL (DynamoDB refuses to
+        # remove a key attribute, or to set and remove one path) - and the TTL when there is none.
         claim_set = "#status = :in_progress, #owner = :token, #lease = :lease, #message_id = :message_id, "
         claim_set += "#fingerprint = :fingerprint"
-        claim_remove = "#result, #old_status, #old_lease, #old_owner, #old_result"
+        removed = ["#result"]
+        own = {self.pk, self.sk, self.ttl}
+        for index, legacy in enumerate(LEGACY_ATTRIBUTES):
+            if legacy not in own:
+                removed.append(f"#legacy{index}")
+                self.claim_names[f"#legacy{index}"] = legacy
         if self.config.dedup_ttl_seconds:
             claim_set += ", #ttl = :ttl"
         else:
-            claim_remove += ", #ttl"
-        self.claim_update = f"SET {claim_set} REMOVE {claim_remove}"
+            removed.append("#ttl")
+        self.claim_update = f"SET {claim_set} REMOVE {', '.join(removed)}"
 
     def location(self, key: Key) -> dict[str, Any]:
         return self.item_key(key)
