@@ -389,7 +389,7 @@ def check_result(value: Any) -> None:
         if isinstance(item, dict):
             members: Iterable[Any] = item.values()
             for key in item:
-                if type(key) is not str:
+                if not isinstance(key, str):
                     raise ValueError(f"has an object key that is not a string: {key!r:.40}")
         elif isinstance(item, (list, tuple)):
             members = item

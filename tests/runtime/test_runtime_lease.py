@@ -472,3 +472,17 @@ def test_inspect_sees_another_payloads_expired_claim_as_a_conflict(make_handler,
     other = inspect(seen, fresh_dynamodb, record({**payment, "cents": 9999}), now=later)
     assert (same.state, other.state) == ("new", "conflict")
     assert other.stored_fingerprint == same.fingerprint
+
+
+def test_a_result_keyed_by_a_str_subclass_is_stored_and_comes_back_equal(make_handler, dynamodb):
+    from enum import StrEnum
+
+    class Currency(StrEnum):
+        EUR = "EUR"
+
+    handler, _ = make_handler(fn=lambda message: {Currency.EUR: 250}, mode="guarded")
+    rec = record({"x": "a1", "y": "b1"})
+    handler(event(rec), None)
+    assert _item(dynamodb)["idempotency:result"] == {"S": '{"EUR":250}'}
+    (again,) = handler.process_batch(event(rec), None)
+    assert (again.outcome, again.result) == ("duplicate", {"EUR": 250})

@@ -310,3 +310,31 @@ def test_guarded_mode_on_a_table_without_the_sort_key_never_runs_the_effect(
         assert result.hint.startswith(SCHEMA_HINT)
     assert effects == []
     assert scan(dynamodb, hash_only_table) == [] and drain(sqs, dlq_url) == []
+
+
+def test_two_operations_on_one_item_of_another_table_are_the_messages_fault(
+    make_handler, dynamodb, sqs, dlq_url
+):
+    # The runtime does not know another table's key: two entries there may be one item, so DynamoDB's
+    # refusal is the message's, not a sign that the runtime's own table is keyed otherwise.
+    dynamodb.create_table(
+        TableName="ledger",
+        AttributeDefinitions=[{"AttributeName": "account", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "account", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+    def twice(message):
+        update = {
+            "TableName": "ledger",
+            "Key": {"account": {"S": "a-1"}},
+            "UpdateExpression": "ADD cents :c",
+            "ExpressionAttributeValues": {":c": {"N": "1"}},
+        }
+        return [{"Update": update}, {"Update": {**update, "UpdateExpression": "ADD fees :c"}}]
+
+    handler, _ = make_handler(mode="transaction", fn=twice, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "l-1"})), None)
+    assert (result.outcome, result.misconfigured) == ("quarantined", False)
+    (dead,) = drain(sqs, dlq_url)
+    assert dlq_reason(dead) == "transaction entries operate on one item twice (dynamodb allows once)"

@@ -154,13 +154,16 @@ class TransactionMode(Mode):
     def _one_item_twice(self, items: list[dict[str, Any]]) -> Exception:
         """Two operations on one item, though each entry on our table has its own (pk, sk): the table is
         keyed otherwise (the deployment is wrong); else the entries repeat an item (the message is)."""
-        keys = []
+        keys, others = [], []
         for item in items:
             ((action, body),) = item.items()
             target = body.get("Item") if action == "Put" else body.get("Key")
             if self._same_table(body.get("TableName")) and isinstance(target, dict):
                 keys.append(repr((target.get(self.pk), target.get(self.sk))))
-        if len(keys) != len(set(keys)):
+            else:
+                others.append(_table_name(str(body.get("TableName"))))
+        # Two entries on another table (whose key we do not know) may be the one item: the message's.
+        if len(keys) != len(set(keys)) or len(others) != len(set(others)):
             return InvalidMessage("transaction entries operate on one item twice (dynamodb allows once)")
         return Misconfiguration(
             f"dynamodb found two operations on one item among entries whose ({self.pk}, {self.sk}) all "
