@@ -544,7 +544,8 @@ class IdempotentConsumer(Construct):
             "overridden_names": ", ".join(overridden),
             "lambda_reserved": lambda_reserved,
             "lambda_reserved_names": ", ".join(lambda_reserved),
-            "dead_letter_queue_is_queue": dead_letter_queue is queue,
+            "dead_letter_queue_is_queue": dead_letter_queue is not None
+            and (dead_letter_queue is queue or dead_letter_queue.queue_arn == queue.queue_arn),
             "visibility": facts.visibility_seconds,
             "max_receive_count": facts.max_receive_count,
             "vpc": o.vpc is not None,

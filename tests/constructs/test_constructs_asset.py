@@ -302,8 +302,14 @@ def test_code_directory_may_be_a_path(tmp_path):
         ("import json\n", ()),
         ("from idempotent_runtime.publisher import dedup_id_for\n", ("publisher",)),
         ("from idempotent_runtime import (\n    PermanentError,\n    records,\n)\n", ("records",)),
+        ("from idempotent_runtime import (  # the producer helper\n    publisher,\n)\n", ("publisher",)),
+        ("from idempotent_runtime import \\\n    records\n", ("records",)),
+        (
+            "import importlib\nP = importlib.import_module('idempotent_runtime.' + 'publisher')\n",
+            ("publisher",),
+        ),
     ],
-    ids=["neither", "publisher", "records"],
+    ids=["neither", "publisher", "records", "comment-in-parentheses", "continuation", "import-module"],
 )
 def test_the_asset_holds_the_producer_and_record_modules_only_when_the_code_imports_them(
     tmp_path, imports, imported

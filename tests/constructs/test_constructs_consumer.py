@@ -1204,6 +1204,15 @@ def test_a_consumer_refuses_its_own_queue_as_dead_letter_queue():
         build_consumer(stack, queue=queue, dead_letter_queue=queue)
 
 
+def test_a_consumer_refuses_its_own_imported_queue_as_dead_letter_queue():
+    stack = new_stack()
+    arn = "arn:aws:sqs:us-east-1:123456789012:orders.fifo"
+    queue = sqs.Queue.from_queue_attributes(stack, "Queue", queue_arn=arn, fifo=True)
+    same = sqs.Queue.from_queue_attributes(stack, "Same", queue_arn=arn, fifo=True)
+    with pytest.raises(ConfigurationError, match=r"^dead_letter_queue must be another queue"):
+        build_consumer(stack, queue=queue, dead_letter_queue=same)
+
+
 @pytest.mark.parametrize("namespace", ["AWS/Lambda", "AWS/"])
 def test_metrics_namespaces_of_aws_services_are_refused(namespace):
     with pytest.raises(ConfigurationError, match=r"not beginning with 'AWS/'.*; got '" + namespace):
