@@ -32,7 +32,7 @@ from idempotent_local import emulator as emulators
 from idempotent_local.errors import LocalCloudError
 from idempotent_local.extra import MissingExtra, require_moto
 from idempotent_local.location import Location, NoApp, locate
-from idempotent_local.node import quiet_environment
+from idempotent_local.node import BANNER_VARIABLES, quiet_environment
 
 ALIAS_PROG = "python -m idempotent_local"
 MAKE_TARGETS = ("deploy", "demo", "destroy")
@@ -133,7 +133,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         from idempotent_local.demo import run_demo
 
         progress("running the pipeline: publish sample traffic, drain it through the event-source runner")
-        report = run_demo(emulator)
+        report = run_demo(emulator, with_processor=False)
         print("\n".join("    " + line for line in report.render().splitlines()), flush=True)
         if not report.balanced:
             return 1
@@ -184,7 +184,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from idempotent_local.demo import run_demo
 
-    report = run_demo(_running(args, _location(args)))
+    report = run_demo(_running(args, _location(args)), with_processor=args.anyway)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:
@@ -265,8 +265,9 @@ def cmd_output(args: argparse.Namespace) -> int:
 
 def cmd_env(args: argparse.Namespace) -> int:
     emulator = _running(args, _location(args))
-    # With these a plain `npx cdk diff` in that shell is as quiet as the tool's own commands.
-    env = {**quiet_environment(), **emulator.client_environment(base={})}
+    # With these a plain `npx cdk diff` in that shell prints no Node banners (npm's settings stay the user's).
+    quiet = {name: value for name, value in quiet_environment().items() if name in BANNER_VARIABLES}
+    env = {**quiet, **emulator.client_environment(base={})}
     for name in sorted(env):
         print(f"export {name}={shlex.quote(env[name])}")
     return 0
@@ -338,6 +339,11 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
         cmd_demo,
     )
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
+    demo.add_argument(
+        "--anyway",
+        action="store_true",
+        help="run it even when the function runs a PROCESSOR (which may reject the sample orders)",
+    )
     run = command(
         "run", "poll the deployed event source mappings and run the functions until Ctrl-C", cmd_run
     )

@@ -170,7 +170,7 @@ class Report:
         if len(self.dead_letters) < self.dead_lettered:
             lines.append(
                 f"    ({self.dead_lettered - len(self.dead_letters)} more not shown: their message group is "
-                "busy; `aws sqs receive-message` shows them later)"
+                "busy; `idempotent-pipeline dlq list --local --messages` shows them later)"
             )
         if self.function_metrics:
             metrics = ", ".join(f"{k}={v:g}" for k, v in sorted(self.function_metrics.items()))
@@ -431,8 +431,13 @@ def run_demo(
     traffic: SampleTraffic = SampleTraffic(),
     retry_delay: int = RETRY_DELAY_SECONDS,
     timeout: float = 180.0,
+    with_processor: bool = True,
 ) -> Report:
-    """Publish the sample traffic to one pipeline (the first found), drain it through the runner, report."""
+    """Publish the sample traffic to one pipeline (the first found), drain it through the runner, report.
+
+    ``with_processor=False`` refuses, before publishing anything, a pipeline whose function runs a
+    PROCESSOR: it decides what a message must hold, and may send every sample order to its dead-letter queue.
+    """
     started = time.monotonic()
     with EventSourceRunner(emulator, retry_delay=retry_delay) as runner:
         if pipeline is None:
@@ -449,6 +454,13 @@ def run_demo(
                 f"document, KEY_SOURCE=fields); {pipeline.mapping.function_name} has IDEMPOTENCY_MODE="
                 f"{pipeline.mode}, KEY_SOURCE={pipeline.key_source}. Publish your own messages and run "
                 "`idempotent-pipeline local run` instead"
+            )
+        if pipeline.processor and not with_processor:
+            raise DemoError(
+                f"{pipeline.mapping.function_name} runs PROCESSOR={pipeline.processor}: the demo's sample "
+                "orders are shaped for a pipeline that stores bodies as they are; your processor may send "
+                "them all to its dead-letter queue. Publish your own messages and run `idempotent-pipeline "
+                "local run`, or run the demo with --anyway"
             )
         # Earlier traffic (a previous run, a user's messages) is drained first so it does not count.
         runner.drain(timeout=timeout, mappings=[pipeline.mapping])

@@ -23,6 +23,17 @@ QUIET = {
 }
 
 
+# The variables of :func:`quiet_environment` that only silence banners (no npm or CDK setting).
+BANNER_VARIABLES = frozenset(
+    {
+        "AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED",
+        "AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION",
+        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION",
+    }
+)
+
+
 @functools.lru_cache(maxsize=8)
 def node_major(path: str | None = None) -> str:
     """The major version of the ``node`` on ``path`` (default: this process's PATH), or "" without one."""

@@ -23,7 +23,7 @@ import pytest
 from idempotent_cli.main import main as cli_main
 from idempotent_local import demo
 from idempotent_local import emulator as emulators
-from idempotent_local.demo import Report, SampleTraffic, find_pipelines, run_demo
+from idempotent_local.demo import DemoError, Report, SampleTraffic, find_pipelines, run_demo
 from idempotent_local.emulator import Emulator
 from idempotent_local.runner import EventSourceRunner
 from idempotent_local.stacks import deployed_stacks
@@ -322,6 +322,7 @@ def test_env_points_a_shell_at_the_emulator_and_keeps_node_quiet_there(deploymen
     major = os.popen("node -p 'process.versions.node.split(\".\")[0]'").read().strip()
     assert exported["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] == major
     assert exported["AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED"] == "true"
+    assert not [name for name in exported if name.startswith("NPM_CONFIG_") or name.startswith("CDK_")]
 
 
 def test_diff_shows_a_changed_prop_against_what_is_deployed(deployment: Deployment) -> None:
@@ -483,3 +484,28 @@ def test_a_demo_whose_processor_rejects_the_sample_says_why_the_numbers_do_not_a
     assert "PROCESSOR=orders:handle decides what a message must hold" in text
     assert "run `idempotent-pipeline local run` instead" in text
     assert "decides what a message" not in dataclasses.replace(report, processor="").render()
+
+
+def test_the_cli_demo_refuses_a_pipeline_with_a_processor_before_publishing(deployment: Deployment) -> None:
+    with EventSourceRunner(deployment.emulator) as runner:
+        found = next(
+            p
+            for p in find_pipelines(deployment.emulator, runner)
+            if p.table_name == deployment.outputs["TableName"]
+        )
+    sqs = deployment.emulator.client("sqs")
+    queue_url = deployment.outputs["QueueUrl"].rsplit("/", 1)[-1]
+    url = sqs.get_queue_url(QueueName=queue_url)["QueueUrl"]
+
+    def waiting() -> int:
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+        return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+
+    before = waiting()
+    with pytest.raises(DemoError, match=r"runs PROCESSOR=orders:handle: the demo.s sample"):
+        run_demo(
+            deployment.emulator,
+            pipeline=dataclasses.replace(found, processor="orders:handle"),
+            with_processor=False,  # what `local demo` without --anyway and `local deploy --demo` pass
+        )
+    assert waiting() == before  # nothing published
