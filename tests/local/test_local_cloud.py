@@ -422,6 +422,31 @@ def test_a_standard_pipeline_deploys_and_runs_through_the_runner_and_the_demo(de
     assert [s.name for s in deployed_stacks(deployment.emulator)] == [STACK]
 
 
+def test_the_cli_demo_refuses_a_pipeline_with_a_processor_before_publishing(deployment: Deployment) -> None:
+    with EventSourceRunner(deployment.emulator) as runner:
+        found = next(
+            p
+            for p in find_pipelines(deployment.emulator, runner)
+            if p.table_name == deployment.outputs["TableName"]
+        )
+    sqs = deployment.emulator.client("sqs")
+    queue_url = deployment.outputs["QueueUrl"].rsplit("/", 1)[-1]
+    url = sqs.get_queue_url(QueueName=queue_url)["QueueUrl"]
+
+    def waiting() -> int:
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+        return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+
+    before = waiting()
+    with pytest.raises(DemoError, match=r"runs PROCESSOR=orders:handle: the demo.s sample"):
+        run_demo(
+            deployment.emulator,
+            pipeline=dataclasses.replace(found, processor="orders:handle"),
+            with_processor=False,  # what `local demo` without --anyway and `local deploy --demo` pass
+        )
+    assert waiting() == before  # nothing published
+
+
 def test_destroy_removes_the_stack_and_stops_the_emulator(deployment: Deployment) -> None:
     emulator = deployment.emulator
     assert emulators.find(deployment.state_dir) == emulator
@@ -484,28 +509,3 @@ def test_a_demo_whose_processor_rejects_the_sample_says_why_the_numbers_do_not_a
     assert "PROCESSOR=orders:handle decides what a message must hold" in text
     assert "run `idempotent-pipeline local run` instead" in text
     assert "decides what a message" not in dataclasses.replace(report, processor="").render()
-
-
-def test_the_cli_demo_refuses_a_pipeline_with_a_processor_before_publishing(deployment: Deployment) -> None:
-    with EventSourceRunner(deployment.emulator) as runner:
-        found = next(
-            p
-            for p in find_pipelines(deployment.emulator, runner)
-            if p.table_name == deployment.outputs["TableName"]
-        )
-    sqs = deployment.emulator.client("sqs")
-    queue_url = deployment.outputs["QueueUrl"].rsplit("/", 1)[-1]
-    url = sqs.get_queue_url(QueueName=queue_url)["QueueUrl"]
-
-    def waiting() -> int:
-        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-        return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
-
-    before = waiting()
-    with pytest.raises(DemoError, match=r"runs PROCESSOR=orders:handle: the demo.s sample"):
-        run_demo(
-            deployment.emulator,
-            pipeline=dataclasses.replace(found, processor="orders:handle"),
-            with_processor=False,  # what `local demo` without --anyway and `local deploy --demo` pass
-        )
-    assert waiting() == before  # nothing published
