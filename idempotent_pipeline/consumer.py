@@ -544,8 +544,14 @@ class IdempotentConsumer(Construct):
             "overridden_names": ", ".join(overridden),
             "lambda_reserved": lambda_reserved,
             "lambda_reserved_names": ", ".join(lambda_reserved),
-            "dead_letter_queue_is_queue": dead_letter_queue is not None
-            and (dead_letter_queue is queue or dead_letter_queue.queue_arn == queue.queue_arn),
+            # Two queues of the app are two constructs; two imports of one queue share its ARN.
+            "dead_letter_queue_is_queue": dead_letter_queue is queue
+            or (
+                dead_letter_queue is not None
+                and not isinstance(queue, sqs.Queue)
+                and not isinstance(dead_letter_queue, sqs.Queue)
+                and dead_letter_queue.queue_arn == queue.queue_arn
+            ),
             "visibility": facts.visibility_seconds,
             "max_receive_count": facts.max_receive_count,
             "vpc": o.vpc is not None,
