@@ -119,9 +119,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(
         "\nnext:\n"
         f"    cd {args.directory}\n"
-        "    idempotent-pipeline local deploy     # deploy it on this machine (no AWS account needed)\n"
-        "    pip install -r requirements.txt      # pytest, for the processor's test:\n"
+        "    pip install -r requirements.txt      # pytest, for the processor's test\n"
         "    python -m pytest\n"
+        "    idempotent-pipeline local deploy     # deploy it on this machine (no AWS account needed)\n"
         "then see README.md: publish a message, `idempotent-pipeline local run`, `... local destroy`."
     )
     return 0
