@@ -75,13 +75,17 @@ def _account(profile: str | None, region: str | None) -> Clients:
     return Clients(factory=session.client, where=where, region=session.region_name)
 
 
+def _not_installed(exc: ImportError) -> DlqError:
+    return DlqError(
+        f"--local needs the local emulator, which is not installed ({exc}): install the `local` extra"
+    )
+
+
 def _local(app_dir: str | Path | None, state_dir: str | Path | None) -> Clients:
     try:
         from idempotent_local.extra import MissingExtra, require_moto
     except ImportError as exc:
-        raise DlqError(
-            f"--local needs the local emulator, which is not installed ({exc}): install the `local` extra"
-        ) from None
+        raise _not_installed(exc) from None
     try:
         # Without moto no emulator can run: say what to install, not that none is running.
         require_moto()
@@ -91,9 +95,7 @@ def _local(app_dir: str | Path | None, state_dir: str | Path | None) -> Clients:
         from idempotent_local import emulator as emulators
         from idempotent_local.location import NoApp, locate
     except ImportError as exc:
-        raise DlqError(
-            f"--local needs the local emulator, which is not installed ({exc}): install the `local` extra"
-        ) from None
+        raise _not_installed(exc) from None
     try:
         where = locate(
             str(app_dir) if app_dir is not None else None, str(state_dir) if state_dir is not None else None

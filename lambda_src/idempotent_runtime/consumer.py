@@ -253,15 +253,14 @@ class Consumer:
         )
 
     def _log(self, result: RecordResult) -> None:
-        if result.outcome in _QUIET and not result.conflict and not self._debug:
+        quiet = result.outcome in _QUIET and not result.conflict
+        if quiet and not self._debug:
             return  # the common case: not logged at the default level
         # A log line that cannot be written must not change the record's outcome (nor raise into the batch).
         with contextlib.suppress(Exception):
-            self._emit(result)
+            self._emit(result, LogLevel.DEBUG if quiet else LogLevel.WARNING)
 
-    def _emit(self, result: RecordResult) -> None:
-        quiet = result.outcome in _QUIET and not result.conflict
-        level = LogLevel.DEBUG if quiet else LogLevel.WARNING
+    def _emit(self, result: RecordResult, level: LogLevel) -> None:
         if not self.log.enabled(level):
             return
         message = result.message

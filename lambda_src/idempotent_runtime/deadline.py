@@ -8,8 +8,7 @@ count and return the partial batch response). Threads without a context have no 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 # Time kept at the end of an invocation to finish the batch (logs, metrics, the response).
@@ -30,15 +29,6 @@ def bind(context: Any) -> Callable[[], int] | None:
 
 def restore(previous: Callable[[], int] | None) -> None:
     _local.remaining = previous
-
-
-@contextmanager
-def bound(context: Any) -> Iterator[None]:
-    previous = bind(context)
-    try:
-        yield
-    finally:
-        restore(previous)
 
 
 def seconds_left() -> float | None:

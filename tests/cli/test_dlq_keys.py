@@ -251,14 +251,9 @@ def _redriven_as(terminal: Terminal, letter_id: str) -> str:
     return line.split(" as ", 1)[1].split(",")[0].split(";")[0]
 
 
-def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(
-    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
-):
-    # Redriven, rejected again at once (the fix is not deployed yet): the runtime dead-letters the redriven
-    # copy X. Redriven again within 5 minutes, the restored deduplication id is still X's: SQS drops the send
-    # and answers with X's id. The dead letter must stay, or the message is gone from both queues.
-    pipeline, handler = _pipeline(KEY_SOURCE="dedup_id")  # keyed by the deduplication id: it is restored
-    message_body = body("o-1", amount=2, reject="bug")
+def _redriven_and_rejected_again(pipeline, handler, message_body: str) -> tuple[dict, str, dict]:
+    """Dead-letter a rejected order, redrive it, let the consumer quarantine the copy again (the fix is not
+    deployed): the first dead letter, the redriven copy's id, and the second dead letter (all attributes)."""
     first = dead_letter(
         message_body,
         queue_url=pipeline.dlq_url,
@@ -274,6 +269,18 @@ def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(
     [again] = client("sqs").receive_message(
         QueueUrl=pipeline.dlq_url, VisibilityTimeout=0, AttributeNames=["All"]
     )["Messages"]
+    return first, copy, again
+
+
+def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(
+    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+):
+    # Redriven, rejected again at once (the fix is not deployed yet): the runtime dead-letters the redriven
+    # copy X. Redriven again within 5 minutes, the restored deduplication id is still X's: SQS drops the send
+    # and answers with X's id. The dead letter must stay, or the message is gone from both queues.
+    pipeline, handler = _pipeline(KEY_SOURCE="dedup_id")  # keyed by the deduplication id: it is restored
+    message_body = body("o-1", amount=2, reject="bug")
+    _, copy, again = _redriven_and_rejected_again(pipeline, handler, message_body)
 
     dlq_processors.FIXED.set()
     code, terminal = dlq("redrive", "--stack", pipeline.stack)
@@ -387,19 +394,8 @@ def test_force_does_not_forget_a_key_that_is_the_deduplication_id_it_sends_again
 
 def test_show_finds_a_redriven_message_by_the_id_the_consumer_logged_when_it_quarantined_it_again():
     pipeline, handler = _pipeline()
-    first = dead_letter(
-        body("o-1", reject="bug"),
-        queue_url=pipeline.dlq_url,
-        group_id="g",
-        dedup_id="order-1",
-        kind=DeadLetterKind.REJECTED,
-        reason="rejected by the processor: bug",
-    )
-    code, terminal = dlq("redrive", "--stack", pipeline.stack)
-    assert code == 0, terminal.error
-    copy = _redriven_as(terminal, first["MessageId"])
-    assert consume(pipeline, handler) == [(body("o-1", reject="bug"), "quarantined")]  # logs message_id copy
-    [again] = client("sqs").receive_message(QueueUrl=pipeline.dlq_url, VisibilityTimeout=0)["Messages"]
+    # The consumer logs the copy's message id when it quarantines it.
+    first, copy, again = _redriven_and_rejected_again(pipeline, handler, body("o-1", reject="bug"))
 
     for wanted in (copy, first["source_message_id"], again["MessageId"]):
         code, terminal = dlq("show", "--stack", pipeline.stack, wanted)

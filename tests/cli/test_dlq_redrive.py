@@ -387,20 +387,7 @@ def test_redrive_from_a_queue_url_finds_the_source_queue_and_the_consumer():
 
 def test_the_subscription_dlq_redrives_into_the_subscribed_queue_as_sns_would_have_delivered():
     pipeline = deploy_pipeline()
-    sns = client("sns")
-    topic = sns.create_topic(Name="orders.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
-    subscription_dlq = make_queue("orders-subscription-dlq")
-    subscription = sns.subscribe(
-        TopicArn=topic,
-        Protocol="sqs",
-        Endpoint=queue_arn(pipeline.queue_url),
-        Attributes={"RawMessageDelivery": "true"},
-    )["SubscriptionArn"]
-    sns.set_subscription_attributes(
-        SubscriptionArn=subscription,
-        AttributeName="RedrivePolicy",
-        AttributeValue=json.dumps({"deadLetterTargetArn": queue_arn(subscription_dlq)}),
-    )
+    subscription_dlq = _subscription_dlq(pipeline, fifo=True)
     letter_id = client(
         "sqs"
     ).send_message(  # what SNS leaves in the subscription's DLQ when it cannot deliver
@@ -437,11 +424,13 @@ def test_the_subscription_dlq_redrives_into_the_subscribed_queue_as_sns_would_ha
     assert drain(subscription_dlq) == []
 
 
-def _subscription_dlq(pipeline) -> str:
-    """A standard topic delivering to the pipeline's queue, whose subscription has a DLQ; returns its URL."""
+def _subscription_dlq(pipeline, *, fifo: bool = False) -> str:
+    """A topic (FIFO or standard) delivering to the pipeline's queue, whose subscription has a DLQ of the
+    same kind; returns the DLQ's URL."""
     sns = client("sns")
-    topic = sns.create_topic(Name=unique("orders"))["TopicArn"]
-    subscription_dlq = make_queue(unique("subscription-dlq"), fifo=False)
+    name = unique("orders") + (".fifo" if fifo else "")
+    topic = sns.create_topic(Name=name, Attributes={"FifoTopic": "true"} if fifo else {})["TopicArn"]
+    subscription_dlq = make_queue(unique("subscription-dlq"), fifo=fifo)
     subscription = sns.subscribe(
         TopicArn=topic,
         Protocol="sqs",

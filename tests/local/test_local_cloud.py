@@ -117,6 +117,13 @@ def _queue_attributes(emulator: Emulator, url: str) -> dict[str, str]:
     return emulator.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
 
 
+def _pipeline_of(emulator: Emulator, table_name: str) -> Any:
+    """The deployed pipeline (:func:`find_pipelines`) that writes to ``table_name``."""
+    with EventSourceRunner(emulator) as runner:
+        (pipeline,) = [p for p in find_pipelines(emulator, runner) if p.table_name == table_name]
+    return pipeline
+
+
 def test_every_resource_of_the_template_exists_in_the_emulator(deployment: Deployment) -> None:
     (stack,) = deployed_stacks(deployment.emulator)
     assert (stack.name, stack.status, stack.not_created) == (STACK, "CREATE_COMPLETE", [])
@@ -392,10 +399,7 @@ def test_a_standard_pipeline_deploys_and_runs_through_the_runner_and_the_demo(de
         FunctionName=outputs["FunctionName"]
     )["Environment"]["Variables"]
     assert variables["QUEUE_TYPE"] == "standard"
-    with EventSourceRunner(deployment.emulator) as runner:
-        (pipeline,) = [
-            p for p in find_pipelines(deployment.emulator, runner) if p.table_name == outputs["TableName"]
-        ]
+    pipeline = _pipeline_of(deployment.emulator, outputs["TableName"])
 
     report = run_demo(deployment.emulator, pipeline=pipeline)
 
@@ -423,19 +427,11 @@ def test_a_standard_pipeline_deploys_and_runs_through_the_runner_and_the_demo(de
 
 
 def test_the_cli_demo_refuses_a_pipeline_with_a_processor_before_publishing(deployment: Deployment) -> None:
-    with EventSourceRunner(deployment.emulator) as runner:
-        found = next(
-            p
-            for p in find_pipelines(deployment.emulator, runner)
-            if p.table_name == deployment.outputs["TableName"]
-        )
-    sqs = deployment.emulator.client("sqs")
-    queue_url = deployment.outputs["QueueUrl"].rsplit("/", 1)[-1]
-    url = sqs.get_queue_url(QueueName=queue_url)["QueueUrl"]
+    found = _pipeline_of(deployment.emulator, deployment.outputs["TableName"])
 
     def waiting() -> int:
-        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-        return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+        attributes = _queue_attributes(deployment.emulator, deployment.outputs["QueueUrl"])
+        return int(attributes["ApproximateNumberOfMessages"])
 
     before = waiting()
     with pytest.raises(DemoError, match=r"runs PROCESSOR=orders:handle: the demo.s sample"):

@@ -109,8 +109,11 @@ def test_the_runtimes_client_leaves_retries_to_the_runtime_and_follows_the_deadl
     assert client.meta.config.retries["total_max_attempts"] == 1
     timeout = client._endpoint.http_session._timeout
     assert (timeout.clone().connect_timeout, timeout.clone().read_timeout) == (3, 10)  # no deadline: static
-    with deadline.bound(LambdaContext(2.0)):
+    previous = deadline.bind(LambdaContext(2.0))
+    try:
         shortened = timeout.clone()
+    finally:
+        deadline.restore(previous)
     assert 1.0 < shortened.read_timeout <= 1.5 and 1.0 < shortened.connect_timeout <= 1.5
 
 

@@ -349,17 +349,8 @@ def test_an_effect_repeated_after_a_crash_keeps_its_idempotency_key_and_charges_
         processor="runtime_examples:charge_payment", client=fresh_dynamodb, clock=clock, mode="guarded",
         lease_seconds=30,
     )  # fmt: skip
-    died: list[bool] = []
-
-    def die_before_completion(params, **_):
-        if not died and guarded_step(params) == COMPLETION:
-            died.append(True)
-            raise EnvironmentDied()
-
-    fresh_dynamodb.meta.events.register("before-call.dynamodb.UpdateItem", die_before_completion)
     payment = record({"x": "cust-7", "y": "pay-1", "cents": 2500})
-    with pytest.raises(EnvironmentDied):  # charged, then the environment died before the completion
-        handler(event(payment), None)
+    _charge_then_die(handler, fresh_dynamodb, payment)
     assert _item(fresh_dynamodb, "cust-7", "pay-1")["idempotency:status"] == {"S": "IN_PROGRESS"}
 
     clock.now += 30 + 10 + 1  # the claim expires; SQS delivers the payment again
