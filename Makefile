@@ -94,7 +94,7 @@ test: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy idempotent_pipeline lambda_src/idempotent_runtime idempotent_local idempotent_cli
+	$(VENV)/bin/mypy idempotent_pipeline lambda_src/idempotent_runtime idempotent_local idempotent_nag idempotent_cli
 
 bench: setup
 	$(PY) benchmarks/run.py

@@ -1,0 +1,443 @@
+"""Each rule of IdempotentPipelineChecks on plain aws-cdk-lib stacks (no construct of this library): a stack
+with the flaw gets the finding, with the rule id, on the resource to fix; a stack without it gets none.
+
+Every case is one stack of one app, synthesized once for the module with the pack attached.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import Acknowledgment, Aws, Duration, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from cdk_nag import NagMessageLevel
+from constructs_helpers import REPO, cdk_json_context, nag_findings
+from idempotent_runtime import contract
+
+from idempotent_nag import PACK_NAME, RULES, IdempotentPipelineChecks
+
+CASES: dict[str, Callable[[cdk.Stack], Any]] = {}
+
+
+def case(build: Callable[[cdk.Stack], Any]) -> Callable[[cdk.Stack], Any]:
+    """A stack of the module's app, named after the function."""
+    CASES[build.__name__.replace("_", "-")] = build
+    return build
+
+
+# The ids CDK gives event source mappings and subscriptions end in a hash: left out in the tests.
+SUFFIXES = r"(SqsEventSource):[^/]+|[a-z-]*(Topic)[0-9A-F]{8}"
+
+
+@pytest.fixture(scope="module")
+def findings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[tuple[str, str]]]:
+    """Stack name -> {(rule id without the pack's prefix, resource path inside the stack)}."""
+    outdir = tmp_path_factory.mktemp("nag-rules")
+    app = cdk.App(context=cdk_json_context(), outdir=str(outdir))
+    for name, build in CASES.items():
+        build(cdk.Stack(app, name))
+    Validations.of(app).add_plugins(IdempotentPipelineChecks(app))
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    found: dict[str, set[tuple[str, str]]] = {stack.node.id: set() for stack in app.node.children}
+    for rule, _, paths in nag_findings(Path(outdir)):
+        for path in paths if rule.startswith(f"{PACK_NAME}-") else ():  # cdk.json: CloudFormation checks too
+            stack, _, resource = re.sub(SUFFIXES, r"\1\2", path).partition("/")
+            found[stack].add((rule.removeprefix(f"{PACK_NAME}-"), resource))
+    return found
+
+
+# -- building blocks ------------------------------------------------------------------------------------
+
+MAPPING = "Function/SqsEventSource/Resource"
+
+
+def consume(stack: cdk.Stack, queue: sqs.IQueue, *, timeout: int = 30, **source: Any) -> lambda_.Function:
+    """A function reading ``queue`` (partial batch responses on unless ``source`` says otherwise)."""
+    function = lambda_.Function(
+        stack,
+        "Function",
+        runtime=lambda_.Runtime.PYTHON_3_12,
+        handler="index.handler",
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return {}\n"),
+        timeout=Duration.seconds(timeout),
+        environment=source.pop("environment", None),
+    )
+    source.setdefault("report_batch_item_failures", True)
+    function.add_event_source(event_sources.SqsEventSource(queue, **source))
+    return function
+
+
+def alarm(scope: cdk.Stack, id: str, metric: cloudwatch.IMetric) -> cloudwatch.Alarm:
+    return cloudwatch.Alarm(scope, id, metric=metric, threshold=1, evaluation_periods=1)
+
+
+def visible(queue: sqs.IQueue) -> cloudwatch.IMetric:
+    return queue.metric_approximate_number_of_messages_visible()
+
+
+def queue_with_dead_letters(
+    stack: cdk.Stack,
+    *,
+    fifo: bool | None = None,
+    dlq_fifo: bool | None = None,
+    alarmed: bool = True,
+    **props: Any,
+) -> sqs.Queue:
+    """A queue (visibility 180 s) redriving to "DeadLetterQueue" after 5 receives."""
+    dead_letters = sqs.Queue(stack, "DeadLetterQueue", fifo=dlq_fifo if dlq_fifo is not None else fifo)
+    if alarmed:
+        alarm(stack, "DeadLetterQueueAlarm", visible(dead_letters))
+    return sqs.Queue(
+        stack,
+        "Queue",
+        fifo=fifo,
+        visibility_timeout=Duration.seconds(180),
+        dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5),
+        **props,
+    )
+
+
+def alarm_topic(stack: cdk.Stack, **props: Any) -> sns.Topic:
+    """A topic that an alarm (on nothing of interest to the other rules) notifies."""
+    topic = sns.Topic(stack, "AlarmTopic", **props)
+    watched = sqs.Queue(stack, "Watched")
+    alarm(stack, "AgeAlarm", watched.metric_approximate_age_of_oldest_message()).add_alarm_action(
+        actions.SnsAction(topic)
+    )
+    return topic
+
+
+def cloudwatch_may_publish(topic: sns.Topic) -> None:
+    """The statement the constructs add to an alarm topic's policy."""
+    topic.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["sns:Publish"],
+            resources=[topic.topic_arn],
+            conditions={
+                "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                "ArnLike": {
+                    "aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"
+                },
+            },
+        )
+    )
+
+
+def only(findings: set[tuple[str, str]], rule: str) -> set[str]:
+    """The resources with a finding, when all findings are of ``rule``."""
+    assert {found for found, _ in findings} == {rule}, findings
+    return {path for _, path in findings}
+
+
+# -- PartialBatchResponses ------------------------------------------------------------------------------
+
+
+@case
+def partial_batch_responses_off(stack: cdk.Stack) -> None:
+    consume(
+        stack,
+        sqs.Queue(stack, "Queue", visibility_timeout=Duration.seconds(180)),
+        report_batch_item_failures=False,
+    )
+
+
+@case
+def partial_batch_responses_on(stack: cdk.Stack) -> None:
+    consume(stack, sqs.Queue(stack, "Queue", visibility_timeout=Duration.seconds(180)))
+
+
+@case
+def partial_batch_responses_off_on_an_imported_queue(stack: cdk.Stack) -> None:
+    queue = sqs.Queue.from_queue_arn(stack, "Queue", "arn:aws:sqs:eu-west-1:111111111111:orders")
+    consume(stack, queue, report_batch_item_failures=False)
+
+
+def test_an_sqs_mapping_without_partial_batch_responses_is_reported_on_the_mapping(findings):
+    assert only(findings["partial-batch-responses-off"], "PartialBatchResponses") == {MAPPING}
+
+
+def test_a_mapping_of_an_imported_queue_is_checked_by_its_arn(findings):
+    """Nothing else is known of the queue (its visibility timeout): only this rule applies."""
+    assert only(findings["partial-batch-responses-off-on-an-imported-queue"], "PartialBatchResponses") == {
+        MAPPING
+    }
+
+
+def test_an_sqs_mapping_that_reports_batch_item_failures_passes(findings):
+    assert findings["partial-batch-responses-on"] == set()
+
+
+# -- VisibilityTimeout ----------------------------------------------------------------------------------
+
+
+@case
+def visibility_under_six_timeouts_plus_window(stack: cdk.Stack) -> None:
+    queue = sqs.Queue(stack, "Queue", visibility_timeout=Duration.seconds(189))
+    consume(stack, queue, timeout=30, max_batching_window=Duration.seconds(10))
+
+
+@case
+def visibility_of_six_timeouts_plus_window(stack: cdk.Stack) -> None:
+    queue = sqs.Queue(stack, "Queue", visibility_timeout=Duration.seconds(190))
+    consume(stack, queue, timeout=30, max_batching_window=Duration.seconds(10))
+
+
+@case
+def visibility_default_under_six_timeouts(stack: cdk.Stack) -> None:
+    consume(stack, sqs.Queue(stack, "Queue"), timeout=6)  # SQS's default 30 s < 36 s
+
+
+def test_a_visibility_timeout_under_6x_the_timeout_plus_the_batching_window_is_reported_on_the_mapping(
+    findings,
+):
+    assert only(findings["visibility-under-six-timeouts-plus-window"], "VisibilityTimeout") == {MAPPING}
+    assert only(findings["visibility-default-under-six-timeouts"], "VisibilityTimeout") == {MAPPING}
+
+
+def test_a_visibility_timeout_of_6x_the_timeout_plus_the_batching_window_passes(findings):
+    assert findings["visibility-of-six-timeouts-plus-window"] == set()
+
+
+# -- DeadLetterQueueType --------------------------------------------------------------------------------
+
+
+@case
+def fifo_queue_with_a_standard_dead_letter_queue(stack: cdk.Stack) -> None:
+    queue_with_dead_letters(stack, fifo=True, dlq_fifo=False)
+
+
+@case
+def fifo_queue_with_a_fifo_dead_letter_queue(stack: cdk.Stack) -> None:
+    queue_with_dead_letters(stack, fifo=True)
+
+
+@case
+def fifo_topic_subscription_with_a_standard_dead_letter_queue(stack: cdk.Stack) -> None:
+    queue = queue_with_dead_letters(stack, fifo=True)
+    subscription_dead_letters = sqs.Queue(stack, "SubscriptionDeadLetterQueue")
+    alarm(stack, "SubscriptionDeadLetterQueueAlarm", visible(subscription_dead_letters))
+    sns.Topic(stack, "Topic", fifo=True).add_subscription(
+        subscriptions.SqsSubscription(
+            queue, raw_message_delivery=True, dead_letter_queue=subscription_dead_letters
+        )
+    )
+
+
+def test_a_fifo_queue_redriving_to_a_standard_queue_is_reported_on_the_queue(findings):
+    assert only(findings["fifo-queue-with-a-standard-dead-letter-queue"], "DeadLetterQueueType") == {
+        "Queue/Resource"
+    }
+
+
+def test_a_fifo_topics_subscription_with_a_standard_dead_letter_queue_is_reported_on_the_subscription(
+    findings,
+):
+    found = only(findings["fifo-topic-subscription-with-a-standard-dead-letter-queue"], "DeadLetterQueueType")
+    assert found == {
+        "Queue/Topic/Resource"
+    }  # CDK puts the subscription under the queue, named after the topic
+
+
+def test_a_fifo_queue_redriving_to_a_fifo_queue_passes(findings):
+    assert findings["fifo-queue-with-a-fifo-dead-letter-queue"] == set()
+
+
+# -- SubscriptionDeadLetterQueue ------------------------------------------------------------------------
+
+
+@case
+def subscription_without_a_dead_letter_queue(stack: cdk.Stack) -> None:
+    sns.Topic(stack, "Topic").add_subscription(subscriptions.SqsSubscription(sqs.Queue(stack, "Queue")))
+
+
+@case
+def subscription_with_a_dead_letter_queue(stack: cdk.Stack) -> None:
+    dead_letters = sqs.Queue(stack, "SubscriptionDeadLetterQueue")
+    alarm(stack, "SubscriptionDeadLetterQueueAlarm", visible(dead_letters))
+    topic = sns.Topic(stack, "Topic")
+    topic.add_subscription(
+        subscriptions.SqsSubscription(sqs.Queue(stack, "Queue"), dead_letter_queue=dead_letters)
+    )
+    topic.add_subscription(subscriptions.EmailSubscription("oncall@example.com"))  # not an application's
+
+
+def test_an_sqs_subscription_without_a_dead_letter_queue_is_reported_on_the_subscription(findings):
+    assert only(findings["subscription-without-a-dead-letter-queue"], "SubscriptionDeadLetterQueue") == {
+        "Queue/Topic/Resource"
+    }
+
+
+def test_an_sqs_subscription_with_a_dead_letter_queue_passes_and_email_is_not_checked(findings):
+    assert findings["subscription-with-a-dead-letter-queue"] == set()
+
+
+# -- DeadLetterQueueAlarm -------------------------------------------------------------------------------
+
+
+@case
+def dead_letter_queue_without_an_alarm(stack: cdk.Stack) -> None:
+    queue_with_dead_letters(stack, alarmed=False)
+
+
+@case
+def dead_letter_queues_with_alarms(stack: cdk.Stack) -> None:
+    """One alarm on the metric, one on a metric math expression, one in another stack (a cross-stack
+    reference), and one dead-letter queue acknowledged."""
+    queue_with_dead_letters(stack)
+    for name in ("Math", "Elsewhere", "Acknowledged"):
+        dead_letters = sqs.Queue(stack, f"{name}DeadLetterQueue")
+        sqs.Queue(stack, name, dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5))
+        if name == "Math":
+            expression = cloudwatch.MathExpression(
+                expression="m1 + 0", using_metrics={"m1": visible(dead_letters)}
+            )
+            alarm(stack, "MathAlarm", expression)
+        elif name == "Elsewhere":
+            alarm(cdk.Stack(stack.node.scope, "dead-letter-alarms-elsewhere"), "Alarm", visible(dead_letters))
+        else:
+            Validations.of(dead_letters).acknowledge(
+                Acknowledgment(id=f"{PACK_NAME}-DeadLetterQueueAlarm", reason="a test of acknowledgements")
+            )
+
+
+def test_a_dead_letter_queue_without_an_alarm_on_its_visible_messages_is_reported_on_it(findings):
+    assert only(findings["dead-letter-queue-without-an-alarm"], "DeadLetterQueueAlarm") == {
+        "DeadLetterQueue/Resource"
+    }
+
+
+def test_dead_letter_queues_alarmed_directly_in_math_or_from_another_stack_or_acknowledged_pass(findings):
+    assert findings["dead-letter-queues-with-alarms"] == set()
+
+
+# -- AlarmTopicPolicy -----------------------------------------------------------------------------------
+
+
+@case
+def alarm_topic_policy_without_cloudwatch(stack: cdk.Stack) -> None:
+    alarm_topic(stack, enforce_ssl=True)  # a TLS-only policy replaces SNS's default one
+
+
+@case
+def alarm_topic_policy_with_cloudwatch(stack: cdk.Stack) -> None:
+    cloudwatch_may_publish(alarm_topic(stack, enforce_ssl=True))
+
+
+@case
+def alarm_topic_without_a_policy(stack: cdk.Stack) -> None:
+    alarm_topic(stack)  # SNS's default policy lets the account's CloudWatch alarms publish
+
+
+def test_an_alarm_topic_whose_policy_does_not_allow_cloudwatch_is_reported_on_the_topic(findings):
+    assert only(findings["alarm-topic-policy-without-cloudwatch"], "AlarmTopicPolicy") == {
+        "AlarmTopic/Resource"
+    }
+
+
+def test_an_alarm_topic_whose_policy_allows_cloudwatch_as_the_constructs_write_it_passes(findings):
+    assert findings["alarm-topic-policy-with-cloudwatch"] == set()
+
+
+def test_an_alarm_topic_without_a_policy_passes(findings):
+    assert findings["alarm-topic-without-a-policy"] == set()
+
+
+# -- AlarmTopicKey --------------------------------------------------------------------------------------
+
+
+@case
+def alarm_topic_key_without_cloudwatch(stack: cdk.Stack) -> None:
+    alarm_topic(stack, master_key=kms.Key(stack, "Key", enable_key_rotation=True))
+
+
+@case
+def alarm_topic_with_the_aws_managed_key(stack: cdk.Stack) -> None:
+    alarm_topic(stack, master_key=kms.Alias.from_alias_name(stack, "Key", "alias/aws/sns"))
+
+
+@case
+def alarm_topic_key_with_cloudwatch(stack: cdk.Stack) -> None:
+    key = kms.Key(stack, "Key", enable_key_rotation=True)
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+            resources=["*"],
+        )
+    )
+    alarm_topic(stack, master_key=key)
+
+
+def test_an_alarm_topic_whose_key_cloudwatch_cannot_use_is_reported_on_the_topic(findings):
+    assert only(findings["alarm-topic-key-without-cloudwatch"], "AlarmTopicKey") == {"AlarmTopic/Resource"}
+    assert only(findings["alarm-topic-with-the-aws-managed-key"], "AlarmTopicKey") == {"AlarmTopic/Resource"}
+
+
+def test_an_alarm_topic_whose_key_policy_allows_cloudwatch_passes(findings):
+    assert findings["alarm-topic-key-with-cloudwatch"] == set()
+
+
+# -- DedupLifetime --------------------------------------------------------------------------------------
+
+
+def runtime_environment(mode: str, **lifetimes: int) -> dict[str, str]:
+    """The variables the library's runtime reads (what IdempotentConsumer writes), set by hand."""
+    return {contract.IDEMPOTENCY_MODE.name: mode, **{name: str(value) for name, value in lifetimes.items()}}
+
+
+@case
+def dedup_lifetime_shorter_than_retention(stack: cdk.Stack) -> None:
+    environment = runtime_environment("transaction", DEDUP_TTL_SECONDS=3600)  # retention: SQS's 4 days
+    consume(stack, queue_with_dead_letters(stack), environment=environment)
+
+
+@case
+def document_lifetime_shorter_than_receives(stack: cdk.Stack) -> None:
+    queue = queue_with_dead_letters(stack, retention_period=Duration.seconds(600))  # 5 x 180 s = 900 s
+    consume(stack, queue, environment=runtime_environment("document", DOCUMENT_TTL_SECONDS=899))
+
+
+@case
+def dedup_lifetimes_long_enough(stack: cdk.Stack) -> None:
+    """The defaults: 7 days (transaction), never (document)."""
+    consume(stack, queue_with_dead_letters(stack), environment=runtime_environment("transaction"))
+    other = cdk.Stack(stack.node.scope, "document-lifetime-never")
+    consume(other, queue_with_dead_letters(other), environment=runtime_environment("document"))
+
+
+def test_a_runtime_lifetime_shorter_than_a_duplicate_can_arrive_is_reported_on_the_function(findings):
+    assert only(findings["dedup-lifetime-shorter-than-retention"], "DedupLifetime") == {"Function/Resource"}
+    assert only(findings["document-lifetime-shorter-than-receives"], "DedupLifetime") == {"Function/Resource"}
+
+
+def test_the_runtime_default_lifetimes_pass(findings):
+    assert findings["dedup-lifetimes-long-enough"] == findings["document-lifetime-never"] == set()
+
+
+# -- the pack -------------------------------------------------------------------------------------------
+
+
+def test_every_rule_has_a_case_with_its_flaw(findings):
+    assert {rule for found in findings.values() for rule, _ in found} == {rule.id for rule in RULES}
+
+
+def test_the_docs_list_every_rule_with_its_id_and_the_severity_the_report_gives():
+    docs = (REPO / "docs" / "constructs.md").read_text()
+    for rule in RULES:
+        severity = "error" if rule.level == NagMessageLevel.ERROR else "warning"  # as NagPack reports it
+        assert f"| `{PACK_NAME}-{rule.id}` | {severity} |" in docs, rule.id
