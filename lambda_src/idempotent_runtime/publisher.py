@@ -1,10 +1,15 @@
-"""Producer helper: publish to a FIFO topic with deterministic deduplication ids, keeping each message
-group's order when SNS refuses a message.
+"""Producer helper: publish JSON messages so that the consumer sees each content of a key once and every
+message group in order.
 
-The deduplication id comes from business keys (``x#y``), not from the content, so a resend with a changed
-body inside SNS's 5-minute window is still recognised; the consumer's conditional write covers the rest.
-Key fields are read exactly as the consumer reads them (:mod:`idempotent_runtime.keys`: dotted paths,
-numbers and booleans in their canonical text).
+Keys and fingerprints are read with the consumer's own code - its JSON parser, :class:`KeyBuilder` and
+:class:`Fingerprinter` - from the consumer's settings (:class:`ConsumerKeys`). The deduplication id follows
+the consumer's key source:
+
+* ``fields``: the key and the content fingerprint (``order#line#<sha256>``): an exact resend is dropped by
+  SNS within 5 minutes; the same key with new content reaches the consumer, which reports a conflict.
+* ``dedup_id``: the business key alone (the consumer keys by the id itself: an id made from new content
+  would be a new key, and a second effect).
+* ``message_id``, ``body_sha256``: the SHA-256 of the body (for ``body_sha256`` the consumer's key).
 
 Order: a request carries at most one message of a group, and a group's next message is sent only after SNS
 accepted the one before. After a failure the group stops: its later messages are not attempted, so sending
@@ -16,13 +21,16 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from idempotent_runtime.config import Config
+from idempotent_runtime.contract import KEY_SOURCE, KeySource
 from idempotent_runtime.errors import InvalidMessage
-from idempotent_runtime.keys import key_parts
-from idempotent_runtime.message import join_key
+from idempotent_runtime.keys import KeyBuilder, key_parts
+from idempotent_runtime.message import Message, join_key
+from idempotent_runtime.payload import Fingerprinter, raw_fingerprint
 
 MAX_BATCH = 10  # PublishBatch's limit
 
@@ -105,6 +113,119 @@ class PublishError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class ConsumerKeys:
+    """How the consumer keys and fingerprints messages: give its own settings (``ConsumerOptions``, or
+    :meth:`from_environment` with the deployed function's environment), so the publisher reads each key and
+    fingerprint exactly as the consumer will.
+
+    ``key_fields``: with ``key_source="fields"``, the consumer's ``(partition_key_field, sort_key_field)``
+    (dotted paths); with ``"dedup_id"``, the body fields whose values make each message's deduplication id,
+    which is the consumer's key; none with ``"message_id"`` and ``"body_sha256"``.
+    ``fingerprint_fields`` / ``fingerprint_exclude`` and ``key_prefix`` as the consumer's (default: the
+    whole body; no prefix).
+    """
+
+    key_fields: Sequence[str] | None = None
+    key_source: KeySource | str = KeySource.FIELDS
+    fingerprint_fields: Sequence[str] | None = None
+    fingerprint_exclude: Sequence[str] | None = None
+    key_prefix: str = ""
+    _builder: KeyBuilder = field(init=False, repr=False, compare=False)
+    _fingerprint: Fingerprinter = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            source = KeySource(self.key_source)
+        except ValueError:
+            choices = ", ".join(s.value for s in KeySource)
+            raise ValueError(f"key_source must be one of {choices}, got {self.key_source!r}") from None
+        fields = tuple(self.key_fields) if self.key_fields is not None else None
+        _check_key_fields(source, fields)
+        partition, sort = fields if source is KeySource.FIELDS and fields else ("unused", "unused")
+        # Passed as given: Config refuses what the consumer would (a bare string, both lists, ...).
+        chosen: Any = self.fingerprint_fields
+        excluded: Any = self.fingerprint_exclude
+        # The consumer's configuration with these settings: checked as the consumer checks it at cold start
+        # (the table name is not used).
+        config = Config(
+            table_name="-",
+            key_source=source,
+            partition_key_field=partition,
+            sort_key_field=sort,
+            key_prefix=self.key_prefix,
+            fingerprint_fields=chosen,
+            fingerprint_exclude=excluded,
+        )
+        for name, value in (
+            ("key_source", source),
+            ("key_fields", fields),
+            ("_builder", KeyBuilder(config)),
+            ("_fingerprint", Fingerprinter(config.fingerprint_fields, config.fingerprint_exclude)),
+        ):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_environment(
+        cls, environment: Mapping[str, str], *, key_fields: Sequence[str] | None = None
+    ) -> ConsumerKeys:
+        """The settings of a deployed consumer, from its function's environment variables (KEY_SOURCE,
+        PARTITION_KEY_FIELD, SORT_KEY_FIELD, FINGERPRINT_FIELDS, FINGERPRINT_EXCLUDE, KEY_PREFIX).
+        ``key_fields`` only with KEY_SOURCE=dedup_id: which body fields make the id (the environment cannot
+        say)."""
+        config = Config.from_env(environment)
+        if config.key_source is KeySource.FIELDS:
+            if key_fields is not None:
+                raise ValueError(
+                    f"key_fields are the consumer's PARTITION_KEY_FIELD and SORT_KEY_FIELD with "
+                    f"{KEY_SOURCE.name}=fields; got {list(key_fields)!r} as well"
+                )
+            key_fields = (config.partition_key_field, config.sort_key_field)
+        return cls(
+            key_fields=key_fields,
+            key_source=config.key_source,
+            fingerprint_fields=config.fingerprint_fields,
+            fingerprint_exclude=config.fingerprint_exclude,
+            key_prefix=config.key_prefix,
+        )
+
+    def read(self, body: str) -> tuple[dict[str, Any], str]:
+        """The body's JSON object, as the consumer parses it, and its deduplication id. Raises
+        :class:`InvalidMessage` with the consumer's reason for a body it would reject."""
+        message = Message({"messageId": "-", "body": body})
+        data = message.json_object()
+        source = self.key_source
+        if source is KeySource.FIELDS:
+            key = self._builder(message)
+            partition = key.partition[len(self.key_prefix) :]  # the id does not depend on a prefix
+            return data, join_key((partition, key.sort, self._fingerprint(data)))
+        if source is KeySource.DEDUP_ID:
+            dedup = join_key(key_parts(data, self.key_fields or ()))
+            keyed = Message({"messageId": "-", "body": body, "attributes": {"MessageDeduplicationId": dedup}})
+            self._builder(keyed)  # the consumer's checks of the id as its key
+            return data, dedup
+        return data, raw_fingerprint(body)
+
+
+def _check_key_fields(source: KeySource, fields: tuple[str, ...] | None) -> None:
+    if source is KeySource.FIELDS and (fields is None or len(fields) != 2):
+        raise ValueError(
+            "key_source fields needs key_fields=(partition_key_field, sort_key_field), the consumer's "
+            f"PARTITION_KEY_FIELD and SORT_KEY_FIELD (dotted paths such as 'order.id'); got {fields!r}"
+        )
+    if source is KeySource.DEDUP_ID and not fields:
+        raise ValueError(
+            "key_source dedup_id needs key_fields: the body fields whose values make each message's "
+            f"deduplication id, which the consumer uses as its key; got {fields!r}"
+        )
+    if source in (KeySource.MESSAGE_ID, KeySource.BODY_SHA256) and fields:
+        raise ValueError(
+            f"key_source {source} reads no body fields (the consumer keys by the "
+            f"{'SQS message id' if source is KeySource.MESSAGE_ID else 'SHA-256 of the body'}); "
+            f"got key_fields={list(fields)!r}"
+        )
+
+
+@dataclass(frozen=True)
 class _Entry:
     index: int
     body: str
@@ -112,39 +233,46 @@ class _Entry:
     dedup_id: str
 
 
-def dedup_id_for(message: Mapping[str, Any], key_fields: Sequence[str], separator: str = "#") -> str:
-    """``x#y`` from the message's key fields (dotted paths; strings, numbers or booleans, read as the
-    consumer reads them). When a part contains the separator (the join would be ambiguous: ``acct#1`` +
-    ``p`` and ``acct`` + ``1#p``), or the result is over 128 characters or has characters SNS refuses, the
-    SHA-256 of ``json.dumps([x, y])`` instead. With the consumer's key fields and no KEY_PREFIX this equals
-    its ``message.key.idempotency_key``. Raises ValueError naming the field for a key the consumer would
-    reject (missing, empty, null, an object or array, or beginning with ``idempotency#``)."""
+def _body(message: Any) -> str:
+    """The text a message is sent as: a str as it is, anything else as compact JSON."""
+    if isinstance(message, str):
+        return message
+    if not isinstance(message, Mapping):
+        raise InvalidMessage(f"must be a json object (a dict, or its JSON text), got {message!r:.80}")
     try:
-        parts = key_parts(dict(message), key_fields)
+        return json.dumps(message, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"cannot be written as JSON: {exc}") from None
+
+
+def dedup_id_for(message: Mapping[str, Any] | str, keys: ConsumerKeys) -> str:
+    """The MessageDeduplicationId :func:`publish` gives ``message`` (a dict, or its JSON text) for a
+    consumer with ``keys``. Raises ValueError with the consumer's reason for a message it would reject
+    (not JSON, a missing, empty, null, object or array key field, a key beginning with ``idempotency#``)."""
+    try:
+        return keys.read(_body(message))[1]
     except InvalidMessage as exc:
         raise ValueError(exc.reason) from None
-    return join_key(parts, separator)
 
 
 def _entries(
-    messages: Sequence[Any],
-    group_id: str | Callable[[Mapping[str, Any]], str],
-    key_fields: Sequence[str],
-    separator: str,
+    messages: Sequence[Any], keys: ConsumerKeys, group_id: str | Callable[[dict[str, Any]], str]
 ) -> list[_Entry]:
     """Every message checked and prepared before anything is sent: a bad one raises ValueError naming it."""
     entries = []
     for index, message in enumerate(messages):
-        if not isinstance(message, Mapping):
-            raise ValueError(f"message {index} must be a json object (dict), got {message!r:.80}")
-        group = group_id(message) if callable(group_id) else group_id
-        if not isinstance(group, str) or not group:
-            raise ValueError(f"group id of message {index} must be a non-empty string, got {group!r}")
         try:
-            dedup = dedup_id_for(message, key_fields, separator)
-        except ValueError as exc:
-            raise ValueError(f"message {index}: {exc}") from None
-        entries.append(_Entry(index, json.dumps(message, separators=(",", ":")), group, dedup))
+            body = _body(message)
+            data, dedup = keys.read(body)
+        except InvalidMessage as exc:
+            raise ValueError(f"message {index}: {exc.reason}") from None
+        group = group_id(data) if callable(group_id) else group_id
+        if not isinstance(group, str) or join_key((group,)) != group:
+            raise ValueError(
+                f"message {index}: its group id must be 1-128 printable ASCII characters (what SNS and SQS "
+                f"accept as a MessageGroupId), got {group!r:.140}"
+            )
+        entries.append(_Entry(index, body, group, dedup))
     return entries
 
 
@@ -200,25 +328,23 @@ def _send(sns_client: Any, topic_arn: str, batch: list[_Entry], result: PublishR
 def publish(
     sns_client: Any,
     topic_arn: str,
-    messages: Iterable[Mapping[str, Any]],
+    messages: Iterable[Mapping[str, Any] | str],
     *,
-    group_id: str | Callable[[Mapping[str, Any]], str],
-    key_fields: Sequence[str] = ("x", "y"),
-    separator: str = "#",
+    keys: ConsumerKeys,
+    group_id: str | Callable[[dict[str, Any]], str],
 ) -> PublishResult:
-    """Publish JSON messages to a FIFO topic through PublishBatch, each group in order.
+    """Publish JSON messages (dicts, or JSON texts sent as they are) to a FIFO topic through PublishBatch,
+    each group in order, with the deduplication ids of :func:`dedup_id_for`.
 
-    ``group_id``: a MessageGroupId, or a function of the message (e.g. ``lambda m: m["x"]`` to order per
-    business entity while spreading load). Every message is checked before the first request: one the
-    consumer would reject raises ValueError naming it, and nothing is sent. Each input ends published,
-    failed (SNS refused it, or its request failed: the call then stops) or not attempted (an earlier
-    message of its group failed, or the call stopped): see ``result.statuses``, ``result.failed``, and
-    ``result.raise_for_failures()``.
+    ``keys``: the consumer's key settings. ``group_id``: a MessageGroupId, or a function of the message's
+    JSON object as the consumer parses it (e.g. ``lambda m: m["order_id"]``: each order in order, orders in
+    parallel). Every message is checked before the first request: one the consumer would reject raises
+    ValueError naming it, and nothing is sent. Each input ends published, failed (SNS refused it, or its
+    request failed: the call then stops) or not attempted (an earlier message of its group failed, or the
+    call stopped): see ``result.statuses``, ``result.failed``, and ``result.raise_for_failures()``.
     """
     items = list(messages)
-    if not key_fields:
-        raise ValueError(f"key_fields must name at least one body field, got {key_fields!r}")
-    entries = _entries(items, group_id, key_fields, separator)
+    entries = _entries(items, keys, group_id)
     result = PublishResult(len(items))
     for batch in _rounds(entries, result):
         if not _send(sns_client, topic_arn, batch, result):
