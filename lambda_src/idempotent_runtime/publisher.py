@@ -26,13 +26,14 @@ from enum import StrEnum
 from typing import Any
 
 from idempotent_runtime.config import Config
-from idempotent_runtime.contract import KEY_SOURCE, KeySource
+from idempotent_runtime.contract import FIFO_ONLY_KEY_SOURCES, FIFO_QUEUE_SUFFIX, KEY_SOURCE, KeySource
 from idempotent_runtime.errors import InvalidMessage
 from idempotent_runtime.keys import KeyBuilder, key_parts
 from idempotent_runtime.message import Message, join_key
 from idempotent_runtime.payload import Fingerprinter, raw_fingerprint
 
-MAX_BATCH = 10  # PublishBatch's limit
+MAX_BATCH = 10  # PublishBatch's and SendMessageBatch's limit on entries...
+MAX_BATCH_BYTES = 262_144  # ...and on the bodies of a request together (256 KiB)
 
 
 class Status(StrEnum):
@@ -229,8 +230,13 @@ def _check_key_fields(source: KeySource, fields: tuple[str, ...] | None) -> None
 class _Entry:
     index: int
     body: str
-    group_id: str
-    dedup_id: str
+    group_id: str | None
+    dedup_id: str | None  # None: a standard topic or queue, which takes none
+    lane: str | int  # what must stay in order: the group (FIFO), or nothing but the message itself
+
+    @property
+    def size(self) -> int:
+        return len(self.body.encode("utf-8", "surrogatepass"))
 
 
 def _body(message: Any) -> str:
@@ -256,7 +262,10 @@ def dedup_id_for(message: Mapping[str, Any] | str, keys: ConsumerKeys) -> str:
 
 
 def _entries(
-    messages: Sequence[Any], keys: ConsumerKeys, group_id: str | Callable[[dict[str, Any]], str]
+    messages: Sequence[Any],
+    keys: ConsumerKeys,
+    group_id: str | Callable[[dict[str, Any]], str] | None,
+    fifo: bool,
 ) -> list[_Entry]:
     """Every message checked and prepared before anything is sent: a bad one raises ValueError naming it."""
     entries = []
@@ -267,49 +276,61 @@ def _entries(
         except InvalidMessage as exc:
             raise ValueError(f"message {index}: {exc.reason}") from None
         group = group_id(data) if callable(group_id) else group_id
-        if not isinstance(group, str) or join_key((group,)) != group:
+        if group is not None and (not isinstance(group, str) or join_key((group,)) != group):
             raise ValueError(
                 f"message {index}: its group id must be 1-128 printable ASCII characters (what SNS and SQS "
                 f"accept as a MessageGroupId), got {group!r:.140}"
             )
-        entries.append(_Entry(index, body, group, dedup))
+        lane: str | int = group if fifo and group is not None else index
+        entries.append(_Entry(index, body, group, dedup if fifo else None, lane))
     return entries
 
 
 def _rounds(entries: list[_Entry], result: PublishResult) -> Iterable[list[_Entry]]:
-    """Requests of at most MAX_BATCH entries, at most one per group, earliest first; a group's next entry
-    comes only after its previous one was published (read from ``result`` between requests)."""
-    groups: dict[str, list[_Entry]] = {}
+    """Requests of at most MAX_BATCH entries and MAX_BATCH_BYTES, at most one per lane, earliest first; a
+    lane's next entry comes only after its previous one was published (read from ``result`` between
+    requests)."""
+    lanes: dict[str | int, list[_Entry]] = {}
     for entry in entries:
-        groups.setdefault(entry.group_id, []).append(entry)
-    position = dict.fromkeys(groups, 0)
-    heads = [(members[0].index, group) for group, members in groups.items()]
+        lanes.setdefault(entry.lane, []).append(entry)
+    waiting = {lane: iter(members[1:]) for lane, members in lanes.items()}
+    # (input index, entry): indices are unique, so entries are never compared.
+    heads = [(members[0].index, members[0]) for members in lanes.values()]
     heapq.heapify(heads)
     while heads:
-        batch = [heapq.heappop(heads) for _ in range(min(MAX_BATCH, len(heads)))]
-        yield [groups[group][position[group]] for _, group in batch]
-        for _, group in batch:
-            sent = groups[group][position[group]]
-            position[group] += 1
-            if result.statuses[sent.index] is Status.PUBLISHED and position[group] < len(groups[group]):
-                heapq.heappush(heads, (groups[group][position[group]].index, group))
+        batch: list[_Entry] = []
+        size = 0
+        while heads and len(batch) < MAX_BATCH and (not batch or size + heads[0][1].size <= MAX_BATCH_BYTES):
+            entry = heapq.heappop(heads)[1]
+            batch.append(entry)
+            size += entry.size
+        yield batch
+        for entry in batch:
+            following = next(waiting[entry.lane], None)
+            if following is not None and result.statuses[entry.index] is Status.PUBLISHED:
+                heapq.heappush(heads, (following.index, following))
 
 
-def _send(sns_client: Any, topic_arn: str, batch: list[_Entry], result: PublishResult) -> bool:
-    """One PublishBatch request; False when it failed as a whole (its entries are then failed)."""
+def _send(client: Any, destination: str, batch: list[_Entry], result: PublishResult) -> bool:
+    """One PublishBatch (or, to a queue, SendMessageBatch) request; False when it failed as a whole (its
+    entries are then failed)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    request = [
-        {
-            "Id": str(position),
-            "Message": entry.body,
-            "MessageGroupId": entry.group_id,
-            "MessageDeduplicationId": entry.dedup_id,
-        }
-        for position, entry in enumerate(batch)
-    ]
+    to_queue = client.meta.service_model.service_name == "sqs"
+    body = "MessageBody" if to_queue else "Message"
+    request = []
+    for position, entry in enumerate(batch):
+        item = {"Id": str(position), body: entry.body}
+        if entry.group_id is not None:
+            item["MessageGroupId"] = entry.group_id
+        if entry.dedup_id is not None:
+            item["MessageDeduplicationId"] = entry.dedup_id
+        request.append(item)
     try:
-        response = sns_client.publish_batch(TopicArn=topic_arn, PublishBatchRequestEntries=request)
+        if to_queue:
+            response = client.send_message_batch(QueueUrl=destination, Entries=request)
+        else:
+            response = client.publish_batch(TopicArn=destination, PublishBatchRequestEntries=request)
     except (BotoCoreError, ClientError) as exc:
         error = exc.response.get("Error", {}) if isinstance(exc, ClientError) else {}
         code = error.get("Code") or type(exc).__name__
@@ -326,27 +347,48 @@ def _send(sns_client: Any, topic_arn: str, batch: list[_Entry], result: PublishR
 
 
 def publish(
-    sns_client: Any,
-    topic_arn: str,
+    client: Any,
+    destination: str,
     messages: Iterable[Mapping[str, Any] | str],
     *,
     keys: ConsumerKeys,
-    group_id: str | Callable[[dict[str, Any]], str],
+    group_id: str | Callable[[dict[str, Any]], str] | None = None,
+    fifo: bool | None = None,
+    progress: Callable[[PublishResult], None] | None = None,
 ) -> PublishResult:
-    """Publish JSON messages (dicts, or JSON texts sent as they are) to a FIFO topic through PublishBatch,
-    each group in order, with the deduplication ids of :func:`dedup_id_for`.
+    """Publish JSON messages (dicts, or JSON texts sent as they are) to a topic (``client``: SNS,
+    ``destination``: its ARN) or, for a pipeline without a topic, a queue (SQS, its URL), ten a request.
 
     ``keys``: the consumer's key settings. ``group_id``: a MessageGroupId, or a function of the message's
     JSON object as the consumer parses it (e.g. ``lambda m: m["order_id"]``: each order in order, orders in
-    parallel). Every message is checked before the first request: one the consumer would reject raises
-    ValueError naming it, and nothing is sent. Each input ends published, failed (SNS refused it, or its
-    request failed: the call then stops) or not attempted (an earlier message of its group failed, or the
-    call stopped): see ``result.statuses``, ``result.failed``, and ``result.raise_for_failures()``.
+    parallel); required for FIFO, optional for standard (fair queues). ``fifo``: default, whether the ARN or
+    URL ends in ``.fifo``. FIFO messages get the deduplication ids of :func:`dedup_id_for` and keep each
+    group's order; standard ones get none (SNS and SQS refuse them). ``progress`` is called with the result
+    after each request.
+
+    Every message is checked before the first request: one the consumer would reject raises ValueError
+    naming it, and nothing is sent. Each input ends published, failed (refused, or its request failed: the
+    call then stops) or not attempted (an earlier message of its group failed, or the call stopped): see
+    ``result.statuses``, ``result.failed``, and ``result.raise_for_failures()``.
     """
+    fifo = destination.endswith(FIFO_QUEUE_SUFFIX) if fifo is None else fifo
+    if fifo and group_id is None:
+        raise ValueError(
+            f"group_id is required for the FIFO destination {destination}: a MessageGroupId, or a function "
+            "of the message (its group keeps its order)"
+        )
+    if not fifo and keys.key_source in FIFO_ONLY_KEY_SOURCES:
+        raise ValueError(
+            f"key_source {keys.key_source} needs a FIFO topic or queue (the consumer keys by the "
+            f"MessageDeduplicationId, which a standard one does not carry), got {destination}"
+        )
     items = list(messages)
-    entries = _entries(items, keys, group_id)
+    entries = _entries(items, keys, group_id, fifo)
     result = PublishResult(len(items))
     for batch in _rounds(entries, result):
-        if not _send(sns_client, topic_arn, batch, result):
+        carried_on = _send(client, destination, batch, result)
+        if progress is not None:
+            progress(result)
+        if not carried_on:
             break
     return result

@@ -395,3 +395,104 @@ def test_a_request_that_fails_as_a_whole_fails_its_messages_and_stops_the_call(t
     assert {(f.code, f.message) for f in result.failed} == {("Throttled", "slow down")}
     assert result.unpublished == list(range(10, 25))
     assert result.statuses[20:] == ["not_attempted"] * 5
+
+
+@pytest.fixture
+def standard_topic_and_queue(sqs):
+    """A standard topic with a standard queue subscribed with raw message delivery (``fifo=False``)."""
+    import boto3
+
+    sns = boto3.client("sns", region_name="us-east-1")
+    topic = sns.create_topic(Name="orders")["TopicArn"]
+    queue_url = sqs.create_queue(QueueName="orders")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+    return sns, topic, queue_url
+
+
+def test_a_standard_topic_gets_no_deduplication_id_and_needs_no_group(standard_topic_and_queue, sqs):
+    sns, topic, queue_url = standard_topic_and_queue
+    calls = []
+    sns.meta.events.register(
+        "before-parameter-build.sns.PublishBatch", lambda params, **_: calls.append(params)
+    )
+    messages = [{"x": f"a{i:02}", "y": "b"} for i in range(12)]
+    result = publish(sns, topic, messages, keys=KEYS)
+    assert result.ok, result.failed
+    received = drain(sqs, queue_url)
+    assert sorted(json.loads(m["Body"])["x"] for m in received) == [m["x"] for m in messages]
+    assert not any("MessageDeduplicationId" in m["Attributes"] for m in received)
+    # No order to keep on a standard topic: full requests, whatever the groups.
+    assert [len(c["PublishBatchRequestEntries"]) for c in calls] == [10, 2]
+
+
+def test_a_group_id_on_a_standard_topic_is_passed_on_for_fair_queues(standard_topic_and_queue):
+    sns, topic, _ = standard_topic_and_queue
+    calls = []
+    sns.meta.events.register(
+        "before-parameter-build.sns.PublishBatch", lambda params, **_: calls.append(params)
+    )
+    assert publish(
+        sns, topic, [{"x": "a", "y": "1"}, {"x": "b", "y": "1"}], keys=KEYS, group_id="tenant-1"
+    ).ok
+    (request,) = calls
+    assert [e.get("MessageGroupId") for e in request["PublishBatchRequestEntries"]] == ["tenant-1"] * 2
+    assert not any("MessageDeduplicationId" in e for e in request["PublishBatchRequestEntries"])
+
+
+def test_without_a_topic_messages_go_to_the_fifo_queue_in_order_and_are_stored_once(
+    pipeline, sqs, dynamodb, make_handler
+):
+    from idempotent_local.events import lambda_sqs_event
+
+    _, _, queue_url, queue_arn = pipeline
+    handler, stream = make_handler()
+    messages = [{"x": "a", "y": str(i), "v": i} for i in range(3)] + [{"x": "a", "y": "0", "v": 0}]
+    assert publish(sqs, queue_url, messages, keys=KEYS, group_id=lambda m: m["x"]).ok
+    received = drain(sqs, queue_url)
+    assert [json.loads(m["Body"]) for m in received] == messages[:3]  # the exact resend is dropped by SQS
+    assert [m["Attributes"]["MessageDeduplicationId"] for m in received] == [
+        dedup_id_for(m, KEYS) for m in messages[:3]
+    ]
+    assert {m["Attributes"]["MessageGroupId"] for m in received} == {"a"}
+    handler(lambda_sqs_event(received, queue_arn), None)
+    assert [line["outcome"] for line in record_logs(stream)] == ["processed"] * 3
+    assert sorted((i["sk"]["S"], i["v"]["N"]) for i in scan(dynamodb)) == [("0", "0"), ("1", "1"), ("2", "2")]
+
+
+def test_without_a_topic_a_standard_queue_gets_the_messages_without_ids(sqs):
+    queue_url = sqs.create_queue(QueueName="plain")["QueueUrl"]
+    assert publish(sqs, queue_url, [{"x": "a", "y": "1"}], keys=KEYS).ok
+    (received,) = drain(sqs, queue_url)
+    assert json.loads(received["Body"]) == {"x": "a", "y": "1"}
+    assert "MessageDeduplicationId" not in received["Attributes"]
+
+
+def test_a_fifo_destination_needs_a_group_id(topic_and_queue):
+    sns, topic, _ = topic_and_queue
+    with pytest.raises(
+        ValueError, match=r"^group_id is required for the FIFO destination arn:aws:sns:.*orders\.fifo"
+    ):
+        publish(sns, topic, [{"x": "a", "y": "1"}], keys=KEYS)
+
+
+def test_dedup_id_keys_cannot_go_through_a_standard_topic(standard_topic_and_queue, sqs):
+    sns, topic, queue_url = standard_topic_and_queue
+    keys = ConsumerKeys(["x"], key_source="dedup_id")
+    with pytest.raises(ValueError, match="key_source dedup_id needs a FIFO topic or queue"):
+        publish(sns, topic, [{"x": "a"}], keys=keys)
+    assert drain(sqs, queue_url) == []
+
+
+def test_a_request_holds_at_most_256_kib_of_messages(topic_and_queue, sqs):
+    sns, topic, queue_url = topic_and_queue
+    calls = []
+    sns.meta.events.register(
+        "before-parameter-build.sns.PublishBatch", lambda params, **_: calls.append(params)
+    )
+    seen = []
+    messages = [{"x": f"a{i}", "y": "1", "pad": "p" * 30_000} for i in range(10)]
+    assert publish(sns, topic, messages, keys=KEYS, group_id=lambda m: m["x"], progress=seen.append).ok
+    assert [len(c["PublishBatchRequestEntries"]) for c in calls] == [8, 2]
+    assert len(seen) == 2 and seen[-1].ok
+    assert len(drain(sqs, queue_url)) == 10
