@@ -62,12 +62,15 @@ class PublishFailure:
 
 
 class PublishResult:
-    """``statuses[i]`` says what happened to input ``i``; ``message_ids[i]`` is SNS's id for it (None unless
-    published); ``failed`` lists the failures; ``unpublished`` the inputs to send again, in order."""
+    """``statuses[i]`` says what happened to input ``i``; ``message_ids[i]`` is SNS's (or SQS's) id for it
+    (None unless published); ``group_ids[i]`` its MessageGroupId; ``failed`` lists the failures;
+    ``unpublished`` the inputs to send again, in order; ``counts`` the inputs per status."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, entries: Sequence[_Entry]) -> None:
+        count = len(entries)
         self.statuses: list[Status] = [Status.NOT_ATTEMPTED] * count
         self.message_ids: list[str | None] = [None] * count
+        self.group_ids: list[str | None] = [entry.group_id for entry in entries]
         self.failed: list[PublishFailure] = []
         self.counts: dict[Status, int] = {status: 0 for status in Status}
         self.counts[Status.NOT_ATTEMPTED] = count
@@ -101,7 +104,18 @@ class PublishResult:
             raise PublishError(self)
 
 
+class MessageRejected(ValueError):
+    """An input the consumer would reject (or SNS would refuse), found before anything was sent."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"message {index}: {reason}")
+        self.index = index
+        self.reason = reason
+
+
 class PublishError(RuntimeError):
+    """Raised by :meth:`PublishResult.raise_for_failures`: not everything was published."""
+
     def __init__(self, result: PublishResult) -> None:
         unpublished = len(result.unpublished)
         shown = "; ".join(map(repr, result.failed[:5]))
@@ -160,6 +174,8 @@ class ConsumerKeys:
         for name, value in (
             ("key_source", source),
             ("key_fields", fields),
+            ("fingerprint_fields", config.fingerprint_fields),
+            ("fingerprint_exclude", config.fingerprint_exclude),
             ("_builder", KeyBuilder(config)),
             ("_fingerprint", Fingerprinter(config.fingerprint_fields, config.fingerprint_exclude)),
         ):
@@ -273,13 +289,14 @@ def _entries(
         try:
             body = _body(message)
             data, dedup = keys.read(body)
+            group = group_id(data) if callable(group_id) else group_id
         except InvalidMessage as exc:
-            raise ValueError(f"message {index}: {exc.reason}") from None
-        group = group_id(data) if callable(group_id) else group_id
+            raise MessageRejected(index, exc.reason) from None
         if group is not None and (not isinstance(group, str) or join_key((group,)) != group):
-            raise ValueError(
-                f"message {index}: its group id must be 1-128 printable ASCII characters (what SNS and SQS "
-                f"accept as a MessageGroupId), got {group!r:.140}"
+            raise MessageRejected(
+                index,
+                "its group id must be 1-128 printable ASCII characters (what SNS and SQS accept as a "
+                f"MessageGroupId), got {group!r:.140}",
             )
         lane: str | int = group if fifo and group is not None else index
         entries.append(_Entry(index, body, group, dedup if fifo else None, lane))
@@ -366,10 +383,12 @@ def publish(
     group's order; standard ones get none (SNS and SQS refuse them). ``progress`` is called with the result
     after each request.
 
-    Every message is checked before the first request: one the consumer would reject raises ValueError
-    naming it, and nothing is sent. Each input ends published, failed (refused, or its request failed: the
-    call then stops) or not attempted (an earlier message of its group failed, or the call stopped): see
-    ``result.statuses``, ``result.failed``, and ``result.raise_for_failures()``.
+    Every message is checked before the first request: one the consumer would reject raises
+    :class:`MessageRejected` (a ValueError) naming it, and nothing is sent; so does a ``group_id`` function
+    raising :class:`~idempotent_runtime.errors.InvalidMessage`. Each input ends published, failed
+    (refused, or its request failed: the call then stops) or not attempted (an earlier message of its group
+    failed, or the call stopped): see ``result.statuses``, ``result.failed``, and
+    ``result.raise_for_failures()``.
     """
     fifo = destination.endswith(FIFO_QUEUE_SUFFIX) if fifo is None else fifo
     if fifo and group_id is None:
@@ -382,9 +401,8 @@ def publish(
             f"key_source {keys.key_source} needs a FIFO topic or queue (the consumer keys by the "
             f"MessageDeduplicationId, which a standard one does not carry), got {destination}"
         )
-    items = list(messages)
-    entries = _entries(items, keys, group_id, fifo)
-    result = PublishResult(len(items))
+    entries = _entries(list(messages), keys, group_id, fifo)
+    result = PublishResult(entries)
     for batch in _rounds(entries, result):
         carried_on = _send(client, destination, batch, result)
         if progress is not None:
