@@ -249,3 +249,29 @@ def test_without_a_file_a_terminal_is_not_read(cloud):
     err = io.StringIO()
     assert run(args, stdin=Terminal(), out=io.StringIO(), err=err) == 1
     assert "give a FILE of JSON lines, or pipe them to stdin" in err.getvalue()
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/local-cloud.md", "docs/runtime.md"])
+def test_every_documented_command_line_is_one_the_cli_accepts(document):
+    """The own-app path and its walkthrough run as written: each `idempotent-pipeline ...` in a bash block
+    parses (the wheel test runs the path itself)."""
+    import re
+    import shlex
+
+    text = (Path(__file__).resolve().parents[2] / document).read_text()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = list(shlex.shlex(line, posix=True, punctuation_chars=True))  # without comments
+            while "idempotent-pipeline" in words:
+                words = words[words.index("idempotent-pipeline") + 1 :]
+                end = next((i for i, w in enumerate(words) if w in ("|", ">", "&&", ";", "||")), len(words))
+                commands.append(words[:end])
+    assert any(command[:1] == ["send"] for command in commands), (
+        document if document != "docs/runtime.md" else ""
+    )
+    for command in commands:
+        try:
+            parser().parse_args(command)
+        except SystemExit:
+            pytest.fail(f"{document}: `idempotent-pipeline {' '.join(command)}` does not parse")
