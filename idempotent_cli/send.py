@@ -156,6 +156,13 @@ def _send(
             fifo=destination.fifo,
             progress=progress,
         )
+    except KeyboardInterrupt:
+        print(
+            f"\ninterrupted: {progress.published} of {len(lines.texts)} published before the last request, "
+            f"which may or may not have been. {_again(keys, destination.fifo)}",
+            file=err,
+        )
+        return 130
     except MessageRejected as exc:
         raise SendError(
             f"{lines.name}, line {lines.numbers[exc.index]}: {exc.reason}; nothing was sent"
@@ -281,10 +288,12 @@ class _Progress:
     def __init__(self, total: int, err: IO[str], clock: Callable[[], float], every: float) -> None:
         self.total, self.err, self.clock, self.every = total, err, clock, every
         self.started = self.shown = clock()
+        self.published = 0
 
     def __call__(self, result: Any) -> None:
         from idempotent_runtime.publisher import Status
 
+        self.published = result.counts[Status.PUBLISHED]
         now = self.clock()
         if now - self.shown < self.every:
             return
@@ -335,8 +344,6 @@ def _summary(
 
 
 def _render(summary: dict[str, Any], keys: Any) -> list[str]:
-    from idempotent_runtime.contract import KeySource
-
     grouped = [g for g in summary["groups"] if g["group_id"] is not None]
     shown = f" in {_count(len(grouped), 'group')}" if grouped else ""
     counts = f"{summary['published']} published"
@@ -363,22 +370,25 @@ def _render(summary: dict[str, Any], keys: Any) -> list[str]:
             rendered.append(f"        not attempted: line{'s' if len(waiting) > 1 else ''} {_lines(waiting)}")
     if len(troubled) > SHOWN_GROUPS:
         rendered.append(f"    ... and {len(troubled) - SHOWN_GROUPS} more groups (--json lists them all)")
+    rendered.append(_again(keys, summary["fifo"]))
+    return rendered
+
+
+def _again(keys: Any, fifo: bool) -> str:
+    """Whether sending the same input again is safe, for this consumer."""
+    from idempotent_runtime.contract import KeySource
+
     if keys.key_source is KeySource.MESSAGE_ID:
-        rendered.append(
+        return (
             "Send only the lines not published: with KEY_SOURCE=message_id every delivery is a new key, so a "
             "message sent twice (after FIFO deduplication's 5 minutes) is processed twice."
         )
-    elif summary["fifo"]:
-        rendered.append(
+    if fifo:
+        return (
             "Sending the same input again is safe and keeps each group's order: what was published is "
             "dropped as a duplicate (by FIFO deduplication within 5 minutes, by the consumer's key after it)."
         )
-    else:
-        rendered.append(
-            "Sending the same input again is safe: what was published is absorbed by the consumer's key as a "
-            "duplicate."
-        )
-    return rendered
+    return "Sending the same input again is safe: what was published is absorbed by the consumer's key."
 
 
 def _lines(numbers: list[str], limit: int = 20) -> str:

@@ -275,3 +275,29 @@ def test_every_documented_command_line_is_one_the_cli_accepts(document):
             parser().parse_args(command)
         except SystemExit:
             pytest.fail(f"{document}: `idempotent-pipeline {' '.join(command)}` does not parse")
+
+
+def test_ctrl_c_says_what_was_published_and_that_sending_again_is_safe(cloud, tmp_path):
+    pipeline = deploy_pipeline(environment=ORDERS)
+    with_topic(pipeline)
+    lines = [json.dumps({"order_id": f"o-{i}", "line_id": "1"}) for i in range(12)]
+
+    def connect(args: Any) -> Any:
+        from idempotent_cli.dlq import aws
+
+        clients = aws.connect(local=False)
+        calls: list[int] = []
+
+        def interrupt(**_: Any) -> None:
+            calls.append(1)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+
+        clients("sns").meta.events.register("before-call.sns.PublishBatch", interrupt)
+        return clients
+
+    code, out, err = send(write(tmp_path, lines), connect=connect)
+    assert code == 130 and out == ""
+    assert "interrupted: 10 of 12 published before the last request, which may or may not have been." in err
+    assert "Sending the same input again is safe and keeps each group's order" in err
+    assert len(drain(pipeline.queue_url)) == 10
