@@ -22,6 +22,7 @@ COMMANDS: tuple[str, ...] = (
     "idempotent_cli.init",
     "idempotent_cli.local",
     "idempotent_cli.dlq",
+    "idempotent_cli.send",
 )
 
 

@@ -9,7 +9,7 @@ import pytest
 import runtime_examples
 from idempotent_runtime.config import Config
 from idempotent_runtime.consumer import build_handler
-from idempotent_runtime.publisher import publish
+from idempotent_runtime.publisher import ConsumerKeys, publish
 from runtime_helpers import (
     CLAIM,
     COMPLETION,
@@ -60,7 +60,9 @@ def _publish_orders(sns, topic, count=30, **extra):
     orders = [
         {"x": f"o{i}", "y": "1", "email": f"c{i}@example.com", "cents": 10 + i, **extra} for i in range(count)
     ]
-    assert publish(sns, topic, orders, group_id=lambda m: f"g{int(m['x'][1:]) % 5}").ok
+    assert publish(
+        sns, topic, orders, keys=ConsumerKeys(("x", "y")), group_id=lambda m: f"g{int(m['x'][1:]) % 5}"
+    ).ok
     return orders
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from idempotent_runtime.publisher import publish
+from idempotent_runtime.publisher import ConsumerKeys, publish
 from runtime_helpers import (
     REGION,
     deliver_until_empty,
@@ -73,8 +73,12 @@ def test_published_messages_end_as_one_document_each(pipeline, sqs, dynamodb, ma
     sns, topic, queue_url, queue_arn = pipeline
     handler, stream = make_handler(dlq_url=dlq_url)
     orders = [{"x": f"order-{i}", "y": f"line-{i % 3}", "qty": i} for i in range(25)]
-    assert publish(sns, topic, orders, group_id=lambda m: f"g{m['qty'] % 4}").ok
-    publish(sns, topic, orders[:5], group_id="g0")  # resent inside the window: SNS drops them
+    assert publish(
+        sns, topic, orders, keys=ConsumerKeys(("x", "y")), group_id=lambda m: f"g{m['qty'] % 4}"
+    ).ok
+    publish(
+        sns, topic, orders[:5], keys=ConsumerKeys(("x", "y")), group_id="g0"
+    )  # resent inside the window: SNS drops them
     # Resent after the window (a new deduplication id): delivered; the same content is a duplicate for the
     # table, changed content a conflict (to the DLQ, the first document stays).
     for order, changed in [(o, False) for o in orders[5:8]] + [(o, True) for o in orders[8:10]]:

@@ -75,13 +75,6 @@ def test_idempotency_keys_of_parts_holding_the_separator_do_not_collide():
     assert len(first) == len(second) == 64
 
 
-def test_idempotency_key_matches_the_publishers_deduplication_id():
-    from idempotent_runtime.publisher import dedup_id_for
-
-    for x, y in (("a", "b"), ("acct#1", "p"), ("é", "b"), ("a" * 100, "b" * 100)):
-        assert Key(x, y).idempotency_key == dedup_id_for({"x": x, "y": y}, ("x", "y"))
-
-
 def test_key_fields_are_dotted_paths_into_nested_objects(make_handler, dynamodb):
     handler, _ = make_handler(partition_key_field="order.id", sort_key_field="order.line.no")
     handler(event(record({"order": {"id": "o-1", "line": {"no": "3"}}})), None)

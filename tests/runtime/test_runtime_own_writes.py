@@ -8,7 +8,7 @@ import runtime_examples
 from idempotent_runtime.clients import create_client
 from idempotent_runtime.config import Config
 from idempotent_runtime.consumer import build_handler
-from idempotent_runtime.publisher import publish
+from idempotent_runtime.publisher import ConsumerKeys, publish
 from runtime_helpers import (
     CLAIM,
     COMPLETION,
@@ -26,7 +26,9 @@ ORDERS = 40
 
 def _publish(sns, topic):
     orders = [{"x": f"o{i}", "y": "1", "cents": 10 + i, "email": f"c{i}@example.com"} for i in range(ORDERS)]
-    assert publish(sns, topic, orders, group_id=lambda m: f"g{int(m['x'][1:]) % 4}").ok
+    assert publish(
+        sns, topic, orders, keys=ConsumerKeys(("x", "y")), group_id=lambda m: f"g{int(m['x'][1:]) % 4}"
+    ).ok
     return orders
 
 
