@@ -301,9 +301,10 @@ class AlarmOptions:
     """Create the alarms. Default: True."""
 
     alarm_topic: sns.ITopic | None = None
-    """An SNS topic notified when an alarm fires (and when it is OK again). A KMS-encrypted topic defined in
-    the app gets the key policy statement CloudWatch needs; an imported key gets a synth warning.
-    Default: no action."""
+    """An SNS topic notified when an alarm fires (and when it is OK again). A topic defined in the app gets
+    the topic policy statement that lets CloudWatch alarms of its account publish, and for a KMS key of the
+    app the key policy statement CloudWatch needs; an imported topic or key gets a synth warning naming the
+    statement. Default: no action."""
 
     max_message_age: Duration = DEFAULT_MAX_MESSAGE_AGE
     """Alarm when the oldest message in the queue is this old (at least 1 minute, less than the queue's

@@ -17,6 +17,7 @@ from constructs_helpers import (
     VENV_BIN,
     cdk_json_context,
     cfn_lint_findings,
+    cloudwatch_may_publish,
     nag_findings,
     new_stack,
 )
@@ -273,6 +274,23 @@ def test_every_context_key_is_applied(context_template):
     alarm_topic = next(k for k, r in res.items() if r["Type"] == "AWS::SNS::Topic" and "AlarmTopic" in k)
     assert all(a["AlarmActions"] == [{"Ref": alarm_topic}] for a in alarms)
     assert _one(context_template, "AWS::CloudWatch::Dashboard")
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        {"alarm_topic": "true"},
+        {"alarm_topic": "true", "customer_managed_keys": "true"},
+        {"alarm_topic": "true", "customer_managed_keys": "true", "topic": "false"},
+    ],
+    ids=["plain", "customer-managed keys", "customer-managed keys without a topic"],
+)
+def test_cloudwatch_may_publish_to_the_reference_alarm_topic(context, tmp_path):
+    template = synth_app(tmp_path, {**context, "nag": False}).get_stack_by_name(STACK).template
+    (alarm_topic,) = [
+        k for k, r in template["Resources"].items() if r["Type"] == "AWS::SNS::Topic" and "AlarmTopic" in k
+    ]
+    assert cloudwatch_may_publish(template, alarm_topic)
 
 
 def test_context_table_documents_every_key():
