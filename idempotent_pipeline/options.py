@@ -95,8 +95,9 @@ class MessagingOptions:
     leaves the attribute out: SQS and SNS refuse it on a standard queue or topic)."""
 
     high_throughput: bool = False
-    """FIFO only: per-message-group deduplication scope and throughput limit on the queue, message-group
-    throughput scope on a new topic. Default: False (queue-wide scope)."""
+    """FIFO only: per-message-group deduplication scope and throughput limit on the queue and on both
+    dead-letter queues created here (a redrive burst into a DLQ at the default FIFO limit is throttled),
+    message-group throughput scope on a new topic. Default: False (queue-wide scope)."""
 
     visibility_timeout: Duration | None = None
     """The queue's visibility timeout; at least 6 x the consumer's function timeout + its
