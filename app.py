@@ -112,6 +112,11 @@ def _architecture(key: str, value: Any) -> lambda_.Architecture:
     raise ConfigurationError(f"context {key} must be arm64 or x86_64; got {value!r}")
 
 
+def _runtime(key: str, value: Any) -> lambda_.Runtime:
+    """A Lambda runtime by name (``python3.13``); the consumer refuses one that is not Python 3.12+."""
+    return lambda_.Runtime(_text(key, value).strip(), lambda_.RuntimeFamily.PYTHON)
+
+
 def _retired(replacement: str) -> Callable[[str, Any], Any]:
     def parse(key: str, value: Any) -> Any:
         raise ConfigurationError(f"context {key} is no longer read (got {value!r}): {replacement}")
@@ -137,6 +142,7 @@ CONTEXT: dict[str, tuple[str, str, Parser]] = {
     "sort_key_name": ("table", "sort_key_name", _text),
     "time_to_live_attribute": ("table", "time_to_live_attribute", _text),
     "removal_policy": ("table", "removal_policy", _removal_policy),
+    "deletion_protection": ("table", "deletion_protection", _boolean),
     # consumer
     "mode": ("consumer", "mode", _text),
     "key_source": ("consumer", "key_source", _text),
@@ -156,6 +162,7 @@ CONTEXT: dict[str, tuple[str, str, Parser]] = {
     "timeout_seconds": ("consumer", "timeout", _seconds),
     "memory_size": ("consumer", "memory_size", _integer),
     "architecture": ("consumer", "architecture", _architecture),
+    "runtime": ("consumer", "runtime", _runtime),
     "batch_size": ("consumer", "batch_size", _integer),
     "max_batching_window_seconds": ("consumer", "max_batching_window", _seconds),
     "max_concurrency": ("consumer", "max_concurrency", _integer),

@@ -52,6 +52,8 @@ from idempotent_pipeline._rules import (
 from idempotent_pipeline.options import (
     DEFAULT_EXCLUDE,
     DEFAULT_LEASE_MARGIN,
+    DEFAULT_PYTHON_VERSION,
+    DEFAULT_RUNTIME,
     AlarmOptions,
     ConsumerOptions,
 )
@@ -379,19 +381,30 @@ RULES = (
 )
 
 
-def newest_python_runtime() -> tuple[lambda_.Runtime, str]:
-    """The newest Python runtime this aws-cdk-lib knows (cdk-nag L1 flags any older one) and its version.
+# Python runtimes from 3.12 on run on Amazon Linux 2023 (glibc 2.34), the platform the asset's wheels are for.
+OLDEST_PYTHON_MINOR = 12
 
-    Chosen from the names of the ``Runtime.PYTHON_3_x`` constants, which the binding defines without a call
-    into jsii; only the chosen one is read (walking ``Runtime.ALL`` costs ~70 jsii round trips per synth).
-    """
-    minors = [
-        int(match.group(1))
-        for name in vars(lambda_.Runtime)
-        if (match := re.fullmatch(r"PYTHON_3_(\d+)", name))
-    ]
-    newest = max(minors)
-    return getattr(lambda_.Runtime, f"PYTHON_3_{newest}"), f"3.{newest}"
+
+def python_runtime(runtime: object) -> tuple[lambda_.Runtime, str]:
+    """``ConsumerOptions.runtime`` and its Python version ("3.14"), which chooses the wheels of
+    requirements.txt. The default is known without asking jsii."""
+    if runtime is None or runtime is DEFAULT_RUNTIME:
+        return DEFAULT_RUNTIME, DEFAULT_PYTHON_VERSION
+    chosen: lambda_.Runtime = instance(
+        "ConsumerOptions.runtime", runtime, lambda_.Runtime, "a lambda_.Runtime (e.g. Runtime.PYTHON_3_14)"
+    )
+    name = chosen.name
+    match = re.fullmatch(r"python3\.(\d+)", name)
+    if (
+        chosen.family != lambda_.RuntimeFamily.PYTHON
+        or match is None
+        or int(match.group(1)) < OLDEST_PYTHON_MINOR
+    ):
+        raise ConfigurationError(
+            f"ConsumerOptions.runtime must be a Python runtime from python3.{OLDEST_PYTHON_MINOR} on (Amazon "
+            f"Linux 2023, for which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got {name}"
+        )
+    return chosen, f"3.{match.group(1)}"
 
 
 class IdempotentConsumer(Construct):
@@ -399,9 +412,9 @@ class IdempotentConsumer(Construct):
 
     The code asset is the ``idempotent_runtime`` package plus ``code_directory`` (without version control,
     environments, secrets and caches) and the wheels of its ``requirements.txt``, staged without Docker;
-    handler ``idempotent_runtime.handler.handler`` on the newest Python runtime. The SQS event source reports
-    batch item failures. The function gets its own role with exactly the actions the runtime uses and an
-    explicit log group; its environment follows the runtime contract.
+    handler ``idempotent_runtime.handler.handler`` on ``ConsumerOptions.runtime`` (pinned by default). The
+    SQS event source reports batch item failures. The function gets its own role with exactly the actions
+    the runtime uses and an explicit log group; its environment follows the runtime contract.
 
     Alarms (``alarm_options``): failed records over a window, quarantined ≥ 1, conflicts ≥ 1,
     misconfigured ≥ 1, invocation errors ≥ 1; and the queue's oldest message and the DLQ's depth when no
@@ -639,7 +652,7 @@ class IdempotentConsumer(Construct):
         self.metrics_namespace: str = o.metrics_namespace
 
         # -- resources ----------------------------------------------------------------------------------
-        runtime, python_version = newest_python_runtime()
+        runtime, python_version = python_runtime(o.runtime)
         architecture = o.architecture or lambda_.Architecture.ARM_64
         target = Target(
             python_version=python_version,

@@ -34,6 +34,10 @@ DEFAULT_MAX_RECEIVE_COUNT = 5
 DEFAULT_MEMORY_SIZE = 256
 DEFAULT_BATCH_SIZE = 10
 DEFAULT_FAILED_THRESHOLD = 10
+# The function's Python, pinned here (not aws-cdk-lib's newest, which moves with every upgrade of it): it also
+# chooses the wheels installed for requirements.txt. Built from its name, so any aws-cdk-lib can express it.
+DEFAULT_PYTHON_VERSION = "3.14"
+DEFAULT_RUNTIME = lambda_.Runtime(f"python{DEFAULT_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
 # What never belongs in a function's code asset (matched against each file and directory name below
 # code_directory): version control, environments and secrets, virtualenvs, build output, caches. A directory
 # holding a pyvenv.cfg (a virtualenv under any name) is left out too. requirements.txt is installed, not
@@ -244,6 +248,11 @@ class ConsumerOptions:
 
     architecture: lambda_.Architecture | None = None
     """The instruction set. Default: ARM_64."""
+
+    runtime: lambda_.Runtime = DEFAULT_RUNTIME
+    """The function's Python runtime, python3.12 or later (Amazon Linux 2023); the wheels of
+    ``requirements.txt`` are installed for its version. Default: python3.14, pinned by this package, so
+    upgrading aws-cdk-lib never changes it."""
 
     batch_size: int = DEFAULT_BATCH_SIZE
     """Records per invocation: 1 to 10 on FIFO, 1 to 10,000 on standard (above 10 needs

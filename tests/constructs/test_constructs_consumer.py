@@ -41,7 +41,7 @@ from idempotent_pipeline import (
     MessagingOptions,
     TableOptions,
 )
-from idempotent_pipeline.consumer import NETWORK_INTERFACE_ACTIONS, newest_python_runtime
+from idempotent_pipeline.consumer import NETWORK_INTERFACE_ACTIONS
 
 
 def fifo_queue(stack: cdk.Stack, id: str = "Queue", **props: Any) -> sqs.Queue:
@@ -115,18 +115,56 @@ def from_messaging() -> tuple[IdempotentConsumer, assertions.Template]:
 # -- function -------------------------------------------------------------------------------------------
 
 
-def test_function_runs_the_bundled_handler_on_the_newest_python_runtime(default_template):
+def test_function_runs_the_bundled_handler_on_the_pinned_python_runtime(default_template):
     props = function_props(default_template)
-    newest = max(
-        (r.name for r in lambda_.Runtime.ALL if r.family == lambda_.RuntimeFamily.PYTHON),
-        key=lambda name: tuple(int(p) for p in name.removeprefix("python").split(".")),
-    )
-    runtime, version = newest_python_runtime()
-    assert props["Runtime"] == newest == runtime.name == f"python{version}"
+    assert props["Runtime"] == "python3.14"
     assert props["Handler"] == contract.HANDLER == "idempotent_runtime.handler.handler"
     assert (props["Timeout"], props["MemorySize"], props["Architectures"]) == (30, 256, ["arm64"])
     for absent in ("ReservedConcurrentExecutions", "VpcConfig", "TracingConfig", "Layers"):
         assert absent not in props
+
+
+def test_an_aws_cdk_lib_that_knows_a_newer_python_does_not_change_the_runtime(monkeypatch):
+    """Upgrading aws-cdk-lib used to move the function (and the wheels installed for it) to its newest
+    Python silently."""
+    monkeypatch.setattr(
+        lambda_.Runtime,
+        "PYTHON_3_99",
+        lambda_.Runtime("python3.99", lambda_.RuntimeFamily.PYTHON),
+        raising=False,
+    )
+    assert function_props(consumer_template())["Runtime"] == "python3.14"
+
+
+def test_the_runtime_is_settable():
+    template = consumer_template(runtime=lambda_.Runtime.PYTHON_3_13)
+    assert function_props(template)["Runtime"] == "python3.13"
+
+
+@pytest.mark.parametrize(
+    ("runtime", "message"),
+    [
+        (
+            lambda_.Runtime.NODEJS_22_X,
+            "ConsumerOptions.runtime must be a Python runtime from python3.12 on (Amazon Linux 2023, for "
+            "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got nodejs22.x",
+        ),
+        (
+            lambda_.Runtime.PYTHON_3_11,
+            "ConsumerOptions.runtime must be a Python runtime from python3.12 on (Amazon Linux 2023, for "
+            "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got python3.11",
+        ),
+        (
+            "python3.14",
+            "ConsumerOptions.runtime must be a lambda_.Runtime (e.g. Runtime.PYTHON_3_14); got 'python3.14'",
+        ),
+    ],
+    ids=["node", "python-3.11", "a-string"],
+)
+def test_a_runtime_that_cannot_run_the_asset_is_refused(runtime, message):
+    with pytest.raises(ConfigurationError) as raised:
+        consumer_template(runtime=runtime)
+    assert str(raised.value) == message
 
 
 def test_function_logs_to_its_own_log_group_with_retention(default_template):

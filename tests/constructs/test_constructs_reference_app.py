@@ -196,6 +196,8 @@ def context_template(tmp_path_factory, user_code) -> dict[str, Any]:
         "high_throughput": "true",
         "content_based_deduplication": False,
         "removal_policy": "destroy",
+        "deletion_protection": "true",
+        "runtime": "python3.14",
         "max_workers": "2",
         "log_level": "WARNING",
         "metrics_namespace": "Orders",
@@ -231,6 +233,7 @@ def test_every_context_key_is_applied(context_template):
     assert [k["AttributeName"] for k in table["Properties"]["KeySchema"]] == ["order_id", "line_id"]
     assert table["Properties"]["TimeToLiveSpecification"]["AttributeName"] == "expires"
     assert table["DeletionPolicy"] == "Delete"
+    assert table["Properties"]["DeletionProtectionEnabled"] is True
     function = _one(context_template, "AWS::Lambda::Function")["Properties"]
     assert (function["Timeout"], function["MemorySize"], function["ReservedConcurrentExecutions"]) == (
         20,
@@ -238,6 +241,7 @@ def test_every_context_key_is_applied(context_template):
         8,
     )
     assert (function["Architectures"], function["TracingConfig"]) == (["x86_64"], {"Mode": "Active"})
+    assert function["Runtime"] == "python3.14"
     env = function["Environment"]["Variables"]
     assert {k: env[k] for k in env if k not in ("TABLE_NAME", "DLQ_URL")} == {
         "PARTITION_KEY": "order_id",
@@ -306,6 +310,7 @@ def test_context_table_documents_every_key():
         "sort_key_name",
         "time_to_live_attribute",
         "removal_policy",
+        "deletion_protection",
         "mode",
         "key_source",
         "partition_key_field",
@@ -324,6 +329,7 @@ def test_context_table_documents_every_key():
         "timeout_seconds",
         "memory_size",
         "architecture",
+        "runtime",
         "batch_size",
         "max_batching_window_seconds",
         "max_concurrency",
@@ -361,6 +367,12 @@ def test_zero_or_never_means_never_expire(context, expected, tmp_path):
     assert (env["DEDUP_TTL_SECONDS"], env["DOCUMENT_TTL_SECONDS"]) == expected
 
 
+def test_runtime_context_key_sets_the_functions_runtime(tmp_path):
+    # nag off: cdk-nag's L1 flags any Python older than the newest aws-cdk-lib knows
+    template = synth_app(tmp_path, {"runtime": "python3.13", "nag": False}).get_stack_by_name(STACK).template
+    assert _one(template, "AWS::Lambda::Function")["Properties"]["Runtime"] == "python3.13"
+
+
 def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path):
     template = synth_app(tmp_path, {"fifo": "false", "topic": "false"}).get_stack_by_name(STACK).template
     assert set(template["Outputs"]) == OUTPUTS - {"TopicArn", "SubscriptionDeadLetterQueueUrl"}
@@ -394,6 +406,11 @@ def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path)
             "context fingerprint_fields must be a comma-separated list of names; got 'a,,b'",
         ),
         ({"architecture": "sparc"}, "context architecture must be arm64 or x86_64; got 'sparc'"),
+        (
+            {"runtime": "nodejs22.x"},
+            "ConsumerOptions.runtime must be a Python runtime from python3.12 on (Amazon Linux 2023, for "
+            "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got nodejs22.x",
+        ),
         ({"mode": ""}, "context mode must be a non-empty string; got ''"),
         ({"batch_size": "20"}, "ConsumerOptions.batch_size must be between 1 and 10 (FIFO queue); got 20"),
         (
