@@ -11,6 +11,7 @@ and are parsed, values in cdk.json keep their JSON type. Keys left unset take th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -113,8 +114,14 @@ def _architecture(key: str, value: Any) -> lambda_.Architecture:
 
 
 def _runtime(key: str, value: Any) -> lambda_.Runtime:
-    """A Lambda runtime by name (``python3.13``); the consumer refuses one that is not Python 3.12+."""
-    return lambda_.Runtime(_text(key, value).strip(), lambda_.RuntimeFamily.PYTHON)
+    """A Python runtime aws-cdk-lib names (``python3.13``: ``Runtime.PYTHON_3_13``)."""
+    match = re.fullmatch(r"python3\.(\d+)", str(value).strip())
+    runtime = getattr(lambda_.Runtime, f"PYTHON_3_{match.group(1)}", None) if match else None
+    if runtime is None:
+        raise ConfigurationError(
+            f"context {key} must name a Python runtime of aws-cdk-lib, e.g. python3.14; got {value!r}"
+        )
+    return runtime
 
 
 def _retired(replacement: str) -> Callable[[str, Any], Any]:

@@ -408,8 +408,12 @@ def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path)
         ({"architecture": "sparc"}, "context architecture must be arm64 or x86_64; got 'sparc'"),
         (
             {"runtime": "nodejs22.x"},
+            "context runtime must name a Python runtime of aws-cdk-lib, e.g. python3.14; got 'nodejs22.x'",
+        ),
+        (
+            {"runtime": "python3.11"},
             "ConsumerOptions.runtime must be a Python runtime from python3.12 on (Amazon Linux 2023, for "
-            "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got nodejs22.x",
+            "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got python3.11",
         ),
         ({"mode": ""}, "context mode must be a non-empty string; got ''"),
         ({"batch_size": "20"}, "ConsumerOptions.batch_size must be between 1 and 10 (FIFO queue); got 20"),
