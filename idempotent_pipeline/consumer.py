@@ -8,12 +8,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import Acknowledgment, Token, Validations
+from aws_cdk import Acknowledgment, Names, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -28,6 +27,7 @@ from idempotent_runtime.contract import (
     QueueType,
 )
 
+from idempotent_pipeline import _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, Alarms
 from idempotent_pipeline._asset import HANDLER, Target, check_processor, stage_asset
 from idempotent_pipeline._facts import describe_queue
@@ -88,6 +88,15 @@ XRAY_REASON = (
     "them on * for a traced function)"
 )
 SHORT_TTL = "idempotent-pipeline:short-ttl"
+# What Lambda's SQS poller does with the function's role (CDK's SqsEventSource grants the same).
+CONSUME_ACTIONS = (
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueUrl",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+)
+CONSUME_KEY_ACTIONS = ("kms:Decrypt",)
 
 
 def needed_visibility(timeout: int, window: int | None) -> int:
@@ -708,7 +717,7 @@ class IdempotentConsumer(Construct):
 
         self.table_grant = table.table.grant(self.function, *contract.TABLE_ACTIONS[mode])
         if table.encryption_key is not None:
-            table.encryption_key.grant(self.function, *contract.TABLE_KEY_ACTIONS)
+            _keys.grant_through(self.function, table.encryption_key, contract.TABLE_KEY_ACTIONS, "dynamodb")
         if dead_letter_queue is not None:
             self._grant_dead_letter_queue(
                 dead_letter_queue,
@@ -716,15 +725,11 @@ class IdempotentConsumer(Construct):
                 if dlq_facts is not None and dlq_facts.encryption_key_known
                 else dead_letter_queue.encryption_master_key,
             )
-
-        self.event_source = event_sources.SqsEventSource(
+        self.event_source = self._consume(
             queue,
-            batch_size=o.batch_size,
-            max_batching_window=o.max_batching_window,
-            report_batch_item_failures=True,
-            max_concurrency=o.max_concurrency,
+            facts.encryption_key if facts.encryption_key_known else queue.encryption_master_key,
+            o,
         )
-        self.function.add_event_source(self.event_source)
 
         # -- alarms -------------------------------------------------------------------------------------
         self._function_name = self.function.function_name
@@ -812,6 +817,24 @@ class IdempotentConsumer(Construct):
 
     # -- grants ---------------------------------------------------------------------------------------------
 
+    def _consume(self, queue: sqs.IQueue, key: Any, o: ConsumerOptions) -> lambda_.EventSourceMapping:
+        """The SQS event source as CDK's SqsEventSource makes it (the same construct id, so the same
+        mapping), whose key grant is limited to use through SQS: SqsEventSource grants the key outright."""
+        mapping = self.function.add_event_source_mapping(
+            f"SqsEventSource:{Names.node_unique_id(queue.node)}",
+            event_source_arn=queue.queue_arn,
+            batch_size=o.batch_size,
+            max_batching_window=o.max_batching_window,
+            max_concurrency=o.max_concurrency,
+            report_batch_item_failures=True,
+        )
+        iam.Grant.add_to_principal(
+            grantee=self.function, actions=list(CONSUME_ACTIONS), resource_arns=[queue.queue_arn]
+        )
+        if key is not None:
+            _keys.grant_through(self.function, key, CONSUME_KEY_ACTIONS, "sqs")
+        return mapping
+
     def _grant_dead_letter_queue(self, dead_letter_queue: sqs.IQueue, key: Any) -> iam.Grant:
         grant = iam.Grant.add_to_principal(
             grantee=self.function,
@@ -819,7 +842,7 @@ class IdempotentConsumer(Construct):
             resource_arns=[dead_letter_queue.queue_arn],
         )
         if key is not None:
-            key.grant(self.function, *contract.DLQ_KEY_ACTIONS)
+            _keys.grant_through(self.function, key, contract.DLQ_KEY_ACTIONS, "sqs")
         return grant
 
     def grant_send_to_dead_letter_queue(self, dead_letter_queue: sqs.IQueue) -> iam.Grant:

@@ -37,6 +37,7 @@ from idempotent_pipeline import (
     ConsumerOptions,
     IdempotencyTable,
     IdempotentConsumer,
+    IdempotentPipeline,
     Messaging,
     MessagingOptions,
     TableOptions,
@@ -511,6 +512,76 @@ def test_imported_table_with_its_key_is_granted_by_arn():
     assert [
         sorted(actions_of(s)) for s in policy_statements(template) if actions_of(s)[0].startswith("kms:")
     ] == [sorted(contract.TABLE_KEY_ACTIONS)]
+
+
+def through(service: str) -> dict[str, Any]:
+    """The kms:ViaService value of ``service`` in the stack's region."""
+    return {"Fn::Join": ["", [f"{service}.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}]]}
+
+
+def key_statements(template: assertions.Template) -> list[dict[str, Any]]:
+    return [s for s in policy_statements(template) if any(a.startswith("kms:") for a in actions_of(s))]
+
+
+def test_the_consumer_uses_keys_only_through_sqs_and_dynamodb():
+    """One key for the queues and the table (the reference app's): the function's role may use it only as
+    SQS and DynamoDB do on its behalf, never decrypt with it directly. CDK's SqsEventSource granted
+    kms:Decrypt on the queue key without a condition."""
+    stack = new_stack()
+    key = kms.Key(stack, "DataKey")
+    IdempotentPipeline(
+        stack,
+        "Pipeline",
+        messaging_options=MessagingOptions(encryption_key=key),
+        table_options=TableOptions(encryption_key=key),
+    )
+    template = template_of(stack)
+    key_arn = {"Fn::GetAtt": [logical_id(template, "AWS::KMS::Key", "DataKey"), "Arn"]}
+    granted = {
+        json.dumps(s["Condition"], sort_keys=True): (sorted(actions_of(s)), s["Resource"])
+        for s in key_statements(template)
+    }
+    assert granted == {
+        json.dumps({"StringEquals": {"kms:ViaService": through("dynamodb")}}, sort_keys=True): (
+            sorted(contract.TABLE_KEY_ACTIONS),
+            key_arn,
+        ),
+        # receiving from the queue (kms:Decrypt) and sending to the DLQ (kms:GenerateDataKey, kms:Decrypt)
+        json.dumps({"StringEquals": {"kms:ViaService": through("sqs")}}, sort_keys=True): (
+            sorted(contract.DLQ_KEY_ACTIONS),
+            key_arn,
+        ),
+    }
+    assert len(key_statements(template)) == 2
+
+
+def test_an_imported_queue_key_is_used_only_through_sqs():
+    stack = new_stack()
+    queue = sqs.Queue.from_queue_attributes(
+        stack,
+        "Imported",
+        queue_arn="arn:aws:sqs:eu-west-1:111122223333:orders.fifo",
+        key_arn="arn:aws:kms:eu-west-1:111122223333:key/abc",
+    )
+    template = template_of_consumer(stack, queue=queue)
+    assert key_statements(template) == [
+        {
+            "Action": "kms:Decrypt",
+            "Condition": {"StringEquals": {"kms:ViaService": through("sqs")}},
+            "Effect": "Allow",
+            "Resource": "arn:aws:kms:eu-west-1:111122223333:key/abc",
+        }
+    ]
+
+
+def test_the_event_source_mapping_keeps_its_logical_id():
+    """The consumer makes the mapping itself now (to condition the key grant); a new logical id would
+    replace the mapping, and Lambda refuses a second mapping of the same queue and function."""
+    stack = new_stack()
+    IdempotentPipeline(stack, "Pipeline")
+    assert list(resources(template_of(stack), "AWS::Lambda::EventSourceMapping")) == [
+        "PipelineConsumerFunctionSqsEventSourceTestStackPipelineMessagingQueue90D586FD81473C13"
+    ]
 
 
 # -- standard queues ----------------------------------------------------------------------------------------
