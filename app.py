@@ -228,24 +228,25 @@ class ReferenceStack(cdk.Stack):
         super().__init__(scope, id, description="idempotent-pipeline reference stack", **kwargs)
         options = {where: dict(settings.get(where, {})) for where in OPTIONS}
         stack = settings.get("stack", {})
-        if stack.get("customer_managed_keys"):
+        keys = stack.get("customer_managed_keys")
+        if keys:
             # One key for the queues and the table; the topic needs its own (the queue key's policy names the
             # topic: one key for both would be a dependency cycle).
             data_key = kms.Key(self, "DataKey", enable_key_rotation=True, description="queues and table")
             options["messaging"].update(encryption_key=data_key)
             options["table"].update(encryption_key=data_key)
-            with_topic = options["messaging"].get("with_topic", True)
-            if with_topic or stack.get("alarm_topic"):
-                topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topics")
-            if with_topic:  # without a topic (topic=false) only the alarm topic uses it
+            if options["messaging"].get("with_topic", True):
+                topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topic")
                 options["messaging"].update(topic_encryption_key=topic_key)
         if stack.get("alarm_topic"):
-            self.alarm_topic = sns.Topic(
-                self,
-                "AlarmTopic",
-                enforce_ssl=True,
-                master_key=topic_key if stack.get("customer_managed_keys") else None,
+            # The alarm topic's key has its own policy: CloudWatch, which may use it for every alarm of the
+            # account, gets nothing on the key of the pipeline's messages.
+            alarm_key = (
+                kms.Key(self, "AlarmTopicKey", enable_key_rotation=True, description="alarm topic")
+                if keys
+                else None
             )
+            self.alarm_topic = sns.Topic(self, "AlarmTopic", enforce_ssl=True, master_key=alarm_key)
             options["alarm"].update(alarm_topic=self.alarm_topic)
         if stack.get("vpc"):
             vpc, security_group = self._vpc()

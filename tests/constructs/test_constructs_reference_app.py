@@ -297,6 +297,29 @@ def test_cloudwatch_may_publish_to_the_reference_alarm_topic(context, tmp_path):
     assert cloudwatch_may_publish(template, alarm_topic)
 
 
+@pytest.mark.parametrize("topic", ["true", "false"])
+def test_the_reference_alarm_topic_has_a_key_of_its_own(topic, tmp_path):
+    """CloudWatch may use the alarm topic's key for every alarm of the account: the pipeline topic's key
+    (which encrypts the messages) must not be that key."""
+    context = {"alarm_topic": "true", "customer_managed_keys": "true", "topic": topic, "nag": False}
+    template = synth_app(tmp_path, context).get_stack_by_name(STACK).template
+    res = template["Resources"]
+    keys = {k: r for k, r in res.items() if r["Type"] == "AWS::KMS::Key"}
+    (alarm_key,) = [k for k in keys if k.startswith("AlarmTopicKey")]
+    (alarm_topic,) = [k for k, r in res.items() if r["Type"] == "AWS::SNS::Topic" and "AlarmTopic" in k]
+    assert res[alarm_topic]["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [alarm_key, "Arn"]}
+
+    def cloudwatch_on(key: str) -> bool:
+        return any(
+            s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+            for s in keys[key]["Properties"]["KeyPolicy"]["Statement"]
+        )
+
+    assert cloudwatch_on(alarm_key)
+    assert [k for k in keys if cloudwatch_on(k)] == [alarm_key]
+    assert len(keys) == (3 if topic == "true" else 2)  # data, (pipeline topic,) alarm topic
+
+
 def test_context_table_documents_every_key():
     assert set(reference_app.CONTEXT) == {
         "fifo",
