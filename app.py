@@ -165,6 +165,7 @@ CONTEXT: dict[str, tuple[str, str, Parser]] = {
     "lease_margin_seconds": ("consumer", "lease_margin", _seconds),
     "processor": ("consumer", "processor", _text),
     "code_directory": ("consumer", "code_directory", _text),
+    "include": ("consumer", "include", _names),
     "exclude": ("consumer", "exclude", _names),
     "timeout_seconds": ("consumer", "timeout", _seconds),
     "memory_size": ("consumer", "memory_size", _integer),

@@ -29,7 +29,7 @@ from idempotent_runtime.contract import (
 
 from idempotent_pipeline import _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, Alarms
-from idempotent_pipeline._asset import HANDLER, Target, check_processor, stage_asset
+from idempotent_pipeline._asset import HANDLER, Target, check_processor, left_out_note, stage_asset
 from idempotent_pipeline._facts import describe_queue
 from idempotent_pipeline._rules import (
     TOKEN,
@@ -50,7 +50,6 @@ from idempotent_pipeline._rules import (
     warn,
 )
 from idempotent_pipeline.options import (
-    DEFAULT_EXCLUDE,
     DEFAULT_LEASE_MARGIN,
     DEFAULT_PYTHON_VERSION,
     DEFAULT_RUNTIME,
@@ -88,6 +87,7 @@ XRAY_REASON = (
     "them on * for a traced function)"
 )
 SHORT_TTL = "idempotent-pipeline:short-ttl"
+ASSET_LEFT_OUT = "idempotent-pipeline:asset-left-out"
 # What Lambda's SQS poller does with the function's role (CDK's SqsEventSource grants the same).
 CONSUME_ACTIONS = (
     "sqs:ReceiveMessage",
@@ -419,8 +419,8 @@ def python_runtime(runtime: object) -> tuple[lambda_.Runtime, str]:
 class IdempotentConsumer(Construct):
     """A Lambda function running the bundled idempotent runtime on an SQS queue (FIFO or standard).
 
-    The code asset is the ``idempotent_runtime`` package plus ``code_directory`` (without version control,
-    environments, secrets and caches) and the wheels of its ``requirements.txt``, staged without Docker;
+    The code asset is the ``idempotent_runtime`` package plus the Python sources of ``code_directory`` and
+    what ``ConsumerOptions.include`` names, and the wheels of its ``requirements.txt``, staged without Docker;
     handler ``idempotent_runtime.handler.handler`` on ``ConsumerOptions.runtime`` (pinned by default). The
     SQS event source reports batch item failures. The function gets its own role with exactly the actions
     the runtime uses and an explicit log group; its environment follows the runtime contract.
@@ -589,12 +589,15 @@ class IdempotentConsumer(Construct):
                 f"ConsumerOptions.code_directory must be known at synth (it is bundled then); got the "
                 f"deploy-time value {code_directory!r}"
             )
-        exclude = texts("ConsumerOptions.exclude", o.exclude)
-        if exclude is TOKEN:
-            raise ConfigurationError(
-                "ConsumerOptions.exclude must be known at synth (it decides what the asset holds); got a "
-                f"deploy-time value in {o.exclude!r}"
-            )
+        patterns = {
+            prop: texts(f"ConsumerOptions.{prop}", getattr(o, prop)) for prop in ("include", "exclude")
+        }
+        for prop, value in patterns.items():
+            if value is TOKEN:
+                raise ConfigurationError(
+                    f"ConsumerOptions.{prop} must be known at synth (it decides what the asset holds); got a "
+                    f"deploy-time value in {getattr(o, prop)!r}"
+                )
         _lifetime(values, mode, facts)
 
         # -- environment: the runtime contract ----------------------------------------------------------
@@ -647,9 +650,7 @@ class IdempotentConsumer(Construct):
         )
         values["queue_retention"] = facts.retention_seconds
         enforce(self, RULES, values)
-        user_code, unchecked = check_processor(
-            o.processor, code_directory, (*DEFAULT_EXCLUDE, *(exclude or ()))
-        )
+        user_code, unchecked = check_processor(o.processor, code_directory, patterns["exclude"] or ())
         if unchecked is not None:
             warn(self, "idempotent-pipeline:processor-unchecked", unchecked)
 
@@ -667,6 +668,10 @@ class IdempotentConsumer(Construct):
             python_version=python_version,
             architecture="arm64" if o.architecture is None else str(architecture.name),
         )
+        asset, left_out = stage_asset(user_code, patterns["include"] or (), patterns["exclude"] or (), target)
+        note = left_out_note(left_out)
+        if note is not None:
+            warn(self, ASSET_LEFT_OUT, note)
         self.role = iam.Role(
             self,
             "Role",
@@ -679,9 +684,7 @@ class IdempotentConsumer(Construct):
             "Function",
             runtime=runtime,
             handler=HANDLER,
-            code=lambda_.Code.from_asset(
-                stage_asset(user_code, (*DEFAULT_EXCLUDE, *(exclude or ())), target)
-            ),
+            code=lambda_.Code.from_asset(asset),
             role=self.role,
             log_group=self.log_group,
             timeout=o.timeout,

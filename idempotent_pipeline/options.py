@@ -38,45 +38,6 @@ DEFAULT_FAILED_THRESHOLD = 10
 # chooses the wheels installed for requirements.txt. Built from its name, so any aws-cdk-lib can express it.
 DEFAULT_PYTHON_VERSION = "3.14"
 DEFAULT_RUNTIME = lambda_.Runtime(f"python{DEFAULT_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
-# What never belongs in a function's code asset (matched against each file and directory name below
-# code_directory): version control, environments and secrets, virtualenvs, build output, caches. A directory
-# holding a pyvenv.cfg (a virtualenv under any name) is left out too. requirements.txt is installed, not
-# shipped (it may name a private index with its credentials); so are the files it includes (-r / -c).
-DEFAULT_EXCLUDE = (
-    ".git",
-    ".hg",
-    ".svn",
-    ".bzr",
-    ".env*",
-    ".npmrc",  # registry credentials
-    ".pypirc",
-    ".netrc",
-    ".aws",
-    ".aws-sam",
-    ".ssh",
-    "id_rsa*",
-    "id_ed25519*",
-    "*.pem",
-    ".secrets*",
-    ".venv",
-    "venv",
-    "node_modules",
-    "cdk.out",
-    "__pycache__",
-    "*.pyc",
-    "*.pyo",
-    ".pytest_cache",
-    ".mypy_cache",
-    ".ruff_cache",
-    ".tox",
-    ".nox",
-    ".coverage",
-    ".idea",
-    ".vscode",
-    ".DS_Store",
-    "*.egg-info",
-    "requirements.txt",
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,15 +191,21 @@ class ConsumerOptions:
     synth by reading the module. Required for ``transaction`` and ``guarded``. Default: none."""
 
     code_directory: str | None = None
-    """The directory holding the processor's module, copied beside ``idempotent_runtime/`` in the asset
-    (without :data:`DEFAULT_EXCLUDE` and ``exclude``). A ``requirements.txt`` in it is installed into the
-    asset at synth (wheels only, for the function's architecture and Python). Default: none."""
+    """The directory holding the processor's module. Its Python sources (``*.py``) and what ``include``
+    names ship beside ``idempotent_runtime/`` in the asset; hidden files and directories, virtualenvs,
+    ``node_modules``, ``cdk.out`` and caches never do, and synth warns naming other files it left out. A
+    ``requirements.txt`` in it is installed into the asset at synth (wheels only, for the function's
+    architecture and Python), never shipped. Default: none."""
+
+    include: Sequence[str] = ()
+    """Files of ``code_directory`` to ship besides its Python sources (data the function reads): a pattern
+    without ``/`` matches a file or directory name anywhere (``*.json``, ``data``: a directory ships with
+    everything below it), one with ``/`` a path relative to ``code_directory`` (``templates/*.html``; ``*``
+    stays within a directory, ``**`` spans directories). Default: none."""
 
     exclude: Sequence[str] = ()
-    """More patterns left out of the asset: a pattern without ``/`` matches a file or directory name
-    anywhere (``*.csv``, ``data``), one with ``/`` a path relative to ``code_directory`` (``docs/*.md``;
-    ``*`` stays within a directory, ``**`` spans directories). Default: none (beyond
-    :data:`DEFAULT_EXCLUDE`)."""
+    """Patterns left out of the asset, even when a Python source or named by ``include`` (same syntax as
+    ``include``: ``tests``, ``docs/*.md``). Default: none."""
 
     timeout: Duration = DEFAULT_TIMEOUT
     """The function timeout (1 to 900 seconds). Default: 30 seconds."""

@@ -1345,11 +1345,12 @@ def test_deploy_time_key_fields_reach_the_function_as_they_are():
     assert env[contract.SORT_KEY_FIELD.name] == contract.DEFAULT_SORT_KEY_FIELD
 
 
-def test_a_deploy_time_exclude_is_refused_by_name(user_code):
+@pytest.mark.parametrize("prop", ["include", "exclude"])
+def test_deploy_time_asset_patterns_are_refused_by_name(prop, user_code):
     stack = new_stack()
     pattern = cdk.CfnParameter(stack, "Pattern", default="x").value_as_string
-    with pytest.raises(ConfigurationError, match=r"^ConsumerOptions.exclude must be known at synth"):
-        build_consumer(stack, processor="orders:handle", code_directory=str(user_code), exclude=[pattern])
+    with pytest.raises(ConfigurationError, match=rf"^ConsumerOptions.{prop} must be known at synth"):
+        build_consumer(stack, processor="orders:handle", code_directory=str(user_code), **{prop: [pattern]})
 
 
 @pytest.mark.parametrize("unit", ["minutes", "days"])

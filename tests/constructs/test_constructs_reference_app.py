@@ -348,6 +348,7 @@ def test_context_table_documents_every_key():
         "lease_margin_seconds",
         "processor",
         "code_directory",
+        "include",
         "exclude",
         "timeout_seconds",
         "memory_size",
@@ -388,6 +389,26 @@ def test_zero_or_never_means_never_expire(context, expected, tmp_path):
     template = synth_app(tmp_path, {**context, "nag": False}).get_stack_by_name(STACK).template
     env = _one(template, "AWS::Lambda::Function")["Properties"]["Environment"]["Variables"]
     assert (env["DEDUP_TTL_SECONDS"], env["DOCUMENT_TTL_SECONDS"]) == expected
+
+
+def test_include_context_key_ships_data_files(tmp_path):
+    code = tmp_path / "src"
+    code.mkdir()
+    (code / "orders.py").write_text("def handle(message, table):\n    return None\n")
+    (code / "prices.json").write_text("{}")
+    (code / "notes.md").write_text("# left out\n")
+    context = {
+        "processor": "orders:handle",
+        "code_directory": str(code),
+        "include": "prices.json",
+        "exclude": "notes.md",
+        "nag": False,
+    }
+    template = synth_app(tmp_path / "out", context).get_stack_by_name(STACK).template
+    key = _one(template, "AWS::Lambda::Function")["Properties"]["Code"]["S3Key"].removesuffix(".zip")
+    asset = tmp_path / "out" / f"asset.{key}"
+    assert (asset / "prices.json").is_file() and (asset / "orders.py").is_file()
+    assert not (asset / "notes.md").exists()
 
 
 def test_runtime_context_key_sets_the_functions_runtime(tmp_path):
