@@ -145,6 +145,7 @@ CONTEXT: dict[str, tuple[str, str, Parser]] = {
     "retention_period_seconds": ("messaging", "retention_period", _seconds),
     "max_receive_count": ("messaging", "max_receive_count", _integer),
     # table
+    "table_name": ("table", "table_name", _text),
     "partition_key_name": ("table", "partition_key_name", _text),
     "sort_key_name": ("table", "sort_key_name", _text),
     "time_to_live_attribute": ("table", "time_to_live_attribute", _text),

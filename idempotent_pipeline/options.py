@@ -104,9 +104,23 @@ class MessagingOptions:
     """Of the dead-letter queues created here: dead letters are unprocessed user data. Default: RETAIN."""
 
 
+# cdk.json context flag: True names every IdempotencyTable explicitly unless TableOptions.table_name does (a
+# change that would replace the table then fails the deploy); False keeps CloudFormation's generated name (a
+# stack deployed with 0.2 keeps its table); unset keeps it too, with a synth warning.
+EXPLICIT_TABLE_NAME_FLAG = "@idempotent-pipeline:explicitTableName"
+
+
 @dataclass(frozen=True, kw_only=True)
 class TableOptions:
-    """The DynamoDB table (:class:`IdempotencyTable`). Changing a key name replaces the table."""
+    """The DynamoDB table (:class:`IdempotencyTable`). Changing a key name replaces the table: with an
+    explicit name, CloudFormation refuses that and the deploy fails."""
+
+    table_name: str | None = None
+    """The table's physical name (3 to 255 of ``A-Z a-z 0-9 _ . -``). With an explicit name a change that
+    replaces the table (a key name) fails the deploy instead of writing to a new, empty table; a new
+    ``table_name`` is how to replace it on purpose (with RETAIN the old table and its data stay). Default:
+    with the context flag ``@idempotent-pipeline:explicitTableName`` true, a name derived from the stack and
+    the construct path (``Names.unique_resource_name``); otherwise CloudFormation's generated name."""
 
     partition_key_name: str = contract.DEFAULT_PARTITION_KEY
     """The partition key attribute (string). Default: ``pk``."""

@@ -70,6 +70,15 @@ def test_cdk_synth_writes_the_reference_template(cli_synth_dir):
     assert set(template["Outputs"]) == OUTPUTS
 
 
+def test_cdk_synth_names_the_table_so_a_replacement_fails_the_deploy(cli_synth_dir):
+    """cdk.json sets @idempotent-pipeline:explicitTableName: a key change would replace a custom-named table,
+    which CloudFormation refuses, instead of writing to a new, empty table."""
+    template = json.loads((cli_synth_dir / f"{STACK}.template.json").read_text())
+    (table,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::DynamoDB::Table"]
+    assert table["Properties"]["TableName"] == f"{STACK}-Table-56E979C8"
+    assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
+
+
 def test_cdk_synth_output_passes_cfn_lint_cli(cli_synth_dir):
     template = cli_synth_dir / f"{STACK}.template.json"
     ignored = [arg for rule in sorted(CFN_LINT_IGNORED) for arg in ("--ignore-checks", rule)]
@@ -175,6 +184,7 @@ def test_cfn_lint_ignores_only_documented_rules():
 def context_template(tmp_path_factory, user_code) -> dict[str, Any]:
     context = {
         "stack_name": "Orders",
+        "table_name": "orders-v2",
         "partition_key_name": "order_id",
         "sort_key_name": "line_id",
         "time_to_live_attribute": "expires",
@@ -234,6 +244,7 @@ def test_every_context_key_is_applied(context_template):
     assert table["Properties"]["TimeToLiveSpecification"]["AttributeName"] == "expires"
     assert table["DeletionPolicy"] == "Delete"
     assert table["Properties"]["DeletionProtectionEnabled"] is True
+    assert table["Properties"]["TableName"] == "orders-v2"
     function = _one(context_template, "AWS::Lambda::Function")["Properties"]
     assert (function["Timeout"], function["MemorySize"], function["ReservedConcurrentExecutions"]) == (
         20,
@@ -329,6 +340,7 @@ def test_context_table_documents_every_key():
         "visibility_timeout_seconds",
         "retention_period_seconds",
         "max_receive_count",
+        "table_name",
         "partition_key_name",
         "sort_key_name",
         "time_to_live_attribute",
