@@ -128,6 +128,9 @@ VARIANTS = {
         "max_batching_window_seconds": "10",
     },
     "dashboard": {"dashboard": "true"},
+    "high throughput": {"high_throughput": "true"},
+    "alarm topic": {"alarm_topic": "true"},
+    "no explicit table name": {"@idempotent-pipeline:explicitTableName": False},
     "tracing": {"tracing": "true"},
     "vpc": {"vpc": "true"},
     "customer-managed keys and an encrypted alarm topic": {
