@@ -11,6 +11,7 @@ and are parsed, values in cdk.json keep their JSON type. Keys left unset take th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -112,6 +113,17 @@ def _architecture(key: str, value: Any) -> lambda_.Architecture:
     raise ConfigurationError(f"context {key} must be arm64 or x86_64; got {value!r}")
 
 
+def _runtime(key: str, value: Any) -> lambda_.Runtime:
+    """A Python runtime aws-cdk-lib names (``python3.13``: ``Runtime.PYTHON_3_13``)."""
+    match = re.fullmatch(r"python3\.(\d+)", str(value).strip())
+    runtime = getattr(lambda_.Runtime, f"PYTHON_3_{match.group(1)}", None) if match else None
+    if runtime is None:
+        raise ConfigurationError(
+            f"context {key} must name a Python runtime of aws-cdk-lib, e.g. python3.14; got {value!r}"
+        )
+    return runtime
+
+
 def _retired(replacement: str) -> Callable[[str, Any], Any]:
     def parse(key: str, value: Any) -> Any:
         raise ConfigurationError(f"context {key} is no longer read (got {value!r}): {replacement}")
@@ -133,10 +145,12 @@ CONTEXT: dict[str, tuple[str, str, Parser]] = {
     "retention_period_seconds": ("messaging", "retention_period", _seconds),
     "max_receive_count": ("messaging", "max_receive_count", _integer),
     # table
+    "table_name": ("table", "table_name", _text),
     "partition_key_name": ("table", "partition_key_name", _text),
     "sort_key_name": ("table", "sort_key_name", _text),
     "time_to_live_attribute": ("table", "time_to_live_attribute", _text),
     "removal_policy": ("table", "removal_policy", _removal_policy),
+    "deletion_protection": ("table", "deletion_protection", _boolean),
     # consumer
     "mode": ("consumer", "mode", _text),
     "key_source": ("consumer", "key_source", _text),
@@ -152,10 +166,12 @@ CONTEXT: dict[str, tuple[str, str, Parser]] = {
     "lease_margin_seconds": ("consumer", "lease_margin", _seconds),
     "processor": ("consumer", "processor", _text),
     "code_directory": ("consumer", "code_directory", _text),
+    "include": ("consumer", "include", _names),
     "exclude": ("consumer", "exclude", _names),
     "timeout_seconds": ("consumer", "timeout", _seconds),
     "memory_size": ("consumer", "memory_size", _integer),
     "architecture": ("consumer", "architecture", _architecture),
+    "runtime": ("consumer", "runtime", _runtime),
     "batch_size": ("consumer", "batch_size", _integer),
     "max_batching_window_seconds": ("consumer", "max_batching_window", _seconds),
     "max_concurrency": ("consumer", "max_concurrency", _integer),
@@ -214,24 +230,25 @@ class ReferenceStack(cdk.Stack):
         super().__init__(scope, id, description="idempotent-pipeline reference stack", **kwargs)
         options = {where: dict(settings.get(where, {})) for where in OPTIONS}
         stack = settings.get("stack", {})
-        if stack.get("customer_managed_keys"):
+        keys = stack.get("customer_managed_keys")
+        if keys:
             # One key for the queues and the table; the topic needs its own (the queue key's policy names the
             # topic: one key for both would be a dependency cycle).
             data_key = kms.Key(self, "DataKey", enable_key_rotation=True, description="queues and table")
             options["messaging"].update(encryption_key=data_key)
             options["table"].update(encryption_key=data_key)
-            with_topic = options["messaging"].get("with_topic", True)
-            if with_topic or stack.get("alarm_topic"):
-                topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topics")
-            if with_topic:  # without a topic (topic=false) only the alarm topic uses it
+            if options["messaging"].get("with_topic", True):
+                topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topic")
                 options["messaging"].update(topic_encryption_key=topic_key)
         if stack.get("alarm_topic"):
-            self.alarm_topic = sns.Topic(
-                self,
-                "AlarmTopic",
-                enforce_ssl=True,
-                master_key=topic_key if stack.get("customer_managed_keys") else None,
+            # The alarm topic's key has its own policy: CloudWatch, which may use it for every alarm of the
+            # account, gets nothing on the key of the pipeline's messages.
+            alarm_key = (
+                kms.Key(self, "AlarmTopicKey", enable_key_rotation=True, description="alarm topic")
+                if keys
+                else None
             )
+            self.alarm_topic = sns.Topic(self, "AlarmTopic", enforce_ssl=True, master_key=alarm_key)
             options["alarm"].update(alarm_topic=self.alarm_topic)
         if stack.get("vpc"):
             vpc, security_group = self._vpc()

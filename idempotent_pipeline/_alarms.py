@@ -6,8 +6,10 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from aws_cdk import Aws
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 from idempotent_runtime.contract import ConfigurationError
@@ -23,6 +25,7 @@ from idempotent_pipeline._rules import (
     integer,
     options_of,
     seconds,
+    warn,
 )
 from idempotent_pipeline.options import AlarmOptions
 
@@ -58,8 +61,17 @@ RULES = (
     ),
 )
 
-# Alarm topics whose key was already taken care of (several blocks may share one topic).
-_KEYED_TOPICS: weakref.WeakSet[Any] = weakref.WeakSet()
+# Alarm topics whose policy and key were already taken care of (several blocks may share one topic).
+_HANDLED_TOPICS: weakref.WeakSet[Any] = weakref.WeakSet()
+# An SNS topic policy replaces SNS's default policy, which is what let CloudWatch publish: a topic policy
+# without this statement (a TLS-only one, say) makes every alarm action fail.
+CLOUDWATCH_PUBLISH_SID = "AllowCloudWatchAlarmsToPublish"
+IMPORTED_ALARM_TOPIC_WARNING = "idempotent-pipeline:imported-alarm-topic"
+IMPORTED_ALARM_TOPIC_STATEMENT = (
+    'allow {"Service": "cloudwatch.amazonaws.com"} the action sns:Publish on the topic, with the conditions '
+    '{"StringEquals": {"aws:SourceAccount": "<the alarms\' account>"}, "ArnLike": {"aws:SourceArn": '
+    '"arn:<partition>:cloudwatch:<region>:<account>:alarm:*"}}'
+)
 
 
 @dataclass(frozen=True)
@@ -92,8 +104,9 @@ class Alarms:
         action = None
         if enabled and topic is not None:
             action = cloudwatch_actions.SnsAction(topic)
-            if topic not in _KEYED_TOPICS:
-                _KEYED_TOPICS.add(topic)
+            if topic not in _HANDLED_TOPICS:
+                _HANDLED_TOPICS.add(topic)
+                _allow_cloudwatch_to_publish(scope, topic)
                 key = topic.master_key
                 if key is not None:
                     _keys.allow_cloudwatch_alarms(scope, key, "the alarm topic's key")
@@ -138,3 +151,31 @@ class Alarms:
             alarm.add_alarm_action(self.action)
             alarm.add_ok_action(self.action)
         return alarm
+
+
+def _allow_cloudwatch_to_publish(scope: Construct, topic: sns.ITopic) -> None:
+    """The topic policy statement CloudWatch needs to notify ``topic``, or for an imported topic (whose
+    policy CDK cannot change) a warning naming it."""
+    if not isinstance(topic, sns.Topic):
+        warn(
+            scope,
+            IMPORTED_ALARM_TOPIC_WARNING,
+            f"AlarmOptions.alarm_topic is an imported topic ({topic.topic_arn}): CDK cannot change its "
+            f"policy. The policy must {IMPORTED_ALARM_TOPIC_STATEMENT}; without that every alarm action "
+            "fails and alarms fire unseen",
+        )
+        return
+    topic.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid=CLOUDWATCH_PUBLISH_SID,
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["sns:Publish"],
+            resources=[topic.topic_arn],
+            conditions={
+                "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                "ArnLike": {
+                    "aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"
+                },
+            },
+        )
+    )

@@ -1,5 +1,6 @@
-"""Stage the consumer's code asset: the bundled runtime, the user's code (without version control, secrets,
-environments and caches) and the wheels its ``requirements.txt`` names. No Docker."""
+"""Stage the consumer's code asset: the bundled runtime, the user's code (its Python sources and the files it
+names with ``include``: an allow-list, since no list of secrets is ever complete) and the wheels its
+``requirements.txt`` names. No Docker."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def check_processor(
     processor: str | None, code_directory: str | None, exclude: Sequence[str] = ()
 ) -> tuple[Path | None, str | None]:
     """Validate ``module:function`` against the code directory as the asset will hold it (``exclude``:
-    the patterns it leaves out), reading the module (never importing it) where Python would import it
+    ``ConsumerOptions.exclude``), reading the module (never importing it) where Python would import it
     from (a package before a module of the same name).
 
     Returns the directory and, when the module could not be read with this Python, a note saying so.
@@ -113,11 +114,12 @@ def check_processor(
         )
     shipped = PurePosixPath(found.relative_to(directory).as_posix())
     for depth in range(1, len(shipped.parts) + 1):
-        left_out = PurePosixPath(*shipped.parts[:depth])
-        if _excluded(left_out, exclude):
+        part = PurePosixPath(*shipped.parts[:depth])
+        reason = _never_shipped(directory / part, part, exclude, directory=depth < len(shipped.parts))
+        if reason is not None:
             raise ConfigurationError(
-                f"processor module {module!r} ({shipped}) is left out of the asset: {left_out} matches "
-                "ConsumerOptions.exclude or the default exclusions; the function could not import it"
+                f"processor module {module!r} ({shipped}) is left out of the asset: {part} {reason}; the "
+                "function could not import it"
             )
     try:
         tree = ast.parse(found.read_bytes(), filename=str(found))
@@ -191,6 +193,18 @@ def _bindings(body: Iterable[ast.stmt]) -> tuple[dict[str, ast.AST], bool]:
 
 # -- what the asset holds ---------------------------------------------------------------------------------
 
+# The user's code ships as its Python sources plus what ConsumerOptions.include names: an allow-list, because
+# a list of what must not ship (credentials, state files, keys) can never be complete, and Lambda lets anyone
+# with lambda:GetFunction download the package.
+SHIPPED = ("*.py",)
+# Never searched, whatever include says: dependencies, build output and caches. Hidden files and directories
+# (.git, .env, .aws, .venv, ...) never ship either, nor any directory holding a pyvenv.cfg (a virtualenv).
+NEVER_SEARCHED = ("node_modules", "cdk.out", "__pycache__", "*.egg-info")
+# Files left out without a word: compiled Python (Python writes it when it imports the sources).
+UNREMARKABLE = ("*.pyc", "*.pyo")
+# The left-out files a synth warning names (the count says how many more).
+LISTED = 10
+
 
 def _excluded(relative: PurePosixPath, patterns: Sequence[str]) -> bool:
     for pattern in patterns:
@@ -211,21 +225,68 @@ def _path_matches(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
     return bool(parts) and fnmatchcase(parts[0], pattern[0]) and _path_matches(parts[1:], pattern[1:])
 
 
-def select_files(directory: Path, patterns: Sequence[str]) -> list[tuple[Path, PurePosixPath]]:
-    """The files of ``directory`` that go into the asset: ``(source, relative path)``."""
-    selected = []
+def _never_shipped(
+    path: Path, relative: PurePosixPath, exclude: Sequence[str], *, directory: bool
+) -> str | None:
+    """Why a file or directory of the code directory never ships, whatever include says (None: it may)."""
+    if relative.name.startswith("."):
+        return "is hidden"
+    if _excluded(relative, exclude):
+        return "matches ConsumerOptions.exclude"
+    if directory and (_excluded(relative, NEVER_SEARCHED) or (path / "pyvenv.cfg").is_file()):
+        return "is a directory of dependencies, build output, caches or a virtualenv"
+    return None
+
+
+def _named(relative: PurePosixPath, include: Sequence[str]) -> bool:
+    """Shipped: a Python source, or matched - itself or a directory above it - by an include pattern."""
+    if _excluded(relative, SHIPPED):
+        return True
+    return any(
+        _excluded(PurePosixPath(*relative.parts[:depth]), include)
+        for depth in range(1, len(relative.parts) + 1)
+    )
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The files of the code directory that ship ``(source, relative path)``, and the others left out that
+    may be data the function reads (not hidden, excluded, a cache, or in a directory never searched)."""
+
+    shipped: list[tuple[Path, PurePosixPath]]
+    left_out: list[PurePosixPath]
+
+
+def select_files(directory: Path, include: Sequence[str], exclude: Sequence[str]) -> Selection:
+    shipped, left_out = [], []
     for root, dirs, files in os.walk(directory):
         base = PurePosixPath(Path(root).relative_to(directory).as_posix())
         dirs[:] = sorted(
-            d
-            for d in dirs
-            if not _excluded(base / d, patterns) and not (Path(root, d) / "pyvenv.cfg").is_file()
+            d for d in dirs if _never_shipped(Path(root, d), base / d, exclude, directory=True) is None
         )
         for name in sorted(files):
             relative = base / name
-            if not _excluded(relative, patterns):
-                selected.append((Path(root, name), relative))
-    return selected
+            if _never_shipped(Path(root, name), relative, exclude, directory=False) is not None:
+                continue
+            if _named(relative, include):
+                shipped.append((Path(root, name), relative))
+            elif not _excluded(relative, UNREMARKABLE):
+                left_out.append(relative)
+    return Selection(shipped, left_out)
+
+
+def left_out_note(left_out: Sequence[PurePosixPath]) -> str | None:
+    """What a synth warning says about files of the code directory the asset leaves out (names only)."""
+    if not left_out:
+        return None
+    listed = ", ".join(sorted(str(path) for path in left_out)[:LISTED])
+    more = f" and {len(left_out) - LISTED} more" if len(left_out) > LISTED else ""
+    return (
+        f"the function's code asset leaves out {len(left_out)} file(s) of code_directory that are not Python "
+        f"sources: {listed}{more}. Only *.py files and what ConsumerOptions.include names ship (e.g. "
+        "include=['*.json'] or ['data']); list the rest in ConsumerOptions.exclude to leave them out without "
+        "this warning"
+    )
 
 
 def _size(files: Iterable[tuple[Path, PurePosixPath]]) -> int:
@@ -402,26 +463,35 @@ def _runtime_modules_imported(files: Iterable[tuple[Path, PurePosixPath]]) -> se
     return found
 
 
-def stage_asset(code_directory: Path | None, exclude: Sequence[str], target: Target) -> str:
-    """Copy the runtime, the user's code and its installed requirements into a fresh directory.
+def stage_asset(
+    code_directory: Path | None, include: Sequence[str], exclude: Sequence[str], target: Target
+) -> tuple[str, list[PurePosixPath]]:
+    """Copy the runtime, the user's code and its installed requirements into a fresh directory; returns it
+    and the files of the code directory left out that may be data (see :func:`left_out_note`).
 
     The directory lives until the process exits: CDK copies it into the cloud assembly at synth.
     """
     parts: dict[str, list[tuple[Path, PurePosixPath]]] = {}
+    left_out: list[PurePosixPath] = []
     if code_directory is not None:
         requirements = code_directory / REQUIREMENTS
         installed_from: set[Path] = set()
         if requirements.is_file():
             parts["requirements"] = _tree(install_requirements(requirements, target))
-            # Like requirements.txt itself, the files it includes are installed, not shipped (they may name
-            # a private index with its credentials too).
+            # Installed, never shipped, even when include names them: requirements files may name a private
+            # index with its credentials.
             installed_from = set(requirement_files(requirements))
+        selection = select_files(code_directory, include, exclude)
         names = {path.name for path in installed_from}
+        root = code_directory
+
+        def installed(relative: PurePosixPath) -> bool:
+            return relative.name in names and (root / relative).resolve() in installed_from
+
         parts["code_directory"] = [
-            (source, relative)
-            for source, relative in select_files(code_directory, exclude)
-            if source.name not in names or source.resolve() not in installed_from
+            (source, path) for source, path in selection.shipped if not installed(path)
         ]
+        left_out = [path for path in selection.left_out if not installed(path)]
     runtime = runtime_source()
     wanted = _runtime_modules_imported(parts.get("code_directory", ()))
     parts["runtime"] = [
@@ -440,7 +510,7 @@ def stage_asset(code_directory: Path | None, exclude: Sequence[str], target: Tar
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 made.add(destination.parent)
             _place(source, destination)
-    return str(staging)
+    return str(staging), left_out
 
 
 def _place(source: Path, destination: Path) -> None:

@@ -7,6 +7,8 @@ messages, so synth names the statement to add.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -75,4 +77,15 @@ def allow_cloudwatch_alarms(scope: IConstruct, key: kms.IKey, prop: str) -> None
             resources=["*"],
             conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
         )
+    )
+
+
+def grant_through(grantee: iam.IGrantable, key: kms.IKey, actions: Sequence[str], service: str) -> iam.Grant:
+    """``actions`` on ``key``, only as ``service`` (``sqs``, ``dynamodb``) uses it on the grantee's behalf
+    (``kms:ViaService``): the role cannot decrypt with the key directly."""
+    return iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=list(actions),
+        resource_arns=[key.key_arn],
+        conditions={"StringEquals": {"kms:ViaService": f"{service}.{Aws.REGION}.{Aws.URL_SUFFIX}"}},
     )

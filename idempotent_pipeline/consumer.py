@@ -8,12 +8,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import Acknowledgment, Token, Validations
+from aws_cdk import Acknowledgment, Names, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -28,8 +27,9 @@ from idempotent_runtime.contract import (
     QueueType,
 )
 
+from idempotent_pipeline import _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, Alarms
-from idempotent_pipeline._asset import HANDLER, Target, check_processor, stage_asset
+from idempotent_pipeline._asset import HANDLER, Target, check_processor, left_out_note, stage_asset
 from idempotent_pipeline._facts import describe_queue
 from idempotent_pipeline._rules import (
     TOKEN,
@@ -50,8 +50,9 @@ from idempotent_pipeline._rules import (
     warn,
 )
 from idempotent_pipeline.options import (
-    DEFAULT_EXCLUDE,
     DEFAULT_LEASE_MARGIN,
+    DEFAULT_PYTHON_VERSION,
+    DEFAULT_RUNTIME,
     AlarmOptions,
     ConsumerOptions,
 )
@@ -86,6 +87,16 @@ XRAY_REASON = (
     "them on * for a traced function)"
 )
 SHORT_TTL = "idempotent-pipeline:short-ttl"
+ASSET_LEFT_OUT = "idempotent-pipeline:asset-left-out"
+# What Lambda's SQS poller does with the function's role (CDK's SqsEventSource grants the same).
+CONSUME_ACTIONS = (
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueUrl",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+)
+CONSUME_KEY_ACTIONS = ("kms:Decrypt",)
 
 
 def needed_visibility(timeout: int, window: int | None) -> int:
@@ -379,29 +390,40 @@ RULES = (
 )
 
 
-def newest_python_runtime() -> tuple[lambda_.Runtime, str]:
-    """The newest Python runtime this aws-cdk-lib knows (cdk-nag L1 flags any older one) and its version.
+# Python runtimes from 3.12 on run on Amazon Linux 2023 (glibc 2.34), the platform the asset's wheels are for.
+OLDEST_PYTHON_MINOR = 12
 
-    Chosen from the names of the ``Runtime.PYTHON_3_x`` constants, which the binding defines without a call
-    into jsii; only the chosen one is read (walking ``Runtime.ALL`` costs ~70 jsii round trips per synth).
-    """
-    minors = [
-        int(match.group(1))
-        for name in vars(lambda_.Runtime)
-        if (match := re.fullmatch(r"PYTHON_3_(\d+)", name))
-    ]
-    newest = max(minors)
-    return getattr(lambda_.Runtime, f"PYTHON_3_{newest}"), f"3.{newest}"
+
+def python_runtime(runtime: object) -> tuple[lambda_.Runtime, str]:
+    """``ConsumerOptions.runtime`` and its Python version ("3.14"), which chooses the wheels of
+    requirements.txt. The default is known without asking jsii."""
+    if runtime is None or runtime is DEFAULT_RUNTIME:
+        return DEFAULT_RUNTIME, DEFAULT_PYTHON_VERSION
+    chosen: lambda_.Runtime = instance(
+        "ConsumerOptions.runtime", runtime, lambda_.Runtime, "a lambda_.Runtime (e.g. Runtime.PYTHON_3_14)"
+    )
+    name = chosen.name
+    match = re.fullmatch(r"python3\.(\d+)", name)
+    if (
+        chosen.family != lambda_.RuntimeFamily.PYTHON
+        or match is None
+        or int(match.group(1)) < OLDEST_PYTHON_MINOR
+    ):
+        raise ConfigurationError(
+            f"ConsumerOptions.runtime must be a Python runtime from python3.{OLDEST_PYTHON_MINOR} on (Amazon "
+            f"Linux 2023, for which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got {name}"
+        )
+    return chosen, f"3.{match.group(1)}"
 
 
 class IdempotentConsumer(Construct):
     """A Lambda function running the bundled idempotent runtime on an SQS queue (FIFO or standard).
 
-    The code asset is the ``idempotent_runtime`` package plus ``code_directory`` (without version control,
-    environments, secrets and caches) and the wheels of its ``requirements.txt``, staged without Docker;
-    handler ``idempotent_runtime.handler.handler`` on the newest Python runtime. The SQS event source reports
-    batch item failures. The function gets its own role with exactly the actions the runtime uses and an
-    explicit log group; its environment follows the runtime contract.
+    The code asset is the ``idempotent_runtime`` package plus the Python sources of ``code_directory`` and
+    what ``ConsumerOptions.include`` names, and the wheels of its ``requirements.txt``, staged without Docker;
+    handler ``idempotent_runtime.handler.handler`` on ``ConsumerOptions.runtime`` (pinned by default). The
+    SQS event source reports batch item failures. The function gets its own role with exactly the actions
+    the runtime uses and an explicit log group; its environment follows the runtime contract.
 
     Alarms (``alarm_options``): failed records over a window, quarantined ≥ 1, conflicts ≥ 1,
     misconfigured ≥ 1, invocation errors ≥ 1; and the queue's oldest message and the DLQ's depth when no
@@ -567,12 +589,15 @@ class IdempotentConsumer(Construct):
                 f"ConsumerOptions.code_directory must be known at synth (it is bundled then); got the "
                 f"deploy-time value {code_directory!r}"
             )
-        exclude = texts("ConsumerOptions.exclude", o.exclude)
-        if exclude is TOKEN:
-            raise ConfigurationError(
-                "ConsumerOptions.exclude must be known at synth (it decides what the asset holds); got a "
-                f"deploy-time value in {o.exclude!r}"
-            )
+        patterns = {
+            prop: texts(f"ConsumerOptions.{prop}", getattr(o, prop)) for prop in ("include", "exclude")
+        }
+        for prop, value in patterns.items():
+            if value is TOKEN:
+                raise ConfigurationError(
+                    f"ConsumerOptions.{prop} must be known at synth (it decides what the asset holds); got a "
+                    f"deploy-time value in {getattr(o, prop)!r}"
+                )
         _lifetime(values, mode, facts)
 
         # -- environment: the runtime contract ----------------------------------------------------------
@@ -625,9 +650,7 @@ class IdempotentConsumer(Construct):
         )
         values["queue_retention"] = facts.retention_seconds
         enforce(self, RULES, values)
-        user_code, unchecked = check_processor(
-            o.processor, code_directory, (*DEFAULT_EXCLUDE, *(exclude or ()))
-        )
+        user_code, unchecked = check_processor(o.processor, code_directory, patterns["exclude"] or ())
         if unchecked is not None:
             warn(self, "idempotent-pipeline:processor-unchecked", unchecked)
 
@@ -639,12 +662,16 @@ class IdempotentConsumer(Construct):
         self.metrics_namespace: str = o.metrics_namespace
 
         # -- resources ----------------------------------------------------------------------------------
-        runtime, python_version = newest_python_runtime()
+        runtime, python_version = python_runtime(o.runtime)
         architecture = o.architecture or lambda_.Architecture.ARM_64
         target = Target(
             python_version=python_version,
             architecture="arm64" if o.architecture is None else str(architecture.name),
         )
+        asset, left_out = stage_asset(user_code, patterns["include"] or (), patterns["exclude"] or (), target)
+        note = left_out_note(left_out)
+        if note is not None:
+            warn(self, ASSET_LEFT_OUT, note)
         self.role = iam.Role(
             self,
             "Role",
@@ -657,9 +684,7 @@ class IdempotentConsumer(Construct):
             "Function",
             runtime=runtime,
             handler=HANDLER,
-            code=lambda_.Code.from_asset(
-                stage_asset(user_code, (*DEFAULT_EXCLUDE, *(exclude or ())), target)
-            ),
+            code=lambda_.Code.from_asset(asset),
             role=self.role,
             log_group=self.log_group,
             timeout=o.timeout,
@@ -695,7 +720,7 @@ class IdempotentConsumer(Construct):
 
         self.table_grant = table.table.grant(self.function, *contract.TABLE_ACTIONS[mode])
         if table.encryption_key is not None:
-            table.encryption_key.grant(self.function, *contract.TABLE_KEY_ACTIONS)
+            _keys.grant_through(self.function, table.encryption_key, contract.TABLE_KEY_ACTIONS, "dynamodb")
         if dead_letter_queue is not None:
             self._grant_dead_letter_queue(
                 dead_letter_queue,
@@ -703,15 +728,11 @@ class IdempotentConsumer(Construct):
                 if dlq_facts is not None and dlq_facts.encryption_key_known
                 else dead_letter_queue.encryption_master_key,
             )
-
-        self.event_source = event_sources.SqsEventSource(
+        self.event_source = self._consume(
             queue,
-            batch_size=o.batch_size,
-            max_batching_window=o.max_batching_window,
-            report_batch_item_failures=True,
-            max_concurrency=o.max_concurrency,
+            facts.encryption_key if facts.encryption_key_known else queue.encryption_master_key,
+            o,
         )
-        self.function.add_event_source(self.event_source)
 
         # -- alarms -------------------------------------------------------------------------------------
         self._function_name = self.function.function_name
@@ -799,6 +820,24 @@ class IdempotentConsumer(Construct):
 
     # -- grants ---------------------------------------------------------------------------------------------
 
+    def _consume(self, queue: sqs.IQueue, key: Any, o: ConsumerOptions) -> lambda_.EventSourceMapping:
+        """The SQS event source as CDK's SqsEventSource makes it (the same construct id, so the same
+        mapping), whose key grant is limited to use through SQS: SqsEventSource grants the key outright."""
+        mapping = self.function.add_event_source_mapping(
+            f"SqsEventSource:{Names.node_unique_id(queue.node)}",
+            event_source_arn=queue.queue_arn,
+            batch_size=o.batch_size,
+            max_batching_window=o.max_batching_window,
+            max_concurrency=o.max_concurrency,
+            report_batch_item_failures=True,
+        )
+        iam.Grant.add_to_principal(
+            grantee=self.function, actions=list(CONSUME_ACTIONS), resource_arns=[queue.queue_arn]
+        )
+        if key is not None:
+            _keys.grant_through(self.function, key, CONSUME_KEY_ACTIONS, "sqs")
+        return mapping
+
     def _grant_dead_letter_queue(self, dead_letter_queue: sqs.IQueue, key: Any) -> iam.Grant:
         grant = iam.Grant.add_to_principal(
             grantee=self.function,
@@ -806,7 +845,7 @@ class IdempotentConsumer(Construct):
             resource_arns=[dead_letter_queue.queue_arn],
         )
         if key is not None:
-            key.grant(self.function, *contract.DLQ_KEY_ACTIONS)
+            _keys.grant_through(self.function, key, contract.DLQ_KEY_ACTIONS, "sqs")
         return grant
 
     def grant_send_to_dead_letter_queue(self, dead_letter_queue: sqs.IQueue) -> iam.Grant:

@@ -310,6 +310,11 @@ class Messaging(Construct):
         self.max_receive_count: int = options.max_receive_count
         encryption = sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED
         retained = options.dead_letter_removal_policy
+        # High throughput: every queue that can receive a burst gets the per-group settings (a redrive from
+        # SNS or SQS into a dead-letter queue at the default FIFO limit is throttled).
+        high = bool(options.high_throughput)
+        group_scope = sqs.DeduplicationScope.MESSAGE_GROUP if high else None
+        group_limit = sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID if high else None
 
         if dead_letter_queue is None:
             dead_letter_queue = sqs.Queue(
@@ -322,6 +327,8 @@ class Messaging(Construct):
                 encryption_master_key=key,
                 enforce_ssl=True,
                 removal_policy=retained,
+                deduplication_scope=group_scope,
+                fifo_throughput_limit=group_limit,
             )
             remember(
                 dead_letter_queue,
@@ -348,7 +355,6 @@ class Messaging(Construct):
         visibility_timeout = options.visibility_timeout
         if visibility_timeout is None:
             visibility_timeout = DEFAULT_VISIBILITY_TIMEOUT
-        high = bool(options.high_throughput)
         self.queue = sqs.Queue(
             self,
             "Queue",
@@ -363,8 +369,8 @@ class Messaging(Construct):
                 queue=dead_letter_queue, max_receive_count=options.max_receive_count
             ),
             removal_policy=options.removal_policy,
-            deduplication_scope=sqs.DeduplicationScope.MESSAGE_GROUP if high else None,
-            fifo_throughput_limit=sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID if high else None,
+            deduplication_scope=group_scope,
+            fifo_throughput_limit=group_limit,
         )
         remember(
             self.queue,
@@ -421,6 +427,8 @@ class Messaging(Construct):
                 encryption_master_key=own_key,
                 enforce_ssl=True,
                 removal_policy=retained,
+                deduplication_scope=group_scope,
+                fifo_throughput_limit=group_limit,
             )
             Validations.of(self.subscription_dead_letter_queue).acknowledge(
                 Acknowledgment(id="AwsSolutions-SQS3", reason=SUBSCRIPTION_DLQ_NAG_REASON)
@@ -435,6 +443,12 @@ class Messaging(Construct):
                     filter_policy=dict(options.filter_policy) if options.filter_policy else None,
                     dead_letter_queue=self.subscription_dead_letter_queue,
                 )
+            )
+            # SqsSubscription waits for the queue's policy, not for the statement it adds to the dead-letter
+            # queue's: until that exists, SNS cannot move an undeliverable message there and drops it.
+            # (enforce_ssl made the queue's policy, construct id "Policy", when the queue was created.)
+            self.subscription.node.add_dependency(
+                self.subscription_dead_letter_queue.node.find_child("Policy")
             )
             if key is not None:
                 _keys.require_statement(

@@ -34,45 +34,10 @@ DEFAULT_MAX_RECEIVE_COUNT = 5
 DEFAULT_MEMORY_SIZE = 256
 DEFAULT_BATCH_SIZE = 10
 DEFAULT_FAILED_THRESHOLD = 10
-# What never belongs in a function's code asset (matched against each file and directory name below
-# code_directory): version control, environments and secrets, virtualenvs, build output, caches. A directory
-# holding a pyvenv.cfg (a virtualenv under any name) is left out too. requirements.txt is installed, not
-# shipped (it may name a private index with its credentials); so are the files it includes (-r / -c).
-DEFAULT_EXCLUDE = (
-    ".git",
-    ".hg",
-    ".svn",
-    ".bzr",
-    ".env*",
-    ".npmrc",  # registry credentials
-    ".pypirc",
-    ".netrc",
-    ".aws",
-    ".aws-sam",
-    ".ssh",
-    "id_rsa*",
-    "id_ed25519*",
-    "*.pem",
-    ".secrets*",
-    ".venv",
-    "venv",
-    "node_modules",
-    "cdk.out",
-    "__pycache__",
-    "*.pyc",
-    "*.pyo",
-    ".pytest_cache",
-    ".mypy_cache",
-    ".ruff_cache",
-    ".tox",
-    ".nox",
-    ".coverage",
-    ".idea",
-    ".vscode",
-    ".DS_Store",
-    "*.egg-info",
-    "requirements.txt",
-)
+# The function's Python, pinned here (not aws-cdk-lib's newest, which moves with every upgrade of it): it also
+# chooses the wheels installed for requirements.txt. Built from its name, so any aws-cdk-lib can express it.
+DEFAULT_PYTHON_VERSION = "3.14"
+DEFAULT_RUNTIME = lambda_.Runtime(f"python{DEFAULT_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,8 +60,9 @@ class MessagingOptions:
     leaves the attribute out: SQS and SNS refuse it on a standard queue or topic)."""
 
     high_throughput: bool = False
-    """FIFO only: per-message-group deduplication scope and throughput limit on the queue, message-group
-    throughput scope on a new topic. Default: False (queue-wide scope)."""
+    """FIFO only: per-message-group deduplication scope and throughput limit on the queue and on both
+    dead-letter queues created here (a redrive burst into a DLQ at the default FIFO limit is throttled),
+    message-group throughput scope on a new topic. Default: False (queue-wide scope)."""
 
     visibility_timeout: Duration | None = None
     """The queue's visibility timeout; at least 6 x the consumer's function timeout + its
@@ -138,9 +104,23 @@ class MessagingOptions:
     """Of the dead-letter queues created here: dead letters are unprocessed user data. Default: RETAIN."""
 
 
+# cdk.json context flag: True names every IdempotencyTable explicitly unless TableOptions.table_name does (a
+# change that would replace the table then fails the deploy); False keeps CloudFormation's generated name (a
+# stack deployed with 0.2 keeps its table); unset keeps it too, with a synth warning.
+EXPLICIT_TABLE_NAME_FLAG = "@idempotent-pipeline:explicitTableName"
+
+
 @dataclass(frozen=True, kw_only=True)
 class TableOptions:
-    """The DynamoDB table (:class:`IdempotencyTable`). Changing a key name replaces the table."""
+    """The DynamoDB table (:class:`IdempotencyTable`). Changing a key name replaces the table: with an
+    explicit name, CloudFormation refuses that and the deploy fails."""
+
+    table_name: str | None = None
+    """The table's physical name (3 to 255 of ``A-Z a-z 0-9 _ . -``). With an explicit name a change that
+    replaces the table (a key name) fails the deploy instead of writing to a new, empty table; a new
+    ``table_name`` is how to replace it on purpose (with RETAIN the old table and its data stay). Default:
+    with the context flag ``@idempotent-pipeline:explicitTableName`` true, a name derived from the stack and
+    the construct path (``Names.unique_resource_name``); otherwise CloudFormation's generated name."""
 
     partition_key_name: str = contract.DEFAULT_PARTITION_KEY
     """The partition key attribute (string). Default: ``pk``."""
@@ -225,15 +205,21 @@ class ConsumerOptions:
     synth by reading the module. Required for ``transaction`` and ``guarded``. Default: none."""
 
     code_directory: str | None = None
-    """The directory holding the processor's module, copied beside ``idempotent_runtime/`` in the asset
-    (without :data:`DEFAULT_EXCLUDE` and ``exclude``). A ``requirements.txt`` in it is installed into the
-    asset at synth (wheels only, for the function's architecture and Python). Default: none."""
+    """The directory holding the processor's module. Its Python sources (``*.py``) and what ``include``
+    names ship beside ``idempotent_runtime/`` in the asset; hidden files and directories, virtualenvs,
+    ``node_modules``, ``cdk.out`` and caches never do, and synth warns naming other files it left out. A
+    ``requirements.txt`` in it is installed into the asset at synth (wheels only, for the function's
+    architecture and Python), never shipped. Default: none."""
+
+    include: Sequence[str] = ()
+    """Files of ``code_directory`` to ship besides its Python sources (data the function reads): a pattern
+    without ``/`` matches a file or directory name anywhere (``*.json``, ``data``: a directory ships with
+    everything below it), one with ``/`` a path relative to ``code_directory`` (``templates/*.html``; ``*``
+    stays within a directory, ``**`` spans directories). Default: none."""
 
     exclude: Sequence[str] = ()
-    """More patterns left out of the asset: a pattern without ``/`` matches a file or directory name
-    anywhere (``*.csv``, ``data``), one with ``/`` a path relative to ``code_directory`` (``docs/*.md``;
-    ``*`` stays within a directory, ``**`` spans directories). Default: none (beyond
-    :data:`DEFAULT_EXCLUDE`)."""
+    """Patterns left out of the asset, even when a Python source or named by ``include`` (same syntax as
+    ``include``: ``tests``, ``docs/*.md``). Default: none."""
 
     timeout: Duration = DEFAULT_TIMEOUT
     """The function timeout (1 to 900 seconds). Default: 30 seconds."""
@@ -243,6 +229,11 @@ class ConsumerOptions:
 
     architecture: lambda_.Architecture | None = None
     """The instruction set. Default: ARM_64."""
+
+    runtime: lambda_.Runtime = DEFAULT_RUNTIME
+    """The function's Python runtime, python3.12 or later (Amazon Linux 2023); the wheels of
+    ``requirements.txt`` are installed for its version. Default: python3.14, pinned by this package, so
+    upgrading aws-cdk-lib never changes it."""
 
     batch_size: int = DEFAULT_BATCH_SIZE
     """Records per invocation: 1 to 10 on FIFO, 1 to 10,000 on standard (above 10 needs
@@ -301,9 +292,10 @@ class AlarmOptions:
     """Create the alarms. Default: True."""
 
     alarm_topic: sns.ITopic | None = None
-    """An SNS topic notified when an alarm fires (and when it is OK again). A KMS-encrypted topic defined in
-    the app gets the key policy statement CloudWatch needs; an imported key gets a synth warning.
-    Default: no action."""
+    """An SNS topic notified when an alarm fires (and when it is OK again). A topic defined in the app gets
+    the topic policy statement that lets CloudWatch alarms of its account publish, and for a KMS key of the
+    app the key policy statement CloudWatch needs; an imported topic or key gets a synth warning naming the
+    statement. Default: no action."""
 
     max_message_age: Duration = DEFAULT_MAX_MESSAGE_AGE
     """Alarm when the oldest message in the queue is this old (at least 1 minute, less than the queue's

@@ -165,3 +165,42 @@ def logical_id(template: assertions.Template, type_: str, part: str) -> str:
     found = [k for k in resources(template, type_) if part in k]
     assert len(found) == 1, (type_, part, found)
     return found[0]
+
+
+# arn:<partition>:cloudwatch:<region>:<account>:alarm:* of the stack the topic is in
+ALARMS_OF_THIS_ACCOUNT = {
+    "Fn::Join": [
+        "",
+        [
+            "arn:",
+            {"Ref": "AWS::Partition"},
+            ":cloudwatch:",
+            {"Ref": "AWS::Region"},
+            ":",
+            {"Ref": "AWS::AccountId"},
+            ":alarm:*",
+        ],
+    ]
+}
+
+
+def cloudwatch_may_publish(template: dict[str, Any], topic: str) -> bool:
+    """Whether the policy of topic ``topic`` (a logical id) lets CloudWatch alarms of this account publish: an
+    SNS topic policy replaces SNS's default one, so without this statement every alarm action fails."""
+    for policy in template["Resources"].values():
+        if policy["Type"] != "AWS::SNS::TopicPolicy" or {"Ref": topic} not in policy["Properties"]["Topics"]:
+            continue
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if (
+                statement["Effect"] == "Allow"
+                and statement.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+                and "sns:Publish" in actions_of(statement)
+                and statement["Resource"] == {"Ref": topic}
+                and statement["Condition"]
+                == {
+                    "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+                    "ArnLike": {"aws:SourceArn": ALARMS_OF_THIS_ACCOUNT},
+                }
+            ):
+                return True
+    return False

@@ -1,6 +1,6 @@
-"""The consumer's code asset holds code, not secrets: default excludes, `exclude`, the 250 MB limit, and the
-wheels of a requirements.txt installed at synth for the function's architecture and Python (no network:
-pip reads a local wheelhouse)."""
+"""The consumer's code asset holds code, not secrets: Python sources and what `include` names, less what
+`exclude` names; the 250 MB limit; and the wheels of a requirements.txt installed at synth for the function's
+architecture and Python (no network: pip reads a local wheelhouse)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from aws_cdk import aws_lambda as lambda_
-from constructs_helpers import files_under, function_asset_dir, new_stack
+from constructs_helpers import files_under, function_asset_dir, new_stack, warnings_of
 
 from idempotent_pipeline import (
     ConfigurationError,
@@ -69,35 +69,61 @@ def test_asset_without_user_code_is_exactly_the_runtime():
     assert files == _runtime_files()
 
 
+# Credential files users keep beside their code (none hidden by a leading dot is safe by name alone).
+CREDENTIALS = {
+    ".git-credentials": "https://user:token@example.com\n",
+    ".docker/config.json": '{"auths": {"registry": {"auth": "c2VjcmV0"}}}',
+    ".kube/config": "users:\n- user: {token: secret}\n",
+    ".pgpass": "db:5432:*:user:secret\n",
+    ".boto": "[Credentials]\naws_secret_access_key = secret\n",
+    ".htpasswd": "user:$apr1$secret\n",
+    "terraform.tfstate": '{"secret": "state"}',
+    "prod.tfvars": 'password = "secret"\n',
+    ".terraform/providers/registry/state": "secret",
+    "server.key": "KEY",
+    "cert.pem": "KEY",
+    "keystore.p12": "KEY",
+    "keystore.jks": "KEY",
+    "credentials.json": '{"secret": "key"}',
+    "service-account.json": '{"private_key": "secret"}',
+    ".env": "API_KEY=secret\n",
+    ".env.production": "API_KEY=prod-secret\n",
+    ".envrc": "export TOKEN=secret\n",
+    ".npmrc": "//registry.npmjs.org/:_authToken=secret\n",
+    ".pypirc": "[pypi]\npassword = secret\n",
+    ".netrc": "machine example.com password secret\n",
+    ".aws/credentials": "[default]\naws_secret_access_key = secret\n",
+    ".ssh/id_rsa": "KEY",
+    "id_rsa": "KEY",
+    "id_ed25519.pub": "KEY",
+    "deploy-key.pem": "KEY",
+    ".secrets.toml": "token = 'secret'\n",
+}
+
+
 @pytest.fixture(scope="session")
 def cluttered(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A project directory as users have them: code beside version control, secrets, environments, caches."""
+    """A project directory as users have them: code beside data, credentials, version control,
+    environments, build output and caches."""
     root = tmp_path_factory.mktemp("project")
     files = {
+        **CREDENTIALS,
         "orders.py": PROCESSOR,
         "helpers/__init__.py": "VALUE = 1\n",
         "helpers/rates.json": "{}",
         "config/settings.toml": "region = 'eu-west-1'\n",
         ".git/config": "[core]\n",
         ".git/objects/ab/cdef": "blob",
-        ".env": "API_KEY=secret\n",
-        ".env.production": "API_KEY=prod-secret\n",
-        ".envrc": "export TOKEN=secret\n",
-        ".npmrc": "//registry.npmjs.org/:_authToken=secret\n",
-        ".pypirc": "[pypi]\npassword = secret\n",
-        ".netrc": "machine example.com password secret\n",
-        ".aws/credentials": "[default]\naws_secret_access_key = secret\n",
+        ".git/hooks/pre-commit.py": "",
         ".aws-sam/build/x.py": "",
-        ".ssh/id_rsa": "KEY",
-        "id_rsa": "KEY",
-        "id_ed25519.pub": "KEY",
-        "deploy-key.pem": "KEY",
-        ".secrets.toml": "token = 'secret'\n",
+        ".hidden/module.py": "",
         ".venv/lib/python3.11/site-packages/x.py": "",
         "venv/pyvenv.cfg": "home = /usr\n",
+        "venv/lib/python3.11/site-packages/y.py": "",
         "my-env/pyvenv.cfg": "home = /usr\n",
         "my-env/lib/python3.11/site-packages/big.py": "",
         "node_modules/left-pad/index.js": "",
+        "node_modules/left-pad/build.py": "",
         "cdk.out/asset.1234/orders.py": PROCESSOR,
         "__pycache__/orders.cpython-311.pyc": "",
         "helpers/__pycache__/x.cpython-311.pyc": "",
@@ -111,6 +137,7 @@ def cluttered(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ".vscode/settings.json": "{}",
         ".DS_Store": "",
         "orders.egg-info/PKG-INFO": "",
+        "orders.egg-info/setup.py": "",
         "docs/guide.md": "# guide\n",
         "docs/api/index.md": "# api\n",
         "data/big.csv": "a,b\n",
@@ -122,29 +149,98 @@ def cluttered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_version_control_secrets_environments_and_caches_stay_out_of_the_asset(cluttered):
-    """Today the whole code_directory ships: .env, .git/, .venv/, cdk.out/ reach Lambda and the asset "
-    "bucket."""
-    user_files = {f for f in _asset_files(cluttered) if not f.startswith("idempotent_runtime/")}
+def _user_files(code_directory: Path, **options: Any) -> set[str]:
+    return {f for f in _asset_files(code_directory, **options) if not f.startswith("idempotent_runtime/")}
+
+
+def test_only_python_sources_ship_by_default(cluttered):
+    """Everything but what a deny-list named used to ship: terraform state, keys, service-account files."""
+    assert _user_files(cluttered) == {"orders.py", "helpers/__init__.py"}
+
+
+@pytest.mark.parametrize("name", sorted(CREDENTIALS))
+def test_no_credential_file_ships(cluttered, name):
+    assert name not in _asset_files(cluttered)
+
+
+def test_python_sources_in_hidden_directories_environments_and_build_output_do_not_ship(cluttered):
+    files = _asset_files(cluttered, include=["*.json"])
+    for path in (
+        ".git/hooks/pre-commit.py",
+        ".aws-sam/build/x.py",
+        ".hidden/module.py",
+        ".venv/lib/python3.11/site-packages/x.py",
+        "venv/lib/python3.11/site-packages/y.py",
+        "my-env/lib/python3.11/site-packages/big.py",
+        "node_modules/left-pad/build.py",
+        "cdk.out/asset.1234/orders.py",
+        "orders.egg-info/setup.py",
+        ".docker/config.json",  # include never reaches into hidden directories
+        ".mypy_cache/3.11/x.json",
+    ):
+        assert path not in files, path
+
+
+def test_include_ships_data_files_by_name_path_or_directory(cluttered):
+    user_files = _user_files(cluttered, include=["helpers/*.json", "data", "*.md"])
     assert user_files == {
         "orders.py",
         "helpers/__init__.py",
         "helpers/rates.json",
-        "config/settings.toml",
+        "data/big.csv",
         "docs/guide.md",
         "docs/api/index.md",
-        "data/big.csv",
     }
 
 
-def test_exclude_adds_name_and_path_patterns(cluttered):
-    user_files = {
-        f
-        for f in _asset_files(cluttered, exclude=["data", "docs/*.md", "*.toml"])
-        if not f.startswith("idempotent_runtime/")
-    }
+def test_exclude_removes_sources_and_included_files(cluttered):
+    user_files = _user_files(cluttered, include=["*.md", "*.toml"], exclude=["helpers", "docs/*.md"])
     # "docs/*.md" is a path pattern: it matches docs/guide.md, not docs/api/index.md.
-    assert user_files == {"orders.py", "helpers/__init__.py", "helpers/rates.json", "docs/api/index.md"}
+    assert user_files == {"orders.py", "docs/api/index.md", "config/settings.toml"}
+
+
+def _left_out_warnings(code_directory: Path, **options: Any) -> list[str]:
+    stack = new_stack()
+    messaging = Messaging(stack, "Messaging")
+    IdempotentConsumer(
+        stack,
+        "Consumer",
+        queue=messaging.queue,
+        table=IdempotencyTable(stack, "Table"),
+        options=ConsumerOptions(processor="orders:handle", code_directory=str(code_directory), **options),
+    )
+    return [m for _, m in warnings_of(stack) if m.endswith("[ack: idempotent-pipeline:asset-left-out]")]
+
+
+def test_synth_names_the_files_it_left_out_and_how_to_ship_them(cluttered):
+    (warning,) = _left_out_warnings(cluttered, exclude=["docs"])
+    assert warning.startswith(
+        "the function's code asset leaves out 14 file(s) of code_directory that are not Python sources: "
+        "cert.pem, config/settings.toml, credentials.json, data/big.csv, deploy-key.pem, helpers/rates.json, "
+        "id_ed25519.pub, id_rsa, keystore.jks, keystore.p12 and 4 more. Only *.py files and what "
+        "ConsumerOptions.include names ship (e.g. include=['*.json'] or ['data']); list the rest in "
+        "ConsumerOptions.exclude to leave them out without this warning"
+    )
+    # Names only: never a file's content, and nothing hidden, cached or excluded is named.
+    assert "secret" not in warning and "KEY" not in warning
+    for unnamed in (".env", "stale.pyc", "PKG-INFO", "docs/", "node_modules", ".git"):
+        assert unnamed not in warning, unnamed
+
+
+def test_no_warning_when_nothing_but_sources_is_left_out(user_code):
+    assert _left_out_warnings(user_code) == []
+
+
+def test_a_processor_in_a_virtualenv_fails_synth(tmp_path):
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr\n")
+    (tmp_path / "env" / "orders.py").write_text(PROCESSOR)
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^processor module 'env.orders' \(env/orders.py\) is left out of the asset: env is a "
+        r"directory of dependencies, build output, caches or a virtualenv; the function could not import it$",
+    ):
+        consumer(processor="env.orders:handle", code_directory=str(tmp_path))
 
 
 def test_a_code_directory_over_lambdas_250_mb_fails_at_synth(tmp_path):
@@ -153,7 +249,7 @@ def test_a_code_directory_over_lambdas_250_mb_fails_at_synth(tmp_path):
     with open(tmp_path / "models" / "weights.bin", "wb") as sparse:  # no disk used: a sparse file
         sparse.truncate(MAX_UNZIPPED_BYTES + 1)
     with pytest.raises(ConfigurationError) as raised:
-        _asset_files(tmp_path)
+        _asset_files(tmp_path, include=["models"])
     message = str(raised.value)
     assert message.startswith("the function's code asset would be 262.")
     assert (
@@ -162,7 +258,7 @@ def test_a_code_directory_over_lambdas_250_mb_fails_at_synth(tmp_path):
     assert message.endswith(
         "Leave out what the function does not need with ConsumerOptions.exclude, or move it to a layer"
     )
-    assert "weights.bin" not in {f for f in _asset_files(tmp_path, exclude=["models"])}
+    assert "models/weights.bin" not in _asset_files(tmp_path)  # data ships only when included
 
 
 # -- requirements.txt ----------------------------------------------------------------------------------------
@@ -215,6 +311,13 @@ def test_wheels_are_chosen_for_the_functions_architecture(tmp_path, offline_pip)
     )
 
 
+def test_wheels_are_chosen_for_the_functions_python(tmp_path, offline_pip):
+    """armonly publishes a CPython 3.14 wheel only: refused for a function on python3.13."""
+    project = _project(tmp_path, "armonly\n")
+    with pytest.raises(ConfigurationError, match=r"no wheel of 'armonly' for the function \(CPython 3.13,"):
+        _asset_files(project, runtime=lambda_.Runtime.PYTHON_3_13)
+
+
 def test_a_dependency_without_a_wheel_fails_synth_naming_it(tmp_path, offline_pip):
     project = _project(tmp_path, "tinyutil==1.0\nsourceonly==1.0\n")
     with pytest.raises(ConfigurationError, match=r"no wheel of 'sourceonly==1.0' for the function"):
@@ -260,9 +363,10 @@ def test_nested_includes_and_constraints_are_hashed_relative_to_the_file_that_na
     (project / "reqs" / "common.txt").write_text("# shared by every function\n")
     (project / "reqs" / "notes.md").write_text("kept: not a requirements file\n")
     (project / "constraints.txt").write_text("tinyutil==1.0\n")
-    files = _asset_files(project)
+    files = _asset_files(project, include=["*.md", "*.txt"])
     assert "tinyutil/__init__.py" in files and "reqs/notes.md" in files
-    assert not {"reqs/base.txt", "reqs/common.txt", "constraints.txt"} & files
+    # include cannot ship a requirements file: it may name a private index with its credentials
+    assert not {"requirements.txt", "reqs/base.txt", "reqs/common.txt", "constraints.txt"} & files
     installs = offline_pip / "requirements"
     assert len([p for p in installs.iterdir() if not p.name.startswith(".")]) == 1
     (project / "reqs" / "common.txt").write_text("armonly\n")  # two levels down

@@ -37,11 +37,12 @@ from idempotent_pipeline import (
     ConsumerOptions,
     IdempotencyTable,
     IdempotentConsumer,
+    IdempotentPipeline,
     Messaging,
     MessagingOptions,
     TableOptions,
 )
-from idempotent_pipeline.consumer import NETWORK_INTERFACE_ACTIONS, newest_python_runtime
+from idempotent_pipeline.consumer import NETWORK_INTERFACE_ACTIONS
 
 
 def fifo_queue(stack: cdk.Stack, id: str = "Queue", **props: Any) -> sqs.Queue:
@@ -115,18 +116,53 @@ def from_messaging() -> tuple[IdempotentConsumer, assertions.Template]:
 # -- function -------------------------------------------------------------------------------------------
 
 
-def test_function_runs_the_bundled_handler_on_the_newest_python_runtime(default_template):
+def test_function_runs_the_bundled_handler_on_the_pinned_python_runtime(default_template):
     props = function_props(default_template)
-    newest = max(
-        (r.name for r in lambda_.Runtime.ALL if r.family == lambda_.RuntimeFamily.PYTHON),
-        key=lambda name: tuple(int(p) for p in name.removeprefix("python").split(".")),
-    )
-    runtime, version = newest_python_runtime()
-    assert props["Runtime"] == newest == runtime.name == f"python{version}"
+    assert props["Runtime"] == "python3.14"
     assert props["Handler"] == contract.HANDLER == "idempotent_runtime.handler.handler"
     assert (props["Timeout"], props["MemorySize"], props["Architectures"]) == (30, 256, ["arm64"])
     for absent in ("ReservedConcurrentExecutions", "VpcConfig", "TracingConfig", "Layers"):
         assert absent not in props
+
+
+def test_an_aws_cdk_lib_that_knows_a_newer_python_does_not_change_the_runtime(monkeypatch):
+    """Upgrading aws-cdk-lib used to move the function (and the wheels installed for it) to its newest
+    Python silently."""
+    # An existing runtime under a newer constant's name: a new Runtime would join aws-cdk-lib's Runtime.ALL
+    # for the rest of the session (and cdk-nag's L1 would then call it the newest).
+    monkeypatch.setattr(lambda_.Runtime, "PYTHON_3_99", lambda_.Runtime.PYTHON_3_13, raising=False)
+    assert function_props(consumer_template())["Runtime"] == "python3.14"
+
+
+def test_the_runtime_is_settable():
+    template = consumer_template(runtime=lambda_.Runtime.PYTHON_3_13)
+    assert function_props(template)["Runtime"] == "python3.13"
+
+
+@pytest.mark.parametrize(
+    ("runtime", "message"),
+    [
+        (
+            lambda_.Runtime.NODEJS_22_X,
+            "ConsumerOptions.runtime must be a Python runtime from python3.12 on (Amazon Linux 2023, for "
+            "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got nodejs22.x",
+        ),
+        (
+            lambda_.Runtime.PYTHON_3_11,
+            "ConsumerOptions.runtime must be a Python runtime from python3.12 on (Amazon Linux 2023, for "
+            "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got python3.11",
+        ),
+        (
+            "python3.14",
+            "ConsumerOptions.runtime must be a lambda_.Runtime (e.g. Runtime.PYTHON_3_14); got 'python3.14'",
+        ),
+    ],
+    ids=["node", "python-3.11", "a-string"],
+)
+def test_a_runtime_that_cannot_run_the_asset_is_refused(runtime, message):
+    with pytest.raises(ConfigurationError) as raised:
+        consumer_template(runtime=runtime)
+    assert str(raised.value) == message
 
 
 def test_function_logs_to_its_own_log_group_with_retention(default_template):
@@ -476,6 +512,76 @@ def test_imported_table_with_its_key_is_granted_by_arn():
     assert [
         sorted(actions_of(s)) for s in policy_statements(template) if actions_of(s)[0].startswith("kms:")
     ] == [sorted(contract.TABLE_KEY_ACTIONS)]
+
+
+def through(service: str) -> dict[str, Any]:
+    """The kms:ViaService value of ``service`` in the stack's region."""
+    return {"Fn::Join": ["", [f"{service}.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}]]}
+
+
+def key_statements(template: assertions.Template) -> list[dict[str, Any]]:
+    return [s for s in policy_statements(template) if any(a.startswith("kms:") for a in actions_of(s))]
+
+
+def test_the_consumer_uses_keys_only_through_sqs_and_dynamodb():
+    """One key for the queues and the table (the reference app's): the function's role may use it only as
+    SQS and DynamoDB do on its behalf, never decrypt with it directly. CDK's SqsEventSource granted
+    kms:Decrypt on the queue key without a condition."""
+    stack = new_stack()
+    key = kms.Key(stack, "DataKey")
+    IdempotentPipeline(
+        stack,
+        "Pipeline",
+        messaging_options=MessagingOptions(encryption_key=key),
+        table_options=TableOptions(encryption_key=key),
+    )
+    template = template_of(stack)
+    key_arn = {"Fn::GetAtt": [logical_id(template, "AWS::KMS::Key", "DataKey"), "Arn"]}
+    granted = {
+        json.dumps(s["Condition"], sort_keys=True): (sorted(actions_of(s)), s["Resource"])
+        for s in key_statements(template)
+    }
+    assert granted == {
+        json.dumps({"StringEquals": {"kms:ViaService": through("dynamodb")}}, sort_keys=True): (
+            sorted(contract.TABLE_KEY_ACTIONS),
+            key_arn,
+        ),
+        # receiving from the queue (kms:Decrypt) and sending to the DLQ (kms:GenerateDataKey, kms:Decrypt)
+        json.dumps({"StringEquals": {"kms:ViaService": through("sqs")}}, sort_keys=True): (
+            sorted(contract.DLQ_KEY_ACTIONS),
+            key_arn,
+        ),
+    }
+    assert len(key_statements(template)) == 2
+
+
+def test_an_imported_queue_key_is_used_only_through_sqs():
+    stack = new_stack()
+    queue = sqs.Queue.from_queue_attributes(
+        stack,
+        "Imported",
+        queue_arn="arn:aws:sqs:eu-west-1:111122223333:orders.fifo",
+        key_arn="arn:aws:kms:eu-west-1:111122223333:key/abc",
+    )
+    template = template_of_consumer(stack, queue=queue)
+    assert key_statements(template) == [
+        {
+            "Action": "kms:Decrypt",
+            "Condition": {"StringEquals": {"kms:ViaService": through("sqs")}},
+            "Effect": "Allow",
+            "Resource": "arn:aws:kms:eu-west-1:111122223333:key/abc",
+        }
+    ]
+
+
+def test_the_event_source_mapping_keeps_its_logical_id():
+    """The consumer makes the mapping itself now (to condition the key grant); a new logical id would
+    replace the mapping, and Lambda refuses a second mapping of the same queue and function."""
+    stack = new_stack()
+    IdempotentPipeline(stack, "Pipeline")
+    assert list(resources(template_of(stack), "AWS::Lambda::EventSourceMapping")) == [
+        "PipelineConsumerFunctionSqsEventSourceTestStackPipelineMessagingQueue90D586FD81473C13"
+    ]
 
 
 # -- standard queues ----------------------------------------------------------------------------------------
@@ -1239,11 +1345,12 @@ def test_deploy_time_key_fields_reach_the_function_as_they_are():
     assert env[contract.SORT_KEY_FIELD.name] == contract.DEFAULT_SORT_KEY_FIELD
 
 
-def test_a_deploy_time_exclude_is_refused_by_name(user_code):
+@pytest.mark.parametrize("prop", ["include", "exclude"])
+def test_deploy_time_asset_patterns_are_refused_by_name(prop, user_code):
     stack = new_stack()
     pattern = cdk.CfnParameter(stack, "Pattern", default="x").value_as_string
-    with pytest.raises(ConfigurationError, match=r"^ConsumerOptions.exclude must be known at synth"):
-        build_consumer(stack, processor="orders:handle", code_directory=str(user_code), exclude=[pattern])
+    with pytest.raises(ConfigurationError, match=rf"^ConsumerOptions.{prop} must be known at synth"):
+        build_consumer(stack, processor="orders:handle", code_directory=str(user_code), **{prop: [pattern]})
 
 
 @pytest.mark.parametrize("unit", ["minutes", "days"])

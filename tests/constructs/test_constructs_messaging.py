@@ -163,14 +163,38 @@ def test_messaging_alone_passes_cdk_nag(tmp_path):
     assert nag_findings(tmp_path) == []
 
 
-def test_high_throughput_sets_per_group_scopes_on_queue_and_topic(synth):
+def test_high_throughput_sets_per_group_scopes_on_every_queue_and_the_topic(synth):
+    """Both dead-letter queues too: a redrive burst into a DLQ at the default FIFO limit is throttled (and
+    SNS drops what it cannot move to the subscription's DLQ)."""
     template = synth(lambda stack: Messaging(stack, "M", options=MessagingOptions(high_throughput=True)))
-    queue = _queues(template)["Queue"]["Properties"]
-    assert (queue["DeduplicationScope"], queue["FifoThroughputLimit"]) == (
-        "messageGroup",
-        "perMessageGroupId",
-    )
+    queues = _queues(template)
+    assert sorted(queues) == ["DeadLetterQueue", "Queue", "SubscriptionDeadLetterQueue"]
+    for name, queue in queues.items():
+        properties = queue["Properties"]
+        assert (properties["DeduplicationScope"], properties["FifoThroughputLimit"]) == (
+            "messageGroup",
+            "perMessageGroupId",
+        ), name
     assert only(template, "AWS::SNS::Topic")["Properties"]["FifoThroughputScope"] == "MessageGroup"
+
+
+def test_without_high_throughput_no_queue_sets_per_group_scopes(synth):
+    template = synth(lambda stack: Messaging(stack, "M"))
+    for queue in _queues(template).values():
+        assert not {"DeduplicationScope", "FifoThroughputLimit"} & set(queue["Properties"])
+
+
+@pytest.mark.parametrize("fifo", [True, False], ids=["fifo", "standard"])
+def test_the_subscription_waits_for_both_queue_policies(fifo, synth):
+    """SNS can move an undeliverable message to the subscription's DLQ only once that queue's policy allows
+    the topic: created earlier, the subscription drops what it cannot deliver meanwhile."""
+    template = synth(lambda stack: Messaging(stack, "M", options=MessagingOptions(fifo=fifo)))
+    policies = {
+        name: logical_id(template, "AWS::SQS::QueuePolicy", f"M{name}Policy")
+        for name in ("Queue", "SubscriptionDeadLetterQueue")
+    }
+    subscription = only(template, "AWS::SNS::Subscription")
+    assert set(policies.values()) <= set(subscription["DependsOn"])
 
 
 def test_retention_visibility_and_max_receive_count_are_configurable(synth):

@@ -15,6 +15,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs_helpers import (
     actions_of,
     alarms_of,
+    cloudwatch_may_publish,
     env_of,
     logical_id,
     nag_findings,
@@ -422,7 +423,8 @@ def test_an_imported_alarm_topic_imported_with_its_key_warns_too():
         key_arn="arn:aws:kms:eu-west-1:111122223333:key/abc",
     )
     IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(alarm_topic=oncall))
-    (warning,) = warnings_of(stack)
+    key_warning = [w for w in warnings_of(stack) if "imported-key:alarm-topic" in w[1]]
+    (warning,) = key_warning
     assert "cloudwatch.amazonaws.com" in warning[1]
     assert warning[1].endswith("[ack: idempotent-pipeline:imported-key:alarm-topic]")
 
@@ -446,12 +448,77 @@ def test_acknowledging_the_alarm_topic_key_keeps_the_queue_key_warning():
         messaging_options=MessagingOptions(encryption_key=queue_key),
         alarm_options=AlarmOptions(alarm_topic=oncall),
     )
-    cdk.Annotations.of(pipeline.messaging).acknowledge_warning(
-        "idempotent-pipeline:imported-key:alarm-topic", "the on-call key allows CloudWatch"
-    )
+    for acknowledged in ("imported-key:alarm-topic", "imported-alarm-topic"):
+        cdk.Annotations.of(pipeline.messaging).acknowledge_warning(
+            f"idempotent-pipeline:{acknowledged}", "the on-call topic and its key allow CloudWatch"
+        )
     (warning,) = warnings_of(stack)
     assert warning[1].startswith("MessagingOptions.encryption_key is an imported key")
     assert warning[1].endswith("[ack: idempotent-pipeline:imported-key:queue]")
+
+
+IMPORTED_ALARM_KEY = "arn:aws:kms:eu-west-1:111122223333:key/abc"
+ALARM_TOPICS: dict[str, Any] = {
+    "tls only": lambda stack: sns.Topic(stack, "Oncall", enforce_ssl=True),
+    "without a policy of its own": lambda stack: sns.Topic(stack, "Oncall"),
+    "encrypted with a key of the app": lambda stack: sns.Topic(
+        stack, "Oncall", enforce_ssl=True, master_key=kms.Key(stack, "Key", enable_key_rotation=True)
+    ),
+    "encrypted with an imported key": lambda stack: sns.Topic(
+        stack, "Oncall", enforce_ssl=True, master_key=kms.Key.from_key_arn(stack, "Key", IMPORTED_ALARM_KEY)
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(ALARM_TOPICS))
+def test_cloudwatch_may_publish_to_an_alarm_topic_of_the_app(variant, synth):
+    """A topic policy replaces SNS's default one: with only the TLS deny, every alarm action failed ("no
+    resource-based policy allows the SNS:Publish action")."""
+    template = synth(
+        lambda stack: IdempotentPipeline(
+            stack, "Pipeline", alarm_options=AlarmOptions(alarm_topic=ALARM_TOPICS[variant](stack))
+        )
+    )
+    oncall = logical_id(template, "AWS::SNS::Topic", "Oncall")
+    assert cloudwatch_may_publish(template.to_json(), oncall)
+
+
+def test_an_alarm_topic_shared_by_two_pipelines_gets_cloudwatchs_statement_once(synth):
+    def build(stack: cdk.Stack) -> None:
+        oncall = sns.Topic(stack, "Oncall", enforce_ssl=True)
+        for name in ("Orders", "Refunds"):
+            IdempotentPipeline(stack, name, alarm_options=AlarmOptions(alarm_topic=oncall))
+
+    template = synth(build)
+    oncall = logical_id(template, "AWS::SNS::Topic", "Oncall")
+    assert cloudwatch_may_publish(template.to_json(), oncall)
+    (policy,) = [
+        r
+        for r in resources(template, "AWS::SNS::TopicPolicy").values()
+        if r["Properties"]["Topics"] == [{"Ref": oncall}]
+    ]
+    sids = [s.get("Sid") for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+    assert sorted(sids) == ["AllowCloudWatchAlarmsToPublish", "AllowPublishThroughSSLOnly"]
+
+
+def test_an_imported_alarm_topic_warns_naming_the_statement_cloudwatch_needs():
+    stack = new_stack()
+    oncall = sns.Topic.from_topic_arn(stack, "Oncall", "arn:aws:sns:eu-west-1:111122223333:oncall")
+    pipeline = IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(alarm_topic=oncall))
+    (warning,) = warnings_of(stack)
+    assert warning[1].startswith(
+        "AlarmOptions.alarm_topic is an imported topic (arn:aws:sns:eu-west-1:111122223333:oncall): CDK "
+        'cannot change its policy. The policy must allow {"Service": "cloudwatch.amazonaws.com"} the action '
+        "sns:Publish on the topic"
+    )
+    assert '"aws:SourceAccount"' in warning[1] and "cloudwatch:<region>:<account>:alarm:*" in warning[1]
+    assert warning[1].endswith(
+        "every alarm action fails and alarms fire unseen [ack: idempotent-pipeline:imported-alarm-topic]"
+    )
+    cdk.Annotations.of(pipeline.messaging).acknowledge_warning(
+        "idempotent-pipeline:imported-alarm-topic", "the on-call topic's policy allows CloudWatch"
+    )
+    assert warnings_of(stack) == []
 
 
 def test_the_readme_alarm_topic_example_passes_cdk_nag(tmp_path):

@@ -17,6 +17,7 @@ from constructs_helpers import (
     VENV_BIN,
     cdk_json_context,
     cfn_lint_findings,
+    cloudwatch_may_publish,
     nag_findings,
     new_stack,
 )
@@ -69,6 +70,15 @@ def test_cdk_synth_writes_the_reference_template(cli_synth_dir):
     assert set(template["Outputs"]) == OUTPUTS
 
 
+def test_cdk_synth_names_the_table_so_a_replacement_fails_the_deploy(cli_synth_dir):
+    """cdk.json sets @idempotent-pipeline:explicitTableName: a key change would replace a custom-named table,
+    which CloudFormation refuses, instead of writing to a new, empty table."""
+    template = json.loads((cli_synth_dir / f"{STACK}.template.json").read_text())
+    (table,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::DynamoDB::Table"]
+    assert table["Properties"]["TableName"] == f"{STACK}-Table-56E979C8"
+    assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
+
+
 def test_cdk_synth_output_passes_cfn_lint_cli(cli_synth_dir):
     template = cli_synth_dir / f"{STACK}.template.json"
     ignored = [arg for rule in sorted(CFN_LINT_IGNORED) for arg in ("--ignore-checks", rule)]
@@ -118,6 +128,9 @@ VARIANTS = {
         "max_batching_window_seconds": "10",
     },
     "dashboard": {"dashboard": "true"},
+    "high throughput": {"high_throughput": "true"},
+    "alarm topic": {"alarm_topic": "true"},
+    "no explicit table name": {"@idempotent-pipeline:explicitTableName": False},
     "tracing": {"tracing": "true"},
     "vpc": {"vpc": "true"},
     "customer-managed keys and an encrypted alarm topic": {
@@ -174,6 +187,7 @@ def test_cfn_lint_ignores_only_documented_rules():
 def context_template(tmp_path_factory, user_code) -> dict[str, Any]:
     context = {
         "stack_name": "Orders",
+        "table_name": "orders-v2",
         "partition_key_name": "order_id",
         "sort_key_name": "line_id",
         "time_to_live_attribute": "expires",
@@ -195,6 +209,8 @@ def context_template(tmp_path_factory, user_code) -> dict[str, Any]:
         "high_throughput": "true",
         "content_based_deduplication": False,
         "removal_policy": "destroy",
+        "deletion_protection": "true",
+        "runtime": "python3.14",
         "max_workers": "2",
         "log_level": "WARNING",
         "metrics_namespace": "Orders",
@@ -230,6 +246,8 @@ def test_every_context_key_is_applied(context_template):
     assert [k["AttributeName"] for k in table["Properties"]["KeySchema"]] == ["order_id", "line_id"]
     assert table["Properties"]["TimeToLiveSpecification"]["AttributeName"] == "expires"
     assert table["DeletionPolicy"] == "Delete"
+    assert table["Properties"]["DeletionProtectionEnabled"] is True
+    assert table["Properties"]["TableName"] == "orders-v2"
     function = _one(context_template, "AWS::Lambda::Function")["Properties"]
     assert (function["Timeout"], function["MemorySize"], function["ReservedConcurrentExecutions"]) == (
         20,
@@ -237,6 +255,7 @@ def test_every_context_key_is_applied(context_template):
         8,
     )
     assert (function["Architectures"], function["TracingConfig"]) == (["x86_64"], {"Mode": "Active"})
+    assert function["Runtime"] == "python3.14"
     env = function["Environment"]["Variables"]
     assert {k: env[k] for k in env if k not in ("TABLE_NAME", "DLQ_URL")} == {
         "PARTITION_KEY": "order_id",
@@ -275,6 +294,46 @@ def test_every_context_key_is_applied(context_template):
     assert _one(context_template, "AWS::CloudWatch::Dashboard")
 
 
+@pytest.mark.parametrize(
+    "context",
+    [
+        {"alarm_topic": "true"},
+        {"alarm_topic": "true", "customer_managed_keys": "true"},
+        {"alarm_topic": "true", "customer_managed_keys": "true", "topic": "false"},
+    ],
+    ids=["plain", "customer-managed keys", "customer-managed keys without a topic"],
+)
+def test_cloudwatch_may_publish_to_the_reference_alarm_topic(context, tmp_path):
+    template = synth_app(tmp_path, {**context, "nag": False}).get_stack_by_name(STACK).template
+    (alarm_topic,) = [
+        k for k, r in template["Resources"].items() if r["Type"] == "AWS::SNS::Topic" and "AlarmTopic" in k
+    ]
+    assert cloudwatch_may_publish(template, alarm_topic)
+
+
+@pytest.mark.parametrize("topic", ["true", "false"])
+def test_the_reference_alarm_topic_has_a_key_of_its_own(topic, tmp_path):
+    """CloudWatch may use the alarm topic's key for every alarm of the account: the pipeline topic's key
+    (which encrypts the messages) must not be that key."""
+    context = {"alarm_topic": "true", "customer_managed_keys": "true", "topic": topic, "nag": False}
+    template = synth_app(tmp_path, context).get_stack_by_name(STACK).template
+    res = template["Resources"]
+    keys = {k: r for k, r in res.items() if r["Type"] == "AWS::KMS::Key"}
+    (alarm_key,) = [k for k in keys if k.startswith("AlarmTopicKey")]
+    (alarm_topic,) = [k for k, r in res.items() if r["Type"] == "AWS::SNS::Topic" and "AlarmTopic" in k]
+    assert res[alarm_topic]["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [alarm_key, "Arn"]}
+
+    def cloudwatch_on(key: str) -> bool:
+        return any(
+            s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+            for s in keys[key]["Properties"]["KeyPolicy"]["Statement"]
+        )
+
+    assert cloudwatch_on(alarm_key)
+    assert [k for k in keys if cloudwatch_on(k)] == [alarm_key]
+    assert len(keys) == (3 if topic == "true" else 2)  # data, (pipeline topic,) alarm topic
+
+
 def test_context_table_documents_every_key():
     assert set(reference_app.CONTEXT) == {
         "fifo",
@@ -284,10 +343,12 @@ def test_context_table_documents_every_key():
         "visibility_timeout_seconds",
         "retention_period_seconds",
         "max_receive_count",
+        "table_name",
         "partition_key_name",
         "sort_key_name",
         "time_to_live_attribute",
         "removal_policy",
+        "deletion_protection",
         "mode",
         "key_source",
         "partition_key_field",
@@ -302,10 +363,12 @@ def test_context_table_documents_every_key():
         "lease_margin_seconds",
         "processor",
         "code_directory",
+        "include",
         "exclude",
         "timeout_seconds",
         "memory_size",
         "architecture",
+        "runtime",
         "batch_size",
         "max_batching_window_seconds",
         "max_concurrency",
@@ -343,6 +406,32 @@ def test_zero_or_never_means_never_expire(context, expected, tmp_path):
     assert (env["DEDUP_TTL_SECONDS"], env["DOCUMENT_TTL_SECONDS"]) == expected
 
 
+def test_include_context_key_ships_data_files(tmp_path):
+    code = tmp_path / "src"
+    code.mkdir()
+    (code / "orders.py").write_text("def handle(message, table):\n    return None\n")
+    (code / "prices.json").write_text("{}")
+    (code / "notes.md").write_text("# left out\n")
+    context = {
+        "processor": "orders:handle",
+        "code_directory": str(code),
+        "include": "prices.json",
+        "exclude": "notes.md",
+        "nag": False,
+    }
+    template = synth_app(tmp_path / "out", context).get_stack_by_name(STACK).template
+    key = _one(template, "AWS::Lambda::Function")["Properties"]["Code"]["S3Key"].removesuffix(".zip")
+    asset = tmp_path / "out" / f"asset.{key}"
+    assert (asset / "prices.json").is_file() and (asset / "orders.py").is_file()
+    assert not (asset / "notes.md").exists()
+
+
+def test_runtime_context_key_sets_the_functions_runtime(tmp_path):
+    # nag off: cdk-nag's L1 flags any Python older than the newest aws-cdk-lib knows
+    template = synth_app(tmp_path, {"runtime": "python3.13", "nag": False}).get_stack_by_name(STACK).template
+    assert _one(template, "AWS::Lambda::Function")["Properties"]["Runtime"] == "python3.13"
+
+
 def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path):
     template = synth_app(tmp_path, {"fifo": "false", "topic": "false"}).get_stack_by_name(STACK).template
     assert set(template["Outputs"]) == OUTPUTS - {"TopicArn", "SubscriptionDeadLetterQueueUrl"}
@@ -376,6 +465,15 @@ def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path)
             "context fingerprint_fields must be a comma-separated list of names; got 'a,,b'",
         ),
         ({"architecture": "sparc"}, "context architecture must be arm64 or x86_64; got 'sparc'"),
+        (
+            {"runtime": "nodejs22.x"},
+            "context runtime must name a Python runtime of aws-cdk-lib, e.g. python3.14; got 'nodejs22.x'",
+        ),
+        (
+            {"runtime": "python3.11"},
+            "ConsumerOptions.runtime must be a Python runtime from python3.12 on (Amazon Linux 2023, for "
+            "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got python3.11",
+        ),
         ({"mode": ""}, "context mode must be a non-empty string; got ''"),
         ({"batch_size": "20"}, "ConsumerOptions.batch_size must be between 1 and 10 (FIFO queue); got 20"),
         (
