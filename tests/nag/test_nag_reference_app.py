@@ -20,11 +20,6 @@ from idempotent_nag import PACK_NAME, RULES, IdempotentPipelineChecks
 
 # guarded mode, records kept 1 hour, messages 1 day: the constructs warn idempotent-pipeline:short-ttl.
 SHORT_TTL = {"mode": "guarded", "dedup_ttl_seconds": "3600", "retention_period_seconds": "86400"}
-# Until the constructs allow CloudWatch in an alarm topic's policy, that topic fails AlarmTopicPolicy.
-ALARM_TOPIC_POLICY_PENDING = (
-    "needs the constructs' statement allowing cloudwatch.amazonaws.com sns:Publish in the alarm topic's "
-    "policy (cx-promise); the stack's policy has only the TLS deny, so CloudWatch cannot notify the topic"
-)
 
 
 def stack_id(variant: str) -> str:
@@ -66,10 +61,7 @@ def of_the_pack(findings: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_reference_stack_with_each_option_passes_the_pack(variant, findings):
-    found = of_the_pack(findings[variant])
-    if VARIANTS[variant].get("alarm_topic") and found == [("AlarmTopicPolicy", "AlarmTopic/Resource")]:
-        pytest.xfail(ALARM_TOPIC_POLICY_PENDING)
-    assert found == []
+    assert of_the_pack(findings[variant]) == []
 
 
 def test_a_lifetime_the_constructs_warn_about_is_reported_on_the_function(findings):
