@@ -12,7 +12,15 @@ from typing import Any, TextIO
 from idempotent_runtime.batch import BatchRunner, RecordResult
 from idempotent_runtime.clients import LazyClient
 from idempotent_runtime.config import Config
-from idempotent_runtime.contract import OUTCOME_METRIC, DeadLetterKind, LogLevel, Metric, Outcome
+from idempotent_runtime.contract import (
+    OUTCOME_METRIC,
+    PROCESSOR,
+    DeadLetterKind,
+    LogLevel,
+    Metric,
+    Outcome,
+    check_settings,
+)
 from idempotent_runtime.errors import ConfigurationError, Conflict, classify, describe
 from idempotent_runtime.keys import KeyBuilder
 from idempotent_runtime.message import Message
@@ -80,6 +88,8 @@ class Consumer:
         )
         self.sqs = LazyClient("sqs", sqs_client)
         self.calls = Retrier(sleep)
+        # Config checked every rule but the processor's: whether there is one is known here.
+        check_settings({**config.settings(), PROCESSOR.name: processor or config.processor})
         if processor is None and config.processor is not None:
             processor = load_processor(config.processor)
         self.mode = make_mode(

@@ -8,8 +8,10 @@ I/O. ``docs/runtime-contract.md`` is the prose form of this module (a test keeps
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class ConfigurationError(ValueError):
@@ -370,3 +372,145 @@ def field_path(text: str) -> tuple[str, ...]:
     if any(not part for part in parts):
         raise ConfigurationError(f"field path {text!r} has an empty segment")
     return parts
+
+
+# --- settings that cannot work together ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SettingsRule:
+    """Settings under which messages would fail, every one the same way: refused at synth (by the
+    constructs) and at cold start (by the runtime), never paid for with messages.
+
+    ``broken`` takes the resolved values of ``settings`` (variable names, in order). ``message`` is one
+    template for both sides: ``{n[KEY_PREFIX]}`` is the setting's name on that side (``KEY_PREFIX`` at cold
+    start, ``ConsumerOptions.key_prefix`` at synth), ``{v[KEY_PREFIX]}`` its value as Python writes it.
+    """
+
+    settings: tuple[str, ...]
+    broken: Callable[..., bool]
+    message: str
+
+
+class _Names(dict):
+    def __missing__(self, name: str) -> str:  # the runtime's names: the variables'
+        return name
+
+
+class _Shown:
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.values = values
+
+    def __getitem__(self, name: str) -> str:
+        value = self.values[name]
+        return repr(value.value if isinstance(value, StrEnum) else value)
+
+
+def _document_fields(mode: Any, source: Any) -> bool:
+    return mode == Mode.DOCUMENT and source == KeySource.FIELDS
+
+
+def _head(path: str) -> str:
+    return path.split(FIELD_PATH_SEPARATOR)[0]
+
+
+def _prefix_too_long(prefix: str) -> bool:
+    try:
+        return len(prefix.encode()) > MAX_KEY_PREFIX_BYTES
+    except UnicodeEncodeError:  # a lone surrogate: no key with it could be written
+        return True
+
+
+# A prefix leaves half of DynamoDB's partition key to the key's own value.
+MAX_KEY_PREFIX_BYTES = MAX_PARTITION_KEY_BYTES // 2
+_MODE, _SOURCE, _PREFIX = IDEMPOTENCY_MODE.name, KEY_SOURCE.name, KEY_PREFIX.name
+_FIELDS = {PARTITION_KEY_FIELD.name: PARTITION_KEY.name, SORT_KEY_FIELD.name: SORT_KEY.name}
+_ATTRIBUTES = {PARTITION_KEY.name: "partition key", SORT_KEY.name: "sort key", TTL_ATTRIBUTE.name: "TTL"}
+_STORED = {
+    PARTITION_KEY.name: "the key's partition value (after the prefix)",
+    SORT_KEY.name: "the key's sort value",
+    TTL_ATTRIBUTE.name: "the document's expiry time (or nothing)",
+}
+_DOCUMENT = f"in {{n[{_MODE}]}} 'document' (the body, or what the processor returns, is the document)"
+
+SETTINGS_RULES: tuple[SettingsRule, ...] = (
+    SettingsRule(
+        (_SOURCE, QUEUE_TYPE.name),
+        lambda source, queue: source in FIFO_ONLY_KEY_SOURCES and queue != QueueType.FIFO,
+        f"{{n[{_SOURCE}]}} {{v[{_SOURCE}]}} needs a FIFO queue: a standard queue's messages carry no "
+        f"MessageDeduplicationId; got {{n[QUEUE_TYPE]}} {{v[QUEUE_TYPE]}} (use {{n[{_SOURCE}]}} 'fields', "
+        "'message_id' or 'body_sha256')",
+    ),
+    SettingsRule(
+        (_MODE, PROCESSOR.name),
+        lambda mode, processor: mode != Mode.DOCUMENT and processor is None,
+        f"{{n[PROCESSOR]}} is required with {{n[{_MODE}]}} {{v[{_MODE}]}}: that mode runs your processing "
+        "code ('module:function')",
+    ),
+    SettingsRule(
+        (_PREFIX,),
+        lambda prefix: prefix.startswith(RESERVED_KEY_PREFIX),
+        f"{{n[{_PREFIX}]}} must not begin with {RESERVED_KEY_PREFIX!r} (the runtime's own keys); got "
+        f"{{v[{_PREFIX}]}}",
+    ),
+    SettingsRule(
+        (_PREFIX,),
+        _prefix_too_long,
+        f"{{n[{_PREFIX}]}} must be at most {MAX_KEY_PREFIX_BYTES} bytes of UTF-8 (half a DynamoDB partition "
+        f"key); got {{v[{_PREFIX}]:.100}}",
+    ),
+    SettingsRule(
+        (FINGERPRINT_FIELDS.name, FINGERPRINT_EXCLUDE.name),
+        lambda fields, excluded: fields is not None and excluded is not None,
+        "{n[FINGERPRINT_FIELDS]} and {n[FINGERPRINT_EXCLUDE]} cannot both be set (one chooses the fields, "
+        "the other removes fields); got {v[FINGERPRINT_FIELDS]} and {v[FINGERPRINT_EXCLUDE]}",
+    ),
+    SettingsRule(
+        (_MODE, _SOURCE, _PREFIX, PARTITION_KEY_FIELD.name, PARTITION_KEY.name),
+        lambda mode, source, prefix, field, name: _document_fields(mode, source) and prefix and field == name,
+        f"{{n[{_PREFIX}]}} {{v[{_PREFIX}]}} cannot be used with {{n[PARTITION_KEY_FIELD]}} "
+        f"{{v[PARTITION_KEY_FIELD]}} {_DOCUMENT}: that field is also the table's partition key attribute "
+        "({n[PARTITION_KEY]}), where the runtime stores the prefix + the field's value, so every message "
+        "would be refused for a field that differs from its stored key; give the table's partition key "
+        "another name (e.g. 'pk') or drop the prefix",
+    ),
+    *(
+        SettingsRule(
+            (_MODE, _SOURCE, field, attribute),
+            lambda mode, source, path, name, own=own == attribute: (
+                _document_fields(mode, source) and _head(path) == name and (not own or path != name)
+            ),
+            f"{{n[{field}]}} {{v[{field}]}} begins with {{v[{attribute}]}}, the table's {role} attribute "
+            f"({{n[{attribute}]}}), {_DOCUMENT}: the runtime stores {_STORED[attribute]} there, so messages "
+            "would be refused for holding another value in it; name the table's attributes apart from the "
+            "message's fields (e.g. 'pk', 'sk', 'expires_at')",
+        )
+        for field, own in _FIELDS.items()
+        for attribute, role in _ATTRIBUTES.items()
+    ),
+    *(
+        SettingsRule(
+            (_MODE, _SOURCE, field),
+            lambda mode, source, path: _document_fields(mode, source) and path.startswith(ATTRIBUTE_PREFIX),
+            f"{{n[{field}]}} {{v[{field}]}} begins with {ATTRIBUTE_PREFIX!r}, the runtime's own attribute "
+            f"names, {_DOCUMENT}: every message's document would be refused for holding such a field",
+        )
+        for field in _FIELDS
+    ),
+)
+
+
+def check_settings(
+    values: Mapping[str, Any],
+    names: Mapping[str, Any] | None = None,
+    *,
+    unknown: Callable[[Any], bool] = lambda value: False,
+) -> None:
+    """Raise ConfigurationError with the first broken :data:`SETTINGS_RULES` message. ``values``: resolved
+    values by variable name; a rule reading a setting missing from ``values`` or ``unknown`` (a deploy-time
+    value) is skipped. ``names``: how this side names the settings (default: the variables)."""
+    for rule in SETTINGS_RULES:
+        if any(name not in values or unknown(values[name]) for name in rule.settings):
+            continue
+        if rule.broken(*(values[name] for name in rule.settings)):
+            raise ConfigurationError(rule.message.format(n=_Names(names or {}), v=_Shown(values)))

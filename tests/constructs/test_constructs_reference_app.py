@@ -381,8 +381,8 @@ def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path)
         (
             {"fifo": "false", "key_source": "dedup_id"},
             "ConsumerOptions.key_source 'dedup_id' needs a FIFO queue: a standard queue's messages carry no "
-            "MessageDeduplicationId; got the standard queue IdempotentPipeline/Pipeline/Messaging/Queue (use "
-            "'fields', 'message_id' or 'body_sha256')",
+            "MessageDeduplicationId; got queue IdempotentPipeline/Pipeline/Messaging/Queue, of type "
+            "'standard' (use ConsumerOptions.key_source 'fields', 'message_id' or 'body_sha256')",
         ),
     ],
 )
