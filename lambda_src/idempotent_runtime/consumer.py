@@ -21,7 +21,14 @@ from idempotent_runtime.contract import (
     Outcome,
     check_settings,
 )
-from idempotent_runtime.errors import ConfigurationError, Conflict, classify, describe
+from idempotent_runtime.errors import (
+    ConfigurationError,
+    Conflict,
+    PermanentError,
+    TransientError,
+    classify,
+    describe,
+)
 from idempotent_runtime.keys import KeyBuilder
 from idempotent_runtime.message import Message
 from idempotent_runtime.modes import make_mode
@@ -47,6 +54,46 @@ def load_processor(spec: str) -> Callable[[Message], Any]:
     if not callable(target):
         raise ConfigurationError(f"PROCESSOR {spec!r} is not callable, got {type(target).__name__}")
     return target
+
+
+# What a processor's unexpected exception carries (as this attribute): its type, where in the user's code it
+# was raised, and the traceback - for the record's ERROR line and the dead letter's details.
+RAISED = "idempotency_raised"
+RAISED_TRACEBACK = "traceback"
+
+
+def watched(processor: Callable[[Message], Any]) -> Callable[[Message], Any]:
+    """``processor``, its unexpected exceptions marked with :data:`RAISED` (PermanentError and TransientError
+    are its own answers: they say all there is)."""
+
+    def run(message: Message) -> Any:
+        try:
+            return processor(message)
+        except (PermanentError, TransientError):
+            raise
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                setattr(exc, RAISED, raised_in(exc))
+            raise
+
+    return run
+
+
+def raised_in(exc: BaseException) -> dict[str, Any]:
+    """The exception's type, its innermost frame in the user's code below :func:`watched` (not the standard
+    library's, an installed package's or the runtime's; else the processor's own frame) and its traceback."""
+    import os
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)[1:]
+    others = (os.path.dirname(os.__file__), os.path.dirname(__file__))
+    user = [f for f in frames if not f.filename.startswith(others) and "-packages" not in f.filename]
+    where = (user or frames)[-1] if frames else None
+    return {
+        "error_type": type(exc).__name__,
+        "error_location": f"{where.filename}:{where.lineno} in {where.name}" if where else None,
+        "traceback": "".join(traceback.format_exception(exc, limit=-10))[-4000:],
+    }
 
 
 # The batch's counters by plain name (an enum's ``.value`` is a property: looked up once, not per record).
@@ -92,6 +139,8 @@ class Consumer:
         check_settings({**config.settings(), PROCESSOR.name: processor or config.processor})
         if processor is None and config.processor is not None:
             processor = load_processor(config.processor)
+        if processor is not None:
+            processor = watched(processor)
         self.mode = make_mode(
             config, self.dynamodb, processor, clock=clock, calls=self.calls, warn=self.log.warn
         )
@@ -180,27 +229,30 @@ class Consumer:
 
     def _failure(self, message: Message, exc: Exception) -> RecordResult:
         failure = classify(exc, "table")
+        raised = getattr(exc, RAISED, None)
         if failure.permanent:
-            return self._quarantine(
-                message, failure.reason, failure.kind, exc if isinstance(exc, Conflict) else None
-            )
+            conflict = exc if isinstance(exc, Conflict) else None
+            return self._quarantine(message, failure.reason, failure.kind, conflict, raised)
         if failure.misconfigured:
-            return RecordResult(message, Outcome.FAILED, f"retry later: {failure.reason}", hint=failure.hint)
-        return self._transient(message, failure.reason)
+            return RecordResult(
+                message, Outcome.FAILED, f"retry later: {failure.reason}", hint=failure.hint, notes=raised
+            )
+        return self._transient(message, failure.reason, raised)
 
     def _exhausted(self, message: Message) -> bool:
         limit = self.config.max_receive_count
         return limit is not None and self.quarantine is not None and message.receive_count >= limit
 
-    def _transient(self, message: Message, reason: str) -> RecordResult:
+    def _transient(self, message: Message, reason: str, raised: dict[str, Any] | None = None) -> RecordResult:
         if self._exhausted(message):
             return self._quarantine(
                 message,
                 f"failed on its last receive ({message.receive_count} of MAX_RECEIVE_COUNT "
                 f"{self.config.max_receive_count}): {reason}",
                 DeadLetterKind.EXHAUSTED,
+                raised=raised,
             )
-        return RecordResult(message, Outcome.FAILED, f"retry later: {reason}")
+        return RecordResult(message, Outcome.FAILED, f"retry later: {reason}", notes=raised)
 
     def skip_record(self, message: Message, reason: str, blocker: RecordResult | None) -> RecordResult:
         """A record not attempted (an earlier record of its group failed, or no time is left)."""
@@ -219,7 +271,12 @@ class Consumer:
         return result
 
     def _quarantine(
-        self, message: Message, reason: str, kind: DeadLetterKind, conflict: Conflict | None = None
+        self,
+        message: Message,
+        reason: str,
+        kind: DeadLetterKind,
+        conflict: Conflict | None = None,
+        raised: dict[str, Any] | None = None,
     ) -> RecordResult:
         is_conflict = conflict is not None
         if self.quarantine is None:
@@ -229,15 +286,15 @@ class Consumer:
                 f"permanent, no DLQ_URL so retried until redrive: {reason}",
                 conflict=is_conflict,
                 kind=kind,
+                notes=raised,
             )
+        details: dict[str, Any] = {}
+        if conflict is not None:
+            details.update(fingerprint=conflict.fingerprint, stored_fingerprint=conflict.stored_fingerprint)
+        if raised is not None:
+            details.update(error_type=raised["error_type"], error_location=raised["error_location"])
         try:
-            sent = self.quarantine.send(
-                message,
-                reason,
-                kind,
-                fingerprint=conflict.fingerprint if conflict else None,
-                stored_fingerprint=conflict.stored_fingerprint if conflict else None,
-            )
+            sent = self.quarantine.send(message, reason, kind, details)
         except SendFailed as failed:
             failure = classify(failed.error, failed.where)
             return RecordResult(
@@ -247,9 +304,10 @@ class Consumer:
                 conflict=is_conflict,
                 hint=failure.hint if failure.misconfigured else None,
                 kind=kind,
+                notes=raised,
             )
         # Said on the record's own line: one line per quarantined record.
-        notes: dict[str, Any] = {}
+        notes: dict[str, Any] = dict(raised or ())
         if sent.dropped:
             notes["dropped_attributes"] = sent.dropped
             notes["dropped_attributes_why"] = (
@@ -267,8 +325,12 @@ class Consumer:
         if quiet and not self._debug:
             return  # the common case: not logged at the default level
         # A log line that cannot be written must not change the record's outcome (nor raise into the batch).
+        # A processor's unexpected exception is an ERROR: its line carries where and the traceback.
+        level = LogLevel.DEBUG if quiet else LogLevel.WARNING
+        if result.notes and RAISED_TRACEBACK in result.notes:
+            level = LogLevel.ERROR
         with contextlib.suppress(Exception):
-            self._emit(result, LogLevel.DEBUG if quiet else LogLevel.WARNING)
+            self._emit(result, level)
 
     def _emit(self, result: RecordResult, level: LogLevel) -> None:
         if not self.log.enabled(level):

@@ -124,10 +124,9 @@ class Quarantine:
         message: Message,
         reason: str,
         kind: DeadLetterKind,
-        *,
-        fingerprint: str | None = None,
-        stored_fingerprint: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> Sent:
+        """``extra``: more details (a conflict's fingerprints, a processor's error type and location)."""
         warnings: list[tuple[str, dict[str, Any]]] = []
         safe_reason = sqs_safe(reason)
         already = False
@@ -145,11 +144,12 @@ class Quarantine:
                 "group_id": message.group_id,
                 "dedup_id": message.dedup_id,
                 "key": _key(message.key),
-                "fingerprint": fingerprint,
-                "stored_fingerprint": stored_fingerprint,
+                "fingerprint": None,
+                "stored_fingerprint": None,
                 "receive_count": message.receive_count,
                 "function": self.config.function_name,
                 "dropped_attributes": dropped,
+                **(extra or {}),
             }
             attributes[DLQ_REASON_ATTRIBUTE] = {"DataType": "String", "StringValue": safe_reason}
             attributes[DLQ_DETAILS_ATTRIBUTE] = {
