@@ -134,21 +134,17 @@ class BatchRunner:
     def _records(self, group: list[Message], context: Any) -> list[RecordResult]:
         results = []
         blocker: RecordResult | None = None
+        late = False  # the invocation is about to time out: this record and the rest of its group wait
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         ordered = self.queue_type == QueueType.FIFO
         for message in group:
-            if blocker is None and remaining is not None and remaining() < TIME_MARGIN_MS:
-                result = self.skip(message, "not attempted: the invocation is about to time out", None)
-                results.append(result)
-                blocker = result
+            late = late or (blocker is None and remaining is not None and remaining() < TIME_MARGIN_MS)
+            if late:
+                results.append(self.skip(message, "not attempted: the invocation is about to time out", None))
                 continue
             if blocker is not None:
-                if blocker.reason and blocker.reason.startswith("not attempted: the invocation"):
-                    reason, cause = blocker.reason, None
-                else:
-                    reason = f"not attempted: earlier record {blocker.message.message_id} of its group failed"
-                    cause = blocker
-                results.append(self.skip(message, reason, cause))
+                reason = f"not attempted: earlier record {blocker.message.message_id} of its group failed"
+                results.append(self.skip(message, reason, blocker))
                 continue
             result = self.process(message, context)
             results.append(result)

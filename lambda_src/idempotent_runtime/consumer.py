@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from idempotent_runtime import deadline
 from idempotent_runtime.batch import BatchRunner, RecordResult
 from idempotent_runtime.clients import LazyClient
 from idempotent_runtime.config import Config
@@ -34,7 +35,7 @@ from idempotent_runtime.message import Message
 from idempotent_runtime.modes import make_mode
 from idempotent_runtime.observability import Log, emf_line
 from idempotent_runtime.quarantine import Quarantine, SendFailed
-from idempotent_runtime.retries import Retrier
+from idempotent_runtime.retries import MIN_ATTEMPT_SECONDS, Retrier
 
 
 def load_processor(spec: str) -> Callable[[Message], Any]:
@@ -255,12 +256,20 @@ class Consumer:
         return RecordResult(message, Outcome.FAILED, f"retry later: {reason}", notes=raised)
 
     def skip_record(self, message: Message, reason: str, blocker: RecordResult | None) -> RecordResult:
-        """A record not attempted (an earlier record of its group failed, or no time is left)."""
-        if blocker is not None and not blocker.misconfigured and self._exhausted(message):
+        """A record not attempted (an earlier record of its group failed, or no time is left); on its last
+        receive it goes to the DLQ with the reason, while there is time for the send - unless the deployment
+        failed the record before it, which would fail it too."""
+        left = deadline.seconds_left()
+        if (
+            (blocker is None or not blocker.misconfigured)
+            and self._exhausted(message)
+            and (left is None or left >= MIN_ATTEMPT_SECONDS)
+        ):
+            cause = f": {blocker.reason}" if blocker is not None else ""
             result = self._quarantine(
                 message,
                 f"{reason} on this record's last receive ({message.receive_count} of MAX_RECEIVE_COUNT "
-                f"{self.config.max_receive_count}): {blocker.reason}",
+                f"{self.config.max_receive_count}){cause}",
                 DeadLetterKind.EXHAUSTED,
             )
         else:
@@ -311,8 +320,8 @@ class Consumer:
         if sent.dropped:
             notes["dropped_attributes"] = sent.dropped
             notes["dropped_attributes_why"] = (
-                "message attributes not copied to the dlq (sqs allows 10, two are the runtime's; "
-                "idempotency.* names are the runtime's own)"
+                "message attributes not copied to the dlq (sqs takes 10, two are the runtime's, and counts "
+                "them in its size limit; idempotency.* names are the runtime's own)"
             )
         if sent.warnings:
             notes["warnings"] = [{"warning": text, **fields} for text, fields in sent.warnings]

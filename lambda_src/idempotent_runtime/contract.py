@@ -344,6 +344,11 @@ MIN_NUMBER_MAGNITUDE = "1E-130"  # ...and a magnitude from 1E-130
 MAX_NUMBER_MAGNITUDE = "9.9999999999999999999999999999999999999E+125"  # to 9.99...E+125
 MAX_TRANSACTION_ITEMS = 100
 MAX_MESSAGE_ATTRIBUTES = 10  # SQS
+# SQS counts a message's body and every attribute (name, type, value) against the queue's maximum message
+# size: 262,144 bytes unless a queue says otherwise, the default for years (the maximum is 1 MiB since 2025).
+# A dead letter is sized to fit this, or the message it copies when that was larger (its source queue took
+# it, and the constructs make both queues alike).
+DLQ_MESSAGE_BYTES = 262_144
 FIFO_MAX_BATCH_SIZE = 10
 STANDARD_MAX_BATCH_SIZE = 10_000
 MAX_RECEIVE_COUNT_RANGE = (1, 1000)

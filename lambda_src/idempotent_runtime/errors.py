@@ -196,6 +196,12 @@ def old_item(exc: BaseException) -> dict:
     return item if isinstance(item, dict) else {}
 
 
+def too_large(exc: BaseException) -> bool:
+    """SQS refused a message for its size (body and attributes over the queue's maximum)."""
+    text = f"{error_code(exc)} {error_message(exc)}".lower()
+    return "shorter than" in text or "toolong" in text
+
+
 def misconfiguration(exc: BaseException, where: str) -> str | None:
     """The likely misconfiguration ``exc`` points at, or None. ``where`` names the resource the call used
     (``"table"`` or ``"dlq"``) so the hint can say which variable to check."""
@@ -212,6 +218,11 @@ def misconfiguration(exc: BaseException, where: str) -> str | None:
                 f"and sort key), or a processor's entry uses other key attributes: {message}"
             )
         return None
+    if where == "dlq" and too_large(exc):
+        return (
+            "the dead-letter queue (DLQ_URL) refuses even the smallest copy of a message its source queue "
+            f"took: give it the source queue's maximum message size: {code}: {message}"
+        )
     if code in _MISSING_CODES:
         return f"{resource} does not exist in this account and region: {code}: {message}".rstrip(": ")
     if code.startswith("AccessDenied") or code.endswith(".AccessDenied") or code == "AuthorizationError":

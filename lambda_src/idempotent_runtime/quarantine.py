@@ -32,6 +32,7 @@ from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
     DLQ_ATTRIBUTE_PREFIX,
     DLQ_DETAILS_ATTRIBUTE,
+    DLQ_MESSAGE_BYTES,
     DLQ_REASON_ATTRIBUTE,
     FIFO_QUEUE_SUFFIX,
     MAX_MESSAGE_ATTRIBUTES,
@@ -46,7 +47,7 @@ from idempotent_runtime.contract import (
     DeadLetterKind,
     QuarantineStatus,
 )
-from idempotent_runtime.errors import describe, is_conditional_check_failed
+from idempotent_runtime.errors import describe, is_conditional_check_failed, too_large
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.retries import Retrier
 
@@ -151,23 +152,7 @@ class Quarantine:
                 "dropped_attributes": dropped,
                 **(extra or {}),
             }
-            attributes[DLQ_REASON_ATTRIBUTE] = {"DataType": "String", "StringValue": safe_reason}
-            attributes[DLQ_DETAILS_ATTRIBUTE] = {
-                "DataType": "String",
-                "StringValue": json.dumps(details, separators=(",", ":")),  # ASCII: always safe
-            }
-            request: dict[str, Any] = {
-                "QueueUrl": self.dlq_url,
-                "MessageBody": message.body or " ",  # SQS rejects an empty body
-                "MessageAttributes": attributes,
-            }
-            if self.fifo:
-                request["MessageGroupId"] = message.group_id or message.message_id
-                request["MessageDeduplicationId"] = message.message_id[:128]
-            try:
-                self.calls(self._sqs().send_message, **request)
-            except Exception as exc:
-                raise SendFailed("dlq", exc) from exc
+            self._send(message, attributes, details, safe_reason)
         # A standard queue may deliver a deleted message again: remember the send before deleting.
         remember = not already and message.from_fifo_queue is not True
         if remember:
@@ -175,6 +160,24 @@ class Quarantine:
         if not self._delete_from_source(message, warnings) and not already and not remember:
             self._remember_sent(message, safe_reason, warnings)
         return Sent(dropped, already, warnings)
+
+    def _send(self, message: Message, kept: dict[str, Any], details: dict[str, Any], reason: str) -> None:
+        """Send the copy sized to fit (:func:`fit`); a copy SQS refuses for its size is not sent again: the
+        smallest copy is, once. Either refusal is permanent for its copy, never retried as it was."""
+        body = message.body or " "  # SQS rejects an empty body
+        request: dict[str, Any] = {"QueueUrl": self.dlq_url, "MessageBody": body}
+        if self.fifo:
+            request["MessageGroupId"] = message.group_id or message.message_id
+            request["MessageDeduplicationId"] = message.message_id[:128]
+        budget = max(DLQ_MESSAGE_BYTES, size(body, kept))
+        for attempt in (budget, 0):  # 0: the smallest copy
+            request["MessageAttributes"] = fit(body, kept, details, reason, attempt)
+            try:
+                self.calls(self._sqs().send_message, **request)
+                return
+            except Exception as exc:
+                if not attempt or not too_large(exc):
+                    raise SendFailed("dlq", exc) from exc
 
     def _remember_sent(
         self, message: Message, reason: str, warnings: list[tuple[str, dict[str, Any]]]
@@ -260,6 +263,49 @@ class Quarantine:
                 continue
             attributes[name] = converted
         return attributes, dropped
+
+
+def size(body: str, attributes: dict[str, Any]) -> int:
+    """Bytes SQS counts against a queue's maximum message size: the body and every attribute's name, data
+    type and value."""
+    total = len(body.encode("utf-8", "surrogatepass"))
+    for name, value in attributes.items():
+        data = value.get("StringValue")
+        data = data.encode("utf-8", "surrogatepass") if data is not None else value.get("BinaryValue", b"")
+        total += len(name) + len(value["DataType"]) + len(data)
+    return total
+
+
+# Shortened, in this order, until a copy fits: the details' longest values, then the reason.
+SHORTENED_DETAILS = ("key", "fingerprint", "stored_fingerprint", "error_location")
+SHORT_REASON_CHARACTERS = 100
+
+
+def fit(body: str, kept: dict[str, Any], details: dict[str, Any], reason: str, budget: int) -> dict[str, Any]:
+    """The copy's attributes within ``budget`` bytes with the body: the producer's attributes ``kept`` are
+    dropped first, largest first (``idempotency.redrive`` last: it keeps a redriven message's key), each
+    named in the details' ``dropped_attributes``; then the details' longest values go (named in
+    ``shortened``); then the reason is cut. Budget 0: the smallest copy. Shrinks ``kept`` and ``details``."""
+
+    def copy() -> dict[str, Any]:
+        text = json.dumps(details, separators=(",", ":"))  # ASCII: always safe
+        return {**kept, DLQ_REASON_ATTRIBUTE: _text(reason), DLQ_DETAILS_ATTRIBUTE: _text(text)}
+
+    largest = sorted(kept, key=lambda name: (name == REDRIVE_ATTRIBUTE, -size("", {name: kept[name]})))
+    for name in largest:
+        if size(body, copy()) <= budget:
+            return copy()
+        del kept[name]
+        details["dropped_attributes"].append(name)
+    if size(body, copy()) > budget:
+        details["shortened"] = [name for name in SHORTENED_DETAILS if details.pop(name, None) is not None]
+    if size(body, copy()) > budget:
+        reason = sqs_safe(reason, SHORT_REASON_CHARACTERS)
+    return copy()
+
+
+def _text(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
 
 
 def _key(key: Key | None) -> dict[str, str] | None:
