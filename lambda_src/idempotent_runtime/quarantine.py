@@ -17,6 +17,12 @@ record again after its 5-minute deduplication window, or keeps delivering it unt
 
 Only a death between 2 and 3 (4 on a standard queue) can still send a second copy on a redelivery (a FIFO
 DLQ drops it within 5 minutes: its deduplication id is the source message id).
+
+The send is retried after an outcome that may have been applied (a read timeout, a connection reset after
+the request left, a 5xx), on every DLQ, on purpose: a FIFO DLQ drops the second copy, a standard DLQ keeps
+both. Not retrying would not spare it - the record would fail, come back, find no SENT record and be sent
+again - and would risk the record itself. So copies share ``idempotency.details.source_message_id``, and
+every reader of a DLQ counts a dead letter once by it (docs/runtime.md, "The dead-letter queue, once").
 """
 
 from __future__ import annotations
