@@ -206,7 +206,7 @@ class GuardedMode(Mode):
             if stored is None or stored == fingerprint:
                 return RecordState.NEW, stored  # its own payload takes an expired claim over
             return RecordState.CONFLICT, stored
-        if status == COMPLETED:
+        if status == COMPLETED or status is None:  # None: another mode's record (a document)
             if stored is None or stored == fingerprint:
                 return RecordState.DONE, stored
             return RecordState.CONFLICT, stored
@@ -289,6 +289,9 @@ class GuardedMode(Mode):
                 # Expired, but another payload's: its effect may have run, only its own payload may retry.
                 return self.conflict(Conflict(key, fingerprint, stored, claimed=True))
             raise TransientError(f"key {key} is in progress in another invocation (lease until {lease} ms)")
+        if status is None and old:
+            # Done in another mode (a document, after IDEMPOTENCY_MODE changed): by its fingerprint.
+            return self.done(key, fingerprint, old)
         raise InvalidMessage(
             f"key {key} is held by an item that is not an idempotency record (status {status!r})"
         )
