@@ -882,7 +882,7 @@ def _check_settings(
         contract.TTL_ATTRIBUTE.name: text(SETTING_NAMES["TTL_ATTRIBUTE"], table.time_to_live_attribute),
     }
     names = {**SETTING_NAMES, contract.QUEUE_TYPE.name: lazy(lambda: f"queue {queue.node.path}, of type")}
-    contract.check_settings(settings, names, unknown=lambda value: value is TOKEN)
+    contract.check_settings(settings, names, TOKEN)
 
 
 def _lifetime(values: dict[str, Any], mode: Mode, facts: Any) -> None:

@@ -57,15 +57,13 @@ def load_processor(spec: str) -> Callable[[Message], Any]:
     return target
 
 
-# What a processor's unexpected exception carries (as this attribute): its type, where in the user's code it
-# was raised, and the traceback - for the record's ERROR line and the dead letter's details.
+# A processor's unexpected exception carries its type, place and traceback here (raised_in).
 RAISED = "idempotency_raised"
 RAISED_TRACEBACK = "traceback"
 
 
 def watched(processor: Callable[[Message], Any]) -> Callable[[Message], Any]:
-    """``processor``, its unexpected exceptions marked with :data:`RAISED` (PermanentError and TransientError
-    are its own answers: they say all there is)."""
+    """``processor``, its unexpected exceptions (not its answers PermanentError, TransientError) marked."""
 
     def run(message: Message) -> Any:
         try:
@@ -81,8 +79,8 @@ def watched(processor: Callable[[Message], Any]) -> Callable[[Message], Any]:
 
 
 def raised_in(exc: BaseException) -> dict[str, Any]:
-    """The exception's type, its innermost frame in the user's code below :func:`watched` (not the standard
-    library's, an installed package's or the runtime's; else the processor's own frame) and its traceback."""
+    """Type, innermost frame in the user's code (not the standard library's, a package's, the runtime's;
+    else the processor's) and traceback."""
     import os
     import traceback
 
@@ -136,7 +134,7 @@ class Consumer:
         )
         self.sqs = LazyClient("sqs", sqs_client)
         self.calls = Retrier(sleep)
-        # Config checked every rule but the processor's: whether there is one is known here.
+        # Config checked every rule but the processor's, known only here.
         check_settings({**config.settings(), PROCESSOR.name: processor or config.processor})
         if processor is None and config.processor is not None:
             processor = load_processor(config.processor)
@@ -256,9 +254,8 @@ class Consumer:
         return RecordResult(message, Outcome.FAILED, f"retry later: {reason}", notes=raised)
 
     def skip_record(self, message: Message, reason: str, blocker: RecordResult | None) -> RecordResult:
-        """A record not attempted (an earlier record of its group failed, or no time is left); on its last
-        receive it goes to the DLQ with the reason, while there is time for the send - unless the deployment
-        failed the record before it, which would fail it too."""
+        """A record not attempted (an earlier record of its group failed, or no time is left): on its last
+        receive to the DLQ while a send has time, unless the deployment failed the record before it."""
         left = deadline.seconds_left()
         if (
             (blocker is None or not blocker.misconfigured)
@@ -334,7 +331,6 @@ class Consumer:
         if quiet and not self._debug:
             return  # the common case: not logged at the default level
         # A log line that cannot be written must not change the record's outcome (nor raise into the batch).
-        # A processor's unexpected exception is an ERROR: its line carries where and the traceback.
         level = LogLevel.DEBUG if quiet else LogLevel.WARNING
         if result.notes and RAISED_TRACEBACK in result.notes:
             level = LogLevel.ERROR
@@ -385,10 +381,9 @@ def build_handler(
 ) -> Consumer:
     """The Lambda handler for ``config``: ``handler(event, context) -> {"batchItemFailures": [...]}``.
 
-    Clients default to boto3 clients created on first use, once
-    (:func:`idempotent_runtime.clients.create_client`).
-    ``processor`` overrides PROCESSOR (tests); ``clock`` (epoch seconds) is what leases and TTLs are measured
-    with; ``sleep`` is what the runtime's retries wait with.
+    Clients default to :func:`idempotent_runtime.clients.create_client` ones, made once on first use;
+    ``processor`` overrides PROCESSOR; ``clock`` (epoch seconds) measures leases and TTLs; ``sleep`` is
+    what retries wait with.
     """
     return Consumer(
         config,

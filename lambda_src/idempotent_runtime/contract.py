@@ -384,13 +384,10 @@ def field_path(text: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SettingsRule:
-    """Settings under which messages would fail, every one the same way: refused at synth (by the
-    constructs) and at cold start (by the runtime), never paid for with messages.
-
-    ``broken`` takes the resolved values of ``settings`` (variable names, in order). ``message`` is one
-    template for both sides: ``{n[KEY_PREFIX]}`` is the setting's name on that side (``KEY_PREFIX`` at cold
-    start, ``ConsumerOptions.key_prefix`` at synth), ``{v[KEY_PREFIX]}`` its value as Python writes it.
-    """
+    """Settings under which messages would fail, all the same way: refused at synth and at cold start.
+    ``broken`` takes the resolved values of ``settings`` (variable names). In ``message`` each side writes
+    its own names: ``{n[KEY_PREFIX]}`` is KEY_PREFIX or ConsumerOptions.key_prefix; ``{v[KEY_PREFIX]}``
+    the value's repr."""
 
     settings: tuple[str, ...]
     broken: Callable[..., bool]
@@ -398,107 +395,94 @@ class SettingsRule:
 
 
 class _Names(dict):
-    def __missing__(self, name: str) -> str:  # the runtime's names: the variables'
+    def __missing__(self, name: str) -> str:
         return name
 
 
-class _Shown:
-    def __init__(self, values: Mapping[str, Any]) -> None:
-        self.values = values
-
+class _Shown(dict):
     def __getitem__(self, name: str) -> str:
-        value = self.values[name]
+        value = super().__getitem__(name)
         return repr(value.value if isinstance(value, StrEnum) else value)
 
 
-def _document_fields(mode: Any, source: Any) -> bool:
-    return mode == Mode.DOCUMENT and source == KeySource.FIELDS
-
-
-def _head(path: str) -> str:
-    return path.split(FIELD_PATH_SEPARATOR)[0]
-
-
-def _prefix_too_long(prefix: str) -> bool:
+def _too_long(prefix: str) -> bool:
     try:
         return len(prefix.encode()) > MAX_KEY_PREFIX_BYTES
-    except UnicodeEncodeError:  # a lone surrogate: no key with it could be written
+    except UnicodeEncodeError:  # a lone surrogate: no key could be written
         return True
 
 
-# A prefix leaves half of DynamoDB's partition key to the key's own value.
+def _document(mode: Any, source: Any) -> bool:
+    return mode == Mode.DOCUMENT and source == KeySource.FIELDS
+
+
+# Half the partition key stays for the key's own value.
 MAX_KEY_PREFIX_BYTES = MAX_PARTITION_KEY_BYTES // 2
-_MODE, _SOURCE, _PREFIX = IDEMPOTENCY_MODE.name, KEY_SOURCE.name, KEY_PREFIX.name
-_FIELDS = {PARTITION_KEY_FIELD.name: PARTITION_KEY.name, SORT_KEY_FIELD.name: SORT_KEY.name}
-_ATTRIBUTES = {PARTITION_KEY.name: "partition key", SORT_KEY.name: "sort key", TTL_ATTRIBUTE.name: "TTL"}
-_STORED = {
-    PARTITION_KEY.name: "the key's partition value (after the prefix)",
-    SORT_KEY.name: "the key's sort value",
-    TTL_ATTRIBUTE.name: "the document's expiry time (or nothing)",
+_FIELDS = {"PARTITION_KEY_FIELD": "PARTITION_KEY", "SORT_KEY_FIELD": "SORT_KEY"}
+_HOLDS = {
+    "PARTITION_KEY": ("partition key", "the key's prefixed partition value"),
+    "SORT_KEY": ("sort key", "the key's sort value"),
+    "TTL_ATTRIBUTE": ("TTL", "the document's expiry"),
 }
-_DOCUMENT = f"in {{n[{_MODE}]}} 'document' (the body, or what the processor returns, is the document)"
+_DOCUMENT = "in {n[IDEMPOTENCY_MODE]} 'document'"
+_MODE_SOURCE = ("IDEMPOTENCY_MODE", "KEY_SOURCE")
 
 SETTINGS_RULES: tuple[SettingsRule, ...] = (
     SettingsRule(
-        (_SOURCE, QUEUE_TYPE.name),
+        ("KEY_SOURCE", "QUEUE_TYPE"),
         lambda source, queue: source in FIFO_ONLY_KEY_SOURCES and queue != QueueType.FIFO,
-        f"{{n[{_SOURCE}]}} {{v[{_SOURCE}]}} needs a FIFO queue: a standard queue's messages carry no "
-        f"MessageDeduplicationId; got {{n[QUEUE_TYPE]}} {{v[QUEUE_TYPE]}} (use {{n[{_SOURCE}]}} 'fields', "
-        "'message_id' or 'body_sha256')",
+        "{n[KEY_SOURCE]} {v[KEY_SOURCE]} needs a FIFO queue (a standard queue's messages carry no "
+        "MessageDeduplicationId); got {n[QUEUE_TYPE]} {v[QUEUE_TYPE]}",
     ),
     SettingsRule(
-        (_MODE, PROCESSOR.name),
+        ("IDEMPOTENCY_MODE", "PROCESSOR"),
         lambda mode, processor: mode != Mode.DOCUMENT and processor is None,
-        f"{{n[PROCESSOR]}} is required with {{n[{_MODE}]}} {{v[{_MODE}]}}: that mode runs your processing "
-        "code ('module:function')",
+        "{n[PROCESSOR]} is required with {n[IDEMPOTENCY_MODE]} {v[IDEMPOTENCY_MODE]}",
     ),
     SettingsRule(
-        (_PREFIX,),
+        ("KEY_PREFIX",),
         lambda prefix: prefix.startswith(RESERVED_KEY_PREFIX),
-        f"{{n[{_PREFIX}]}} must not begin with {RESERVED_KEY_PREFIX!r} (the runtime's own keys); got "
-        f"{{v[{_PREFIX}]}}",
+        f"{{n[KEY_PREFIX]}} must not begin with {RESERVED_KEY_PREFIX!r} (the runtime's own keys); got "
+        "{v[KEY_PREFIX]}",
     ),
     SettingsRule(
-        (_PREFIX,),
-        _prefix_too_long,
-        f"{{n[{_PREFIX}]}} must be at most {MAX_KEY_PREFIX_BYTES} bytes of UTF-8 (half a DynamoDB partition "
-        f"key); got {{v[{_PREFIX}]:.100}}",
+        ("KEY_PREFIX",),
+        _too_long,
+        f"{{n[KEY_PREFIX]}} must be at most {MAX_KEY_PREFIX_BYTES} bytes of UTF-8; got {{v[KEY_PREFIX]:.99}}",
     ),
     SettingsRule(
-        (FINGERPRINT_FIELDS.name, FINGERPRINT_EXCLUDE.name),
+        ("FINGERPRINT_FIELDS", "FINGERPRINT_EXCLUDE"),
         lambda fields, excluded: fields is not None and excluded is not None,
-        "{n[FINGERPRINT_FIELDS]} and {n[FINGERPRINT_EXCLUDE]} cannot both be set (one chooses the fields, "
-        "the other removes fields); got {v[FINGERPRINT_FIELDS]} and {v[FINGERPRINT_EXCLUDE]}",
+        "{n[FINGERPRINT_FIELDS]} and {n[FINGERPRINT_EXCLUDE]} cannot both be set; got "
+        "{v[FINGERPRINT_FIELDS]} and {v[FINGERPRINT_EXCLUDE]}",
     ),
     SettingsRule(
-        (_MODE, _SOURCE, _PREFIX, PARTITION_KEY_FIELD.name, PARTITION_KEY.name),
-        lambda mode, source, prefix, field, name: _document_fields(mode, source) and prefix and field == name,
-        f"{{n[{_PREFIX}]}} {{v[{_PREFIX}]}} cannot be used with {{n[PARTITION_KEY_FIELD]}} "
-        f"{{v[PARTITION_KEY_FIELD]}} {_DOCUMENT}: that field is also the table's partition key attribute "
-        "({n[PARTITION_KEY]}), where the runtime stores the prefix + the field's value, so every message "
-        "would be refused for a field that differs from its stored key; give the table's partition key "
-        "another name (e.g. 'pk') or drop the prefix",
+        (*_MODE_SOURCE, "KEY_PREFIX", "PARTITION_KEY_FIELD", "PARTITION_KEY"),
+        lambda mode, source, prefix, field, name: _document(mode, source) and prefix and field == name,
+        "{n[KEY_PREFIX]} {v[KEY_PREFIX]} cannot be used with {n[PARTITION_KEY_FIELD]} "
+        f"{{v[PARTITION_KEY_FIELD]}} {_DOCUMENT}: the field is the table's partition key attribute "
+        "({n[PARTITION_KEY]}), which holds the prefix + its value, so every message would be refused; "
+        "rename the table's partition key (e.g. 'pk') or drop the prefix",
     ),
     *(
         SettingsRule(
-            (_MODE, _SOURCE, field, attribute),
+            (*_MODE_SOURCE, field, attribute),
             lambda mode, source, path, name, own=own == attribute: (
-                _document_fields(mode, source) and _head(path) == name and (not own or path != name)
+                _document(mode, source) and path.split(".")[0] == name and (not own or path != name)
             ),
             f"{{n[{field}]}} {{v[{field}]}} begins with {{v[{attribute}]}}, the table's {role} attribute "
-            f"({{n[{attribute}]}}), {_DOCUMENT}: the runtime stores {_STORED[attribute]} there, so messages "
-            "would be refused for holding another value in it; name the table's attributes apart from the "
-            "message's fields (e.g. 'pk', 'sk', 'expires_at')",
+            f"({{n[{attribute}]}}): {_DOCUMENT} it holds {what}, so messages would be refused for another "
+            "value there; name the table's attributes apart from the message's fields",
         )
         for field, own in _FIELDS.items()
-        for attribute, role in _ATTRIBUTES.items()
+        for attribute, (role, what) in _HOLDS.items()
     ),
     *(
         SettingsRule(
-            (_MODE, _SOURCE, field),
-            lambda mode, source, path: _document_fields(mode, source) and path.startswith(ATTRIBUTE_PREFIX),
-            f"{{n[{field}]}} {{v[{field}]}} begins with {ATTRIBUTE_PREFIX!r}, the runtime's own attribute "
-            f"names, {_DOCUMENT}: every message's document would be refused for holding such a field",
+            (*_MODE_SOURCE, field),
+            lambda mode, source, path: _document(mode, source) and path.startswith(ATTRIBUTE_PREFIX),
+            f"{{n[{field}]}} {{v[{field}]}} begins with {ATTRIBUTE_PREFIX!r}, the runtime's attribute "
+            f"names: {_DOCUMENT} every message would be refused",
         )
         for field in _FIELDS
     ),
@@ -506,16 +490,12 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
 
 
 def check_settings(
-    values: Mapping[str, Any],
-    names: Mapping[str, Any] | None = None,
-    *,
-    unknown: Callable[[Any], bool] = lambda value: False,
+    values: Mapping[str, Any], names: Mapping[str, Any] | None = None, unknown: Any = ...
 ) -> None:
-    """Raise ConfigurationError with the first broken :data:`SETTINGS_RULES` message. ``values``: resolved
-    values by variable name; a rule reading a setting missing from ``values`` or ``unknown`` (a deploy-time
-    value) is skipped. ``names``: how this side names the settings (default: the variables)."""
+    """Raise ConfigurationError with the first broken :data:`SETTINGS_RULES` message in ``names`` (default:
+    the variables). ``values``: resolved values by variable name; a rule reading one that is missing or
+    ``unknown`` (a deploy-time value) is skipped."""
     for rule in SETTINGS_RULES:
-        if any(name not in values or unknown(values[name]) for name in rule.settings):
-            continue
-        if rule.broken(*(values[name] for name in rule.settings)):
+        args = [values.get(name, unknown) for name in rule.settings]
+        if unknown not in args and rule.broken(*args):
             raise ConfigurationError(rule.message.format(n=_Names(names or {}), v=_Shown(values)))

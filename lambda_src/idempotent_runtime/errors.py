@@ -1,10 +1,6 @@
-"""The families of failure that matter and how exceptions (AWS errors included) map onto them.
-
-* permanent: the message can never succeed -> the DLQ with a reason (:class:`PermanentError`);
-* transient: retry later -> a batch item failure, SQS delivers it again (:class:`TransientError`);
-* misconfigured: the deployment is wrong (table key schema, missing table or queue, IAM, KMS) -> also
-  retried, never quarantined: valid messages must not reach the DLQ because of configuration.
-"""
+"""The families of failure and how exceptions (AWS errors included) map onto them: permanent (the DLQ with a
+reason), transient (SQS delivers it again) and misconfigured (the deployment is wrong: retried, never
+quarantined)."""
 
 from __future__ import annotations
 
@@ -235,13 +231,10 @@ def misconfiguration(exc: BaseException, where: str) -> str | None:
 
 
 def classify(exc: BaseException, where: str = "table") -> Failure:
-    """Permanent, transient or misconfigured, with the reason to log / send to the DLQ.
-
-    Permanent: :class:`PermanentError` (its ``kind``), ``RecursionError`` (input nested too deeply for any
-    code to handle), AWS errors caused by the request content (``ValidationException`` not about the key
-    schema, ...) and botocore's client-side parameter validation. Misconfigured: :class:`Misconfiguration`,
-    and see :func:`misconfiguration`. Everything else - throttling, 5xx, timeouts, connection errors, unknown
-    exceptions from user code - is transient: SQS redelivers, nothing is lost.
+    """Permanent, transient or misconfigured, with the reason to log or send to the DLQ. Permanent:
+    :class:`PermanentError`, ``RecursionError``, AWS errors caused by the request content and client-side
+    parameter validation. Misconfigured: :class:`Misconfiguration` and :func:`misconfiguration`. Everything
+    else (throttling, 5xx, timeouts, unknown exceptions) is transient: nothing is lost.
     """
     if isinstance(exc, PermanentError):
         return Failure(PERMANENT, exc.reason, exc.kind)

@@ -1,8 +1,7 @@
 """Lambda entry point ``idempotent_runtime.handler.handler``: the consumer configured from the environment.
 
-Built at import, so a bad environment or an unimportable PROCESSOR fails the cold start with a clear error:
-one JSON ERROR line with the refusal, then the error itself, so Lambda fails the invocation and SQS delivers
-the batch again (nothing is quarantined because of the deployment).
+Built at import: a configuration that cannot work fails the cold start, after one JSON ERROR line saying
+why, so the batch comes back (nothing is quarantined because of the deployment).
 """
 
 import os
@@ -18,7 +17,7 @@ except ConfigurationError as refused:
     log = Log(LogLevel.ERROR, os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local")
     log.emit(
         LogLevel.ERROR,
-        "configuration refused at cold start: every batch is retried, none quarantined, until it is fixed",
+        "configuration refused at cold start: batches are retried until it is fixed",
         error=str(refused),
     )
     log.flush()

@@ -1,28 +1,18 @@
 """Permanent failures go to the dead-letter queue at once - once - with the reason, so their group goes on.
 
-One DLQ message per quarantined record, even when the invocation dies after the send and SQS delivers the
-record again after its 5-minute deduplication window, or keeps delivering it until its own redrive:
+1. A redelivery (ApproximateReceiveCount > 1) writes the quarantine record ``(KEY_PREFIX +
+   "idempotency#quarantine#" + messageId, "idempotency#quarantine")`` as SENDING, unless it says SENT
+   (then the send is skipped).
+2. The DLQ send: the body, the message attributes that fit, ``idempotency.reason`` and ``.details``.
+3. The record is deleted from its source queue, so neither a dying invocation nor SQS's redrive brings it
+   back.
+4. The quarantine record says SENT where a redelivery is still possible: the delete failed, or a standard
+   queue (before the delete: it may deliver a deleted message again). From a FIFO queue: no DynamoDB request.
 
-1. on a redelivery (ApproximateReceiveCount > 1), a quarantine record ``(KEY_PREFIX +
-   "idempotency#quarantine#" + messageId, "idempotency#quarantine")`` is written as SENDING, unless it
-   already says SENT (then the send is skipped); a first receive has nothing sent before it and skips this;
-2. the DLQ send: the original body and message attributes, plus ``idempotency.reason`` and
-   ``idempotency.details`` (see the contract);
-3. the record is deleted from its source queue with its receipt handle, so neither a dying invocation nor
-   SQS's redrive brings it back;
-4. the quarantine record is written as SENT when a redelivery is still possible: the delete failed (or
-   the record has no receipt handle), or the source is a standard queue, which may on rare occasions
-   deliver a deleted message again (then the record is written before the delete). A FIFO queue never
-   delivers a deleted message again, so a quarantine from one costs no DynamoDB request.
-
-Only a death between 2 and 3 (4 on a standard queue) can still send a second copy on a redelivery (a FIFO
-DLQ drops it within 5 minutes: its deduplication id is the source message id).
-
-The send is retried after an outcome that may have been applied (a read timeout, a connection reset after
-the request left, a 5xx), on every DLQ, on purpose: a FIFO DLQ drops the second copy, a standard DLQ keeps
-both. Not retrying would not spare it - the record would fail, come back, find no SENT record and be sent
-again - and would risk the record itself. So copies share ``idempotency.details.source_message_id``, and
-every reader of a DLQ counts a dead letter once by it (docs/runtime.md, "The dead-letter queue, once").
+Only a death between 2 and 3 (4) sends a second copy (a FIFO DLQ drops it within 5 minutes). A send whose
+outcome is unknown (timeout, reset, 5xx) is retried on purpose, though a standard DLQ then keeps two copies:
+not retrying would not spare one (the record would come back, find no SENT record, be sent again) and would
+risk the record. Readers count a dead letter once by its details' source_message_id (docs/runtime.md).
 """
 
 from __future__ import annotations
@@ -168,8 +158,7 @@ class Quarantine:
         return Sent(dropped, already, warnings)
 
     def _send(self, message: Message, kept: dict[str, Any], details: dict[str, Any], reason: str) -> None:
-        """Send the copy sized to fit (:func:`fit`); a copy SQS refuses for its size is not sent again: the
-        smallest copy is, once. Either refusal is permanent for its copy, never retried as it was."""
+        """Send the copy sized by :func:`fit`; after a size refusal, the smallest copy, once."""
         body = message.body or " "  # SQS rejects an empty body
         request: dict[str, Any] = {"QueueUrl": self.dlq_url, "MessageBody": body}
         if self.fifo:
@@ -272,8 +261,7 @@ class Quarantine:
 
 
 def size(body: str, attributes: dict[str, Any]) -> int:
-    """Bytes SQS counts against a queue's maximum message size: the body and every attribute's name, data
-    type and value."""
+    """What SQS counts against a queue's maximum size: the body, every attribute's name, type, value."""
     total = len(body.encode("utf-8", "surrogatepass"))
     for name, value in attributes.items():
         data = value.get("StringValue")
@@ -282,16 +270,14 @@ def size(body: str, attributes: dict[str, Any]) -> int:
     return total
 
 
-# Shortened, in this order, until a copy fits: the details' longest values, then the reason.
 SHORTENED_DETAILS = ("key", "fingerprint", "stored_fingerprint", "error_location")
 SHORT_REASON_CHARACTERS = 100
 
 
 def fit(body: str, kept: dict[str, Any], details: dict[str, Any], reason: str, budget: int) -> dict[str, Any]:
-    """The copy's attributes within ``budget`` bytes with the body: the producer's attributes ``kept`` are
-    dropped first, largest first (``idempotency.redrive`` last: it keeps a redriven message's key), each
-    named in the details' ``dropped_attributes``; then the details' longest values go (named in
-    ``shortened``); then the reason is cut. Budget 0: the smallest copy. Shrinks ``kept`` and ``details``."""
+    """The copy's attributes within ``budget`` bytes with the body (0: the smallest copy): first the
+    producer's go, largest first, ``idempotency.redrive`` last (named in ``dropped_attributes``), then the
+    details' longest values (named in ``shortened``), then the reason is cut. Shrinks its arguments."""
 
     def copy() -> dict[str, Any]:
         text = json.dumps(details, separators=(",", ":"))  # ASCII: always safe

@@ -190,9 +190,8 @@ def test_every_variable_is_read():
         ({"TABLE_NAME": "t", "SORT_KEY": "pk"}, "must be three different attribute names"),
         (
             {"TABLE_NAME": "t", "KEY_SOURCE": "dedup_id", "QUEUE_TYPE": "standard"},
-            "KEY_SOURCE 'dedup_id' needs a FIFO queue: a standard queue's messages carry no "
-            "MessageDeduplicationId; got QUEUE_TYPE 'standard' (use KEY_SOURCE 'fields', 'message_id' or "
-            "'body_sha256')",
+            "KEY_SOURCE 'dedup_id' needs a FIFO queue (a standard queue's messages carry no "
+            "MessageDeduplicationId); got QUEUE_TYPE 'standard'",
         ),
     ],
 )

@@ -25,9 +25,9 @@ def test_the_key_is_the_one_the_consumer_stores(make_handler, dynamodb):
 
 
 def test_a_guarded_processor_runs_with_a_local_lease():
-    built = message({"x": "cust-7", "y": "pay-1", "cents": 250}, mode="guarded")
+    built = message({"x": "cust-9", "y": "pay-from-a-unit-test", "cents": 250}, mode="guarded")
     charged = charge_payment(built)  # on main: AttributeError, message.key is None
-    assert charged["cents"] == 250 and PROVIDER.requests[-1] == "cust-7#pay-1"
+    assert charged["cents"] == 250 and PROVIDER.requests[-1] == "cust-9#pay-from-a-unit-test"
     assert 899 < built.lease.remaining() <= 900
     assert built.lease.extend(1200) > 1199 and built.lease.extensions == [1200]
 
