@@ -468,7 +468,9 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
         SettingsRule(
             (*_MODE_SOURCE, field, attribute),
             lambda mode, source, path, name, own=own == attribute: (
-                _document(mode, source) and path.split(".")[0] == name and (not own or path != name)
+                _document(mode, source)
+                and path.split(FIELD_PATH_SEPARATOR)[0] == name
+                and (not own or path != name)
             ),
             f"{{n[{field}]}} {{v[{field}]}} begins with {{v[{attribute}]}}, the table's {role} attribute "
             f"({{n[{attribute}]}}): {_DOCUMENT} it holds {what}, so messages would be refused for another "
