@@ -868,8 +868,14 @@ def _check_settings(
 ) -> None:
     """The contract's cross-setting rules on the settings as the function will get them (``fields``: the
     key fields, defaults applied), in the options' names; a deploy-time value skips the rules reading it."""
+    table_names = {
+        contract.PARTITION_KEY.name: table.partition_key_name,
+        contract.SORT_KEY.name: table.sort_key_name,
+        contract.TTL_ATTRIBUTE.name: table.time_to_live_attribute,
+    }
     settings = {
         **fields,
+        **{name: text(SETTING_NAMES[name], value) for name, value in table_names.items()},
         contract.IDEMPOTENCY_MODE.name: values["mode"],
         contract.KEY_SOURCE.name: values["key_source"],
         contract.QUEUE_TYPE.name: QueueType.STANDARD if values["fifo"] is False else QueueType.FIFO,
@@ -877,9 +883,6 @@ def _check_settings(
         contract.PROCESSOR.name: values["processor"],
         contract.FINGERPRINT_FIELDS.name: values["fingerprint_fields"],
         contract.FINGERPRINT_EXCLUDE.name: values["fingerprint_exclude"],
-        contract.PARTITION_KEY.name: text(SETTING_NAMES["PARTITION_KEY"], table.partition_key_name),
-        contract.SORT_KEY.name: text(SETTING_NAMES["SORT_KEY"], table.sort_key_name),
-        contract.TTL_ATTRIBUTE.name: text(SETTING_NAMES["TTL_ATTRIBUTE"], table.time_to_live_attribute),
     }
     names = {**SETTING_NAMES, contract.QUEUE_TYPE.name: lazy(lambda: f"queue {queue.node.path}, of type")}
     contract.check_settings(settings, names, TOKEN)
