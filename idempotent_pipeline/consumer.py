@@ -136,15 +136,24 @@ LAMBDA_RESERVED_VARIABLES = frozenset(
     }
 )
 
+# How the constructs name the settings the contract's cross-setting rules read (contract.SETTINGS_RULES);
+# QUEUE_TYPE is the consumed queue's, named per consumer.
+SETTING_NAMES = {
+    contract.IDEMPOTENCY_MODE.name: "ConsumerOptions.mode",
+    contract.KEY_SOURCE.name: "ConsumerOptions.key_source",
+    contract.PARTITION_KEY_FIELD.name: "ConsumerOptions.partition_key_field",
+    contract.SORT_KEY_FIELD.name: "ConsumerOptions.sort_key_field",
+    contract.KEY_PREFIX.name: "ConsumerOptions.key_prefix",
+    contract.PROCESSOR.name: "ConsumerOptions.processor",
+    contract.FINGERPRINT_FIELDS.name: "ConsumerOptions.fingerprint_fields",
+    contract.FINGERPRINT_EXCLUDE.name: "ConsumerOptions.fingerprint_exclude",
+    contract.PARTITION_KEY.name: "TableOptions.partition_key_name",
+    contract.SORT_KEY.name: "TableOptions.sort_key_name",
+    contract.TTL_ATTRIBUTE.name: "TableOptions.time_to_live_attribute",
+}
+
+
 RULES = (
-    Rule(
-        ("key_source", "fifo"),
-        lambda source, fifo: source in contract.FIFO_ONLY_KEY_SOURCES and fifo is False,
-        "ConsumerOptions.key_source {key_source.value!r} needs a FIFO queue: a standard queue's messages "
-        "carry "
-        "no MessageDeduplicationId; got the standard queue {queue_name} (use 'fields', 'message_id' or "
-        "'body_sha256')",
-    ),
     Rule(
         ("fifo", "dead_letter_queue_fifo"),
         lambda fifo, dlq_fifo: None not in (fifo, dlq_fifo) and fifo != dlq_fifo,
@@ -173,24 +182,6 @@ RULES = (
         ("key_source", "partition_field", "sort_field"),
         lambda source, pk, sk: source == KeySource.FIELDS and pk == sk,
         "ConsumerOptions.partition_key_field and sort_key_field must differ; both are {partition_field!r}",
-    ),
-    Rule(
-        ("mode", "processor"),
-        lambda mode, processor: mode != Mode.DOCUMENT and processor is None,
-        "ConsumerOptions.mode {mode.value!r} runs your processing code: set processor ('module:function') "
-        "and code_directory",
-    ),
-    Rule(
-        ("key_prefix",),
-        lambda prefix: prefix is not None and prefix.startswith(contract.RESERVED_KEY_PREFIX),
-        f"ConsumerOptions.key_prefix must not begin with {contract.RESERVED_KEY_PREFIX!r} (the runtime's own "
-        "keys); got {key_prefix!r}",
-    ),
-    Rule(
-        ("fingerprint_fields", "fingerprint_exclude"),
-        lambda fields, excluded: fields is not None and excluded is not None,
-        "ConsumerOptions.fingerprint_fields and fingerprint_exclude cannot both be set (one chooses the "
-        "fields, the other removes fields); got {fingerprint_fields!r} and {fingerprint_exclude!r}",
     ),
     Rule(
         ("fingerprint_fields",),
@@ -650,6 +641,12 @@ class IdempotentConsumer(Construct):
         )
         values["queue_retention"] = facts.retention_seconds
         enforce(self, RULES, values)
+        _check_settings(
+            values,
+            queue,
+            table,
+            {contract.PARTITION_KEY_FIELD.name: pk_field, contract.SORT_KEY_FIELD.name: sk_field},
+        )
         user_code, unchecked = check_processor(o.processor, code_directory, patterns["exclude"] or ())
         if unchecked is not None:
             warn(self, "idempotent-pipeline:processor-unchecked", unchecked)
@@ -903,6 +900,31 @@ class IdempotentConsumer(Construct):
             period=period,
             **options,
         )
+
+
+def _check_settings(
+    values: dict[str, Any], queue: sqs.IQueue, table: IdempotencyTable, fields: dict[str, Any]
+) -> None:
+    """The contract's cross-setting rules on the settings as the function will get them (``fields``: the
+    key fields, defaults applied), in the options' names; a deploy-time value skips the rules reading it."""
+    table_names = {
+        contract.PARTITION_KEY.name: table.partition_key_name,
+        contract.SORT_KEY.name: table.sort_key_name,
+        contract.TTL_ATTRIBUTE.name: table.time_to_live_attribute,
+    }
+    settings = {
+        **fields,
+        **{name: text(SETTING_NAMES[name], value) for name, value in table_names.items()},
+        contract.IDEMPOTENCY_MODE.name: values["mode"],
+        contract.KEY_SOURCE.name: values["key_source"],
+        contract.QUEUE_TYPE.name: QueueType.STANDARD if values["fifo"] is False else QueueType.FIFO,
+        contract.KEY_PREFIX.name: values["key_prefix"] or "",
+        contract.PROCESSOR.name: values["processor"],
+        contract.FINGERPRINT_FIELDS.name: values["fingerprint_fields"],
+        contract.FINGERPRINT_EXCLUDE.name: values["fingerprint_exclude"],
+    }
+    names = {**SETTING_NAMES, contract.QUEUE_TYPE.name: lazy(lambda: f"queue {queue.node.path}, of type")}
+    contract.check_settings(settings, names, TOKEN)
 
 
 def _lifetime(values: dict[str, Any], mode: Mode, facts: Any) -> None:

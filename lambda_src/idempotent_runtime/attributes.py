@@ -1,9 +1,8 @@
 """Python values to DynamoDB attribute values, exactly, and DynamoDB's rules on what an item may hold.
 
-A value DynamoDB cannot hold is rejected with a reason naming where it is (``order.lines[3].price``):
-numbers with more than 38 significant digits, a non-zero magnitude outside 1E-130..9.99...E+125, NaN or
-Infinity; nesting deeper than 32 levels; strings with no UTF-8 form; items over 400 KB. Recursion is
-bounded by the nesting limit, so deep input cannot raise ``RecursionError`` here.
+A value DynamoDB cannot hold is rejected naming where it is (``order.lines[3].price``): over 38 significant
+digits or outside 1E-130..9.99...E+125, NaN, Infinity, nesting over 32 levels, text with no UTF-8 form, items
+over 400 KB. Recursion stops at the nesting limit, so deep input cannot raise ``RecursionError`` here.
 """
 
 from __future__ import annotations

@@ -23,10 +23,9 @@ WAITING_SHARE = 0.25
 
 
 class RecordResult:
-    """What happened to one record: ``outcome`` (processed, duplicate, quarantined or failed), ``reason``,
-    ``result`` (guarded), ``conflict`` (the key was done with another payload), ``misconfigured`` (failed
-    because the deployment is wrong; ``hint`` names the likely misconfiguration), ``kind`` (quarantined:
-    why), ``notes`` (more fields for the record's log line: what else went wrong on the way)."""
+    """What happened to one record: ``outcome``, ``reason``, ``result`` (guarded), ``conflict``,
+    ``misconfigured`` (``hint``: the likely misconfiguration), ``kind`` (quarantined: why) and ``notes``
+    (more fields for its log line)."""
 
     __slots__ = (
         "conflict",
@@ -82,11 +81,9 @@ def group_records(messages: Iterable[Message], queue_type: QueueType = QueueType
 
 
 class BatchRunner:
-    """Runs ``process(message, context) -> RecordResult`` over a batch (``process`` must not raise).
-
-    Groups run concurrently on a small thread pool created once per execution environment; inside a group
-    records run in order and, after a failure, the remaining records of the group are failed unprocessed
-    (``skip(message, reason, blocker)``) so FIFO order holds when SQS delivers them again.
+    """Runs ``process(message, context) -> RecordResult`` (which must not raise) over a batch: groups run
+    concurrently on threads kept for the environment's life, each in order; after a failure the rest of the
+    group is skipped (``skip(message, reason, blocker)``), so FIFO order holds when SQS delivers it again.
     """
 
     def __init__(
@@ -134,21 +131,17 @@ class BatchRunner:
     def _records(self, group: list[Message], context: Any) -> list[RecordResult]:
         results = []
         blocker: RecordResult | None = None
+        late = False  # the invocation is about to time out: this record and the rest of its group wait
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         ordered = self.queue_type == QueueType.FIFO
         for message in group:
-            if blocker is None and remaining is not None and remaining() < TIME_MARGIN_MS:
-                result = self.skip(message, "not attempted: the invocation is about to time out", None)
-                results.append(result)
-                blocker = result
+            late = late or (blocker is None and remaining is not None and remaining() < TIME_MARGIN_MS)
+            if late:
+                results.append(self.skip(message, "not attempted: the invocation is about to time out", None))
                 continue
             if blocker is not None:
-                if blocker.reason and blocker.reason.startswith("not attempted: the invocation"):
-                    reason, cause = blocker.reason, None
-                else:
-                    reason = f"not attempted: earlier record {blocker.message.message_id} of its group failed"
-                    cause = blocker
-                results.append(self.skip(message, reason, cause))
+                reason = f"not attempted: earlier record {blocker.message.message_id} of its group failed"
+                results.append(self.skip(message, reason, blocker))
                 continue
             result = self.process(message, context)
             results.append(result)
@@ -165,16 +158,12 @@ class BatchRunner:
 
 
 class Crew:
-    """Runs ``work(item)`` for every item of a list, the calling thread working beside up to ``helpers``
-    threads (started on first use, kept for the execution environment's life).
-
-    Every thread takes the next item not yet taken, so an item is done by exactly one thread; a thread
-    taking its first item while others remain wakes one more helper. Helpers only help work that waits
-    (under the GIL, CPU-only work runs no faster on threads, and each wake-up costs CPU): after a run in
-    which the calling thread spent under :data:`WAITING_SHARE` of its time off the CPU, the next run leaves
-    them asleep; a run that waits (any real DynamoDB round trip) wakes them for the next. The first wakes.
-    A ``BaseException`` raised by ``work`` in any thread is raised to the caller once every taken item is
-    finished (the thread that met it stops taking items).
+    """Runs ``work(item)`` for every item of a list: the calling thread beside up to ``helpers`` threads
+    (started on first use, kept), each taking the next item not yet taken; a thread taking its first item
+    wakes one more helper while items remain. Helpers only help work that waits (CPU-only work gains
+    nothing from threads under the GIL): after a run whose calling thread spent under
+    :data:`WAITING_SHARE` of it off the CPU, the next run leaves them asleep. A ``BaseException`` from
+    ``work`` is raised to the caller once every taken item is finished.
     """
 
     def __init__(

@@ -46,16 +46,10 @@ class LazyClient:
 
 
 def create_client(service: str, *, max_pool_connections: int = 10, parameter_validation: bool = False) -> Any:
-    """A low-level boto3 client configured as the runtime configures its own (inject it into build_handler
-    to measure or test the runtime with the same client settings).
-
-    botocore's retries are off: the runtime retries itself (:mod:`idempotent_runtime.retries`), starting
-    an attempt only while the invocation has time left, and the socket timeouts follow the calling
-    thread's deadline (:mod:`idempotent_runtime.deadline`).
-
-    The cyclic garbage collector is paused while boto3 is imported and the client built (hundreds of
-    thousands of long-lived objects: a full collection landing there costs ~20 ms of cold start), and what
-    exists then is frozen (``gc.freeze``), so later full collections do not walk botocore's service model.
+    """A boto3 client configured as the runtime's own (inject it into build_handler to measure or test
+    with the same settings): botocore's retries off (the runtime retries within the invocation's time) and
+    socket timeouts following the thread's deadline. The garbage collector is paused while it is built
+    (a full collection there costs ~20 ms of cold start) and what exists then is frozen (``gc.freeze``).
     """
     import gc
 

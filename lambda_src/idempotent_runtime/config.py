@@ -72,14 +72,6 @@ class Config:
         self._enum("on_conflict", c.ON_CONFLICT, OnConflict)
         self._enum("queue_type", c.QUEUE_TYPE, QueueType)
         self._enum("log_level", c.LOG_LEVEL, LogLevel)
-        if self.key_source in c.FIFO_ONLY_KEY_SOURCES and self.queue_type != QueueType.FIFO:
-            others = [source.value for source in KeySource if source not in c.FIFO_ONLY_KEY_SOURCES]
-            key_source, queue_type = c.KEY_SOURCE.name, c.QUEUE_TYPE.name
-            raise ConfigurationError(
-                f"{key_source}={self.key_source} needs {queue_type}={QueueType.FIFO}: a standard queue's "
-                f"messages carry no MessageDeduplicationId, got {queue_type}={self.queue_type} "
-                f"(use {key_source}={', '.join(others[:-1])} or {others[-1]})"
-            )
         for variable, value in (
             (c.PARTITION_KEY_FIELD, self.partition_key_field),
             (c.SORT_KEY_FIELD, self.sort_key_field),
@@ -87,16 +79,6 @@ class Config:
             _path(variable.name, value)
         if not isinstance(self.key_prefix, str):
             raise ConfigurationError(f"KEY_PREFIX must be a string, got {self.key_prefix!r}")
-        if self.key_prefix.startswith(c.RESERVED_KEY_PREFIX):
-            raise ConfigurationError(
-                f"KEY_PREFIX must not begin with {c.RESERVED_KEY_PREFIX!r} (the runtime's own key "
-                f"namespace), got {self.key_prefix!r}"
-            )
-        if len(self.key_prefix.encode("utf-8", "surrogatepass")) > c.MAX_PARTITION_KEY_BYTES // 2:
-            raise ConfigurationError(
-                f"KEY_PREFIX must be at most {c.MAX_PARTITION_KEY_BYTES // 2} bytes, "
-                f"got {self.key_prefix!r:.80}"
-            )
         for name, variable in (
             ("fingerprint_fields", c.FINGERPRINT_FIELDS),
             ("fingerprint_exclude", c.FINGERPRINT_EXCLUDE),
@@ -104,12 +86,6 @@ class Config:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, _paths(variable.name, value))
-        if self.fingerprint_fields is not None and self.fingerprint_exclude is not None:
-            raise ConfigurationError(
-                "FINGERPRINT_FIELDS and FINGERPRINT_EXCLUDE cannot both be set (one chooses the fields, the "
-                f"other removes fields), got {list(self.fingerprint_fields)!r} and "
-                f"{list(self.fingerprint_exclude)!r}"
-            )
         if self.fingerprint_fields is not None and not self.fingerprint_fields:
             raise ConfigurationError("FINGERPRINT_FIELDS must name at least one field, got []")
         if self.processor is not None and not c.PROCESSOR_PATTERN.match(self.processor):
@@ -148,6 +124,26 @@ class Config:
                 "METRICS_NAMESPACE must be 1-255 characters without ':', not starting with a space or with "
                 f"'AWS/' (the namespaces of AWS services), got {self.metrics_namespace!r}"
             )
+        settings = self.settings()
+        del settings[c.PROCESSOR.name]  # a processor may still be given to build_handler, which checks
+        c.check_settings(settings)
+
+    def settings(self) -> dict[str, Any]:
+        """The values the contract's cross-setting rules read, by variable name (``check_settings``)."""
+        return {
+            c.IDEMPOTENCY_MODE.name: self.mode,
+            c.KEY_SOURCE.name: self.key_source,
+            c.QUEUE_TYPE.name: self.queue_type,
+            c.PARTITION_KEY_FIELD.name: self.partition_key_field,
+            c.SORT_KEY_FIELD.name: self.sort_key_field,
+            c.KEY_PREFIX.name: self.key_prefix,
+            c.PARTITION_KEY.name: self.partition_key,
+            c.SORT_KEY.name: self.sort_key,
+            c.TTL_ATTRIBUTE.name: self.ttl_attribute,
+            c.FINGERPRINT_FIELDS.name: self.fingerprint_fields,
+            c.FINGERPRINT_EXCLUDE.name: self.fingerprint_exclude,
+            c.PROCESSOR.name: self.processor,
+        }
 
     def _enum(self, field: str, variable: c.Variable, enum: type[StrEnum]) -> None:
         value = getattr(self, field)
@@ -216,12 +212,7 @@ class Config:
         level = get(c.LOG_LEVEL)
         if level is not None:
             values["log_level"] = level.upper()
-        config = cls(**values)
-        if config.processor is None and config.mode != Mode.DOCUMENT:
-            raise ConfigurationError(
-                f"PROCESSOR is required with IDEMPOTENCY_MODE={config.mode}, got {env.get('PROCESSOR')!r}"
-            )
-        return config
+        return cls(**values)
 
 
 def _integer(variable: str, value: str) -> int:

@@ -9,17 +9,33 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from idempotent_runtime import deadline
 from idempotent_runtime.batch import BatchRunner, RecordResult
 from idempotent_runtime.clients import LazyClient
 from idempotent_runtime.config import Config
-from idempotent_runtime.contract import OUTCOME_METRIC, DeadLetterKind, LogLevel, Metric, Outcome
-from idempotent_runtime.errors import ConfigurationError, Conflict, classify, describe
+from idempotent_runtime.contract import (
+    OUTCOME_METRIC,
+    PROCESSOR,
+    DeadLetterKind,
+    LogLevel,
+    Metric,
+    Outcome,
+    check_settings,
+)
+from idempotent_runtime.errors import (
+    ConfigurationError,
+    Conflict,
+    PermanentError,
+    TransientError,
+    classify,
+    describe,
+)
 from idempotent_runtime.keys import KeyBuilder
 from idempotent_runtime.message import Message
 from idempotent_runtime.modes import make_mode
 from idempotent_runtime.observability import Log, emf_line
 from idempotent_runtime.quarantine import Quarantine, SendFailed
-from idempotent_runtime.retries import Retrier
+from idempotent_runtime.retries import MIN_ATTEMPT_SECONDS, Retrier
 
 
 def load_processor(spec: str) -> Callable[[Message], Any]:
@@ -39,6 +55,44 @@ def load_processor(spec: str) -> Callable[[Message], Any]:
     if not callable(target):
         raise ConfigurationError(f"PROCESSOR {spec!r} is not callable, got {type(target).__name__}")
     return target
+
+
+# A processor's unexpected exception carries its type, place and traceback here (raised_in).
+RAISED = "idempotency_raised"
+RAISED_TRACEBACK = "traceback"
+
+
+def watched(processor: Callable[[Message], Any]) -> Callable[[Message], Any]:
+    """``processor``, its unexpected exceptions (not its answers PermanentError, TransientError) marked."""
+
+    def run(message: Message) -> Any:
+        try:
+            return processor(message)
+        except (PermanentError, TransientError):
+            raise
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                setattr(exc, RAISED, raised_in(exc))
+            raise
+
+    return run
+
+
+def raised_in(exc: BaseException) -> dict[str, Any]:
+    """Type, innermost frame in the user's code (not the standard library's, a package's, the runtime's;
+    else the processor's) and traceback."""
+    import os
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)[1:]
+    others = (os.path.dirname(os.__file__), os.path.dirname(__file__))
+    user = [f for f in frames if not f.filename.startswith(others) and "-packages" not in f.filename]
+    where = (user or frames)[-1] if frames else None
+    return {
+        "error_type": type(exc).__name__,
+        "error_location": f"{where.filename}:{where.lineno} in {where.name}" if where else None,
+        "traceback": "".join(traceback.format_exception(exc, limit=-10))[-4000:],
+    }
 
 
 # The batch's counters by plain name (an enum's ``.value`` is a property: looked up once, not per record).
@@ -80,8 +134,12 @@ class Consumer:
         )
         self.sqs = LazyClient("sqs", sqs_client)
         self.calls = Retrier(sleep)
+        # Config checked every rule but the processor's, known only here.
+        check_settings({**config.settings(), PROCESSOR.name: processor or config.processor})
         if processor is None and config.processor is not None:
             processor = load_processor(config.processor)
+        if processor is not None:
+            processor = watched(processor)
         self.mode = make_mode(
             config, self.dynamodb, processor, clock=clock, calls=self.calls, warn=self.log.warn
         )
@@ -170,35 +228,45 @@ class Consumer:
 
     def _failure(self, message: Message, exc: Exception) -> RecordResult:
         failure = classify(exc, "table")
+        raised = getattr(exc, RAISED, None)
         if failure.permanent:
-            return self._quarantine(
-                message, failure.reason, failure.kind, exc if isinstance(exc, Conflict) else None
-            )
+            conflict = exc if isinstance(exc, Conflict) else None
+            return self._quarantine(message, failure.reason, failure.kind, conflict, raised)
         if failure.misconfigured:
-            return RecordResult(message, Outcome.FAILED, f"retry later: {failure.reason}", hint=failure.hint)
-        return self._transient(message, failure.reason)
+            return RecordResult(
+                message, Outcome.FAILED, f"retry later: {failure.reason}", hint=failure.hint, notes=raised
+            )
+        return self._transient(message, failure.reason, raised)
 
     def _exhausted(self, message: Message) -> bool:
         limit = self.config.max_receive_count
         return limit is not None and self.quarantine is not None and message.receive_count >= limit
 
-    def _transient(self, message: Message, reason: str) -> RecordResult:
+    def _transient(self, message: Message, reason: str, raised: dict[str, Any] | None = None) -> RecordResult:
         if self._exhausted(message):
             return self._quarantine(
                 message,
                 f"failed on its last receive ({message.receive_count} of MAX_RECEIVE_COUNT "
                 f"{self.config.max_receive_count}): {reason}",
                 DeadLetterKind.EXHAUSTED,
+                raised=raised,
             )
-        return RecordResult(message, Outcome.FAILED, f"retry later: {reason}")
+        return RecordResult(message, Outcome.FAILED, f"retry later: {reason}", notes=raised)
 
     def skip_record(self, message: Message, reason: str, blocker: RecordResult | None) -> RecordResult:
-        """A record not attempted (an earlier record of its group failed, or no time is left)."""
-        if blocker is not None and not blocker.misconfigured and self._exhausted(message):
+        """A record not attempted (an earlier record of its group failed, or no time is left): on its last
+        receive to the DLQ while a send has time, unless the deployment failed the record before it."""
+        left = deadline.seconds_left()
+        if (
+            (blocker is None or not blocker.misconfigured)
+            and self._exhausted(message)
+            and (left is None or left >= MIN_ATTEMPT_SECONDS)
+        ):
+            cause = f": {blocker.reason}" if blocker is not None else ""
             result = self._quarantine(
                 message,
                 f"{reason} on this record's last receive ({message.receive_count} of MAX_RECEIVE_COUNT "
-                f"{self.config.max_receive_count}): {blocker.reason}",
+                f"{self.config.max_receive_count}){cause}",
                 DeadLetterKind.EXHAUSTED,
             )
         else:
@@ -209,7 +277,12 @@ class Consumer:
         return result
 
     def _quarantine(
-        self, message: Message, reason: str, kind: DeadLetterKind, conflict: Conflict | None = None
+        self,
+        message: Message,
+        reason: str,
+        kind: DeadLetterKind,
+        conflict: Conflict | None = None,
+        raised: dict[str, Any] | None = None,
     ) -> RecordResult:
         is_conflict = conflict is not None
         if self.quarantine is None:
@@ -219,15 +292,15 @@ class Consumer:
                 f"permanent, no DLQ_URL so retried until redrive: {reason}",
                 conflict=is_conflict,
                 kind=kind,
+                notes=raised,
             )
+        details: dict[str, Any] = {}
+        if conflict is not None:
+            details.update(fingerprint=conflict.fingerprint, stored_fingerprint=conflict.stored_fingerprint)
+        if raised is not None:
+            details.update(error_type=raised["error_type"], error_location=raised["error_location"])
         try:
-            sent = self.quarantine.send(
-                message,
-                reason,
-                kind,
-                fingerprint=conflict.fingerprint if conflict else None,
-                stored_fingerprint=conflict.stored_fingerprint if conflict else None,
-            )
+            sent = self.quarantine.send(message, reason, kind, details)
         except SendFailed as failed:
             failure = classify(failed.error, failed.where)
             return RecordResult(
@@ -237,14 +310,15 @@ class Consumer:
                 conflict=is_conflict,
                 hint=failure.hint if failure.misconfigured else None,
                 kind=kind,
+                notes=raised,
             )
         # Said on the record's own line: one line per quarantined record.
-        notes: dict[str, Any] = {}
+        notes: dict[str, Any] = dict(raised or ())
         if sent.dropped:
             notes["dropped_attributes"] = sent.dropped
             notes["dropped_attributes_why"] = (
-                "message attributes not copied to the dlq (sqs allows 10, two are the runtime's; "
-                "idempotency.* names are the runtime's own)"
+                "message attributes not copied to the dlq (sqs takes 10, two are the runtime's, and counts "
+                "them in its size limit; idempotency.* names are the runtime's own)"
             )
         if sent.warnings:
             notes["warnings"] = [{"warning": text, **fields} for text, fields in sent.warnings]
@@ -257,8 +331,11 @@ class Consumer:
         if quiet and not self._debug:
             return  # the common case: not logged at the default level
         # A log line that cannot be written must not change the record's outcome (nor raise into the batch).
+        level = LogLevel.DEBUG if quiet else LogLevel.WARNING
+        if result.notes and RAISED_TRACEBACK in result.notes:
+            level = LogLevel.ERROR
         with contextlib.suppress(Exception):
-            self._emit(result, LogLevel.DEBUG if quiet else LogLevel.WARNING)
+            self._emit(result, level)
 
     def _emit(self, result: RecordResult, level: LogLevel) -> None:
         if not self.log.enabled(level):
@@ -304,10 +381,9 @@ def build_handler(
 ) -> Consumer:
     """The Lambda handler for ``config``: ``handler(event, context) -> {"batchItemFailures": [...]}``.
 
-    Clients default to boto3 clients created on first use, once
-    (:func:`idempotent_runtime.clients.create_client`).
-    ``processor`` overrides PROCESSOR (tests); ``clock`` (epoch seconds) is what leases and TTLs are measured
-    with; ``sleep`` is what the runtime's retries wait with.
+    Clients default to :func:`idempotent_runtime.clients.create_client` ones, made once on first use;
+    ``processor`` overrides PROCESSOR; ``clock`` (epoch seconds) measures leases and TTLs; ``sleep`` is
+    what retries wait with.
     """
     return Consumer(
         config,

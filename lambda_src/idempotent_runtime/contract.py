@@ -8,8 +8,10 @@ I/O. ``docs/runtime-contract.md`` is the prose form of this module (a test keeps
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class ConfigurationError(ValueError):
@@ -342,6 +344,11 @@ MIN_NUMBER_MAGNITUDE = "1E-130"  # ...and a magnitude from 1E-130
 MAX_NUMBER_MAGNITUDE = "9.9999999999999999999999999999999999999E+125"  # to 9.99...E+125
 MAX_TRANSACTION_ITEMS = 100
 MAX_MESSAGE_ATTRIBUTES = 10  # SQS
+# SQS counts a message's body and every attribute (name, type, value) against the queue's maximum message
+# size: 262,144 bytes unless a queue says otherwise, the default for years (the maximum is 1 MiB since 2025).
+# A dead letter is sized to fit this, or the message it copies when that was larger (its source queue took
+# it, and the constructs make both queues alike).
+DLQ_MESSAGE_BYTES = 262_144
 FIFO_MAX_BATCH_SIZE = 10
 STANDARD_MAX_BATCH_SIZE = 10_000
 MAX_RECEIVE_COUNT_RANGE = (1, 1000)
@@ -370,3 +377,127 @@ def field_path(text: str) -> tuple[str, ...]:
     if any(not part for part in parts):
         raise ConfigurationError(f"field path {text!r} has an empty segment")
     return parts
+
+
+# --- settings that cannot work together ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SettingsRule:
+    """Settings under which messages would fail, all the same way: refused at synth and at cold start.
+    ``broken`` takes the resolved values of ``settings`` (variable names). In ``message`` each side writes
+    its own names: ``{n[KEY_PREFIX]}`` is KEY_PREFIX or ConsumerOptions.key_prefix; ``{v[KEY_PREFIX]}``
+    the value's repr."""
+
+    settings: tuple[str, ...]
+    broken: Callable[..., bool]
+    message: str
+
+
+class _Names(dict):
+    def __missing__(self, name: str) -> str:
+        return name
+
+
+class _Shown(dict):
+    def __getitem__(self, name: str) -> str:
+        value = super().__getitem__(name)
+        return repr(value.value if isinstance(value, StrEnum) else value)
+
+
+def _too_long(prefix: str) -> bool:
+    try:
+        return len(prefix.encode()) > MAX_KEY_PREFIX_BYTES
+    except UnicodeEncodeError:  # a lone surrogate: no key could be written
+        return True
+
+
+def _document(mode: Any, source: Any) -> bool:
+    return mode == Mode.DOCUMENT and source == KeySource.FIELDS
+
+
+# Half the partition key stays for the key's own value.
+MAX_KEY_PREFIX_BYTES = MAX_PARTITION_KEY_BYTES // 2
+_FIELDS = {"PARTITION_KEY_FIELD": "PARTITION_KEY", "SORT_KEY_FIELD": "SORT_KEY"}
+_HOLDS = {
+    "PARTITION_KEY": ("partition key", "the key's prefixed partition value"),
+    "SORT_KEY": ("sort key", "the key's sort value"),
+    "TTL_ATTRIBUTE": ("TTL", "the document's expiry"),
+}
+_DOCUMENT = "in {n[IDEMPOTENCY_MODE]} 'document'"
+_MODE_SOURCE = ("IDEMPOTENCY_MODE", "KEY_SOURCE")
+
+SETTINGS_RULES: tuple[SettingsRule, ...] = (
+    SettingsRule(
+        ("KEY_SOURCE", "QUEUE_TYPE"),
+        lambda source, queue: source in FIFO_ONLY_KEY_SOURCES and queue != QueueType.FIFO,
+        "{n[KEY_SOURCE]} {v[KEY_SOURCE]} needs a FIFO queue (a standard queue's messages carry no "
+        "MessageDeduplicationId); got {n[QUEUE_TYPE]} {v[QUEUE_TYPE]}",
+    ),
+    SettingsRule(
+        ("IDEMPOTENCY_MODE", "PROCESSOR"),
+        lambda mode, processor: mode != Mode.DOCUMENT and processor is None,
+        "{n[PROCESSOR]} is required with {n[IDEMPOTENCY_MODE]} {v[IDEMPOTENCY_MODE]}",
+    ),
+    SettingsRule(
+        ("KEY_PREFIX",),
+        lambda prefix: prefix.startswith(RESERVED_KEY_PREFIX),
+        f"{{n[KEY_PREFIX]}} must not begin with {RESERVED_KEY_PREFIX!r} (the runtime's own keys); got "
+        "{v[KEY_PREFIX]}",
+    ),
+    SettingsRule(
+        ("KEY_PREFIX",),
+        _too_long,
+        f"{{n[KEY_PREFIX]}} must be at most {MAX_KEY_PREFIX_BYTES} bytes of UTF-8; got {{v[KEY_PREFIX]:.99}}",
+    ),
+    SettingsRule(
+        ("FINGERPRINT_FIELDS", "FINGERPRINT_EXCLUDE"),
+        lambda fields, excluded: fields is not None and excluded is not None,
+        "{n[FINGERPRINT_FIELDS]} and {n[FINGERPRINT_EXCLUDE]} cannot both be set; got "
+        "{v[FINGERPRINT_FIELDS]} and {v[FINGERPRINT_EXCLUDE]}",
+    ),
+    SettingsRule(
+        (*_MODE_SOURCE, "KEY_PREFIX", "PARTITION_KEY_FIELD", "PARTITION_KEY"),
+        lambda mode, source, prefix, field, name: _document(mode, source) and prefix and field == name,
+        "{n[KEY_PREFIX]} {v[KEY_PREFIX]} cannot be used with {n[PARTITION_KEY_FIELD]} "
+        f"{{v[PARTITION_KEY_FIELD]}} {_DOCUMENT}: the field is the table's partition key attribute "
+        "({n[PARTITION_KEY]}), which holds the prefix + its value, so every message would be refused; "
+        "rename the table's partition key (e.g. 'pk') or drop the prefix",
+    ),
+    *(
+        SettingsRule(
+            (*_MODE_SOURCE, field, attribute),
+            lambda mode, source, path, name, own=own == attribute: (
+                _document(mode, source)
+                and path.split(FIELD_PATH_SEPARATOR)[0] == name
+                and (not own or path != name)
+            ),
+            f"{{n[{field}]}} {{v[{field}]}} begins with {{v[{attribute}]}}, the table's {role} attribute "
+            f"({{n[{attribute}]}}): {_DOCUMENT} it holds {what}, so messages would be refused for another "
+            "value there; name the table's attributes apart from the message's fields",
+        )
+        for field, own in _FIELDS.items()
+        for attribute, (role, what) in _HOLDS.items()
+    ),
+    *(
+        SettingsRule(
+            (*_MODE_SOURCE, field),
+            lambda mode, source, path: _document(mode, source) and path.startswith(ATTRIBUTE_PREFIX),
+            f"{{n[{field}]}} {{v[{field}]}} begins with {ATTRIBUTE_PREFIX!r}, the runtime's attribute "
+            f"names: {_DOCUMENT} every message would be refused",
+        )
+        for field in _FIELDS
+    ),
+)
+
+
+def check_settings(
+    values: Mapping[str, Any], names: Mapping[str, Any] | None = None, unknown: Any = ...
+) -> None:
+    """Raise ConfigurationError with the first broken :data:`SETTINGS_RULES` message in ``names`` (default:
+    the variables). ``values``: resolved values by variable name; a rule reading one that is missing or
+    ``unknown`` (a deploy-time value) is skipped."""
+    for rule in SETTINGS_RULES:
+        args = [values.get(name, unknown) for name in rule.settings]
+        if unknown not in args and rule.broken(*args):
+            raise ConfigurationError(rule.message.format(n=_Names(names or {}), v=_Shown(values)))

@@ -1,8 +1,7 @@
 """The invocation's deadline, per thread: AWS calls (attempts, retries, socket timeouts) never outlive it.
 
-The batch runner binds the Lambda context to each thread that processes records; :func:`seconds_left` is
-the time left for AWS calls (the invocation's remaining time minus :data:`RESERVE_SECONDS`, kept to log,
-count and return the partial batch response). Threads without a context have no deadline.
+The batch runner binds the Lambda context to each thread that processes records; :func:`seconds_left` is the
+remaining time minus :data:`RESERVE_SECONDS` (kept to answer). Threads without a context have no deadline.
 """
 
 from __future__ import annotations
@@ -74,12 +73,9 @@ def _deadline_timeout_class() -> Any:
 
 
 def install_deadline_timeouts(client: Any) -> bool:
-    """Make ``client``'s socket timeouts follow the calling thread's deadline.
-
-    Works on botocore's urllib3 session (``_endpoint.http_session``: its ``_timeout`` and its pool
-    manager's ``connection_pool_kw``). Returns False and changes nothing when botocore's internals differ
-    (another version, a custom session): the client then keeps its static timeouts, which the runtime's
-    retries still bound by the deadline.
+    """Make ``client``'s socket timeouts follow the calling thread's deadline, through botocore's urllib3
+    session (``_endpoint.http_session``). Returns False and changes nothing when those internals differ:
+    the client keeps its static timeouts, which the runtime's retries still bound by the deadline.
     """
     try:
         from urllib3.util.timeout import Timeout

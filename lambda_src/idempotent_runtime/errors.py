@@ -1,10 +1,6 @@
-"""The families of failure that matter and how exceptions (AWS errors included) map onto them.
-
-* permanent: the message can never succeed -> the DLQ with a reason (:class:`PermanentError`);
-* transient: retry later -> a batch item failure, SQS delivers it again (:class:`TransientError`);
-* misconfigured: the deployment is wrong (table key schema, missing table or queue, IAM, KMS) -> also
-  retried, never quarantined: valid messages must not reach the DLQ because of configuration.
-"""
+"""The families of failure and how exceptions (AWS errors included) map onto them: permanent (the DLQ with a
+reason), transient (SQS delivers it again) and misconfigured (the deployment is wrong: retried, never
+quarantined)."""
 
 from __future__ import annotations
 
@@ -196,6 +192,12 @@ def old_item(exc: BaseException) -> dict:
     return item if isinstance(item, dict) else {}
 
 
+def too_large(exc: BaseException) -> bool:
+    """SQS refused a message for its size (body and attributes over the queue's maximum)."""
+    text = f"{error_code(exc)} {error_message(exc)}".lower()
+    return "shorter than" in text or "toolong" in text
+
+
 def misconfiguration(exc: BaseException, where: str) -> str | None:
     """The likely misconfiguration ``exc`` points at, or None. ``where`` names the resource the call used
     (``"table"`` or ``"dlq"``) so the hint can say which variable to check."""
@@ -212,6 +214,11 @@ def misconfiguration(exc: BaseException, where: str) -> str | None:
                 f"and sort key), or a processor's entry uses other key attributes: {message}"
             )
         return None
+    if where == "dlq" and too_large(exc):
+        return (
+            "the dead-letter queue (DLQ_URL) refuses even the smallest copy of a message its source queue "
+            f"took: give it the source queue's maximum message size: {code}: {message}"
+        )
     if code in _MISSING_CODES:
         return f"{resource} does not exist in this account and region: {code}: {message}".rstrip(": ")
     if code.startswith("AccessDenied") or code.endswith(".AccessDenied") or code == "AuthorizationError":
@@ -224,13 +231,10 @@ def misconfiguration(exc: BaseException, where: str) -> str | None:
 
 
 def classify(exc: BaseException, where: str = "table") -> Failure:
-    """Permanent, transient or misconfigured, with the reason to log / send to the DLQ.
-
-    Permanent: :class:`PermanentError` (its ``kind``), ``RecursionError`` (input nested too deeply for any
-    code to handle), AWS errors caused by the request content (``ValidationException`` not about the key
-    schema, ...) and botocore's client-side parameter validation. Misconfigured: :class:`Misconfiguration`,
-    and see :func:`misconfiguration`. Everything else - throttling, 5xx, timeouts, connection errors, unknown
-    exceptions from user code - is transient: SQS redelivers, nothing is lost.
+    """Permanent, transient or misconfigured, with the reason to log or send to the DLQ. Permanent:
+    :class:`PermanentError`, ``RecursionError``, AWS errors caused by the request content and client-side
+    parameter validation. Misconfigured: :class:`Misconfiguration` and :func:`misconfiguration`. Everything
+    else (throttling, 5xx, timeouts, unknown exceptions) is transient: nothing is lost.
     """
     if isinstance(exc, PermanentError):
         return Failure(PERMANENT, exc.reason, exc.kind)

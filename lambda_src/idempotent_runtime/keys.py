@@ -1,12 +1,9 @@
 """Idempotency keys: from two body fields, the SQS deduplication id, the message id, or a hash of the body.
 
-One implementation for the consumer and the producer helper (:mod:`idempotent_runtime.publisher`): a key
-field is a dotted path into nested objects (``order.id``); strings are used as they are, numbers and
-booleans in one canonical text (``100``, ``100.0`` and ``1e2`` are all ``"100"``; ``true``/``false``), so
-the same value always gives the same key. A missing, empty, null, object or array key field is rejected
-with a reason naming the field. ``KEY_PREFIX`` is prepended to the partition value; values beginning with
-``idempotency#``, with or without the prefix, are the runtime's own and rejected (in :meth:`KeyBuilder.key`,
-for every key source).
+One implementation for the consumer and the producer helper: dotted key field paths; strings as they are,
+numbers and booleans in one canonical text (``100`` = ``100.0`` = ``1e2``). A missing, empty, null, object
+or array key field is rejected naming the field; so is a value beginning with ``idempotency#``, before or
+after ``KEY_PREFIX`` (in :meth:`KeyBuilder.key`, for every key source).
 """
 
 from __future__ import annotations
@@ -147,12 +144,9 @@ def _redriven(message: Message, field: str) -> str | None:
 
 
 class KeyBuilder:
-    """``build(message) -> Key`` for the configured key source.
-
-    ``fields``: partition = body[PARTITION_KEY_FIELD], sort = body[SORT_KEY_FIELD]. ``dedup_id`` /
-    ``message_id`` / ``body_sha256``: partition = that value, sort = the key source's name, so keys spread
-    over partitions. A redriven message (``idempotency.redrive``) keeps its original message id / dedup id.
-    ``sort_reserve`` bytes are kept free in the sort key (transaction markers).
+    """``build(message) -> Key`` for the configured key source: ``fields`` reads PARTITION_KEY_FIELD and
+    SORT_KEY_FIELD; the other sources give the partition (a redriven message keeps its original id) and
+    their own name as the sort key. ``sort_reserve`` bytes stay free in the sort key (transaction markers).
     """
 
     def __init__(self, config: Config, *, sort_reserve: int = 0) -> None:

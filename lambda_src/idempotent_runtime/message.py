@@ -74,11 +74,9 @@ class Key:
 class Message:
     """An SQS record from Lambda's event, with its parsed body and idempotency key.
 
-    ``body`` is the raw text; ``data`` the JSON body, parsed once on first use with numbers exact (integers
-    as ``int`` - over 4300 digits as ``Decimal`` - other numbers as ``Decimal``); invalid JSON raises
-    :class:`~idempotent_runtime.errors.InvalidMessage`, a permanent error. ``key`` is set by the runtime
-    before the processing function runs; ``message.key.idempotency_key`` is the idempotency key to pass to a
-    third-party API. ``lease`` is the claim's lease in guarded mode (None in the other modes).
+    ``body`` is the raw text, ``data`` the JSON body parsed once with exact numbers (invalid JSON raises
+    :class:`~idempotent_runtime.errors.InvalidMessage`). The runtime sets ``key`` before the processor runs
+    (``key.idempotency_key`` is the one to pass to third-party APIs) and, in guarded mode, ``lease``.
     """
 
     __slots__ = ("_data", "attributes", "body", "group_id", "key", "lease", "message_id", "record")

@@ -1,8 +1,5 @@
-"""JSON log lines and one CloudWatch Embedded Metric Format line per batch (no dependency).
-
-At the default level (INFO) a batch writes its EMF line - which is also its summary: counts, records,
-groups, duration - plus one line per record whose outcome is not processed/duplicate, conflicts, and one
-ERROR line per batch naming a likely misconfiguration. Every record's line appears at DEBUG.
+"""JSON log lines and one CloudWatch Embedded Metric Format line per batch - also its summary (no
+dependency). What each level writes: docs/runtime.md, "Logs and metrics".
 """
 
 from __future__ import annotations

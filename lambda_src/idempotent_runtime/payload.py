@@ -1,14 +1,9 @@
 """A message body as data: exact JSON parsing, canonical JSON, payload fingerprints, guarded results as text.
 
-* Numbers: JSON integers become ``int`` (those over 4300 digits, Python's limit on int conversion,
-  ``Decimal``), every other number ``Decimal`` with the text's exact value (``json.loads`` would round
-  ``1234567890.123456789`` to a float). ``NaN`` and ``Infinity`` are not JSON numbers and are rejected.
-* Names: an object that holds a name twice is rejected (``json.loads`` keeps the last value silently, other
-  parsers the first).
-* Canonical JSON: sorted keys, compact separators, ASCII escapes, numbers written by value (``1``, ``1.0``,
-  ``1.00`` and ``1e0`` are all ``1``). Its SHA-256 is the payload fingerprint.
-* Nothing here recurses on the data: JSON nested thousands of levels deep cannot raise ``RecursionError``
-  in these functions (only in the parser, which the caller turns into a rejection with a reason).
+Integers are ``int`` (over 4300 digits ``Decimal``), other numbers ``Decimal`` with the text's exact value;
+``NaN``, ``Infinity`` and a name repeated in an object are rejected. Canonical JSON: sorted keys, compact,
+ASCII escapes, numbers by value (``1`` = ``1.0`` = ``1e0``); its SHA-256 is the fingerprint. Nothing here
+recurses on the data, so deep nesting cannot raise ``RecursionError`` (only the parser, whose caller rejects).
 """
 
 from __future__ import annotations

@@ -1,22 +1,18 @@
 """Permanent failures go to the dead-letter queue at once - once - with the reason, so their group goes on.
 
-One DLQ message per quarantined record, even when the invocation dies after the send and SQS delivers the
-record again after its 5-minute deduplication window, or keeps delivering it until its own redrive:
+1. A redelivery (ApproximateReceiveCount > 1) writes the quarantine record ``(KEY_PREFIX +
+   "idempotency#quarantine#" + messageId, "idempotency#quarantine")`` as SENDING, unless it says SENT
+   (then the send is skipped).
+2. The DLQ send: the body, the message attributes that fit, ``idempotency.reason`` and ``.details``.
+3. The record is deleted from its source queue, so neither a dying invocation nor SQS's redrive brings it
+   back.
+4. The quarantine record says SENT where a redelivery is still possible: the delete failed, or a standard
+   queue (before the delete: it may deliver a deleted message again). From a FIFO queue: no DynamoDB request.
 
-1. on a redelivery (ApproximateReceiveCount > 1), a quarantine record ``(KEY_PREFIX +
-   "idempotency#quarantine#" + messageId, "idempotency#quarantine")`` is written as SENDING, unless it
-   already says SENT (then the send is skipped); a first receive has nothing sent before it and skips this;
-2. the DLQ send: the original body and message attributes, plus ``idempotency.reason`` and
-   ``idempotency.details`` (see the contract);
-3. the record is deleted from its source queue with its receipt handle, so neither a dying invocation nor
-   SQS's redrive brings it back;
-4. the quarantine record is written as SENT when a redelivery is still possible: the delete failed (or
-   the record has no receipt handle), or the source is a standard queue, which may on rare occasions
-   deliver a deleted message again (then the record is written before the delete). A FIFO queue never
-   delivers a deleted message again, so a quarantine from one costs no DynamoDB request.
-
-Only a death between 2 and 3 (4 on a standard queue) can still send a second copy on a redelivery (a FIFO
-DLQ drops it within 5 minutes: its deduplication id is the source message id).
+Only a death between 2 and 3 (4) sends a second copy (a FIFO DLQ drops it within 5 minutes). A send whose
+outcome is unknown (timeout, reset, 5xx) is retried on purpose, though a standard DLQ then keeps two copies:
+not retrying would not spare one (the record would come back, find no SENT record, be sent again) and would
+risk the record. Readers count a dead letter once by its details' source_message_id (docs/runtime.md).
 """
 
 from __future__ import annotations
@@ -32,6 +28,7 @@ from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
     DLQ_ATTRIBUTE_PREFIX,
     DLQ_DETAILS_ATTRIBUTE,
+    DLQ_MESSAGE_BYTES,
     DLQ_REASON_ATTRIBUTE,
     FIFO_QUEUE_SUFFIX,
     MAX_MESSAGE_ATTRIBUTES,
@@ -46,7 +43,7 @@ from idempotent_runtime.contract import (
     DeadLetterKind,
     QuarantineStatus,
 )
-from idempotent_runtime.errors import describe, is_conditional_check_failed
+from idempotent_runtime.errors import describe, is_conditional_check_failed, too_large
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.retries import Retrier
 
@@ -124,10 +121,9 @@ class Quarantine:
         message: Message,
         reason: str,
         kind: DeadLetterKind,
-        *,
-        fingerprint: str | None = None,
-        stored_fingerprint: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> Sent:
+        """``extra``: more details (a conflict's fingerprints, a processor's error type and location)."""
         warnings: list[tuple[str, dict[str, Any]]] = []
         safe_reason = sqs_safe(reason)
         already = False
@@ -145,29 +141,14 @@ class Quarantine:
                 "group_id": message.group_id,
                 "dedup_id": message.dedup_id,
                 "key": _key(message.key),
-                "fingerprint": fingerprint,
-                "stored_fingerprint": stored_fingerprint,
+                "fingerprint": None,
+                "stored_fingerprint": None,
                 "receive_count": message.receive_count,
                 "function": self.config.function_name,
                 "dropped_attributes": dropped,
+                **(extra or {}),
             }
-            attributes[DLQ_REASON_ATTRIBUTE] = {"DataType": "String", "StringValue": safe_reason}
-            attributes[DLQ_DETAILS_ATTRIBUTE] = {
-                "DataType": "String",
-                "StringValue": json.dumps(details, separators=(",", ":")),  # ASCII: always safe
-            }
-            request: dict[str, Any] = {
-                "QueueUrl": self.dlq_url,
-                "MessageBody": message.body or " ",  # SQS rejects an empty body
-                "MessageAttributes": attributes,
-            }
-            if self.fifo:
-                request["MessageGroupId"] = message.group_id or message.message_id
-                request["MessageDeduplicationId"] = message.message_id[:128]
-            try:
-                self.calls(self._sqs().send_message, **request)
-            except Exception as exc:
-                raise SendFailed("dlq", exc) from exc
+            self._send(message, attributes, details, safe_reason)
         # A standard queue may deliver a deleted message again: remember the send before deleting.
         remember = not already and message.from_fifo_queue is not True
         if remember:
@@ -175,6 +156,23 @@ class Quarantine:
         if not self._delete_from_source(message, warnings) and not already and not remember:
             self._remember_sent(message, safe_reason, warnings)
         return Sent(dropped, already, warnings)
+
+    def _send(self, message: Message, kept: dict[str, Any], details: dict[str, Any], reason: str) -> None:
+        """Send the copy sized by :func:`fit`; after a size refusal, the smallest copy, once."""
+        body = message.body or " "  # SQS rejects an empty body
+        request: dict[str, Any] = {"QueueUrl": self.dlq_url, "MessageBody": body}
+        if self.fifo:
+            request["MessageGroupId"] = message.group_id or message.message_id
+            request["MessageDeduplicationId"] = message.message_id[:128]
+        budget = max(DLQ_MESSAGE_BYTES, size(body, kept))
+        for attempt in (budget, 0):  # 0: the smallest copy
+            request["MessageAttributes"] = fit(body, kept, details, reason, attempt)
+            try:
+                self.calls(self._sqs().send_message, **request)
+                return
+            except Exception as exc:
+                if not attempt or not too_large(exc):
+                    raise SendFailed("dlq", exc) from exc
 
     def _remember_sent(
         self, message: Message, reason: str, warnings: list[tuple[str, dict[str, Any]]]
@@ -260,6 +258,46 @@ class Quarantine:
                 continue
             attributes[name] = converted
         return attributes, dropped
+
+
+def size(body: str, attributes: dict[str, Any]) -> int:
+    """What SQS counts against a queue's maximum size: the body, every attribute's name, type, value."""
+    total = len(body.encode("utf-8", "surrogatepass"))
+    for name, value in attributes.items():
+        data = value.get("StringValue")
+        data = data.encode("utf-8", "surrogatepass") if data is not None else value.get("BinaryValue", b"")
+        total += len(name) + len(value["DataType"]) + len(data)
+    return total
+
+
+SHORTENED_DETAILS = ("key", "fingerprint", "stored_fingerprint", "error_location")
+SHORT_REASON_CHARACTERS = 100
+
+
+def fit(body: str, kept: dict[str, Any], details: dict[str, Any], reason: str, budget: int) -> dict[str, Any]:
+    """The copy's attributes within ``budget`` bytes with the body (0: the smallest copy): first the
+    producer's go, largest first, ``idempotency.redrive`` last (named in ``dropped_attributes``), then the
+    details' longest values (named in ``shortened``), then the reason is cut. Shrinks its arguments."""
+
+    def copy() -> dict[str, Any]:
+        text = json.dumps(details, separators=(",", ":"))  # ASCII: always safe
+        return {**kept, DLQ_REASON_ATTRIBUTE: _text(reason), DLQ_DETAILS_ATTRIBUTE: _text(text)}
+
+    largest = sorted(kept, key=lambda name: (name == REDRIVE_ATTRIBUTE, -size("", {name: kept[name]})))
+    for name in largest:
+        if size(body, copy()) <= budget:
+            return copy()
+        del kept[name]
+        details["dropped_attributes"].append(name)
+    if size(body, copy()) > budget:
+        details["shortened"] = [name for name in SHORTENED_DETAILS if details.pop(name, None) is not None]
+    if size(body, copy()) > budget:
+        reason = sqs_safe(reason, SHORT_REASON_CHARACTERS)
+    return copy()
+
+
+def _text(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
 
 
 def _key(key: Key | None) -> dict[str, str] | None:

@@ -51,12 +51,12 @@ def consumer(**options: Any) -> IdempotentConsumer:
 
 def _runtime_files(*imported: str) -> set[str]:
     """The runtime's files as the asset holds them: without the modules the function never imports (the
-    producer helper, the DLQ tool's record inspection) unless the user's code imports them."""
+    producer helper, the DLQ tool's record inspection, the test helper) unless the user's code names them."""
     return {
         f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
         for p in RUNTIME_SOURCE.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-        if p.stem not in ("publisher", "records") or p.stem in imported
+        if p.stem not in ("publisher", "records", "testing") or p.stem in imported
     }
 
 
@@ -408,12 +408,21 @@ def test_code_directory_may_be_a_path(tmp_path):
         ("from idempotent_runtime import (\n    PermanentError,\n    records,\n)\n", ("records",)),
         ("from idempotent_runtime import (  # the producer helper\n    publisher,\n)\n", ("publisher",)),
         ("from idempotent_runtime import \\\n    records\n", ("records",)),
+        ("from idempotent_runtime.testing import message\n", ("testing",)),
         (
             "import importlib\nP = importlib.import_module('idempotent_runtime.' + 'publisher')\n",
             ("publisher",),
         ),
     ],
-    ids=["neither", "publisher", "records", "comment-in-parentheses", "continuation", "import-module"],
+    ids=[
+        "neither",
+        "publisher",
+        "records",
+        "comment-in-parentheses",
+        "continuation",
+        "testing",
+        "import-module",
+    ],
 )
 def test_the_asset_holds_the_producer_and_record_modules_only_when_the_code_imports_them(
     tmp_path, imports, imported

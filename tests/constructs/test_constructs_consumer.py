@@ -614,10 +614,8 @@ def test_standard_queues_take_batches_up_to_ten_thousand_with_a_window():
     [
         (
             {"key_source": "dedup_id"},
-            "ConsumerOptions.key_source 'dedup_id' needs a FIFO queue: a standard queue's messages carry no "
-            "MessageDeduplicationId; got the standard queue TestStack/Standard (use 'fields', 'message_id' "
-            "or "
-            "'body_sha256')",
+            "ConsumerOptions.key_source 'dedup_id' needs a FIFO queue (a standard queue's messages carry no "
+            "MessageDeduplicationId); got queue TestStack/Standard, of type 'standard'",
         ),
         (
             {"batch_size": 10_001, "max_batching_window": Duration.seconds(1)},
@@ -704,14 +702,11 @@ def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> No
         ),
         (
             {"mode": "guarded"},
-            "ConsumerOptions.mode 'guarded' runs your processing code: set processor ('module:function') and "
-            "code_directory",
+            "ConsumerOptions.processor is required with ConsumerOptions.mode 'guarded'",
         ),
         (
             {"mode": "transaction"},
-            "ConsumerOptions.mode 'transaction' runs your processing code: set processor "
-            "('module:function') and "
-            "code_directory",
+            "ConsumerOptions.processor is required with ConsumerOptions.mode 'transaction'",
         ),
         (
             {"key_prefix": "idempotency#a"},
@@ -719,9 +714,13 @@ def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> No
             "'idempotency#a'",
         ),
         (
+            {"key_prefix": "p" * 1025},
+            "ConsumerOptions.key_prefix must be at most 1024 bytes of UTF-8; got '" + "p" * 98,
+        ),
+        (
             {"fingerprint_fields": ["a"], "fingerprint_exclude": ["b"]},
-            "ConsumerOptions.fingerprint_fields and fingerprint_exclude cannot both be set (one chooses the "
-            "fields, the other removes fields); got ('a',) and ('b',)",
+            "ConsumerOptions.fingerprint_fields and ConsumerOptions.fingerprint_exclude cannot both be set; "
+            "got ('a',) and ('b',)",
         ),
         (
             {"fingerprint_fields": []},
@@ -854,6 +853,88 @@ def test_dead_letter_queue_of_another_type_than_the_queue_is_rejected():
         stack,
         dead_letter_queue=dlq,
     )
+
+
+# -- settings that cannot work together: contract.SETTINGS_RULES, as at cold start --------------------------
+
+INIT_TABLE = {"partition_key_name": "order_id", "sort_key_name": "line_id"}
+INIT_KEYS = {"partition_key_field": "order_id", "sort_key_field": "line_id"}
+# (table options, consumer options) -> the same settings as the runtime's Config reads them
+SETTINGS_OF = {
+    "partition_key_name": "partition_key",
+    "sort_key_name": "sort_key",
+    "time_to_live_attribute": "ttl_attribute",
+}
+
+
+def _refusal(table_options: dict[str, Any], options: dict[str, Any]) -> str:
+    stack = new_stack()
+    table = IdempotencyTable(stack, "Table", options=TableOptions(**table_options))
+    with pytest.raises(ConfigurationError) as raised:
+        build_consumer(stack, table=table, **options)
+    return str(raised.value)
+
+
+def test_the_init_layout_with_a_key_prefix_is_refused_at_synth():
+    assert _refusal(INIT_TABLE, {**INIT_KEYS, "key_prefix": "shop#", "processor": "orders:handle"}) == (
+        "ConsumerOptions.key_prefix 'shop#' cannot be used with ConsumerOptions.partition_key_field "
+        "'order_id' in ConsumerOptions.mode 'document': the field is the table's partition key attribute "
+        "(TableOptions.partition_key_name), which holds the prefix + its value, so every message would be "
+        "refused; rename the table's partition key (e.g. 'pk') or drop the prefix"
+    )
+
+
+@pytest.mark.parametrize(
+    ("table_options", "options"),
+    [
+        (INIT_TABLE, {**INIT_KEYS, "key_prefix": "shop#"}),
+        ({"partition_key_name": "order"}, {"partition_key_field": "order.id"}),
+        ({}, {"partition_key_field": "sk"}),
+        ({}, {"sort_key_field": "pk"}),
+        ({"time_to_live_attribute": "expires"}, {"sort_key_field": "expires"}),
+        ({}, {"partition_key_field": "idempotency:order"}),
+        ({}, {"key_prefix": "p" * 2000}),
+        ({}, {"mode": "guarded"}),
+    ],
+)
+def test_a_synth_refusal_is_the_cold_start_refusal_in_the_options_names(table_options, options):
+    from idempotent_runtime.config import Config
+
+    from idempotent_pipeline.consumer import SETTING_NAMES
+
+    settings = {SETTINGS_OF[name]: value for name, value in table_options.items()}
+    with pytest.raises(ConfigurationError) as cold:  # Config, then what only the cold start knows
+        contract.check_settings(Config(table_name="t", **settings, **options).settings())
+    expected = str(cold.value)
+    for variable, name in sorted(SETTING_NAMES.items(), key=lambda pair: -len(pair[0])):
+        expected = expected.replace(variable, name)
+    assert _refusal(table_options, options) == expected
+
+
+@pytest.mark.parametrize(
+    ("table_options", "options"),
+    [
+        (INIT_TABLE, INIT_KEYS),  # init's own layout: the field and the attribute hold the same value
+        (INIT_TABLE, {**INIT_KEYS, "key_prefix": "shop#", "mode": "transaction", "processor": "m:f"}),
+        (INIT_TABLE, {"key_source": "message_id", "key_prefix": "shop#"}),
+        ({}, {"partition_key_field": "pk", "sort_key_field": "sk"}),
+    ],
+)
+def test_settings_that_work_together_synthesize(table_options, options, tmp_path):
+    if "processor" in options:  # the body is not stored in transaction mode: a prefix is fine
+        (tmp_path / "m.py").write_text("def f(message):\n    return []\n")
+        options = {**options, "code_directory": str(tmp_path)}
+    stack = new_stack()
+    table = IdempotencyTable(stack, "Table", options=TableOptions(**table_options))
+    build_consumer(stack, table=table, **options)
+
+
+def test_a_deploy_time_key_prefix_is_left_to_the_cold_start():
+    stack = new_stack()
+    prefix = cdk.CfnParameter(stack, "Prefix").value_as_string
+    table = IdempotencyTable(stack, "Table", options=TableOptions(**INIT_TABLE))
+    build_consumer(stack, table=table, key_prefix=prefix, **INIT_KEYS)
+    assert "KEY_PREFIX" in env_of(template_of(stack))
 
 
 # -- warnings ----------------------------------------------------------------------------------------------

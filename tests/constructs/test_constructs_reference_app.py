@@ -478,9 +478,9 @@ def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path)
         ({"batch_size": "20"}, "ConsumerOptions.batch_size must be between 1 and 10 (FIFO queue); got 20"),
         (
             {"fifo": "false", "key_source": "dedup_id"},
-            "ConsumerOptions.key_source 'dedup_id' needs a FIFO queue: a standard queue's messages carry no "
-            "MessageDeduplicationId; got the standard queue IdempotentPipeline/Pipeline/Messaging/Queue (use "
-            "'fields', 'message_id' or 'body_sha256')",
+            "ConsumerOptions.key_source 'dedup_id' needs a FIFO queue (a standard queue's messages carry no "
+            "MessageDeduplicationId); got queue IdempotentPipeline/Pipeline/Messaging/Queue, of type "
+            "'standard'",
         ),
     ],
 )

@@ -253,3 +253,45 @@ class Outcomes:
             outcome = str(result.outcome)
             self.counts[outcome] = self.counts.get(outcome, 0) + 1
         return {"batchItemFailures": [{"itemIdentifier": r.message.message_id} for r in results if r.failed]}
+
+
+def sqs_size(params: dict[str, Any]) -> int:
+    """What real SQS counts against a queue's maximum message size: the body and every message attribute's
+    name, data type and value (moto counts the body alone)."""
+    total = len(params["MessageBody"].encode())
+    for name, value in (params.get("MessageAttributes") or {}).items():
+        data = value.get("StringValue")
+        data = data.encode() if data is not None else value.get("BinaryValue", b"")
+        total += len(name) + len(value["DataType"]) + len(data)
+    return total
+
+
+def limit_like_sqs(client: Any, limit: int) -> list[int]:
+    """Make ``client``'s SendMessage refuse, as SQS does, a message over ``limit`` bytes counted the way SQS
+    counts (:func:`sqs_size`). Returns the size of every SendMessage, refused or not."""
+    from botocore.exceptions import ClientError
+
+    sizes: list[int] = []
+
+    def check(params: dict[str, Any], **_: Any) -> None:
+        sizes.append(sqs_size(params))
+        if sizes[-1] > limit:
+            error = {
+                "Code": "InvalidParameterValue",
+                "Message": "One or more parameters are invalid. Reason: Message must be shorter than "
+                f"{limit} bytes.",
+            }
+            raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendMessage")
+
+    client.meta.events.register("before-parameter-build.sqs.SendMessage", check)
+    return sizes
+
+
+class Context:
+    """A Lambda context whose remaining time stands still at ``millis``."""
+
+    def __init__(self, millis: int) -> None:
+        self.millis = millis
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.millis

@@ -184,19 +184,14 @@ def test_every_variable_is_read():
         ),
         ({"TABLE_NAME": "t", "PROCESSOR": "no-colon"}, "PROCESSOR must look like 'package.module:function'"),
         (
-            {"TABLE_NAME": "t", "IDEMPOTENCY_MODE": "guarded"},
-            "PROCESSOR is required with IDEMPOTENCY_MODE=guarded",
-        ),
-        (
             {"TABLE_NAME": "t", "DLQ_URL": "dlq.fifo"},
             "DLQ_URL must be an sqs queue url (https://...), got 'dlq.fifo'",
         ),
         ({"TABLE_NAME": "t", "SORT_KEY": "pk"}, "must be three different attribute names"),
         (
             {"TABLE_NAME": "t", "KEY_SOURCE": "dedup_id", "QUEUE_TYPE": "standard"},
-            "KEY_SOURCE=dedup_id needs QUEUE_TYPE=fifo: a standard queue's messages carry no "
-            "MessageDeduplicationId, got QUEUE_TYPE=standard "
-            "(use KEY_SOURCE=fields, message_id or body_sha256)",
+            "KEY_SOURCE 'dedup_id' needs a FIFO queue (a standard queue's messages carry no "
+            "MessageDeduplicationId); got QUEUE_TYPE 'standard'",
         ),
     ],
 )
@@ -226,7 +221,7 @@ def test_handler_module_fails_the_cold_start_on_dedup_id_keys_for_a_standard_que
     monkeypatch.setenv("TABLE_NAME", "t")
     monkeypatch.setenv("KEY_SOURCE", "dedup_id")
     monkeypatch.setenv("QUEUE_TYPE", "standard")
-    with pytest.raises(ConfigurationError, match="KEY_SOURCE=dedup_id needs QUEUE_TYPE=fifo"):
+    with pytest.raises(ConfigurationError, match="KEY_SOURCE 'dedup_id' needs a FIFO queue"):
         _import_handler()
 
 

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 from idempotent_runtime.config import Config
-from idempotent_runtime.contract import ConfigurationError
 from idempotent_runtime.contract import Mode as ModeName
 from idempotent_runtime.message import Message
 from idempotent_runtime.modes.base import Done, Mode, RecordState, Warn
@@ -28,23 +27,19 @@ def make_mode(
     calls: Retrier | None = None,
     warn: Warn | None = None,
 ) -> Mode:
-    """The mode ``config.mode`` names, with its processor (required for transaction and guarded)."""
+    """The mode ``config.mode`` names, with its processor (required for transaction and guarded: the
+    consumer checks it with the contract's settings rules)."""
     mode_class: type[Mode]
     if config.mode == ModeName.DOCUMENT:
         from idempotent_runtime.modes.document import DocumentMode
 
         mode_class = DocumentMode
+    elif config.mode == ModeName.TRANSACTION:
+        from idempotent_runtime.modes.transaction import TransactionMode
+
+        mode_class = TransactionMode
     else:
-        if processor is None:
-            raise ConfigurationError(
-                f"PROCESSOR is required with IDEMPOTENCY_MODE={config.mode}, got nothing"
-            )
-        if config.mode == ModeName.TRANSACTION:
-            from idempotent_runtime.modes.transaction import TransactionMode
+        from idempotent_runtime.modes.guarded import GuardedMode
 
-            mode_class = TransactionMode
-        else:
-            from idempotent_runtime.modes.guarded import GuardedMode
-
-            mode_class = GuardedMode
+        mode_class = GuardedMode
     return mode_class(config, dynamodb, processor, clock=clock, calls=calls, warn=warn)

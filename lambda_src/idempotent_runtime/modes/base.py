@@ -16,14 +16,16 @@ from idempotent_runtime.contract import (
     FINGERPRINT_ATTRIBUTE,
     PARTITION_KEY,
     SORT_KEY,
+    STATUS_ATTRIBUTE,
     TOKEN_ATTRIBUTE,
+    GuardedStatus,
     OnConflict,
     Outcome,
 )
 from idempotent_runtime.contract import (
     Mode as ModeName,
 )
-from idempotent_runtime.errors import Conflict, InvalidMessage, Misconfiguration
+from idempotent_runtime.errors import Conflict, InvalidMessage, Misconfiguration, TransientError
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.payload import Fingerprinter, raw_fingerprint
 from idempotent_runtime.retries import Retrier
@@ -165,6 +167,8 @@ class Mode(ABC):
     def done(self, key: Key, fingerprint: str, old: dict[str, Any], result: Any = None) -> Done:
         """The key is done (a record exists): a duplicate, or a conflict when the stored fingerprint differs.
         A record without one (written by 0.1) counts as the same payload."""
+        if text_of(old, STATUS_ATTRIBUTE) == GuardedStatus.IN_PROGRESS:  # claimed in guarded mode: not done
+            raise TransientError(f"key {key} is claimed by guarded mode (IN_PROGRESS) and not yet done")
         stored = text_of(old, FINGERPRINT_ATTRIBUTE)
         if stored is None or stored == fingerprint:
             return Done(Outcome.DUPLICATE, result)
@@ -218,6 +222,8 @@ class Mode(ABC):
         if not item or self.expired(item, now):
             return RecordState.NEW, None
         stored = text_of(item, FINGERPRINT_ATTRIBUTE)
+        if text_of(item, STATUS_ATTRIBUTE) == GuardedStatus.IN_PROGRESS:
+            return RecordState.IN_PROGRESS, stored
         if stored is None or stored == fingerprint:
             return RecordState.DONE, stored
         return RecordState.CONFLICT, stored

@@ -23,17 +23,10 @@ def _needs_size_check(body: str) -> bool:
 
 
 class DocumentMode(Mode):
-    """Store the item built from the message with ``attribute_not_exists`` on its key: 1 request, new,
-    duplicate or conflicting.
-
-    Processor (optional): ``fn(message) -> dict | None`` returning the item's attributes as Python values;
-    None (or no processor) stores the fields of the JSON body. The runtime adds the key attributes, the
-    payload fingerprint, a write token and (with DOCUMENT_TTL_SECONDS) the TTL. A field named like one of
-    those whose value differs from what the runtime stores, or beginning with ``idempotency:``, is rejected.
-
-    The PutItem asks for the old item when its condition fails (``ReturnValuesOnConditionCheckFailure``, no
-    extra request): our own token -> this invocation's write, applied but its response lost (processed);
-    the same fingerprint, or none (a document of 0.1) -> duplicate; another fingerprint -> conflict.
+    """One PutItem with ``attribute_not_exists`` on the key: 1 request, new, duplicate or conflicting.
+    Processor (optional): ``fn(message) -> dict | None``, the attributes to store (None: the body). A
+    failed condition returns the old item: our token -> processed (response lost); same fingerprint or
+    none -> duplicate; another -> conflict.
     """
 
     name = ModeName.DOCUMENT

@@ -1,9 +1,6 @@
-"""guarded mode: effects outside DynamoDB behind a fenced IN_PROGRESS lease.
-
-The guarantee, exactly: the processor runs at most once at a time per key, and runs again for a key only if
-the execution environment running it dies (or loses its lease) between the effect and the completion of
-the key. The re-run carries the same ``message.key.idempotency_key``: pass it to an external API that
-honours idempotency keys and the effect happens exactly once end to end.
+"""guarded mode: effects outside DynamoDB behind a fenced IN_PROGRESS lease. The processor runs at most once
+at a time per key, and again only if its environment dies (or loses its lease) between the effect and the
+key's completion - with the same ``message.key.idempotency_key`` (docs/runtime.md, "guarded").
 """
 
 from __future__ import annotations
@@ -85,13 +82,10 @@ def claim_expiry(now: float, ttl_seconds: int, lease_end_ms: int) -> int:
 
 
 class Lease:
-    """guarded mode: the claim this invocation holds on ``message.key`` while the processor runs.
-
-    ``remaining()`` is how many seconds the claim is still this invocation's (by its own clock);
-    ``extend(seconds)`` holds it at least ``seconds`` from now - a fenced update that raises
-    :class:`~idempotent_runtime.errors.LeaseLost` when another invocation has taken the key over. Other
-    invocations see the claim held ``LEASE_MARGIN_SECONDS`` longer, so a clock running ahead elsewhere
-    cannot take over a live claim.
+    """The claim this invocation holds on ``message.key`` while the processor runs: ``remaining()`` seconds
+    by its own clock; ``extend(seconds)`` holds it at least that long from now, a fenced update raising
+    :class:`~idempotent_runtime.errors.LeaseLost` once another invocation took the key over. Others see it
+    held ``LEASE_MARGIN_SECONDS`` longer, so a clock running ahead cannot take over a live claim.
     """
 
     def __init__(self, mode: GuardedMode, key: Key, token: str, horizon_ms: int) -> None:
@@ -146,14 +140,10 @@ class Lease:
 
 
 class GuardedMode(Mode):
-    """Claim (conditional UpdateItem: IN_PROGRESS, lease, owner token) -> run the processor -> complete
-    (UpdateItem if owner).
-
-    Processor: ``fn(message) -> result``, performs the side effect and returns a small JSON-serialisable
-    result, stored with the COMPLETED record and returned for duplicates without running the function
-    again (Decimals are stored exactly and come back as Decimal). ``message.lease`` can extend the claim.
-    On an exception the claim is released (DeleteItem if owner) so a retry runs. Requests: new key 2, a
-    duplicate or conflict 1.
+    """Claim (a conditional UpdateItem: IN_PROGRESS, lease, owner token), run the processor, complete (an
+    UpdateItem if still the owner); on an exception release (a DeleteItem if the owner) so a retry runs.
+    The processor's small JSON result is stored (Decimals exactly) and returned for duplicates. Requests:
+    a new key 2, a duplicate or conflict 1.
     """
 
     name = ModeName.GUARDED
@@ -206,7 +196,7 @@ class GuardedMode(Mode):
             if stored is None or stored == fingerprint:
                 return RecordState.NEW, stored  # its own payload takes an expired claim over
             return RecordState.CONFLICT, stored
-        if status == COMPLETED:
+        if status == COMPLETED or status is None:  # None: another mode's record (a document)
             if stored is None or stored == fingerprint:
                 return RecordState.DONE, stored
             return RecordState.CONFLICT, stored
@@ -289,6 +279,9 @@ class GuardedMode(Mode):
                 # Expired, but another payload's: its effect may have run, only its own payload may retry.
                 return self.conflict(Conflict(key, fingerprint, stored, claimed=True))
             raise TransientError(f"key {key} is in progress in another invocation (lease until {lease} ms)")
+        if status is None and old:
+            # Done in another mode (a document, after IDEMPOTENCY_MODE changed): by its fingerprint.
+            return self.done(key, fingerprint, old)
         raise InvalidMessage(
             f"key {key} is held by an item that is not an idempotency record (status {status!r})"
         )

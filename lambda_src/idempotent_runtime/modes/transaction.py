@@ -69,18 +69,13 @@ def _retryable(exc: BaseException) -> bool:
 
 
 class TransactionMode(Mode):
-    """Processor: ``fn(message) -> list[dict]`` of low-level TransactWriteItems entries (at most 99);
-    ``TableName`` may be left out (default: TABLE_NAME). The runtime appends the marker Put, conditional on
-    the key being absent (or past its TTL), and commits everything in one request.
-
-    The marker of key (p, s) is (p, ``idempotency#`` + s) with the payload fingerprint, a write token and the
-    dedup TTL. An entry that puts, updates or deletes an item of the runtime's table whose sort key begins
-    with ``idempotency#`` is rejected (ConditionCheck is allowed).
-
-    Cancellation: the marker's condition failed -> its old item decides: our token (our own commit, whose
-    response was lost) -> processed; same fingerprint or none -> duplicate; another -> conflict. Otherwise,
-    when every failed reason is a processor's condition, ValidationError or ItemCollectionSizeLimitExceeded
-    -> permanent, with the reasons; any other reason (conflicts, throttling, codes not known here) -> retry.
+    """Processor: ``fn(message) -> list[dict]``, at most 99 TransactWriteItems entries (``TableName``
+    defaults to TABLE_NAME), committed in one request with the marker Put (p, ``idempotency#`` + s),
+    conditional on the key being absent or expired. Entries writing a sort key beginning with
+    ``idempotency#`` in the runtime's table are rejected (ConditionCheck is allowed). Cancelled: a failed
+    marker condition's old item decides (our token: processed; same fingerprint or none: duplicate; else a
+    conflict); else only processor conditions, ValidationError or ItemCollectionSizeLimitExceeded ->
+    permanent; any other reason -> retry.
     """
 
     name = ModeName.TRANSACTION
