@@ -62,7 +62,10 @@ class Tally:
 
     @property
     def failed(self) -> int:
-        return sum(self.outcomes[name] for name in ("kept", "send failed", "dropped by SQS", "not deleted"))
+        return sum(
+            self.outcomes[name]
+            for name in ("kept", "changed since inspected", "send failed", "dropped by SQS", "not deleted")
+        )
 
 
 class Redriver:
@@ -174,7 +177,14 @@ class Redriver:
                     plan.dedup_id = f"{FRESH_DEDUP_PREFIX}{self.run_id}-{letter.message_id}"[:128]
                     plan.dedup_restored = False
                 assert self.keys is not None
-                self.keys.forget(inspection.key)
+                if not self.keys.forget(inspection):
+                    return self._keep(
+                        letter,
+                        "changed since inspected",
+                        f"kept {head}: key {inspection.key_text} changed since it was inspected (it was "
+                        f"{inspection.state.value}): not forgotten, not redriven; run again to see its state "
+                        "now",
+                    )
                 self.tally.forgotten.add((inspection.key.partition, inspection.key.sort))
                 self.progress.line(
                     f"{head}: key {inspection.key_text} was {inspection.state.value}; forgot it "

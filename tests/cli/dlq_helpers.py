@@ -425,6 +425,27 @@ def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deduplication
     yield clock
 
 
+def hooked(event: str, callback: Any) -> Any:
+    """A ``connect`` for :func:`dlq`: the default-credential clients, with ``callback`` registered for the
+    botocore ``event`` (e.g. ``before-call.dynamodb.DeleteItem``: something happens just before the tool's
+    request)."""
+    from idempotent_cli.dlq import aws
+
+    def connect(args: Any) -> Any:
+        clients = aws.connect(local=False)
+        factory = clients.factory
+
+        def make(service: str) -> Any:
+            made = factory(service)
+            made.meta.events.register(event, callback)
+            return made
+
+        clients.factory = make
+        return clients
+
+    return connect
+
+
 def failing(operation: str, when: Any, error: BaseException | None = None) -> Any:
     """A ``connect`` for :func:`dlq`: the default-credential clients, whose ``operation`` (e.g. SendMessage)
     raises ``error`` (default: a service error) for the requests ``when(params)`` chooses, before reaching
