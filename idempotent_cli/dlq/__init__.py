@@ -125,7 +125,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     redrive.add_argument("--yes", action="store_true", help="do not ask for confirmation (--force)")
     redrive.add_argument("--rate", type=float, metavar="N", help="at most N messages a second")
-    redrive.add_argument("--limit", type=int, metavar="N", help="redrive at most N messages")
+    redrive.add_argument("--limit", type=int, metavar="N", help="send at most N messages to the source queue")
     redrive.set_defaults(dlq_handler="redrive")
 
     purge = commands.add_parser(

@@ -412,8 +412,8 @@ def cmd_redrive(
         )
     if result.behind_stopped:
         context.console.print(f"{result.behind_stopped} later message(s) of stopped groups left in place")
-    if result.ended_early and limit is not None:
-        context.console.print(f"stopped after --limit {limit}")
+    if redriver.stopped:
+        context.console.print(redriver.stopped)
     report_walk(context.console, result)
     return 1 if tally.failed else 0
 

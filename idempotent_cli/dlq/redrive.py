@@ -94,6 +94,8 @@ class Redriver:
         self.source_fifo = source.fifo
         self.tally = Tally()
         self.known_ids: dict[str, float] = {}  # ids SendMessage returned in this run: when (epoch ms)
+        self.sent = 0  # copies this run put into the source queue (what --limit counts)
+        self.stopped: str | None = None  # why the run ended before the end of the DLQ
         self._inspect_warning = False
         self.sending: DeadLetter | None = None  # sent, not yet deleted from the DLQ
 
@@ -108,7 +110,8 @@ class Redriver:
             self.tally.outcomes["left by the filters"] += 1
             self.progress.step("left by the filters")
             return Decision.LEAVE
-        if self.limit is not None and self.tally.outcomes["redriven"] >= self.limit:
+        if self.limit is not None and self.sent >= self.limit:
+            self.stopped = f"stopped after --limit {self.limit}"
             return Decision.STOP
         plan = outgoing(letter, source_fifo=self.source_fifo, key_source=self.target.key_source)
         if plan.redrive is not None and not self.dry_run:
@@ -211,9 +214,12 @@ class Redriver:
                 f"after {self._retry_after(letter, dropped_as)}",
             )
         self.known_ids[new_id] = time.time() * 1000
+        self.sent += 1
         try:
             self.dlq.delete(letter)
         except (ClientError, BotoCoreError) as exc:
+            # botocore has retried what may pass: this one stays, and every further send would leave a
+            # copy in both queues too.
             self.sending = None
             self.tally.outcomes["not deleted"] += 1
             self.progress.line(
@@ -221,7 +227,11 @@ class Redriver:
                 "still in the DLQ; redriving it again is a duplicate the pipeline absorbs"
             )
             self.progress.step("not deleted")
-            return Decision.LEAVE
+            self.stopped = (
+                f"stopped: the DLQ refused DeleteMessage ({exc}): every further send would leave a copy "
+                "in both queues"
+            )
+            return Decision.STOP
         self.sending = None
         self.tally.outcomes["redriven"] += 1
         dedup = ""

@@ -194,6 +194,41 @@ def test_a_dead_letter_whose_delete_fails_after_its_send_is_reported_and_not_los
     assert len(drain(pipeline.dlq_url)) == 1 and len(drain(pipeline.queue_url)) == 1
 
 
+@pytest.mark.parametrize("limit", [["--limit", "1"], []], ids=["limit-1", "no-limit"])
+def test_a_role_that_may_not_delete_sends_one_copy_and_stops(limit):
+    # Without sqs:DeleteMessage every send leaves the dead letter in the DLQ too: the run stops after the
+    # first, instead of copying the whole DLQ into the source queue.
+    from botocore.exceptions import ClientError
+
+    pipeline = deploy_pipeline()
+    for n in range(3):
+        dead_letter(body(f"g{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"g{n}")
+    dead_letter(body("h0"), queue_url=pipeline.dlq_url, group_id="h", dedup_id="h0")
+    denied = ClientError(
+        {"Error": {"Code": "AccessDenied", "Message": "not authorized to perform: sqs:DeleteMessage"}},
+        "DeleteMessage",
+    )
+
+    code, terminal = dlq(
+        "redrive",
+        "--stack",
+        pipeline.stack,
+        *limit,
+        connect=failing("DeleteMessage", lambda params: True, denied),
+    )
+
+    assert code == 1
+    assert "1 not deleted" in terminal.lines
+    assert any(
+        line.startswith("stopped: the DLQ refused DeleteMessage (")
+        and line.endswith("): every further send would leave a copy in both queues")
+        for line in terminal.lines
+    ), terminal.lines
+    assert "stopped after --limit 1" not in terminal.lines
+    assert by_group(drain(pipeline.queue_url)) == {"g": [body("g0")]}
+    assert by_group(drain(pipeline.dlq_url)) == {"g": [body(f"g{n}") for n in range(3)], "h": [body("h0")]}
+
+
 def test_ctrl_c_between_send_and_delete_names_the_message_and_leaves_every_dead_letter_visible():
     pipeline = deploy_pipeline()
     letter = dead_letter(body("g1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g1")
