@@ -14,10 +14,12 @@ from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import FORGET_MEANING, MEANING, KeyTable
 from idempotent_cli.dlq.letters import (
     MOVED,
+    SQS_MAX_MESSAGE_BYTES,
     DeadLetter,
     Filters,
     Which,
     attribute_text,
+    new_run_id,
     oldest_first,
     outgoing,
 )
@@ -252,10 +254,13 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         )
     letter = found[0]
     max_receive = context.target.max_receive_count
+    source = context.source() if context.target.source_url else None
     plan = outgoing(
         letter,
-        source_fifo=bool(context.target.source_url and _fifo(context)),
+        source_fifo=bool(source and source.fifo),
         key_source=context.target.key_source,
+        max_bytes=source.max_message_bytes if source else SQS_MAX_MESSAGE_BYTES,
+        run_id=new_run_id(),
     )
     keys = context.keys(required=False, why="show")
     inspection = keys.inspect(plan, message_id=letter.message_id) if keys else None
@@ -278,6 +283,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
                         "dedup_restored": plan.dedup_restored,
                         "redrive_attribute": plan.redrive,
                         "problem": plan.problem,
+                        "blocked": plan.blocked,
                     },
                     "key_state": inspection.state.value if inspection else None,
                     "key": inspection.key_text if inspection else None,
@@ -320,17 +326,15 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         restored = "restored" if plan.dedup_restored else "new"
         dedup_text = f", deduplication id {plan.dedup_id} ({restored})" if plan.dedup_id else ""
         out(f"redrive sends      group {plan.group_id or '-'}{dedup_text}")
-        if plan.problem:
+        if plan.blocked:
+            out(f"                   not at all: {plan.blocked}")
+        elif plan.problem:
             out(f"                   not without --force: {plan.problem}")
         for note in plan.notes:
             out(f"                   note: {note}")
     if inspection is not None:
         out(f"key state          {inspection.key_text or '-'}: {MEANING[inspection.state]}")
     return 0
-
-
-def _fifo(context: Context) -> bool:
-    return context.source().fifo
 
 
 # -- redrive --------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from idempotent_cli.dlq.letters import DeadLetter, Which
+from idempotent_cli.dlq.letters import SQS_MAX_MESSAGE_BYTES, DeadLetter, Which
 
 MAX_BATCH = 10  # SQS: ReceiveMessage, ChangeMessageVisibilityBatch
 DEFAULT_VISIBILITY_SECONDS = 120
@@ -81,6 +81,11 @@ class Queue:
     @property
     def fifo(self) -> bool:
         return self.attributes.get("FifoQueue") == "true" or self.url.endswith(".fifo")
+
+    @property
+    def max_message_bytes(self) -> int:
+        """The largest message the queue takes (body and attributes)."""
+        return int(self.attributes.get("MaximumMessageSize") or SQS_MAX_MESSAGE_BYTES)
 
     @property
     def arn(self) -> str:

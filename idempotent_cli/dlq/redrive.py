@@ -23,10 +23,8 @@ later ones first would reorder the group.
 
 from __future__ import annotations
 
-import json
 import math
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,10 +38,11 @@ from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import FORCED, FORGET_MEANING, MEANING, Inspection, KeyTable, State
 from idempotent_cli.dlq.letters import (
     FRESH_DEDUP_PREFIX,
-    REDRIVE_ATTRIBUTE,
+    RUN_FIELD,
     DeadLetter,
     Filters,
     Outgoing,
+    new_run_id,
     outgoing,
 )
 from idempotent_cli.dlq.locate import Target
@@ -51,7 +50,6 @@ from idempotent_cli.dlq.queue import Decision, Queue
 
 # SQS FIFO: a send whose deduplication id was accepted this recently is dropped (and answered as a success).
 DEDUPLICATION_WINDOW_MS = 5 * 60 * 1000
-RUN_FIELD = "run"  # in idempotency.redrive: which run sent it (a message that bounces back is not resent)
 
 
 @dataclass
@@ -90,7 +88,7 @@ class Redriver:
         self.console, self.progress, self.filters, self.keys = console, progress, filters, keys
         self.dry_run, self.force, self.limit = dry_run, force, limit
         self.pace = pace or Pace(None, console)
-        self.run_id = uuid.uuid4().hex[:12]
+        self.run_id = new_run_id()
         self.source_fifo = source.fifo
         self.tally = Tally()
         self.known_ids: dict[str, float] = {}  # ids SendMessage returned in this run: when (epoch ms)
@@ -113,13 +111,13 @@ class Redriver:
         if self.limit is not None and self.sent >= self.limit:
             self.stopped = f"stopped after --limit {self.limit}"
             return Decision.STOP
-        plan = outgoing(letter, source_fifo=self.source_fifo, key_source=self.target.key_source)
-        if plan.redrive is not None and not self.dry_run:
-            plan.redrive[RUN_FIELD] = self.run_id
-            plan.attributes[REDRIVE_ATTRIBUTE] = {
-                "DataType": "String",
-                "StringValue": json.dumps(plan.redrive, separators=(",", ":")),
-            }
+        plan = outgoing(
+            letter,
+            source_fifo=self.source_fifo,
+            key_source=self.target.key_source,
+            max_bytes=self.source.max_message_bytes,
+            run_id=self.run_id,
+        )
         inspection = self._inspect(letter, plan)
         if self.dry_run:
             return self._dry_run(letter, plan, inspection)
@@ -154,6 +152,8 @@ class Redriver:
 
     def _redrive(self, letter: DeadLetter, plan: Outgoing, inspection: Inspection | None) -> Decision:
         head = f"{letter.message_id} (group {plan.group_id or '-'})"
+        if plan.blocked:
+            return self._keep(letter, "kept", f"kept {head}: {plan.blocked}")
         if plan.problem and not self.force:
             return self._keep(
                 letter, "kept", f"kept {head}: {plan.problem}; --force redrives it with a new key"

@@ -446,6 +446,36 @@ def hooked(event: str, callback: Any) -> Any:
     return connect
 
 
+def sqs_size(request: dict[str, Any]) -> int:
+    """The size SQS counts against a queue's MaximumMessageSize: the body plus every message attribute's
+    name, type and value, in bytes."""
+    size = len(request["MessageBody"].encode("utf-8"))
+    for name, value in (request.get("MessageAttributes") or {}).items():
+        raw = value["StringValue"].encode("utf-8") if "StringValue" in value else value["BinaryValue"]
+        size += len(name.encode("utf-8")) + len(value["DataType"].encode("utf-8")) + len(raw)
+    return size
+
+
+def size_limited() -> Any:
+    """A ``connect`` for :func:`dlq` whose SendMessage is refused as SQS refuses it when the message is over
+    the queue's MaximumMessageSize (moto counts the body only)."""
+    from botocore.exceptions import ClientError
+
+    def refuse(params: dict[str, Any], **_: Any) -> None:
+        limit = int(
+            client("sqs").get_queue_attributes(
+                QueueUrl=params["QueueUrl"], AttributeNames=["MaximumMessageSize"]
+            )["Attributes"]["MaximumMessageSize"]
+        )
+        if sqs_size(params) > limit:
+            message = (
+                f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes"
+            )
+            raise ClientError({"Error": {"Code": "InvalidParameterValue", "Message": message}}, "SendMessage")
+
+    return hooked("before-parameter-build.sqs.SendMessage", refuse)
+
+
 def failing(operation: str, when: Any, error: BaseException | None = None) -> Any:
     """A ``connect`` for :func:`dlq`: the default-credential clients, whose ``operation`` (e.g. SendMessage)
     raises ``error`` (default: a service error) for the requests ``when(params)`` chooses, before reaching

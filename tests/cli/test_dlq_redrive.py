@@ -4,6 +4,7 @@ key; a dead letter is deleted only after its send succeeded; nothing is dropped 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -24,6 +25,8 @@ from dlq_helpers import (
     failing,
     make_queue,
     queue_arn,
+    size_limited,
+    sqs_size,
     unique,
 )
 from idempotent_runtime.contract import DLQ_DETAILS_ATTRIBUTE, DLQ_REASON_ATTRIBUTE, DeadLetterKind
@@ -227,6 +230,78 @@ def test_a_role_that_may_not_delete_sends_one_copy_and_stops(limit):
     assert "stopped after --limit 1" not in terminal.lines
     assert by_group(drain(pipeline.queue_url)) == {"g": [body("g0")]}
     assert by_group(drain(pipeline.dlq_url)) == {"g": [body(f"g{n}") for n in range(3)], "h": [body("h0")]}
+
+
+LIMIT = 2048  # the queues' MaximumMessageSize in these tests (AWS allows 1,024 to 1,048,576)
+
+
+def _moved_at_the_size_limit(pipeline) -> str:
+    """A message exactly at the queues' size limit, and a small one behind it in its group, both moved to
+    the DLQ by SQS; returns the big one's body."""
+    sqs = client("sqs")
+    for url in (pipeline.queue_url, pipeline.dlq_url):
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"MaximumMessageSize": str(LIMIT)})
+    tenant = {"tenant": {"DataType": "String", "StringValue": "acme"}}
+    request = {"MessageBody": body("big", pad=""), "MessageAttributes": tenant}
+    big = body("big", pad="p" * (LIMIT - sqs_size(request)))
+    for message_body, dedup_id in ((big, "big"), (body("small"), "small")):
+        sqs.send_message(
+            QueueUrl=pipeline.queue_url,
+            MessageBody=message_body,
+            MessageAttributes=tenant,
+            MessageGroupId="g",
+            MessageDeduplicationId=dedup_id,
+        )
+    for _ in range(10):  # each receive that is not deleted counts; then SQS moves the message
+        sqs.receive_message(QueueUrl=pipeline.queue_url, VisibilityTimeout=0)
+    assert drain(pipeline.queue_url) == []  # both moved
+    return big
+
+
+def test_a_message_at_the_size_limit_goes_back_without_the_redrive_attribute_the_consumer_does_not_need():
+    pipeline = deploy_pipeline(max_receive_count=1)  # KEY_SOURCE=fields: keyed by the body
+    big = _moved_at_the_size_limit(pipeline)
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=size_limited())
+
+    assert code == 0, terminal.out.getvalue()
+    assert "2 redriven" in terminal.lines
+    assert (
+        f"    note: sent without {REDRIVE_ATTRIBUTE}: the message is {LIMIT:,} bytes and {REDRIVE_ATTRIBUTE} "
+        f"would make it "
+    ) in terminal.out.getvalue()
+    moved = drain(pipeline.queue_url)
+    assert by_group(moved) == {"g": [big, body("small")]}
+    assert set(moved[0]["MessageAttributes"]) == {"tenant"}
+    assert set(moved[1]["MessageAttributes"]) == {"tenant", REDRIVE_ATTRIBUTE}
+    assert drain(pipeline.dlq_url) == []
+
+
+def test_a_message_at_the_size_limit_whose_key_needs_the_redrive_attribute_stays_and_says_why():
+    pipeline = deploy_pipeline(max_receive_count=1, environment={"KEY_SOURCE": "message_id"})
+    big = _moved_at_the_size_limit(pipeline)
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=size_limited())
+
+    assert code == 1
+    [line] = [line for line in terminal.lines if line.startswith("kept ")]
+    found = re.search(
+        f": the message is {LIMIT:,} bytes and {REDRIVE_ATTRIBUTE} would make it ([0-9,]+), over the source "
+        f"queue's MaximumMessageSize of {LIMIT:,} bytes, so there is no room for {REDRIVE_ATTRIBUTE}, which "
+        "the consumer needs to key it as before; --force redrives it with a new key$",
+        line,
+    )
+    assert found and int(found[1].replace(",", "")) > LIMIT, line
+    assert drain(pipeline.queue_url) == []
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--yes", connect=size_limited())
+
+    assert code == 0, terminal.out.getvalue()
+    assert "redriven anyway (--force): the consumer keys it afresh" in terminal.out.getvalue()
+    moved = drain(pipeline.queue_url)
+    assert by_group(moved) == {"g": [big, body("small")]}
+    assert set(moved[0]["MessageAttributes"]) == {"tenant"}
+    assert drain(pipeline.dlq_url) == []
 
 
 def test_ctrl_c_between_send_and_delete_names_the_message_and_leaves_every_dead_letter_visible():
