@@ -404,7 +404,12 @@ def cmd_redrive(
     tally = redriver.tally
     if dry_run:
         states = ", ".join(f"{n} {state}" for state, n in sorted(tally.states.items())) or "no message"
-        context.console.print(f"dry run: {states}; nothing was changed")
+        would = f"{redriver.sent} would be redriven" + (
+            f", {tally.outcomes['kept']} kept" if tally.outcomes["kept"] else ""
+        )
+        if tally.forgotten:
+            would += f"; --force would forget {len(tally.forgotten)} key(s)"
+        context.console.print(f"dry run: {states}; {would}; nothing was changed")
     else:
         outcomes = ", ".join(f"{n} {name}" for name, n in sorted(tally.outcomes.items())) or "no message"
         context.console.print(f"{outcomes}")

@@ -119,80 +119,107 @@ class Redriver:
             run_id=self.run_id,
         )
         inspection = self._inspect(letter, plan)
+        kept = self._kept(plan)
         if self.dry_run:
-            return self._dry_run(letter, plan, inspection)
-        return self._redrive(letter, plan, inspection)
-
-    # -- dry run --------------------------------------------------------------------------------------
-
-    def _dry_run(self, letter: DeadLetter, plan: Outgoing, inspection: Inspection | None) -> Decision:
-        head = f"{letter.message_id} group {plan.group_id or '-'}"
-        if inspection is not None:
-            self.tally.states[inspection.state.value] += 1
-            key = f" key {inspection.key_text}" if inspection.key_text else ""
-            line = f"{head}{key}: {MEANING[inspection.state]}"
-            if inspection.state is State.CONFLICT:
-                line += (
-                    f" [stored fingerprint {inspection.stored_fingerprint}, this {inspection.fingerprint}]"
-                )
-            if inspection.state is State.INVALID and inspection.reason:
-                line += f" [{inspection.reason}]"
-        else:
-            self.tally.states["unknown"] += 1
-            line = f"{head}: key state unknown (the consumer is unknown: name it with --stack or --function)"
-        if plan.problem:
-            line += f"; not redriven without --force: {plan.problem}"
-        self.progress.line(line)
-        for note in plan.notes:
-            self.progress.line(f"    note: {note}")
-        self.progress.step("checked")
-        return Decision.LEAVE
-
-    # -- redrive --------------------------------------------------------------------------------------
-
-    def _redrive(self, letter: DeadLetter, plan: Outgoing, inspection: Inspection | None) -> Decision:
+            return self._preview(letter, plan, inspection, kept)
         head = f"{letter.message_id} (group {plan.group_id or '-'})"
-        if plan.blocked:
-            return self._keep(letter, "kept", f"kept {head}: {plan.blocked}")
-        if plan.problem and not self.force:
-            return self._keep(
-                letter, "kept", f"kept {head}: {plan.problem}; --force redrives it with a new key"
-            )
+        if kept:
+            return self._keep(letter, "kept", f"kept {head}: {kept}")
         if plan.problem:
             self.progress.line(
                 f"{head}: {plan.problem}; redriven anyway (--force): the consumer keys it afresh"
             )
         if self._forgets(inspection):
-            assert inspection is not None and inspection.key is not None
-            if self.source_fifo and _keyed_by_dedup_id(plan, self.target.key_source):
-                # The key is the deduplication id this send reuses: SQS may drop the send (the id was used
-                # in the last 5 minutes, perhaps by an earlier run's copy), and the key would be gone with
-                # nothing to take its place. It stays.
-                self.progress.line(
-                    f"{head}: key {inspection.key_text} was {inspection.state.value}; not forgotten: the "
-                    f"consumer keys it by the deduplication id this send reuses ({plan.dedup_id}), which SQS "
-                    "may drop as a duplicate"
-                )
-            else:
-                if self.source_fifo:
-                    # Never used before, so SQS cannot drop the send once the key is gone. The key does not
-                    # come from it: the body, or idempotency.redrive, gives the consumer the same key.
-                    plan.dedup_id = f"{FRESH_DEDUP_PREFIX}{self.run_id}-{letter.message_id}"[:128]
-                    plan.dedup_restored = False
-                assert self.keys is not None
-                if not self.keys.forget(inspection):
-                    return self._keep(
-                        letter,
-                        "changed since inspected",
-                        f"kept {head}: key {inspection.key_text} changed since it was inspected (it was "
-                        f"{inspection.state.value}): not forgotten, not redriven; run again to see its state "
-                        "now",
-                    )
-                self.tally.forgotten.add((inspection.key.partition, inspection.key.sort))
-                self.progress.line(
-                    f"{head}: key {inspection.key_text} was {inspection.state.value}; forgot it "
-                    f"({FORGET_MEANING.get(self.keys.mode, 'its record is deleted')})"
-                )
+            stays = self._forget(letter, plan, inspection, head)
+            if stays is not None:
+                return stays
+        return self._send(letter, plan, inspection, head)
+
+    def _kept(self, plan: Outgoing) -> str | None:
+        """Why the run leaves this dead letter in the DLQ, stopping its group, before trying to send it."""
+        if plan.blocked:
+            return plan.blocked
+        if plan.problem and not self.force:
+            return f"{plan.problem}; --force redrives it with a new key"
+        return None
+
+    # -- dry run --------------------------------------------------------------------------------------
+
+    def _preview(
+        self, letter: DeadLetter, plan: Outgoing, inspection: Inspection | None, kept: str | None
+    ) -> Decision:
+        """What the run would do with this dead letter, as far as it can be known without sending."""
+        line = f"{letter.message_id} group {plan.group_id or '-'}{self._state(inspection)}"
+        if kept:
+            self.tally.outcomes["kept"] += 1
+            line += f"; kept: {kept}"
+        else:
+            self.sent += 1
+            if plan.problem:
+                line += f"; redriven anyway (--force), under a new key: {plan.problem}"
+            if self._forgets(inspection):
+                assert inspection is not None and inspection.key is not None
+                if self._reuses_dedup_key(plan):
+                    line += "; its key is not forgotten: the consumer keys it by the deduplication id sent"
+                else:
+                    self.tally.forgotten.add((inspection.key.partition, inspection.key.sort))
+                    line += "; --force forgets its key first"
+        self.progress.line(line)
+        for note in plan.notes:
+            self.progress.line(f"    note: {note}")
+        self.progress.step("checked")
+        return Decision.LEAVE_AND_STOP_GROUP if kept else Decision.LEAVE
+
+    def _state(self, inspection: Inspection | None) -> str:
+        if inspection is None:
+            self.tally.states["unknown"] += 1
+            return ": key state unknown (the consumer is unknown: name it with --stack or --function)"
+        self.tally.states[inspection.state.value] += 1
+        key = f" key {inspection.key_text}" if inspection.key_text else ""
+        text = f"{key}: {MEANING[inspection.state]}"
+        if inspection.state is State.CONFLICT:
+            text += f" [stored fingerprint {inspection.stored_fingerprint}, this {inspection.fingerprint}]"
+        if inspection.state is State.INVALID and inspection.reason:
+            text += f" [{inspection.reason}]"
+        return text
+
+    # -- redrive --------------------------------------------------------------------------------------
+
+    def _forget(
+        self, letter: DeadLetter, plan: Outgoing, inspection: Inspection | None, head: str
+    ) -> Decision | None:
+        """--force: forget the key before the send; a Decision when the dead letter stays instead."""
+        assert inspection is not None and inspection.key is not None and self.keys is not None
+        if self._reuses_dedup_key(plan):
+            # The key is the deduplication id this send reuses: SQS may drop the send (the id was used in
+            # the last 5 minutes, perhaps by an earlier run's copy), and the key would be gone with nothing
+            # to take its place. It stays.
+            self.progress.line(
+                f"{head}: key {inspection.key_text} was {inspection.state.value}; not forgotten: the "
+                f"consumer keys it by the deduplication id this send reuses ({plan.dedup_id}), which SQS "
+                "may drop as a duplicate"
+            )
+            return None
+        if self.source_fifo:
+            # Never used before, so SQS cannot drop the send once the key is gone. The key does not come
+            # from it: the body, or idempotency.redrive, gives the consumer the same key.
+            plan.dedup_id = f"{FRESH_DEDUP_PREFIX}{self.run_id}-{letter.message_id}"[:128]
+            plan.dedup_restored = False
+        if not self.keys.forget(inspection):
+            return self._keep(
+                letter,
+                "changed since inspected",
+                f"kept {head}: key {inspection.key_text} changed since it was inspected (it was "
+                f"{inspection.state.value}): not forgotten, not redriven; run again to see its state now",
+            )
+        self.tally.forgotten.add((inspection.key.partition, inspection.key.sort))
+        self.progress.line(
+            f"{head}: key {inspection.key_text} was {inspection.state.value}; forgot it "
+            f"({FORGET_MEANING.get(self.keys.mode, 'its record is deleted')})"
+        )
+        return None
+
+    def _send(self, letter: DeadLetter, plan: Outgoing, inspection: Inspection | None, head: str) -> Decision:
         self.pace.wait()
         try:
             self.sending = letter
@@ -247,6 +274,10 @@ class Redriver:
             self.progress.line(f"    note: {note}")
         self.progress.step("redriven")
         return Decision.DELETED
+
+    def _reuses_dedup_key(self, plan: Outgoing) -> bool:
+        """Whether the consumer keys ``plan`` by the deduplication id it is sent with (see _forget)."""
+        return self.source_fifo and _keyed_by_dedup_id(plan, self.target.key_source)
 
     def _forgets(self, inspection: Inspection | None) -> bool:
         """Whether --force deletes this key's record before the send (once per key and run)."""

@@ -123,7 +123,10 @@ def test_dry_run_shows_per_message_whether_its_key_is_new_done_conflicting_or_in
     assert f"{clash} group g1 key clash#1: conflict: done with a different payload" in text
     assert f"{fresh} group g1 key fresh#1: new: a redrive processes it" in text
     assert f"{bad} group g1: invalid: the consumer cannot key it" in text
-    assert "dry run: 1 conflict, 1 done, 1 invalid, 1 new; nothing was changed" in terminal.lines
+    assert (
+        "dry run: 1 conflict, 1 done, 1 invalid, 1 new; 4 would be redriven; nothing was changed"
+        in terminal.lines
+    )
     assert _items(pipeline) == items
     assert [m["MessageId"] for m in drain(pipeline.dlq_url)] == [done, clash, fresh, bad]
 
@@ -197,6 +200,14 @@ def test_force_lets_a_conflicting_version_replace_the_stored_document():
         kind=DeadLetterKind.CONFLICT,
         reason="conflict",
         dedup_id="k-v2",
+    )
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--dry-run")
+    assert code == 0, terminal.error
+    assert "key k#1: conflict: " in terminal.out.getvalue()
+    assert "; --force forgets its key first" in terminal.out.getvalue()
+    assert "dry run: 1 conflict; 1 would be redriven; --force would forget 1 key(s); nothing was changed" in (
+        terminal.lines
     )
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--yes")
@@ -297,7 +308,7 @@ def test_dedup_id_keys_are_restored_and_an_unknown_one_is_kept_unless_forced(
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
     text = terminal.out.getvalue()
     assert f"{known['MessageId']} group g key order-1#dedup_id: done" in text
-    assert f"{unknown['MessageId']} group h" in text and "not redriven without --force" in text
+    assert f"{unknown['MessageId']} group h" in text and "; kept: its original deduplication id" in text
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack)
     assert code == 1

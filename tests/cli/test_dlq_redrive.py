@@ -390,6 +390,50 @@ def test_messages_behind_ten_that_the_filters_leave_are_reported_as_not_reached(
     }
 
 
+def test_dry_run_previews_what_the_run_does_and_names_the_groups_it_stops():
+    # KEY_SOURCE=dedup_id: a dead letter whose original deduplication id is unknown stays, and its group
+    # stops behind it. The preview must not promise the message behind it, and must name the group.
+    pipeline = deploy_pipeline(environment={"KEY_SOURCE": "dedup_id"})
+    stuck = dead_letter(body("a1"), queue_url=pipeline.dlq_url, group_id="a", dedup_id=None)
+    behind = dead_letter(body("a2"), queue_url=pipeline.dlq_url, group_id="a", dedup_id="a2")
+    dead_letter(body("b1"), queue_url=pipeline.dlq_url, group_id="b", dedup_id="b1")
+
+    preview_code, preview = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
+    code, run = dlq("redrive", "--stack", pipeline.stack)
+
+    assert preview_code == code == 1
+    [line] = [line for line in preview.lines if line.startswith(stuck["MessageId"])]
+    assert ": new: a redrive processes it; kept: its original deduplication id is unknown" in line
+    assert line.endswith("; --force redrives it with a new key")
+    assert not any(behind["MessageId"] in line for line in preview.lines)
+    assert "dry run: 2 new; 1 would be redriven, 1 kept; nothing was changed" in preview.lines
+    for terminal in (preview, run):
+        assert (
+            f"group a: stopped at {stuck['MessageId']}; its later messages stay in the DLQ, in order"
+            in terminal.lines
+        )
+        assert "1 later message(s) of stopped groups left in place" in terminal.lines
+    assert "1 kept, 1 redriven" in run.lines
+    assert by_group(drain(pipeline.queue_url)) == {"b": [body("b1")]}
+    assert by_group(drain(pipeline.dlq_url)) == {"a": [body("a1"), body("a2")]}
+
+
+def test_dry_run_stops_where_limit_stops_the_run():
+    pipeline = deploy_pipeline()
+    letters = [
+        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"m{n}")
+        for n in range(3)
+    ]
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run", "--limit", "2")
+
+    assert code == 0, terminal.error
+    previewed = [letter for letter in letters if any(letter["MessageId"] in line for line in terminal.lines)]
+    assert previewed == letters[:2]
+    assert "stopped after --limit 2" in terminal.lines
+    assert "dry run: 2 new; 2 would be redriven; nothing was changed" in terminal.lines
+
+
 def test_rate_limit_waits_between_sends():
     pipeline = deploy_pipeline()
     for n in range(5):
