@@ -124,6 +124,18 @@ def report_walk(console: Console, result: Walk) -> None:
         )
 
 
+def report_unread(console: Console, result: Walk) -> int:
+    """For commands that act on what they choose: how many messages they could not read (and so could not
+    act on), said in the summary."""
+    unread = result.not_reached + result.in_flight_elsewhere
+    if unread:
+        console.print(
+            f"not finished: {unread} message(s) could not be read (see above) and may be among those "
+            "chosen; they stay in the DLQ"
+        )
+    return unread
+
+
 # -- list -----------------------------------------------------------------------------------------------
 
 
@@ -424,7 +436,8 @@ def cmd_redrive(
     if redriver.stopped:
         context.console.print(redriver.stopped)
     report_walk(context.console, result)
-    return 1 if tally.failed else 0
+    unread = 0 if redriver.stopped else report_unread(context.console, result)
+    return 1 if tally.failed or unread else 0
 
 
 # -- purge ----------------------------------------------------------------------------------------------
@@ -497,4 +510,4 @@ def cmd_purge(context: Context, *, filters: Filters, yes: bool) -> int:
         kinds = Counter(letter.kind for letter in deleted)
         context.console.print("deleted by kind: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
     report_walk(context.console, result)
-    return 0
+    return 1 if report_unread(context.console, result) else 0

@@ -7,6 +7,7 @@ from dlq_helpers import (
     Terminal,
     body,
     by_group,
+    client,
     cloud,  # noqa: F401  (fixture)
     dead_letter,
     deploy_pipeline,
@@ -156,3 +157,24 @@ def test_the_purge_question_counts_what_it_deletes_by_kind():
     assert question.startswith("purge deletes the 1 message(s) matching reason 'exhausted' from ")
     assert question.endswith(f"/{dlq_name} (by kind: 1 exhausted) for good. Type yes to continue: ")
     assert by_group(drain(pipeline.dlq_url)) == {"a": [body("a1")], "b": [body("b1")]}
+
+
+def test_purge_of_messages_held_by_another_reader_deletes_nothing_and_fails_saying_why():
+    pipeline = deploy_pipeline()
+    _fill(pipeline)
+    sqs = client("sqs")
+    held = sqs.receive_message(QueueUrl=pipeline.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=600)
+
+    code, terminal = dlq("purge", "--stack", pipeline.stack, "--yes")
+
+    assert code == 1
+    assert "deleted 0; 0 left in the queue" in terminal.lines
+    assert (
+        f"not finished: {len(held['Messages'])} message(s) could not be read (see above) and may be among "
+        "those chosen; they stay in the DLQ"
+    ) in terminal.lines
+    for message in held["Messages"]:
+        sqs.change_message_visibility(
+            QueueUrl=pipeline.dlq_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    assert len(drain(pipeline.dlq_url)) == 3

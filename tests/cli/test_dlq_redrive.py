@@ -376,8 +376,13 @@ def test_messages_behind_ten_that_the_filters_leave_are_reported_as_not_reached(
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--reason", "throttled")
 
     # The ten the filter leaves fill the group's receive: SQS hands out no more of the group while they are
-    # held, so the three behind them cannot be reached without removing them first. The tool says so.
-    assert code == 0, terminal.error
+    # held, so the three behind them cannot be reached without removing them first. The tool says so, and
+    # does not claim success: they may be among the chosen.
+    assert code == 1, terminal.error
+    assert (
+        "not finished: 3 message(s) could not be read (see above) and may be among those chosen; they "
+        "stay in the DLQ"
+    ) in terminal.lines
     assert "13 message(s): 13 visible, 0 in flight" in terminal.lines
     assert "10 left by the filters" in terminal.lines
     assert any(
@@ -432,6 +437,32 @@ def test_dry_run_stops_where_limit_stops_the_run():
     assert previewed == letters[:2]
     assert "stopped after --limit 2" in terminal.lines
     assert "dry run: 2 new; 2 would be redriven; nothing was changed" in terminal.lines
+
+
+def test_dead_letters_held_by_another_reader_are_not_redriven_and_the_run_fails_saying_why():
+    # A killed earlier run (or another reader) holds them: their visibility timeout has not ended.
+    pipeline = deploy_pipeline()
+    dead_letter(body("a1"), queue_url=pipeline.dlq_url, group_id="a", dedup_id="a1")
+    dead_letter(body("b1"), queue_url=pipeline.dlq_url, group_id="b", dedup_id="b1")
+    sqs = client("sqs")
+    held = sqs.receive_message(QueueUrl=pipeline.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=600)
+    assert len(held["Messages"]) == 2
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 1
+    assert "no message" in terminal.lines
+    assert any(line.startswith("! 2 message(s) in flight elsewhere (") for line in terminal.lines)
+    assert (
+        "not finished: 2 message(s) could not be read (see above) and may be among those chosen; they "
+        "stay in the DLQ"
+    ) in terminal.lines
+    assert drain(pipeline.queue_url) == []
+    for message in held["Messages"]:
+        sqs.change_message_visibility(
+            QueueUrl=pipeline.dlq_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    assert by_group(drain(pipeline.dlq_url)) == {"a": [body("a1")], "b": [body("b1")]}
 
 
 def test_rate_limit_waits_between_sends():
