@@ -19,6 +19,7 @@ from idempotent_cli.dlq.letters import (
     Filters,
     Which,
     attribute_text,
+    by_identity,
     new_run_id,
     oldest_first,
     outgoing,
@@ -151,7 +152,8 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
         return Decision.LEAVE
 
     result = walk(dlq, context.target.which, visit, clock=context.console.clock)
-    letters = oldest_first(seen)
+    copies = by_identity(oldest_first(seen))  # a dead letter the runtime sent twice counts once
+    letters = [first for first, *_ in copies.values()]
     groups: dict[str, list[DeadLetter]] = defaultdict(list)
     reasons: dict[tuple[str, str], list[DeadLetter]] = defaultdict(list)
     for letter in letters:
@@ -175,7 +177,9 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
                         {"kind": k, "reason": r, "messages": len(ls), "oldest": ls[0].sent_at}
                         for (k, r), ls in reasons.items()
                     ],
-                    "message_list": [_summary(letter, max_receive) for letter in letters]
+                    "message_list": [
+                        _summary(letter, max_receive, copies[letter.identity]) for letter in letters
+                    ]
                     if messages
                     else None,
                 },
@@ -185,6 +189,9 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
         return 0
     context.header(dlq, counts)
     read = f"{result.visited} read" + (f", {len(letters)} matching {filters.describe()}" if filters else "")
+    several = sum(len(members) > 1 for members in copies.values())
+    if several:
+        read += f"; {len(letters)} dead letter(s), counted once: {several} of them in several copies"
     context.console.print(read)
     if letters:
         width = max(len("GROUP"), *(len(g) for g in groups))
@@ -199,11 +206,12 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
     if messages and letters:
         context.console.print("messages, oldest first:")
         for letter in letters:
-            summary = _summary(letter, max_receive)
+            summary = _summary(letter, max_receive, copies[letter.identity])
+            count = len(summary["copies"])
             context.console.print(
                 f"  {summary['message_id']}  {summary['group'] or '-'}  {summary['sent']}  "
-                f"{summary['kind']}  "
-                f"{_short(summary['reason'])}"
+                f"{summary['kind']}  {_short(summary['reason'])}"
+                + (f"  ({count} copies)" if count > 1 else "")
             )
     report_walk(context.console, result)
     return 0
@@ -230,9 +238,10 @@ def _short(text: str) -> str:
     return text if len(text) <= REASON_WIDTH else text[: REASON_WIDTH - 3] + "..."
 
 
-def _summary(letter: DeadLetter, max_receive: int | None) -> dict[str, Any]:
+def _summary(letter: DeadLetter, max_receive: int | None, copies: list[DeadLetter]) -> dict[str, Any]:
     return {
         "message_id": letter.message_id,
+        "copies": [copy.message_id for copy in copies],  # every message of this dead letter in the DLQ
         "source_message_id": letter.source_message_id,
         "message_ids": list(letter.message_ids),
         "group": letter.original_group_id,
@@ -249,12 +258,14 @@ def _summary(letter: DeadLetter, max_receive: int | None) -> dict[str, Any]:
 def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     dlq = context.dlq()
     found: list[DeadLetter] = []
+    seen: list[DeadLetter] = []
 
     def visit(letter: DeadLetter) -> Decision:
-        if message_id in letter.message_ids:
+        seen.append(letter)
+        if not found and message_id in letter.message_ids:
             found.append(letter)
-            return Decision.STOP
-        return Decision.LEAVE
+        # Read on for its copies, which only the runtime's dead letters have.
+        return Decision.STOP if found and found[0].identity == found[0].message_id else Decision.LEAVE
 
     result = walk(dlq, context.target.which, visit, clock=context.console.clock)
     if not found:
@@ -265,6 +276,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
             "(an id `sns publish` printed is the topic's, not the queue's)"
         )
     letter = found[0]
+    copies = [other for other in seen if other.identity == letter.identity]
     max_receive = context.target.max_receive_count
     source = context.source() if context.target.source_url else None
     plan = outgoing(
@@ -280,7 +292,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         context.console.print(
             json.dumps(
                 {
-                    **_summary(letter, max_receive),
+                    **_summary(letter, max_receive, copies),
                     "queue": context.target.dlq_url,
                     "dlq_group": letter.group_id,
                     "dlq_dedup_id": letter.dedup_id,
@@ -307,6 +319,11 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     out = context.console.print
     out(f"message            {letter.message_id}  (in {context.target.dlq_url})")
     out(f"source message id  {letter.source_message_id or '-'}")
+    if len(copies) > 1:
+        out(
+            f"copies             {len(copies)}: {', '.join(copy.message_id for copy in copies)} (the runtime "
+            "sent it more than once: one dead letter, redriven once)"
+        )
     delivered = letter.details.get("source_message_id") if letter.details else None
     if isinstance(delivered, str) and delivered and delivered != letter.source_message_id:
         out(f"dead-lettered as   {delivered} (the redriven copy the consumer quarantined: the id it logged)")
@@ -416,8 +433,10 @@ def cmd_redrive(
     tally = redriver.tally
     if dry_run:
         states = ", ".join(f"{n} {state}" for state, n in sorted(tally.states.items())) or "no message"
-        would = f"{redriver.sent} would be redriven" + (
-            f", {tally.outcomes['kept']} kept" if tally.outcomes["kept"] else ""
+        would = f"{redriver.sent} would be redriven" + "".join(
+            f", {tally.outcomes[name]} {name}"
+            for name in ("kept", "copy left", "copy deleted")
+            if tally.outcomes[name]
         )
         if tally.forgotten:
             would += f"; --force would forget {len(tally.forgotten)} key(s)"
@@ -447,9 +466,11 @@ def _purge_preview(context: Context, dlq: Queue, filters: Filters, counts: Count
     """What purge is about to delete, read first and counted by kind, for the question."""
     max_receive = context.target.max_receive_count
     kinds: Counter[str] = Counter()
+    chosen: set[str] = set()
 
     def visit(letter: DeadLetter) -> Decision:
-        if filters.matches(letter, max_receive):
+        if letter.identity not in chosen and filters.matches(letter, max_receive):
+            chosen.add(letter.identity)  # its copies go with it, counted once
             kinds[letter.kind] += 1
         return Decision.LEAVE
 
@@ -484,17 +505,22 @@ def cmd_purge(context: Context, *, filters: Filters, yes: bool) -> int:
         what = _purge_preview(context, dlq, filters, counts)
     context.console.confirm(f"purge deletes {what} for good.", yes=yes)
     progress = Progress(context.console, counts.total, "deleted")
-    deleted: list[DeadLetter] = []
+    deleted: dict[str, DeadLetter] = {}  # by identity: a dead letter's copies are purged with it
+    copies = 0
 
     def visit(letter: DeadLetter) -> Decision:
-        if not filters.matches(letter, max_receive):
+        nonlocal copies
+        first = deleted.get(letter.identity)
+        if first is None and not filters.matches(letter, max_receive):
             return Decision.LEAVE
         dlq.delete(letter)
-        deleted.append(letter)
-        progress.line(
-            f"deleted {letter.message_id} (group {letter.original_group_id or '-'}): "
-            f"{_short(letter.describe(max_receive))}"
-        )
+        head = f"deleted {letter.message_id} (group {letter.original_group_id or '-'})"
+        if first is None:
+            deleted[letter.identity] = letter
+            progress.line(f"{head}: {_short(letter.describe(max_receive))}")
+        else:
+            copies += 1
+            progress.line(f"{head}: a copy of {first.message_id}")
         progress.step("deleted")
         return Decision.DELETED
 
@@ -503,11 +529,13 @@ def cmd_purge(context: Context, *, filters: Filters, yes: bool) -> int:
     finally:
         progress.finish()
     left = len(result.left)
+    noun, of = ("copy" if copies == 1 else "copies"), ("it" if len(deleted) == 1 else "them")
+    also = f" (and {copies} {noun} of {of})" if copies else ""
     context.console.print(
-        f"deleted {len(deleted)}; {left} left in the queue" + (" by the filters" if filters else "")
+        f"deleted {len(deleted)}{also}; {left} left in the queue" + (" by the filters" if filters else "")
     )
     if deleted:
-        kinds = Counter(letter.kind for letter in deleted)
+        kinds = Counter(letter.kind for letter in deleted.values())
         context.console.print("deleted by kind: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
     report_walk(context.console, result)
     return 1 if report_unread(context.console, result) else 0

@@ -183,6 +183,15 @@ class DeadLetter:
         return None
 
     @property
+    def identity(self) -> str:
+        """The dead letter this message is a copy of. The runtime may send one twice (a SendMessage whose
+        answer was lost, retried; a standard DLQ keeps both, a FIFO DLQ after 5 minutes): its copies carry
+        the same ``source_message_id`` in their details. A message without details (SQS or SNS moved it)
+        is its own."""
+        value = self._detail("source_message_id") if self.origin is Origin.RUNTIME else None
+        return value if isinstance(value, str) and value else self.message_id
+
+    @property
     def message_ids(self) -> tuple[str, ...]:
         """Every id this message has had, oldest first: the original the consumer first saw, the delivery the
         runtime dead-lettered (after a redrive, the redriven copy: the id the runtime logged), and its id in
@@ -502,6 +511,14 @@ def attribute_text(value: Mapping[str, Any]) -> str:
     if raw is not None:
         return f"<{len(raw)} bytes>"
     return "?"
+
+
+def by_identity(letters: Iterable[DeadLetter]) -> dict[str, list[DeadLetter]]:
+    """The copies of each dead letter, by :attr:`DeadLetter.identity`, in the order given."""
+    copies: dict[str, list[DeadLetter]] = {}
+    for letter in letters:
+        copies.setdefault(letter.identity, []).append(letter)
+    return copies
 
 
 def oldest_first(letters: Iterable[DeadLetter]) -> list[DeadLetter]:

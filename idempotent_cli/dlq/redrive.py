@@ -62,7 +62,14 @@ class Tally:
     def failed(self) -> int:
         return sum(
             self.outcomes[name]
-            for name in ("kept", "changed since inspected", "send failed", "dropped by SQS", "not deleted")
+            for name in (
+                "kept",
+                "changed since inspected",
+                "send failed",
+                "dropped by SQS",
+                "not deleted",
+                "copy not deleted",
+            )
         )
 
 
@@ -94,6 +101,9 @@ class Redriver:
         self.known_ids: dict[str, float] = {}  # ids SendMessage returned in this run: when (epoch ms)
         self.sent = 0  # copies this run put into the source queue (what --limit counts)
         self.stopped: str | None = None  # why the run ended before the end of the DLQ
+        # Each dead letter visited (by identity): its first copy's id in the DLQ, and what it was sent as in
+        # the source queue ("" in a dry run; None: it stays). Its later copies follow it.
+        self.copies: dict[str, tuple[str, str | None]] = {}
         self._inspect_warning = False
         self.sending: DeadLetter | None = None  # sent, not yet deleted from the DLQ
 
@@ -104,6 +114,8 @@ class Redriver:
             # Sent by this run and back already (it failed again): not resent in the same run.
             self.tally.outcomes["back again"] += 1
             return Decision.LEAVE
+        if letter.identity in self.copies:
+            return self._copy(letter, *self.copies[letter.identity])
         if not self.filters.matches(letter, self.target.max_receive_count):
             self.tally.outcomes["left by the filters"] += 1
             self.progress.step("left by the filters")
@@ -150,6 +162,7 @@ class Redriver:
     ) -> Decision:
         """What the run would do with this dead letter, as far as it can be known without sending."""
         line = f"{letter.message_id} group {plan.group_id or '-'}{self._state(inspection)}"
+        self.copies[letter.identity] = (letter.message_id, None if kept else "")
         if kept:
             self.tally.outcomes["kept"] += 1
             line += f"; kept: {kept}"
@@ -245,8 +258,6 @@ class Redriver:
         try:
             self.dlq.delete(letter)
         except (ClientError, BotoCoreError) as exc:
-            # botocore has retried what may pass: this one stays, and every further send would leave a
-            # copy in both queues too.
             self.sending = None
             self.tally.outcomes["not deleted"] += 1
             self.progress.line(
@@ -254,12 +265,9 @@ class Redriver:
                 "still in the DLQ; redriving it again is a duplicate the pipeline absorbs"
             )
             self.progress.step("not deleted")
-            self.stopped = (
-                f"stopped: the DLQ refused DeleteMessage ({exc}): every further send would leave a copy "
-                "in both queues"
-            )
-            return Decision.STOP
+            return self._refused(exc)
         self.sending = None
+        self.copies[letter.identity] = (letter.message_id, new_id)
         self.tally.outcomes["redriven"] += 1
         dedup = ""
         if self.source_fifo:
@@ -287,7 +295,38 @@ class Redriver:
             return False
         return (inspection.key.partition, inspection.key.sort) not in self.tally.forgotten
 
+    def _copy(self, letter: DeadLetter, first: str, sent_as: str | None) -> Decision:
+        """A later copy of a dead letter this run visited: it stays with it, or is deleted after its send."""
+        head = f"{letter.message_id} (group {letter.original_group_id or '-'})"
+        if sent_as is None:
+            self.tally.outcomes["copy left"] += 1
+            self.progress.line(f"kept {head}: a copy of {first}, which stays")
+            self.progress.step("copy left")
+            return Decision.LEAVE_AND_STOP_GROUP
+        if not self.dry_run:
+            try:
+                self.dlq.delete(letter)
+            except (ClientError, BotoCoreError) as exc:
+                self.tally.outcomes["copy not deleted"] += 1
+                self.progress.line(f"{head}, a copy of {first}, could not be deleted ({exc})")
+                self.progress.step("copy not deleted")
+                return self._refused(exc)
+        self.tally.outcomes["copy deleted"] += 1
+        done = f"deleted after its send as {sent_as}" if sent_as else "deleted after its send"
+        self.progress.line(f"{head}: a copy of {first}: {done}")
+        self.progress.step("copy deleted")
+        return Decision.LEAVE if self.dry_run else Decision.DELETED
+
+    def _refused(self, exc: Exception) -> Decision:
+        # botocore has retried what may pass: every further send would leave a copy in both queues too.
+        self.stopped = (
+            f"stopped: the DLQ refused DeleteMessage ({exc}): every further send would leave a copy in both "
+            "queues"
+        )
+        return Decision.STOP
+
     def _keep(self, letter: DeadLetter, outcome: str, line: str) -> Decision:
+        self.copies.setdefault(letter.identity, (letter.message_id, None))
         self.tally.outcomes[outcome] += 1
         self.progress.line(line)
         self.progress.step(outcome)

@@ -382,6 +382,22 @@ def drain(queue_url: str) -> list[dict[str, Any]]:
         messages += batch
 
 
+def peek(queue_url: str) -> list[dict[str, Any]]:
+    """Every message of the queue, in the order the queue hands them out, left in place (received, then
+    made visible again)."""
+    sqs = client("sqs")
+    messages: list[dict[str, Any]] = []
+    while batch := sqs.receive_message(
+        QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60, AttributeNames=["All"]
+    ).get("Messages", []):
+        messages += batch
+    for message in messages:
+        sqs.change_message_visibility(
+            QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    return messages
+
+
 def by_group(messages: list[dict[str, Any]]) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
     for message in messages:

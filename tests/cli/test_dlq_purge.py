@@ -178,3 +178,24 @@ def test_purge_of_messages_held_by_another_reader_deletes_nothing_and_fails_sayi
             QueueUrl=pipeline.dlq_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
         )
     assert len(drain(pipeline.dlq_url)) == 3
+
+
+def test_copies_of_one_dead_letter_are_purged_together_and_counted_once():
+    pipeline = deploy_pipeline(fifo=False)
+    for _ in range(2):
+        dead_letter(
+            body("o-1"),
+            queue_url=pipeline.dlq_url,
+            group_id=None,
+            source_message_id="src-1",
+            kind=DeadLetterKind.EXHAUSTED,
+            reason="timed out",
+        )
+    dead_letter(body("o-2"), queue_url=pipeline.dlq_url, group_id=None)
+
+    code, terminal = dlq("purge", "--stack", pipeline.stack, "--reason", "exhausted", "--yes")
+
+    assert code == 0, terminal.error
+    assert "deleted 1 (and 1 copy of it); 1 left in the queue by the filters" in terminal.lines
+    assert "deleted by kind: 1 exhausted" in terminal.lines
+    assert [m["Body"] for m in drain(pipeline.dlq_url)] == [body("o-2")]

@@ -24,6 +24,7 @@ from dlq_helpers import (
     drain,
     failing,
     make_queue,
+    peek,
     queue_arn,
     size_limited,
     sqs_size,
@@ -463,6 +464,60 @@ def test_dead_letters_held_by_another_reader_are_not_redriven_and_the_run_fails_
             QueueUrl=pipeline.dlq_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
         )
     assert by_group(drain(pipeline.dlq_url)) == {"a": [body("a1")], "b": [body("b1")]}
+
+
+def test_copies_of_one_dead_letter_are_redriven_once_and_deleted_after_the_send():
+    pipeline = deploy_pipeline(fifo=False)  # a standard DLQ keeps both copies the runtime sent
+    for _ in range(2):
+        dead_letter(body("o-1"), queue_url=pipeline.dlq_url, group_id=None, source_message_id="src-1")
+    dead_letter(body("o-2"), queue_url=pipeline.dlq_url, group_id=None)
+
+    code, preview = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
+    assert code == 0, preview.error
+    assert "dry run: 2 new; 2 would be redriven, 1 copy deleted; nothing was changed" in preview.lines
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 0, terminal.error
+    assert "1 copy deleted, 2 redriven" in terminal.lines
+    assert sorted(m["Body"] for m in drain(pipeline.queue_url)) == [body("o-1"), body("o-2")]
+    assert drain(pipeline.dlq_url) == []
+
+
+def test_copies_stay_when_the_send_of_their_dead_letter_fails():
+    pipeline = deploy_pipeline(fifo=False)
+    for _ in range(2):
+        dead_letter(body("o-1"), queue_url=pipeline.dlq_url, group_id=None, source_message_id="src-1")
+    dead_letter(body("o-2"), queue_url=pipeline.dlq_url, group_id=None)
+
+    connect = failing("SendMessage", lambda params: params.get("MessageBody") == body("o-1"))
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
+
+    assert code == 1
+    assert "1 copy left, 1 redriven, 1 send failed" in terminal.lines
+    assert [m["Body"] for m in drain(pipeline.queue_url)] == [body("o-2")]
+    assert [m["Body"] for m in drain(pipeline.dlq_url)] == [body("o-1"), body("o-1")]
+
+
+@pytest.mark.usefixtures("aws_deduplication")
+def test_a_later_copy_in_a_fifo_group_is_deleted_after_its_dead_letter_went_back_in_order(
+    aws_deduplication,  # noqa: F811  (the fixture)
+):
+    # A FIFO DLQ drops the runtime's second send within 5 minutes; after that the copy lands behind the
+    # group's newer dead letters.
+    pipeline = deploy_pipeline()
+    dead_letter(body("a1"), queue_url=pipeline.dlq_url, group_id="g", source_message_id="src-a1")
+    dead_letter(body("a2"), queue_url=pipeline.dlq_url, group_id="g")
+    aws_deduplication.elapse(301)
+    dead_letter(body("a1"), queue_url=pipeline.dlq_url, group_id="g", source_message_id="src-a1")
+    assert by_group(peek(pipeline.dlq_url)) == {"g": [body("a1"), body("a2"), body("a1")]}
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 0, terminal.error
+    assert "1 copy deleted, 2 redriven" in terminal.lines
+    assert by_group(drain(pipeline.queue_url)) == {"g": [body("a1"), body("a2")]}
+    assert drain(pipeline.dlq_url) == []
 
 
 def test_rate_limit_waits_between_sends():
