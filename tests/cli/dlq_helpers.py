@@ -547,9 +547,9 @@ def consumer(pipeline: Pipeline, processor: Any = None) -> Any:
     )
 
 
-def consume(pipeline: Pipeline, handler: Any) -> list[tuple[str, str]]:
+def consume(pipeline: Pipeline, handler: Any, *, batch: int = 10) -> list[tuple[str, str]]:
     """Deliver everything in the source queue to ``handler`` as the event source mapping would (delete what
-    succeeded); returns (body, outcome) per delivery, in order."""
+    succeeded), ``batch`` messages at a time; returns (body, outcome) per delivery, in order."""
     from idempotent_local.events import lambda_sqs_event
 
     sqs = client("sqs")
@@ -558,7 +558,7 @@ def consume(pipeline: Pipeline, handler: Any) -> list[tuple[str, str]]:
     while True:
         messages = sqs.receive_message(
             QueueUrl=pipeline.queue_url,
-            MaxNumberOfMessages=10,
+            MaxNumberOfMessages=batch,
             VisibilityTimeout=30,
             AttributeNames=["All"],
             MessageSystemAttributeNames=["All"],
