@@ -132,6 +132,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "purge", parents=[common, filters], help="delete messages, after confirmation"
     )
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    purge.add_argument(
+        "--dry-run", action="store_true", help="list the dead letters purge would delete; delete nothing"
+    )
     purge.set_defaults(dlq_handler="purge")
     return dlq
 
@@ -224,7 +227,7 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
             rate=args.rate,
             limit=args.limit,
         )
-    return commands.cmd_purge(context, filters=filters, yes=args.yes)
+    return commands.cmd_purge(context, filters=filters, yes=args.yes, dry_run=args.dry_run)
 
 
 def main(argv: Sequence[str] | None = None, *, console: Any = None, connect: Connect | None = None) -> int:

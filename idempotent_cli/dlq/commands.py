@@ -206,15 +206,17 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
     if messages and letters:
         context.console.print("messages, oldest first:")
         for letter in letters:
-            summary = _summary(letter, max_receive, copies[letter.identity])
-            count = len(summary["copies"])
-            context.console.print(
-                f"  {summary['message_id']}  {summary['group'] or '-'}  {summary['sent']}  "
-                f"{summary['kind']}  {_short(summary['reason'])}"
-                + (f"  ({count} copies)" if count > 1 else "")
-            )
+            context.console.print(_message_line(letter, max_receive, len(copies[letter.identity])))
     report_walk(context.console, result)
     return 0
+
+
+def _message_line(letter: DeadLetter, max_receive: int | None, copies: int) -> str:
+    """One dead letter in a list: id, group, sent, kind, reason (and how many copies it has)."""
+    return (
+        f"  {letter.message_id}  {letter.original_group_id or '-'}  {letter.sent_at}  {letter.kind}  "
+        f"{_short(letter.describe(max_receive))}" + (f"  ({copies} copies)" if copies > 1 else "")
+    )
 
 
 def _reason_label(letter: DeadLetter, max_receive: int | None) -> str:
@@ -462,26 +464,35 @@ def cmd_redrive(
 # -- purge ----------------------------------------------------------------------------------------------
 
 
-def _purge_preview(context: Context, dlq: Queue, filters: Filters, counts: Counts) -> str:
-    """What purge is about to delete, read first and counted by kind, for the question."""
+# The question before a purge lists at most this many of the dead letters it deletes.
+PURGE_QUESTION_LINES = 20
+
+
+def _purge_preview(context: Context, dlq: Queue, filters: Filters) -> tuple[list[list[DeadLetter]], Walk]:
+    """What purge would delete, read first: the chosen dead letters, each with its copies."""
     max_receive = context.target.max_receive_count
-    kinds: Counter[str] = Counter()
-    chosen: set[str] = set()
+    chosen: dict[str, list[DeadLetter]] = {}
 
     def visit(letter: DeadLetter) -> Decision:
-        if letter.identity not in chosen and filters.matches(letter, max_receive):
-            chosen.add(letter.identity)  # its copies go with it, counted once
-            kinds[letter.kind] += 1
+        if letter.identity in chosen:
+            chosen[letter.identity].append(letter)  # its copies go with it, counted once
+        elif filters.matches(letter, max_receive):
+            chosen[letter.identity] = [letter]
         return Decision.LEAVE
 
     result = walk(dlq, context.target.which, visit, clock=context.console.clock)
-    matching = sum(kinds.values())
+    return list(chosen.values()), result
+
+
+def _purge_what(dlq: Queue, filters: Filters, chosen: list[list[DeadLetter]], result: Walk) -> str:
+    """The dead letters purge deletes, in words, counted by kind."""
     what = (
-        f"the {matching} message(s) matching {filters.describe()}"
+        f"the {len(chosen)} dead letter(s) matching {filters.describe()}"
         if filters
-        else f"all {counts.total} message(s)"
+        else (f"all {len(chosen)} dead letter(s)")
     )
     what += f" from {dlq.url}"
+    kinds = Counter(first.kind for first, *_ in chosen)
     if kinds:
         what += " (by kind: " + ", ".join(f"{n} {kind}" for kind, n in kinds.most_common()) + ")"
     if result.not_reached:
@@ -493,16 +504,28 @@ def _purge_preview(context: Context, dlq: Queue, filters: Filters, counts: Count
     return what
 
 
-def cmd_purge(context: Context, *, filters: Filters, yes: bool) -> int:
+def cmd_purge(context: Context, *, filters: Filters, yes: bool, dry_run: bool = False) -> int:
     dlq = context.dlq()
     counts = dlq.counts()
     context.header(dlq, counts)
     max_receive = context.target.max_receive_count
-    if yes:
+    if yes and not dry_run:
         what = f"the messages matching {filters.describe()}" if filters else f"all {counts.total} message(s)"
         what += f" from {dlq.url}"
     else:
-        what = _purge_preview(context, dlq, filters, counts)
+        chosen, preview = _purge_preview(context, dlq, filters)
+        shown = chosen if dry_run else chosen[:PURGE_QUESTION_LINES]
+        for first, *others in shown:
+            context.console.print(_message_line(first, max_receive, 1 + len(others)))
+        if len(shown) < len(chosen):
+            context.console.print(
+                f"  ... and {len(chosen) - len(shown)} more (`purge --dry-run` lists them all)"
+            )
+        what = _purge_what(dlq, filters, chosen, preview)
+        if dry_run:
+            context.console.print(f"dry run: purge would delete {what}; nothing was changed")
+            report_walk(context.console, preview)
+            return 1 if report_unread(context.console, preview) else 0
     context.console.confirm(f"purge deletes {what} for good.", yes=yes)
     progress = Progress(context.console, counts.total, "deleted")
     deleted: dict[str, DeadLetter] = {}  # by identity: a dead letter's copies are purged with it

@@ -41,7 +41,7 @@ def test_purge_asks_and_deletes_nothing_unless_the_answer_is_yes():
 
     assert code == 1
     assert len(terminal.questions) == 1
-    assert terminal.questions[0].startswith("purge deletes all 3 message(s) from ")
+    assert terminal.questions[0].startswith("purge deletes all 3 dead letter(s) from ")
     assert terminal.questions[0].endswith("for good. Type yes to continue: ")
     assert "error: not confirmed: nothing was changed" in terminal.error
     assert len(drain(pipeline.dlq_url)) == 3
@@ -139,7 +139,7 @@ def test_the_purge_question_counts_what_it_deletes_by_kind():
     dlq_name = pipeline.dlq_url.rsplit("/", 1)[-1]
     assert code == 1
     [question] = terminal.questions
-    assert question.startswith("purge deletes all 3 message(s) from ")
+    assert question.startswith("purge deletes all 3 dead letter(s) from ")
     assert question.endswith(
         f"/{dlq_name} (by kind: 2 invalid, 1 exhausted) for good. Type yes to continue: "
     )
@@ -154,7 +154,7 @@ def test_the_purge_question_counts_what_it_deletes_by_kind():
     )
     assert code == 0, terminal.error
     [question] = terminal.questions
-    assert question.startswith("purge deletes the 1 message(s) matching reason 'exhausted' from ")
+    assert question.startswith("purge deletes the 1 dead letter(s) matching reason 'exhausted' from ")
     assert question.endswith(f"/{dlq_name} (by kind: 1 exhausted) for good. Type yes to continue: ")
     assert by_group(drain(pipeline.dlq_url)) == {"a": [body("a1")], "b": [body("b1")]}
 
@@ -199,3 +199,39 @@ def test_copies_of_one_dead_letter_are_purged_together_and_counted_once():
     assert "deleted 1 (and 1 copy of it); 1 left in the queue by the filters" in terminal.lines
     assert "deleted by kind: 1 exhausted" in terminal.lines
     assert [m["Body"] for m in drain(pipeline.dlq_url)] == [body("o-2")]
+
+
+def test_purge_dry_run_lists_what_it_would_delete_and_deletes_nothing():
+    pipeline = deploy_pipeline()
+    first = dead_letter(body("a1"), queue_url=pipeline.dlq_url, group_id="a")
+    dead_letter(
+        body("a2"),
+        queue_url=pipeline.dlq_url,
+        group_id="a",
+        kind=DeadLetterKind.EXHAUSTED,
+        reason="timed out",
+    )
+    second = dead_letter(body("b1"), queue_url=pipeline.dlq_url, group_id="b")
+
+    code, terminal = dlq("purge", "--stack", pipeline.stack, "--reason", "invalid", "--dry-run")
+
+    assert code == 0, terminal.error
+    listed = [line.split()[0] for line in terminal.lines if line.startswith("  ")]
+    assert listed == [first["MessageId"], second["MessageId"]]
+    assert terminal.lines[-1].startswith("dry run: purge would delete the 2 dead letter(s) matching reason ")
+    assert terminal.lines[-1].endswith("(by kind: 2 invalid); nothing was changed")
+    assert by_group(drain(pipeline.dlq_url)) == {"a": [body("a1"), body("a2")], "b": [body("b1")]}
+
+
+def test_the_purge_question_comes_after_the_list_of_what_it_deletes():
+    pipeline = deploy_pipeline()
+    letters = [dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g") for n in range(3)]
+
+    code, terminal = dlq(
+        "purge", "--stack", pipeline.stack, terminal=Terminal(interactive=True, answers=["n"])
+    )
+
+    assert code == 1 and len(terminal.questions) == 1
+    listed = [line.split()[0] for line in terminal.lines if line.startswith("  ")]
+    assert listed == [letter["MessageId"] for letter in letters]
+    assert len(drain(pipeline.dlq_url)) == 3
