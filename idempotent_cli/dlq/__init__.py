@@ -38,63 +38,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     dlq.set_defaults(func=run)
     commands = dlq.add_subparsers(dest="dlq_command", required=True, metavar="{list,show,redrive,purge}")
 
-    common = argparse.ArgumentParser(add_help=False)
-    where = common.add_argument_group("which queue")
-    where.add_argument("--stack", help="the pipeline's stack (default: the only pipeline deployed)")
-    where.add_argument("--function", help="the consumer function, when a stack has several pipelines")
-    where.add_argument("--queue-url", help="the dead-letter queue's URL, instead of finding it from a stack")
-    where.add_argument("--source-queue-url", help="where a redrive sends messages (default: found)")
-    where.add_argument(
-        "--which",
-        choices=[w.value for w in Which],
-        default=Which.DLQ.value,
-        help="dlq: the queue's DLQ (default); subscription: the SNS subscription's DLQ",
-    )
-    cloud = common.add_argument_group("which cloud")
-    cloud.add_argument("--local", action="store_true", help="the local emulator of the app")
-    cloud.add_argument(
-        "--app-dir",
-        help="with --local: the app directory (default: the nearest directory with a cdk.json, upwards)",
-    )
-    cloud.add_argument(
-        "--state-dir", help="with --local: the emulator's state directory (default: the app's)"
-    )
-    cloud.add_argument("--profile", help="AWS profile (default: the default credential chain)")
-    cloud.add_argument("--region", help="AWS region (default: the configured one)")
-    cloud.add_argument(
-        "--visibility-timeout",
-        type=int,
-        default=DEFAULT_VISIBILITY_SECONDS,
-        metavar="SECONDS",
-        help=f"how long the tool holds the messages it reads (default: {DEFAULT_VISIBILITY_SECONDS})",
-    )
-    # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
-    # answers at once use 0.
-    cloud.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)
-    filters = argparse.ArgumentParser(add_help=False)
-    chosen = filters.add_argument_group("filters")
-    chosen.add_argument(
-        "--group",
-        action="append",
-        default=[],
-        metavar="GROUP",
-        help="only this message group (a shell pattern such as 'order-1*'; repeatable)",
-    )
-    chosen.add_argument(
-        "--reason",
-        action="append",
-        default=[],
-        metavar="KIND",
-        help=f"only this kind ({', '.join(KINDS)}), exactly; a value that is not a kind matches reasons "
-        "containing it, as --reason-text does (repeatable)",
-    )
-    chosen.add_argument(
-        "--reason-text",
-        action="append",
-        default=[],
-        metavar="TEXT",
-        help="only reasons whose text contains this, whatever their kind (case-insensitive; repeatable)",
-    )
+    common, filters = _common_options(), _filter_options()
 
     listing = commands.add_parser("list", parents=[common, filters], help="counts by group and by reason")
     listing.add_argument("--messages", action="store_true", help="also one line per message")
@@ -137,6 +81,73 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     purge.set_defaults(dlq_handler="purge")
     return dlq
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """Which queue and which cloud: the options of every command."""
+    common = argparse.ArgumentParser(add_help=False)
+    where = common.add_argument_group("which queue")
+    where.add_argument("--stack", help="the pipeline's stack (default: the only pipeline deployed)")
+    where.add_argument("--function", help="the consumer function, when a stack has several pipelines")
+    where.add_argument("--queue-url", help="the dead-letter queue's URL, instead of finding it from a stack")
+    where.add_argument("--source-queue-url", help="where a redrive sends messages (default: found)")
+    where.add_argument(
+        "--which",
+        choices=[w.value for w in Which],
+        default=Which.DLQ.value,
+        help="dlq: the queue's DLQ (default); subscription: the SNS subscription's DLQ",
+    )
+    cloud = common.add_argument_group("which cloud")
+    cloud.add_argument("--local", action="store_true", help="the local emulator of the app")
+    cloud.add_argument(
+        "--app-dir",
+        help="with --local: the app directory (default: the nearest directory with a cdk.json, upwards)",
+    )
+    cloud.add_argument(
+        "--state-dir", help="with --local: the emulator's state directory (default: the app's)"
+    )
+    cloud.add_argument("--profile", help="AWS profile (default: the default credential chain)")
+    cloud.add_argument("--region", help="AWS region (default: the configured one)")
+    cloud.add_argument(
+        "--visibility-timeout",
+        type=int,
+        default=DEFAULT_VISIBILITY_SECONDS,
+        metavar="SECONDS",
+        help=f"how long the tool holds the messages it reads (default: {DEFAULT_VISIBILITY_SECONDS})",
+    )
+    # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
+    # answers at once use 0.
+    cloud.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)
+    return common
+
+
+def _filter_options() -> argparse.ArgumentParser:
+    """Which dead letters: the filters of list, redrive and purge."""
+    filters = argparse.ArgumentParser(add_help=False)
+    chosen = filters.add_argument_group("filters")
+    chosen.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="GROUP",
+        help="only this message group (a shell pattern such as 'order-1*'; repeatable)",
+    )
+    chosen.add_argument(
+        "--reason",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help=f"only this kind ({', '.join(KINDS)}), exactly; a value that is not a kind matches reasons "
+        "containing it, as --reason-text does (repeatable)",
+    )
+    chosen.add_argument(
+        "--reason-text",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="only reasons whose text contains this, whatever their kind (case-insensitive; repeatable)",
+    )
+    return filters
 
 
 def parser() -> argparse.ArgumentParser:

@@ -258,28 +258,7 @@ def _summary(letter: DeadLetter, max_receive: int | None, copies: list[DeadLette
 
 
 def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
-    dlq = context.dlq()
-    found: list[DeadLetter] = []
-    seen: list[DeadLetter] = []
-
-    def visit(letter: DeadLetter) -> Decision:
-        seen.append(letter)
-        if not found and message_id in letter.message_ids:
-            found.append(letter)
-        # Read on for its copies, which only the runtime's dead letters have.
-        return Decision.STOP if found and found[0].identity == found[0].message_id else Decision.LEAVE
-
-    result = walk(dlq, context.target.which, visit, clock=context.console.clock)
-    if not found:
-        report_walk(context.console, result)
-        raise DlqError(
-            f"no message {message_id} (its id in the DLQ, the original's, or a redriven copy's) among the "
-            f"{result.visited} read from {context.target.dlq_url}; `dlq list --messages` shows their ids "
-            "(an id `sns publish` printed is the topic's, not the queue's)"
-        )
-    letter = found[0]
-    copies = [other for other in seen if other.identity == letter.identity]
-    max_receive = context.target.max_receive_count
+    letter, copies = _find(context, message_id)
     source = context.source() if context.target.source_url else None
     plan = outgoing(
         letter,
@@ -294,7 +273,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         context.console.print(
             json.dumps(
                 {
-                    **_summary(letter, max_receive, copies),
+                    **_summary(letter, context.target.max_receive_count, copies),
                     "queue": context.target.dlq_url,
                     "dlq_group": letter.group_id,
                     "dlq_dedup_id": letter.dedup_id,
@@ -318,6 +297,48 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
             )
         )
         return 0
+    _show_letter(context, letter, copies)
+    out = context.console.print
+    if context.target.source_url:
+        restored = "restored" if plan.dedup_restored else "new"
+        dedup_text = f", deduplication id {plan.dedup_id} ({restored})" if plan.dedup_id else ""
+        out(f"redrive sends      group {plan.group_id or '-'}{dedup_text}")
+        if plan.blocked:
+            out(f"                   not at all: {plan.blocked}")
+        elif plan.problem:
+            out(f"                   not without --force: {plan.problem}")
+        for note in plan.notes:
+            out(f"                   note: {note}")
+    if inspection is not None:
+        out(f"key state          {inspection.key_text or '-'}: {MEANING[inspection.state]}")
+    return 0
+
+
+def _find(context: Context, message_id: str) -> tuple[DeadLetter, list[DeadLetter]]:
+    """The dead letter that has had ``message_id``, and all its copies in the DLQ."""
+    found: list[DeadLetter] = []
+    seen: list[DeadLetter] = []
+
+    def visit(letter: DeadLetter) -> Decision:
+        seen.append(letter)
+        if not found and message_id in letter.message_ids:
+            found.append(letter)
+        # Read on for its copies, which only the runtime's dead letters have.
+        return Decision.STOP if found and found[0].identity == found[0].message_id else Decision.LEAVE
+
+    result = walk(context.dlq(), context.target.which, visit, clock=context.console.clock)
+    if not found:
+        report_walk(context.console, result)
+        raise DlqError(
+            f"no message {message_id} (its id in the DLQ, the original's, or a redriven copy's) among the "
+            f"{result.visited} read from {context.target.dlq_url}; `dlq list --messages` shows their ids "
+            "(an id `sns publish` printed is the topic's, not the queue's)"
+        )
+    return found[0], [other for other in seen if other.identity == found[0].identity]
+
+
+def _show_letter(context: Context, letter: DeadLetter, copies: list[DeadLetter]) -> None:
+    """What the dead letter says, for `show`."""
     out = context.console.print
     out(f"message            {letter.message_id}  (in {context.target.dlq_url})")
     out(f"source message id  {letter.source_message_id or '-'}")
@@ -337,7 +358,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         "(reads of the DLQ included)"
     )
     out(f"kind               {letter.kind}")
-    out(f"reason             {letter.describe(max_receive)}")
+    out(f"reason             {letter.describe(context.target.max_receive_count)}")
     if letter.key_text:
         out(f"key                {letter.key_text}")
     if letter.details is not None:
@@ -353,19 +374,6 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     out("body")
     for line in (letter.body or "").splitlines() or [""]:
         out(f"  {line}")
-    if context.target.source_url:
-        restored = "restored" if plan.dedup_restored else "new"
-        dedup_text = f", deduplication id {plan.dedup_id} ({restored})" if plan.dedup_id else ""
-        out(f"redrive sends      group {plan.group_id or '-'}{dedup_text}")
-        if plan.blocked:
-            out(f"                   not at all: {plan.blocked}")
-        elif plan.problem:
-            out(f"                   not without --force: {plan.problem}")
-        for note in plan.notes:
-            out(f"                   note: {note}")
-    if inspection is not None:
-        out(f"key state          {inspection.key_text or '-'}: {MEANING[inspection.state]}")
-    return 0
 
 
 # -- redrive --------------------------------------------------------------------------------------------
@@ -435,14 +443,15 @@ def cmd_redrive(
     tally = redriver.tally
     if dry_run:
         states = ", ".join(f"{n} {state}" for state, n in sorted(tally.states.items())) or "no message"
-        would = f"{redriver.sent} would be redriven" + "".join(
+        would = f"; {redriver.sent} would be redriven" if tally.states else ""
+        would += "".join(
             f", {tally.outcomes[name]} {name}"
             for name in ("kept", "copy left", "copy deleted")
             if tally.outcomes[name]
         )
         if tally.forgotten:
             would += f"; --force would forget {len(tally.forgotten)} key(s)"
-        context.console.print(f"dry run: {states}; {would}; nothing was changed")
+        context.console.print(f"dry run: {states}{would}; nothing was changed")
     else:
         outcomes = ", ".join(f"{n} {name}" for name, n in sorted(tally.outcomes.items())) or "no message"
         context.console.print(f"{outcomes}")

@@ -2,20 +2,25 @@
 
 For each dead letter the walk hands over (within a FIFO group, in the group's order):
 
-1. the filters choose it or leave it;
-2. :func:`letters.outgoing` builds the message to send: the producer's body, attributes, group and
-   (where known) deduplication id, and ``idempotency.redrive`` so the consumer keys it as the first time.
-   A dead letter whose key cannot be restored stays, with the reason, unless ``--force``;
-3. ``--dry-run`` prints what the table says about its key and changes nothing;
-   ``--force`` deletes the record of a key that is done (once per key and run) so it is processed again,
-   and then sends the message with a deduplication id never used before, so SQS cannot drop the send after
-   the key is gone (a key that *is* the deduplication id sent is not deleted);
-4. SendMessage. SQS answers a send it drops as a duplicate (same deduplication id within 5 minutes of an
+1. a later copy of a dead letter this run already visited (the runtime may send one twice) follows it:
+   deleted after its send, or left with it;
+2. the filters choose it or leave it; ``--limit`` ends the run after that many sends;
+3. :func:`letters.outgoing` builds the message to send: the producer's body, attributes, group and
+   (where known) deduplication id, and ``idempotency.redrive`` so the consumer keys it as the first time,
+   where it fits the source queue's size limit. A dead letter whose key cannot be restored stays, with the
+   reason, unless ``--force``; one the source queue cannot take stays whatever the options;
+4. ``--dry-run`` prints what the table says about its key and what the run would do, and changes nothing;
+   ``--force`` deletes the record of a key that is done (once per key and run, and only while it is the
+   record inspected) so it is processed again, and then sends the message with a deduplication id never
+   used before, so SQS cannot drop the send after the key is gone (a key that *is* the deduplication id
+   sent is not deleted);
+5. SendMessage. SQS answers a send it drops as a duplicate (same deduplication id within 5 minutes of an
    accepted one, even one deleted since) with success and the id of the earlier message: an answer naming
    any id the message has had (the original, a redriven copy the runtime dead-lettered again, its id in
    the DLQ) or one of this run's sends means the send was dropped, so the dead letter stays, and is
    reported with the time its deduplication id is free again;
-5. only then is the dead letter deleted.
+6. only then is the dead letter deleted; a delete that fails ends the run (every further send would leave
+   a copy in both queues).
 
 A dead letter that stays for a reason other than the filters stops its FIFO group for this run: sending the
 later ones first would reorder the group.
