@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,9 @@ class Context:
             environment, self.clients("dynamodb"), queue_arn=queue_arn, region=self.clients.region
         )
 
+    def walk(self, dlq: Queue, visit: Callable[[DeadLetter], Decision]) -> Walk:
+        return walk(dlq, self.target.which, visit, clock=self.console.clock, sleep=self.console.sleep)
+
     def header(self, dlq: Queue, counts: Counts) -> None:
         pipeline = self.target.pipeline
         kind = (
@@ -151,7 +155,7 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
             seen.append(letter)
         return Decision.LEAVE
 
-    result = walk(dlq, context.target.which, visit, clock=context.console.clock)
+    result = context.walk(dlq, visit)
     copies = by_identity(oldest_first(seen))  # a dead letter the runtime sent twice counts once
     letters = [first for first, *_ in copies.values()]
     groups: dict[str, list[DeadLetter]] = defaultdict(list)
@@ -326,7 +330,7 @@ def _find(context: Context, message_id: str) -> tuple[DeadLetter, list[DeadLette
         # Read on for its copies, which only the runtime's dead letters have.
         return Decision.STOP if found and found[0].identity == found[0].message_id else Decision.LEAVE
 
-    result = walk(context.dlq(), context.target.which, visit, clock=context.console.clock)
+    result = context.walk(context.dlq(), visit)
     if not found:
         report_walk(context.console, result)
         raise DlqError(
@@ -429,7 +433,7 @@ def cmd_redrive(
         pace=pace,
     )
     try:
-        result = walk(dlq, context.target.which, redriver, clock=context.console.clock)
+        result = context.walk(dlq, redriver)
     except KeyboardInterrupt:
         progress.finish()
         if redriver.sending is not None:
@@ -489,7 +493,7 @@ def _purge_preview(context: Context, dlq: Queue, filters: Filters) -> tuple[list
             chosen[letter.identity] = [letter]
         return Decision.LEAVE
 
-    result = walk(dlq, context.target.which, visit, clock=context.console.clock)
+    result = context.walk(dlq, visit)
     return list(chosen.values()), result
 
 
@@ -557,7 +561,7 @@ def cmd_purge(context: Context, *, filters: Filters, yes: bool, dry_run: bool = 
         return Decision.DELETED
 
     try:
-        result = walk(dlq, context.target.which, visit, clock=context.console.clock)
+        result = context.walk(dlq, visit)
     finally:
         progress.finish()
     left = len(result.left)

@@ -23,6 +23,7 @@ from dlq_helpers import (
     dlq,
     drain,
     failing,
+    hooked,
     make_queue,
     peek,
     queue_arn,
@@ -518,6 +519,34 @@ def test_a_later_copy_in_a_fifo_group_is_deleted_after_its_dead_letter_went_back
     assert "1 copy deleted, 2 redriven" in terminal.lines
     assert by_group(drain(pipeline.queue_url)) == {"g": [body("a1"), body("a2")]}
     assert drain(pipeline.dlq_url) == []
+
+
+def test_a_count_that_lags_behind_the_runs_own_deletes_is_not_taken_for_another_reader():
+    # SQS's approximate counts are eventually consistent: right after the run deleted its messages,
+    # ApproximateNumberOfMessagesNotVisible may still count them. That is not a reader holding dead letters.
+    pipeline = deploy_pipeline()
+    for n in range(3):
+        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"m{n}")
+    deleted: list[str] = []
+    stale = iter(range(2))  # the next two counts after the deletes still include them
+
+    def lagging(parsed: dict[str, Any], **_: Any) -> None:
+        counts = parsed.get("Attributes", {})
+        if deleted and "ApproximateNumberOfMessagesNotVisible" in counts and next(stale, None) is not None:
+            counts["ApproximateNumberOfMessagesNotVisible"] = str(len(deleted))
+
+    def connect(args: Any) -> Any:
+        clients = hooked("after-call.sqs.GetQueueAttributes", lagging)(args)
+        clients("sqs").meta.events.register("after-call.sqs.DeleteMessage", lambda **_: deleted.append("one"))
+        return clients
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
+
+    assert code == 0, terminal.out.getvalue()
+    assert "3 redriven" in terminal.lines
+    assert not any("in flight elsewhere" in line or "not finished" in line for line in terminal.lines)
+    assert len(terminal.sleeps) >= 1
+    assert by_group(drain(pipeline.queue_url)) == {"g": [body(f"m{n}") for n in range(3)]}
 
 
 def test_rate_limit_waits_between_sends():
