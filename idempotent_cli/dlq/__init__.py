@@ -38,6 +38,53 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     dlq.set_defaults(func=run)
     commands = dlq.add_subparsers(dest="dlq_command", required=True, metavar="{list,show,redrive,purge}")
 
+    common, filters = _common_options(), _filter_options()
+
+    listing = commands.add_parser("list", parents=[common, filters], help="counts by group and by reason")
+    listing.add_argument("--messages", action="store_true", help="also one line per message")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(dlq_handler="list")
+
+    show = commands.add_parser("show", parents=[common], help="one message in full")
+    show.add_argument(
+        "message_id",
+        metavar="ID",
+        help="any id the message has had: in the DLQ, the original's, or a redriven copy's (the id the "
+        "consumer logged)",
+    )
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(dlq_handler="show")
+
+    redrive = commands.add_parser(
+        "redrive", parents=[common, filters], help="back to the source queue, in order, with the key"
+    )
+    redrive.add_argument(
+        "--dry-run", action="store_true", help="show what the table says about each key; change nothing"
+    )
+    redrive.add_argument(
+        "--force",
+        action="store_true",
+        help="process again messages whose key is done (deletes their idempotency record first), and "
+        "redrive those whose key cannot be restored under a new key",
+    )
+    redrive.add_argument("--yes", action="store_true", help="do not ask for confirmation (--force)")
+    redrive.add_argument("--rate", type=float, metavar="N", help="at most N messages a second")
+    redrive.add_argument("--limit", type=int, metavar="N", help="send at most N messages to the source queue")
+    redrive.set_defaults(dlq_handler="redrive")
+
+    purge = commands.add_parser(
+        "purge", parents=[common, filters], help="delete messages, after confirmation"
+    )
+    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    purge.add_argument(
+        "--dry-run", action="store_true", help="list the dead letters purge would delete; delete nothing"
+    )
+    purge.set_defaults(dlq_handler="purge")
+    return dlq
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """Which queue and which cloud: the options of every command."""
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("which queue")
     where.add_argument("--stack", help="the pipeline's stack (default: the only pipeline deployed)")
@@ -71,6 +118,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
     # answers at once use 0.
     cloud.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)
+    return common
+
+
+def _filter_options() -> argparse.ArgumentParser:
+    """Which dead letters: the filters of list, redrive and purge."""
     filters = argparse.ArgumentParser(add_help=False)
     chosen = filters.add_argument_group("filters")
     chosen.add_argument(
@@ -95,45 +147,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metavar="TEXT",
         help="only reasons whose text contains this, whatever their kind (case-insensitive; repeatable)",
     )
-
-    listing = commands.add_parser("list", parents=[common, filters], help="counts by group and by reason")
-    listing.add_argument("--messages", action="store_true", help="also one line per message")
-    listing.add_argument("--json", action="store_true", help="print JSON")
-    listing.set_defaults(dlq_handler="list")
-
-    show = commands.add_parser("show", parents=[common], help="one message in full")
-    show.add_argument(
-        "message_id",
-        metavar="ID",
-        help="any id the message has had: in the DLQ, the original's, or a redriven copy's (the id the "
-        "consumer logged)",
-    )
-    show.add_argument("--json", action="store_true", help="print JSON")
-    show.set_defaults(dlq_handler="show")
-
-    redrive = commands.add_parser(
-        "redrive", parents=[common, filters], help="back to the source queue, in order, with the key"
-    )
-    redrive.add_argument(
-        "--dry-run", action="store_true", help="show what the table says about each key; change nothing"
-    )
-    redrive.add_argument(
-        "--force",
-        action="store_true",
-        help="process again messages whose key is done (deletes their idempotency record first), and "
-        "redrive those whose key cannot be restored under a new key",
-    )
-    redrive.add_argument("--yes", action="store_true", help="do not ask for confirmation (--force)")
-    redrive.add_argument("--rate", type=float, metavar="N", help="at most N messages a second")
-    redrive.add_argument("--limit", type=int, metavar="N", help="redrive at most N messages")
-    redrive.set_defaults(dlq_handler="redrive")
-
-    purge = commands.add_parser(
-        "purge", parents=[common, filters], help="delete messages, after confirmation"
-    )
-    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    purge.set_defaults(dlq_handler="purge")
-    return dlq
+    return filters
 
 
 def parser() -> argparse.ArgumentParser:
@@ -224,7 +238,7 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
             rate=args.rate,
             limit=args.limit,
         )
-    return commands.cmd_purge(context, filters=filters, yes=args.yes)
+    return commands.cmd_purge(context, filters=filters, yes=args.yes, dry_run=args.dry_run)
 
 
 def main(argv: Sequence[str] | None = None, *, console: Any = None, connect: Connect | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,10 +15,13 @@ from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import FORGET_MEANING, MEANING, KeyTable
 from idempotent_cli.dlq.letters import (
     MOVED,
+    SQS_MAX_MESSAGE_BYTES,
     DeadLetter,
     Filters,
     Which,
     attribute_text,
+    by_identity,
+    new_run_id,
     oldest_first,
     outgoing,
 )
@@ -76,6 +80,9 @@ class Context:
             environment, self.clients("dynamodb"), queue_arn=queue_arn, region=self.clients.region
         )
 
+    def walk(self, dlq: Queue, visit: Callable[[DeadLetter], Decision]) -> Walk:
+        return walk(dlq, self.target.which, visit, clock=self.console.clock, sleep=self.console.sleep)
+
     def header(self, dlq: Queue, counts: Counts) -> None:
         pipeline = self.target.pipeline
         kind = (
@@ -122,6 +129,18 @@ def report_walk(console: Console, result: Walk) -> None:
         )
 
 
+def report_unread(console: Console, result: Walk) -> int:
+    """For commands that act on what they choose: how many messages they could not read (and so could not
+    act on), said in the summary."""
+    unread = result.not_reached + result.in_flight_elsewhere
+    if unread:
+        console.print(
+            f"not finished: {unread} message(s) could not be read (see above) and may be among those "
+            "chosen; they stay in the DLQ"
+        )
+    return unread
+
+
 # -- list -----------------------------------------------------------------------------------------------
 
 
@@ -136,8 +155,9 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
             seen.append(letter)
         return Decision.LEAVE
 
-    result = walk(dlq, context.target.which, visit, clock=context.console.clock)
-    letters = oldest_first(seen)
+    result = context.walk(dlq, visit)
+    copies = by_identity(oldest_first(seen))  # a dead letter the runtime sent twice counts once
+    letters = [first for first, *_ in copies.values()]
     groups: dict[str, list[DeadLetter]] = defaultdict(list)
     reasons: dict[tuple[str, str], list[DeadLetter]] = defaultdict(list)
     for letter in letters:
@@ -161,7 +181,9 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
                         {"kind": k, "reason": r, "messages": len(ls), "oldest": ls[0].sent_at}
                         for (k, r), ls in reasons.items()
                     ],
-                    "message_list": [_summary(letter, max_receive) for letter in letters]
+                    "message_list": [
+                        _summary(letter, max_receive, copies[letter.identity]) for letter in letters
+                    ]
                     if messages
                     else None,
                 },
@@ -171,6 +193,9 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
         return 0
     context.header(dlq, counts)
     read = f"{result.visited} read" + (f", {len(letters)} matching {filters.describe()}" if filters else "")
+    several = sum(len(members) > 1 for members in copies.values())
+    if several:
+        read += f"; {len(letters)} dead letter(s), counted once: {several} of them in several copies"
     context.console.print(read)
     if letters:
         width = max(len("GROUP"), *(len(g) for g in groups))
@@ -185,14 +210,17 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
     if messages and letters:
         context.console.print("messages, oldest first:")
         for letter in letters:
-            summary = _summary(letter, max_receive)
-            context.console.print(
-                f"  {summary['message_id']}  {summary['group'] or '-'}  {summary['sent']}  "
-                f"{summary['kind']}  "
-                f"{_short(summary['reason'])}"
-            )
+            context.console.print(_message_line(letter, max_receive, len(copies[letter.identity])))
     report_walk(context.console, result)
     return 0
+
+
+def _message_line(letter: DeadLetter, max_receive: int | None, copies: int) -> str:
+    """One dead letter in a list: id, group, sent, kind, reason (and how many copies it has)."""
+    return (
+        f"  {letter.message_id}  {letter.original_group_id or '-'}  {letter.sent_at}  {letter.kind}  "
+        f"{_short(letter.describe(max_receive))}" + (f"  ({copies} copies)" if copies > 1 else "")
+    )
 
 
 def _reason_label(letter: DeadLetter, max_receive: int | None) -> str:
@@ -216,9 +244,10 @@ def _short(text: str) -> str:
     return text if len(text) <= REASON_WIDTH else text[: REASON_WIDTH - 3] + "..."
 
 
-def _summary(letter: DeadLetter, max_receive: int | None) -> dict[str, Any]:
+def _summary(letter: DeadLetter, max_receive: int | None, copies: list[DeadLetter]) -> dict[str, Any]:
     return {
         "message_id": letter.message_id,
+        "copies": [copy.message_id for copy in copies],  # every message of this dead letter in the DLQ
         "source_message_id": letter.source_message_id,
         "message_ids": list(letter.message_ids),
         "group": letter.original_group_id,
@@ -233,29 +262,14 @@ def _summary(letter: DeadLetter, max_receive: int | None) -> dict[str, Any]:
 
 
 def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
-    dlq = context.dlq()
-    found: list[DeadLetter] = []
-
-    def visit(letter: DeadLetter) -> Decision:
-        if message_id in letter.message_ids:
-            found.append(letter)
-            return Decision.STOP
-        return Decision.LEAVE
-
-    result = walk(dlq, context.target.which, visit, clock=context.console.clock)
-    if not found:
-        report_walk(context.console, result)
-        raise DlqError(
-            f"no message {message_id} (its id in the DLQ, the original's, or a redriven copy's) among the "
-            f"{result.visited} read from {context.target.dlq_url}; `dlq list --messages` shows their ids "
-            "(an id `sns publish` printed is the topic's, not the queue's)"
-        )
-    letter = found[0]
-    max_receive = context.target.max_receive_count
+    letter, copies = _find(context, message_id)
+    source = context.source() if context.target.source_url else None
     plan = outgoing(
         letter,
-        source_fifo=bool(context.target.source_url and _fifo(context)),
+        source_fifo=bool(source and source.fifo),
         key_source=context.target.key_source,
+        max_bytes=source.max_message_bytes if source else SQS_MAX_MESSAGE_BYTES,
+        run_id=new_run_id(),
     )
     keys = context.keys(required=False, why="show")
     inspection = keys.inspect(plan, message_id=letter.message_id) if keys else None
@@ -263,7 +277,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         context.console.print(
             json.dumps(
                 {
-                    **_summary(letter, max_receive),
+                    **_summary(letter, context.target.max_receive_count, copies),
                     "queue": context.target.dlq_url,
                     "dlq_group": letter.group_id,
                     "dlq_dedup_id": letter.dedup_id,
@@ -278,6 +292,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
                         "dedup_restored": plan.dedup_restored,
                         "redrive_attribute": plan.redrive,
                         "problem": plan.problem,
+                        "blocked": plan.blocked,
                     },
                     "key_state": inspection.state.value if inspection else None,
                     "key": inspection.key_text if inspection else None,
@@ -286,9 +301,56 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
             )
         )
         return 0
+    _show_letter(context, letter, copies)
+    out = context.console.print
+    if context.target.source_url:
+        restored = "restored" if plan.dedup_restored else "new"
+        dedup_text = f", deduplication id {plan.dedup_id} ({restored})" if plan.dedup_id else ""
+        out(f"redrive sends      group {plan.group_id or '-'}{dedup_text}")
+        if plan.blocked:
+            out(f"                   not at all: {plan.blocked}")
+        elif plan.problem:
+            out(f"                   not without --force: {plan.problem}")
+        for note in plan.notes:
+            out(f"                   note: {note}")
+    if inspection is not None:
+        out(f"key state          {inspection.key_text or '-'}: {MEANING[inspection.state]}")
+    return 0
+
+
+def _find(context: Context, message_id: str) -> tuple[DeadLetter, list[DeadLetter]]:
+    """The dead letter that has had ``message_id``, and all its copies in the DLQ."""
+    found: list[DeadLetter] = []
+    seen: list[DeadLetter] = []
+
+    def visit(letter: DeadLetter) -> Decision:
+        seen.append(letter)
+        if not found and message_id in letter.message_ids:
+            found.append(letter)
+        # Read on for its copies, which only the runtime's dead letters have.
+        return Decision.STOP if found and found[0].identity == found[0].message_id else Decision.LEAVE
+
+    result = context.walk(context.dlq(), visit)
+    if not found:
+        report_walk(context.console, result)
+        raise DlqError(
+            f"no message {message_id} (its id in the DLQ, the original's, or a redriven copy's) among the "
+            f"{result.visited} read from {context.target.dlq_url}; `dlq list --messages` shows their ids "
+            "(an id `sns publish` printed is the topic's, not the queue's)"
+        )
+    return found[0], [other for other in seen if other.identity == found[0].identity]
+
+
+def _show_letter(context: Context, letter: DeadLetter, copies: list[DeadLetter]) -> None:
+    """What the dead letter says, for `show`."""
     out = context.console.print
     out(f"message            {letter.message_id}  (in {context.target.dlq_url})")
     out(f"source message id  {letter.source_message_id or '-'}")
+    if len(copies) > 1:
+        out(
+            f"copies             {len(copies)}: {', '.join(copy.message_id for copy in copies)} (the runtime "
+            "sent it more than once: one dead letter, redriven once)"
+        )
     delivered = letter.details.get("source_message_id") if letter.details else None
     if isinstance(delivered, str) and delivered and delivered != letter.source_message_id:
         out(f"dead-lettered as   {delivered} (the redriven copy the consumer quarantined: the id it logged)")
@@ -300,7 +362,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         "(reads of the DLQ included)"
     )
     out(f"kind               {letter.kind}")
-    out(f"reason             {letter.describe(max_receive)}")
+    out(f"reason             {letter.describe(context.target.max_receive_count)}")
     if letter.key_text:
         out(f"key                {letter.key_text}")
     if letter.details is not None:
@@ -316,21 +378,6 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     out("body")
     for line in (letter.body or "").splitlines() or [""]:
         out(f"  {line}")
-    if context.target.source_url:
-        restored = "restored" if plan.dedup_restored else "new"
-        dedup_text = f", deduplication id {plan.dedup_id} ({restored})" if plan.dedup_id else ""
-        out(f"redrive sends      group {plan.group_id or '-'}{dedup_text}")
-        if plan.problem:
-            out(f"                   not without --force: {plan.problem}")
-        for note in plan.notes:
-            out(f"                   note: {note}")
-    if inspection is not None:
-        out(f"key state          {inspection.key_text or '-'}: {MEANING[inspection.state]}")
-    return 0
-
-
-def _fifo(context: Context) -> bool:
-    return context.source().fifo
 
 
 # -- redrive --------------------------------------------------------------------------------------------
@@ -386,7 +433,7 @@ def cmd_redrive(
         pace=pace,
     )
     try:
-        result = walk(dlq, context.target.which, redriver, clock=context.console.clock)
+        result = context.walk(dlq, redriver)
     except KeyboardInterrupt:
         progress.finish()
         if redriver.sending is not None:
@@ -400,7 +447,15 @@ def cmd_redrive(
     tally = redriver.tally
     if dry_run:
         states = ", ".join(f"{n} {state}" for state, n in sorted(tally.states.items())) or "no message"
-        context.console.print(f"dry run: {states}; nothing was changed")
+        would = f"; {redriver.sent} would be redriven" if tally.states else ""
+        would += "".join(
+            f", {tally.outcomes[name]} {name}"
+            for name in ("kept", "copy left", "copy deleted")
+            if tally.outcomes[name]
+        )
+        if tally.forgotten:
+            would += f"; --force would forget {len(tally.forgotten)} key(s)"
+        context.console.print(f"dry run: {states}{would}; nothing was changed")
     else:
         outcomes = ", ".join(f"{n} {name}" for name, n in sorted(tally.outcomes.items())) or "no message"
         context.console.print(f"{outcomes}")
@@ -412,33 +467,45 @@ def cmd_redrive(
         )
     if result.behind_stopped:
         context.console.print(f"{result.behind_stopped} later message(s) of stopped groups left in place")
-    if result.ended_early and limit is not None:
-        context.console.print(f"stopped after --limit {limit}")
+    if redriver.stopped:
+        context.console.print(redriver.stopped)
     report_walk(context.console, result)
-    return 1 if tally.failed else 0
+    unread = 0 if redriver.stopped else report_unread(context.console, result)
+    return 1 if tally.failed or unread else 0
 
 
 # -- purge ----------------------------------------------------------------------------------------------
 
 
-def _purge_preview(context: Context, dlq: Queue, filters: Filters, counts: Counts) -> str:
-    """What purge is about to delete, read first and counted by kind, for the question."""
+# The question before a purge lists at most this many of the dead letters it deletes.
+PURGE_QUESTION_LINES = 20
+
+
+def _purge_preview(context: Context, dlq: Queue, filters: Filters) -> tuple[list[list[DeadLetter]], Walk]:
+    """What purge would delete, read first: the chosen dead letters, each with its copies."""
     max_receive = context.target.max_receive_count
-    kinds: Counter[str] = Counter()
+    chosen: dict[str, list[DeadLetter]] = {}
 
     def visit(letter: DeadLetter) -> Decision:
-        if filters.matches(letter, max_receive):
-            kinds[letter.kind] += 1
+        if letter.identity in chosen:
+            chosen[letter.identity].append(letter)  # its copies go with it, counted once
+        elif filters.matches(letter, max_receive):
+            chosen[letter.identity] = [letter]
         return Decision.LEAVE
 
-    result = walk(dlq, context.target.which, visit, clock=context.console.clock)
-    matching = sum(kinds.values())
+    result = context.walk(dlq, visit)
+    return list(chosen.values()), result
+
+
+def _purge_what(dlq: Queue, filters: Filters, chosen: list[list[DeadLetter]], result: Walk) -> str:
+    """The dead letters purge deletes, in words, counted by kind."""
     what = (
-        f"the {matching} message(s) matching {filters.describe()}"
+        f"the {len(chosen)} dead letter(s) matching {filters.describe()}"
         if filters
-        else f"all {counts.total} message(s)"
+        else (f"all {len(chosen)} dead letter(s)")
     )
     what += f" from {dlq.url}"
+    kinds = Counter(first.kind for first, *_ in chosen)
     if kinds:
         what += " (by kind: " + ", ".join(f"{n} {kind}" for kind, n in kinds.most_common()) + ")"
     if result.not_reached:
@@ -450,42 +517,61 @@ def _purge_preview(context: Context, dlq: Queue, filters: Filters, counts: Count
     return what
 
 
-def cmd_purge(context: Context, *, filters: Filters, yes: bool) -> int:
+def cmd_purge(context: Context, *, filters: Filters, yes: bool, dry_run: bool = False) -> int:
     dlq = context.dlq()
     counts = dlq.counts()
     context.header(dlq, counts)
     max_receive = context.target.max_receive_count
-    if yes:
+    if yes and not dry_run:
         what = f"the messages matching {filters.describe()}" if filters else f"all {counts.total} message(s)"
         what += f" from {dlq.url}"
     else:
-        what = _purge_preview(context, dlq, filters, counts)
+        chosen, preview = _purge_preview(context, dlq, filters)
+        shown = chosen if dry_run else chosen[:PURGE_QUESTION_LINES]
+        for first, *others in shown:
+            context.console.print(_message_line(first, max_receive, 1 + len(others)))
+        if len(shown) < len(chosen):
+            context.console.print(
+                f"  ... and {len(chosen) - len(shown)} more (`purge --dry-run` lists them all)"
+            )
+        what = _purge_what(dlq, filters, chosen, preview)
+        if dry_run:
+            context.console.print(f"dry run: purge would delete {what}; nothing was changed")
+            report_walk(context.console, preview)
+            return 1 if report_unread(context.console, preview) else 0
     context.console.confirm(f"purge deletes {what} for good.", yes=yes)
     progress = Progress(context.console, counts.total, "deleted")
-    deleted: list[DeadLetter] = []
+    deleted: dict[str, DeadLetter] = {}  # by identity: a dead letter's copies are purged with it
+    copies = 0
 
     def visit(letter: DeadLetter) -> Decision:
-        if not filters.matches(letter, max_receive):
+        nonlocal copies
+        first = deleted.get(letter.identity)
+        if first is None and not filters.matches(letter, max_receive):
             return Decision.LEAVE
         dlq.delete(letter)
-        deleted.append(letter)
-        progress.line(
-            f"deleted {letter.message_id} (group {letter.original_group_id or '-'}): "
-            f"{_short(letter.describe(max_receive))}"
-        )
+        head = f"deleted {letter.message_id} (group {letter.original_group_id or '-'})"
+        if first is None:
+            deleted[letter.identity] = letter
+            progress.line(f"{head}: {_short(letter.describe(max_receive))}")
+        else:
+            copies += 1
+            progress.line(f"{head}: a copy of {first.message_id}")
         progress.step("deleted")
         return Decision.DELETED
 
     try:
-        result = walk(dlq, context.target.which, visit, clock=context.console.clock)
+        result = context.walk(dlq, visit)
     finally:
         progress.finish()
     left = len(result.left)
+    noun, of = ("copy" if copies == 1 else "copies"), ("it" if len(deleted) == 1 else "them")
+    also = f" (and {copies} {noun} of {of})" if copies else ""
     context.console.print(
-        f"deleted {len(deleted)}; {left} left in the queue" + (" by the filters" if filters else "")
+        f"deleted {len(deleted)}{also}; {left} left in the queue" + (" by the filters" if filters else "")
     )
     if deleted:
-        kinds = Counter(letter.kind for letter in deleted)
+        kinds = Counter(letter.kind for letter in deleted.values())
         context.console.print("deleted by kind: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
     report_walk(context.console, result)
-    return 0
+    return 1 if report_unread(context.console, result) else 0

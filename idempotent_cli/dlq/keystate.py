@@ -2,7 +2,8 @@
 
 ``--dry-run`` asks :func:`idempotent_runtime.records.inspect` with the consumer's configuration (its
 environment, read through ``Config.from_env``), so the tool keys a message exactly as the consumer will;
-``--force`` deletes a done key's record with :func:`idempotent_runtime.records.forget`.
+``--force`` deletes a done key's record with :func:`idempotent_runtime.records.forget_unchanged`: only
+while it is still the record inspected (a guarded claim a redelivery took over since is never deleted).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Inspection:
     reason: str | None
     fingerprint: str | None
     stored_fingerprint: str | None
+    found: Any  # the runtime's Inspection, which --force hands back to forget the key
 
 
 class KeyTable:
@@ -91,7 +93,10 @@ class KeyTable:
             reason=getattr(found, "reason", None),
             fingerprint=getattr(found, "fingerprint", None),
             stored_fingerprint=getattr(found, "stored_fingerprint", None),
+            found=found,
         )
 
-    def forget(self, key: Any) -> None:
-        self.records.forget(self.config, self.dynamodb, key)
+    def forget(self, inspection: Inspection) -> bool:
+        """Delete the key's record if it is still what ``inspection`` saw; False (nothing deleted) if it
+        changed since."""
+        return bool(self.records.forget_unchanged(self.config, self.dynamodb, inspection.found))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import fnmatch
 import json
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +30,9 @@ from idempotent_runtime import contract
 # Set by this tool on a redriven message: {"source_message_id": ..., "dedup_id": ...} (the runtime keys it by
 # them), plus the run that sent it.
 REDRIVE_ATTRIBUTE = contract.REDRIVE_ATTRIBUTE
+RUN_FIELD = "run"  # in idempotency.redrive: which run sent it (a message that bounces back is not resent)
+# SQS's MaximumMessageSize before 2025, assumed for a queue that does not say its own.
+SQS_MAX_MESSAGE_BYTES = 262_144
 # The runtime's own attributes on a dead letter: never sent back to the consumer.
 RUNTIME_ATTRIBUTES = frozenset({contract.DLQ_REASON_ATTRIBUTE, contract.DLQ_DETAILS_ATTRIBUTE})
 # What SNS adds to a message it could not deliver (shown, and left on the message: they are not the
@@ -179,6 +183,15 @@ class DeadLetter:
         return None
 
     @property
+    def identity(self) -> str:
+        """The dead letter this message is a copy of. The runtime may send one twice (a SendMessage whose
+        answer was lost, retried; a standard DLQ keeps both, a FIFO DLQ after 5 minutes): its copies carry
+        the same ``source_message_id`` in their details. A message without details (SQS or SNS moved it)
+        is its own."""
+        value = self._detail("source_message_id") if self.origin is Origin.RUNTIME else None
+        return value if isinstance(value, str) and value else self.message_id
+
+    @property
     def message_ids(self) -> tuple[str, ...]:
         """Every id this message has had, oldest first: the original the consumer first saw, the delivery the
         runtime dead-lettered (after a redrive, the redriven copy: the id the runtime logged), and its id in
@@ -301,6 +314,7 @@ class Outgoing:
     dedup_restored: bool  # the producer's deduplication id (False: a fresh one, or none)
     redrive: dict[str, Any] | None  # the idempotency.redrive value, if set
     problem: str | None = None  # why the key cannot be restored: not redriven without --force
+    blocked: str | None = None  # why it cannot be sent at all (too big for the source queue)
     notes: list[str] = field(default_factory=list)
 
     def request(self, queue_url: str) -> dict[str, Any]:
@@ -314,15 +328,41 @@ class Outgoing:
         return request
 
 
-def outgoing(letter: DeadLetter, *, source_fifo: bool, key_source: str | None) -> Outgoing:
-    """The message to send back for ``letter``; ``key_source`` is the consumer's KEY_SOURCE (None: unknown).
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def message_size(body: str, attributes: Mapping[str, Mapping[str, Any]]) -> int:
+    """The size SQS counts against MaximumMessageSize: the body plus every attribute's name, type and value
+    (bytes)."""
+    return len(body.encode("utf-8", "surrogatepass")) + sum(
+        _attribute_size(name, value) for name, value in attributes.items()
+    )
+
+
+def _attribute_size(name: str, value: Mapping[str, Any]) -> int:
+    raw = value["StringValue"] if "StringValue" in value else value.get("BinaryValue", b"")
+    data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "surrogatepass")
+    return len(name.encode("utf-8")) + len(str(value.get("DataType", "")).encode("utf-8")) + len(data)
+
+
+def outgoing(
+    letter: DeadLetter,
+    *,
+    source_fifo: bool,
+    key_source: str | None,
+    max_bytes: int = SQS_MAX_MESSAGE_BYTES,
+    run_id: str | None = None,
+) -> Outgoing:
+    """The message to send back for ``letter``; ``key_source`` is the consumer's KEY_SOURCE (None: unknown),
+    ``max_bytes`` the source queue's MaximumMessageSize, ``run_id`` the run that sends it.
 
     The runtime's attributes are dropped and the producer's kept; ``idempotency.redrive`` carries the id and
     deduplication id the consumer keyed the original by (for a message SNS never delivered: its id in the
-    subscription's DLQ and its deduplication id); a FIFO queue gets the original group and the original
-    deduplication id when the consumer keys by it (``KEY_SOURCE=dedup_id``, or unknown), else
+    subscription's DLQ and its deduplication id) where it fits; a FIFO queue gets the original group and the
+    original deduplication id when the consumer keys by it (``KEY_SOURCE=dedup_id``, or unknown), else
     ``redrive-<DLQ message id>``. ``problem`` is set when the consumer would key the message differently than
-    the first time.
+    the first time, ``blocked`` when the source queue cannot take it.
     """
     attributes = dict(letter.producer_attributes)
     notes = []
@@ -348,21 +388,21 @@ def outgoing(letter: DeadLetter, *, source_fifo: bool, key_source: str | None) -
         }
     else:
         redrive = {"source_message_id": letter.source_message_id, "dedup_id": original_dedup}
-    needs_redrive = key_source in (None, contract.KeySource.MESSAGE_ID, contract.KeySource.DEDUP_ID)
-    if len(attributes) >= contract.MAX_MESSAGE_ATTRIBUTES:
+    if run_id is not None:
+        redrive[RUN_FIELD] = run_id
+    blocked, no_room = _room(letter.body, attributes, redrive, max_bytes)
+    if blocked or no_room:
         redrive = None
-        if needs_redrive:
-            problem = (
-                f"it has {len(attributes)} message attributes of its own: SQS allows "
-                f"{contract.MAX_MESSAGE_ATTRIBUTES}, so there is no room for {REDRIVE_ATTRIBUTE}, which "
-                f"the consumer needs to key it as before"
-                + ("" if key_source else " (its key source is unknown: name the consumer with --function)")
-            )
     else:
-        attributes[REDRIVE_ATTRIBUTE] = {
-            "DataType": "String",
-            "StringValue": json.dumps(redrive, separators=(",", ":")),
-        }
+        attributes[REDRIVE_ATTRIBUTE] = _redrive_attribute(redrive)
+    if no_room and key_source in (None, contract.KeySource.MESSAGE_ID, contract.KeySource.DEDUP_ID):
+        unknown = "" if key_source else " (its key source is unknown: name the consumer with --function)"
+        problem = (
+            f"{no_room}, so there is no room for {REDRIVE_ATTRIBUTE}, which the consumer needs to key it as "
+            f"before{unknown}"
+        )
+    elif no_room:
+        notes.append(f"sent without {REDRIVE_ATTRIBUTE}: {no_room} (the consumer keys it by its body)")
     dedup_id = None
     if source_fifo:
         # SQS's own deduplication id. A consumer keyed by the deduplication id (or one whose key source is
@@ -392,8 +432,39 @@ def outgoing(letter: DeadLetter, *, source_fifo: bool, key_source: str | None) -
         dedup_restored=source_fifo and dedup_id == original_dedup,
         redrive=redrive,
         problem=problem,
+        blocked=blocked,
         notes=notes,
     )
+
+
+def _redrive_attribute(redrive: Mapping[str, Any]) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": json.dumps(redrive, separators=(",", ":"))}
+
+
+def _room(
+    body: str, attributes: Mapping[str, Mapping[str, Any]], redrive: Mapping[str, Any], max_bytes: int
+) -> tuple[str | None, str | None]:
+    """Whether the message fits the source queue (else why not), and whether idempotency.redrive fits beside
+    it (else why not)."""
+    size = message_size(body, attributes)
+    if size > max_bytes:
+        return (
+            f"the message is {size:,} bytes, over the source queue's MaximumMessageSize of {max_bytes:,} "
+            "bytes: raise the queue's limit to redrive it",
+            None,
+        )
+    if len(attributes) >= contract.MAX_MESSAGE_ATTRIBUTES:
+        return None, (
+            f"it has {len(attributes)} message attributes of its own: SQS allows "
+            f"{contract.MAX_MESSAGE_ATTRIBUTES}"
+        )
+    bigger = size + _attribute_size(REDRIVE_ATTRIBUTE, _redrive_attribute(redrive))
+    if bigger > max_bytes:
+        return None, (
+            f"the message is {size:,} bytes and {REDRIVE_ATTRIBUTE} would make it {bigger:,}, over the "
+            f"source queue's MaximumMessageSize of {max_bytes:,} bytes"
+        )
+    return None, None
 
 
 def lambda_record(message: Outgoing, *, message_id: str, queue_arn: str, region: str) -> dict[str, Any]:
@@ -440,6 +511,14 @@ def attribute_text(value: Mapping[str, Any]) -> str:
     if raw is not None:
         return f"<{len(raw)} bytes>"
     return "?"
+
+
+def by_identity(letters: Iterable[DeadLetter]) -> dict[str, list[DeadLetter]]:
+    """The copies of each dead letter, by :attr:`DeadLetter.identity`, in the order given."""
+    copies: dict[str, list[DeadLetter]] = {}
+    for letter in letters:
+        copies.setdefault(letter.identity, []).append(letter)
+    return copies
 
 
 def oldest_first(letters: Iterable[DeadLetter]) -> list[DeadLetter]:

@@ -29,12 +29,15 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from idempotent_cli.dlq.letters import DeadLetter, Which
+from idempotent_cli.dlq.letters import SQS_MAX_MESSAGE_BYTES, DeadLetter, Which
 
 MAX_BATCH = 10  # SQS: ReceiveMessage, ChangeMessageVisibilityBatch
 DEFAULT_VISIBILITY_SECONDS = 120
 DEFAULT_WAIT_SECONDS = 1  # long polling asks every SQS server: an empty answer then means empty
 EMPTY_RETRIES = 2  # empty receives while the counts say messages are visible (approximate counts lag)
+# Seconds to wait, one count a second, for ApproximateNumberOfMessagesNotVisible to stop counting messages
+# the walk deleted, before calling the rest in flight elsewhere.
+SETTLE_SECONDS = 5
 
 
 class Decision(Enum):
@@ -81,6 +84,11 @@ class Queue:
     @property
     def fifo(self) -> bool:
         return self.attributes.get("FifoQueue") == "true" or self.url.endswith(".fifo")
+
+    @property
+    def max_message_bytes(self) -> int:
+        """The largest message the queue takes (body and attributes)."""
+        return int(self.attributes.get("MaximumMessageSize") or SQS_MAX_MESSAGE_BYTES)
 
     @property
     def arn(self) -> str:
@@ -157,16 +165,22 @@ def walk(
     visit: Callable[[DeadLetter], Decision],
     *,
     clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> Walk:
     """Visit every message of ``queue`` once, in the queue's order (see the module docstring)."""
-    return _Walker(queue, which, visit, clock).run()
+    return _Walker(queue, which, visit, clock, sleep).run()
 
 
 class _Walker:
     def __init__(
-        self, queue: Queue, which: Which, visit: Callable[[DeadLetter], Decision], clock: Callable[[], float]
+        self,
+        queue: Queue,
+        which: Which,
+        visit: Callable[[DeadLetter], Decision],
+        clock: Callable[[], float],
+        sleep: Callable[[float], None],
     ) -> None:
-        self.queue, self.which, self.visit, self.clock = queue, which, visit, clock
+        self.queue, self.which, self.visit, self.clock, self.sleep = queue, which, visit, clock, sleep
         self.result = Walk()
         self.held: dict[str, DeadLetter] = {}  # received, not deleted: hidden by us until the end
         self.seen: set[str] = set()
@@ -196,12 +210,23 @@ class _Walker:
                         break
                     retries -= 1  # approximate counts lag behind, and a short poll can miss a message
                     self._receive_all()
-            counts = self.queue.counts()
+            counts = self._settled_counts()
             self.result.not_reached = counts.visible if not self.result.ended_early else 0
             self.result.in_flight_elsewhere = max(0, counts.in_flight - len(self.held))
         finally:
             self._release(list(self.held.values()))
         return self.result
+
+    def _settled_counts(self) -> Counts:
+        """The queue's counts once they no longer count, as in flight, messages this walk deleted (they lag
+        behind deletes; a message another reader holds stays in flight)."""
+        counts = self.queue.counts()
+        for _ in range(SETTLE_SECONDS if self.result.deleted else 0):
+            if counts.in_flight <= len(self.held):
+                break
+            self.sleep(1)
+            counts = self.queue.counts()
+        return counts
 
     def _held_groups(self) -> list[str]:
         groups: dict[str, None] = {}

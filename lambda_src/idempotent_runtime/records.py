@@ -10,9 +10,11 @@ the consumer would see::
     found = inspect(config, dynamodb, lambda_sqs_record)   # Inspection(key, fingerprint, state, ...)
     if found.state == "done":
         forget(config, dynamodb, found.key)                # a redrive then processes the key again
+        forget_unchanged(config, dynamodb, found)          # ... only if the record is still as found
 
-``inspect`` reads with ``GetItem`` (consistent); ``forget`` deletes with ``DeleteItem``. Neither is used by
-the consumer function itself.
+``inspect`` reads with ``GetItem`` (consistent); ``forget`` deletes with ``DeleteItem``;
+``forget_unchanged`` reads again and deletes with a condition on what it read. None is used by the consumer
+function itself.
 """
 
 from __future__ import annotations
@@ -22,12 +24,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from idempotent_runtime.config import Config
-from idempotent_runtime.errors import InvalidMessage
+from idempotent_runtime.contract import (
+    FINGERPRINT_ATTRIBUTE,
+    LEASE_ATTRIBUTE,
+    LEGACY_LEASE_ATTRIBUTE,
+    LEGACY_OWNER_ATTRIBUTE,
+    LEGACY_STATUS_ATTRIBUTE,
+    OWNER_ATTRIBUTE,
+    STATUS_ATTRIBUTE,
+    TOKEN_ATTRIBUTE,
+)
+from idempotent_runtime.errors import InvalidMessage, is_conditional_check_failed
 from idempotent_runtime.keys import KeyBuilder
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.modes import Mode, RecordState, make_mode
 
-__all__ = ["Inspection", "RecordState", "forget", "inspect"]
+__all__ = ["Inspection", "RecordState", "forget", "forget_unchanged", "inspect"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +99,64 @@ def forget(config: Config, dynamodb_client: Any, key: Key) -> bool:
         TableName=config.table_name, Key=mode.location(key), ReturnValues="ALL_OLD"
     )
     return bool(response.get("Attributes"))
+
+
+# What every write of a record changes: a document's or marker's write token; a guarded claim's owner,
+# status and lease (0.1's names too); the fingerprint and the TTL.
+VERSION_ATTRIBUTES = (
+    TOKEN_ATTRIBUTE,
+    OWNER_ATTRIBUTE,
+    STATUS_ATTRIBUTE,
+    LEASE_ATTRIBUTE,
+    FINGERPRINT_ATTRIBUTE,
+    LEGACY_OWNER_ATTRIBUTE,
+    LEGACY_STATUS_ATTRIBUTE,
+    LEGACY_LEASE_ATTRIBUTE,
+)
+
+
+def forget_unchanged(
+    config: Config, dynamodb_client: Any, found: Inspection, *, now: float | None = None
+) -> bool:
+    """:func:`forget` ``found.key`` only while its record is still what ``found`` (an :func:`inspect`)
+    saw: the same state and stored fingerprint on a consistent read, and that very item at the delete (a
+    condition on every attribute a write changes). Returns False, deleting nothing, when it changed: e.g.
+    a guarded redelivery took an expired claim over, which must never be deleted while it runs."""
+    if found.key is None or found.fingerprint is None:
+        return False
+    mode = _mode(config, dynamodb_client)
+    location = mode.location(found.key)
+    item = dynamodb_client.get_item(TableName=config.table_name, Key=location, ConsistentRead=True).get(
+        "Item"
+    )
+    if not item:
+        return False
+    state, stored = mode.state(item, found.fingerprint, time.time() if now is None else now)
+    if (state, stored) != (found.state, found.stored_fingerprint):
+        return False
+    names: dict[str, str] = {"#pk": config.partition_key}
+    values: dict[str, Any] = {}
+    conditions = ["attribute_exists(#pk)"]
+    version = dict.fromkeys((*VERSION_ATTRIBUTES, config.ttl_attribute))
+    for n, name in enumerate(name for name in version if name not in location):
+        names[f"#v{n}"] = name
+        if name in item:
+            values[f":v{n}"] = item[name]
+            conditions.append(f"#v{n} = :v{n}")
+        else:
+            conditions.append(f"attribute_not_exists(#v{n})")
+    request: dict[str, Any] = {
+        "TableName": config.table_name,
+        "Key": location,
+        "ConditionExpression": " AND ".join(conditions),
+        "ExpressionAttributeNames": names,
+    }
+    if values:
+        request["ExpressionAttributeValues"] = values
+    try:
+        dynamodb_client.delete_item(**request)
+    except Exception as exc:
+        if is_conditional_check_failed(exc):
+            return False
+        raise
+    return True

@@ -382,6 +382,22 @@ def drain(queue_url: str) -> list[dict[str, Any]]:
         messages += batch
 
 
+def peek(queue_url: str) -> list[dict[str, Any]]:
+    """Every message of the queue, in the order the queue hands them out, left in place (received, then
+    made visible again)."""
+    sqs = client("sqs")
+    messages: list[dict[str, Any]] = []
+    while batch := sqs.receive_message(
+        QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60, AttributeNames=["All"]
+    ).get("Messages", []):
+        messages += batch
+    for message in messages:
+        sqs.change_message_visibility(
+            QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    return messages
+
+
 def by_group(messages: list[dict[str, Any]]) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
     for message in messages:
@@ -423,6 +439,57 @@ def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deduplication
     clock = Deduplication()
     monkeypatch.setattr(patches, "time", clock)
     yield clock
+
+
+def hooked(event: str, callback: Any) -> Any:
+    """A ``connect`` for :func:`dlq`: the default-credential clients, with ``callback`` registered for the
+    botocore ``event`` (e.g. ``before-call.dynamodb.DeleteItem``: something happens just before the tool's
+    request)."""
+    from idempotent_cli.dlq import aws
+
+    def connect(args: Any) -> Any:
+        clients = aws.connect(local=False)
+        factory = clients.factory
+
+        def make(service: str) -> Any:
+            made = factory(service)
+            made.meta.events.register(event, callback)
+            return made
+
+        clients.factory = make
+        return clients
+
+    return connect
+
+
+def sqs_size(request: dict[str, Any]) -> int:
+    """The size SQS counts against a queue's MaximumMessageSize: the body plus every message attribute's
+    name, type and value, in bytes."""
+    size = len(request["MessageBody"].encode("utf-8"))
+    for name, value in (request.get("MessageAttributes") or {}).items():
+        raw = value["StringValue"].encode("utf-8") if "StringValue" in value else value["BinaryValue"]
+        size += len(name.encode("utf-8")) + len(value["DataType"].encode("utf-8")) + len(raw)
+    return size
+
+
+def size_limited() -> Any:
+    """A ``connect`` for :func:`dlq` whose SendMessage is refused as SQS refuses it when the message is over
+    the queue's MaximumMessageSize (moto counts the body only)."""
+    from botocore.exceptions import ClientError
+
+    def refuse(params: dict[str, Any], **_: Any) -> None:
+        limit = int(
+            client("sqs").get_queue_attributes(
+                QueueUrl=params["QueueUrl"], AttributeNames=["MaximumMessageSize"]
+            )["Attributes"]["MaximumMessageSize"]
+        )
+        if sqs_size(params) > limit:
+            message = (
+                f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes"
+            )
+            raise ClientError({"Error": {"Code": "InvalidParameterValue", "Message": message}}, "SendMessage")
+
+    return hooked("before-parameter-build.sqs.SendMessage", refuse)
 
 
 def failing(operation: str, when: Any, error: BaseException | None = None) -> Any:
@@ -480,9 +547,9 @@ def consumer(pipeline: Pipeline, processor: Any = None) -> Any:
     )
 
 
-def consume(pipeline: Pipeline, handler: Any) -> list[tuple[str, str]]:
+def consume(pipeline: Pipeline, handler: Any, *, batch: int = 10) -> list[tuple[str, str]]:
     """Deliver everything in the source queue to ``handler`` as the event source mapping would (delete what
-    succeeded); returns (body, outcome) per delivery, in order."""
+    succeeded), ``batch`` messages at a time; returns (body, outcome) per delivery, in order."""
     from idempotent_local.events import lambda_sqs_event
 
     sqs = client("sqs")
@@ -491,7 +558,7 @@ def consume(pipeline: Pipeline, handler: Any) -> list[tuple[str, str]]:
     while True:
         messages = sqs.receive_message(
             QueueUrl=pipeline.queue_url,
-            MaxNumberOfMessages=10,
+            MaxNumberOfMessages=batch,
             VisibilityTimeout=30,
             AttributeNames=["All"],
             MessageSystemAttributeNames=["All"],

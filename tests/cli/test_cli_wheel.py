@@ -338,7 +338,7 @@ def test_after_a_fix_dlq_redrive_processes_the_transient_message_exactly_once(sh
     assert redeployed.returncode == 0, redeployed.stdout + redeployed.stderr
     dry = shop.command("dlq", "redrive", "--local", "--reason", "exhausted", "--dry-run")
     assert dry.returncode == 0, dry.stdout + dry.stderr
-    assert "dry run: 1 new; nothing was changed" in dry.stdout
+    assert "dry run: 1 new; 1 would be redriven; nothing was changed" in dry.stdout
     redriven = shop.command("dlq", "redrive", "--local", "--reason", "exhausted", "--yes")
     assert redriven.returncode == 0, redriven.stdout + redriven.stderr
     outputs = shop.outputs()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from datetime import UTC, datetime
 
 import dlq_processors
@@ -25,9 +26,16 @@ from dlq_helpers import (
     dlq,
     drain,
     failing,
+    hooked,
     publish,
 )
-from idempotent_runtime.contract import DeadLetterKind
+from idempotent_runtime.contract import (
+    LEASE_ATTRIBUTE,
+    OWNER_ATTRIBUTE,
+    RESULT_ATTRIBUTE,
+    STATUS_ATTRIBUTE,
+    DeadLetterKind,
+)
 
 pytest.importorskip("idempotent_runtime.records", reason="the runtime's records API (inspect, forget)")
 
@@ -115,7 +123,10 @@ def test_dry_run_shows_per_message_whether_its_key_is_new_done_conflicting_or_in
     assert f"{clash} group g1 key clash#1: conflict: done with a different payload" in text
     assert f"{fresh} group g1 key fresh#1: new: a redrive processes it" in text
     assert f"{bad} group g1: invalid: the consumer cannot key it" in text
-    assert "dry run: 1 conflict, 1 done, 1 invalid, 1 new; nothing was changed" in terminal.lines
+    assert (
+        "dry run: 1 conflict, 1 done, 1 invalid, 1 new; 4 would be redriven; nothing was changed"
+        in terminal.lines
+    )
     assert _items(pipeline) == items
     assert [m["MessageId"] for m in drain(pipeline.dlq_url)] == [done, clash, fresh, bad]
 
@@ -191,12 +202,83 @@ def test_force_lets_a_conflicting_version_replace_the_stored_document():
         dedup_id="k-v2",
     )
 
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--dry-run")
+    assert code == 0, terminal.error
+    assert "key k#1: conflict: " in terminal.out.getvalue()
+    assert "; --force forgets its key first" in terminal.out.getvalue()
+    assert "dry run: 1 conflict; 1 would be redriven; --force would forget 1 key(s); nothing was changed" in (
+        terminal.lines
+    )
+
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--yes")
 
     assert code == 0, terminal.error
     assert "key k#1 was conflict; forgot it (the stored document is deleted" in terminal.out.getvalue()
     assert [o for _, o in consume(pipeline, handler)] == ["processed"]
     assert _item(pipeline, "k", "1")["total"] == {"N": "5"}
+
+
+@pytest.mark.parametrize(
+    "when", ["after-call.dynamodb.GetItem", "before-call.dynamodb.DeleteItem"], ids=["read", "delete"]
+)
+def test_force_never_deletes_a_claim_a_redelivery_took_over_since_the_inspection(when):
+    # Guarded: payload X's invocation died holding its claim; another version Y of the key is dead-lettered
+    # (a conflict). --force is to make Y win. Between the tool's inspection and its delete, X is delivered
+    # again and takes its expired claim over: that claim is live, its effect runs, and must not be deleted.
+    pipeline, handler = _pipeline("guarded")
+    x, y = body("k", amount=1), body("k", amount=2)
+    publish(pipeline, x)
+    assert [o for _, o in consume(pipeline, handler)] == ["processed"]
+    client("dynamodb").update_item(  # X's record as its dead invocation left it: an expired claim
+        TableName=pipeline.table,
+        Key={"pk": {"S": "k"}, "sk": {"S": "1"}},
+        UpdateExpression="SET #status = :claimed, #owner = :dead, #lease = :past REMOVE #result",
+        ExpressionAttributeNames={
+            "#status": STATUS_ATTRIBUTE,
+            "#owner": OWNER_ATTRIBUTE,
+            "#lease": LEASE_ATTRIBUTE,
+            "#result": RESULT_ATTRIBUTE,
+        },
+        ExpressionAttributeValues={
+            ":claimed": {"S": "IN_PROGRESS"},
+            ":dead": {"S": "dead-invocation"},
+            ":past": {"N": "1000"},
+        },
+    )
+    letter = dead_letter(y, queue_url=pipeline.dlq_url, kind=DeadLetterKind.CONFLICT, reason="conflict")
+    dlq_processors.EFFECTS.clear()
+    publish(pipeline, x)  # the redelivery
+    claimed, finish = threading.Event(), threading.Event()
+    dlq_processors.WHILE_CLAIMED.append(lambda: (claimed.set(), finish.wait(30)))
+    redelivered: list[tuple[str, str]] = []
+    redelivery = threading.Thread(target=lambda: redelivered.extend(consume(pipeline, handler)))
+
+    def take_over(**_: object) -> None:
+        if not redelivery.is_alive() and not claimed.is_set():
+            redelivery.start()
+            assert claimed.wait(30)
+
+    try:
+        code, terminal = dlq(
+            "redrive", "--stack", pipeline.stack, "--force", "--yes", connect=hooked(when, take_over)
+        )
+        held = _item(pipeline, "k", "1")  # while the redelivery runs its effect
+    finally:
+        finish.set()
+        redelivery.join(30)
+
+    assert claimed.is_set()
+    assert held is not None and held[STATUS_ATTRIBUTE] == {"S": "IN_PROGRESS"}
+    assert held[OWNER_ATTRIBUTE] != {"S": "dead-invocation"}
+    assert code == 1
+    assert (
+        f"kept {letter['MessageId']} (group g1): key k#1 changed since it was inspected (it was conflict): "
+        "not forgotten, not redriven; run again to see its state now"
+    ) in terminal.lines
+    assert "1 changed since inspected" in terminal.lines
+    assert redelivered == [(x, "processed")] and dlq_processors.EFFECTS == ["k#1"]
+    assert [m["Body"] for m in drain(pipeline.dlq_url)] == [y]
+    assert drain(pipeline.queue_url) == []
 
 
 def test_message_id_keys_survive_the_redrive():
@@ -226,7 +308,7 @@ def test_dedup_id_keys_are_restored_and_an_unknown_one_is_kept_unless_forced(
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
     text = terminal.out.getvalue()
     assert f"{known['MessageId']} group g key order-1#dedup_id: done" in text
-    assert f"{unknown['MessageId']} group h" in text and "not redriven without --force" in text
+    assert f"{unknown['MessageId']} group h" in text and "; kept: its original deduplication id" in text
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack)
     assert code == 1

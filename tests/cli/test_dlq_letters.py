@@ -10,7 +10,14 @@ from idempotent_runtime.contract import DLQ_DETAILS_ATTRIBUTE, DLQ_REASON_ATTRIB
 
 from idempotent_cli.dlq.console import Console, Pace
 from idempotent_cli.dlq.errors import DlqError
-from idempotent_cli.dlq.letters import REDRIVE_ATTRIBUTE, DeadLetter, Filters, Which, outgoing
+from idempotent_cli.dlq.letters import (
+    REDRIVE_ATTRIBUTE,
+    DeadLetter,
+    Filters,
+    Which,
+    message_size,
+    outgoing,
+)
 
 
 def _string(value: str) -> dict[str, str]:
@@ -104,6 +111,25 @@ def test_no_room_for_the_redrive_attribute_keeps_a_message_whose_key_needs_it():
     assert body_keyed.dedup_id == "redrive-m-1"
     by_dedup_id = outgoing(letter, source_fifo=True, key_source="dedup_id")  # no attribute: the id is the key
     assert by_dedup_id.dedup_id == "orig" and by_dedup_id.dedup_restored
+
+
+def test_the_size_is_counted_as_sqs_counts_it_and_a_message_too_big_for_the_source_queue_is_blocked():
+    # SQS counts the body and each attribute's name, type and value, in bytes.
+    attributes = {"tenant": _string("acme"), "blob": {"DataType": "Binary", "BinaryValue": b"\x00\x01\x02"}}
+    assert message_size("é", attributes) == 2 + (6 + 6 + 4) + (4 + 6 + 3)
+    letter = DeadLetter.from_message(_message("m-1", body="x" * 1500, attributes=attributes), Which.DLQ)
+    size = message_size(letter.body, attributes)
+
+    fits = outgoing(letter, source_fifo=False, key_source="message_id", max_bytes=size + 200)
+    assert fits.blocked is None and fits.problem is None and REDRIVE_ATTRIBUTE in fits.attributes
+
+    for key_source in ("message_id", "fields"):
+        blocked = outgoing(letter, source_fifo=False, key_source=key_source, max_bytes=size - 1)
+        assert blocked.blocked == (
+            f"the message is {size:,} bytes, over the source queue's MaximumMessageSize of {size - 1:,} "
+            "bytes: raise the queue's limit to redrive it"
+        )
+        assert REDRIVE_ATTRIBUTE not in blocked.attributes
 
 
 def test_unreadable_details_are_shown_not_guessed():

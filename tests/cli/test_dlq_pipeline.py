@@ -113,7 +113,8 @@ def test_dry_run_then_force_makes_the_new_revisions_win_exactly_once(deployed: D
 
     code, terminal = deployed.dlq("redrive", "--reason", "conflict", "--dry-run")
     assert code == 0, terminal.error
-    assert f"dry run: {len(conflicts)} conflict; nothing was changed" in terminal.lines
+    n = len(conflicts)
+    assert f"dry run: {n} conflict; {n} would be redriven; nothing was changed" in terminal.lines
 
     # Without --force the consumer finds the keys done with other content again: back to the DLQ.
     code, terminal = deployed.dlq("redrive", "--reason", "conflict")

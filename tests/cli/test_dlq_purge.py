@@ -7,6 +7,7 @@ from dlq_helpers import (
     Terminal,
     body,
     by_group,
+    client,
     cloud,  # noqa: F401  (fixture)
     dead_letter,
     deploy_pipeline,
@@ -40,7 +41,7 @@ def test_purge_asks_and_deletes_nothing_unless_the_answer_is_yes():
 
     assert code == 1
     assert len(terminal.questions) == 1
-    assert terminal.questions[0].startswith("purge deletes all 3 message(s) from ")
+    assert terminal.questions[0].startswith("purge deletes all 3 dead letter(s) from ")
     assert terminal.questions[0].endswith("for good. Type yes to continue: ")
     assert "error: not confirmed: nothing was changed" in terminal.error
     assert len(drain(pipeline.dlq_url)) == 3
@@ -138,7 +139,7 @@ def test_the_purge_question_counts_what_it_deletes_by_kind():
     dlq_name = pipeline.dlq_url.rsplit("/", 1)[-1]
     assert code == 1
     [question] = terminal.questions
-    assert question.startswith("purge deletes all 3 message(s) from ")
+    assert question.startswith("purge deletes all 3 dead letter(s) from ")
     assert question.endswith(
         f"/{dlq_name} (by kind: 2 invalid, 1 exhausted) for good. Type yes to continue: "
     )
@@ -153,6 +154,84 @@ def test_the_purge_question_counts_what_it_deletes_by_kind():
     )
     assert code == 0, terminal.error
     [question] = terminal.questions
-    assert question.startswith("purge deletes the 1 message(s) matching reason 'exhausted' from ")
+    assert question.startswith("purge deletes the 1 dead letter(s) matching reason 'exhausted' from ")
     assert question.endswith(f"/{dlq_name} (by kind: 1 exhausted) for good. Type yes to continue: ")
     assert by_group(drain(pipeline.dlq_url)) == {"a": [body("a1")], "b": [body("b1")]}
+
+
+def test_purge_of_messages_held_by_another_reader_deletes_nothing_and_fails_saying_why():
+    pipeline = deploy_pipeline()
+    _fill(pipeline)
+    sqs = client("sqs")
+    held = sqs.receive_message(QueueUrl=pipeline.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=600)
+
+    code, terminal = dlq("purge", "--stack", pipeline.stack, "--yes")
+
+    assert code == 1
+    assert "deleted 0; 0 left in the queue" in terminal.lines
+    assert (
+        f"not finished: {len(held['Messages'])} message(s) could not be read (see above) and may be among "
+        "those chosen; they stay in the DLQ"
+    ) in terminal.lines
+    for message in held["Messages"]:
+        sqs.change_message_visibility(
+            QueueUrl=pipeline.dlq_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    assert len(drain(pipeline.dlq_url)) == 3
+
+
+def test_copies_of_one_dead_letter_are_purged_together_and_counted_once():
+    pipeline = deploy_pipeline(fifo=False)
+    for _ in range(2):
+        dead_letter(
+            body("o-1"),
+            queue_url=pipeline.dlq_url,
+            group_id=None,
+            source_message_id="src-1",
+            kind=DeadLetterKind.EXHAUSTED,
+            reason="timed out",
+        )
+    dead_letter(body("o-2"), queue_url=pipeline.dlq_url, group_id=None)
+
+    code, terminal = dlq("purge", "--stack", pipeline.stack, "--reason", "exhausted", "--yes")
+
+    assert code == 0, terminal.error
+    assert "deleted 1 (and 1 copy of it); 1 left in the queue by the filters" in terminal.lines
+    assert "deleted by kind: 1 exhausted" in terminal.lines
+    assert [m["Body"] for m in drain(pipeline.dlq_url)] == [body("o-2")]
+
+
+def test_purge_dry_run_lists_what_it_would_delete_and_deletes_nothing():
+    pipeline = deploy_pipeline()
+    first = dead_letter(body("a1"), queue_url=pipeline.dlq_url, group_id="a")
+    dead_letter(
+        body("a2"),
+        queue_url=pipeline.dlq_url,
+        group_id="a",
+        kind=DeadLetterKind.EXHAUSTED,
+        reason="timed out",
+    )
+    second = dead_letter(body("b1"), queue_url=pipeline.dlq_url, group_id="b")
+
+    code, terminal = dlq("purge", "--stack", pipeline.stack, "--reason", "invalid", "--dry-run")
+
+    assert code == 0, terminal.error
+    listed = [line.split()[0] for line in terminal.lines if line.startswith("  ")]
+    assert listed == [first["MessageId"], second["MessageId"]]
+    assert terminal.lines[-1].startswith("dry run: purge would delete the 2 dead letter(s) matching reason ")
+    assert terminal.lines[-1].endswith("(by kind: 2 invalid); nothing was changed")
+    assert by_group(drain(pipeline.dlq_url)) == {"a": [body("a1"), body("a2")], "b": [body("b1")]}
+
+
+def test_the_purge_question_comes_after_the_list_of_what_it_deletes():
+    pipeline = deploy_pipeline()
+    letters = [dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g") for n in range(3)]
+
+    code, terminal = dlq(
+        "purge", "--stack", pipeline.stack, terminal=Terminal(interactive=True, answers=["n"])
+    )
+
+    assert code == 1 and len(terminal.questions) == 1
+    listed = [line.split()[0] for line in terminal.lines if line.startswith("  ")]
+    assert listed == [letter["MessageId"] for letter in letters]
+    assert len(drain(pipeline.dlq_url)) == 3

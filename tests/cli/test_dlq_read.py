@@ -220,3 +220,56 @@ def test_show_of_an_unknown_id_fails_naming_it_and_leaves_the_queue_as_it_was():
     )
     assert "`dlq list --messages` shows their ids" in terminal.error
     assert len(drain(pipeline.dlq_url)) == 1
+
+
+def _twice(pipeline, message_body: str, source_message_id: str, **kwargs) -> tuple[str, str]:
+    """One dead letter the runtime sent twice (its first SendMessage answer was lost): two messages with
+    the same details; returns their ids in the DLQ."""
+    return tuple(  # type: ignore[return-value]
+        dead_letter(message_body, queue_url=pipeline.dlq_url, source_message_id=source_message_id, **kwargs)[
+            "MessageId"
+        ]
+        for _ in range(2)
+    )
+
+
+def test_copies_of_one_dead_letter_are_counted_once_and_shown_with_their_number():
+    pipeline = deploy_pipeline(fifo=False)  # a standard DLQ keeps both copies
+    copies = _twice(pipeline, body("o-1"), "src-1", group_id=None)
+    other = dead_letter(body("o-2"), queue_url=pipeline.dlq_url, group_id=None)
+
+    code, terminal = dlq("list", "--stack", pipeline.stack, "--messages")
+
+    assert code == 0, terminal.error
+    assert "3 read; 2 dead letter(s), counted once: 1 of them in several copies" in terminal.lines
+    groups = terminal.lines[terminal.lines.index("by group, oldest first:") + 2]
+    assert groups.split()[:2] == ["-", "2"]
+    reasons = terminal.lines[terminal.lines.index("by reason, oldest first:") + 2]
+    assert reasons.split()[:2] == ["invalid", "2"]
+    listed = terminal.lines[terminal.lines.index("messages, oldest first:") + 1 :]
+    assert len(listed) == 2
+    [twice] = [line for line in listed if "2 copies" in line]
+    assert twice.split()[0] in copies and other["MessageId"] not in twice
+
+    code, terminal = dlq("list", "--stack", pipeline.stack, "--messages", "--json")
+    report = json.loads(terminal.out.getvalue())
+    assert (report["read"], report["matching"]) == (3, 2)
+    assert sorted(len(m["copies"]) for m in report["message_list"]) == [1, 2]
+
+    code, terminal = dlq("show", copies[1], "--stack", pipeline.stack)
+    assert code == 0, terminal.error
+    [line] = [line for line in terminal.lines if line.startswith("copies ")]
+    assert line.startswith("copies             2: ") and all(id_ in line for id_ in copies)
+    assert len(drain(pipeline.dlq_url)) == 3
+
+
+def test_messages_sqs_moved_are_each_their_own_dead_letter():
+    pipeline = deploy_pipeline(max_receive_count=1)
+    for n in range(2):
+        _moved_by_sqs(pipeline.queue_url, body("same"), f"g{n}", f"d{n}", receives=1)
+
+    code, terminal = dlq("list", "--stack", pipeline.stack, "--json")
+
+    assert code == 0, terminal.error
+    report = json.loads(terminal.out.getvalue())
+    assert (report["read"], report["matching"]) == (2, 2)
