@@ -9,13 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from idempotent_runtime import contract
+
 from idempotent_cli.dlq.aws import Clients
 from idempotent_cli.dlq.console import Console, Pace, Progress
 from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import FORGET_MEANING, MEANING, KeyTable
 from idempotent_cli.dlq.letters import (
     MOVED,
-    SQS_MAX_MESSAGE_BYTES,
     DeadLetter,
     Filters,
     Which,
@@ -268,7 +269,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         letter,
         source_fifo=bool(source and source.fifo),
         key_source=context.target.key_source,
-        max_bytes=source.max_message_bytes if source else SQS_MAX_MESSAGE_BYTES,
+        max_bytes=source.max_message_bytes if source else contract.SQS_MESSAGE_BYTES,
         run_id=new_run_id(),
     )
     keys = context.keys(required=False, why="show")

@@ -2,7 +2,7 @@
 
 ``--dry-run`` asks :func:`idempotent_runtime.records.inspect` with the consumer's configuration (its
 environment, read through ``Config.from_env``), so the tool keys a message exactly as the consumer will;
-``--force`` deletes a done key's record with :func:`idempotent_runtime.records.forget_unchanged`: only
+``--force`` deletes a done key's record with :func:`idempotent_runtime.records.forget`: only
 while it is still the record inspected (a guarded claim a redelivery took over since is never deleted).
 """
 
@@ -99,4 +99,4 @@ class KeyTable:
     def forget(self, inspection: Inspection) -> bool:
         """Delete the key's record if it is still what ``inspection`` saw; False (nothing deleted) if it
         changed since."""
-        return bool(self.records.forget_unchanged(self.config, self.dynamodb, inspection.found))
+        return bool(self.records.forget(self.config, self.dynamodb, inspection.found))

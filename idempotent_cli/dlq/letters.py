@@ -31,8 +31,6 @@ from idempotent_runtime import contract
 # them), plus the run that sent it.
 REDRIVE_ATTRIBUTE = contract.REDRIVE_ATTRIBUTE
 RUN_FIELD = "run"  # in idempotency.redrive: which run sent it (a message that bounces back is not resent)
-# SQS's MaximumMessageSize before 2025, assumed for a queue that does not say its own.
-SQS_MAX_MESSAGE_BYTES = 262_144
 # The runtime's own attributes on a dead letter: never sent back to the consumer.
 RUNTIME_ATTRIBUTES = frozenset({contract.DLQ_REASON_ATTRIBUTE, contract.DLQ_DETAILS_ATTRIBUTE})
 # What SNS adds to a message it could not deliver (shown, and left on the message: they are not the
@@ -351,7 +349,7 @@ def outgoing(
     *,
     source_fifo: bool,
     key_source: str | None,
-    max_bytes: int = SQS_MAX_MESSAGE_BYTES,
+    max_bytes: int = contract.SQS_MESSAGE_BYTES,
     run_id: str | None = None,
 ) -> Outgoing:
     """The message to send back for ``letter``; ``key_source`` is the consumer's KEY_SOURCE (None: unknown),

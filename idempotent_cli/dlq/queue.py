@@ -28,8 +28,9 @@ from enum import Enum
 from typing import Any
 
 from botocore.exceptions import ClientError
+from idempotent_runtime import contract
 
-from idempotent_cli.dlq.letters import SQS_MAX_MESSAGE_BYTES, DeadLetter, Which
+from idempotent_cli.dlq.letters import DeadLetter, Which
 
 MAX_BATCH = 10  # SQS: ReceiveMessage, ChangeMessageVisibilityBatch
 DEFAULT_VISIBILITY_SECONDS = 120
@@ -88,7 +89,7 @@ class Queue:
     @property
     def max_message_bytes(self) -> int:
         """The largest message the queue takes (body and attributes)."""
-        return int(self.attributes.get("MaximumMessageSize") or SQS_MAX_MESSAGE_BYTES)
+        return int(self.attributes.get("MaximumMessageSize") or contract.SQS_MESSAGE_BYTES)
 
     @property
     def arn(self) -> str:

@@ -348,7 +348,7 @@ MAX_MESSAGE_ATTRIBUTES = 10  # SQS
 # size: 262,144 bytes unless a queue says otherwise, the default for years (the maximum is 1 MiB since 2025).
 # A dead letter is sized to fit this, or the message it copies when that was larger (its source queue took
 # it, and the constructs make both queues alike).
-DLQ_MESSAGE_BYTES = 262_144
+SQS_MESSAGE_BYTES = 262_144
 FIFO_MAX_BATCH_SIZE = 10
 STANDARD_MAX_BATCH_SIZE = 10_000
 MAX_RECEIVE_COUNT_RANGE = (1, 1000)

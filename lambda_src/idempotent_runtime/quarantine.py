@@ -28,7 +28,6 @@ from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
     DLQ_ATTRIBUTE_PREFIX,
     DLQ_DETAILS_ATTRIBUTE,
-    DLQ_MESSAGE_BYTES,
     DLQ_REASON_ATTRIBUTE,
     FIFO_QUEUE_SUFFIX,
     MAX_MESSAGE_ATTRIBUTES,
@@ -39,6 +38,7 @@ from idempotent_runtime.contract import (
     QUARANTINE_TTL_SECONDS,
     REASON_ATTRIBUTE,
     REDRIVE_ATTRIBUTE,
+    SQS_MESSAGE_BYTES,
     STATUS_ATTRIBUTE,
     DeadLetterKind,
     QuarantineStatus,
@@ -164,7 +164,7 @@ class Quarantine:
         if self.fifo:
             request["MessageGroupId"] = message.group_id or message.message_id
             request["MessageDeduplicationId"] = message.message_id[:128]
-        budget = max(DLQ_MESSAGE_BYTES, size(body, kept))
+        budget = max(SQS_MESSAGE_BYTES, size(body, kept))
         for attempt in (budget, 0):  # 0: the smallest copy
             request["MessageAttributes"] = fit(body, kept, details, reason, attempt)
             try:

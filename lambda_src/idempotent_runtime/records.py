@@ -9,12 +9,10 @@ the consumer would see::
     config = Config.from_env(function_environment)        # the consumer function's variables
     found = inspect(config, dynamodb, lambda_sqs_record)   # Inspection(key, fingerprint, state, ...)
     if found.state == "done":
-        forget(config, dynamodb, found.key)                # a redrive then processes the key again
-        forget_unchanged(config, dynamodb, found)          # ... only if the record is still as found
+        forget(config, dynamodb, found)                    # only if the record is still as found
 
-``inspect`` reads with ``GetItem`` (consistent); ``forget`` deletes with ``DeleteItem``;
-``forget_unchanged`` reads again and deletes with a condition on what it read. None is used by the consumer
-function itself.
+``inspect`` reads with ``GetItem`` (consistent); ``forget`` reads again and deletes with ``DeleteItem`` and a
+condition on what it read. Neither is used by the consumer function itself.
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from idempotent_runtime.keys import KeyBuilder
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.modes import Mode, RecordState, make_mode
 
-__all__ = ["Inspection", "RecordState", "forget", "forget_unchanged", "inspect"]
+__all__ = ["Inspection", "RecordState", "forget", "inspect"]
 
 
 @dataclass(frozen=True)
@@ -90,17 +88,6 @@ def inspect(
     return Inspection(key, fingerprint, state, stored, reason)
 
 
-def forget(config: Config, dynamodb_client: Any, key: Key) -> bool:
-    """Delete the idempotency record of ``key`` (document mode: the document itself; transaction: the
-    marker, not the processor's writes; guarded: the claim or result), so the next delivery of a message
-    with this key is processed again. Returns whether there was one."""
-    mode = _mode(config, dynamodb_client)
-    response = dynamodb_client.delete_item(
-        TableName=config.table_name, Key=mode.location(key), ReturnValues="ALL_OLD"
-    )
-    return bool(response.get("Attributes"))
-
-
 # What every write of a record changes: a document's or marker's write token; a guarded claim's owner,
 # status and lease (0.1's names too); the fingerprint and the TTL.
 VERSION_ATTRIBUTES = (
@@ -115,13 +102,15 @@ VERSION_ATTRIBUTES = (
 )
 
 
-def forget_unchanged(
+def forget(
     config: Config, dynamodb_client: Any, found: Inspection, *, now: float | None = None
 ) -> bool:
-    """:func:`forget` ``found.key`` only while its record is still what ``found`` (an :func:`inspect`)
-    saw: the same state and stored fingerprint on a consistent read, and that very item at the delete (a
-    condition on every attribute a write changes). Returns False, deleting nothing, when it changed: e.g.
-    a guarded redelivery took an expired claim over, which must never be deleted while it runs."""
+    """Delete the idempotency record of ``found.key`` (document mode: the document itself; transaction: the
+    marker, not the processor's writes; guarded: the claim or result), so the next delivery of the key is
+    processed again - only while the record is still what ``found`` (an :func:`inspect`) saw: the same
+    state and stored fingerprint on a consistent read, and that very item at the delete (a condition on
+    every attribute a write changes). Returns False, deleting nothing, when it changed: e.g. a guarded
+    redelivery took an expired claim over, which must never be deleted while it runs."""
     if found.key is None or found.fingerprint is None:
         return False
     mode = _mode(config, dynamodb_client)

@@ -29,7 +29,7 @@ from runtime_helpers import (
 )
 
 # SQS's maximum message size for a queue created without one (for years, and what these DLQs have).
-DLQ_MESSAGE_BYTES = 262_144
+SQS_MESSAGE_BYTES = 262_144
 
 
 def _string(value: str) -> dict:
@@ -70,9 +70,9 @@ def _original_size(poison: dict) -> int:
 def test_a_copy_over_the_limit_drops_producer_attributes_largest_first_and_names_them(
     table, dynamodb, sqs, strict_sqs, dlq_url
 ):
-    sizes = limit_like_sqs(strict_sqs, DLQ_MESSAGE_BYTES)
+    sizes = limit_like_sqs(strict_sqs, SQS_MESSAGE_BYTES)
     poison = _poison(260_500, trace="t" * 800, tenant="acme", note="n" * 400)
-    assert _original_size(poison) <= DLQ_MESSAGE_BYTES  # the source queue took it
+    assert _original_size(poison) <= SQS_MESSAGE_BYTES  # the source queue took it
     handler = _handler(table, dynamodb, strict_sqs, dlq_url)
     assert failures(handler(event(poison), None)) == []  # on main: refused by SQS, failed on every receive
     (dead,) = drain(sqs, dlq_url)
@@ -82,14 +82,14 @@ def test_a_copy_over_the_limit_drops_producer_attributes_largest_first_and_names
     details = dlq_details(dead)
     assert details["dropped_attributes"] == ["trace"]
     assert details["source_message_id"] == poison["messageId"] and "shortened" not in details
-    assert len(sizes) == 1 and sizes[0] <= DLQ_MESSAGE_BYTES  # sized before sending: one send
+    assert len(sizes) == 1 and sizes[0] <= SQS_MESSAGE_BYTES  # sized before sending: one send
 
 
 def test_then_the_details_longest_values_then_the_reason_are_shortened(
     make_handler, table, dynamodb, sqs, strict_sqs, dlq_url
 ):
     """A key of 2 KB is not a reason to lose the dead letter: the details' key goes, its source id stays."""
-    limit_like_sqs(strict_sqs, DLQ_MESSAGE_BYTES)
+    limit_like_sqs(strict_sqs, SQS_MESSAGE_BYTES)
     from idempotent_runtime import PermanentError
 
     def reject(message):
@@ -101,7 +101,7 @@ def test_then_the_details_longest_values_then_the_reason_are_shortened(
         sqs_client=strict_sqs,
         processor=reject,
     )
-    filler = "f" * (DLQ_MESSAGE_BYTES - 2_000 - 1_500)
+    filler = "f" * (SQS_MESSAGE_BYTES - 2_000 - 1_500)
     poison = record({"x": "p" * 1_900, "y": "1", "filler": filler}, group="orders")
     poison["messageAttributes"] = {"tenant": _string("acme")}
     assert failures(handler(event(poison), None)) == []

@@ -39,12 +39,12 @@ def test_forget_lets_a_forced_redrive_process_the_key_again(make_handler, dynamo
     handler, _ = make_handler(mode=mode, **MODES[mode])
     rec = record({"x": "a1", "y": "p1", "cents": 5, "email": "a@example.com"})
     handler(event(rec), None)
-    key = inspect(config, dynamodb, rec).key
-    assert forget(config, dynamodb, key) is True
+    found = inspect(config, dynamodb, rec)
+    assert forget(config, dynamodb, found) is True
     assert inspect(config, dynamodb, rec).state == "new"
+    assert forget(config, dynamodb, found) is False  # nothing left to forget
     (again,) = handler.process_batch(event(rec), None)
     assert again.outcome == "processed"
-    assert forget(config, dynamodb, Key("nothing", "here")) is False
 
 
 def test_inspect_sees_a_live_guarded_claim_as_in_progress_and_an_expired_one_as_new(dynamodb, table):
