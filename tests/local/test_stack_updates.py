@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 from stack_helpers import deploy, failure_reasons, physical_ids, queue_attributes, status
 
+from idempotent_cli.main import main as cli_main
 from idempotent_local.emulator import Emulator
+from idempotent_local.stacks import deployed_stacks
 
 KEY_POLICY = {
     "Version": "2012-10-17",
@@ -437,3 +440,50 @@ def test_a_change_to_the_inline_subscriptions_of_a_topic_updates_it_in_place(
         queue_attributes(clean_emulator, ids["Second"])["QueueArn"]
     ]
 
+
+def test_a_resource_the_stack_lists_but_the_emulator_lacks_is_named_by_status_and_run(
+    clean_emulator: Emulator, state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = deploy(clean_emulator, _pipeline(topic=False))
+    queue_arn = queue_attributes(clean_emulator, ids["Queue"])["QueueArn"]
+    clean_emulator.client("sqs").delete_queue(QueueUrl=ids["Queue"])  # behind the stack's back
+
+    (stack,) = deployed_stacks(clean_emulator)
+
+    queue, mapping = ids["Queue"], ids["Mapping"]
+    assert stack.problems() == [
+        f"Queue (AWS::SQS::Queue) is in the stack as {queue}, but {queue} does not exist in the emulator",
+        f"Mapping (AWS::Lambda::EventSourceMapping) is in the stack as {mapping}, but the queue it reads, "
+        f"{queue_arn}, does not exist in the emulator",
+    ]
+    where = ["--state-dir", str(state_dir)]
+    assert cli_main(["local", "status", *where]) == 1
+    assert f"! Queue (AWS::SQS::Queue) is in the stack as {ids['Queue']}" in capsys.readouterr().out
+    assert cli_main(["local", "run", *where]) == 1
+    assert "an event source mapping reads a queue that does not exist" in capsys.readouterr().err
+
+
+def test_an_update_of_what_the_emulator_does_not_model_is_noted_on_the_stack(
+    clean_emulator: Emulator,
+) -> None:
+    def template(ttl: bool, retention: int, visibility: int = 30) -> dict[str, Any]:
+        table = (
+            _table(TimeToLiveSpecification={"AttributeName": "expires_at", "Enabled": True})
+            if ttl
+            else _table()
+        )
+        logs = {"Type": "AWS::Logs::LogGroup", "Properties": {"RetentionInDays": retention}}
+        return {"Resources": {"Table": table, "Logs": logs, "Queue": _queue(VisibilityTimeout=visibility)}}
+
+    deploy(clean_emulator, template(ttl=False, retention=7))
+    deploy(clean_emulator, template(ttl=True, retention=14))
+
+    (stack,) = deployed_stacks(clean_emulator)
+    assert stack.notes == [
+        "Table (AWS::DynamoDB::Table): AWS allows about one TimeToLive change per table an hour: another "
+        "change within the hour fails there (the emulator does not limit it)",
+        "Logs (AWS::Logs::LogGroup): the emulator cannot update AWS::Logs::LogGroup: it kept its properties",
+    ]
+    deploy(clean_emulator, template(ttl=True, retention=14, visibility=60))
+    (stack,) = deployed_stacks(clean_emulator)
+    assert stack.notes == []  # the notes are the last update's
