@@ -125,28 +125,33 @@ def _queue_exists(emulator: Emulator, url: str) -> bool:
     ]
 
 
-def test_a_topic_dropped_by_one_update_and_added_back_by_the_next_exists_and_delivers_again(
+def test_a_topic_or_dashboard_dropped_by_one_update_and_added_back_by_the_next_exists_again(
     clean_emulator: Emulator,
 ) -> None:
-    deploy(clean_emulator, _pipeline())
+    with_both = _pipeline()
+    with_both["Resources"]["Dashboard"] = {
+        "Type": "AWS::CloudWatch::Dashboard",
+        "Properties": {"DashboardBody": json.dumps({"widgets": []})},
+    }
+    deploy(clean_emulator, with_both)
     deploy(clean_emulator, _pipeline(topic=False))
     assert clean_emulator.client("sns").list_topics()["Topics"] == []
+    assert clean_emulator.client("cloudwatch").list_dashboards()["DashboardEntries"] == []
 
-    ids = deploy(clean_emulator, _pipeline())
+    ids = deploy(clean_emulator, with_both)
 
     assert status(clean_emulator) == "UPDATE_COMPLETE"
     outputs = _outputs(clean_emulator)
     sns = clean_emulator.client("sns")
-    assert (
-        sns.get_topic_attributes(TopicArn=outputs["TopicArn"])["Attributes"]["TopicArn"]
-        == outputs["TopicArn"]
-    )
+    topic = sns.get_topic_attributes(TopicArn=outputs["TopicArn"])["Attributes"]
+    assert topic["TopicArn"] == outputs["TopicArn"]
     attributes = sns.get_subscription_attributes(SubscriptionArn=ids["Subscription"])["Attributes"]
     assert attributes["TopicArn"] == outputs["TopicArn"]
     assert _queue_exists(clean_emulator, ids["SubscriptionDeadLetterQueue"])
-    assert _publish_and_receive(clean_emulator, outputs["TopicArn"], outputs["QueueUrl"]) == [
-        "through the topic"
-    ]
+    published = _publish_and_receive(clean_emulator, outputs["TopicArn"], outputs["QueueUrl"])
+    assert published == ["through the topic"]
+    dashboards = clean_emulator.client("cloudwatch").list_dashboards()["DashboardEntries"]
+    assert [d["DashboardName"] for d in dashboards] == [ids["Dashboard"]]
 
 
 def test_an_update_that_drops_retained_resources_keeps_them_and_their_data(clean_emulator: Emulator) -> None:
