@@ -122,17 +122,17 @@ def _template(cloudformation: Any, name: str) -> dict[str, Any]:
 
 
 def _notes(cloudformation: Any, name: str) -> list[str]:
-    """The emulator's notes on the stack's last operation (its events since its last *_IN_PROGRESS)."""
-    notes = []
+    """The emulator's notes on the stack's last operation (its events since its last *_IN_PROGRESS), one
+    per note and type, naming the resources it concerns."""
+    concerned: dict[tuple[str, str], list[str]] = {}
     for event in cloudformation.describe_stack_events(StackName=name)["StackEvents"]:  # newest first
         if event["LogicalResourceId"] == name and event["ResourceStatus"].endswith("_IN_PROGRESS"):
             break
         reason = event.get("ResourceStatusReason") or ""
         if reason.startswith(NOTE_PREFIX):
-            notes.append(
-                f"{event['LogicalResourceId']} ({event['ResourceType']}): {reason.removeprefix(NOTE_PREFIX)}"
-            )
-    return notes[::-1]
+            key = (event["ResourceType"], reason.removeprefix(NOTE_PREFIX))
+            concerned.setdefault(key, []).insert(0, event["LogicalResourceId"])
+    return [f"{', '.join(ids)} ({kind}): {note}" for (kind, note), ids in reversed(concerned.items())]
 
 
 def deployed_stacks(emulator: Emulator, *, include_bootstrap: bool = False) -> list[StackSummary]:

@@ -48,19 +48,23 @@ REPLACING_PROPERTIES: dict[str, frozenset[str]] = {
     "AWS::KMS::Key": frozenset(),
 }
 
-# What the emulator does not model, said (as a stack event) when an update changes the property.
-NOT_MODELLED: dict[tuple[str, str], str] = {
+# What the emulator does not model, said (as a stack event) when an update changes the property: (type,
+# property) -> (note, also when the template drops the property).
+NOT_MODELLED: dict[tuple[str, str], tuple[str, bool]] = {
     ("AWS::DynamoDB::Table", "TimeToLiveSpecification"): (
         "AWS allows about one TimeToLive change per table an hour: another change within the hour fails "
-        "there (the emulator does not limit it)"
+        "there (the emulator does not limit it)",
+        True,
     ),
     ("AWS::SQS::Queue", "KmsMasterKeyId"): (
         "the emulator neither encrypts with a KMS key nor applies its key policy: a key that keeps SNS out "
-        "loses messages only in AWS"
+        "loses messages only in AWS",
+        False,
     ),
     ("AWS::SNS::Topic", "KmsMasterKeyId"): (
         "the emulator neither encrypts with a KMS key nor applies its key policy: a key that keeps a "
-        "publisher or CloudWatch out fails only in AWS"
+        "publisher or CloudWatch out fails only in AWS",
+        False,
     ),
 }
 RETAINED_ON_DELETE = ("Retain", "RetainExceptOnCreate")  # DeletionPolicy values that keep the resource
@@ -85,6 +89,13 @@ class UpdateFailed(Exception):
 
     def __str__(self) -> str:
         return f"{self.logical_id} ({self.resource_type}): {self.reason}"
+
+
+def _reason(error: Exception) -> str:
+    """What a failed resource's event says: the service's own message (moto's errors carry it beside an
+    HTTP status and a JSON or XML body)."""
+    message = getattr(error, "message", None)
+    return message if isinstance(message, str) and message else str(error)
 
 
 def references(value: Any) -> set[str]:
@@ -186,7 +197,7 @@ class StackUpdate:
         except Exception as error:
             failures = self._roll_back()
             kind = self.specs.get(current, {}).get("Type", "")
-            raise UpdateFailed(current, kind, self.action, str(error), failures) from error
+            raise UpdateFailed(current, kind, self.action, _reason(error), failures) from error
         self._clean_up()
         self.resources.emulator_notes = self.notes
 
@@ -211,9 +222,10 @@ class StackUpdate:
         if not changed:
             return  # only its policies or metadata changed: nothing to do to the resource
         kind = spec["Type"]
-        self.notes += [
-            (logical_id, kind, NOT_MODELLED[kind, name]) for name in changed if (kind, name) in NOT_MODELLED
-        ]
+        for name in changed:
+            note, when_dropped = NOT_MODELLED.get((kind, name), ("", False))
+            if note and (when_dropped or name in new_properties):
+                self.notes.append((logical_id, kind, note))
         if changed & REPLACING_PROPERTIES.get(kind, frozenset()):
             name_property = parsing.resource_name_property_from_type(kind)
             if name_property and name_property in new_properties and name_property not in changed:

@@ -471,24 +471,30 @@ def test_a_resource_the_stack_lists_but_the_emulator_lacks_is_named_by_status_an
 def test_an_update_of_what_the_emulator_does_not_model_is_noted_on_the_stack(
     clean_emulator: Emulator,
 ) -> None:
-    def template(ttl: bool, retention: int, visibility: int = 30) -> dict[str, Any]:
-        table = (
-            _table(TimeToLiveSpecification={"AttributeName": "expires_at", "Enabled": True})
-            if ttl
-            else _table()
-        )
-        logs = {"Type": "AWS::Logs::LogGroup", "Properties": {"RetentionInDays": retention}}
-        return {"Resources": {"Table": table, "Logs": logs, "Queue": _queue(VisibilityTimeout=visibility)}}
+    def template(ttl: bool, retention: int, keyed: bool) -> dict[str, Any]:
+        key = {"KmsMasterKeyId": {"Fn::GetAtt": ["Key", "Arn"]}} if keyed else {}
+        spec = {"TimeToLiveSpecification": {"AttributeName": "expires_at", "Enabled": True}} if ttl else {}
+        return {
+            "Resources": {
+                "Key": {"Type": "AWS::KMS::Key", "Properties": {"KeyPolicy": KEY_POLICY}},
+                "Table": _table(**spec),
+                "Logs": {"Type": "AWS::Logs::LogGroup", "Properties": {"RetentionInDays": retention}},
+                "First": _queue(**key),
+                "Second": _queue(**key),
+            }
+        }
 
-    deploy(clean_emulator, template(ttl=False, retention=7))
-    deploy(clean_emulator, template(ttl=True, retention=14))
+    deploy(clean_emulator, template(ttl=False, retention=7, keyed=False))
+    deploy(clean_emulator, template(ttl=True, retention=14, keyed=True))
 
     (stack,) = deployed_stacks(clean_emulator)
     assert stack.notes == [
         "Table (AWS::DynamoDB::Table): AWS allows about one TimeToLive change per table an hour: another "
         "change within the hour fails there (the emulator does not limit it)",
         "Logs (AWS::Logs::LogGroup): the emulator cannot update AWS::Logs::LogGroup: it kept its properties",
+        "First, Second (AWS::SQS::Queue): the emulator neither encrypts with a KMS key nor applies its key "
+        "policy: a key that keeps SNS out loses messages only in AWS",
     ]
-    deploy(clean_emulator, template(ttl=True, retention=14, visibility=60))
+    deploy(clean_emulator, template(ttl=True, retention=14, keyed=False))  # dropping the key needs no note
     (stack,) = deployed_stacks(clean_emulator)
-    assert stack.notes == []  # the notes are the last update's
+    assert stack.notes == []
