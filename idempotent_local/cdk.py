@@ -173,7 +173,7 @@ class Cdk:
             self._command = find_cdk(self.app_dir, self.announce)
         return self._command
 
-    def _run(self, name: str, args: Sequence[str], ok: Sequence[int] = (0,)) -> str:
+    def _run(self, name: str, args: Sequence[str]) -> str:
         command = [*self.command, *args, "--no-notices"]
         if self.output is not None:
             command += ["--output", str(self.output)]
@@ -205,7 +205,7 @@ class Cdk:
         output = "".join(lines)
         if process.returncode == -signal.SIGINT:
             raise KeyboardInterrupt  # Ctrl-C reached the CLI first (same process group)
-        if process.returncode not in ok:
+        if process.returncode != 0:
             tail = "".join(lines[-25:])
             raise CdkError(
                 f"`cdk {' '.join(args)}` failed with exit code {process.returncode}; "
@@ -231,8 +231,9 @@ class Cdk:
         return self._run("deploy", ["deploy", *(stacks or ["--all"]), "--require-approval", "never", *extra])
 
     def diff(self, stacks: Sequence[str] = (), extra: Sequence[str] = ()) -> str:
-        """``cdk diff`` against what is deployed in the emulator (exit code 1: there are differences)."""
-        return self._run("diff", ["diff", *stacks, *extra], ok=(0, 1))
+        """``cdk diff`` against what is deployed in the emulator. Differences are its output, not a failure
+        (``--fail-on never``), so any other exit code (a synth that fails) raises :class:`CdkError`."""
+        return self._run("diff", ["diff", *stacks, "--fail-on", "never", *extra])
 
     def destroy(self, stacks: Sequence[str] = (), extra: Sequence[str] = ()) -> str:
         return self._run("destroy", ["destroy", *(stacks or ["--all"]), "--force", *extra])

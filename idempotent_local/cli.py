@@ -124,9 +124,11 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     problems = 0
     for stack in deployed_stacks(emulator):
         print(f"    {stack.name}: {stack.status}, {stack.resources} resources")
-        for logical, kind in stack.not_created:
+        for problem in stack.problems():
             problems += 1
-            print(f"    ! {logical} ({kind}) was not created: the emulator does not know this type")
+            print(f"    ! {problem}")
+        for note in stack.notes:
+            print(f"    note: {note}")
     if problems:
         print(f"    {problems} resource(s) missing; the pipeline may not be wired", flush=True)
     if args.demo:
@@ -192,6 +194,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if report.balanced else 1
 
 
+def _mappings(runner: Any) -> list[Any]:
+    """The runner's event source mappings; one whose queue is gone is an error that says so."""
+    from botocore.exceptions import ClientError
+
+    try:
+        return list(runner.mappings())
+    except ClientError as error:
+        raise LocalCloudError(
+            f"an event source mapping reads a queue that does not exist in the emulator ({error}); "
+            "`local status` names what the deployed stacks are missing"
+        ) from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from idempotent_local.runner import EventSourceRunner
 
@@ -203,7 +218,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         wait_seconds=args.wait,
         report=print if not args.quiet else None,
     )
-    mappings = runner.mappings()
+    mappings = _mappings(runner)
     print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; Ctrl-C stops", flush=True)
     for mapping in mappings:
         print(f"    {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})", flush=True)
@@ -229,14 +244,20 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 3
     print(f"emulator: {emulator.endpoint} (pid {emulator.pid}) for {location.describe()}")
     print(f"state:    {location.state_dir}/")
+    problems = 0
     for stack in deployed_stacks(emulator, include_bootstrap=True):
         print(f"  {stack.name}: {stack.status}, {stack.resources} resources")
+        if stack.status_reason:
+            print(f"    ({stack.status_reason})")
+        for problem in stack.problems():
+            problems += 1
+            print(f"    ! {problem}")
         if stack.name != BOOTSTRAP_STACK:
             for name, value in sorted(stack.outputs.items()):
                 print(f"    {name} = {value}")
-    for mapping in EventSourceRunner(emulator).mappings():
+    for mapping in _mappings(EventSourceRunner(emulator)):
         print(f"  mapping {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})")
-    return 0
+    return 1 if problems else 0
 
 
 def cmd_output(args: argparse.Namespace) -> int:

@@ -126,7 +126,7 @@ def _pipeline_of(emulator: Emulator, table_name: str) -> Any:
 
 def test_every_resource_of_the_template_exists_in_the_emulator(deployment: Deployment) -> None:
     (stack,) = deployed_stacks(deployment.emulator)
-    assert (stack.name, stack.status, stack.not_created) == (STACK, "CREATE_COMPLETE", [])
+    assert (stack.name, stack.status, stack.problems()) == (STACK, "CREATE_COMPLETE", [])
     assert set(deployment.physical) == set(deployment.template["Resources"])
     assert set(deployment.outputs) == {
         "TopicArn",
@@ -343,6 +343,13 @@ def test_diff_shows_a_changed_prop_against_what_is_deployed(deployment: Deployme
     assert "RedrivePolicy" in printed.getvalue()
 
 
+def test_diff_fails_when_the_synth_fails(deployment: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["diff", "--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
+    args += ["--output", str(deployment.output), "-c", "batch_size=five"]
+    assert main(args) == 1
+    assert "context batch_size must be an integer; got 'five'" in capsys.readouterr().err
+
+
 STAMP = """
 def stamp(message):
     return {**message.json_object(), "stamped_by": "redeployed code"}
@@ -424,6 +431,32 @@ def test_a_standard_pipeline_deploys_and_runs_through_the_runner_and_the_demo(de
     destroyed = main(["destroy", STANDARD, "--keep-emulator", *where, "-c", context[0], "-c", context[1]])
     assert destroyed == 0
     assert [s.name for s in deployed_stacks(deployment.emulator)] == [STACK]
+
+
+def test_a_topic_dropped_by_a_redeploy_and_added_back_by_the_next_is_back_and_delivers(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As a user iterating on an app: deploy, deploy -c topic=false, deploy (a stack of its own).
+    name = "Toggled"
+    cloudformation, sns = deployment.emulator.client("cloudformation"), deployment.emulator.client("sns")
+    for topic in ("true", "false", "true"):
+        assert _deploy(deployment.state_dir, deployment.output, f"stack_name={name}", f"topic={topic}") == 0
+        stack = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+        if topic == "false":
+            assert "TopicArn" not in outputs
+            assert not [t for t in sns.list_topics()["Topics"] if f"{name}-" in t["TopicArn"]]
+    printed = capsys.readouterr().out
+    assert printed.count(f"    {name}: UPDATE_COMPLETE,") == 2
+    assert "    ! " not in printed  # every resource the stack lists exists
+    assert sns.get_topic_attributes(TopicArn=outputs["TopicArn"])["Attributes"]["TopicArn"]
+    sns.publish(TopicArn=outputs["TopicArn"], Message='{"back": true}', MessageGroupId="back")
+    sqs = deployment.emulator.client("sqs")
+    (message,) = sqs.receive_message(QueueUrl=outputs["QueueUrl"], WaitTimeSeconds=1)["Messages"]
+    assert message["Body"] == '{"back": true}'
+    where = ["--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
+    where += ["--output", str(deployment.output), "-c", f"stack_name={name}"]
+    assert main(["destroy", name, "--keep-emulator", *where]) == 0
 
 
 def test_the_cli_demo_refuses_a_pipeline_with_a_processor_before_publishing(deployment: Deployment) -> None:
