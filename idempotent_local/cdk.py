@@ -32,6 +32,9 @@ CDK_CLI_VERSION = "2.1148.1"
 CDK_CLI_PACKAGE = f"aws-cdk@{CDK_CLI_VERSION}"
 CACHE_ENV = "IDEMPOTENT_PIPELINE_CACHE_DIR"
 BOOTSTRAP_STACK = "CDKToolkit"
+# The variable idempotent_pipeline._asset reads: a local deploy installs the function's requirements for the
+# Python that `local run` runs it with (this one), not for the function's runtime in AWS.
+LOCAL_PYTHON_VARIABLE = "IDEMPOTENT_PIPELINE_LOCAL_PYTHON"
 
 
 class CdkError(LocalCloudError):
@@ -140,6 +143,7 @@ def cdk_environment(emulator: Emulator) -> dict[str, str]:
     env = emulator.client_environment()
     # The app runs as `python3 app.py` (or similar): make it this interpreter, which has aws-cdk-lib.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env[LOCAL_PYTHON_VARIABLE] = sys.executable
     env.update(quiet_environment(env["PATH"]))
     return env
 
