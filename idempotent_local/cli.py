@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -192,29 +193,45 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if report.balanced else 1
 
 
+def _stop_on_signals() -> None:
+    """Ctrl-C (SIGINT) and ``kill`` (SIGTERM) stop the command. Also when it was started in the background
+    of a script: the shell then has it ignore SIGINT, and Python never raises KeyboardInterrupt for an
+    ignored signal (``local run &`` followed by ``kill -INT`` would run on)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.default_int_handler)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from idempotent_local.runner import EventSourceRunner
 
+    _stop_on_signals()
     emulator = _running(args, _location(args))
     stop = threading.Event()
     runner = EventSourceRunner(
         emulator,
         retry_delay=args.retry_delay,
         wait_seconds=args.wait,
-        report=print if not args.quiet else None,
+        report=(lambda line: print(line, flush=True)) if not args.quiet else None,
     )
     mappings = runner.mappings()
-    print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; Ctrl-C stops", flush=True)
+    until = "until every queue is empty" if args.drain else "Ctrl-C stops"
+    print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; {until}", flush=True)
     for mapping in mappings:
         print(f"    {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})", flush=True)
     try:
-        runner.run(stop)
+        if args.drain:
+            runner.drain(timeout=args.timeout, mappings=mappings)
+        else:
+            runner.run(stop)
     except KeyboardInterrupt:
         stop.set()
     finally:
         runner.close()
         print("\n" + runner.stats.summary(), flush=True)
-    return 0
+    if not args.drain:
+        return 1 if runner.stats.unable else 0
+    totals = runner.stats.totals()
+    return 1 if totals["failed"] or totals["quarantined"] else 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -345,7 +362,23 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
         help="run it even when the function runs a PROCESSOR (which may reject the sample orders)",
     )
     run = command(
-        "run", "poll the deployed event source mappings and run the functions until Ctrl-C", cmd_run
+        "run",
+        "poll the deployed event source mappings and run the functions until Ctrl-C (or, with --drain, until "
+        "every mapped queue is empty)",
+        cmd_run,
+    )
+    run.add_argument(
+        "--drain",
+        action="store_true",
+        help="stop once every mapped queue is empty (nothing visible, in flight or delayed); exit code 1 if "
+        "a message failed or went to the dead-letter queue: for scripts and CI",
+    )
+    run.add_argument(
+        "--timeout",
+        type=float,
+        default=600,
+        help="with --drain: give up (exit code 1) when the queues are not empty after this many seconds "
+        "(default: 600)",
     )
     run.add_argument(
         "--retry-delay",
