@@ -55,6 +55,24 @@ def test_init_writes_a_cdk_app_with_a_processor_and_its_test(
     assert os.access(app / "app.py", os.X_OK)
 
 
+def test_the_apps_synth_prints_no_node_banner(app: Path, tmp_path: Path) -> None:
+    """`npx cdk synth` in the app runs `python3 app.py`: with Node 20, jsii printed its end-of-life banner
+    there, as Python byte strings (b'!!!...'), unless the shell had the silencing variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JSII_", "PYTHONPATH"))}
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=app,
+        env={**env, "CDK_OUTDIR": str(tmp_path / "cdk.out")},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "cdk.out" / "MyOrders.template.json").exists()
+    assert "end-of-life" not in result.stderr and "b'!!" not in result.stderr, result.stderr
+
+
 def test_cdk_json_has_the_recommended_feature_flags_of_the_reference_app(app: Path) -> None:
     ours = json.loads((ROOT / "cdk.json").read_text())
     theirs = json.loads((app / "cdk.json").read_text())
