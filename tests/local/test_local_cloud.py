@@ -13,6 +13,8 @@ import dataclasses
 import io
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -330,6 +332,36 @@ def test_env_points_a_shell_at_the_emulator_and_keeps_node_quiet_there(deploymen
     assert exported["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] == major
     assert exported["AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED"] == "true"
     assert not [name for name in exported if name.startswith("NPM_CONFIG_") or name.startswith("CDK_")]
+
+
+def test_env_points_a_shell_only_at_what_exists_and_env_unset_undoes_it(emulator: Emulator) -> None:
+    local = f"{sys.executable} -m idempotent_local"
+    where = f"--state-dir {emulator.state_dir}"
+    script = (
+        f'eval "$({local} env {where})"; env > after-env.txt; '
+        f'eval "$({local} env --unset)"; env > after-unset.txt'
+    )
+    work = Path(emulator.state_dir) / "shell"
+    work.mkdir(exist_ok=True)
+    before = {**os.environ, "AWS_PROFILE": "mine", "KEPT": "yes"}
+    subprocess.run(["bash", "-c", script], cwd=work, env=before, check=True)
+
+    def read(name: str) -> dict[str, str]:
+        lines = (work / name).read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines if "=" in line)
+
+    after_env, after_unset = read("after-env.txt"), read("after-unset.txt")
+    assert after_env["AWS_ENDPOINT_URL"] == emulator.endpoint
+    # No file that does not exist: the AWS CLI's own profile files stay as they were.
+    assert "AWS_CONFIG_FILE" not in after_env and "AWS_SHARED_CREDENTIALS_FILE" not in after_env
+    set_by_env = {
+        name
+        for name in after_env
+        if name.startswith(("AWS_", "JSII_")) and after_env[name] != before.get(name)
+    }
+    assert "AWS_ACCESS_KEY_ID" in set_by_env
+    assert not set_by_env & set(after_unset)  # all undone ...
+    assert (after_unset["AWS_PROFILE"], after_unset["KEPT"]) == ("mine", "yes")  # ... and nothing else
 
 
 def test_diff_shows_a_changed_prop_against_what_is_deployed(deployment: Deployment) -> None:
