@@ -17,6 +17,7 @@ import botocore.session
 import pytest
 from botocore.model import ListShape, MapShape, Shape, StructureShape
 from botocore.validate import ParamValidator
+from idempotent_runtime.contract import HANDLER, Metric
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "integ"))
@@ -183,3 +184,28 @@ def test_every_sdk_call_is_a_valid_request_expecting_what_the_api_returns(app, s
         if "expected" in call:
             problems = _problems(json.loads(call["expected"]), operation.output_shape, call["api"])
             assert not problems, problems
+
+
+def test_the_readme_costs_what_the_tests_deploy(synthesized):
+    resources = [
+        resource
+        for assembly in synthesized.values()
+        for template in templates(assembly).values()
+        for resource in template["Resources"].values()
+    ]
+
+    def count(type_: str) -> int:
+        return sum(resource["Type"] == type_ for resource in resources)
+
+    consumers = sum(r.get("Properties", {}).get("Handler") == HANDLER for r in resources)
+    calls = [r["Properties"] for r in resources if r["Type"].startswith(SDK_CALL)]
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Proof on a real account", 1)[1].split("\n## ", 1)[0]
+    for phrase in (
+        f"{consumers * len(Metric)} custom metrics",
+        f"{count('AWS::CloudWatch::Alarm')} alarms",
+        f"{count('AWS::StepFunctions::StateMachine')} waiting checks",
+        f"{len(calls)} calls created",
+        f"{sum(call['api'] == 'publish' for call in calls)} SNS publishes",
+    ):
+        assert phrase in section
