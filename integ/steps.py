@@ -137,6 +137,8 @@ def dead_letter_pattern(letter: DeadLetter) -> dict[str, Any]:
 
 def prove(integ: IntegTest, pipeline: IdempotentPipeline, scenario: Scenario) -> None:
     """Add the scenario's steps to ``integ`` for ``pipeline`` (with a topic), each after the previous one."""
+    if pipeline.topic is None or pipeline.subscription_dead_letter_queue is None:
+        raise ValueError("the steps publish to the pipeline's topic: MessagingOptions(with_topic=True)")
     if pipeline.messaging.fifo:
         groups = {message.body: message.group for message in [*scenario.first, *scenario.then]}
         letter_groups = [groups.get(letter.body) for letter in scenario.dead_letters]
