@@ -493,19 +493,25 @@ def _fifo_deduplication(endpoint: str | None) -> None:
                 )
 
             queue = self.get_queue(queue_name)
-            attributes = queue.attributes  # moto builds this dict on every read
+            if not queue.fifo_queue:
+                return send()
             key = deduplication_id
-            if key is None and attributes.get("ContentBasedDeduplication") == "true":
+            if key is None and queue.content_based_deduplication:
                 key = hashlib.sha256(message_body.encode("utf-8")).hexdigest()
-            if not queue.fifo_queue or key is None:
+            if key is None:
                 return send()  # moto's own checks answer a FIFO send without a deduplication id
-            if attributes.get("DeduplicationScope") == "messageGroup":
+            if queue.deduplication_scope == "messageGroup":
                 key = f"{group_id}\n{key}"  # high-throughput FIFO: deduplicated within the group only
             with _DEDUPLICATION_LOCK:
+                # Oldest first (a dict keeps insertion order): expiring the window stops at the first id
+                # still in it, so a send costs the same with 10 or 10,000 ids remembered.
                 seen: dict[str, tuple[float, Any]] = vars(queue).setdefault("_deduplication_ids", {})
                 now = time.time()
-                for old in [k for k, (at, _) in seen.items() if now - at >= DEDUPLICATION_SECONDS]:
-                    del seen[old]
+                while seen:
+                    oldest, (at, _) = next(iter(seen.items()))
+                    if now - at < DEDUPLICATION_SECONDS:
+                        break
+                    del seen[oldest]
                 if key in seen:
                     self._validate_message(
                         queue,
