@@ -11,6 +11,7 @@ module per type); this module changes behaviour that is not a resource type.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -35,11 +36,12 @@ from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.responses import ActionResult, EmptyResult
 from moto.sns.models import Subscription
 from moto.sns.models import Topic as MotoTopic
+from moto.sqs import models as sqs_models
 from moto.sqs.exceptions import SQSException
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 from moto.sqs.responses import SQSResponse
 
-from idempotent_local import message_move_tasks
+from idempotent_local import message_move_tasks, queue_index
 
 log = logging.getLogger(__name__)
 
@@ -535,38 +537,61 @@ def _fifo_deduplication(endpoint: str | None) -> None:
     _replace(SQSBackend, "send_message", make)
 
 
-# The queue a receive is running on: where a message moved to a dead-letter queue comes from.
-_RECEIVING: dict[int, Any] = {}
-
-
 def _dead_letter_moves(endpoint: str | None) -> None:
-    def make_receive(original: Any) -> Any:
-        def receive_message(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
-            _RECEIVING[threading.get_ident()] = self.get_queue(queue_name)
-            try:
-                return original(self, queue_name, *args, **kwargs)
-            finally:
-                _RECEIVING.pop(threading.get_ident(), None)
+    def move(dead_letter_queue: Any, message: Any, source: Any) -> None:
+        # SQS neither deduplicates a message its redrive policy moves nor keeps its deduplication id (a FIFO
+        # DLQ gives it its message id), and remembers where it came from.
+        message.dead_letter_queue_source_arn = source.queue_arn
+        if dead_letter_queue.fifo_queue:
+            message.deduplication_id = message.id
+        message_move_tasks.append(dead_letter_queue, message)
 
-        return receive_message
+    # The emulator's receive (queue_index, installed by sqs-depth-independent) makes every redrive move here.
+    _replace(queue_index, "move_to_dead_letter_queue", _always(move))
+
+
+def _sqs_depth_independent(endpoint: str | None) -> None:
+    """Each SQS request costs the same whatever the queue's depth: see :mod:`idempotent_local.queue_index`."""
+
+    def count(field: str) -> Any:
+        return lambda original: property(lambda queue: getattr(queue_index.counts(queue), field))
+
+    _replace(Queue, "approximate_number_of_messages", count("visible"))
+    _replace(Queue, "approximate_number_of_messages_not_visible", count("in_flight"))
+    _replace(Queue, "approximate_number_of_messages_delayed", count("delayed"))
+    # Queue.attributes turns each attribute name into a Python name, on every read: once is enough.
+    _replace(sqs_models, "camelcase_to_underscores", functools.cache)
 
     def make_add(original: Any) -> Any:
         def add_message(self: Any, message: Any) -> None:
-            source = _RECEIVING.get(threading.get_ident())
-            if source is None or source is self or message.approximate_receive_count == 0:
-                return original(self, message)
-            # The redrive policy moves a message here: SQS neither deduplicates it nor keeps its
-            # deduplication id (a FIFO DLQ gives it its message id), and remembers where it came from.
-            message.dead_letter_queue_source_arn = source.queue_arn
-            if self.fifo_queue:
-                message.deduplication_id = message.id
-            message_move_tasks.append(self, message)
-            return None
+            if self.lambda_event_source_mappings:  # moto invokes the mapped function (never in the emulator)
+                original(self, message)
+            else:
+                queue_index.add_message(self, message)
 
         return add_message
 
-    _replace(SQSBackend, "receive_message", make_receive)
     _replace(Queue, "add_message", make_add)
+    _replace(Queue, "delete_message", _always(queue_index.delete_message))
+
+    def receive_message(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+        return queue_index.receive_message(self.get_queue(queue_name), *args, **kwargs)
+
+    def change_message_visibility(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> None:
+        queue_index.change_message_visibility(self.get_queue(queue_name), *args, **kwargs)
+
+    def make_purge(original: Any) -> Any:
+        def purge_queue(self: Any, queue_name: str) -> None:
+            queue = self.get_queue(queue_name)
+            with queue._messages_lock:
+                original(self, queue_name)
+                queue_index.forget_all(queue)
+
+        return purge_queue
+
+    _replace(SQSBackend, "receive_message", _always(receive_message))
+    _replace(SQSBackend, "change_message_visibility", _always(change_message_visibility))
+    _replace(SQSBackend, "purge_queue", make_purge)
 
 
 def _always(value: Any) -> Callable[[Any], Any]:
@@ -639,6 +664,13 @@ PATCHES: tuple[Patch, ...] = (
         "after a failed or expired receive, a FIFO message group is delivered again from its first message "
         "(moto hands out a later message of the group first)",
         _fifo_group_order,
+    ),
+    Patch(
+        "sqs-depth-independent",
+        "a send, receive, delete or visibility change costs the same whatever the queue's depth (moto walks "
+        "every message of the queue several times per request), and a long poll sleeps until something "
+        "changes (moto walks the queue in a loop while a busy FIFO group has visible messages)",
+        _sqs_depth_independent,
     ),
     Patch(
         "dead-letter-moves",
