@@ -35,6 +35,7 @@ from moto.cloudformation.exceptions import CloudFormationError
 from moto.cloudformation.models import ChangeSet
 from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.responses import ActionResult, EmptyResult
+from moto.dynamodb.models import DynamoDBBackend
 from moto.sns.models import Subscription
 from moto.sns.models import Topic as MotoTopic
 from moto.sqs import models as sqs_models
@@ -278,6 +279,26 @@ def _code_location_served(endpoint: str | None) -> None:
         return get_code
 
     _replace(LambdaFunction, "get_code", make)
+
+
+# --- DynamoDB -------------------------------------------------------------------------------------------
+
+_DYNAMODB_WRITES = threading.RLock()
+
+
+def _dynamodb_atomic_writes(endpoint: str | None) -> None:
+    # moto reads the item, parses the condition, then writes, with nothing in between to stop another of the
+    # server's request threads from doing the same: two writes of one key could both pass their condition.
+    def make(original: Any) -> Any:
+        @functools.wraps(original)
+        def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _DYNAMODB_WRITES:
+                return original(self, *args, **kwargs)
+
+        return write
+
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        _replace(DynamoDBBackend, name, make)
 
 
 # --- SNS ------------------------------------------------------------------------------------------------
@@ -654,6 +675,13 @@ PATCHES: tuple[Patch, ...] = (
         "code-location-served",
         "GetFunction returns a Code.Location that downloads the deployed zip (from the emulator's S3)",
         _code_location_served,
+    ),
+    Patch(
+        "dynamodb-atomic-writes",
+        "a conditional write (PutItem, UpdateItem, DeleteItem, TransactWriteItems) is atomic: two writes of "
+        "one key at the same time cannot both pass their condition (moto checks, then writes, without a "
+        "lock, and its server runs requests on many threads)",
+        _dynamodb_atomic_writes,
     ),
     Patch(
         "topic-content-based-deduplication",
