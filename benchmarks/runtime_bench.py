@@ -215,7 +215,7 @@ def count_conflict_requests(
     """
     from idempotent_runtime.clients import create_client
     from idempotent_runtime.config import Config
-    from idempotent_runtime.consumer import build_handler
+    from idempotent_runtime.flow import build_handler
 
     from benchmarks.contenders import create_our_table
     from benchmarks.events import message_body

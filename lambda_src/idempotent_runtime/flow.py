@@ -1,4 +1,5 @@
-"""build_handler: the configured consumer, callable as a Lambda handler. Importing needs no environment."""
+"""A record's flow from key to outcome, and ``build_handler``: the configured consumer, callable as a Lambda
+handler. Importing needs no environment."""
 
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ from idempotent_runtime.errors import (
     ConfigurationError,
     Conflict,
     PermanentError,
+    Resource,
     TransientError,
     classify,
-    describe,
+    error_text,
+    safe_error_text,
 )
 from idempotent_runtime.keys import KeyBuilder
 from idempotent_runtime.message import Message
@@ -211,7 +214,7 @@ class Consumer:
             result = RecordResult(
                 message,
                 Outcome.FAILED,
-                f"retry later: unexpected error while handling the record: {_describe(exc)}",
+                f"retry later: unexpected error while handling the record: {safe_error_text(exc)}",
             )
         self._log(result)
         return result
@@ -227,7 +230,7 @@ class Consumer:
         return RecordResult(message, done.outcome, result=done.result)
 
     def _failure(self, message: Message, exc: Exception) -> RecordResult:
-        failure = classify(exc, "table")
+        failure = classify(exc, Resource.TABLE)
         raised = getattr(exc, RAISED, None)
         if failure.permanent:
             conflict = exc if isinstance(exc, Conflict) else None
@@ -306,7 +309,7 @@ class Consumer:
             return RecordResult(
                 message,
                 Outcome.FAILED,
-                f"permanent: {reason}; sending to the dlq failed: {describe(failed.error)}",
+                f"permanent: {reason}; sending to the dlq failed: {error_text(failed.error)}",
                 conflict=is_conflict,
                 hint=failure.hint if failure.misconfigured else None,
                 kind=kind,
@@ -359,14 +362,6 @@ class Consumer:
         if result.notes:
             fields.update(result.notes)
         self.log.emit(level, "record " + result.outcome.value, **fields)
-
-
-def _describe(exc: BaseException) -> str:
-    """``describe(exc)`` for the last resort, which must not raise itself."""
-    try:
-        return describe(exc)
-    except Exception:
-        return type(exc).__name__
 
 
 def build_handler(
