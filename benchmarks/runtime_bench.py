@@ -371,7 +371,7 @@ def batch_latency(
     return out
 
 
-# --- 3. CPU per record, DynamoDB answered by a Stubber ---------------------------------------------------
+# --- 3. CPU per record, DynamoDB answered by a Stubber after a delay --------------------------------------
 
 
 @dataclass
@@ -412,11 +412,14 @@ def cpu_per_record(
     records: int = 10,
     groups: int = 10,
     floor_of: Contender | None = None,
+    delay_s: float = 0.0,
 ) -> CpuSamples:
     """Process CPU time (all threads) per record over `batches` batches of new messages, per round.
 
-    DynamoDB is a botocore Stubber answering success from memory: no network, no moto, so what is left is
-    the handler's own work plus botocore's request building and response parsing.
+    DynamoDB is a botocore Stubber answering success from memory after ``delay_s`` (a sleep, which releases
+    the GIL as DynamoDB's round trip does): no network, no moto, so what is left is the handler's own work
+    plus botocore's request building and response parsing, on the path production takes (concurrent
+    groups overlap their waits).
 
     With ``floor_of`` (a contender whose only DynamoDB call per new record is ``put_item``) a series named
     :data:`FLOOR` is measured in the same rotation: the very ``put_item`` requests that contender sent for
@@ -429,7 +432,7 @@ def cpu_per_record(
     with isolated_aws_environment():
         for contender in contenders:
             client = contender.make_client()
-            StandingStubber(client, contender.new_record_responses).activate()
+            StandingStubber(client, contender.new_record_responses, delay_s).activate()
             handlers[contender.name] = contender.build(_table_name(contender), client)
         if floor_of is not None:
             recording_client = floor_of.make_client()
@@ -437,7 +440,7 @@ def cpu_per_record(
             recorder = _RequestRecorder(recording_client, "PutItem")
             recording_handler = floor_of.build(_table_name(floor_of), recording_client)
             replay_client = floor_of.make_client()
-            StandingStubber(replay_client, {"put_item": {}}).activate()
+            StandingStubber(replay_client, {"put_item": {}}, delay_s).activate()
     names = list(handlers) + ([FLOOR] if floor_of is not None else [])
     out = CpuSamples(records_per_round=batches * records, samples={name: [] for name in names})
     with quiet_output():
