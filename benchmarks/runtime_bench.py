@@ -202,6 +202,56 @@ class ConflictCounts:
     outcome: str  # what the contender made of them
 
 
+class _FifoSource:
+    """A moto FIFO queue that delivers ``records`` messages (one per key, spread over ``groups``) to a
+    handler with real receipt handles, then deletes what the event source would."""
+
+    def __init__(self, sqs: Any, records: int, groups: int) -> None:
+        self.sqs, self.records, self.groups = sqs, records, groups
+        self.url = sqs.create_queue(
+            QueueName="bench-source.fifo",
+            Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+        )["QueueUrl"]
+        attributes = sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=["QueueArn"])["Attributes"]
+        self.arn = attributes["QueueArn"]
+        self.keys = [(str(uuid.uuid4()), str(uuid.uuid4())) for _ in range(records)]
+
+    def deliver(
+        self, name: str, handler: Any, amount_base: int, counters: Sequence[RequestCounter] = ()
+    ) -> list[dict[str, int]]:
+        """One batch of every key (amounts from ``amount_base``): the requests each counter saw meanwhile."""
+        from benchmarks.events import message_body
+        from idempotent_local.events import lambda_sqs_event
+
+        for i, (x, y) in enumerate(self.keys):
+            self.sqs.send_message(
+                QueueUrl=self.url,
+                MessageBody=message_body(x, y, amount_base + i),
+                MessageGroupId=f"g{i % self.groups}",
+            )
+        messages: list[dict[str, Any]] = []
+        while len(messages) < self.records:
+            got = self.sqs.receive_message(
+                QueueUrl=self.url,
+                MaxNumberOfMessages=10,
+                MessageSystemAttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            if not got:
+                raise BenchmarkError(f"received {len(messages)} of {self.records} messages")
+            messages += got
+        for counter in counters:
+            counter.reset()
+        with quiet_output():
+            result = handler(lambda_sqs_event(messages, self.arn), FakeLambdaContext())
+        snapshots = [counter.snapshot() for counter in counters]
+        _check_all_succeeded(result, name)
+        for message in messages:  # the event source deletes the records that succeeded
+            with contextlib.suppress(Exception):  # (the runtime deleted the quarantined ones itself)
+                self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=message["ReceiptHandle"])
+        return snapshots
+
+
 def count_conflict_requests(
     *, records: int = 10, groups: int = 10, powertools: Contender | None = None
 ) -> list[ConflictCounts]:
@@ -218,52 +268,12 @@ def count_conflict_requests(
     from idempotent_runtime.flow import build_handler
 
     from benchmarks.contenders import create_our_table
-    from benchmarks.events import message_body
-    from idempotent_local.events import lambda_sqs_event
 
     with moto_backend():
         sqs = create_client("sqs")
-        source = sqs.create_queue(
-            QueueName="bench-source.fifo",
-            Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
-        )["QueueUrl"]
-        source_arn = sqs.get_queue_attributes(QueueUrl=source, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
+        source = _FifoSource(sqs, records, groups)
+        deliver = source.deliver
         dlq = sqs.create_queue(QueueName="bench-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        keys = [(str(uuid.uuid4()), str(uuid.uuid4())) for _ in range(records)]
-
-        def deliver(
-            name: str, handler: Any, amount_base: int, counters: Sequence[RequestCounter] = ()
-        ) -> list[dict[str, int]]:
-            for i, (x, y) in enumerate(keys):
-                sqs.send_message(
-                    QueueUrl=source,
-                    MessageBody=message_body(x, y, amount_base + i),
-                    MessageGroupId=f"g{i % groups}",
-                )
-            messages: list[dict[str, Any]] = []
-            while len(messages) < records:
-                got = sqs.receive_message(
-                    QueueUrl=source,
-                    MaxNumberOfMessages=10,
-                    MessageSystemAttributeNames=["All"],
-                    MessageAttributeNames=["All"],
-                ).get("Messages", [])
-                if not got:
-                    raise BenchmarkError(f"received {len(messages)} of {records} messages")
-                messages += got
-            for counter in counters:
-                counter.reset()
-            with quiet_output():
-                result = handler(lambda_sqs_event(messages, source_arn), FakeLambdaContext())
-            snapshots = [counter.snapshot() for counter in counters]
-            _check_all_succeeded(result, name)
-            for message in messages:  # the event source deletes the records that succeeded
-                with contextlib.suppress(Exception):  # (the runtime deleted the quarantined ones itself)
-                    sqs.delete_message(QueueUrl=source, ReceiptHandle=message["ReceiptHandle"])
-            return snapshots
-
         dynamodb = create_client("dynamodb")
         create_our_table(dynamodb, "bench-ours")
         config = Config(table_name="bench-ours", dlq_url=dlq, function_name="bench-consumer")
