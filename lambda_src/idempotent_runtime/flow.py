@@ -107,11 +107,15 @@ _QUIET = frozenset({Outcome.PROCESSED, Outcome.DUPLICATE})
 
 
 class Consumer:
-    """The Lambda handler: ``consumer(event, context) -> {"batchItemFailures": [...]}``.
+    """The Lambda handler for ``config``: ``consumer(event, context) -> {"batchItemFailures": [...]}``.
 
     ``process_batch(event, context)`` returns the per-record :class:`RecordResult` list instead (local runner,
     tests). Records are never lost: each ends processed, duplicate, quarantined (in the DLQ, once) or failed
     (reported to SQS, which delivers it again).
+
+    Clients default to :func:`idempotent_runtime.clients.create_client` ones, made once on first use;
+    ``processor`` overrides PROCESSOR; ``clock`` (epoch seconds) measures leases and TTLs; ``sleep`` is
+    what retries wait with.
     """
 
     def __init__(
@@ -364,28 +368,6 @@ class Consumer:
         self.log.emit(level, "record " + result.outcome.value, **fields)
 
 
-def build_handler(
-    config: Config,
-    *,
-    dynamodb_client: Any = None,
-    sqs_client: Any = None,
-    processor: Callable[[Message], Any] | None = None,
-    clock: Callable[[], float] = time.time,
-    sleep: Callable[[float], None] = time.sleep,
-    log_stream: TextIO | None = None,
-) -> Consumer:
-    """The Lambda handler for ``config``: ``handler(event, context) -> {"batchItemFailures": [...]}``.
 
-    Clients default to :func:`idempotent_runtime.clients.create_client` ones, made once on first use;
-    ``processor`` overrides PROCESSOR; ``clock`` (epoch seconds) measures leases and TTLs; ``sleep`` is
-    what retries wait with.
-    """
-    return Consumer(
-        config,
-        dynamodb_client=dynamodb_client,
-        sqs_client=sqs_client,
-        processor=processor,
-        clock=clock,
-        sleep=sleep,
-        log_stream=log_stream,
-    )
+# The documented way to build the handler: ``build_handler(config, *, dynamodb_client=None, ...)``.
+build_handler = Consumer

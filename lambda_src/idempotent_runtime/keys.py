@@ -213,10 +213,6 @@ def _standard_queue(message: Message, source: KeySource) -> Misconfiguration:
     )
 
 
-def key_builder(config: Config, *, sort_reserve: int = 0) -> KeyBuilder:
-    return KeyBuilder(config, sort_reserve=sort_reserve)
-
-
 def key_parts(data: Any, key_fields: Sequence[str]) -> list[str]:
     """The key texts of ``key_fields`` (dotted paths) of ``data``, as the consumer reads them (without
     KEY_PREFIX, which the producer does not know)."""
