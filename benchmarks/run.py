@@ -54,7 +54,8 @@ OUT_DIR = Path(__file__).resolve().parent
 class Settings:
     def __init__(self, quick: bool) -> None:
         self.latency_repeats = 2 if quick else 7
-        self.latency_delay_s = 0.010
+        # DynamoDB's round trip in the latency and CPU rows: a sleep before it answers.
+        self.dynamodb_delay_s = 0.010
         self.cpu_rounds = 2 if quick else 15
         self.cpu_batches = 3 if quick else 6
         self.cold_runs = 3 if quick else 21
@@ -158,7 +159,7 @@ def requests_section(settings: Settings) -> list[Metric]:
 
 def latency_section(settings: Settings) -> tuple[list[Metric], dict[str, dict[int, float]]]:
     available, missing = _available_modes()
-    delay_ms = settings.latency_delay_s * 1000
+    delay_ms = settings.dynamodb_delay_s * 1000
     method = (
         "wall time of one handler call on a 10-record FIFO batch spread over N groups; "
         f"{delay_ms:.0f} ms slept in `before-send` before each DynamoDB request, then moto in-process "
@@ -167,7 +168,7 @@ def latency_section(settings: Settings) -> tuple[list[Metric], dict[str, dict[in
     contenders = [cont.POWERTOOLS] + [cont.ours(mode) for mode in available]
     group_counts = (1, 5, 10)
     samples = rb.batch_latency(
-        contenders, group_counts, delay_s=settings.latency_delay_s, repeats=settings.latency_repeats
+        contenders, group_counts, delay_s=settings.dynamodb_delay_s, repeats=settings.latency_repeats
     )
     metrics = []
     for mode in cont.MODES:
@@ -242,16 +243,21 @@ def cpu_section(settings: Settings) -> list[Metric]:
     available, missing = _available_modes()
     contenders = [cont.POWERTOOLS] + [cont.ours(mode) for mode in available]
     floor_of = cont.ours("document") if "document" in available else None
+    delay_s = settings.dynamodb_delay_s
     samples = rb.cpu_per_record(
-        contenders, rounds=settings.cpu_rounds, batches=settings.cpu_batches, floor_of=floor_of
+        contenders,
+        rounds=settings.cpu_rounds,
+        batches=settings.cpu_batches,
+        floor_of=floor_of,
+        delay_s=delay_s,
     )
 
     def method(groups: int) -> str:
         return (
             f"process CPU time (all threads) per record over {samples.records_per_round} new records "
             f"(10-record batches over {groups} group{'s' if groups > 1 else ''}) per round; DynamoDB "
-            "answered by a botocore Stubber (no network, no moto); contenders alternated, median of "
-            f"{settings.cpu_rounds} rounds"
+            f"answered by a botocore Stubber after {delay_s * 1000:.0f} ms, as in the latency rows (no "
+            f"network, no moto); contenders alternated, median of {settings.cpu_rounds} rounds"
         )
 
     metrics = []
@@ -267,7 +273,7 @@ def cpu_section(settings: Settings) -> list[Metric]:
     floor_method = (
         method(10) + "; floor = the very put_item requests our runtime sent for the same round's batches "
         "(recorded on a client of its own, untimed), replayed in a bare loop on a client created and "
-        "stubbed the same way: the calls without the runtime around them"
+        "stubbed the same way, delay included: the calls without the runtime around them"
     )
     if floor_of is None:
         metrics.append(unmeasured(floor_name, "µs", "floor", floor_method, missing["document"], floor_target))
@@ -293,19 +299,25 @@ def cpu_section(settings: Settings) -> list[Metric]:
             )
         )
     if "document" in available:
-        # One group: every record on the calling thread in both, so this isolates the per-record work from
-        # the cost of our thread pool (with stubbed, CPU-only requests the pool's threads only contend).
+        # One group: every record one after another, as the floor's calls are, so this isolates the
+        # per-record work from the cost (and the overlapped waits) of running groups concurrently.
         sequential = rb.cpu_per_record(
             [cont.POWERTOOLS, cont.ours("document")],
             rounds=settings.cpu_rounds,
             batches=settings.cpu_batches,
             groups=1,
+            floor_of=floor_of,
+            delay_s=delay_s,
         )
-        metrics.append(
-            _cpu_metric(
-                "cpu_us_per_record_1_group", "ours (document)", sequential, method(1), None, "document"
-            )
+        metric = _cpu_metric(
+            "cpu_us_per_record_1_group", "ours (document)", sequential, method(1), None, "document"
         )
+        ours, floor = sequential.samples["ours (document)"], sequential.samples[rb.FLOOR]
+        metric.extra["floor_us"] = round(sequential.median(rb.FLOOR), 1)
+        metric.extra["vs_floor_paired_ratio_median"] = round(
+            statistics.median(o / f for o, f in zip(ours, floor, strict=True)), 4
+        )
+        metrics.append(metric)
     log(
         "cpu: "
         + ", ".join(

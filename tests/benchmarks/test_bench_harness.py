@@ -106,6 +106,17 @@ def test_standing_stubber_answers_any_number_of_calls_in_any_order():
         client.delete_item(TableName="t", Key={"pk": {"S": "a"}, "sk": {"S": "s"}})
 
 
+def test_standing_stubber_answers_after_its_delay_as_dynamodb_would():
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    slept: list[float] = []
+    StandingStubber(client, {"put_item": {}}, 0.005, sleep=slept.append).activate()
+    _put(client, "a")
+    _put(client, "b")
+    assert slept == [0.005, 0.005]
+    with pytest.raises(ValueError, match="delay_s must be >= 0, got -1"):
+        StandingStubber(client, {"put_item": {}}, -1)
+
+
 def test_standing_stubber_refuses_a_response_the_operation_cannot_return():
     client = boto3.client("dynamodb", region_name="us-east-1")
     with pytest.raises(ParamValidationError):
@@ -151,7 +162,12 @@ def test_document_mode_counts_one_request_per_message_new_or_duplicate():
 
 def test_cpu_run_processes_every_record_through_the_stubber():
     samples = runtime_bench.cpu_per_record(
-        [contenders.POWERTOOLS, contenders.ours("document")], rounds=1, batches=1, records=4, groups=2
+        [contenders.POWERTOOLS, contenders.ours("document")],
+        rounds=1,
+        batches=1,
+        records=4,
+        groups=2,
+        delay_s=0.001,
     )
     assert set(samples.samples) == {"Powertools", "ours (document)"}
     assert all(len(values) == 1 and values[0] > 0 for values in samples.samples.values())
