@@ -19,7 +19,7 @@ from typing import Any
 import boto3
 import pytest
 from idempotent_runtime.config import Config
-from idempotent_runtime.consumer import build_handler
+from idempotent_runtime.flow import build_handler
 from moto import mock_aws
 
 from idempotent_local.events import lambda_sqs_event
