@@ -1,0 +1,40 @@
+"""Fixtures of the command line's tests, on the helpers of ``dlq_helpers.py`` (one moto server per test
+process, taught by the local cloud)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from dlq_helpers import REGION, Deduplication, endpoint, reset
+
+
+@pytest.fixture
+def cloud(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The moto server, emptied, and the environment of a machine whose default credentials point at it:
+    the tool's real-account path (boto3's default chain, AWS_ENDPOINT_URL) with fake values."""
+    reset()
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "fake")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint())
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    yield endpoint()
+
+
+@pytest.fixture
+def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deduplication]:
+    """FIFO deduplication as AWS does it, on a clock the test moves (see :class:`Deduplication`)."""
+    from idempotent_local import patches
+
+    endpoint()  # the server, and with it the emulator's patches, in this process
+    clock = Deduplication()
+    monkeypatch.setattr(patches, "time", clock)
+    yield clock
+
