@@ -3,8 +3,10 @@ process, taught by the local cloud)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from dlq_helpers import REGION, Deduplication, endpoint, reset
@@ -38,3 +40,18 @@ def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deduplication
     monkeypatch.setattr(patches, "time", clock)
     yield clock
 
+
+@pytest.fixture
+def local_app(cloud: str, tmp_path: Path) -> Path:
+    """An app directory whose emulator, as ``--local`` finds it (``.local-cloud/state.json`` naming a live
+    process and a port that answers), is this process's moto server."""
+    from idempotent_local import emulator as emulators
+
+    app = tmp_path / "app"
+    state_dir = app / emulators.DEFAULT_STATE_DIR
+    state_dir.mkdir(parents=True)
+    (app / "cdk.json").write_text('{"app": "python3 app.py"}')
+    running = emulators.Emulator(pid=os.getpid(), port=int(cloud.rsplit(":", 1)[1]), state_dir=str(state_dir))
+    (state_dir / emulators.STATE_FILE).write_text(json.dumps({"pid": running.pid, "port": running.port}))
+    assert emulators.find(state_dir) == running
+    return app

@@ -120,6 +120,18 @@ def dlq(*argv: str, terminal: Terminal | None = None, **kwargs: Any) -> tuple[in
     return code, terminal
 
 
+def command(*argv: str, terminal: Terminal | None = None, **kwargs: Any) -> tuple[int, Terminal]:
+    """Run ``idempotent-pipeline ARGV`` (``trace``, ``logs``...) on a scripted console; ``kwargs`` go to the
+    command's ``run`` (``connect=``)."""
+    from idempotent_cli.main import parser
+
+    terminal = terminal or Terminal()
+    args = parser().parse_args(list(argv))
+    if hasattr(args, "wait_seconds"):
+        args.wait_seconds = 0  # short polls: the test server answers at once
+    return args.func(args, console=terminal.console(), **kwargs), terminal
+
+
 # -- queues, tables and pipelines -----------------------------------------------------------------------
 
 
