@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "idempotent_cli.dlq",
     "idempotent_cli.send",
     "idempotent_cli.trace",
+    "idempotent_cli.logs",
 )
 
 
