@@ -205,7 +205,13 @@ class CloudWatchLog:
             self.missing = True
 
     def retention_days(self) -> int | None:
-        groups = self.client.describe_log_groups(logGroupNamePrefix=self.group).get("logGroups", [])
+        """The group's retention (None: kept forever, or not readable: it is only a note)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            groups = self.client.describe_log_groups(logGroupNamePrefix=self.group).get("logGroups", [])
+        except ClientError:
+            return None
         for group in groups:
             if group.get("logGroupName") == self.group:
                 return group.get("retentionInDays")

@@ -13,8 +13,8 @@ PARTITION_KEY_FIELD, SORT_KEY_FIELD, KEY_PREFIX, the mode's record location):
 
   trace o-1 1                  the values of the two key fields (KEY_SOURCE=fields)
   trace --message-id ID        KEY_SOURCE=message_id      trace --dedup-id ID   KEY_SOURCE=dedup_id
-  trace --body '{...}'         a message body, keyed as the consumer would key it (any KEY_SOURCE but
-                               message_id and dedup_id, where it is compared with the stored record)
+  trace --body '{...}'         a message body, keyed as the consumer keys it and compared with the stored
+                               record (with KEY_SOURCE=message_id or dedup_id, give the id too)
 
 The pipeline is found as the DLQ tool finds it (--stack, or the only one deployed); --local for the app's
 emulator, default AWS credentials otherwise. See docs/operations.md, "Where is my message?".

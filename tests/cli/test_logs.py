@@ -186,6 +186,15 @@ def test_aws_follow_shows_each_new_event_once(cloud):
     assert terminal.out.getvalue().splitlines() == lines
 
 
+def test_a_log_group_that_does_not_exist_is_said_so(cloud):
+    pipeline = deploy_pipeline(environment=ORDERS)
+
+    code, terminal = command("logs", "--stack", pipeline.stack)
+
+    assert code == 0 and terminal.lines == []
+    assert f"no lines: the log group /aws/lambda/{pipeline.function} does not exist (yet)" in terminal.error
+
+
 def test_no_line_for_a_processed_key_says_why_at_the_default_log_level(local_app):
     pipeline, lines, _ = _run_consumer()
     _local_log(local_app, pipeline, lines)
