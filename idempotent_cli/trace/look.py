@@ -38,8 +38,7 @@ from idempotent_cli.dlq.letters import DeadLetter, Outgoing, Which, by_identity,
 from idempotent_cli.dlq.queue import MAX_BATCH, Decision, Queue
 from idempotent_cli.trace.wanted import Wanted
 
-# A peek receives at most this many times (10 messages each, visibility 0) and stops at a round that brings
-# nothing new: at visibility 0 the queue hands out the same messages again.
+# A peek receives at most this many times (10 messages each, at visibility 0).
 PEEK_RECEIVES = 10
 # Keying a dead letter never sends it: no size limit applies.
 NO_LIMIT = 2**62
@@ -259,8 +258,16 @@ def in_flight(context: Context, keys: KeyTable, key: Any, *, peek: bool) -> InFl
         peeked=peek,
         max_receive_count=context.target.max_receive_count,
     )
-    if not peek or not counts.visible:
-        return view
+    if peek and counts.visible:
+        seen = _peek(queue, counts.visible)
+        view.read = len(seen)
+        view.found = [_summary(m) for m in seen if _key_of_message(keys, m) == (key.partition, key.sort)]
+    return view
+
+
+def _peek(queue: Queue, visible: int) -> list[dict[str, Any]]:
+    """The visible messages a receive at visibility 0 hands out: they stay visible. At visibility 0 the queue
+    hands out the same ones again, so it stops at a receive that brings nothing new (or all it counts)."""
     seen: dict[str, dict[str, Any]] = {}
     for _ in range(PEEK_RECEIVES):
         messages = queue.sqs.receive_message(
@@ -274,30 +281,35 @@ def in_flight(context: Context, keys: KeyTable, key: Any, *, peek: bool) -> InFl
         ).get("Messages", [])
         new = [m for m in messages if m["MessageId"] not in seen]
         seen.update((m["MessageId"], m) for m in new)
-        if not new or len(seen) >= counts.visible:
+        if not new or len(seen) >= visible:
             break
-    view.read = len(seen)
-    for message in seen.values():
-        system = message.get("Attributes") or {}
-        plan = Outgoing(
-            body=message.get("Body", ""),
-            attributes=dict(message.get("MessageAttributes") or {}),
-            group_id=system.get("MessageGroupId"),
-            dedup_id=system.get("MessageDeduplicationId"),
-            dedup_restored=False,
-            redrive=None,
-        )
-        computed, _ = keys.key_of(plan, message_id=message["MessageId"])
-        if computed is not None and (computed.partition, computed.sort) == (key.partition, key.sort):
-            view.found.append(
-                {
-                    "message_id": message["MessageId"],
-                    "group": system.get("MessageGroupId"),
-                    "sent": when(int(system.get("SentTimestamp") or 0) / 1000 or None),
-                    "receive_count": int(system.get("ApproximateReceiveCount") or 0),
-                }
-            )
-    return view
+    return list(seen.values())
+
+
+def _key_of_message(keys: KeyTable, message: dict[str, Any]) -> tuple[str, str] | None:
+    """The key the consumer will give a message of the source queue (its body, ids and attributes)."""
+    system = message.get("Attributes") or {}
+    plan = Outgoing(
+        body=message.get("Body", ""),
+        attributes=dict(message.get("MessageAttributes") or {}),
+        group_id=system.get("MessageGroupId"),
+        dedup_id=system.get("MessageDeduplicationId"),
+        dedup_restored=False,
+        redrive=None,
+    )
+    computed, _ = keys.key_of(plan, message_id=message["MessageId"])
+    return (computed.partition, computed.sort) if computed is not None else None
+
+
+def _summary(message: dict[str, Any]) -> dict[str, Any]:
+    system = message.get("Attributes") or {}
+    sent_ms = int(system.get("SentTimestamp") or 0)
+    return {
+        "message_id": message["MessageId"],
+        "group": system.get("MessageGroupId"),
+        "sent": when(sent_ms / 1000) if sent_ms else None,
+        "receive_count": int(system.get("ApproximateReceiveCount") or 0),
+    }
 
 
 @dataclass(frozen=True)
