@@ -26,7 +26,7 @@ from dlq_helpers import (
     peek,
     publish,
 )
-from idempotent_runtime.contract import DeadLetterKind
+from idempotent_runtime.contract import LEASE_ATTRIBUTE, OWNER_ATTRIBUTE, STATUS_ATTRIBUTE, DeadLetterKind
 
 pytestmark = pytest.mark.usefixtures("cloud")
 
@@ -222,6 +222,43 @@ def test_a_guarded_claim_shows_its_owner_and_lease_then_completes():
     done = _traced("c1", "1")["table"]
     assert (done["state"], done["status"], done["lease_expires_at"]) == ("completed", "COMPLETED", None)
     assert done["meaning"].startswith("the processor ran for it")
+
+
+def test_a_claim_whose_invocation_died_and_a_record_past_its_ttl_say_what_the_next_delivery_does():
+    pipeline = deploy_pipeline(
+        environment={"IDEMPOTENCY_MODE": "guarded", "PROCESSOR": "dlq_processors:claim_and_run"}
+    )
+    now = int(time.time())
+    # What a claim looks like when its invocation died: IN_PROGRESS, its lease over, its TTL not.
+    for sort, lease, ttl in (("1", now - 60, now + 3600), ("2", now + 3600, now - 60)):
+        client("dynamodb").put_item(
+            TableName=pipeline.table,
+            Item={
+                "pk": {"S": "c1"},
+                "sk": {"S": sort},
+                STATUS_ATTRIBUTE: {"S": "IN_PROGRESS"},
+                OWNER_ATTRIBUTE: {"S": "a-dead-invocation"},
+                LEASE_ATTRIBUTE: {"N": str(lease * 1000)},
+                "expires_at": {"N": str(ttl)},
+            },
+        )
+
+    dead = _traced("c1", "1")["table"]
+    expired = _traced("c1", "2")["table"]
+
+    assert (dead["state"], dead["record_state"], dead["owner"]) == (
+        "lease_expired",
+        "new",
+        "a-dead-invocation",
+    )
+    assert dead["meaning"] == (
+        f"claimed by a-dead-invocation, whose lease expired at {dead['lease_expires_at']}: the next delivery "
+        "of the same payload takes the claim over and runs the processor again"
+    )
+    assert (expired["state"], expired["record_state"]) == ("expired", "new")
+    assert expired["meaning"].startswith(
+        f"its record expired at {expired['expires_at']} (TTL; DynamoDB deletes"
+    )
 
 
 def test_dead_letters_of_the_key_are_found_in_both_dlqs_with_their_reasons_and_left_in_place():
