@@ -3,6 +3,7 @@ process, taught by the local cloud)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -10,6 +11,21 @@ from pathlib import Path
 
 import pytest
 from dlq_helpers import REGION, Deduplication, endpoint, reset
+
+
+@contextlib.contextmanager
+def emulated() -> Iterator[None]:
+    """The server behaves like the emulator (moto taught and patched) while a test uses it; after, moto is
+    plain again: the patches are process-wide, and later tests of this process (benchmarks, the runtime's)
+    use moto in-process as it is."""
+    from idempotent_local import emulator as emulators
+    from idempotent_local import patches
+
+    emulators.install(endpoint=endpoint())
+    try:
+        yield
+    finally:
+        patches.revert()
 
 
 @pytest.fixture
@@ -27,7 +43,8 @@ def cloud(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    yield endpoint()
+    with emulated():
+        yield endpoint()
 
 
 @pytest.fixture
@@ -35,10 +52,10 @@ def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deduplication
     """FIFO deduplication as AWS does it, on a clock the test moves (see :class:`Deduplication`)."""
     from idempotent_local import patches
 
-    endpoint()  # the server, and with it the emulator's patches, in this process
     clock = Deduplication()
     monkeypatch.setattr(patches, "time", clock)
-    yield clock
+    with emulated():
+        yield clock
 
 
 @pytest.fixture
