@@ -115,7 +115,9 @@ def test_snapshot_removal_policy_is_rejected():
     [
         (
             {"partition_key_name": "id", "sort_key_name": "id"},
-            "TableOptions.partition_key_name and sort_key_name must differ; both are 'id'",
+            "TableOptions.partition_key_name, TableOptions.sort_key_name and "
+            "TableOptions.time_to_live_attribute must be three different attribute names; got 'id', 'id', "
+            "'expires_at'",
         ),
         (
             {"partition_key_name": ""},
@@ -128,8 +130,9 @@ def test_snapshot_removal_policy_is_rejected():
         ),
         (
             {"time_to_live_attribute": "sk"},
-            "TableOptions.time_to_live_attribute must differ from the key attributes; got 'sk' (keys 'pk', "
-            "'sk')",
+            "TableOptions.partition_key_name, TableOptions.sort_key_name and "
+            "TableOptions.time_to_live_attribute must be three different attribute names; got 'pk', 'sk', "
+            "'sk'",
         ),
         (
             {"partition_key_name": "idempotency:key"},
