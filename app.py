@@ -201,10 +201,10 @@ DEFAULT_STACK_NAME = "IdempotentPipeline"
 
 def read(key: str, kind: Kind, value: Any) -> Any:
     """A context value by its kind, as the function's environment is parsed: text from ``-c``, JSON types
-    from cdk.json; a list may also be written comma-separated. A duration becomes an ``aws_cdk.Duration``
-    (a lifetime of 0 or never: None)."""
+    from cdk.json; a list may also be written comma-separated (text that is not JSON). A duration becomes
+    an ``aws_cdk.Duration`` (a lifetime of 0 or never: None)."""
     name = f"context {key}"
-    if isinstance(kind, FieldPaths) and isinstance(value, str) and not value.lstrip().startswith("["):
+    if isinstance(kind, FieldPaths) and isinstance(value, str) and value.lstrip()[:1] not in ("[", "{", '"'):
         value = [item.strip() for item in value.split(",")]
     parsed = kind.parse(name, value) if isinstance(value, str) else kind.coerce(name, value)
     if isinstance(kind, Lifetime) and parsed == contract.NEVER:

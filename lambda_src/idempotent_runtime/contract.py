@@ -135,6 +135,9 @@ def field_path(text: str) -> tuple[str, ...]:
 
 
 NEVER = 0  # a lifetime of 0 seconds: no TTL attribute is written, the record never expires
+# The largest whole number a double holds exactly: CDK carries a Duration as one, so a longer one would
+# reach the function as another number.
+MAX_SECONDS = 2**53 - 1
 
 
 # --- kinds: the values a setting takes, and how the environment writes them ------------------------------
@@ -200,10 +203,20 @@ class IntRange(Kind):
 
 
 class Seconds(IntRange):
-    """A duration in whole seconds (the constructs' option: an ``aws_cdk.Duration``)."""
+    """A duration in whole seconds (the constructs' option: an ``aws_cdk.Duration``), at most
+    :data:`MAX_SECONDS`."""
 
     wanted = "be a whole number of seconds"
     unit = " seconds"
+
+    def coerce(self, name: str, value: Any) -> int:
+        seconds = super().coerce(name, value)
+        if seconds > MAX_SECONDS:
+            raise ConfigurationError(
+                f"{name} must be at most {MAX_SECONDS} seconds (CDK carries a duration as a double); got "
+                f"{seconds} seconds"
+            )
+        return seconds
 
     def describe(self) -> str:
         return "at least 1 second" if (self.low, self.high) == (1, None) else super().describe()
