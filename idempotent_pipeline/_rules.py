@@ -7,7 +7,6 @@ A value only known at deploy time (a CDK token) becomes :data:`TOKEN`; every rul
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -31,20 +30,17 @@ class _Token:
 
 TOKEN: Any = _Token()
 
-# How CDK encodes tokens in strings and lists (Token.is_unresolved looks for the same markers), and in
-# numbers: a double whose top 16 bits are 0xFBFF (aws-cdk-lib core/lib/private/encoding.ts).
+# How CDK encodes tokens in strings (Token.is_unresolved looks for the same markers).
 _STRING_TOKEN_MARKERS = ("${Token[", "#{Token[")
-_NUMBER_TOKEN_BITS = 0xFBFF
 
 
 def is_token(value: object) -> bool:
-    """True for a CDK token. Plain Python values are decided here: asking jsii costs a round trip each."""
+    """True for a CDK token. Strings, and lists of them, are decided here: most values asked about are
+    strings, and asking jsii costs a round trip each."""
     if value is None or isinstance(value, bool | int):
         return False
     if isinstance(value, str):
         return any(marker in value for marker in _STRING_TOKEN_MARKERS)
-    if isinstance(value, float):
-        return struct.unpack("<Q", struct.pack("<d", value))[0] >> 48 == _NUMBER_TOKEN_BITS
     if isinstance(value, list | tuple):
         return any(is_token(item) for item in value)
     return bool(Token.is_unresolved(value))
@@ -53,7 +49,8 @@ def is_token(value: object) -> bool:
 # -- reading values -------------------------------------------------------------------------------------
 
 # Durations the constructs create once (the options' defaults) and their seconds: recognised by identity,
-# so a default costs no round trip at all.
+# so a default costs no round trip at all (measured: without it a synth of the reference app makes ten more
+# round trips, and its synth time over plain aws-cdk-lib's grows by about 0.1x).
 _KNOWN_SECONDS: dict[int, int] = {}
 
 

@@ -326,7 +326,7 @@ def test_token_values_pass_every_check_and_reach_the_template():
     assert only(template, "AWS::Lambda::EventSourceMapping")["Properties"]["BatchSize"] == {"Ref": "Batch"}
 
 
-def test_number_tokens_are_recognised_without_asking_jsii():
+def test_number_tokens_are_recognised():
     stack = new_stack()
     number = cdk.CfnParameter(stack, "N", type="Number").value_as_number
     assert _rules.is_token(number) and _rules.is_token(cdk.Token.as_string(number))
