@@ -27,7 +27,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 from idempotent_runtime import contract
-from idempotent_runtime.contract import FieldPaths, IntRange, Kind, Lifetime, Seconds, Text
+from idempotent_runtime.contract import NAME, FieldPaths, IntRange, Kind, Lifetime, Seconds
 
 from idempotent_pipeline import (
     AlarmOptions,
@@ -117,7 +117,7 @@ class Key:
     kind: Kind
 
 
-FLAG, INTEGER, SECONDS, TEXT, NAMES = Flag(), IntRange(), Seconds(low=0), Text(blank=False), Names()
+FLAG, INTEGER, SECONDS, NAMES = Flag(), IntRange(), Seconds(low=0), Names()
 BLOCKS = {
     "MessagingOptions": "messaging",
     "TableOptions": "table",
@@ -142,7 +142,7 @@ CONTEXT: dict[str, Key] = {
     "content_based_deduplication": Key("messaging", "content_based_deduplication", FLAG),
     "visibility_timeout_seconds": Key("messaging", "visibility_timeout", SECONDS),
     "retention_period_seconds": Key("messaging", "retention_period", SECONDS),
-    "table_name": Key("table", "table_name", TEXT),
+    "table_name": Key("table", "table_name", NAME),
     "removal_policy": Key(
         "table",
         "removal_policy",
@@ -152,7 +152,7 @@ CONTEXT: dict[str, Key] = {
         ),
     ),
     "deletion_protection": Key("table", "deletion_protection", FLAG),
-    "code_directory": Key("consumer", "code_directory", TEXT),
+    "code_directory": Key("consumer", "code_directory", NAME),
     "include": Key("consumer", "include", NAMES),
     "exclude": Key("consumer", "exclude", NAMES),
     "timeout_seconds": Key("consumer", "timeout", SECONDS),
@@ -189,7 +189,7 @@ CONTEXT: dict[str, Key] = {
     ),
 }
 # Keys of the app itself.
-APP: dict[str, Kind] = {"stack_name": TEXT, "nag": FLAG}
+APP: dict[str, Kind] = {"stack_name": NAME, "nag": FLAG}
 OPTIONS = {
     "messaging": MessagingOptions,
     "table": TableOptions,

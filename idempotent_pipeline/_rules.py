@@ -7,9 +7,9 @@ A value only known at deploy time (a CDK token) becomes :data:`TOKEN`; every rul
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Generic, TypeVar, cast
 
 from aws_cdk import Annotations, Duration, Token
@@ -17,8 +17,6 @@ from constructs import IConstruct
 from idempotent_runtime import contract
 from idempotent_runtime.contract import ConfigurationError, shown
 from jsii._reference_map import InterfaceDynamicProxy
-
-E = TypeVar("E", bound=Enum)
 
 
 class _Token:
@@ -86,16 +84,6 @@ def seconds(prop: str, value: object) -> Any:
     return TOKEN if is_token(whole) else int(whole)
 
 
-def integer(prop: str, value: object) -> Any:
-    if value is None:
-        return None
-    if is_token(value):
-        return TOKEN
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(f"{prop} must be an integer; got {shown(value)}")
-    return value
-
-
 def boolean(prop: str, value: object) -> Any:
     if value is None:
         return None
@@ -120,15 +108,6 @@ def texts(prop: str, value: object) -> Any:
         raise ConfigurationError(f"{prop} must be a list of strings; got {shown(value)}")
     items = [text(f"{prop}[{index}]", item) for index, item in enumerate(value)]
     return TOKEN if any(item is TOKEN for item in items) else tuple(items)
-
-
-def choice(prop: str, value: object, enum: type[E]) -> E:
-    """A member of a closed set, given as the enum member or its string value."""
-    try:
-        return enum(value)
-    except ValueError:
-        choices = ", ".join(str(member.value) for member in enum)
-        raise ConfigurationError(f"{prop} must be one of {choices}; got {shown(value)}") from None
 
 
 def instance(prop: str, value: object, kind: type, wanted: str) -> Any:
@@ -230,7 +209,7 @@ class _Unknown(Exception):
 
 class _Known:
     """The props as a rule's condition sees them: reading a deploy-time value, also through one of their
-    properties, skips the rule."""
+    properties or in a dataclass they hold, skips the rule."""
 
     def __init__(self, props: object) -> None:
         self._props = props
@@ -243,7 +222,7 @@ class _Known:
             value = getattr(self._props, name)
         if value is TOKEN:
             raise _Unknown(name)
-        return value
+        return _Known(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
 
 
 def enforce(scope: IConstruct, rules: Iterable[Rule[P]], props: P) -> None:

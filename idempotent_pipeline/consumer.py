@@ -39,7 +39,6 @@ from idempotent_pipeline._rules import (
     enforce,
     instance,
     instances,
-    integer,
     is_token,
     options_of,
     outside,
@@ -195,15 +194,9 @@ class ConsumerProps:
     code_directory: str | None
     include: tuple[str, ...]
     exclude: tuple[str, ...]
-    visibility: Any  # the queue's
-    max_receive_count: Any  # the queue's
-    queue_retention: Any
     own_age_alarm: Any  # the message-age alarm this consumer makes itself, in seconds
     lifetime: Any  # the one that recognises duplicates in this mode (None: never)
     arrival_window: Any
-    vpc: bool
-    vpc_subnets: bool
-    security_groups: bool
 
     @property
     def max_batch_size(self) -> int:
@@ -316,29 +309,34 @@ RULES: tuple[Rule[ConsumerProps], ...] = (
     ),
     Rule(
         lambda p: (
-            p.visibility is not None and p.visibility < needed_visibility(p.timeout, p.max_batching_window)
+            p.facts.visibility_seconds is not None
+            and p.facts.visibility_seconds < needed_visibility(p.timeout, p.max_batching_window)
         ),
         lambda p: (
             f"visibility_timeout of queue {p.queue.node.path} must be at least 6 x the function timeout "
             f"({p.timeout} seconds)"
             + (f" + the batching window ({p.max_batching_window} seconds)" if p.max_batching_window else "")
-            + f" = {needed_visibility(p.timeout, p.max_batching_window)} seconds; got {p.visibility} seconds"
+            + f" = {needed_visibility(p.timeout, p.max_batching_window)} seconds; got "
+            f"{p.facts.visibility_seconds} seconds"
         ),
     ),
     Rule(
-        lambda p: None not in (p.own_age_alarm, p.queue_retention) and p.own_age_alarm >= p.queue_retention,
+        lambda p: (
+            None not in (p.own_age_alarm, p.facts.retention_seconds)
+            and p.own_age_alarm >= p.facts.retention_seconds
+        ),
         lambda p: (
             f"AlarmOptions.max_message_age ({p.own_age_alarm} seconds) must be shorter than the "
-            f"retention period of queue {p.queue.node.path} ({p.queue_retention} seconds): no message gets "
-            "that old before it expires, so the message-age alarm could never fire"
+            f"retention period of queue {p.queue.node.path} ({p.facts.retention_seconds} seconds): no "
+            "message gets that old before it expires, so the message-age alarm could never fire"
         ),
     ),
     Rule(
-        lambda p: p.vpc_subnets and not p.vpc,
+        lambda p: p.options.vpc_subnets is not None and p.options.vpc is None,
         lambda p: "ConsumerOptions.vpc_subnets needs vpc; got subnets without a VPC",
     ),
     Rule(
-        lambda p: p.security_groups and not p.vpc,
+        lambda p: bool(p.options.security_groups) and p.options.vpc is None,
         lambda p: "ConsumerOptions.security_groups needs vpc; got security groups without a VPC",
     ),
     Rule(
@@ -382,11 +380,11 @@ RULES: tuple[Rule[ConsumerProps], ...] = (
     Rule(
         lambda p: (
             p.reserved_concurrent_executions is not None
-            and p.max_receive_count is not None
-            and p.max_receive_count < 5
+            and p.facts.max_receive_count is not None
+            and p.facts.max_receive_count < 5
         ),
         lambda p: (
-            f"the queue's max_receive_count is {p.max_receive_count} with reserved concurrency: a few "
+            f"the queue's max_receive_count is {p.facts.max_receive_count} with reserved concurrency: a few "
             "throttled receives move a message to the DLQ unprocessed; AWS advises at least 5"
         ),
         warning="idempotent-pipeline:low-max-receive-count",
@@ -465,7 +463,7 @@ def _resolve(
             and dead_letter_queue.queue_arn == queue.queue_arn
         ),
         **limits,
-        batch_size=integer("ConsumerOptions.batch_size", o.batch_size),
+        batch_size=read("ConsumerOptions.batch_size", IntRange(), o.batch_size, unset=True)[0],
         max_batching_window=seconds("ConsumerOptions.max_batching_window", o.max_batching_window),
         overridden=tuple(
             sorted((contract.VARIABLE_NAMES | contract.RETIRED_VARIABLES.keys()).intersection(extra))
@@ -474,23 +472,10 @@ def _resolve(
         code_directory=_known_at_synth("code_directory", o.code_directory, text),
         include=patterns["include"] or (),
         exclude=patterns["exclude"] or (),
-        visibility=facts.visibility_seconds,
-        max_receive_count=facts.max_receive_count,
-        queue_retention=facts.retention_seconds,
         # The consumer alarms on the queue's age itself only when no Messaging does.
         own_age_alarm=alarms.max_message_age_seconds if alarms.enabled and not facts.alarmed else None,
         lifetime=lifetime or None,
         arrival_window=arrival_window(facts)[0],
-        vpc=instance("ConsumerOptions.vpc", o.vpc, ec2.IVpc, "an ec2.IVpc") is not None,
-        vpc_subnets=instance(
-            "ConsumerOptions.vpc_subnets", o.vpc_subnets, ec2.SubnetSelection, "an ec2.SubnetSelection"
-        )
-        is not None,
-        security_groups=bool(
-            instances(
-                "ConsumerOptions.security_groups", o.security_groups, ec2.ISecurityGroup, "ec2.ISecurityGroup"
-            )
-        ),
     )
 
 
@@ -507,6 +492,9 @@ def _extra_environment(o: ConsumerOptions) -> dict[str, str]:
     ):
         instance(_OPTIONS + prop, getattr(o, prop), kind, wanted)
     instances("ConsumerOptions.layers", o.layers, lambda_.ILayerVersion, "lambda_.ILayerVersion")
+    instance("ConsumerOptions.vpc", o.vpc, ec2.IVpc, "an ec2.IVpc")
+    instance("ConsumerOptions.vpc_subnets", o.vpc_subnets, ec2.SubnetSelection, "an ec2.SubnetSelection")
+    instances("ConsumerOptions.security_groups", o.security_groups, ec2.ISecurityGroup, "ec2.ISecurityGroup")
     extra = dict(instance("ConsumerOptions.environment", o.environment, Mapping, "a mapping") or {})
     if not all(isinstance(name, str) and isinstance(value, str) for name, value in extra.items()):
         raise ConfigurationError(

@@ -114,458 +114,6 @@ class DeadLetterKind(StrEnum):
     EXHAUSTED = "exhausted"  # failed on its last receive (MAX_RECEIVE_COUNT): SQS would redrive it now
 
 
-# --- formats -------------------------------------------------------------------------------------------
-
-# module:function, the function possibly an attribute path (module:Class.method).
-PROCESSOR_PATTERN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-# A CloudWatch namespace: 1-255 characters, no ':', not starting with a space or with 'AWS/' (AWS services').
-METRICS_NAMESPACE_PATTERN = re.compile(r"^(?!AWS/)[^:\s][^:]{0,254}$")
-# Dotted field paths (order.id): segments separated by '.', none empty.
-FIELD_PATH_SEPARATOR = "."
-
-
-def field_path(text: str) -> tuple[str, ...]:
-    """``"order.id"`` -> ``("order", "id")``; raises ConfigurationError for an empty path or segment."""
-    if not isinstance(text, str) or not text:
-        raise ConfigurationError(f"a field path must be a non-empty string; got {text!r}")
-    parts = tuple(text.split(FIELD_PATH_SEPARATOR))
-    if any(not part for part in parts):
-        raise ConfigurationError(f"field path {text!r} has an empty segment")
-    return parts
-
-
-NEVER = 0  # a lifetime of 0 seconds: no TTL attribute is written, the record never expires
-# The largest whole number a double holds exactly: CDK carries a Duration as one, so a longer one would
-# reach the function as another number.
-MAX_SECONDS = 2**53 - 1
-
-
-# --- kinds: the values a setting takes, and how the environment writes them ------------------------------
-
-
-def shown(value: object) -> str:
-    """A value as an error message shows it: a plain value's repr, anything else with its type."""
-    if isinstance(value, str | int | float | bool | type(None) | list | tuple | dict):
-        return repr(value)
-    return f"{type(value).__name__} {value!r}"
-
-
-def _refuse(name: str, wanted: str, value: object) -> NoReturn:
-    raise ConfigurationError(f"{name} must {wanted}; got {shown(value)}")
-
-
-class Kind(ABC):
-    """The values one setting takes. ``coerce`` checks a Python value (a Config field, an option once the
-    constructs have read it) and returns it as the runtime holds it; ``parse`` reads the environment's
-    text, ``render`` writes it. Errors name ``name`` (a variable, an option, a context key) and the value."""
-
-    def parse(self, name: str, text: str) -> Any:
-        return self.coerce(name, text)
-
-    @abstractmethod
-    def coerce(self, name: str, value: Any) -> Any: ...
-
-    def render(self, value: Any) -> str:
-        return str(value)
-
-    @abstractmethod
-    def describe(self) -> str:
-        """The values, for docs/runtime-contract.md."""
-
-
-@dataclass(frozen=True)
-class IntRange(Kind):
-    """A whole number from ``low`` to ``high`` (None: unbounded)."""
-
-    low: int | None = None
-    high: int | None = None
-    wanted: ClassVar[str] = "be an integer"
-    unit: ClassVar[str] = ""
-
-    def parse(self, name: str, text: str) -> int:
-        try:
-            number = int(text)
-        except ValueError:
-            _refuse(name, self.wanted, text)
-        return self.coerce(name, number)
-
-    def coerce(self, name: str, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            _refuse(name, self.wanted, value)
-        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
-            raise ConfigurationError(f"{name} must be {self.describe()}; got {value}{self.unit}")
-        return value
-
-    def describe(self) -> str:
-        if self.high is not None:
-            return f"between {self.low} and {self.high}{self.unit}"
-        return "an integer" if self.low is None else f"at least {self.low}{self.unit}"
-
-
-class Seconds(IntRange):
-    """A duration in whole seconds (the constructs' option: an ``aws_cdk.Duration``), at most
-    :data:`MAX_SECONDS`."""
-
-    wanted = "be a whole number of seconds"
-    unit = " seconds"
-
-    def coerce(self, name: str, value: Any) -> int:
-        seconds = super().coerce(name, value)
-        if seconds > MAX_SECONDS:
-            raise ConfigurationError(
-                f"{name} must be at most {MAX_SECONDS} seconds (CDK carries a duration as a double); got "
-                f"{seconds} seconds"
-            )
-        return seconds
-
-    def describe(self) -> str:
-        return "at least 1 second" if (self.low, self.high) == (1, None) else super().describe()
-
-
-class Lifetime(Seconds):
-    """Seconds until a record expires; :data:`NEVER` (``0``, or ``never`` as text) keeps it for good. The
-    constructs' option says never with None."""
-
-    wanted = f"be a whole number of seconds, {NEVER} or never (never expire)"
-
-    def parse(self, name: str, text: str) -> int:
-        return NEVER if text.strip().lower() == "never" else super().parse(name, text)
-
-    def coerce(self, name: str, value: Any) -> int:
-        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
-            _refuse(name, self.wanted, value)
-        return super().coerce(name, value)
-
-    def describe(self) -> str:
-        return f"seconds; `{NEVER}` or `never`: never expire"
-
-
-@dataclass(frozen=True)
-class Choice(Kind):
-    """One member of a closed set, given as the member or its value (upper-cased first with ``upper``)."""
-
-    enum: type[StrEnum]
-    upper: bool = False
-
-    def coerce(self, name: str, value: Any) -> StrEnum:
-        if self.upper and isinstance(value, str):
-            value = value.upper()
-        try:
-            return self.enum(value)
-        except ValueError:
-            _refuse(name, f"be one of {', '.join(self.enum)}", value)
-
-    def render(self, value: Any) -> str:
-        return self.enum(value).value
-
-    def describe(self) -> str:
-        return ", ".join(f"`{member}`" for member in self.enum) + (" (any case)" if self.upper else "")
-
-
-@dataclass(frozen=True)
-class Text(Kind):
-    """A string, taken as it is (no whitespace is stripped); with ``blank=False`` not empty or blank."""
-
-    blank: bool = True
-
-    def coerce(self, name: str, value: Any) -> str:
-        if not isinstance(value, str) or not (self.blank or value.strip()):
-            _refuse(name, "be a string" if self.blank else "be a non-empty string", value)
-        return value
-
-    def describe(self) -> str:
-        return "text" if self.blank else "non-empty text"
-
-
-class AttributeName(Text):
-    """A DynamoDB attribute name of the table, outside the runtime's own names."""
-
-    def coerce(self, name: str, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            _refuse(name, "be a non-empty attribute name", value)
-        if value.startswith(ATTRIBUTE_PREFIX):
-            _refuse(name, f"not begin with {ATTRIBUTE_PREFIX!r} (the runtime's own attributes)", value)
-        return value
-
-    def describe(self) -> str:
-        return f"an attribute name, not `{ATTRIBUTE_PREFIX}...`"
-
-
-@dataclass(frozen=True)
-class Pattern(Kind):
-    """A string matching ``pattern``; ``wanted`` says what that is in words."""
-
-    pattern: re.Pattern[str]
-    wanted: str
-
-    def coerce(self, name: str, value: Any) -> str:
-        if not isinstance(value, str) or not self.pattern.match(value):
-            _refuse(name, self.wanted, value)
-        return value
-
-    def describe(self) -> str:
-        return self.wanted.removeprefix("be ").removeprefix("look like ")
-
-
-class FieldPath(Kind):
-    """A dotted path into the JSON body (``order.id``)."""
-
-    def coerce(self, name: str, value: Any) -> str:
-        try:
-            field_path(value)
-        except ConfigurationError as error:
-            raise ConfigurationError(f"{name}: {error}") from None
-        return value
-
-    def describe(self) -> str:
-        return "a dotted path (`order.id`)"
-
-
-@dataclass(frozen=True)
-class FieldPaths(Kind):
-    """Dotted paths, written as a JSON array; with ``at_least_one`` never empty."""
-
-    at_least_one: bool = False
-
-    def parse(self, name: str, text: str) -> tuple[str, ...]:
-        try:
-            paths = json.loads(text)
-        except ValueError:
-            _refuse(name, 'be a JSON array of field paths such as ["order.id", "amount"]', text)
-        return self.coerce(name, paths)
-
-    def coerce(self, name: str, value: Any) -> tuple[str, ...]:
-        if isinstance(value, str) or not isinstance(value, Sequence):
-            _refuse(name, "be a list of field paths", value)
-        if self.at_least_one and not value:
-            _refuse(name, "name at least one field (unset: the whole body)", value)
-        return tuple(FieldPath().coerce(name, path) for path in value)
-
-    def render(self, value: Any) -> str:
-        return json.dumps(list(value), separators=(",", ":"))
-
-    def describe(self) -> str:
-        return "a JSON array of dotted paths" + (", at least one" if self.at_least_one else "")
-
-
-# --- the function's environment: one declaration per setting ---------------------------------------------
-
-
-@dataclass(frozen=True)
-class Variable:
-    """One setting of the consumer function, declared once: its environment variable, the values it takes
-    (``kind``), the runtime's value when it is unset or empty (``default``; None: none), the option that
-    sets it at synth (``option``) and when the runtime reads it (``only``: another variable's value).
-    The runtime parses and checks it with the kind (:class:`~idempotent_runtime.config.Config`); so do the
-    constructs, which build the environment from these declarations; docs/runtime-contract.md's table is
-    generated from them."""
-
-    name: str
-    kind: Kind
-    meaning: str
-    default: Any = None
-    option: str | None = None
-    only: tuple[str, StrEnum] | None = None
-    required: bool = False
-    config_field: str | None = None
-
-    @property
-    def field(self) -> str:
-        """The :class:`~idempotent_runtime.config.Config` field holding the value."""
-        return self.config_field or self.name.lower()
-
-    def parse(self, text: str) -> Any:
-        return self.kind.parse(self.name, text)
-
-    def coerce(self, value: Any) -> Any:
-        return self.kind.coerce(self.name, value)
-
-
-HANDLER = "idempotent_runtime.handler.handler"
-RUNTIME_PACKAGE = "idempotent_runtime"
-_ATTRIBUTE = AttributeName()
-_MODE = "IDEMPOTENCY_MODE"
-
-# In the order the constructs write them.
-TABLE_NAME = Variable(
-    "TABLE_NAME", Text(blank=False), "the DynamoDB table (partition + sort key, both strings)", required=True
-)
-PARTITION_KEY = Variable(
-    "PARTITION_KEY",
-    _ATTRIBUTE,
-    "the table's partition key attribute",
-    "pk",
-    "TableOptions.partition_key_name",
-)
-SORT_KEY = Variable(
-    "SORT_KEY", _ATTRIBUTE, "the table's sort key attribute", "sk", "TableOptions.sort_key_name"
-)
-TTL_ATTRIBUTE = Variable(
-    "TTL_ATTRIBUTE",
-    _ATTRIBUTE,
-    "the table's TTL attribute (epoch seconds)",
-    "expires_at",
-    "TableOptions.time_to_live_attribute",
-)
-DEDUP_TTL_SECONDS = Variable(
-    "DEDUP_TTL_SECONDS",
-    Lifetime(low=NEVER),
-    "lifetime of the records that exist only for idempotency: transaction markers, guarded claims and "
-    "results, quarantine records (those at least 14 days)",
-    7 * 24 * 3600,
-    "ConsumerOptions.dedup_ttl",
-)
-IDEMPOTENCY_MODE = Variable(
-    _MODE,
-    Choice(Mode),
-    "how a message becomes one effect",
-    Mode.DOCUMENT,
-    "ConsumerOptions.mode",
-    config_field="mode",
-)
-KEY_SOURCE = Variable(
-    "KEY_SOURCE",
-    Choice(KeySource),
-    "where a record's key comes from: two body fields, the SQS MessageDeduplicationId (FIFO only), the SQS "
-    "messageId, a SHA-256 of the body",
-    KeySource.FIELDS,
-    "ConsumerOptions.key_source",
-)
-QUEUE_TYPE = Variable(
-    "QUEUE_TYPE",
-    Choice(QueueType),
-    "the consumed queue's: fifo (records of a group in order) or standard (every record independent, even "
-    "with a MessageGroupId)",
-    QueueType.FIFO,
-)
-ON_CONFLICT = Variable(
-    "ON_CONFLICT",
-    Choice(OnConflict),
-    "what a delivery whose key is done with a different fingerprint becomes: the DLQ (kind conflict) or a "
-    "duplicate logged at WARNING; both count in conflicts",
-    OnConflict.QUARANTINE,
-    "ConsumerOptions.on_conflict",
-)
-METRICS_NAMESPACE = Variable(
-    "METRICS_NAMESPACE",
-    Pattern(
-        METRICS_NAMESPACE_PATTERN,
-        "be 1 to 255 characters without ':' or a leading space, not beginning with 'AWS/' (the namespaces "
-        "of AWS services)",
-    ),
-    "CloudWatch namespace of the Embedded Metric Format lines",
-    "IdempotentPipeline",
-    "ConsumerOptions.metrics_namespace",
-)
-DOCUMENT_TTL_SECONDS = Variable(
-    "DOCUMENT_TTL_SECONDS",
-    Lifetime(low=NEVER),
-    "lifetime of the stored documents; never: duplicates are recognised for as long as a document exists",
-    NEVER,
-    "ConsumerOptions.document_ttl",
-    only=(_MODE, Mode.DOCUMENT),
-)
-PARTITION_KEY_FIELD = Variable(
-    "PARTITION_KEY_FIELD",
-    FieldPath(),
-    "the body field whose value becomes the partition key",
-    "x",
-    "ConsumerOptions.partition_key_field",
-    only=("KEY_SOURCE", KeySource.FIELDS),
-)
-SORT_KEY_FIELD = Variable(
-    "SORT_KEY_FIELD",
-    FieldPath(),
-    "the body field whose value becomes the sort key",
-    "y",
-    "ConsumerOptions.sort_key_field",
-    only=("KEY_SOURCE", KeySource.FIELDS),
-)
-KEY_PREFIX = Variable(
-    "KEY_PREFIX",
-    Text(),
-    "prepended to every partition key value, so several pipelines can share one table",
-    "",
-    "ConsumerOptions.key_prefix",
-)
-FINGERPRINT_FIELDS = Variable(
-    "FINGERPRINT_FIELDS",
-    FieldPaths(at_least_one=True),
-    "the payload fingerprint covers only these fields (a missing one counts, as absent); unset: the "
-    "whole body",
-    option="ConsumerOptions.fingerprint_fields",
-)
-FINGERPRINT_EXCLUDE = Variable(
-    "FINGERPRINT_EXCLUDE",
-    FieldPaths(),
-    "the payload fingerprint covers the body without these fields (e.g. a timestamp set per send)",
-    option="ConsumerOptions.fingerprint_exclude",
-)
-PROCESSOR = Variable(
-    "PROCESSOR",
-    Pattern(PROCESSOR_PATTERN, "look like 'module:function' (e.g. 'orders:handle')"),
-    "the user's processing function, importable from the code asset root; required for transaction and "
-    "guarded",
-    option="ConsumerOptions.processor",
-)
-DLQ_URL = Variable(
-    "DLQ_URL",
-    Pattern(re.compile(r"https?://"), "be an sqs queue url (https://...)"),
-    "the dead-letter queue: permanent failures are sent here at once, with the reason (unset: they reach "
-    "the DLQ through redrive)",
-)
-LEASE_SECONDS = Variable(
-    "LEASE_SECONDS",
-    Seconds(low=1),
-    "how long the owner uses a claim (unset: the invocation's remaining time)",
-    option="ConsumerOptions.lease_duration",
-    only=(_MODE, Mode.GUARDED),
-)
-LEASE_MARGIN_SECONDS = Variable(
-    "LEASE_MARGIN_SECONDS",
-    Seconds(low=0),
-    "a claim is recorded as held this much longer than its owner uses it, so a clock running ahead "
-    "elsewhere cannot take over a live claim",
-    10,
-    "ConsumerOptions.lease_margin",
-    only=(_MODE, Mode.GUARDED),
-)
-MAX_WORKERS = Variable(
-    "MAX_WORKERS",
-    IntRange(1, 64),
-    "threads that process different message groups of one batch concurrently",
-    10,
-    "ConsumerOptions.max_workers",
-)
-LOG_LEVEL = Variable(
-    "LOG_LEVEL",
-    Choice(LogLevel, upper=True),
-    "DEBUG: a line per record",
-    LogLevel.INFO,
-    "ConsumerOptions.log_level",
-)
-MAX_RECEIVE_COUNT = Variable(
-    "MAX_RECEIVE_COUNT",
-    IntRange(1, 1000),
-    "the source queue's maxReceiveCount: a record failing transiently (not from misconfiguration) on its "
-    "last receive is sent to DLQ_URL with the reason (kind exhausted) instead of being moved by SQS "
-    "without one",
-    option="MessagingOptions.max_receive_count",
-)
-
-ENVIRONMENT: tuple[Variable, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Variable))
-# The runtime's own variables: a construct's `environment` prop may not set them.
-VARIABLE_NAMES = frozenset(variable.name for variable in ENVIRONMENT)
-# Variables of 0.1 that no longer exist, and what replaced them: the runtime refuses to start when one is
-# set (a silently ignored lifetime would change what expires), the constructs refuse them in `environment`.
-RETIRED_VARIABLES: dict[str, str] = {
-    "TTL_SECONDS": (
-        "TTL_SECONDS was split in two: DEDUP_TTL_SECONDS (transaction markers, guarded records, quarantine "
-        "records; default 604800 = 7 days) and DOCUMENT_TTL_SECONDS (document mode's documents; default 0 = "
-        "never expire)"
-    ),
-}
-
 # --- IAM: the actions the runtime uses -----------------------------------------------------------------
 
 TABLE_ACTIONS: dict[Mode, tuple[str, ...]] = {
@@ -674,6 +222,434 @@ MEMORY_SIZE_RANGE = (128, 10240)
 MAX_CONCURRENCY_RANGE = (2, 1000)
 SQS_MAX_RETENTION_SECONDS = 14 * 24 * 3600
 SQS_MAX_VISIBILITY_SECONDS = 12 * 3600
+
+# --- formats -------------------------------------------------------------------------------------------
+
+# module:function, the function possibly an attribute path (module:Class.method).
+PROCESSOR_PATTERN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+# A CloudWatch namespace: 1-255 characters, no ':', not starting with a space or with 'AWS/' (AWS services').
+METRICS_NAMESPACE_PATTERN = re.compile(r"^(?!AWS/)[^:\s][^:]{0,254}$")
+# Dotted field paths (order.id): segments separated by '.', none empty.
+FIELD_PATH_SEPARATOR = "."
+
+
+def field_path(text: str) -> tuple[str, ...]:
+    """``"order.id"`` -> ``("order", "id")``; raises ConfigurationError for an empty path or segment."""
+    if not isinstance(text, str) or not text:
+        raise ConfigurationError(f"a field path must be a non-empty string; got {text!r}")
+    parts = tuple(text.split(FIELD_PATH_SEPARATOR))
+    if any(not part for part in parts):
+        raise ConfigurationError(f"field path {text!r} has an empty segment")
+    return parts
+
+
+NEVER = 0  # a lifetime of 0 seconds: no TTL attribute is written, the record never expires
+# The largest whole number a double holds exactly: CDK carries a Duration as one, so a longer one would
+# reach the function as another number.
+MAX_SECONDS = 2**53 - 1
+
+
+# --- kinds: the values a setting takes, and how the environment writes them ------------------------------
+
+
+def shown(value: object) -> str:
+    """A value as an error message shows it: a plain value's repr, anything else with its type."""
+    if isinstance(value, str | int | float | bool | type(None) | list | tuple | dict):
+        return repr(value)
+    return f"{type(value).__name__} {value!r}"
+
+
+def _refuse(name: str, wanted: str, value: object) -> NoReturn:
+    raise ConfigurationError(f"{name} must {wanted}; got {shown(value)}")
+
+
+class Kind(ABC):
+    """The values one setting takes. ``coerce`` checks a Python value (a Config field, an option once the
+    constructs have read it) and returns it as the runtime holds it; ``parse`` reads the environment's
+    text, ``render`` writes it. Errors name ``name`` (a variable, an option, a context key) and the value."""
+
+    def parse(self, name: str, text: str) -> Any:
+        return self.coerce(name, text)
+
+    @abstractmethod
+    def coerce(self, name: str, value: Any) -> Any: ...
+
+    def render(self, value: Any) -> str:
+        return str(value)
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The values, for docs/runtime-contract.md."""
+
+
+@dataclass(frozen=True)
+class IntRange(Kind):
+    """A whole number from ``low`` to ``high`` (None: unbounded)."""
+
+    low: int | None = None
+    high: int | None = None
+    wanted: ClassVar[str] = "be an integer"
+    unit: ClassVar[str] = ""
+
+    def parse(self, name: str, text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            _refuse(name, self.wanted, text)
+        return self.coerce(name, number)
+
+    def coerce(self, name: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            _refuse(name, self.wanted, value)
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            raise ConfigurationError(f"{name} must be {self.limits()}; got {value}{self.unit}")
+        return value
+
+    def limits(self) -> str:
+        if self.high is not None:
+            return f"between {self.low} and {self.high}{self.unit}"
+        if self.low is None:
+            return "an integer"
+        return f"at least {self.low}{self.unit.removesuffix('s') if self.low == 1 else self.unit}"
+
+    def describe(self) -> str:
+        return self.limits()
+
+
+class Seconds(IntRange):
+    """A duration in whole seconds (the constructs' option: an ``aws_cdk.Duration``), at most
+    :data:`MAX_SECONDS`."""
+
+    wanted = "be a whole number of seconds"
+    unit = " seconds"
+
+    def coerce(self, name: str, value: Any) -> int:
+        seconds = super().coerce(name, value)
+        if seconds > MAX_SECONDS:
+            raise ConfigurationError(
+                f"{name} must be at most {MAX_SECONDS} seconds (CDK carries a duration as a double); got "
+                f"{seconds} seconds"
+            )
+        return seconds
+
+
+class Lifetime(Seconds):
+    """Seconds until a record expires; :data:`NEVER` (``0``, or ``never`` as text) keeps it for good. The
+    constructs' option says never with None."""
+
+    wanted = f"be a whole number of seconds, {NEVER} or never (never expire)"
+
+    def parse(self, name: str, text: str) -> int:
+        return NEVER if text.strip().lower() == "never" else super().parse(name, text)
+
+    def describe(self) -> str:
+        return f"seconds; `{NEVER}` or `never`: never expire"
+
+
+@dataclass(frozen=True)
+class Choice(Kind):
+    """One member of a closed set, given as the member or its value (upper-cased first with ``upper``)."""
+
+    enum: type[StrEnum]
+    upper: bool = False
+
+    def coerce(self, name: str, value: Any) -> StrEnum:
+        if self.upper and isinstance(value, str):
+            value = value.upper()
+        try:
+            return self.enum(value)
+        except ValueError:
+            _refuse(name, f"be one of {', '.join(self.enum)}", value)
+
+    def render(self, value: Any) -> str:
+        return self.enum(value).value
+
+    def describe(self) -> str:
+        return ", ".join(f"`{member}`" for member in self.enum) + (" (any case)" if self.upper else "")
+
+
+@dataclass(frozen=True)
+class Pattern(Kind):
+    """A string matching ``pattern``; ``wanted`` says what that is in words."""
+
+    pattern: re.Pattern[str]
+    wanted: str
+
+    def coerce(self, name: str, value: Any) -> str:
+        if not isinstance(value, str) or not self.pattern.match(value):
+            _refuse(name, self.wanted, value)
+        return value
+
+    def describe(self) -> str:
+        return self.wanted.removeprefix("be ").removeprefix("look like ")
+
+
+# Strings, taken as they are (no whitespace is stripped).
+TEXT = Pattern(re.compile(""), "be a string")
+NAME = Pattern(re.compile(r"\s*\S"), "be a non-empty string")
+ATTRIBUTE_NAME = Pattern(
+    re.compile(rf"(?!{re.escape(ATTRIBUTE_PREFIX)})\s*\S"),
+    f"be a non-empty attribute name, not beginning with {ATTRIBUTE_PREFIX!r} (the runtime's own attributes)",
+)
+
+
+class FieldPath(Kind):
+    """A dotted path into the JSON body (``order.id``)."""
+
+    def coerce(self, name: str, value: Any) -> str:
+        try:
+            field_path(value)
+        except ConfigurationError as error:
+            raise ConfigurationError(f"{name}: {error}") from None
+        return value
+
+    def describe(self) -> str:
+        return "a dotted path (`order.id`)"
+
+
+@dataclass(frozen=True)
+class FieldPaths(Kind):
+    """Dotted paths, written as a JSON array; with ``at_least_one`` never empty."""
+
+    at_least_one: bool = False
+
+    def parse(self, name: str, text: str) -> tuple[str, ...]:
+        try:
+            paths = json.loads(text)
+        except ValueError:
+            _refuse(name, 'be a JSON array of field paths such as ["order.id", "amount"]', text)
+        return self.coerce(name, paths)
+
+    def coerce(self, name: str, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str) or not isinstance(value, Sequence):
+            _refuse(name, "be a list of field paths", value)
+        if self.at_least_one and not value:
+            _refuse(name, "name at least one field (unset: the whole body)", value)
+        return tuple(FieldPath().coerce(name, path) for path in value)
+
+    def render(self, value: Any) -> str:
+        return json.dumps(list(value), separators=(",", ":"))
+
+    def describe(self) -> str:
+        return "a JSON array of dotted paths" + (", at least one" if self.at_least_one else "")
+
+
+# --- the function's environment: one declaration per setting ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One setting of the consumer function, declared once: its environment variable, the values it takes
+    (``kind``), the runtime's value when it is unset or empty (``default``; None: none), the option that
+    sets it at synth (``option``) and when the runtime reads it (``only``: another variable's value).
+    The runtime parses and checks it with the kind (:class:`~idempotent_runtime.config.Config`); so do the
+    constructs, which build the environment from these declarations; docs/runtime-contract.md's table is
+    generated from them."""
+
+    name: str
+    kind: Kind
+    meaning: str
+    default: Any = None
+    option: str | None = None
+    only: tuple[str, StrEnum] | None = None
+    required: bool = False
+    config_field: str | None = None
+
+    @property
+    def field(self) -> str:
+        """The :class:`~idempotent_runtime.config.Config` field holding the value."""
+        return self.config_field or self.name.lower()
+
+    def parse(self, text: str) -> Any:
+        return self.kind.parse(self.name, text)
+
+    def coerce(self, value: Any) -> Any:
+        return self.kind.coerce(self.name, value)
+
+
+HANDLER = "idempotent_runtime.handler.handler"
+RUNTIME_PACKAGE = "idempotent_runtime"
+_MODE = "IDEMPOTENCY_MODE"
+
+# In the order the constructs write them.
+TABLE_NAME = Variable(
+    "TABLE_NAME", NAME, "the DynamoDB table (partition + sort key, both strings)", required=True
+)
+PARTITION_KEY = Variable(
+    "PARTITION_KEY",
+    ATTRIBUTE_NAME,
+    "the table's partition key attribute",
+    "pk",
+    "TableOptions.partition_key_name",
+)
+SORT_KEY = Variable(
+    "SORT_KEY", ATTRIBUTE_NAME, "the table's sort key attribute", "sk", "TableOptions.sort_key_name"
+)
+TTL_ATTRIBUTE = Variable(
+    "TTL_ATTRIBUTE",
+    ATTRIBUTE_NAME,
+    "the table's TTL attribute (epoch seconds)",
+    "expires_at",
+    "TableOptions.time_to_live_attribute",
+)
+DEDUP_TTL_SECONDS = Variable(
+    "DEDUP_TTL_SECONDS",
+    Lifetime(low=NEVER),
+    "lifetime of the records that exist only for idempotency: transaction markers, guarded claims and "
+    "results, quarantine records (those at least 14 days)",
+    7 * 24 * 3600,
+    "ConsumerOptions.dedup_ttl",
+)
+IDEMPOTENCY_MODE = Variable(
+    _MODE,
+    Choice(Mode),
+    "how a message becomes one effect",
+    Mode.DOCUMENT,
+    "ConsumerOptions.mode",
+    config_field="mode",
+)
+KEY_SOURCE = Variable(
+    "KEY_SOURCE",
+    Choice(KeySource),
+    "where a record's key comes from: two body fields, the SQS MessageDeduplicationId (FIFO only), the SQS "
+    "messageId, a SHA-256 of the body",
+    KeySource.FIELDS,
+    "ConsumerOptions.key_source",
+)
+QUEUE_TYPE = Variable(
+    "QUEUE_TYPE",
+    Choice(QueueType),
+    "the consumed queue's: fifo (records of a group in order) or standard (every record independent, even "
+    "with a MessageGroupId)",
+    QueueType.FIFO,
+)
+ON_CONFLICT = Variable(
+    "ON_CONFLICT",
+    Choice(OnConflict),
+    "what a delivery whose key is done with a different fingerprint becomes: the DLQ (kind conflict) or a "
+    "duplicate logged at WARNING; both count in conflicts",
+    OnConflict.QUARANTINE,
+    "ConsumerOptions.on_conflict",
+)
+METRICS_NAMESPACE = Variable(
+    "METRICS_NAMESPACE",
+    Pattern(
+        METRICS_NAMESPACE_PATTERN,
+        "be 1 to 255 characters without ':' or a leading space, not beginning with 'AWS/' (the namespaces "
+        "of AWS services)",
+    ),
+    "CloudWatch namespace of the Embedded Metric Format lines",
+    "IdempotentPipeline",
+    "ConsumerOptions.metrics_namespace",
+)
+DOCUMENT_TTL_SECONDS = Variable(
+    "DOCUMENT_TTL_SECONDS",
+    Lifetime(low=NEVER),
+    "lifetime of the stored documents; never: duplicates are recognised for as long as a document exists",
+    NEVER,
+    "ConsumerOptions.document_ttl",
+    only=(_MODE, Mode.DOCUMENT),
+)
+PARTITION_KEY_FIELD = Variable(
+    "PARTITION_KEY_FIELD",
+    FieldPath(),
+    "the body field whose value becomes the partition key",
+    "x",
+    "ConsumerOptions.partition_key_field",
+    only=("KEY_SOURCE", KeySource.FIELDS),
+)
+SORT_KEY_FIELD = Variable(
+    "SORT_KEY_FIELD",
+    FieldPath(),
+    "the body field whose value becomes the sort key",
+    "y",
+    "ConsumerOptions.sort_key_field",
+    only=("KEY_SOURCE", KeySource.FIELDS),
+)
+KEY_PREFIX = Variable(
+    "KEY_PREFIX",
+    TEXT,
+    "prepended to every partition key value, so several pipelines can share one table",
+    "",
+    "ConsumerOptions.key_prefix",
+)
+FINGERPRINT_FIELDS = Variable(
+    "FINGERPRINT_FIELDS",
+    FieldPaths(at_least_one=True),
+    "the payload fingerprint covers only these fields (a missing one counts, as absent); unset: the "
+    "whole body",
+    option="ConsumerOptions.fingerprint_fields",
+)
+FINGERPRINT_EXCLUDE = Variable(
+    "FINGERPRINT_EXCLUDE",
+    FieldPaths(),
+    "the payload fingerprint covers the body without these fields (e.g. a timestamp set per send)",
+    option="ConsumerOptions.fingerprint_exclude",
+)
+PROCESSOR = Variable(
+    "PROCESSOR",
+    Pattern(PROCESSOR_PATTERN, "look like 'module:function' (e.g. 'orders:handle')"),
+    "the user's processing function, importable from the code asset root; required for transaction and "
+    "guarded",
+    option="ConsumerOptions.processor",
+)
+DLQ_URL = Variable(
+    "DLQ_URL",
+    Pattern(re.compile(r"https?://"), "be an sqs queue url (https://...)"),
+    "the dead-letter queue: permanent failures are sent here at once, with the reason (unset: they reach "
+    "the DLQ through redrive)",
+)
+LEASE_SECONDS = Variable(
+    "LEASE_SECONDS",
+    Seconds(low=1),
+    "how long the owner uses a claim (unset: the invocation's remaining time)",
+    option="ConsumerOptions.lease_duration",
+    only=(_MODE, Mode.GUARDED),
+)
+LEASE_MARGIN_SECONDS = Variable(
+    "LEASE_MARGIN_SECONDS",
+    Seconds(low=0),
+    "a claim is recorded as held this much longer than its owner uses it, so a clock running ahead "
+    "elsewhere cannot take over a live claim",
+    10,
+    "ConsumerOptions.lease_margin",
+    only=(_MODE, Mode.GUARDED),
+)
+MAX_WORKERS = Variable(
+    "MAX_WORKERS",
+    IntRange(1, 64),
+    "threads that process different message groups of one batch concurrently",
+    10,
+    "ConsumerOptions.max_workers",
+)
+LOG_LEVEL = Variable(
+    "LOG_LEVEL",
+    Choice(LogLevel, upper=True),
+    "DEBUG: a line per record",
+    LogLevel.INFO,
+    "ConsumerOptions.log_level",
+)
+MAX_RECEIVE_COUNT = Variable(
+    "MAX_RECEIVE_COUNT",
+    IntRange(1, 1000),
+    "the source queue's maxReceiveCount: a record failing transiently (not from misconfiguration) on its "
+    "last receive is sent to DLQ_URL with the reason (kind exhausted) instead of being moved by SQS "
+    "without one",
+    option="MessagingOptions.max_receive_count",
+)
+
+ENVIRONMENT: tuple[Variable, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Variable))
+# The runtime's own variables: a construct's `environment` prop may not set them.
+VARIABLE_NAMES = frozenset(variable.name for variable in ENVIRONMENT)
+# Variables of 0.1 that no longer exist, and what replaced them: the runtime refuses to start when one is
+# set (a silently ignored lifetime would change what expires), the constructs refuse them in `environment`.
+RETIRED_VARIABLES: dict[str, str] = {
+    "TTL_SECONDS": (
+        "TTL_SECONDS was split in two: DEDUP_TTL_SECONDS (transaction markers, guarded records, quarantine "
+        "records; default 604800 = 7 days) and DOCUMENT_TTL_SECONDS (document mode's documents; default 0 = "
+        "never expire)"
+    ),
+}
 
 # --- settings that cannot work together ------------------------------------------------------------------
 

@@ -460,8 +460,7 @@ def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path)
         ),
         (
             {"document_ttl_seconds": "-1"},
-            "context document_ttl_seconds must be a whole number of seconds, 0 or never (never expire); got "
-            "-1",
+            "context document_ttl_seconds must be at least 0 seconds; got -1 seconds",
         ),
         ({"batch_size": True}, "context batch_size must be an integer; got True"),
         ({"high_throughput": "maybe"}, "context high_throughput must be true or false; got 'maybe'"),

@@ -110,6 +110,11 @@ def test_snapshot_removal_policy_is_rejected():
     )
 
 
+ATTRIBUTE_NAME = (
+    "must be a non-empty attribute name, not beginning with 'idempotency:' (the runtime's own attributes); "
+)
+
+
 @pytest.mark.parametrize(
     ("props", "message"),
     [
@@ -121,12 +126,15 @@ def test_snapshot_removal_policy_is_rejected():
         ),
         (
             {"partition_key_name": ""},
-            "TableOptions.partition_key_name must be a non-empty attribute name; got ''",
+            f"TableOptions.partition_key_name {ATTRIBUTE_NAME}got ''",
         ),
-        ({"sort_key_name": " "}, "TableOptions.sort_key_name must be a non-empty attribute name; got ' '"),
+        (
+            {"sort_key_name": " "},
+            f"TableOptions.sort_key_name {ATTRIBUTE_NAME}got ' '",
+        ),
         (
             {"time_to_live_attribute": ""},
-            "TableOptions.time_to_live_attribute must be a non-empty attribute name; got ''",
+            f"TableOptions.time_to_live_attribute {ATTRIBUTE_NAME}got ''",
         ),
         (
             {"time_to_live_attribute": "sk"},
@@ -136,9 +144,7 @@ def test_snapshot_removal_policy_is_rejected():
         ),
         (
             {"partition_key_name": "idempotency:key"},
-            "TableOptions.partition_key_name must not begin with 'idempotency:' (the runtime's own "
-            "attributes); "
-            "got 'idempotency:key'",
+            f"TableOptions.partition_key_name {ATTRIBUTE_NAME}got 'idempotency:key'",
         ),
     ],
 )

@@ -146,7 +146,7 @@ def test_every_variable_is_read():
         ),
         (
             {"TABLE_NAME": "t", "DOCUMENT_TTL_SECONDS": "-1"},
-            "DOCUMENT_TTL_SECONDS must be a whole number of seconds, 0 or never (never expire); got -1",
+            "DOCUMENT_TTL_SECONDS must be at least 0 seconds; got -1 seconds",
         ),
         ({"TABLE_NAME": "t", "ON_CONFLICT": "ignore"}, "ON_CONFLICT must be one of quarantine, duplicate"),
         ({"TABLE_NAME": "t", "QUEUE_TYPE": "lifo"}, "QUEUE_TYPE must be one of fifo, standard; got 'lifo'"),
@@ -178,7 +178,10 @@ def test_every_variable_is_read():
             {"TABLE_NAME": "t", "FINGERPRINT_FIELDS": '["a"]', "FINGERPRINT_EXCLUDE": '["b"]'},
             "FINGERPRINT_FIELDS and FINGERPRINT_EXCLUDE cannot both be set",
         ),
-        ({"TABLE_NAME": "t", "TTL_ATTRIBUTE": "idempotency:ttl"}, "TTL_ATTRIBUTE must not begin with"),
+        (
+            {"TABLE_NAME": "t", "TTL_ATTRIBUTE": "idempotency:ttl"},
+            "TTL_ATTRIBUTE must be a non-empty attribute name, not beginning with 'idempotency:'",
+        ),
         ({"TABLE_NAME": "t", "METRICS_NAMESPACE": "a:b"}, "METRICS_NAMESPACE must be 1 to 255 characters"),
         (
             {"TABLE_NAME": "t", "METRICS_NAMESPACE": "AWS/Lambda"},
