@@ -470,31 +470,24 @@ class Variable:
 HANDLER = "idempotent_runtime.handler.handler"
 RUNTIME_PACKAGE = "idempotent_runtime"
 _MODE = "IDEMPOTENCY_MODE"
+_FIELDS_ONLY = ("KEY_SOURCE", KeySource.FIELDS)
 
 # In the order the constructs write them.
-TABLE_NAME = Variable(
-    "TABLE_NAME", NAME, "the DynamoDB table (partition + sort key, both strings)", required=True
-)
+TABLE_NAME = Variable("TABLE_NAME", NAME, "the DynamoDB table (string partition and sort key)", required=True)
 PARTITION_KEY = Variable(
-    "PARTITION_KEY",
-    ATTRIBUTE_NAME,
-    "the table's partition key attribute",
-    "pk",
-    "TableOptions.partition_key_name",
+    "PARTITION_KEY", ATTRIBUTE_NAME, "the table's partition key", "pk", "TableOptions.partition_key_name"
 )
-SORT_KEY = Variable(
-    "SORT_KEY", ATTRIBUTE_NAME, "the table's sort key attribute", "sk", "TableOptions.sort_key_name"
-)
+SORT_KEY = Variable("SORT_KEY", ATTRIBUTE_NAME, "the table's sort key", "sk", "TableOptions.sort_key_name")
 TTL_ATTRIBUTE = Variable(
     "TTL_ATTRIBUTE",
     ATTRIBUTE_NAME,
-    "the table's TTL attribute (epoch seconds)",
+    "the table's TTL (epoch seconds)",
     "expires_at",
     "TableOptions.time_to_live_attribute",
 )
 DEDUP_TTL_SECONDS = Variable(
     "DEDUP_TTL_SECONDS",
-    Lifetime(low=NEVER),
+    Lifetime(NEVER),
     "lifetime of the records that exist only for idempotency: transaction markers, guarded claims and "
     "results, quarantine records (those at least 14 days)",
     7 * 24 * 3600,
@@ -511,23 +504,17 @@ IDEMPOTENCY_MODE = Variable(
 KEY_SOURCE = Variable(
     "KEY_SOURCE",
     Choice(KeySource),
-    "where a record's key comes from: two body fields, the SQS MessageDeduplicationId (FIFO only), the SQS "
-    "messageId, a SHA-256 of the body",
+    "where a record's key comes from",
     KeySource.FIELDS,
     "ConsumerOptions.key_source",
 )
 QUEUE_TYPE = Variable(
-    "QUEUE_TYPE",
-    Choice(QueueType),
-    "the consumed queue's: fifo (records of a group in order) or standard (every record independent, even "
-    "with a MessageGroupId)",
-    QueueType.FIFO,
+    "QUEUE_TYPE", Choice(QueueType), "fifo: a group's records in order; standard: each alone", QueueType.FIFO
 )
 ON_CONFLICT = Variable(
     "ON_CONFLICT",
     Choice(OnConflict),
-    "what a delivery whose key is done with a different fingerprint becomes: the DLQ (kind conflict) or a "
-    "duplicate logged at WARNING; both count in conflicts",
+    "a delivery whose key is done with another fingerprint goes to the DLQ or is a duplicate (logged)",
     OnConflict.QUARANTINE,
     "ConsumerOptions.on_conflict",
 )
@@ -544,8 +531,8 @@ METRICS_NAMESPACE = Variable(
 )
 DOCUMENT_TTL_SECONDS = Variable(
     "DOCUMENT_TTL_SECONDS",
-    Lifetime(low=NEVER),
-    "lifetime of the stored documents; never: duplicates are recognised for as long as a document exists",
+    Lifetime(NEVER),
+    "lifetime of the stored documents (never: duplicates are recognised while a document exists)",
     NEVER,
     "ConsumerOptions.document_ttl",
     only=(_MODE, Mode.DOCUMENT),
@@ -553,64 +540,60 @@ DOCUMENT_TTL_SECONDS = Variable(
 PARTITION_KEY_FIELD = Variable(
     "PARTITION_KEY_FIELD",
     FieldPath(),
-    "the body field whose value becomes the partition key",
+    "the body field of the partition key",
     "x",
     "ConsumerOptions.partition_key_field",
-    only=("KEY_SOURCE", KeySource.FIELDS),
+    only=_FIELDS_ONLY,
 )
 SORT_KEY_FIELD = Variable(
     "SORT_KEY_FIELD",
     FieldPath(),
-    "the body field whose value becomes the sort key",
+    "the body field of the sort key",
     "y",
     "ConsumerOptions.sort_key_field",
-    only=("KEY_SOURCE", KeySource.FIELDS),
+    only=_FIELDS_ONLY,
 )
 KEY_PREFIX = Variable(
     "KEY_PREFIX",
     TEXT,
-    "prepended to every partition key value, so several pipelines can share one table",
+    "prepended to every partition key (pipelines sharing a table)",
     "",
     "ConsumerOptions.key_prefix",
 )
 FINGERPRINT_FIELDS = Variable(
     "FINGERPRINT_FIELDS",
     FieldPaths(at_least_one=True),
-    "the payload fingerprint covers only these fields (a missing one counts, as absent); unset: the "
-    "whole body",
+    "the payload fingerprint covers only these fields (unset: the whole body)",
     option="ConsumerOptions.fingerprint_fields",
 )
 FINGERPRINT_EXCLUDE = Variable(
     "FINGERPRINT_EXCLUDE",
     FieldPaths(),
-    "the payload fingerprint covers the body without these fields (e.g. a timestamp set per send)",
+    "the payload fingerprint covers the body without these fields",
     option="ConsumerOptions.fingerprint_exclude",
 )
 PROCESSOR = Variable(
     "PROCESSOR",
     Pattern(PROCESSOR_PATTERN, "look like 'module:function' (e.g. 'orders:handle')"),
-    "the user's processing function, importable from the code asset root; required for transaction and "
-    "guarded",
+    "your function, from the asset's root; required by transaction and guarded",
     option="ConsumerOptions.processor",
 )
 DLQ_URL = Variable(
     "DLQ_URL",
     Pattern(re.compile(r"https?://"), "be an sqs queue url (https://...)"),
-    "the dead-letter queue: permanent failures are sent here at once, with the reason (unset: they reach "
-    "the DLQ through redrive)",
+    "permanent failures go there at once, with their reason (unset: through redrive)",
 )
 LEASE_SECONDS = Variable(
     "LEASE_SECONDS",
-    Seconds(low=1),
+    Seconds(1),
     "how long the owner uses a claim (unset: the invocation's remaining time)",
     option="ConsumerOptions.lease_duration",
     only=(_MODE, Mode.GUARDED),
 )
 LEASE_MARGIN_SECONDS = Variable(
     "LEASE_MARGIN_SECONDS",
-    Seconds(low=0),
-    "a claim is recorded as held this much longer than its owner uses it, so a clock running ahead "
-    "elsewhere cannot take over a live claim",
+    Seconds(0),
+    "a claim is recorded as held this much longer than its owner uses it (clocks running ahead elsewhere)",
     10,
     "ConsumerOptions.lease_margin",
     only=(_MODE, Mode.GUARDED),
@@ -618,7 +601,7 @@ LEASE_MARGIN_SECONDS = Variable(
 MAX_WORKERS = Variable(
     "MAX_WORKERS",
     IntRange(1, 64),
-    "threads that process different message groups of one batch concurrently",
+    "threads for the message groups of a batch",
     10,
     "ConsumerOptions.max_workers",
 )
@@ -632,9 +615,7 @@ LOG_LEVEL = Variable(
 MAX_RECEIVE_COUNT = Variable(
     "MAX_RECEIVE_COUNT",
     IntRange(1, 1000),
-    "the source queue's maxReceiveCount: a record failing transiently (not from misconfiguration) on its "
-    "last receive is sent to DLQ_URL with the reason (kind exhausted) instead of being moved by SQS "
-    "without one",
+    "the queue's maxReceiveCount: a record failing on its last receive goes to DLQ_URL with its reason",
     option="MessagingOptions.max_receive_count",
 )
 
