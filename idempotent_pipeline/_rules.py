@@ -1,8 +1,10 @@
 """Checks of the constructs' options, as data: a table of rules per block, each skipping deploy-time tokens.
 
 Values are read once from the Python objects the constructs were given (a ``Duration`` costs one jsii round
-trip, a plain ``int`` or ``str`` none) and put into a dict of plain values; the rules then run in Python.
-A value only known at deploy time (a CDK token) becomes :data:`TOKEN`; every rule that reads it is skipped.
+trip, a plain ``int`` or ``str`` none) into a block's frozen props dataclass of plain values; the rules then
+run in Python. An option that sets a runtime setting is read and checked by the setting's declaration in
+the contract (:func:`read`). A value only known at deploy time (a CDK token) becomes :data:`TOKEN`; every
+rule that reads it is skipped.
 """
 
 from __future__ import annotations

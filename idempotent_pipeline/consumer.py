@@ -195,8 +195,19 @@ class ConsumerProps:
     include: tuple[str, ...]
     exclude: tuple[str, ...]
     own_age_alarm: Any  # the message-age alarm this consumer makes itself, in seconds
-    lifetime: Any  # the one that recognises duplicates in this mode (None: never)
-    arrival_window: Any
+
+    @property
+    def lifetime(self) -> Any:
+        """The lifetime that recognises duplicates in this mode (None: never)."""
+        document = self.mode == Mode.DOCUMENT
+        return (
+            self.settings[(contract.DOCUMENT_TTL_SECONDS if document else contract.DEDUP_TTL_SECONDS).name]
+            or None
+        )
+
+    @property
+    def arrival_window(self) -> Any:
+        return arrival_window(self.facts)[0]
 
     @property
     def max_batch_size(self) -> int:
@@ -422,7 +433,8 @@ def _resolve(
         )
     dead_letter_queue = instance("dead_letter_queue", dead_letter_queue, sqs.IQueue, "an sqs.IQueue")
     facts = describe_queue(queue)
-    dead_letter_queue = dead_letter_queue or facts.dead_letter_queue
+    if dead_letter_queue is None:
+        dead_letter_queue = facts.dead_letter_queue
     dlq_facts = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
     extra = _extra_environment(o)
     settings, deployed = _settings(o, table, dead_letter_queue, facts)
@@ -431,13 +443,6 @@ def _resolve(
         for prop, kind in LAMBDA_LIMITS.items()
     }
     alarms = Alarms.read(scope, alarm_options)
-    lifetime = settings[
-        (
-            contract.DOCUMENT_TTL_SECONDS
-            if settings[contract.IDEMPOTENCY_MODE.name] == Mode.DOCUMENT
-            else contract.DEDUP_TTL_SECONDS
-        ).name
-    ]
     patterns = {prop: _known_at_synth(prop, getattr(o, prop), texts) for prop in ("include", "exclude")}
     return ConsumerProps(
         options=o,
@@ -474,8 +479,6 @@ def _resolve(
         exclude=patterns["exclude"] or (),
         # The consumer alarms on the queue's age itself only when no Messaging does.
         own_age_alarm=alarms.max_message_age_seconds if alarms.enabled and not facts.alarmed else None,
-        lifetime=lifetime or None,
-        arrival_window=arrival_window(facts)[0],
     )
 
 
