@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 
 class ConfigurationError(ValueError):
@@ -282,14 +282,14 @@ class Kind(ABC):
         """The values, for docs/runtime-contract.md."""
 
 
-@dataclass(frozen=True)
 class IntRange(Kind):
     """A whole number from ``low`` to ``high`` (None: unbounded)."""
 
-    low: int | None = None
-    high: int | None = None
-    wanted: ClassVar[str] = "be an integer"
-    unit: ClassVar[str] = ""
+    wanted = "be an integer"
+    unit = ""
+
+    def __init__(self, low: int | None = None, high: int | None = None) -> None:
+        self.low, self.high = low, high
 
     def parse(self, name: str, text: str) -> int:
         try:
@@ -346,12 +346,11 @@ class Lifetime(Seconds):
         return f"seconds; `{NEVER}` or `never`: never expire"
 
 
-@dataclass(frozen=True)
 class Choice(Kind):
     """One member of a closed set, given as the member or its value (upper-cased first with ``upper``)."""
 
-    enum: type[StrEnum]
-    upper: bool = False
+    def __init__(self, enum: type[StrEnum], upper: bool = False) -> None:
+        self.enum, self.upper = enum, upper
 
     def coerce(self, name: str, value: Any) -> StrEnum:
         if self.upper and isinstance(value, str):
@@ -368,12 +367,11 @@ class Choice(Kind):
         return ", ".join(f"`{member}`" for member in self.enum) + (" (any case)" if self.upper else "")
 
 
-@dataclass(frozen=True)
 class Pattern(Kind):
     """A string matching ``pattern``; ``wanted`` says what that is in words."""
 
-    pattern: re.Pattern[str]
-    wanted: str
+    def __init__(self, pattern: re.Pattern[str], wanted: str) -> None:
+        self.pattern, self.wanted = pattern, wanted
 
     def coerce(self, name: str, value: Any) -> str:
         if not isinstance(value, str) or not self.pattern.match(value):
@@ -407,11 +405,11 @@ class FieldPath(Kind):
         return "a dotted path (`order.id`)"
 
 
-@dataclass(frozen=True)
 class FieldPaths(Kind):
     """Dotted paths, written as a JSON array; with ``at_least_one`` never empty."""
 
-    at_least_one: bool = False
+    def __init__(self, at_least_one: bool = False) -> None:
+        self.at_least_one = at_least_one
 
     def parse(self, name: str, text: str) -> tuple[str, ...]:
         try:
@@ -437,8 +435,7 @@ class FieldPaths(Kind):
 # --- the function's environment: one declaration per setting ---------------------------------------------
 
 
-@dataclass(frozen=True)
-class Variable:
+class Variable(NamedTuple):
     """One setting of the consumer function, declared once: its environment variable, the values it takes
     (``kind``), the runtime's value when it is unset or empty (``default``; None: none), the option that
     sets it at synth (``option``) and when the runtime reads it (``only``: another variable's value).
