@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import re
@@ -37,6 +38,11 @@ def test_every_default_is_the_contracts_default():
     for variable in contract.ENVIRONMENT:
         if not variable.required:  # no default: unset
             assert getattr(config, variable.field) == variable.default, variable.name
+
+
+def test_config_has_a_field_for_each_declared_variable_and_the_function_name():
+    fields = {field.name for field in dataclasses.fields(Config)}
+    assert fields == {variable.field for variable in contract.ENVIRONMENT} | {"function_name"}
 
 
 def test_contract_doc_lists_every_environment_variable():
