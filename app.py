@@ -53,9 +53,6 @@ class Flag(Kind):
             raise ConfigurationError(f"{name} must be true or false; got {value!r}")
         return value
 
-    def describe(self) -> str:
-        return "true or false"
-
 
 @dataclass(frozen=True)
 class Named(Kind):
@@ -70,9 +67,6 @@ class Named(Kind):
             raise ConfigurationError(f"{name} must {self.wanted}; got {value!r}")
         return found
 
-    def describe(self) -> str:
-        return self.wanted
-
 
 class Names(Kind):
     """Names of files or patterns: a list (cdk.json) or comma-separated (``-c include=a.json,b``)."""
@@ -84,9 +78,6 @@ class Names(Kind):
             raise ConfigurationError(f"{name} must be a comma-separated list of names; got {value!r}")
         return names
 
-    def describe(self) -> str:
-        return "comma-separated names"
-
 
 @dataclass(frozen=True)
 class Retired(Kind):
@@ -96,9 +87,6 @@ class Retired(Kind):
 
     def coerce(self, name: str, value: Any) -> Any:
         raise ConfigurationError(f"{name} is no longer read (got {value!r}): {self.replacement}")
-
-    def describe(self) -> str:
-        return "removed"
 
 
 def _runtime(text: str) -> lambda_.Runtime | None:

@@ -33,6 +33,21 @@ def _default(variable: contract.Variable) -> str:
     return text
 
 
+def values(kind: contract.Kind) -> str:
+    """What a kind takes, in words (kept here, out of the function's code asset)."""
+    if isinstance(kind, contract.Lifetime):
+        return f"seconds; `{contract.NEVER}` or `never`: never expire"
+    if isinstance(kind, contract.IntRange):
+        return kind.limits()
+    if isinstance(kind, contract.Choice):
+        return ", ".join(f"`{member}`" for member in kind.enum) + (" (any case)" if kind.upper else "")
+    if isinstance(kind, contract.Pattern):
+        return kind.wanted.removeprefix("be ").removeprefix("look like ")
+    if isinstance(kind, contract.FieldPaths):
+        return "a JSON array of dotted paths" + (", at least one" if kind.at_least_one else "")
+    return "a dotted path (`order.id`)"
+
+
 def table() -> str:
     """One row per variable: its name, the option that sets it, its default, the values it takes and what
     it means."""
@@ -43,7 +58,7 @@ def table() -> str:
         if variable.only is not None:
             on, value = variable.only
             meaning = f"with `{on}={value}`: {meaning}"
-        cells = (f"`{variable.name}`", option, _default(variable), variable.kind.describe(), meaning)
+        cells = (f"`{variable.name}`", option, _default(variable), values(variable.kind), meaning)
         rows.append(f"| {' | '.join(cells)} |")
     return "\n".join(rows)
 

@@ -13,12 +13,9 @@ from idempotent_runtime.contract import ConfigurationError, KeySource, LogLevel,
 
 @dataclass(frozen=True)
 class Config:
-    """Everything the consumer needs to know; build it with :meth:`from_env` or directly (tests, runners).
-
-    One field per variable of :data:`contract.ENVIRONMENT` (``dedup_ttl_seconds`` is ``DEDUP_TTL_SECONDS``,
-    ``mode`` is ``IDEMPOTENCY_MODE``), defaulting to its declaration. Enum fields accept their text
-    (``mode="guarded"``); field path lists accept any sequence of dotted paths.
-    """
+    """Everything the consumer needs to know; build it with :meth:`from_env` or directly (tests, runners):
+    a field per variable of :data:`contract.ENVIRONMENT` (``mode`` is ``IDEMPOTENCY_MODE``), defaulting to
+    its declaration. Enum fields accept their text; field path lists any sequence of dotted paths."""
 
     table_name: str
     partition_key: str = c.PARTITION_KEY.default

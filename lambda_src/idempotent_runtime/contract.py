@@ -264,9 +264,8 @@ def _refuse(name: str, wanted: str, value: object) -> NoReturn:
 
 
 class Kind(ABC):
-    """The values one setting takes. ``coerce`` checks a Python value (a Config field, an option once the
-    constructs have read it) and returns it as the runtime holds it; ``parse`` reads the environment's
-    text, ``render`` writes it. Errors name ``name`` (a variable, an option, a context key) and the value."""
+    """The values a setting takes: ``coerce`` checks a Python value and returns it as the runtime holds it,
+    ``parse`` reads the environment's text, ``render`` writes it; errors name ``name`` and the value."""
 
     def parse(self, name: str, text: str) -> Any:
         return self.coerce(name, text)
@@ -276,10 +275,6 @@ class Kind(ABC):
 
     def render(self, value: Any) -> str:
         return str(value)
-
-    @abstractmethod
-    def describe(self) -> str:
-        """The values, for docs/runtime-contract.md."""
 
 
 class IntRange(Kind):
@@ -312,13 +307,9 @@ class IntRange(Kind):
             return "an integer"
         return f"at least {self.low}{self.unit.removesuffix('s') if self.low == 1 else self.unit}"
 
-    def describe(self) -> str:
-        return self.limits()
-
 
 class Seconds(IntRange):
-    """A duration in whole seconds (the constructs' option: an ``aws_cdk.Duration``), at most
-    :data:`MAX_SECONDS`."""
+    """Whole seconds (an option's ``aws_cdk.Duration``), at most :data:`MAX_SECONDS`."""
 
     wanted = "be a whole number of seconds"
     unit = " seconds"
@@ -334,16 +325,12 @@ class Seconds(IntRange):
 
 
 class Lifetime(Seconds):
-    """Seconds until a record expires; :data:`NEVER` (``0``, or ``never`` as text) keeps it for good. The
-    constructs' option says never with None."""
+    """Seconds until a record expires; :data:`NEVER` (``0`` or ``never``; an option's None) keeps it."""
 
     wanted = f"be a whole number of seconds, {NEVER} or never (never expire)"
 
     def parse(self, name: str, text: str) -> int:
         return NEVER if text.strip().lower() == "never" else super().parse(name, text)
-
-    def describe(self) -> str:
-        return f"seconds; `{NEVER}` or `never`: never expire"
 
 
 class Choice(Kind):
@@ -363,9 +350,6 @@ class Choice(Kind):
     def render(self, value: Any) -> str:
         return self.enum(value).value
 
-    def describe(self) -> str:
-        return ", ".join(f"`{member}`" for member in self.enum) + (" (any case)" if self.upper else "")
-
 
 class Pattern(Kind):
     """A string matching ``pattern``; ``wanted`` says what that is in words."""
@@ -377,9 +361,6 @@ class Pattern(Kind):
         if not isinstance(value, str) or not self.pattern.match(value):
             _refuse(name, self.wanted, value)
         return value
-
-    def describe(self) -> str:
-        return self.wanted.removeprefix("be ").removeprefix("look like ")
 
 
 # Strings, taken as they are (no whitespace is stripped).
@@ -400,9 +381,6 @@ class FieldPath(Kind):
         except ConfigurationError as error:
             raise ConfigurationError(f"{name}: {error}") from None
         return value
-
-    def describe(self) -> str:
-        return "a dotted path (`order.id`)"
 
 
 class FieldPaths(Kind):
@@ -428,20 +406,14 @@ class FieldPaths(Kind):
     def render(self, value: Any) -> str:
         return json.dumps(list(value), separators=(",", ":"))
 
-    def describe(self) -> str:
-        return "a JSON array of dotted paths" + (", at least one" if self.at_least_one else "")
-
 
 # --- the function's environment: one declaration per setting ---------------------------------------------
 
 
 class Variable(NamedTuple):
-    """One setting of the consumer function, declared once: its environment variable, the values it takes
-    (``kind``), the runtime's value when it is unset or empty (``default``; None: none), the option that
-    sets it at synth (``option``) and when the runtime reads it (``only``: another variable's value).
-    The runtime parses and checks it with the kind (:class:`~idempotent_runtime.config.Config`); so do the
-    constructs, which build the environment from these declarations; docs/runtime-contract.md's table is
-    generated from them."""
+    """One setting, declared once: its variable, the values it takes, the runtime's value when it is unset
+    or empty, the option that sets it at synth and when the runtime reads it (``only``). Config, the
+    constructs, app.py and docs/runtime-contract.md's table all work from these."""
 
     name: str
     kind: Kind
@@ -485,8 +457,8 @@ TTL_ATTRIBUTE = Variable(
 DEDUP_TTL_SECONDS = Variable(
     "DEDUP_TTL_SECONDS",
     Lifetime(NEVER),
-    "lifetime of the records that exist only for idempotency: transaction markers, guarded claims and "
-    "results, quarantine records (those at least 14 days)",
+    "lifetime of idempotency-only records: transaction markers, guarded claims and results, quarantine "
+    "records (at least 14 days)",
     7 * 24 * 3600,
     "ConsumerOptions.dedup_ttl",
 )
