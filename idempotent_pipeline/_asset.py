@@ -82,11 +82,7 @@ def check_processor(
             "processor "
             "as 'module:function' naming a function in that directory"
         )
-    if not contract.PROCESSOR_PATTERN.match(processor):
-        raise ConfigurationError(
-            "ConsumerOptions.processor must look like 'module:function' (e.g. 'orders:handle'); got "
-            f"{processor!r}"
-        )
+    contract.PROCESSOR.kind.coerce("ConsumerOptions.processor", processor)  # a deploy-time one: refused
     module, attribute = processor.split(":")
     if code_directory is None:
         raise ConfigurationError(

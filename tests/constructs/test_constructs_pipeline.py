@@ -326,7 +326,9 @@ def test_a_building_block_error_reaches_the_composite():
     ):
         IdempotentPipeline(new_stack(), "P", messaging_options=MessagingOptions(max_receive_count=0))
     with pytest.raises(
-        ConfigurationError, match=r"^TableOptions.partition_key_name and sort_key_name must differ"
+        ConfigurationError,
+        match=r"^TableOptions.partition_key_name, TableOptions.sort_key_name and "
+        r"TableOptions.time_to_live_attribute must be three different attribute names",
     ):
         IdempotentPipeline(
             new_stack(), "P", table_options=TableOptions(partition_key_name="k", sort_key_name="k")

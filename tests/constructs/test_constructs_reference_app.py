@@ -453,17 +453,22 @@ def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path)
             "context removal_policy must be retain or destroy (DynamoDB tables have no snapshot policy); got "
             "'snapshot'",
         ),
-        ({"dedup_ttl_seconds": "week"}, "context dedup_ttl_seconds must be an integer; got 'week'"),
+        (
+            {"dedup_ttl_seconds": "week"},
+            "context dedup_ttl_seconds must be a whole number of seconds, 0 or never (never expire); got "
+            "'week'",
+        ),
         (
             {"document_ttl_seconds": "-1"},
-            "context document_ttl_seconds must be a number of seconds, 0 or never; got '-1'",
+            "context document_ttl_seconds must be at least 0 seconds; got -1 seconds",
         ),
         ({"batch_size": True}, "context batch_size must be an integer; got True"),
         ({"high_throughput": "maybe"}, "context high_throughput must be true or false; got 'maybe'"),
         (
             {"fingerprint_fields": "a,,b"},
-            "context fingerprint_fields must be a comma-separated list of names; got 'a,,b'",
+            "context fingerprint_fields: a field path must be a non-empty string; got ''",
         ),
+        ({"include": "a,,b"}, "context include must be a comma-separated list of names; got 'a,,b'"),
         ({"architecture": "sparc"}, "context architecture must be arm64 or x86_64; got 'sparc'"),
         (
             {"runtime": "nodejs22.x"},
@@ -474,7 +479,10 @@ def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path)
             "ConsumerOptions.runtime must be a Python runtime from python3.12 on (Amazon Linux 2023, for "
             "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got python3.11",
         ),
-        ({"mode": ""}, "context mode must be a non-empty string; got ''"),
+        (
+            {"mode": "exactly-once"},
+            "context mode must be one of document, transaction, guarded; got 'exactly-once'",
+        ),
         ({"batch_size": "20"}, "ConsumerOptions.batch_size must be between 1 and 10 (FIFO queue); got 20"),
         (
             {"fifo": "false", "key_source": "dedup_id"},
