@@ -14,7 +14,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 from idempotent_runtime.contract import ConfigurationError
 
-from idempotent_pipeline import _keys
+from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._rules import (
     TOKEN,
     Rule,
@@ -107,7 +107,7 @@ class Alarms:
             if topic not in _HANDLED_TOPICS:
                 _HANDLED_TOPICS.add(topic)
                 _allow_cloudwatch_to_publish(scope, topic)
-                key = topic.master_key
+                key = _compat.topic_key(topic)
                 if key is not None:
                     _keys.allow_cloudwatch_alarms(scope, key, "the alarm topic's key")
         return cls(

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import Acknowledgment, Names, Token, Validations
+from aws_cdk import Names, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -27,7 +27,7 @@ from idempotent_runtime.contract import (
     QueueType,
 )
 
-from idempotent_pipeline import _keys
+from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, Alarms
 from idempotent_pipeline._asset import HANDLER, Target, check_processor, left_out_note, stage_asset
 from idempotent_pipeline._facts import describe_queue
@@ -698,9 +698,7 @@ class IdempotentConsumer(Construct):
         )
         self.log_group.grant_write(self.role)
         if o.tracing is not None and o.tracing != lambda_.Tracing.DISABLED:
-            Validations.of(self.role).acknowledge(
-                Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=XRAY_REASON)
-            )
+            _compat.acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]", XRAY_REASON)
         self.network_interface_policy: iam.Policy | None = None
         if o.vpc is not None:
             self.network_interface_policy = iam.Policy(
@@ -711,8 +709,8 @@ class IdempotentConsumer(Construct):
             )
             # Lambda checks these permissions when it creates the function.
             self.function.node.add_dependency(self.network_interface_policy)
-            Validations.of(self.network_interface_policy).acknowledge(
-                Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=NETWORK_INTERFACE_REASON)
+            _compat.acknowledge(
+                self.network_interface_policy, "AwsSolutions-IAM5[Resource::*]", NETWORK_INTERFACE_REASON
             )
 
         self.table_grant = table.table.grant(self.function, *contract.TABLE_ACTIONS[mode])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Validations
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -14,7 +14,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from idempotent_runtime import contract
 
-from idempotent_pipeline import _keys
+from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, Alarms
 from idempotent_pipeline._facts import QueueFacts, describe_queue, remember
 from idempotent_pipeline._rules import (
@@ -396,10 +396,12 @@ class Messaging(Construct):
                     "Topic",
                     fifo=fifo_or_none,
                     content_based_deduplication=content_based_deduplication,
-                    fifo_throughput_scope=sns.FifoThroughputScope.MESSAGE_GROUP if high else None,
                     master_key=topic_key,
                     enforce_ssl=True,
                 )
+                _compat.tls_only_topic(topic)
+                if high:
+                    _compat.message_group_throughput(topic)
             elif key is not None and not _restricts_queue_key(topic):
                 warn(
                     self,
@@ -430,8 +432,8 @@ class Messaging(Construct):
                 deduplication_scope=group_scope,
                 fifo_throughput_limit=group_limit,
             )
-            Validations.of(self.subscription_dead_letter_queue).acknowledge(
-                Acknowledgment(id="AwsSolutions-SQS3", reason=SUBSCRIPTION_DLQ_NAG_REASON)
+            _compat.acknowledge(
+                self.subscription_dead_letter_queue, "AwsSolutions-SQS3", SUBSCRIPTION_DLQ_NAG_REASON
             )
             # SqsSubscription adds the queue policy statements allowing sqs:SendMessage from this topic only
             # (aws:SourceArn), on the queue and on the subscription's dead-letter queue, and for a key defined

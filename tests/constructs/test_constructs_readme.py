@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from constructs_helpers import REPO, cdk_json_context, nag_findings
+from constructs_helpers import REPO, add_nag_checks, cdk_json_context, nag_findings
 
 pytestmark = pytest.mark.slow
 
@@ -32,11 +32,9 @@ def test_the_readme_example_synthesizes_with_zero_cdk_nag_findings(tmp_path: Pat
     code = code.replace("app = cdk.App()", "app = cdk.App(context=CONTEXT, outdir=OUTDIR)")
     code = code.replace(
         "app.synth()",
-        "from cdk_nag import AwsSolutionsChecks\n"
-        "cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))\n"
-        "app.synth()",
+        "add_nag_checks(app)\napp.synth()",
     )
-    namespace = {"CONTEXT": cdk_json_context(), "OUTDIR": str(outdir)}
+    namespace = {"CONTEXT": cdk_json_context(), "OUTDIR": str(outdir), "add_nag_checks": add_nag_checks}
     exec(compile(code, "README.md", "exec"), namespace)
     assert nag_findings(outdir) == []
     template = json.loads((outdir / "Orders.template.json").read_text())

@@ -537,14 +537,9 @@ def test_acknowledged_findings_are_only_the_unavoidable_ones_each_with_its_reaso
 
 def test_without_the_acknowledgement_cdk_nag_would_flag_the_subscription_dlq(tmp_path, monkeypatch):
     """The SQS3 acknowledgement is needed (and so is the reason next to it)."""
-    import idempotent_pipeline.messaging as messaging
+    from idempotent_pipeline import _compat
 
-    class NoAcknowledgement:
-        @staticmethod
-        def of(scope: Any) -> Any:
-            return type("Acknowledgements", (), {"acknowledge": lambda self, *rules: None})()
-
-    monkeypatch.setattr(messaging, "Validations", NoAcknowledgement)
+    monkeypatch.setattr(_compat, "acknowledge", lambda scope, finding, reason: None)
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         synth_app(tmp_path)
     assert [rule for rule, _, _ in nag_findings(tmp_path)] == ["AwsSolutions-SQS3"]
