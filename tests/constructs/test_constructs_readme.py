@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,13 @@ def test_the_readme_example_synthesizes_with_zero_cdk_nag_findings(tmp_path: Pat
     topics = [r.get("Properties", {}) for r in resources if r["Type"] == "AWS::SNS::Topic"]
     assert sorted(t.get("FifoTopic", False) for t in topics) == [False, True]  # Oncall, the pipeline's
     assert any(r["Type"] == "AWS::CloudWatch::Dashboard" for r in resources)
+
+
+def test_the_readme_states_the_supported_range_of_pyproject() -> None:
+    readme = " ".join((REPO / "README.md").read_text().split())
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    for name in ("aws-cdk-lib", "constructs"):
+        (requirement,) = [d for d in dependencies if d.startswith(f"{name}>=")]
+        match = re.fullmatch(rf"{name}>=([\d.]+),<(\d+)", requirement)
+        assert match is not None, requirement
+        assert f"{name} {match[1]} up to {match[2]}" in readme, name
