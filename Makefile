@@ -28,12 +28,13 @@ TARGET ?= aws
 endif
 TARGET ?= local
 
-.PHONY: help setup deploy destroy demo synth test test-floor lint bench clean
+.PHONY: help setup deploy destroy demo synth test test-floor release-check lint bench clean
 
 help:
 	@echo "make deploy    deploy the reference stack (local emulator by default; TARGET=aws for a real account)"
 	@echo "make test      install what is missing and run the whole test suite"
 	@echo "make test-floor  the construct tests against the oldest aws-cdk-lib supported (part of make test)"
+	@echo "make release-check  build dist/ (sdist + wheel) and check it: twine, contents, install next to the floor"
 	@echo "make destroy   destroy the stack and stop the local emulator"
 	@echo "make synth     synthesize the reference stack into cdk.out/ for review"
 	@echo "make bench     run the benchmarks, write benchmarks/results.{json,md,png}"
@@ -113,6 +114,14 @@ test: setup $(FLOOR_VENV)/.installed
 
 test-floor: setup $(FLOOR_VENV)/.installed
 	$(FLOOR_PY) -m pytest $(FLOOR_PYTEST_ARGS)
+
+# The release: a clean sdist and wheel in dist/ (the venv's setuptools and wheel, no download), then
+# tests/release/: twine check, contents and metadata, and an install by name next to an app pinned to the floor.
+release-check: setup
+	rm -rf dist build
+	$(PY) -m build --no-isolation --outdir dist . > $(VENV)/build.log 2>&1 || { cat $(VENV)/build.log; exit 1; }
+	@ls dist
+	RELEASE_CHECK_DIST=dist $(PY) -m pytest tests/release -n 0 -p no:cacheprovider
 
 lint: setup
 	$(VENV)/bin/ruff check .
