@@ -42,15 +42,22 @@ help:
 
 setup: $(VENV)/.installed node_modules/.installed
 
-# $(call with_progress,COMMAND,LOG): run COMMAND with its output in LOG; every PROGRESS_SECONDS print how long
-# it has run and its latest step (pip's "Collecting ...", npm's last line); on failure print the whole log.
+# $(call with_progress,COMMAND,LOG): run COMMAND with its output in LOG; every PROGRESS_SECONDS, when its latest
+# step (pip's "Collecting ...", npm's last line) is a new one, print how long it has run and that step; a step
+# that lasts (pip installing what it collected) is printed once, then said to go on every 6 x PROGRESS_SECONDS,
+# with the time it has taken so far. On failure print the whole log.
 define with_progress
-	{ $(1); } > $(2) 2>&1 & pid=$$!; ticks=0; \
+	{ $(1); } > $(2) 2>&1 & pid=$$!; ticks=0; last=; since=0; \
 	while kill -0 $$pid 2>/dev/null; do \
 		sleep 1; ticks=$$((ticks + 1)); \
 		if [ $$((ticks % $(PROGRESS_SECONDS))) -eq 0 ] && kill -0 $$pid 2>/dev/null; then \
 			step=$$(grep -E '^(Collecting|Downloading|Building|Installing|Successfully|added|npm)' $(2) | tail -n 1 | cut -c 1-80); \
-			echo "    $${ticks} s: $${step:-working}"; \
+			step=$${step:-working}; \
+			if [ "$$step" != "$$last" ]; then \
+				echo "    $${ticks} s: $$step"; last=$$step; since=$$ticks; \
+			elif [ $$(((ticks - since) % ($(PROGRESS_SECONDS) * 6))) -eq 0 ]; then \
+				echo "    $${ticks} s: still the step above ($$((ticks - since)) s)"; \
+			fi; \
 		fi; \
 	done; \
 	wait $$pid || { cat $(2); echo "failed (log: $(2))"; exit 1; }

@@ -2,9 +2,9 @@
 
 The files come from ``templates/app/`` (package data): ``app.py`` (one ``IdempotentPipeline`` and its
 outputs), ``cdk.json`` (the recommended feature flags), ``src/orders.py`` (a processor) with
-``tests/test_orders.py``, ``requirements.txt`` (this installation of idempotent-pipeline, with the ``local``
-extra), ``package.json`` (the pinned CDK CLI), ``README.md``. ``cd DIR && idempotent-pipeline local
-deploy`` then works. Needs neither moto nor Node.
+``tests/test_orders.py``, ``requirements.txt`` (idempotent-pipeline with the ``local`` extra, by name and
+version: portable), ``package.json`` (the pinned CDK CLI), ``README.md``. ``cd DIR && idempotent-pipeline
+local deploy`` then works. Needs neither moto nor Node. :data:`DESCRIPTION` is what ``init --help`` shows.
 """
 
 from __future__ import annotations
@@ -36,17 +36,33 @@ def stack_name(directory: Path) -> str:
 
 
 def requirement() -> str:
-    """The requirement line that installs this very idempotent-pipeline with the ``local`` extra."""
+    """The lines of requirements.txt that install this idempotent-pipeline with the ``local`` extra.
+
+    Portable: the distribution and its version, never a path of this machine (useless on CI or a colleague's
+    machine). The package is not on PyPI, so a comment says where this one came from and how pip finds it
+    elsewhere.
+    """
     from idempotent_local.extra import DISTRIBUTION, EXTRA, installed_from
 
-    origin = installed_from()
-    if origin:
-        return f"{DISTRIBUTION}[{EXTRA}] @ {Path(origin).resolve().as_uri()}"
     try:
         version = importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         version = None
-    return f"{DISTRIBUTION}[{EXTRA}]" + (f"=={version}" if version else "")
+    origin = installed_from()
+    if origin and Path(origin).suffix == ".whl":
+        source = f"the wheel {Path(origin).name}"
+    elif origin:
+        source = "a checkout"
+    else:
+        source = "a package index"
+    return (
+        f"# {DISTRIBUTION} is not on PyPI: this app was made with {version or 'a version'} installed from "
+        f"{source}.\n"
+        "# Where it is not installed yet (CI, a colleague), show pip the wheel, e.g.:\n"
+        "#   pip install -r requirements.txt --find-links DIR   # DIR holds the .whl, or: PIP_FIND_LINKS\n"
+        f'#   pip install "/path/to/{DISTRIBUTION}[{EXTRA}]"   # or from a checkout, before this file\n'
+        f"{DISTRIBUTION}[{EXTRA}]" + (f"=={version}" if version else "")
+    )
 
 
 def _files() -> list[tuple[str, str]]:
@@ -91,12 +107,40 @@ def render(directory: Path) -> dict[str, str]:
     return rendered
 
 
+# What may already be in the directory init writes into: the virtualenv the README has just created, a
+# repository. Anything else may be the user's work: init leaves such a directory alone.
+HARMLESS = (".git",)
+
+
+def _in_the_way(directory: Path, files: dict[str, str]) -> list[str]:
+    """What in ``directory`` stops init from writing ``files`` there (empty: nothing)."""
+    if not directory.exists():
+        return []
+    if not directory.is_dir():
+        return [directory.name]
+    tops = {path.split("/")[0] for path in files}
+    found = []
+    for entry in sorted(directory.iterdir(), key=lambda e: e.name):
+        harmless = entry.name in HARMLESS or (entry / "pyvenv.cfg").is_file()  # a virtualenv
+        if entry.name in tops or not harmless:
+            found.append(entry.name + ("/" if entry.is_dir() else ""))
+    return found
+
+
 def create(directory: Path) -> dict[str, str]:
-    """Write the app into ``directory`` (new, or empty); returns what was written."""
+    """Write the app into ``directory`` (new, empty, or holding only a virtualenv or .git); returns what was
+    written."""
     directory = directory.expanduser().resolve()
-    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        raise InitError(f"{directory} exists and is not an empty directory: choose a new one")
     files = render(directory)
+    in_the_way = _in_the_way(directory, files)
+    if in_the_way:
+        listed = ", ".join(in_the_way[:5]) + (
+            f" and {len(in_the_way) - 5} more" if len(in_the_way) > 5 else ""
+        )
+        raise InitError(
+            f"{directory} is not empty: it holds {listed}. init writes into a new directory, or one holding "
+            "only a virtualenv or .git: choose another one"
+        )
     for path, text in files.items():
         target = directory / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -116,23 +160,42 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(f"created the CDK app {resolved.name} (stack {stack_name(resolved)}) in {resolved}:")
     for path in sorted(files):
         print(f"    {path}")
+    here = resolved == Path.cwd().resolve()
     print(
         "\nnext:\n"
-        f"    cd {args.directory}\n"
-        "    pip install -r requirements.txt      # pytest, for the processor's test\n"
-        "    python -m pytest\n"
-        "    idempotent-pipeline local deploy     # deploy it on this machine (no AWS account needed)\n"
-        "then see README.md: publish a message, `idempotent-pipeline local run`, `... local destroy`."
+        + ("" if here else f"    cd {args.directory}\n")
+        + "    pip install -r requirements.txt      # pytest, for the processor's test\n"
+        + "    python -m pytest\n"
+        + "    idempotent-pipeline local deploy     # deploy it on this machine (no AWS account needed)\n"
+        + "then see README.md: publish a message, `idempotent-pipeline local run`, `... local destroy`."
     )
     return 0
+
+
+DESCRIPTION = """\
+Create a ready CDK app that uses the constructs, as `cdk init` makes one:
+
+  app.py            one IdempotentPipeline and its stack outputs
+  cdk.json          the CDK app and the recommended feature flags
+  src/orders.py     your processor, with its test in tests/test_orders.py
+  requirements.txt  what the app's own environment needs (idempotent-pipeline with the local extra, pytest)
+  package.json      pins the CDK CLI for `npx cdk`
+  README.md         what each file is for, and the next commands
+
+DIR is a new directory, an empty one, or one holding only a virtualenv (or .git): `init .` in the
+directory where you just made your venv works. Then `cd DIR && idempotent-pipeline local deploy`.
+Needs neither moto nor Node.
+"""
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "init",
         help="create a CDK app that uses the constructs, ready for `idempotent-pipeline local deploy`",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("directory", metavar="DIR", help="where to create the app (new or empty)")
+    parser.add_argument(
+        "directory", metavar="DIR", help="where to create the app (new, empty, or holding only a virtualenv)"
+    )
     parser.set_defaults(func=cmd_init)

@@ -15,6 +15,7 @@ When none works, :class:`CdkError` names the command that fixes it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,6 +33,9 @@ CDK_CLI_VERSION = "2.1148.1"
 CDK_CLI_PACKAGE = f"aws-cdk@{CDK_CLI_VERSION}"
 CACHE_ENV = "IDEMPOTENT_PIPELINE_CACHE_DIR"
 BOOTSTRAP_STACK = "CDKToolkit"
+# The variable idempotent_pipeline._asset reads: a local deploy installs the function's requirements for the
+# Python that `local run` runs it with (this one), not for the function's runtime in AWS.
+LOCAL_PYTHON_VARIABLE = "IDEMPOTENT_PIPELINE_LOCAL_PYTHON"
 
 
 class CdkError(LocalCloudError):
@@ -136,10 +140,29 @@ def find_cdk(app_dir: Path, announce: Callable[[str], None] = lambda text: None)
     )
 
 
+# The last line of a Python traceback: `package.module.ConfigurationError: the message`.
+_RAISED = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception)): (.+)$")
+
+
+def _failure(command: str, code: int, lines: list[str], log_path: Path, streamed: bool) -> str:
+    """What a failed CDK command says: the app's own error first when its synth raised one (the message of a
+    ConfigurationError names the option and the value), the traceback only in the log (or with -v)."""
+    raised = [match for line in lines if (match := _RAISED.match(line.rstrip()))]
+    if raised:
+        name, message = raised[-1].groups()
+        where = "above" if streamed else f"in {log_path} (or run again with -v)"
+        return (
+            f"the app failed in `{command}`: {name}: {message}\nthe traceback and the CLI's output: {where}"
+        )
+    tail = "" if streamed else "".join(lines[-25:])
+    return f"`{command}` failed with exit code {code}; full output in {log_path}\n{tail}"
+
+
 def cdk_environment(emulator: Emulator) -> dict[str, str]:
     env = emulator.client_environment()
     # The app runs as `python3 app.py` (or similar): make it this interpreter, which has aws-cdk-lib.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env[LOCAL_PYTHON_VARIABLE] = sys.executable
     env.update(quiet_environment(env["PATH"]))
     return env
 
@@ -173,7 +196,7 @@ class Cdk:
             self._command = find_cdk(self.app_dir, self.announce)
         return self._command
 
-    def _run(self, name: str, args: Sequence[str], ok: Sequence[int] = (0,)) -> str:
+    def _run(self, name: str, args: Sequence[str]) -> str:
         command = [*self.command, *args, "--no-notices"]
         if self.output is not None:
             command += ["--output", str(self.output)]
@@ -205,12 +228,9 @@ class Cdk:
         output = "".join(lines)
         if process.returncode == -signal.SIGINT:
             raise KeyboardInterrupt  # Ctrl-C reached the CLI first (same process group)
-        if process.returncode not in ok:
-            tail = "".join(lines[-25:])
+        if process.returncode != 0:
             raise CdkError(
-                f"`cdk {' '.join(args)}` failed with exit code {process.returncode}; "
-                f"full output in {log_path}\n"
-                f"{tail}"
+                _failure(f"cdk {' '.join(args)}", process.returncode, lines, log_path, self.stream)
             )
         return output
 
@@ -231,8 +251,9 @@ class Cdk:
         return self._run("deploy", ["deploy", *(stacks or ["--all"]), "--require-approval", "never", *extra])
 
     def diff(self, stacks: Sequence[str] = (), extra: Sequence[str] = ()) -> str:
-        """``cdk diff`` against what is deployed in the emulator (exit code 1: there are differences)."""
-        return self._run("diff", ["diff", *stacks, *extra], ok=(0, 1))
+        """``cdk diff`` against what is deployed in the emulator. Differences are its output, not a failure
+        (``--fail-on never``), so any other exit code (a synth that fails) raises :class:`CdkError`."""
+        return self._run("diff", ["diff", *stacks, "--fail-on", "never", *extra])
 
     def destroy(self, stacks: Sequence[str] = (), extra: Sequence[str] = ()) -> str:
         return self._run("destroy", ["destroy", *(stacks or ["--all"]), "--force", *extra])

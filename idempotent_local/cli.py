@@ -6,7 +6,7 @@ demo     publish sample traffic through the deployed pipeline, drain it through 
 diff     cdk diff the app against what is deployed in its emulator
 status   is the app's emulator running, and what is deployed in it
 output   print one stack output's value, for scripts: TOPIC_ARN=$(... output TopicArn)
-env      print the variables that point the AWS CLI / SDKs at the emulator: eval "$(... env)"
+env      print the variables that point the AWS CLI / SDKs at the emulator: eval "$(... env)"; --unset undoes
 destroy  cdk destroy the app, then stop its emulator
 serve    run the emulator in the foreground until Ctrl-C (deploy starts it in the background)
 stop     stop the emulator
@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -124,9 +125,11 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     problems = 0
     for stack in deployed_stacks(emulator):
         print(f"    {stack.name}: {stack.status}, {stack.resources} resources")
-        for logical, kind in stack.not_created:
+        for problem in stack.problems():
             problems += 1
-            print(f"    ! {logical} ({kind}) was not created: the emulator does not know this type")
+            print(f"    ! {problem}")
+        for note in stack.notes:
+            print(f"    note: {note}")
     if problems:
         print(f"    {problems} resource(s) missing; the pipeline may not be wired", flush=True)
     if args.demo:
@@ -192,29 +195,58 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if report.balanced else 1
 
 
+def _mappings(runner: Any) -> list[Any]:
+    """The runner's event source mappings; one whose queue is gone is an error that says so."""
+    from botocore.exceptions import ClientError
+
+    try:
+        return list(runner.mappings())
+    except ClientError as error:
+        raise LocalCloudError(
+            f"an event source mapping reads a queue that does not exist in the emulator ({error}); "
+            "`local status` names what the deployed stacks are missing"
+        ) from None
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C (SIGINT) and ``kill`` (SIGTERM) stop the command. Also when it was started in the background
+    of a script: the shell then has it ignore SIGINT, and Python never raises KeyboardInterrupt for an
+    ignored signal (``local run &`` followed by ``kill -INT`` would run on)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.default_int_handler)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from idempotent_local.runner import EventSourceRunner
 
+    _stop_on_signals()
     emulator = _running(args, _location(args))
     stop = threading.Event()
     runner = EventSourceRunner(
         emulator,
         retry_delay=args.retry_delay,
         wait_seconds=args.wait,
-        report=print if not args.quiet else None,
+        report=(lambda line: print(line, flush=True)) if not args.quiet else None,
     )
-    mappings = runner.mappings()
-    print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; Ctrl-C stops", flush=True)
+    mappings = _mappings(runner)
+    until = "until every queue is empty" if args.drain else "Ctrl-C stops"
+    print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; {until}", flush=True)
     for mapping in mappings:
         print(f"    {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})", flush=True)
     try:
-        runner.run(stop)
+        if args.drain:
+            runner.drain(timeout=args.timeout, mappings=mappings)
+        else:
+            runner.run(stop)
     except KeyboardInterrupt:
         stop.set()
     finally:
         runner.close()
         print("\n" + runner.stats.summary(), flush=True)
-    return 0
+    if not args.drain:
+        return 1 if runner.stats.unable else 0
+    totals = runner.stats.totals()
+    return 1 if totals["failed"] or totals["quarantined"] else 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -229,14 +261,20 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 3
     print(f"emulator: {emulator.endpoint} (pid {emulator.pid}) for {location.describe()}")
     print(f"state:    {location.state_dir}/")
+    problems = 0
     for stack in deployed_stacks(emulator, include_bootstrap=True):
         print(f"  {stack.name}: {stack.status}, {stack.resources} resources")
+        if stack.status_reason:
+            print(f"    ({stack.status_reason})")
+        for problem in stack.problems():
+            problems += 1
+            print(f"    ! {problem}")
         if stack.name != BOOTSTRAP_STACK:
             for name, value in sorted(stack.outputs.items()):
                 print(f"    {name} = {value}")
-    for mapping in EventSourceRunner(emulator).mappings():
+    for mapping in _mappings(EventSourceRunner(emulator)):
         print(f"  mapping {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})")
-    return 0
+    return 1 if problems else 0
 
 
 def cmd_output(args: argparse.Namespace) -> int:
@@ -263,11 +301,26 @@ def cmd_output(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_env(args: argparse.Namespace) -> int:
-    emulator = _running(args, _location(args))
-    # With these a plain `npx cdk diff` in that shell prints no Node banners (npm's settings stay the user's).
+# The tool's own processes also get AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE naming files that do not
+# exist, so that no profile of the user's is read; a shell is not pointed at files that do not exist (the
+# variables `env` exports already take precedence over a profile's).
+NOT_FOR_A_SHELL = ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
+
+
+def shell_environment(emulator: emulators.Emulator) -> dict[str, str]:
+    """What ``eval "$(local env)"`` sets: the emulator's endpoint, region and fake credentials, and the
+    switches that keep Node's banners out of a plain ``npx cdk`` (npm's settings stay the user's)."""
     quiet = {name: value for name, value in quiet_environment().items() if name in BANNER_VARIABLES}
-    env = {**quiet, **emulator.client_environment(base={})}
+    client = emulator.client_environment(base={})
+    return {**quiet, **{name: value for name, value in client.items() if name not in NOT_FOR_A_SHELL}}
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    if args.unset:  # the names do not depend on the emulator, which may be gone already
+        names = set(shell_environment(emulators.Emulator(pid=0, port=0, state_dir="."))) | BANNER_VARIABLES
+        print("unset " + " ".join(sorted(names)))
+        return 0
+    env = shell_environment(_running(args, _location(args)))
     for name in sorted(env):
         print(f"export {name}={shlex.quote(env[name])}")
     return 0
@@ -345,7 +398,23 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
         help="run it even when the function runs a PROCESSOR (which may reject the sample orders)",
     )
     run = command(
-        "run", "poll the deployed event source mappings and run the functions until Ctrl-C", cmd_run
+        "run",
+        "poll the deployed event source mappings and run the functions until Ctrl-C (or, with --drain, until "
+        "every mapped queue is empty)",
+        cmd_run,
+    )
+    run.add_argument(
+        "--drain",
+        action="store_true",
+        help="stop once every mapped queue is empty (nothing visible, in flight or delayed); exit code 1 if "
+        "a message failed or went to the dead-letter queue: for scripts and CI",
+    )
+    run.add_argument(
+        "--timeout",
+        type=float,
+        default=600,
+        help="with --drain: give up (exit code 1) when the queues are not empty after this many seconds "
+        "(default: 600)",
     )
     run.add_argument(
         "--retry-delay",
@@ -359,7 +428,12 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
     output = command("output", "print the value of one stack output (for scripts)", cmd_output)
     output.add_argument("name", help="the output's name, e.g. TopicArn")
     output.add_argument("--stack", help="the stack (default: the only one with that output)")
-    command("env", "print exports that point AWS tools at the emulator", cmd_env)
+    env = command("env", "print exports that point AWS tools at the emulator", cmd_env)
+    env.add_argument(
+        "--unset",
+        action="store_true",
+        help='print the line that undoes them: eval "$(idempotent-pipeline local env --unset)"',
+    )
     serve = command("serve", "run the emulator in the foreground", cmd_serve)
     serve.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     command("stop", "stop the emulator", cmd_stop)

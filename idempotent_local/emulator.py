@@ -28,6 +28,8 @@ REGION = "us-east-1"
 DEFAULT_STATE_DIR = Path(".local-cloud")
 STATE_FILE = "state.json"
 LOG_FILE = "emulator.log"
+# How a stack event that is a note of the emulator (what it does not model) begins its reason.
+NOTE_PREFIX = "Emulator note: "
 
 # Fake credentials: the emulator accepts any; real ones must never reach it (or leave this machine).
 FAKE_CREDENTIALS = {

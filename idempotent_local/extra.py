@@ -55,8 +55,10 @@ def message() -> str:
 
 
 def moto_installed() -> bool:
+    """Whether the ``local`` extra is installed: moto, and packaging (local run reads wheel tags with it)."""
     try:
         import moto  # noqa: F401
+        import packaging.tags  # noqa: F401
     except ImportError:
         return False
     return True

@@ -30,9 +30,11 @@ require_moto()
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.cloudformation import parsing
 from moto.cloudformation.exceptions import CloudFormationError
-from moto.cloudformation.models import ChangeSet
+from moto.cloudformation.models import ChangeSet, CloudFormationBackend, Stack
 from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.responses import ActionResult, EmptyResult
+from moto.dynamodb.exceptions import MockValidationException
+from moto.dynamodb.models import DynamoDBBackend
 from moto.sns.models import Subscription
 from moto.sns.models import Topic as MotoTopic
 from moto.sqs.exceptions import SQSException
@@ -40,6 +42,8 @@ from moto.sqs.models import Queue, SQSBackend, sqs_backends
 from moto.sqs.responses import SQSResponse
 
 from idempotent_local import message_move_tasks
+from idempotent_local.cloudformation import _updates, _validation
+from idempotent_local.cloudformation._updates import REPLACING_PROPERTIES
 
 log = logging.getLogger(__name__)
 
@@ -105,42 +109,17 @@ def _change_sets_per_stack(endpoint: str | None) -> None:
         return EmptyResult()
 
     def execute_change_set(self: Any) -> Any:
-        key, change_set = _change_set_of_stack(self)
+        key, _ = _change_set_of_stack(self)
         if key is None:
             raise ChangeSetNotFound(f"ChangeSet [{self._get_param('ChangeSetName')}] does not exist")
         self.cloudformation_backend.execute_change_set(
             change_set_name=key, stack_name=self._get_param("StackName")
         )
-        # Moto keeps the outputs (and description) of the template the stack had before the change set.
-        stack = change_set.stack
-        stack._parse_template()
-        stack.output_map = stack._create_output_map()
-        stack.description = stack.template_dict.get("Description")
         return EmptyResult()
 
     _replace(CloudFormationResponse, "describe_change_set", lambda _: describe_change_set)
     _replace(CloudFormationResponse, "delete_change_set", lambda _: delete_change_set)
     _replace(CloudFormationResponse, "execute_change_set", lambda _: execute_change_set)
-
-
-# Properties whose change replaces the resource (CloudFormation's "Update requires: Replacement"), for the
-# types a pipeline uses; any other property of these types, and of other types, is updated in place.
-REPLACING_PROPERTIES: dict[str, frozenset[str]] = {
-    "AWS::SQS::Queue": frozenset({"QueueName", "FifoQueue"}),
-    "AWS::SNS::Topic": frozenset({"TopicName", "FifoTopic"}),
-    "AWS::SNS::Subscription": frozenset({"TopicArn", "Endpoint", "Protocol", "Region"}),
-    "AWS::DynamoDB::Table": frozenset({"TableName", "KeySchema"}),
-    "AWS::Lambda::Function": frozenset({"FunctionName", "PackageType"}),
-    "AWS::Lambda::EventSourceMapping": frozenset(
-        {"EventSourceArn", "StartingPosition", "SelfManagedEventSource"}
-    ),
-    "AWS::IAM::Role": frozenset({"RoleName", "Path"}),
-    "AWS::IAM::Policy": frozenset(),
-    "AWS::Logs::LogGroup": frozenset({"LogGroupName"}),
-    "AWS::CloudWatch::Alarm": frozenset({"AlarmName"}),
-    "AWS::CloudWatch::Dashboard": frozenset({"DashboardName"}),
-    "AWS::KMS::Key": frozenset(),
-}
 
 
 def _resolved_at_deploy_time(value: Any) -> bool:
@@ -221,28 +200,41 @@ def _ssm_parameter_kept(endpoint: str | None) -> None:
     _replace(parsing.ResourceMap, "parse_ssm_parameter", make)
 
 
-def _resources_kept_on_update(endpoint: str | None) -> None:
+def _stack_updates(endpoint: str | None) -> None:
+    _replace(parsing.ResourceMap, "update", _always(_updates.update))
+    _replace(Stack, "update", _updates.stack_update)
+    _replace(CloudFormationBackend, "execute_change_set", _updates.change_set_execution)
+
+
+def _templates_checked(endpoint: str | None) -> None:
+    for name in ("create_stack", "update_stack", "create_change_set"):
+        _replace(CloudFormationBackend, name, _validation.checked)
+
+
+# --- DynamoDB -------------------------------------------------------------------------------------------
+
+
+def _ttl_moves_refused(endpoint: str | None) -> None:
     def make(original: Any) -> Any:
-        def parse_and_update_resource(
-            logical_id: str,
-            resource_json: dict[str, Any],
-            resources_map: Any,
-            account_id: str,
-            region_name: str,
-        ) -> Any:
-            updated = original(logical_id, resource_json, resources_map, account_id, region_name)
-            if updated is None:
-                previous = resources_map._parsed_resources.get(logical_id)
-                if previous is not None:
-                    log.warning(
-                        "no update support for %s (%s): kept as it was", logical_id, resource_json.get("Type")
-                    )
-                    return previous
-            return updated
+        def update_time_to_live(self: Any, table_name: str, ttl_spec: dict[str, Any]) -> None:
+            try:
+                current = self.get_table(table_name).ttl
+            except Exception:  # moto's own answer for a table that does not exist
+                return original(self, table_name, ttl_spec)
+            if (
+                current.get("TimeToLiveStatus") == "ENABLED"
+                and ttl_spec.get("Enabled")
+                and ttl_spec.get("AttributeName") != current.get("AttributeName")
+            ):
+                raise MockValidationException(
+                    "TimeToLive is active on a different AttributeName: current AttributeName is "
+                    f"{current.get('AttributeName')}"
+                )
+            return original(self, table_name, ttl_spec)
 
-        return parse_and_update_resource
+        return update_time_to_live
 
-    _replace(parsing, "parse_and_update_resource", make)
+    _replace(DynamoDBBackend, "update_time_to_live", make)
 
 
 # --- Lambda ---------------------------------------------------------------------------------------------
@@ -582,8 +574,7 @@ PATCHES: tuple[Patch, ...] = (
     Patch(
         "change-sets-per-stack",
         "a change set is looked up within the stack the request names, a missing one is ChangeSetNotFound "
-        "(moto searches every stack and answers ValidationError, failing every CDK redeploy), and executing "
-        "one refreshes the stack's outputs and description",
+        "(moto searches every stack and answers ValidationError, failing every CDK redeploy)",
         _change_sets_per_stack,
     ),
     Patch(
@@ -599,9 +590,28 @@ PATCHES: tuple[Patch, ...] = (
         _ssm_parameter_kept,
     ),
     Patch(
-        "resources-kept-on-update",
-        "a resource whose type moto cannot update keeps its resource (moto loses it, and every Ref to it)",
-        _resources_kept_on_update,
+        "stack-updates",
+        "an update changes resources in dependency order (a resource referring to a replaced one is "
+        "updated too), gives a replacement a new generated name, refuses to replace a custom-named "
+        "resource, deletes dropped and replaced resources only once everything else succeeded and keeps "
+        "those their DeletionPolicy / UpdateReplacePolicy retains, keeps a resource whose type moto cannot "
+        "update, and rolls back on a failure (UPDATE_ROLLBACK_COMPLETE); moto deletes first, keeps a "
+        "dropped resource's record (adding it back creates nothing), never rolls back, and leaves "
+        "dependents pointing at replaced resources",
+        _stack_updates,
+    ),
+    Patch(
+        "templates-checked",
+        "CreateStack, UpdateStack and CreateChangeSet refuse a template whose Fn::GetAtt names an "
+        "attribute its resource type does not have, or whose resources depend on each other in a cycle, "
+        "with a ValidationError (moto creates the stack, and DescribeStacks then fails for every stack)",
+        _templates_checked,
+    ),
+    Patch(
+        "ttl-moves-refused",
+        "UpdateTimeToLive refuses to enable TTL on another attribute while it is enabled on one (moto "
+        "moves it), so a stack update that moves it fails and rolls back, as in AWS",
+        _ttl_moves_refused,
     ),
     Patch(
         "event-source-mappings-not-invoked",

@@ -44,6 +44,7 @@ from idempotent_local.emulator import Emulator
 from idempotent_local.errors import RunnerError
 from idempotent_local.events import lambda_sqs_event
 from idempotent_local.node import quiet_environment
+from idempotent_local.wheels import foreign, this_python
 
 __all__ = ["Batch", "EventSourceRunner", "Mapping", "RunnerError", "Stats", "Worker", "lambda_sqs_event"]
 
@@ -95,6 +96,7 @@ class Stats:
     exhausted: set[str] = field(
         default_factory=set
     )  # failed on their last receive: SQS moves them to the DLQ
+    unable: dict[str, str] = field(default_factory=dict)  # function -> why it cannot run (until it runs)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -128,6 +130,8 @@ class Stats:
                 f"; of the {len(failed)} failed, {exhausted} reached the queue's maxReceiveCount (SQS moves "
                 f"them to the dead-letter queue) and {len(failed) - exhausted} will be delivered again"
             )
+        for function, why in sorted(self.unable.items()):
+            text += f"\n{function} could not run, its messages wait in the queue: {why}"
         return text
 
 
@@ -165,7 +169,8 @@ class Worker:
                 log.write(line)
                 log.flush()
 
-    def start(self) -> None:
+    def start(self, abandon: threading.Event | None = None) -> None:
+        """Start the worker and wait for its cold start (60 s at most, or until ``abandon`` is set)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             [sys.executable, str(WORKER), str(self.code_dir), self.handler],
@@ -179,7 +184,7 @@ class Worker:
         assert self.process.stderr is not None
         self._log_thread = threading.Thread(target=self._pump_log, args=(self.process.stderr,), daemon=True)
         self._log_thread.start()
-        reply = self._read(timeout=60)
+        reply = self._read(timeout=60, abandon=abandon)
         if reply is None or "init_error" in reply:
             error = (reply or {}).get("init_error", {"errorMessage": "no answer within 60 s"})
             self.stop()
@@ -188,11 +193,18 @@ class Worker:
                 f"{error.get('errorMessage')} (log: {self.log_path})"
             )
 
-    def _read(self, timeout: float) -> dict[str, Any] | None:
+    def _read(self, timeout: float, abandon: threading.Event | None = None) -> dict[str, Any] | None:
+        """The worker's next reply; None after ``timeout`` seconds, at its exit, or once ``abandon`` is
+        set."""
         assert self.process is not None and self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        if not ready:
-            return None
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or (abandon is not None and abandon.is_set()):
+                return None
+            ready, _, _ = select.select([self.process.stdout], [], [], min(left, 0.2))
+            if ready:
+                break
         line = self.process.stdout.readline()
         return json.loads(line) if line else None
 
@@ -372,6 +384,15 @@ class EventSourceRunner:
             with zipfile.ZipFile(io.BytesIO(self._download(location))) as archive:
                 archive.extractall(staging)
             staging.replace(code_dir)
+        mismatched = foreign(code_dir)
+        if mismatched:
+            raise RunnerError(
+                f"function {name} cannot run on this machine: its code holds {'; '.join(mismatched)}, "
+                f"which {this_python()} (the Python `local run` uses) cannot import: its requirements were "
+                "installed for the function's runtime in AWS. Redeploy with `idempotent-pipeline local "
+                "deploy`, which installs them for this Python; the function's messages wait in the queue "
+                "until then"
+            )
         path = os.environ.get("PATH", "")
         env = self.emulator.client_environment(base={"PATH": path, "LANG": "C.UTF-8"})
         env.update(quiet_environment(path))
@@ -404,12 +425,21 @@ class EventSourceRunner:
         return worker
 
     # --- polling ------------------------------------------------------------------------------------
-    def poll(self, mapping: Mapping, wait_seconds: int | None = None) -> int:
+    def poll(
+        self, mapping: Mapping, wait_seconds: int | None = None, abandon: threading.Event | None = None
+    ) -> int:
         """One receive + invoke + delete cycle for one mapping; returns the number of records handled.
 
-        A function that fails its cold start fails the batch (its records come back after the retry delay,
-        or the visibility timeout) and raises :class:`RunnerError`.
+        The function's worker starts before anything is received: a function that cannot run here (code
+        bundled for another Python, a failing cold start) raises :class:`RunnerError` and its messages stay
+        in the queue untouched, instead of being received until the queue moves them to the DLQ without a
+        reason. A worker that dies and cannot start again mid-batch fails that batch and raises too. A cold
+        start is abandoned (RunnerError) once ``abandon`` is set.
         """
+        worker = self._worker(mapping.function_arn)
+        with worker.lock:
+            if worker.process is None:
+                worker.start(abandon)
         response = self._sqs.receive_message(
             QueueUrl=mapping.queue_url,
             MaxNumberOfMessages=min(mapping.batch_size, 10),
@@ -422,10 +452,7 @@ class EventSourceRunner:
         if not messages:
             return 0
         try:
-            worker = self._worker(mapping.function_arn)
             with worker.lock:
-                if worker.process is None:
-                    worker.start()
                 reply = worker.invoke(
                     lambda_sqs_event(messages, mapping.queue_arn), self._timeouts[mapping.function_arn]
                 )
@@ -543,19 +570,41 @@ class EventSourceRunner:
             if all(self.backlog(m) == 0 for m in mappings):
                 return self.stats
             if time.monotonic() > deadline:
-                left = {m.queue_arn: self.backlog(m) for m in mappings}
-                raise RunnerError(f"queues not drained within {timeout:.0f} s: {left}")
+                left = ", ".join(f"{self.backlog(m)} in {m.queue_arn.rsplit(':', 1)[-1]}" for m in mappings)
+                hint = (
+                    "; a failed message comes back only after the queue's visibility timeout "
+                    "(--retry-delay S shortens it)"
+                    if self.retry_delay is None
+                    else ""
+                )
+                raise RunnerError(f"queues not drained within {timeout:.0f} s: {left}{hint}")
             time.sleep(0.2)
 
     def _poll_until(self, mapping: Mapping, stop: threading.Event, gone: threading.Event) -> None:
-        """The poller of one mapping (its own thread, as Lambda polls each mapping on its own)."""
+        """The poller of one mapping (its own thread, as Lambda polls each mapping on its own). A function
+        that cannot run is said once, and again when it runs; meanwhile the poller waits for a redeploy.
+        ``stop`` also abandons a cold start in progress (Ctrl-C need not wait for it)."""
+        name = mapping.function_name
         while not stop.is_set() and not gone.is_set():
             try:
-                self.poll(mapping)
-            except (ClientError, RunnerError) as exc:
-                # A redeploy or destroy replaced the queue or the function, or the code cannot start.
-                print(f"runner: {mapping.function_name}: {exc}", file=sys.stderr, flush=True)
+                self.poll(mapping, abandon=stop)
+            except RunnerError as exc:  # the code cannot run here: said once, until a redeploy fixes it
+                if stop.is_set():
+                    break  # a cold start abandoned
+                with self.stats.lock:
+                    said = self.stats.unable.get(name) == str(exc)
+                    self.stats.unable[name] = str(exc)
+                if not said:
+                    print(f"runner: {name}: {exc}", file=sys.stderr, flush=True)
+                stop.wait(2)
+            except ClientError as exc:  # a redeploy or destroy replaced the queue or the function
+                print(f"runner: {name}: {exc}", file=sys.stderr, flush=True)
                 stop.wait(1)
+            else:
+                with self.stats.lock:
+                    recovered = self.stats.unable.pop(name, None) is not None
+                if recovered:
+                    print(f"runner: {name} runs now", file=sys.stderr, flush=True)
 
     def run(self, stop: threading.Event, refresh_seconds: float = 10.0) -> Stats:
         """Poll every mapping concurrently until ``stop`` is set (the body of ``local run``); mappings added
@@ -594,6 +643,7 @@ class EventSourceRunner:
         return self.stats
 
     def close(self) -> None:
+        """Stop every worker (an invocation in flight finishes first, within the function's timeout)."""
         with self._workers_lock:
             for worker in self._workers.values():
                 with worker.lock:

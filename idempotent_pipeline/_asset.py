@@ -29,6 +29,10 @@ MAX_UNZIPPED_BYTES = 262_144_000
 REQUIREMENTS = "requirements.txt"
 # Where installed requirements are cached (default: $XDG_CACHE_HOME or ~/.cache, then idempotent-pipeline).
 CACHE_VARIABLE = "IDEMPOTENT_PIPELINE_CACHE"
+# `idempotent-pipeline local deploy` names here the Python its `local run` runs the function with:
+# requirements are then installed for that interpreter, not for the function's runtime in AWS (a deploy to
+# AWS never sets it).
+LOCAL_PYTHON_VARIABLE = "IDEMPOTENT_PIPELINE_LOCAL_PYTHON"
 _NO_WHEEL = re.compile(r"No matching distribution found for (\S+)")
 
 
@@ -364,12 +368,25 @@ def requirement_files(requirements: Path) -> list[Path]:
     return found
 
 
+def _for_whom(target: Target) -> tuple[list[str], str]:
+    """pip's arguments that choose the wheels, and who they are for (in messages): the function's runtime,
+    or the interpreter :data:`LOCAL_PYTHON_VARIABLE` names (pip then picks what that Python can import)."""
+    local_python = os.environ.get(LOCAL_PYTHON_VARIABLE)
+    if local_python:
+        return ["--python", local_python], f"the Python that runs it locally ({local_python})"
+    machine = target.platforms[0].split("_", 1)[1]
+    arguments = ["--implementation", "cp", "--python-version", target.python_version]
+    arguments += [argument for platform in target.platforms for argument in ("--platform", platform)]
+    return arguments, f"the function (CPython {target.python_version}, manylinux {machine})"
+
+
 def install_requirements(requirements: Path, target: Target) -> Path:
     """Install ``requirements`` (wheels only, for ``target``) into a cached directory and return it.
 
     The cache key is a hash of the requirements, of every file they include (``-r`` / ``-c``, recursively)
     and of the target (delete the cache directory to install them anew); pip's own environment
     (``PIP_INDEX_URL``, ``PIP_FIND_LINKS``, ``PIP_NO_INDEX``, a pip.conf) applies as for any pip run.
+    With :data:`LOCAL_PYTHON_VARIABLE` set, the target is that interpreter instead.
     """
     digest = hashlib.sha256()
     for path in requirement_files(requirements):
@@ -378,7 +395,11 @@ def install_requirements(requirements: Path, target: Target) -> Path:
         except OSError:
             content = b"\0missing"
         digest.update(hashlib.sha256(content).digest())
-    for part in (target.python_version, target.architecture, *target.platforms):
+    arguments, for_whom = _for_whom(target)
+    local_python = os.environ.get(LOCAL_PYTHON_VARIABLE)
+    # A venv's python is a link to its interpreter: the interpreter decides which wheels it can import.
+    parts = ["local", str(Path(local_python).resolve())] if local_python else []
+    for part in (target.python_version, target.architecture, *target.platforms, *parts):
         digest.update(b"\0" + part.encode())
     root = cache_root() / "requirements"
     installed = root / digest.hexdigest()[:32]
@@ -391,21 +412,19 @@ def install_requirements(requirements: Path, target: Target) -> Path:
         )
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".installing-", dir=root))
+    interpreter = arguments[:2] if local_python else []  # pip's --python goes before its command
     command = [
         sys.executable,
         "-m",
         "pip",
+        *interpreter,
         "install",
         "--requirement",
         str(requirements.resolve()),
         "--target",
         str(staging),
         "--only-binary=:all:",
-        "--implementation",
-        "cp",
-        "--python-version",
-        target.python_version,
-        *(argument for platform in target.platforms for argument in ("--platform", platform)),
+        *(arguments if not local_python else []),
         "--no-compile",
         "--no-input",
         "--disable-pip-version-check",
@@ -417,15 +436,12 @@ def install_requirements(requirements: Path, target: Target) -> Path:
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         output = (result.stderr or result.stdout).strip()
-        machine = target.platforms[0].split("_", 1)[1]
         no_wheel = _NO_WHEEL.search(output)
         if no_wheel is not None:
             raise ConfigurationError(
-                f"{requirements}: no wheel of {no_wheel.group(1)!r} for the function (CPython "
-                f"{target.python_version}, manylinux {machine}); requirements are installed at synth from "
-                "wheels only (no compiler, no Docker): pin a version that publishes such a wheel, or ship "
-                "the "
-                "dependency in a layer"
+                f"{requirements}: no wheel of {no_wheel.group(1)!r} for {for_whom}; requirements are "
+                "installed at synth from wheels only (no compiler, no Docker): pin a version that publishes "
+                "such a wheel, or ship the dependency in a layer"
             )
         raise ConfigurationError(f"{requirements}: pip could not install it:\n{output[-2000:]}")
     if (staging / RUNTIME_PACKAGE).exists():

@@ -13,10 +13,17 @@ def properties(cloudformation_json: dict[str, Any]) -> dict[str, Any]:
     return cloudformation_json.get("Properties") or {}
 
 
-def retained_on_replace(cloudformation_json: dict[str, Any]) -> bool:
-    """Whether the resource's old physical resource outlives its replacement (``UpdateReplacePolicy:
-    Retain``, what CDK writes for ``RemovalPolicy.RETAIN``). Moto 5.2.5 deletes it whatever the policy."""
-    return cloudformation_json.get("UpdateReplacePolicy") == "Retain"
+def tags(props: dict[str, Any]) -> dict[str, str]:
+    """The template's ``Tags`` (a list of ``Key`` / ``Value``) as a dict: all the tags the resource has."""
+    return {t["Key"]: t["Value"] for t in props.get("Tags") or []}
+
+
+def adopt(resource: Any, model: type) -> Any:
+    """Make ``resource``, an object of a moto backend, an instance of the taught ``model``, a subclass of its
+    moto class: the stack's resource stays the backend's own object (moto's code and tests see a moto
+    queue, topic, key), answering ``Fn::GetAtt`` and deletion as the taught type does."""
+    resource.__class__ = model
+    return resource
 
 
 def queue_name(url_or_arn: str) -> str:
@@ -29,12 +36,20 @@ class StackResource:
     ``deleter(properties, physical_id, account_id, region_name)`` undoes the effect. Moto deletes a resource
     through its ``delete`` method when it has one: with the *resolved* properties kept here, where the
     class-level ``delete_from_cloudformation_json`` would only see the template's unresolved ``Ref``s.
+    ``attributes`` holds its ``Fn::GetAtt`` values.
     """
 
-    def __init__(self, physical_id: str, properties: dict[str, Any], deleter: Any = None) -> None:
+    def __init__(
+        self,
+        physical_id: str,
+        properties: dict[str, Any],
+        deleter: Any = None,
+        attributes: dict[str, str] | None = None,
+    ) -> None:
         self.physical_id = physical_id
         self.properties = properties
         self.deleter = deleter
+        self.attributes = attributes or {}
 
     @property
     def physical_resource_id(self) -> str:
@@ -43,7 +58,9 @@ class StackResource:
     def get_cfn_attribute(self, attribute_name: str) -> str:
         from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
 
-        raise UnformattedGetAttTemplateException()
+        if attribute_name not in self.attributes:
+            raise UnformattedGetAttTemplateException()
+        return self.attributes[attribute_name]
 
     def delete(self, account_id: str, region_name: str) -> None:
         if self.deleter is not None:
@@ -60,10 +77,15 @@ class StateOnlyType:
     subclasses, so each type is declared ``class X(StateOnlyType, CloudFormationModel)``."""
 
     TYPE: str
+    GET_ATT: tuple[str, ...] = ()  # its Fn::GetAtt attributes: exactly AWS's
 
     @staticmethod
     def cloudformation_name_type() -> str:
         return ""
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return attr in cls.GET_ATT
 
     @classmethod
     def cloudformation_type(cls) -> str:
@@ -105,6 +127,7 @@ class AttachedPolicy(StateOnlyType):
     still there on delete."""
 
     TARGETS: str
+    GET_ATT = ("Id",)
 
     @classmethod
     def attach(cls, targets: list[str], document: dict[str, Any], account_id: str, region_name: str) -> None:
@@ -129,7 +152,7 @@ class AttachedPolicy(StateOnlyType):
         def undo(resolved: dict[str, Any], _: str, account: str, region: str) -> None:
             cls.detach(resolved.get(cls.TARGETS, []), account, region)
 
-        return StackResource(resource_name, props, undo)
+        return StackResource(resource_name, props, undo, {"Id": resource_name})
 
     @classmethod
     def update_from_cloudformation_json(

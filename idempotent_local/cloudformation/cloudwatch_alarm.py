@@ -87,13 +87,10 @@ class CloudWatchAlarm(CloudFormationModel):
         account_id: str,
         region_name: str,
     ) -> _AlarmResource:
-        from moto.cloudwatch.models import cloudwatch_backends
-
-        props = properties(cloudformation_json)
-        name = props.get("AlarmName", original_resource.physical_id)
-        if name != original_resource.physical_id:
-            cloudwatch_backends[account_id][region_name].delete_alarms([original_resource.physical_id])
-        return cls.create_from_cloudformation_json(name, cloudformation_json, account_id, region_name)
+        """In place: the alarm is put again under its name (a new AlarmName replaces it: see ``_updates``)."""
+        return cls.create_from_cloudformation_json(
+            original_resource.physical_id, cloudformation_json, account_id, region_name
+        )
 
     @classmethod
     def delete_from_cloudformation_json(  # type: ignore[misc]

@@ -1,5 +1,5 @@
-"""``AWS::DynamoDB::Table``: moto 5.2.5 ignores TTL and point-in-time recovery, replaces on update and
-deletes the replaced table even with ``UpdateReplacePolicy: Retain``."""
+"""``AWS::DynamoDB::Table``: moto 5.2.5 ignores TTL, point-in-time recovery and CloudFormation's shape of
+``SSESpecification``, and replaces the table on any update."""
 
 from __future__ import annotations
 
@@ -9,13 +9,26 @@ from moto.core.common_models import CloudFormationModel
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import Table as MotoTable
 
-from idempotent_local.cloudformation._common import as_bool, properties, retained_on_replace
+from idempotent_local.cloudformation._common import adopt, as_bool, properties, tags
 
 
-class DynamoDbTable(CloudFormationModel):
-    """``AWS::DynamoDB::Table``: moto's, plus TTL, point-in-time recovery and in-place updates."""
+def _encryption(props: dict[str, Any]) -> dict[str, Any] | None:
+    """CloudFormation's ``SSESpecification`` (``SSEEnabled``) in moto's shape (``Enabled``); None, DynamoDB's
+    default (an AWS owned key), when the template sets none or disables it."""
+    sse = props.get("SSESpecification") or {}
+    if not as_bool(sse.get("SSEEnabled")):
+        return None
+    encryption = {"Enabled": True, "SSEType": sse.get("SSEType", "KMS")}
+    if sse.get("KMSMasterKeyId"):
+        encryption["KMSMasterKeyId"] = sse["KMSMasterKeyId"]
+    return encryption
 
-    REPLACING = ("TableName", "KeySchema")
+
+class DynamoDbTable(MotoTable, CloudFormationModel):
+    """``AWS::DynamoDB::Table``: moto's table plus TTL, point-in-time recovery and encryption, updated in
+    place (a property the template no longer sets goes back to DynamoDB's default)."""
+
+    # Fn::GetAtt: moto's Arn and StreamArn, exactly AWS's.
 
     @staticmethod
     def cloudformation_name_type() -> str:
@@ -27,20 +40,22 @@ class DynamoDbTable(CloudFormationModel):
 
     @staticmethod
     def _apply(table: MotoTable, props: dict[str, Any], account_id: str, region_name: str) -> None:
+        """TTL, point-in-time recovery and encryption as ``props`` set them, each changed only when it
+        differs (DynamoDB refuses to move TTL to another attribute while it is enabled)."""
         backend = dynamodb_backends[account_id][region_name]
-        ttl = props.get("TimeToLiveSpecification")
-        if ttl:
-            backend.update_time_to_live(
-                table.name, {"Enabled": as_bool(ttl.get("Enabled")), "AttributeName": ttl["AttributeName"]}
-            )
-        elif table.ttl.get("TimeToLiveStatus") == "ENABLED":
-            backend.update_time_to_live(
-                table.name, {"Enabled": False, "AttributeName": table.ttl.get("AttributeName", "")}
-            )
+        ttl = props.get("TimeToLiveSpecification") or {}
+        enabled = as_bool(ttl.get("Enabled"))
+        current = table.ttl
+        attribute = ttl.get("AttributeName") if enabled else current.get("AttributeName")
+        if (current.get("TimeToLiveStatus") == "ENABLED") != enabled or (
+            enabled and attribute != current.get("AttributeName")
+        ):
+            backend.update_time_to_live(table.name, {"Enabled": enabled, "AttributeName": attribute or ""})
         pitr = props.get("PointInTimeRecoverySpecification") or {}
         backend.update_continuous_backups(
             table.name, {"PointInTimeRecoveryEnabled": as_bool(pitr.get("PointInTimeRecoveryEnabled", False))}
         )
+        table.sse_specification = _encryption(props)
 
     @classmethod
     def create_from_cloudformation_json(  # type: ignore[misc]
@@ -50,53 +65,49 @@ class DynamoDbTable(CloudFormationModel):
         account_id: str,
         region_name: str,
         **kw: Any,
-    ) -> MotoTable:
+    ) -> DynamoDbTable:
         table = MotoTable.create_from_cloudformation_json(
             resource_name, cloudformation_json, account_id, region_name
         )
         cls._apply(table, properties(cloudformation_json), account_id, region_name)
-        return table
+        return adopt(table, cls)
 
     @classmethod
     def update_from_cloudformation_json(  # type: ignore[misc]
         cls,
-        original_resource: MotoTable,
+        original_resource: DynamoDbTable,
         new_resource_name: str,
         cloudformation_json: dict[str, Any],
         account_id: str,
         region_name: str,
-    ) -> MotoTable:
+    ) -> DynamoDbTable:
+        """In place (a change that replaces the table never gets here: see ``_updates``)."""
         props = properties(cloudformation_json)
-        backend = dynamodb_backends[account_id][region_name]
-        name = props.get("TableName", original_resource.name)
-        if name != original_resource.name or props.get("KeySchema") != original_resource.schema:
-            replacement = cls.create_from_cloudformation_json(
-                props.get("TableName", new_resource_name), cloudformation_json, account_id, region_name
-            )
-            if not retained_on_replace(cloudformation_json):  # a retained table keeps its data
-                backend.delete_table(original_resource.name)
-            return replacement
+        table = original_resource
         billing = "PAY_PER_REQUEST" if props.get("BillingMode") == "PAY_PER_REQUEST" else "PROVISIONED"
-        backend.update_table(
-            name=original_resource.name,
+        streams = props.get("StreamSpecification") or {}
+        dynamodb_backends[account_id][region_name].update_table(
+            name=table.name,
             attr_definitions=props.get("AttributeDefinitions", []),
             global_index=[],
             throughput=props.get("ProvisionedThroughput") or {},
             billing_mode=billing,
             # Moto refuses to enable a stream twice; an existing stream is left as it is.
-            stream_spec={}
-            if original_resource.latest_stream_label
-            else props.get("StreamSpecification") or {},
+            stream_spec={} if table.latest_stream_label else streams,
             deletion_protection_enabled=as_bool(props.get("DeletionProtectionEnabled", False)),
             warm_throughput=None,
         )
-        cls._apply(original_resource, props, account_id, region_name)
-        if props.get("Tags"):
-            backend.tag_resource(original_resource.table_arn, {t["Key"]: t["Value"] for t in props["Tags"]})
+        cls._apply(table, props, account_id, region_name)
+        table.tags = [{"Key": k, "Value": v} for k, v in tags(props).items()]
         return original_resource
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        self.delete_from_cloudformation_json(self.name, {}, account_id, region_name)
 
     @classmethod
     def delete_from_cloudformation_json(  # type: ignore[misc]
         cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
     ) -> None:
-        MotoTable.delete_from_cloudformation_json(resource_name, cloudformation_json, account_id, region_name)
+        backend = dynamodb_backends[account_id][region_name]
+        if resource_name in backend.tables:  # deleting a table that is already gone succeeds
+            backend.delete_table(resource_name)

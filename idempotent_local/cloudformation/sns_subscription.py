@@ -30,6 +30,10 @@ class SnsSubscription(CloudFormationModel):
     def cloudformation_type() -> str:
         return "AWS::SNS::Subscription"
 
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return False  # AWS has no Fn::GetAtt attribute for a subscription (its Ref is the ARN)
+
     @staticmethod
     def _backend(topic_arn: str, account_id: str, region_name: str) -> Any:
         parts = topic_arn.split(":")
@@ -82,15 +86,9 @@ class SnsSubscription(CloudFormationModel):
         account_id: str,
         region_name: str,
     ) -> StackResource:
+        """In place (a change that replaces the subscription never gets here: see ``_updates``)."""
         props = properties(cloudformation_json)
         old = original_resource.properties
-        if any(props.get(k) != old.get(k) for k in ("TopicArn", "Endpoint", "Protocol")):
-            # These properties require replacement: subscribe anew, then remove the old subscription.
-            replacement = cls.create_from_cloudformation_json(
-                new_resource_name, cloudformation_json, account_id, region_name
-            )
-            cls._backend(old["TopicArn"], account_id, region_name).unsubscribe(original_resource.physical_id)
-            return replacement
         backend = cls._backend(props["TopicArn"], account_id, region_name)
         cls._apply_attributes(backend, original_resource.physical_id, props, old)
         original_resource.properties = props

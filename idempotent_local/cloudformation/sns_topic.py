@@ -1,29 +1,52 @@
-"""``AWS::SNS::Topic``: moto 5.2.5 replaces a topic on any change, dropping its subscriptions."""
+"""``AWS::SNS::Topic``: moto 5.2.5 replaces a topic on any change, dropping its subscriptions, and lacks
+the ``TopicArn`` attribute."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
 from moto.core.common_models import CloudFormationModel
 from moto.sns.models import Topic as MotoTopic
 from moto.sns.models import sns_backends
 
-from idempotent_local.cloudformation._common import as_bool, properties
+from idempotent_local.cloudformation._common import adopt, as_bool, properties, tags
 
 
-class SnsTopic(CloudFormationModel):
-    """``AWS::SNS::Topic``: moto's, but updated in place (moto replaces it and drops its subscriptions)."""
+def _subscriptions(props: dict[str, Any]) -> set[tuple[str, str]]:
+    """The topic's inline ``Subscription`` property as ``(protocol, endpoint)`` pairs."""
+    return {(s["Protocol"], s["Endpoint"]) for s in props.get("Subscription") or []}
 
-    IN_PLACE = (
-        "DisplayName",
-        "KmsMasterKeyId",
-        "ContentBasedDeduplication",
-        "SignatureVersion",
-        "TracingConfig",
-        "ArchivePolicy",
-        "FifoThroughputScope",
-    )
+
+class SnsTopic(MotoTopic, CloudFormationModel):
+    """``AWS::SNS::Topic``: a moto topic, updated in place (a property the template no longer sets goes
+    back to SNS's default; inline subscriptions follow the ``Subscription`` property)."""
+
+    # Property: (moto's attribute, SNS's default).
+    IN_PLACE: dict[str, tuple[str, Any]] = {
+        "DisplayName": ("display_name", ""),
+        "KmsMasterKeyId": ("kms_master_key_id", ""),
+        "ContentBasedDeduplication": ("content_based_deduplication", False),
+        "SignatureVersion": ("signature_version", "1"),
+        "TracingConfig": ("tracing_config", "PassThrough"),
+        "ArchivePolicy": ("archive_policy", ""),
+        "FifoThroughputScope": ("fifo_throughput_scope", ""),
+    }
+    GET_ATT = ("TopicArn", "TopicName")  # exactly AWS's
+
+    cfn_properties: dict[str, Any]  # the template's properties it was last deployed with
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return attr in cls.GET_ATT
+
+    def get_cfn_attribute(self, attribute_name: str) -> str:
+        if attribute_name == "TopicArn":
+            return self.arn
+        if attribute_name == "TopicName":
+            return self.name
+        raise UnformattedGetAttTemplateException()
 
     @staticmethod
     def cloudformation_name_type() -> str:
@@ -41,51 +64,53 @@ class SnsTopic(CloudFormationModel):
         account_id: str,
         region_name: str,
         **kw: Any,
-    ) -> MotoTopic:
-        return MotoTopic.create_from_cloudformation_json(
-            resource_name, cloudformation_json, account_id, region_name
+    ) -> SnsTopic:
+        topic = adopt(
+            MotoTopic.create_from_cloudformation_json(
+                resource_name, cloudformation_json, account_id, region_name
+            ),
+            cls,
         )
+        topic.cfn_properties = properties(cloudformation_json)
+        return topic
 
     @classmethod
     def update_from_cloudformation_json(  # type: ignore[misc]
         cls,
-        original_resource: MotoTopic,
+        original_resource: Any,
         new_resource_name: str,
         cloudformation_json: dict[str, Any],
         account_id: str,
         region_name: str,
-    ) -> MotoTopic:
+    ) -> SnsTopic:
+        """In place (a change that replaces the topic never gets here: see ``_updates``)."""
         props = properties(cloudformation_json)
-        name = props.get("TopicName", original_resource.name)
-        if name != original_resource.name or as_bool(
-            props.get("FifoTopic")
-        ) != original_resource.name.endswith(".fifo"):
-            replacement = cls.create_from_cloudformation_json(
-                name, cloudformation_json, account_id, region_name
-            )
-            original_resource.delete(account_id, region_name)
-            return replacement
+        topic = original_resource
+        for key, (attribute, default) in cls.IN_PLACE.items():
+            value = props.get(key, default)
+            if isinstance(value, bool) or key == "ContentBasedDeduplication":
+                value = "true" if as_bool(value) else "false"
+            elif isinstance(value, dict):
+                value = json.dumps(value)
+            setattr(topic, attribute, value)
+        topic._tags = tags(props)
         backend = sns_backends[account_id][region_name]
-        for key in cls.IN_PLACE:
-            if key in props:
-                value = props[key]
-                if isinstance(value, bool):
-                    value = "true" if value else "false"
-                elif isinstance(value, dict):
-                    value = json.dumps(value)
-                attribute = {
-                    "KmsMasterKeyId": "kms_master_key_id",
-                    "DisplayName": "display_name",
-                    "ContentBasedDeduplication": "content_based_deduplication",
-                }.get(key, key)
-                backend.set_topic_attribute(original_resource.arn, attribute, value)
-        tags = {t["Key"]: t["Value"] for t in props.get("Tags", [])}
-        if tags:
-            backend.tag_resource(original_resource.arn, tags)
-        return original_resource
+        old, new = _subscriptions(topic.cfn_properties), _subscriptions(props)
+        for protocol, endpoint in new - old:
+            backend.subscribe(topic.arn, endpoint, protocol)
+        for subscription in list(backend.subscriptions.values()):
+            if (
+                subscription.topic_arn == topic.arn
+                and (subscription.protocol, subscription.endpoint) in old - new
+            ):
+                backend.unsubscribe(subscription.arn)
+        topic.cfn_properties = props
+        return topic
 
     @classmethod
     def delete_from_cloudformation_json(  # type: ignore[misc]
         cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
     ) -> None:
-        sns_backends[account_id][region_name].delete_topic(resource_name)
+        backend = sns_backends[account_id][region_name]
+        if resource_name in backend.topics:  # deleting a topic that is already gone succeeds
+            backend.delete_topic(resource_name)

@@ -1,16 +1,19 @@
 """``AWS::SQS::Queue``: moto 5.2.5 rejects a FIFO queue without a name, cannot generate a valid name for
-a standard one in a long stack, and updates only two attributes in place."""
+a standard one in a long stack, updates only two attributes in place (a property dropped from the
+template keeps its value), and lacks the ``QueueUrl`` attribute."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
 from moto.core.common_models import CloudFormationModel
+from moto.sqs.constants import MAXIMUM_MESSAGE_LENGTH
 from moto.sqs.models import Queue as MotoQueue
 from moto.sqs.models import sqs_backends
 
-from idempotent_local.cloudformation._common import as_bool, properties, retained_on_replace
+from idempotent_local.cloudformation._common import adopt, as_bool, properties, queue_name, tags
 
 MAX_NAME_LENGTH = 80
 FIFO_SUFFIX = ".fifo"
@@ -32,25 +35,39 @@ def generated_name(name: str, *, fifo: bool) -> str:
     return name + FIFO_SUFFIX if fifo else name
 
 
-class SqsQueue(CloudFormationModel):
-    """``AWS::SQS::Queue``: moto's, plus generated names as CloudFormation makes them and in-place
-    updates of attributes."""
+class SqsQueue(MotoQueue, CloudFormationModel):
+    """``AWS::SQS::Queue``: a moto queue, named as CloudFormation names it, updated in place property by
+    property (a property the template no longer sets goes back to SQS's default)."""
 
-    ATTRIBUTES = (
-        "DelaySeconds",
-        "MaximumMessageSize",
-        "MessageRetentionPeriod",
-        "ReceiveMessageWaitTimeSeconds",
-        "VisibilityTimeout",
-        "KmsMasterKeyId",
-        "KmsDataKeyReusePeriodSeconds",
-        "SqsManagedSseEnabled",
-        "ContentBasedDeduplication",
-        "DeduplicationScope",
-        "FifoThroughputLimit",
-        "RedrivePolicy",
-        "RedriveAllowPolicy",
-    )
+    # What SQS has for a property the template does not set; SqsManagedSseEnabled: on unless a KMS key is.
+    DEFAULTS: dict[str, Any] = {
+        "DelaySeconds": 0,
+        "MaximumMessageSize": MAXIMUM_MESSAGE_LENGTH,
+        "MessageRetentionPeriod": 345600,
+        "ReceiveMessageWaitTimeSeconds": 0,
+        "VisibilityTimeout": 30,
+        "KmsMasterKeyId": None,
+        "KmsDataKeyReusePeriodSeconds": 300,
+        "ContentBasedDeduplication": False,
+        "DeduplicationScope": "queue",
+        "FifoThroughputLimit": "perQueue",
+        "RedrivePolicy": "",
+        "RedriveAllowPolicy": None,
+    }
+    GET_ATT = ("Arn", "QueueName", "QueueUrl")  # exactly AWS's
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return attr in cls.GET_ATT
+
+    def get_cfn_attribute(self, attribute_name: str) -> str:
+        if attribute_name == "Arn":
+            return self.queue_arn
+        if attribute_name == "QueueName":
+            return self.name
+        if attribute_name == "QueueUrl":
+            return self.physical_resource_id
+        raise UnformattedGetAttTemplateException()
 
     @staticmethod
     def cloudformation_name_type() -> str:
@@ -68,49 +85,46 @@ class SqsQueue(CloudFormationModel):
         account_id: str,
         region_name: str,
         **kw: Any,
-    ) -> MotoQueue:
+    ) -> SqsQueue:
         props = properties(cloudformation_json)
         if "QueueName" not in props:
             resource_name = generated_name(resource_name, fifo=as_bool(props.get("FifoQueue")))
-        return MotoQueue.create_from_cloudformation_json(
+        queue = MotoQueue.create_from_cloudformation_json(
             resource_name, cloudformation_json, account_id, region_name
         )
+        return adopt(queue, cls)
 
     @classmethod
     def update_from_cloudformation_json(  # type: ignore[misc]
         cls,
-        original_resource: MotoQueue,
+        original_resource: SqsQueue,
         new_resource_name: str,
         cloudformation_json: dict[str, Any],
         account_id: str,
         region_name: str,
-    ) -> MotoQueue:
+    ) -> SqsQueue:
+        """In place (a change that replaces the queue never gets here: see ``_updates``)."""
         props = properties(cloudformation_json)
-        name = props.get("QueueName", original_resource.name)
-        if name != original_resource.name or as_bool(props.get("FifoQueue")) != original_resource.fifo_queue:
-            replacement = cls.create_from_cloudformation_json(
-                props.get("QueueName", new_resource_name), cloudformation_json, account_id, region_name
-            )
-            if not retained_on_replace(cloudformation_json):  # a retained queue keeps its messages
-                sqs_backends[account_id][region_name].delete_queue(original_resource.name)
-            return replacement
+        queue = original_resource
         attributes: dict[str, Any] = {}
-        for key in cls.ATTRIBUTES:
-            if key in props:
-                value = props[key]
-                attributes[key] = json.dumps(value) if isinstance(value, dict) else value
-        if "RedrivePolicy" not in props:
-            attributes["RedrivePolicy"] = ""
+        for key, default in cls.DEFAULTS.items():
+            value = props.get(key, default)
+            attributes[key] = json.dumps(value) if isinstance(value, dict) else value
+        attributes["SqsManagedSseEnabled"] = as_bool(
+            props.get("SqsManagedSseEnabled", not props.get("KmsMasterKeyId"))
+        )
         # Moto's setter clears the policy unless it is passed along; it belongs to AWS::SQS::QueuePolicy.
-        attributes["Policy"] = original_resource.policy
-        original_resource._set_attributes(attributes)
-        tags = {t["Key"]: t["Value"] for t in props.get("Tags", [])}
-        if tags:
-            original_resource.tags.update(tags)
+        attributes["Policy"] = queue.policy
+        queue._set_attributes(attributes)
+        queue.tags = tags(props)
         return original_resource
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        self.delete_from_cloudformation_json(self.name, {}, account_id, region_name)
 
     @classmethod
     def delete_from_cloudformation_json(  # type: ignore[misc]
         cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
     ) -> None:
-        MotoQueue.delete_from_cloudformation_json(resource_name, cloudformation_json, account_id, region_name)
+        # Deleting a queue that is already gone succeeds, as in CloudFormation.
+        sqs_backends[account_id][region_name].queues.pop(queue_name(resource_name), None)

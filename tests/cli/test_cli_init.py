@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -54,6 +55,24 @@ def test_init_writes_a_cdk_app_with_a_processor_and_its_test(
     assert os.access(app / "app.py", os.X_OK)
 
 
+def test_the_apps_synth_prints_no_node_banner(app: Path, tmp_path: Path) -> None:
+    """`npx cdk synth` in the app runs `python3 app.py`: with Node 20, jsii printed its end-of-life banner
+    there, as Python byte strings (b'!!!...'), unless the shell had the silencing variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JSII_", "PYTHONPATH"))}
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=app,
+        env={**env, "CDK_OUTDIR": str(tmp_path / "cdk.out")},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "cdk.out" / "MyOrders.template.json").exists()
+    assert "end-of-life" not in result.stderr and "b'!!" not in result.stderr, result.stderr
+
+
 def test_cdk_json_has_the_recommended_feature_flags_of_the_reference_app(app: Path) -> None:
     ours = json.loads((ROOT / "cdk.json").read_text())
     theirs = json.loads((app / "cdk.json").read_text())
@@ -68,15 +87,21 @@ def test_package_json_pins_the_cli_the_tool_runs(app: Path) -> None:
     assert package["devDependencies"] == {"aws-cdk": CDK_CLI_VERSION}
 
 
-def test_requirements_install_this_idempotent_pipeline_with_the_local_extra(
+def test_requirements_name_this_idempotent_pipeline_portably_with_the_local_extra(
     app: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    lines = (app / "requirements.txt").read_text().splitlines()
-    assert init.requirement() in lines
-    assert "pytest>=8" in lines
+    text = (app / "requirements.txt").read_text()
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    version = importlib.metadata.version("idempotent-pipeline")
+    assert lines == [f"idempotent-pipeline[local]=={version}", "pytest>=8"]
+    # Nothing of this machine: the file works on CI and on a colleague's machine, shown the wheel.
+    assert "file:" not in text and str(ROOT) not in text and str(Path.home()) not in text
+    assert "--find-links DIR" in text
     wheel = tmp_path / "dist" / "idempotent_pipeline-0.1.0-py3-none-any.whl"
     monkeypatch.setattr("idempotent_local.extra.installed_from", lambda: str(wheel))
-    assert init.requirement() == f"idempotent-pipeline[local] @ {wheel.as_uri()}"
+    from_wheel = init.requirement()
+    assert "installed from the wheel idempotent_pipeline-0.1.0-py3-none-any.whl." in from_wheel
+    assert str(tmp_path) not in from_wheel and "file:" not in from_wheel
 
 
 def test_the_generated_processor_test_passes(app: Path) -> None:
@@ -103,8 +128,46 @@ def test_init_refuses_a_directory_that_is_not_empty(tmp_path: Path, capsys: pyte
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "notes.txt").write_text("mine")
     assert main(["init", str(tmp_path / "taken")]) == 1
-    assert f"{tmp_path / 'taken'} exists and is not an empty directory" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'taken'} is not empty: it holds notes.txt." in err
+    assert "only a virtualenv or .git" in err
     assert (tmp_path / "taken" / "notes.txt").read_text() == "mine"
+    assert not (tmp_path / "taken" / "app.py").exists()
+
+
+def test_init_dot_writes_the_app_beside_the_venv_the_readme_just_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    shop = tmp_path / "shop"
+    (shop / ".venv" / "bin").mkdir(parents=True)
+    (shop / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (shop / ".git").mkdir()
+    monkeypatch.chdir(shop)
+    assert main(["init", "."]) == 0
+    out = capsys.readouterr().out
+    assert (shop / "app.py").exists() and (shop / ".venv" / "pyvenv.cfg").exists()
+    assert 'ShopStack(app, "Shop")' in (shop / "app.py").read_text()
+    assert "    cd " not in out  # already there
+
+
+def test_init_never_overwrites_a_file_of_the_app_even_beside_a_venv(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    shop = tmp_path / "shop"
+    (shop / "venv").mkdir(parents=True)
+    (shop / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (shop / "src").mkdir()
+    assert main(["init", str(shop)]) == 1
+    assert "it holds src/." in capsys.readouterr().err
+    assert not (shop / "app.py").exists()
+
+
+def test_init_help_is_plain_text() -> None:
+    helped = subprocess.run(
+        [sys.executable, "-m", "idempotent_cli", "init", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "``" not in helped.stdout and ":data:" not in helped.stdout
+    assert "requirements.txt" in helped.stdout and "virtualenv" in helped.stdout
 
 
 @pytest.mark.parametrize(

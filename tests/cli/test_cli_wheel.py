@@ -1,5 +1,6 @@
 """A new user's path, outside the checkout: the built wheel with the `local` extra in a fresh venv,
-`idempotent-pipeline init shop`, `local deploy`, messages published, `local run`, `local destroy`.
+`idempotent-pipeline init shop`, `local deploy` (with a compiled dependency in src/requirements.txt),
+messages published, `local run --drain`, the DLQ tool, `local destroy`.
 
 The wheel goes into a fresh venv with --no-deps (as `pip install "<wheel>[local]"` names it); aws-cdk-lib,
 moto and the other dependencies come from the project's venv through a .pth file (fast, no download). The
@@ -12,11 +13,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 
 from idempotent_local import emulator as emulators
 from idempotent_local.cdk import CACHE_ENV, CDK_CLI_VERSION
+from tests.wheelhouse import this_python_tag, write_wheel
 
 # One app shared by the module's tests, in order: they run on one xdist worker (make test: --dist loadfile).
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -131,6 +131,14 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
     cache = work / "cache"
     (cache / f"cdk-{CDK_CLI_VERSION}").mkdir(parents=True)
     (cache / f"cdk-{CDK_CLI_VERSION}" / "node_modules").symlink_to(REPO / "node_modules")
+    # The processor's own dependency, a compiled one: a wheel for the function's runtime in AWS and one for
+    # this machine's Python, in a directory pip reads instead of an index.
+    wheelhouse = work / "wheelhouse"
+    wheelhouse.mkdir()
+    for tag, built_for in (("cp314-cp314-manylinux2014_aarch64", "lambda"), (this_python_tag(), "here")):
+        write_wheel(
+            wheelhouse, "nativeonly", "1.0", tag, {"nativeonly/__init__.py": f"BUILT_FOR = {built_for!r}\n"}
+        )
     path = [p for p in os.environ["PATH"].split(os.pathsep) if not p.startswith(str(REPO))]
     env = {
         **{
@@ -141,6 +149,8 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
         "PATH": os.pathsep.join([str(venv / "bin"), *path]),
         CACHE_ENV: str(cache),
         "HOME": str(work),
+        "PIP_FIND_LINKS": str(wheelhouse),
+        "PIP_NO_INDEX": "1",
     }
     env.pop("MAKELEVEL", None)
     init = subprocess.run(
@@ -153,6 +163,15 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
     )
     assert init.returncode == 0, init.stdout + init.stderr
     app = work / "shop"
+    (app / "src" / "requirements.txt").write_text("nativeonly\n")
+    processor = app / "src" / "orders.py"
+    processor.write_text(
+        "import nativeonly\n"
+        + processor.read_text().replace(
+            '"total_cents": quantity * unit_cents}',
+            '"total_cents": quantity * unit_cents, "built_for": nativeonly.BUILT_FOR}',
+        )
+    )
     shop = Shop(work, venv, wheel, app, env, deployed=subprocess.CompletedProcess([], 0))
     shop.deployed = shop.command("local", "deploy")
     try:
@@ -172,7 +191,8 @@ def test_the_tool_runs_from_the_installed_wheel(shop: Shop) -> None:
     )
     assert Path(result.stdout.strip()).resolve().is_relative_to(shop.venv.resolve())
     requirements = (shop.app / "requirements.txt").read_text()
-    assert f"idempotent-pipeline[local] @ {shop.wheel.resolve().as_uri()}" in requirements
+    assert f"installed from the wheel {shop.wheel.name}." in requirements
+    assert "file:" not in requirements and str(shop.work) not in requirements  # portable
 
 
 def test_local_deploy_deploys_the_new_app_and_publishes_nothing(shop: Shop) -> None:
@@ -208,14 +228,6 @@ def _send(shop: Shop, lines: list[dict[str, Any]]) -> subprocess.CompletedProces
     return shop.command("send", "orders.jsonl", "--local")
 
 
-def _until(condition: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def test_send_publishes_the_users_lines_and_local_run_processes_them(shop: Shop) -> None:
     tea = {"order_id": "o-1", "line_id": "1", "sku": "tea", "quantity": 2, "unit_cents": 450}
     lines = [
@@ -232,36 +244,12 @@ def test_send_publishes_the_users_lines_and_local_run_processes_them(shop: Shop)
     assert f"to the topic {topic} (FIFO; keys as the consumer Shop-" in sent.stderr
     again = _send(shop, lines)  # the same file again: SNS drops every line (the same ids within 5 minutes)
     assert again.returncode == 0, again.stdout + again.stderr
+    # As a script would: process everything published, then stop (exit code 1: messages reached the DLQ).
+    ran = shop.command("local", "run", "--drain", "--wait", "1", "--retry-delay", "0", cwd=shop.app / "src")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    out = ran.stdout
     outputs = shop.outputs()
     dynamodb, sqs = shop.emulator.client("dynamodb"), shop.emulator.client("sqs")
-
-    def settled() -> bool:
-        queues = [
-            sqs.get_queue_attributes(QueueUrl=outputs[name], AttributeNames=["All"])["Attributes"]
-            for name in ("QueueUrl", "DeadLetterQueueUrl")
-        ]
-        in_queue = int(queues[0]["ApproximateNumberOfMessages"]) + int(
-            queues[0]["ApproximateNumberOfMessagesNotVisible"]
-        )
-        return in_queue == 0 and queues[1]["ApproximateNumberOfMessages"] == "3"
-
-    runner = subprocess.Popen(
-        [str(shop.venv / "bin" / "idempotent-pipeline"), "local", "run", "--wait", "1", "--retry-delay", "0"],
-        cwd=shop.app / "src",  # anywhere inside the app
-        env=shop.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        _until(settled, "the runner to settle every message")
-    finally:
-        os.killpg(runner.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole process group
-        out, err = runner.communicate(timeout=60)
-    assert runner.returncode == 0, out + err
-    (log,) = (shop.app / ".local-cloud" / "logs").glob("Shop-*.log")
-    assert "KeyboardInterrupt" not in log.read_text()  # the runner stops its workers, not the keyboard
     scanned = dynamodb.scan(TableName=outputs["TableName"])["Items"]
     # The order lines, beside the runtime's own records (keys in its reserved namespace).
     items = {
@@ -271,6 +259,8 @@ def test_send_publishes_the_users_lines_and_local_run_processes_them(shop: Shop)
     }
     assert set(items) == {"o-1", "o-3"}
     assert (items["o-1"]["total_cents"], items["o-3"]["total_cents"]) == ({"N": "900"}, {"N": "380"})
+    # The compiled dependency the function imports: installed for this machine by `local deploy`.
+    assert items["o-1"]["built_for"] == {"S": "here"}
     letters = sqs.receive_message(
         QueueUrl=outputs["DeadLetterQueueUrl"], MaxNumberOfMessages=10, MessageAttributeNames=["All"]
     )["Messages"]
@@ -298,26 +288,6 @@ def test_send_publishes_the_users_lines_and_local_run_processes_them(shop: Shop)
     shop.steps.add("published")
 
 
-def _run_until(shop: Shop, condition: Any, what: str) -> str:
-    """`local run` (in the background, as a user would in a second terminal) until ``condition``."""
-    runner = subprocess.Popen(
-        [str(shop.venv / "bin" / "idempotent-pipeline"), "local", "run", "--wait", "1", "--retry-delay", "0"],
-        cwd=shop.app,
-        env=shop.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        _until(condition, what)
-    finally:
-        os.killpg(runner.pid, signal.SIGINT)
-        out, err = runner.communicate(timeout=60)
-    assert runner.returncode == 0, out + err
-    return out
-
-
 def test_dlq_list_shows_why_each_message_is_there(shop: Shop) -> None:
     shop.after("published")
     listed = shop.command("dlq", "list", "--local", cwd=shop.app / "src")
@@ -342,7 +312,7 @@ def test_after_a_fix_dlq_redrive_processes_the_transient_message_exactly_once(sh
     redriven = shop.command("dlq", "redrive", "--local", "--reason", "exhausted", "--yes")
     assert redriven.returncode == 0, redriven.stdout + redriven.stderr
     outputs = shop.outputs()
-    dynamodb, sqs = shop.emulator.client("dynamodb"), shop.emulator.client("sqs")
+    dynamodb = shop.emulator.client("dynamodb")
 
     def lines(order_id: str) -> list[dict[str, Any]]:
         return [
@@ -351,12 +321,9 @@ def test_after_a_fix_dlq_redrive_processes_the_transient_message_exactly_once(sh
             if item["order_id"]["S"] == order_id
         ]
 
-    def settled() -> bool:
-        queue = sqs.get_queue_attributes(QueueUrl=outputs["QueueUrl"], AttributeNames=["All"])["Attributes"]
-        busy = int(queue["ApproximateNumberOfMessages"]) + int(queue["ApproximateNumberOfMessagesNotVisible"])
-        return busy == 0 and bool(lines("o-4"))
-
-    out = _run_until(shop, settled, "the redriven message to be processed")
+    ran = shop.command("local", "run", "--drain", "--wait", "1", "--retry-delay", "0")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = ran.stdout
     (cocoa,) = lines("o-4")
     assert (cocoa["total_cents"], cocoa["unit_cents"]) == ({"N": "300"}, {"N": "300"})
     assert out.strip().splitlines()[-1].startswith("1 message: 1 processed, 0 duplicate, 0 quarantined")

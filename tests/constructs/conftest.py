@@ -13,6 +13,8 @@ import pytest
 # isort: off
 # constructs_helpers first: it sets the variables jsii reads when aws_cdk starts it.
 from constructs_helpers import REPO, cdk_env, new_stack, template_of
+
+from tests.wheelhouse import this_python_tag, write_wheel
 import aws_cdk as cdk
 from aws_cdk import assertions
 # isort: on
@@ -74,34 +76,6 @@ def cli_synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield outdir
 
 
-def _write_wheel(directory: Path, name: str, version: str, tag: str, files: dict[str, str]) -> Path:
-    """A minimal but valid wheel (what pip needs: METADATA, WHEEL, RECORD with hashes)."""
-    import base64
-    import hashlib
-    import zipfile
-
-    dist_info = f"{name}-{version}.dist-info"
-    purelib = "true" if tag.endswith("none-any") else "false"
-    contents = {
-        **files,
-        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{dist_info}/WHEEL": (
-            f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n"
-        ),
-    }
-    record = []
-    for path, text in contents.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    record.append(f"{dist_info}/RECORD,,")
-    wheel = directory / f"{name}-{version}-{tag}.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for path, text in contents.items():
-            archive.writestr(path, text)
-        archive.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
-    return wheel
-
-
 @pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A local package index for pip (PIP_FIND_LINKS): no network in the tests.
@@ -109,18 +83,24 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     - ``tinyutil``: a pure-Python wheel;
     - ``armonly``: a binary wheel for CPython 3.14 on manylinux aarch64 only;
     - ``sourceonly``: an sdist, no wheel at all;
-    - ``shadow``: a wheel that would install a package named idempotent_runtime.
+    - ``shadow``: a wheel that would install a package named idempotent_runtime;
+    - ``nativeonly``: binary wheels for CPython 3.14 on manylinux aarch64 and for the Python running the
+      tests.
     """
     directory = tmp_path_factory.mktemp("wheelhouse")
-    _write_wheel(directory, "tinyutil", "1.0", "py3-none-any", {"tinyutil/__init__.py": "VALUE = 42\n"})
-    _write_wheel(
+    for tag, built_for in (("cp314-cp314-manylinux2014_aarch64", "lambda"), (this_python_tag(), "here")):
+        write_wheel(
+            directory, "nativeonly", "1.0", tag, {"nativeonly/__init__.py": f"BUILT_FOR = {built_for!r}\n"}
+        )
+    write_wheel(directory, "tinyutil", "1.0", "py3-none-any", {"tinyutil/__init__.py": "VALUE = 42\n"})
+    write_wheel(
         directory,
         "armonly",
         "1.0",
         "cp314-cp314-manylinux2014_aarch64",
         {"armonly/__init__.py": "NATIVE = True\n"},
     )
-    _write_wheel(directory, "shadow", "1.0", "py3-none-any", {"idempotent_runtime/__init__.py": ""})
+    write_wheel(directory, "shadow", "1.0", "py3-none-any", {"idempotent_runtime/__init__.py": ""})
     (directory / "sourceonly-1.0.tar.gz").write_bytes(b"not a real sdist: pip never gets to read it")
     return directory
 

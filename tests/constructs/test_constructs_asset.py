@@ -4,6 +4,7 @@ architecture and Python (no network: pip reads a local wheelhouse)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from idempotent_pipeline import (
     IdempotentConsumer,
     Messaging,
 )
-from idempotent_pipeline._asset import MAX_UNZIPPED_BYTES
+from idempotent_pipeline._asset import LOCAL_PYTHON_VARIABLE, MAX_UNZIPPED_BYTES
 
 RUNTIME_SOURCE = Path(__file__).resolve().parents[2] / "lambda_src" / "idempotent_runtime"
 PROCESSOR = "def handle(message, table):\n    return None\n"
@@ -316,6 +317,40 @@ def test_wheels_are_chosen_for_the_functions_python(tmp_path, offline_pip):
     project = _project(tmp_path, "armonly\n")
     with pytest.raises(ConfigurationError, match=r"no wheel of 'armonly' for the function \(CPython 3.12,"):
         _asset_files(project, runtime=lambda_.Runtime.PYTHON_3_12)
+
+
+def _built_for(code_directory: Path) -> str:
+    stack = new_stack()
+    IdempotentConsumer(
+        stack,
+        "Consumer",
+        queue=Messaging(stack, "Messaging").queue,
+        table=IdempotencyTable(stack, "Table"),
+        options=ConsumerOptions(processor="orders:handle", code_directory=str(code_directory)),
+    )
+    return (function_asset_dir(stack) / "nativeonly" / "__init__.py").read_text()
+
+
+def test_a_local_deploy_installs_requirements_for_the_python_that_runs_the_function_locally(
+    tmp_path, offline_pip, monkeypatch
+):
+    """nativeonly publishes a binary wheel for the function's runtime (CPython 3.14, manylinux aarch64) and
+    one for this Python: a synth for AWS bundles the first, a local deploy (naming its Python) the second."""
+    project = _project(tmp_path, "nativeonly\n")
+    assert _built_for(project) == "BUILT_FOR = 'lambda'\n"
+    monkeypatch.setenv(LOCAL_PYTHON_VARIABLE, sys.executable)
+    assert _built_for(project) == "BUILT_FOR = 'here'\n"
+    assert len(list((offline_pip / "requirements").iterdir())) == 2  # cached apart
+
+
+def test_a_local_deploy_names_the_local_python_when_no_wheel_fits_it(tmp_path, offline_pip, monkeypatch):
+    monkeypatch.setenv(LOCAL_PYTHON_VARIABLE, sys.executable)
+    with pytest.raises(ConfigurationError) as raised:
+        _asset_files(_project(tmp_path, "armonly\n"))
+    assert str(raised.value).startswith(
+        f"{tmp_path / 'project' / 'requirements.txt'}: no wheel of 'armonly' for the Python that runs it "
+        f"locally ({sys.executable}); "
+    )
 
 
 def test_a_dependency_without_a_wheel_fails_synth_naming_it(tmp_path, offline_pip):

@@ -13,6 +13,7 @@ import pytest
 
 from idempotent_local import cdk
 from idempotent_local.cdk import CDK_CLI_VERSION, CdkError, find_cdk
+from idempotent_local.emulator import Emulator
 from idempotent_local.node import quiet_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,3 +130,41 @@ def test_node_banners_are_silenced_with_the_running_major_version(tools: Path) -
     assert env["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] == "21"
     assert env["JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION"] == "21"
     assert env["AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED"] == "true"
+
+
+# What the CDK CLI prints when the app's synth raises: Python's traceback, then the CLI's own line.
+SYNTH_FAILS = """\
+    #!/usr/bin/env bash
+    cat <<'OUT'
+    Traceback (most recent call last):
+      File "/home/me/shop/app.py", line 54, in <module>
+        ShopStack(app, "Shop")
+      File "/home/me/shop/.venv/lib/python3.11/site-packages/jsii/_runtime.py", line 135, in __call__
+        inst = super(JSIIMeta, cast(JSIIMeta, cls)).__call__(*args, **kwargs)
+      File "/home/me/idempotent_pipeline/_rules.py", line 223, in enforce
+        raise ConfigurationError(message)
+    RAISED
+    python3 app.py: Subprocess exited with error 1
+    OUT
+    exit 1
+    """.replace(
+    "RAISED",
+    "idempotent_runtime.contract.ConfigurationError: ConsumerOptions.batch_size must be between 1 and 10 "
+    "(FIFO queue); got 11",
+)
+
+
+def test_a_synth_error_is_said_first_and_the_traceback_stays_in_the_log(tmp_path: Path) -> None:
+    app = tmp_path / "shop"
+    (app / "cdk.json").parent.mkdir()
+    (app / "cdk.json").write_text('{"app": "python3 app.py"}')
+    _executable(app / "node_modules" / ".bin" / "cdk", SYNTH_FAILS)
+    state = tmp_path / "state"
+    with pytest.raises(cdk.CdkError) as raised:
+        cdk.Cdk(Emulator(pid=0, port=1, state_dir=str(state)), app).deploy()
+    assert str(raised.value) == (
+        "the app failed in `cdk deploy --all --require-approval never`: ConfigurationError: "
+        "ConsumerOptions.batch_size must be between 1 and 10 (FIFO queue); got 11\n"
+        f"the traceback and the CLI's output: in {state / 'cdk-deploy.log'} (or run again with -v)"
+    )
+    assert "Traceback (most recent call last):" in (state / "cdk-deploy.log").read_text()

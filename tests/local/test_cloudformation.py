@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from stack_helpers import deploy, queue_attributes
 
 from idempotent_local.emulator import Emulator
 
@@ -136,23 +137,8 @@ def _template(
     )
 
 
-def _deploy(emulator: Emulator, template: str, stack: str = "Taught") -> dict[str, str]:
-    cloudformation = emulator.client("cloudformation")
-    try:
-        cloudformation.describe_stacks(StackName=stack)
-        cloudformation.update_stack(StackName=stack, TemplateBody=template)
-    except ClientError:
-        cloudformation.create_stack(StackName=stack, TemplateBody=template)
-    resources = cloudformation.list_stack_resources(StackName=stack)["StackResourceSummaries"]
-    return {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in resources}
-
-
-def _queue_attributes(emulator: Emulator, url: str) -> dict[str, str]:
-    return emulator.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-
-
 def test_raw_subscription_delivers_topic_messages_to_the_queue(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _template())
+    ids = deploy(clean_emulator, _template())
     sns, sqs = clean_emulator.client("sns"), clean_emulator.client("sqs")
     attributes = sns.get_subscription_attributes(SubscriptionArn=ids["Subscription"])["Attributes"]
     assert attributes["RawMessageDelivery"] == "true"
@@ -169,7 +155,7 @@ def test_raw_subscription_delivers_topic_messages_to_the_queue(clean_emulator: E
 
 
 def test_content_based_deduplication_of_the_topic_drops_a_republished_body(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _template())
+    ids = deploy(clean_emulator, _template())
     sns, sqs = clean_emulator.client("sns"), clean_emulator.client("sqs")
     for body in ("same", "same", "other"):
         sns.publish(TopicArn=ids["Topic"], Message=body, MessageGroupId="g")
@@ -180,16 +166,16 @@ def test_content_based_deduplication_of_the_topic_drops_a_republished_body(clean
 
 
 def test_queue_and_topic_policies_are_set_and_removed_with_the_resource(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _template())
-    policy = json.loads(_queue_attributes(clean_emulator, ids["Queue"])["Policy"])
+    ids = deploy(clean_emulator, _template())
+    policy = json.loads(queue_attributes(clean_emulator, ids["Queue"])["Policy"])
     assert policy["Statement"] == QUEUE_POLICY["Statement"]
     topic_policy = json.loads(
         clean_emulator.client("sns").get_topic_attributes(TopicArn=ids["Topic"])["Attributes"]["Policy"]
     )
     assert topic_policy["Statement"][0]["Sid"] == "deny-insecure"
 
-    _deploy(clean_emulator, _template(policy=False))
-    assert "Policy" not in _queue_attributes(clean_emulator, ids["Queue"])
+    deploy(clean_emulator, _template(policy=False))
+    assert "Policy" not in queue_attributes(clean_emulator, ids["Queue"])
     topic_policy = json.loads(
         clean_emulator.client("sns").get_topic_attributes(TopicArn=ids["Topic"])["Attributes"]["Policy"]
     )
@@ -197,15 +183,15 @@ def test_queue_and_topic_policies_are_set_and_removed_with_the_resource(clean_em
 
 
 def test_redrive_policy_points_at_the_generated_fifo_dead_letter_queue(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _template())
+    ids = deploy(clean_emulator, _template())
     assert ids["DeadLetterQueue"].endswith(".fifo")
-    dlq_arn = _queue_attributes(clean_emulator, ids["DeadLetterQueue"])["QueueArn"]
-    redrive = json.loads(_queue_attributes(clean_emulator, ids["Queue"])["RedrivePolicy"])
+    dlq_arn = queue_attributes(clean_emulator, ids["DeadLetterQueue"])["QueueArn"]
+    redrive = json.loads(queue_attributes(clean_emulator, ids["Queue"])["RedrivePolicy"])
     assert redrive == {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 3}
 
 
 def test_table_gets_time_to_live_and_point_in_time_recovery(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _template())
+    ids = deploy(clean_emulator, _template())
     dynamodb = clean_emulator.client("dynamodb")
     ttl = dynamodb.describe_time_to_live(TableName=ids["Table"])["TimeToLiveDescription"]
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
@@ -214,22 +200,18 @@ def test_table_gets_time_to_live_and_point_in_time_recovery(clean_emulator: Emul
 
 
 def test_update_changes_resources_in_place_and_keeps_the_subscription(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _template())
+    ids = deploy(clean_emulator, _template())
     dynamodb, sns = clean_emulator.client("dynamodb"), clean_emulator.client("sns")
     dynamodb.put_item(TableName=ids["Table"], Item={"pk": {"S": "kept"}, "sk": {"S": "1"}})
 
-    updated = _deploy(
-        clean_emulator, _template(ttl_attribute="gone_at", display_name="two", max_receive_count=7)
-    )
+    updated = deploy(clean_emulator, _template(ttl_attribute=None, display_name="two", max_receive_count=7))
 
     assert updated == ids  # same physical resources: nothing replaced
     ttl = dynamodb.describe_time_to_live(TableName=ids["Table"])["TimeToLiveDescription"]
-    assert ttl["AttributeName"] == "gone_at"
+    assert ttl["TimeToLiveStatus"] == "DISABLED"  # the specification left the template
     assert dynamodb.get_item(TableName=ids["Table"], Key={"pk": {"S": "kept"}, "sk": {"S": "1"}})["Item"]
-    assert (
-        json.loads(_queue_attributes(clean_emulator, ids["Queue"])["RedrivePolicy"])["maxReceiveCount"] == 7
-    )
-    assert "Policy" in _queue_attributes(clean_emulator, ids["Queue"])  # the queue update kept the policy
+    assert json.loads(queue_attributes(clean_emulator, ids["Queue"])["RedrivePolicy"])["maxReceiveCount"] == 7
+    assert "Policy" in queue_attributes(clean_emulator, ids["Queue"])  # the queue update kept the policy
     assert sns.get_topic_attributes(TopicArn=ids["Topic"])["Attributes"]["DisplayName"] == "two"
     assert [
         s["SubscriptionArn"] for s in sns.list_subscriptions_by_topic(TopicArn=ids["Topic"])["Subscriptions"]
@@ -245,13 +227,13 @@ def test_a_replaced_table_outlives_its_replacement_only_when_retained(
     template = json.loads(_template())
     if retain:
         template["Resources"]["Table"].update(UpdateReplacePolicy="Retain", DeletionPolicy="Retain")
-    ids = _deploy(clean_emulator, json.dumps(template))
+    ids = deploy(clean_emulator, json.dumps(template))
     dynamodb = clean_emulator.client("dynamodb")
     dynamodb.put_item(TableName=ids["Table"], Item={"pk": {"S": "kept"}, "sk": {"S": "1"}})
 
     table = template["Resources"]["Table"]["Properties"]
     table["KeySchema"][0]["AttributeName"] = table["AttributeDefinitions"][0]["AttributeName"] = "order_id"
-    replaced = _deploy(clean_emulator, json.dumps(template))
+    replaced = deploy(clean_emulator, json.dumps(template))
 
     assert replaced["Table"] != ids["Table"]
     tables = dynamodb.list_tables()["TableNames"]
@@ -265,14 +247,14 @@ def test_a_replaced_table_outlives_its_replacement_only_when_retained(
 
 
 def test_switching_raw_delivery_off_updates_the_subscription(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _template())
-    _deploy(clean_emulator, _template(raw=False))
+    ids = deploy(clean_emulator, _template())
+    deploy(clean_emulator, _template(raw=False))
     attributes = clean_emulator.client("sns").get_subscription_attributes(SubscriptionArn=ids["Subscription"])
     assert attributes["Attributes"]["RawMessageDelivery"] == "false"
 
 
 def test_alarm_and_cdk_metadata_are_stack_resources(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _template())
+    ids = deploy(clean_emulator, _template())
     alarms = clean_emulator.client("cloudwatch").describe_alarms(AlarmNames=[ids["Alarm"]])["MetricAlarms"]
     assert [a["MetricName"] for a in alarms] == ["ApproximateNumberOfMessagesVisible"]
     assert alarms[0]["Dimensions"][0]["Value"].endswith(".fifo")
@@ -284,7 +266,7 @@ def test_alarm_and_cdk_metadata_are_stack_resources(clean_emulator: Emulator) ->
 
 
 def test_deleting_the_stack_removes_every_taught_resource(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _template())
+    ids = deploy(clean_emulator, _template())
     clean_emulator.client("cloudformation").delete_stack(StackName="Taught")
     assert clean_emulator.client("sns").list_subscriptions()["Subscriptions"] == []
     assert clean_emulator.client("sqs").list_queues().get("QueueUrls", []) == []
@@ -296,7 +278,7 @@ def test_deleting_the_stack_removes_every_taught_resource(clean_emulator: Emulat
 
 def test_change_sets_are_looked_up_within_their_stack(clean_emulator: Emulator) -> None:
     cloudformation = clean_emulator.client("cloudformation")
-    _deploy(clean_emulator, _template(), stack="First")
+    deploy(clean_emulator, _template(), stack="First")
     cloudformation.create_change_set(
         StackName="First",
         ChangeSetName="same-name",
@@ -315,7 +297,7 @@ def test_change_sets_are_looked_up_within_their_stack(clean_emulator: Emulator) 
 
 
 def test_event_source_mapping_leaves_messages_for_the_runner(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _template())
+    ids = deploy(clean_emulator, _template())
     iam, lambda_ = clean_emulator.client("iam"), clean_emulator.client("lambda")
     role = iam.create_role(RoleName=f"r-{uuid.uuid4().hex[:6]}", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     lambda_.create_function(
@@ -325,7 +307,7 @@ def test_event_source_mapping_leaves_messages_for_the_runner(clean_emulator: Emu
         Handler="h.handler",
         Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
     )
-    queue_arn = _queue_attributes(clean_emulator, ids["Queue"])["QueueArn"]
+    queue_arn = queue_attributes(clean_emulator, ids["Queue"])["QueueArn"]
     lambda_.create_event_source_mapping(
         EventSourceArn=queue_arn,
         FunctionName="consumer",
@@ -333,7 +315,7 @@ def test_event_source_mapping_leaves_messages_for_the_runner(clean_emulator: Emu
         FunctionResponseTypes=["ReportBatchItemFailures"],
     )
     clean_emulator.client("sns").publish(TopicArn=ids["Topic"], Message="kept", MessageGroupId="g")
-    attributes = _queue_attributes(clean_emulator, ids["Queue"])
+    attributes = queue_attributes(clean_emulator, ids["Queue"])
     assert attributes["ApproximateNumberOfMessages"] == "1"
     message = clean_emulator.client("sqs").receive_message(QueueUrl=ids["Queue"], AttributeNames=["All"])
     assert message["Messages"][0]["Attributes"]["ApproximateReceiveCount"] == "1"
@@ -350,7 +332,7 @@ def _changes(emulator: Emulator, stack: str, template: str) -> dict[str, dict[st
 
 
 def test_change_set_names_each_changed_property_and_whether_it_replaces(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _template())
+    ids = deploy(clean_emulator, _template())
     changes = _changes(clean_emulator, "Taught", _template(display_name="two", max_receive_count=7))
 
     assert set(changes) == {"Queue", "Topic"}
@@ -373,7 +355,7 @@ def test_change_set_names_each_changed_property_and_whether_it_replaces(clean_em
 
 
 def test_change_set_marks_a_replacing_property(clean_emulator: Emulator) -> None:
-    _deploy(clean_emulator, _template())
+    deploy(clean_emulator, _template())
     changes = _changes(clean_emulator, "Taught", _template(topic_name="renamed-topic.fifo"))
     topic = changes["Topic"]
     assert topic["Replacement"] == "True"
@@ -422,7 +404,7 @@ def _standard_template() -> str:
 
 
 def test_standard_queues_with_generated_names_deploy_and_deliver(clean_emulator: Emulator) -> None:
-    ids = _deploy(clean_emulator, _standard_template(), stack=STANDARD_STACK)
+    ids = deploy(clean_emulator, _standard_template(), stack=STANDARD_STACK)
     sns, sqs = clean_emulator.client("sns"), clean_emulator.client("sqs")
     names = {logical: url.rsplit("/", 1)[-1] for logical, url in ids.items() if "Queue" in logical}
 
@@ -433,7 +415,7 @@ def test_standard_queues_with_generated_names_deploy_and_deliver(clean_emulator:
     assert all(name.startswith(STANDARD_STACK[:20]) for name in names.values())
     topic = ids["PipelineMessagingTopicWithAGeneratedName"]
     attributes = sns.get_subscription_attributes(SubscriptionArn=ids["Subscription"])["Attributes"]
-    dlq_arn = _queue_attributes(clean_emulator, ids["PipelineMessagingSubscriptionDeadLetterQueue4567CDEF"])[
+    dlq_arn = queue_attributes(clean_emulator, ids["PipelineMessagingSubscriptionDeadLetterQueue4567CDEF"])[
         "QueueArn"
     ]
     assert json.loads(attributes["RedrivePolicy"]) == {"deadLetterTargetArn": dlq_arn}

@@ -13,6 +13,8 @@ import dataclasses
 import io
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,7 +128,7 @@ def _pipeline_of(emulator: Emulator, table_name: str) -> Any:
 
 def test_every_resource_of_the_template_exists_in_the_emulator(deployment: Deployment) -> None:
     (stack,) = deployed_stacks(deployment.emulator)
-    assert (stack.name, stack.status, stack.not_created) == (STACK, "CREATE_COMPLETE", [])
+    assert (stack.name, stack.status, stack.problems()) == (STACK, "CREATE_COMPLETE", [])
     assert set(deployment.physical) == set(deployment.template["Resources"])
     assert set(deployment.outputs) == {
         "TopicArn",
@@ -332,6 +334,36 @@ def test_env_points_a_shell_at_the_emulator_and_keeps_node_quiet_there(deploymen
     assert not [name for name in exported if name.startswith("NPM_CONFIG_") or name.startswith("CDK_")]
 
 
+def test_env_points_a_shell_only_at_what_exists_and_env_unset_undoes_it(emulator: Emulator) -> None:
+    local = f"{sys.executable} -m idempotent_local"
+    where = f"--state-dir {emulator.state_dir}"
+    script = (
+        f'eval "$({local} env {where})"; env > after-env.txt; '
+        f'eval "$({local} env --unset)"; env > after-unset.txt'
+    )
+    work = Path(emulator.state_dir) / "shell"
+    work.mkdir(exist_ok=True)
+    before = {**os.environ, "AWS_PROFILE": "mine", "KEPT": "yes"}
+    subprocess.run(["bash", "-c", script], cwd=work, env=before, check=True)
+
+    def read(name: str) -> dict[str, str]:
+        lines = (work / name).read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines if "=" in line)
+
+    after_env, after_unset = read("after-env.txt"), read("after-unset.txt")
+    assert after_env["AWS_ENDPOINT_URL"] == emulator.endpoint
+    # No file that does not exist: the AWS CLI's own profile files stay as they were.
+    assert "AWS_CONFIG_FILE" not in after_env and "AWS_SHARED_CREDENTIALS_FILE" not in after_env
+    set_by_env = {
+        name
+        for name in after_env
+        if name.startswith(("AWS_", "JSII_")) and after_env[name] != before.get(name)
+    }
+    assert "AWS_ACCESS_KEY_ID" in set_by_env
+    assert not set_by_env & set(after_unset)  # all undone ...
+    assert (after_unset["AWS_PROFILE"], after_unset["KEPT"]) == ("mine", "yes")  # ... and nothing else
+
+
 def test_diff_shows_a_changed_prop_against_what_is_deployed(deployment: Deployment) -> None:
     printed = io.StringIO()
     args = ["diff", "--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
@@ -341,6 +373,13 @@ def test_diff_shows_a_changed_prop_against_what_is_deployed(deployment: Deployme
     assert "There were no differences" not in printed.getvalue()
     assert "AWS::SQS::Queue" in printed.getvalue()
     assert "RedrivePolicy" in printed.getvalue()
+
+
+def test_diff_fails_when_the_synth_fails(deployment: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["diff", "--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
+    args += ["--output", str(deployment.output), "-c", "batch_size=five"]
+    assert main(args) == 1
+    assert "context batch_size must be an integer; got 'five'" in capsys.readouterr().err
 
 
 STAMP = """
@@ -424,6 +463,32 @@ def test_a_standard_pipeline_deploys_and_runs_through_the_runner_and_the_demo(de
     destroyed = main(["destroy", STANDARD, "--keep-emulator", *where, "-c", context[0], "-c", context[1]])
     assert destroyed == 0
     assert [s.name for s in deployed_stacks(deployment.emulator)] == [STACK]
+
+
+def test_a_topic_dropped_by_a_redeploy_and_added_back_by_the_next_is_back_and_delivers(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As a user iterating on an app: deploy, deploy -c topic=false, deploy (a stack of its own).
+    name = "Toggled"
+    cloudformation, sns = deployment.emulator.client("cloudformation"), deployment.emulator.client("sns")
+    for topic in ("true", "false", "true"):
+        assert _deploy(deployment.state_dir, deployment.output, f"stack_name={name}", f"topic={topic}") == 0
+        stack = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+        if topic == "false":
+            assert "TopicArn" not in outputs
+            assert not [t for t in sns.list_topics()["Topics"] if f"{name}-" in t["TopicArn"]]
+    printed = capsys.readouterr().out
+    assert printed.count(f"    {name}: UPDATE_COMPLETE,") == 2
+    assert "    ! " not in printed  # every resource the stack lists exists
+    assert sns.get_topic_attributes(TopicArn=outputs["TopicArn"])["Attributes"]["TopicArn"]
+    sns.publish(TopicArn=outputs["TopicArn"], Message='{"back": true}', MessageGroupId="back")
+    sqs = deployment.emulator.client("sqs")
+    (message,) = sqs.receive_message(QueueUrl=outputs["QueueUrl"], WaitTimeSeconds=1)["Messages"]
+    assert message["Body"] == '{"back": true}'
+    where = ["--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
+    where += ["--output", str(deployment.output), "-c", f"stack_name={name}"]
+    assert main(["destroy", name, "--keep-emulator", *where]) == 0
 
 
 def test_the_cli_demo_refuses_a_pipeline_with_a_processor_before_publishing(deployment: Deployment) -> None:

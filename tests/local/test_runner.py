@@ -5,17 +5,23 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
 import textwrap
 import threading
 import time
 import uuid
 import zipfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from idempotent_local.emulator import Emulator
 from idempotent_local.runner import EventSourceRunner, Mapping, RunnerError, lambda_sqs_event
+from idempotent_local.wheels import this_python
 
 PROBE = textwrap.dedent(
     """
@@ -433,20 +439,158 @@ def _visible(emulator: Emulator, url: str) -> int:
     return int(attributes["ApproximateNumberOfMessages"])
 
 
-def test_retry_delay_also_applies_after_a_cold_start_failure(clean_emulator: Emulator) -> None:
+def _receives(emulator: Emulator, url: str) -> list[str]:
+    """The receive counts of the messages in the queue, after this very receive (which counts)."""
+    sqs = emulator.client("sqs")
+    messages = sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"], VisibilityTimeout=0
+    ).get("Messages", [])
+    return [m["Attributes"]["ApproximateReceiveCount"] for m in messages]
+
+
+def test_a_function_that_fails_its_cold_start_leaves_its_messages_unreceived(
+    clean_emulator: Emulator,
+) -> None:
+    """A cold start that fails every time would otherwise use up the messages' receives, and the queue would
+    move them to the dead-letter queue without a reason."""
     broken = {"probe.py": 'raise RuntimeError("TABLE_NAME is required; got nothing")\n'}
     deployed = _deploy(clean_emulator, code=broken, visibility_timeout=600)
     deployed.send("a")
     with deployed.runner(retry_delay=0) as runner:
         (mapping,) = runner.mappings()
-        with pytest.raises(RunnerError, match="cold start"):
-            runner.poll(mapping, wait_seconds=0)
-        deadline = time.monotonic() + 10
-        while _visible(clean_emulator, deployed.queue_url) == 0 and time.monotonic() < deadline:
+        for _ in range(3):
+            with pytest.raises(RunnerError, match="cold start: RuntimeError: TABLE_NAME"):
+                runner.poll(mapping, wait_seconds=0)
+    assert _receives(clean_emulator, deployed.queue_url) == ["1"]  # this receive is the first
+    assert runner.stats.totals()["failed"] == 0 and runner.stats.invocations == 0
+
+
+# What pip leaves of a compiled dependency installed for the function's runtime in AWS (CPython 3.14, arm64):
+# an extension module this Python does not even look for, and the wheel's tag.
+FOREIGN = {
+    "probe.py": "import native\n" + PROBE,
+    "native/__init__.py": "from native._speedups import speed\n",
+    "native/_speedups.cpython-314-aarch64-linux-gnu.so": "\x7fELF (built for aarch64)",
+    "native-2.1.dist-info/WHEEL": (
+        "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp314-cp314-manylinux_2_17_aarch64\n"
+    ),
+    "pure-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+
+
+def test_code_bundled_for_another_python_is_named_before_anything_is_received(
+    clean_emulator: Emulator,
+) -> None:
+    deployed = _deploy(clean_emulator, code=FOREIGN, visibility_timeout=600)
+    deployed.send("a")
+    with deployed.runner(retry_delay=0) as runner, pytest.raises(RunnerError) as raised:
+        runner.poll(runner.mappings()[0], wait_seconds=0)
+    assert str(raised.value).startswith(
+        "function consumer cannot run on this machine: its code holds native 2.1 "
+        f"(cp314-cp314-manylinux_2_17_aarch64), which {this_python()} (the Python `local run` uses) cannot "
+        "import: its requirements were installed for the function's runtime in AWS. Redeploy with "
+        "`idempotent-pipeline local deploy`"
+    )
+    assert "pure 1.0" not in str(raised.value)
+    assert _receives(clean_emulator, deployed.queue_url) == ["1"]
+
+
+def test_run_says_once_that_a_function_cannot_run_and_sums_it_up(
+    clean_emulator: Emulator, capsys: pytest.CaptureFixture
+) -> None:
+    deployed = _deploy(clean_emulator, code=FOREIGN, visibility_timeout=600)
+    deployed.send("a")
+    stop = threading.Event()
+    attempts: list[str] = []
+    with deployed.runner(retry_delay=0) as runner:
+        runner._lambda.meta.events.register(
+            "provide-client-params.lambda.GetFunctionConfiguration",
+            lambda params, **kwargs: attempts.append(params["FunctionName"]),
+        )
+        thread = threading.Thread(target=runner.run, args=(stop,))
+        thread.start()
+        deadline = time.monotonic() + 120
+        while len(attempts) < 3 and time.monotonic() < deadline:
             time.sleep(0.1)
-        # Visible again after the retry delay, not after the 600 s visibility timeout.
-        assert _visible(clean_emulator, deployed.queue_url) == 1
-    assert runner.stats.totals()["failed"] == 1
+        stop.set()
+        thread.join(60)
+    assert len(attempts) >= 3  # tried again and again (a redeploy would fix it) ...
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("runner: consumer: ")]
+    assert len(said) == 1 and "cannot run on this machine" in said[0]  # ... and said it once
+    assert "\nconsumer could not run, its messages wait in the queue: function consumer cannot run" in (
+        runner.stats.summary()
+    )
+    assert _receives(clean_emulator, deployed.queue_url) == ["1"]
+
+
+def test_stopping_abandons_a_cold_start_in_progress(clean_emulator: Emulator) -> None:
+    """Ctrl-C during a slow cold start: the runner stops at once, it does not wait for the import."""
+    slow = {"probe.py": "import time\ntime.sleep(300)\n"}
+    deployed = _deploy(clean_emulator, code=slow)
+    stop = threading.Event()
+    runner = deployed.runner()
+    thread = threading.Thread(target=runner.run, args=(stop,))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not any(w.process is not None for w in list(runner._workers.values())):
+        assert time.monotonic() < deadline, "the worker never started"
+        time.sleep(0.1)
+    started = time.monotonic()
+    stop.set()
+    thread.join(120)
+    runner.close()
+    # The cold start's own limit is 60 s: stopping does not wait for it.
+    assert not thread.is_alive() and time.monotonic() - started < 30
+
+
+def _local_run(emulator: Emulator, *args: str, ignore_sigint: bool = False) -> subprocess.Popen[str]:
+    """`local run` in its own process group; ``ignore_sigint``: as a script's shell starts a background job
+    (`idempotent-pipeline local run &`), with SIGINT ignored."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "idempotent_local", "run", "--state-dir", emulator.state_dir, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None,
+    )
+
+
+@pytest.mark.parametrize("ignore_sigint", [False, True], ids=["foreground", "background-of-a-script"])
+def test_local_run_stops_on_ctrl_c(clean_emulator: Emulator, ignore_sigint: bool) -> None:
+    _deploy(clean_emulator)
+    runner = _local_run(clean_emulator, "--wait", "1", ignore_sigint=ignore_sigint)
+    assert runner.stdout is not None
+    assert runner.stdout.readline().startswith("polling 1 event source mapping(s)")  # it is running
+    os.killpg(runner.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole process group
+    try:
+        out, err = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+    assert runner.returncode == 0, out + err
+    assert out.strip().splitlines()[-1].startswith("0 messages: ")
+    log = Path(clean_emulator.state_dir) / "logs" / "consumer.log"
+    assert "KeyboardInterrupt" not in (log.read_text() if log.exists() else "")  # the runner stops them
+
+
+def test_local_run_drain_processes_everything_then_exits_with_a_summary(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator, max_receive_count=2)
+    deployed.send("ok-1", "ok-2")
+    drained = _local_run(clean_emulator, "--drain", "--retry-delay", "0")
+    out, err = drained.communicate(timeout=300)
+    assert drained.returncode == 0, out + err
+    assert "until every queue is empty" in out.splitlines()[0]
+    assert out.strip().splitlines()[-1] == (
+        "2 messages: 0 processed, 0 duplicate, 0 quarantined, 0 failed, 2 succeeded; 2 deliveries in "
+        "1 invocation"
+    )
+    assert sorted(item["sk"]["S"] for item in deployed.items("record")) == ["ok-1", "ok-2"]
+    deployed.send("fail-1")  # fails on both receives: SQS moves it to the DLQ
+    failing = _local_run(clean_emulator, "--drain", "--retry-delay", "0")
+    out, err = failing.communicate(timeout=300)
+    assert failing.returncode == 1, out + err
+    assert "1 failed" in out.strip().splitlines()[-1]
 
 
 def test_run_polls_every_mapping_at_the_same_time(clean_emulator: Emulator) -> None:

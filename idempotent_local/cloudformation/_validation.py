@@ -1,0 +1,104 @@
+"""What CloudFormation refuses in a template before it changes anything, and moto 5.2.5 does not.
+
+Moto resolves a ``Fn::GetAtt`` only when it needs the value: a template naming an attribute its resource
+type does not have is created, and every later ``DescribeStacks`` that lists the stack fails while
+resolving its outputs (HTTP 500 for every stack). CloudFormation answers the request with a
+``ValidationError`` and creates nothing; so does :func:`check`, from each type's ``has_cfn_attr`` (the taught
+types declare exactly the attributes AWS has). A cycle between resources is refused the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from moto.cloudformation import parsing
+from moto.cloudformation.exceptions import ValidationError
+from moto.cloudformation.models import Stack
+
+from idempotent_local.cloudformation._updates import SUB_VARIABLE, references
+
+
+def _get_atts(value: Any) -> Iterator[tuple[str, Any]]:
+    """Every ``(logical id, attribute)`` that ``value`` reads with ``Fn::GetAtt`` or ``Fn::Sub``."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "Fn::GetAtt":
+                yield tuple(item.split(".", 1)) if isinstance(item, str) else (item[0], item[1])  # type: ignore[misc]
+            elif key == "Fn::Sub":
+                text = item[0] if isinstance(item, list) else item
+                for name in SUB_VARIABLE.findall(str(text)):
+                    if "." in name:
+                        yield tuple(name.split(".", 1))  # type: ignore[misc]
+                yield from _get_atts(item)
+            else:
+                yield from _get_atts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _get_atts(item)
+
+
+def _cycle(resources: dict[str, Any]) -> list[str] | None:
+    """The logical ids of one dependency cycle among ``resources``, if there is one."""
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(logical_id: str) -> list[str] | None:
+        state[logical_id] = "visiting"
+        path.append(logical_id)
+        spec = resources[logical_id] if isinstance(resources[logical_id], dict) else {}
+        depends = spec.get("DependsOn", [])
+        for target in sorted(references(spec) | set([depends] if isinstance(depends, str) else depends)):
+            if target not in resources or state.get(target) == "done":
+                continue
+            if state.get(target) == "visiting":
+                return path[path.index(target) :]
+            found = visit(target)
+            if found:
+                return found
+        state[logical_id] = "done"
+        path.pop()
+        return None
+
+    for logical_id in resources:
+        if logical_id not in state:
+            found = visit(logical_id)
+            if found:
+                return found
+    return None
+
+
+def check(template: dict[str, Any]) -> None:
+    """Raise moto's ``ValidationError``, worded as CloudFormation's, for what CloudFormation refuses."""
+    resources = template.get("Resources") or {}
+    if not isinstance(resources, dict):
+        return
+    for target, attribute in _get_atts([resources, template.get("Outputs") or {}]):
+        if target not in resources:
+            raise ValidationError(
+                message=f"Template error: instance of Fn::GetAtt references undefined resource {target}"
+            )
+        kind = resources[target].get("Type", "") if isinstance(resources[target], dict) else ""
+        model = parsing.get_model_map().get(kind)  # a type moto does not know is skipped at deploy
+        if isinstance(attribute, str) and model is not None and not model.has_cfn_attr(attribute):
+            raise ValidationError(
+                message=f"Template error: resource {target} does not support attribute type {attribute} "
+                "in Fn::GetAtt"
+            )
+    cycle = _cycle(resources)
+    if cycle:
+        raise ValidationError(message=f"Circular dependency between resources: [{', '.join(cycle)}]")
+
+
+def checked(original: Any) -> Any:
+    """A backend method taking ``template=`` (CreateStack, UpdateStack, CreateChangeSet) checked first."""
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        template = kwargs.get("template")
+        if isinstance(template, str) and template:
+            parsed = Stack.parse_template(template)
+            if isinstance(parsed, dict):
+                check(parsed)
+        return original(self, *args, **kwargs)
+
+    return method

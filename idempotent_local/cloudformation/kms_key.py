@@ -1,0 +1,120 @@
+"""``AWS::KMS::Key``: moto 5.2.5 keeps the key policy as a dict (``DescribeKey`` then fails with HTTP 500),
+cannot update a key, deletes one at once where CloudFormation schedules its deletion, and lacks the
+``KeyId`` attribute."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+from moto.core.common_models import CloudFormationModel
+from moto.kms.models import Key as MotoKey
+from moto.kms.models import kms_backends
+
+from idempotent_local.cloudformation._common import adopt, as_bool, properties
+
+# Properties a key keeps for life: CloudFormation fails an update that changes one (it never replaces a key).
+IMMUTABLE = ("KeySpec", "KeyUsage", "MultiRegion", "Origin")
+DEFAULT_PENDING_WINDOW_DAYS = 30
+
+
+class KmsKey(MotoKey, CloudFormationModel):
+    """``AWS::KMS::Key``: a moto key with its policy as JSON text, updated in place, and scheduled for
+    deletion (``PendingWindowInDays``, 30 by default) when the stack drops it."""
+
+    GET_ATT = ("Arn", "KeyId")  # exactly AWS's
+
+    cfn_properties: dict[str, Any]  # the template's properties it was last deployed with
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return attr in cls.GET_ATT
+
+    def get_cfn_attribute(self, attribute_name: str) -> str:
+        if attribute_name == "Arn":
+            return self.arn
+        if attribute_name == "KeyId":
+            return self.id
+        raise UnformattedGetAttTemplateException()
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return ""
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return "AWS::KMS::Key"
+
+    @staticmethod
+    def _apply(key: MotoKey, props: dict[str, Any], account_id: str, region_name: str) -> None:
+        backend = kms_backends[account_id][region_name]
+        policy = props.get("KeyPolicy") or key.generate_default_policy()  # KMS's default key policy
+        backend.put_key_policy(key.id, json.dumps(policy) if isinstance(policy, dict) else str(policy))
+        backend.update_key_description(key.id, props.get("Description", ""))
+        if as_bool(props.get("EnableKeyRotation", False)):
+            backend.enable_key_rotation(key.id)
+        else:
+            backend.disable_key_rotation(key.id)
+        if as_bool(props.get("Enabled", True)):
+            backend.enable_key(key.id)
+        else:
+            backend.disable_key(key.id)
+
+    @classmethod
+    def create_from_cloudformation_json(  # type: ignore[misc]
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kw: Any,
+    ) -> KmsKey:
+        props = properties(cloudformation_json)
+        key = kms_backends[account_id][region_name].create_key(
+            policy=None,
+            key_usage=props.get("KeyUsage", "ENCRYPT_DECRYPT"),
+            key_spec=props.get("KeySpec", "SYMMETRIC_DEFAULT"),
+            description=props.get("Description", ""),
+            tags=props.get("Tags", []),
+            multi_region=as_bool(props.get("MultiRegion", False)),
+        )
+        cls._apply(key, props, account_id, region_name)
+        key = adopt(key, cls)
+        key.cfn_properties = props
+        return key
+
+    @classmethod
+    def update_from_cloudformation_json(  # type: ignore[misc]
+        cls,
+        original_resource: KmsKey,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> KmsKey:
+        props = properties(cloudformation_json)
+        for name in IMMUTABLE:
+            if props.get(name) != original_resource.cfn_properties.get(name):
+                key = original_resource.id
+                raise ValueError(
+                    f"You cannot change the {name} property of an existing KMS key ({key}); CloudFormation "
+                    "fails the update so that the key is not deleted by a replacement"
+                )
+        cls._apply(original_resource, props, account_id, region_name)
+        original_resource.cfn_properties = props
+        return original_resource
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        backend = kms_backends[account_id][region_name]
+        if self.id in backend.keys:
+            window = int(self.cfn_properties.get("PendingWindowInDays", DEFAULT_PENDING_WINDOW_DAYS))
+            backend.schedule_key_deletion(self.id, window)
+
+    @classmethod
+    def delete_from_cloudformation_json(  # type: ignore[misc]
+        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
+    ) -> None:
+        backend = kms_backends[account_id][region_name]
+        if resource_name in backend.keys:
+            backend.schedule_key_deletion(resource_name, DEFAULT_PENDING_WINDOW_DAYS)
