@@ -36,6 +36,7 @@ help:
 	@echo "make test-floor  the construct tests against the oldest aws-cdk-lib supported (part of make test)"
 	@echo "make release-check  build dist/ (sdist + wheel) and check it: twine, contents, install next to the floor"
 	@echo "make destroy   destroy the stack and stop the local emulator"
+	@echo "make integ     the integration tests on a real account: make integ AWS_PROFILE=... (deploys, asserts, destroys)"
 	@echo "make synth     synthesize the reference stack into cdk.out/ for review"
 	@echo "make bench     run the benchmarks, write benchmarks/results.{json,md,png}"
 	@echo "make lint      ruff and mypy"
@@ -136,6 +137,17 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/run.py
+
+# The integration tests (integ/integ_*.py, README "Proof on a real account"). `make test` checks their
+# snapshots offline; `make integ-snapshots` rewrites the snapshots that changed; `make integ` deploys every
+# test to the account of AWS_PROFILE (or the current credentials), runs its assertions and destroys it
+# (INTEG_ARGS="integ_guarded --keep": one test, stacks left for a look).
+.PHONY: integ integ-snapshots
+integ-snapshots: setup
+	$(PY) integ/harness.py snapshots
+
+integ: setup
+	$(PY) integ/harness.py deploy $(INTEG_ARGS)
 
 clean:
 	rm -rf cdk.out build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache

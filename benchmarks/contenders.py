@@ -91,7 +91,7 @@ def our_environment(mode: str, table_name: str) -> dict[str, str]:
 def build_ours(mode: str, table_name: str, dynamodb_client: Any) -> Handler:
     try:
         from idempotent_runtime.config import Config
-        from idempotent_runtime.consumer import build_handler
+        from idempotent_runtime.flow import build_handler
     except ImportError as error:
         raise RuntimeUnavailable(f"idempotent_runtime is not importable: {error}") from error
     try:

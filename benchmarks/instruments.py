@@ -85,7 +85,8 @@ class LatencyInjector:
 
 
 class StandingStubber(Stubber):
-    """A botocore Stubber that answers every call of an operation with the same response, in any order.
+    """A botocore Stubber that answers every call of an operation with the same response, in any order,
+    after ``delay_s`` (DynamoDB's round trip: a sleep releases the GIL as a socket wait does).
 
     The stock Stubber pops a queue of responses in call order, which concurrent threads (our runtime runs
     message groups in parallel) cannot honour. This one keeps one validated response per operation and
@@ -93,8 +94,18 @@ class StandingStubber(Stubber):
     No network, no moto: the request is built and validated by botocore, then answered in `before-call`.
     """
 
-    def __init__(self, client: Any, responses: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        client: Any,
+        responses: Mapping[str, Mapping[str, Any]],
+        delay_s: float = 0.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if delay_s < 0:
+            raise ValueError(f"delay_s must be >= 0, got {delay_s!r}")
         super().__init__(client)
+        self.delay_s = delay_s
+        self._sleep = sleep
         self._standing: dict[str, dict[str, Any]] = {}
         for method, response in responses.items():
             operation_name = client.meta.method_to_api_mapping.get(method)
@@ -121,6 +132,8 @@ class StandingStubber(Stubber):
         self._assert_expected_call_order(model, params)
         with self._lock:
             self.calls[model.name] += 1
+        if self.delay_s:
+            self._sleep(self.delay_s)
         http_response = AWSResponse(None, 200, {}, None)
         return http_response, dict(self._standing[model.name])
 

@@ -34,7 +34,21 @@ class PlainPipelineStack(cdk.Stack):
 
     def __init__(self, scope: Construct, construct_id: str, **kwargs: object) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+        topic, queue, dead_letter_queue, subscription_dead_letter_queue = self._messaging()
+        table = self._table()
+        function = self._consumer(queue, dead_letter_queue, table)
+        self._alarms(topic, queue, dead_letter_queue, subscription_dead_letter_queue, function)
+        for name, value in (
+            ("TopicArn", topic.topic_arn),
+            ("QueueUrl", queue.queue_url),
+            ("DeadLetterQueueUrl", dead_letter_queue.queue_url),
+            ("SubscriptionDeadLetterQueueUrl", subscription_dead_letter_queue.queue_url),
+            ("TableName", table.table_name),
+            ("FunctionName", function.function_name),
+        ):
+            cdk.CfnOutput(self, name, value=value)
 
+    def _messaging(self) -> tuple[sns.Topic, sqs.Queue, sqs.Queue, sqs.Queue]:
         topic = sns.Topic(self, "Topic", fifo=True, content_based_deduplication=True, enforce_ssl=True)
         dead_letter_queue = sqs.Queue(
             self,
@@ -73,8 +87,10 @@ class PlainPipelineStack(cdk.Stack):
                 queue, raw_message_delivery=True, dead_letter_queue=subscription_dead_letter_queue
             )
         )
+        return topic, queue, dead_letter_queue, subscription_dead_letter_queue
 
-        table = dynamodb.Table(
+    def _table(self) -> dynamodb.Table:
+        return dynamodb.Table(
             self,
             "Table",
             partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
@@ -89,6 +105,9 @@ class PlainPipelineStack(cdk.Stack):
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
 
+    def _consumer(
+        self, queue: sqs.Queue, dead_letter_queue: sqs.Queue, table: dynamodb.Table
+    ) -> lambda_.Function:
         log_group = logs.LogGroup(self, "LogGroup", retention=logs.RetentionDays.ONE_MONTH)
         role = iam.Role(
             self,
@@ -134,7 +153,16 @@ class PlainPipelineStack(cdk.Stack):
         function.add_event_source(
             event_sources.SqsEventSource(queue, batch_size=10, report_batch_item_failures=True)
         )
+        return function
 
+    def _alarms(
+        self,
+        topic: sns.Topic,
+        queue: sqs.Queue,
+        dead_letter_queue: sqs.Queue,
+        subscription_dead_letter_queue: sqs.Queue,
+        function: lambda_.Function,
+    ) -> None:
         one_minute = cdk.Duration.minutes(1)
         at_least = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
         not_breaching = cloudwatch.TreatMissingData.NOT_BREACHING
@@ -200,13 +228,3 @@ class PlainPipelineStack(cdk.Stack):
             1,
             "the consumer function failed invocations",
         )
-
-        for name, value in (
-            ("TopicArn", topic.topic_arn),
-            ("QueueUrl", queue.queue_url),
-            ("DeadLetterQueueUrl", dead_letter_queue.queue_url),
-            ("SubscriptionDeadLetterQueueUrl", subscription_dead_letter_queue.queue_url),
-            ("TableName", table.table_name),
-            ("FunctionName", function_name),
-        ):
-            cdk.CfnOutput(self, name, value=value)

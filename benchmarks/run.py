@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/run.py [--quick] [--skip-test-suite] [--skip-synth] [--only SECTION ...]
 
-Sections: cpu, requests, latency, logs, cold_init, synth (synth time + asset size), test_suite; the cost per
+Sections: cpu, requests, latency, logs, cold_init, synth (synth time + asset size), volume (the local cloud at
+10,000 messages), test_suite; the cost per
 million messages is computed from the requests, latency and logs sections when all three ran. A section that
 cannot run (e.g. a runtime mode not in this checkout) leaves its metrics in the table as "not measured" with
 the reason; an unexpected error does the same and makes the exit status 1.
@@ -33,6 +34,7 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/run.py` puts benchmarks
 from benchmarks import contenders as cont  # noqa: E402
 from benchmarks import cost_model  # noqa: E402
 from benchmarks import runtime_bench as rb  # noqa: E402
+from benchmarks import volume_bench as vb  # noqa: E402
 from benchmarks.report import (  # noqa: E402
     TIMES,
     Metric,
@@ -45,18 +47,21 @@ from benchmarks.report import (  # noqa: E402
 )
 
 # CPU first: it is the most sensitive to what earlier sections leave in the process (moto state, threads).
-SECTIONS = ("cpu", "requests", "latency", "logs", "cold_init", "synth", "test_suite")
+SECTIONS = ("cpu", "requests", "latency", "logs", "cold_init", "synth", "volume", "test_suite")
 OUT_DIR = Path(__file__).resolve().parent
 
 
 class Settings:
     def __init__(self, quick: bool) -> None:
         self.latency_repeats = 2 if quick else 7
-        self.latency_delay_s = 0.010
+        # DynamoDB's round trip in the latency and CPU rows: a sleep before it answers.
+        self.dynamodb_delay_s = 0.010
         self.cpu_rounds = 2 if quick else 15
         self.cpu_batches = 3 if quick else 6
         self.cold_runs = 3 if quick else 21
         self.synth_pairs = 1 if quick else 15
+        # The emulator at volume: the small size before and after the large one (drift weighs on both).
+        self.volume_sizes = (100, 1000, 100) if quick else (1000, 10000, 1000)
 
 
 def log(message: str) -> None:
@@ -154,7 +159,7 @@ def requests_section(settings: Settings) -> list[Metric]:
 
 def latency_section(settings: Settings) -> tuple[list[Metric], dict[str, dict[int, float]]]:
     available, missing = _available_modes()
-    delay_ms = settings.latency_delay_s * 1000
+    delay_ms = settings.dynamodb_delay_s * 1000
     method = (
         "wall time of one handler call on a 10-record FIFO batch spread over N groups; "
         f"{delay_ms:.0f} ms slept in `before-send` before each DynamoDB request, then moto in-process "
@@ -163,7 +168,7 @@ def latency_section(settings: Settings) -> tuple[list[Metric], dict[str, dict[in
     contenders = [cont.POWERTOOLS] + [cont.ours(mode) for mode in available]
     group_counts = (1, 5, 10)
     samples = rb.batch_latency(
-        contenders, group_counts, delay_s=settings.latency_delay_s, repeats=settings.latency_repeats
+        contenders, group_counts, delay_s=settings.dynamodb_delay_s, repeats=settings.latency_repeats
     )
     metrics = []
     for mode in cont.MODES:
@@ -238,16 +243,21 @@ def cpu_section(settings: Settings) -> list[Metric]:
     available, missing = _available_modes()
     contenders = [cont.POWERTOOLS] + [cont.ours(mode) for mode in available]
     floor_of = cont.ours("document") if "document" in available else None
+    delay_s = settings.dynamodb_delay_s
     samples = rb.cpu_per_record(
-        contenders, rounds=settings.cpu_rounds, batches=settings.cpu_batches, floor_of=floor_of
+        contenders,
+        rounds=settings.cpu_rounds,
+        batches=settings.cpu_batches,
+        floor_of=floor_of,
+        delay_s=delay_s,
     )
 
     def method(groups: int) -> str:
         return (
             f"process CPU time (all threads) per record over {samples.records_per_round} new records "
             f"(10-record batches over {groups} group{'s' if groups > 1 else ''}) per round; DynamoDB "
-            "answered by a botocore Stubber (no network, no moto); contenders alternated, median of "
-            f"{settings.cpu_rounds} rounds"
+            f"answered by a botocore Stubber after {delay_s * 1000:.0f} ms, as in the latency rows (no "
+            f"network, no moto); contenders alternated, median of {settings.cpu_rounds} rounds"
         )
 
     metrics = []
@@ -263,7 +273,7 @@ def cpu_section(settings: Settings) -> list[Metric]:
     floor_method = (
         method(10) + "; floor = the very put_item requests our runtime sent for the same round's batches "
         "(recorded on a client of its own, untimed), replayed in a bare loop on a client created and "
-        "stubbed the same way: the calls without the runtime around them"
+        "stubbed the same way, delay included: the calls without the runtime around them"
     )
     if floor_of is None:
         metrics.append(unmeasured(floor_name, "µs", "floor", floor_method, missing["document"], floor_target))
@@ -289,19 +299,25 @@ def cpu_section(settings: Settings) -> list[Metric]:
             )
         )
     if "document" in available:
-        # One group: every record on the calling thread in both, so this isolates the per-record work from
-        # the cost of our thread pool (with stubbed, CPU-only requests the pool's threads only contend).
+        # One group: every record one after another, as the floor's calls are, so this isolates the
+        # per-record work from the cost (and the overlapped waits) of running groups concurrently.
         sequential = rb.cpu_per_record(
             [cont.POWERTOOLS, cont.ours("document")],
             rounds=settings.cpu_rounds,
             batches=settings.cpu_batches,
             groups=1,
+            floor_of=floor_of,
+            delay_s=delay_s,
         )
-        metrics.append(
-            _cpu_metric(
-                "cpu_us_per_record_1_group", "ours (document)", sequential, method(1), None, "document"
-            )
+        metric = _cpu_metric(
+            "cpu_us_per_record_1_group", "ours (document)", sequential, method(1), None, "document"
         )
+        ours, floor = sequential.samples["ours (document)"], sequential.samples[rb.FLOOR]
+        metric.extra["floor_us"] = round(sequential.median(rb.FLOOR), 1)
+        metric.extra["vs_floor_paired_ratio_median"] = round(
+            statistics.median(o / f for o, f in zip(ours, floor, strict=True)), 4
+        )
+        metrics.append(metric)
     log(
         "cpu: "
         + ", ".join(
@@ -595,6 +611,61 @@ def synth_section(settings: Settings) -> list[Metric]:
     return metrics
 
 
+def volume_metrics(runs: list[vb.Drained]) -> list[Metric]:
+    """The volume row from its runs: the largest size's time, and its cost per message against the
+    smallest's (the mean of its runs)."""
+    largest, smallest = max(r.messages for r in runs), min(r.messages for r in runs)
+    large = [r for r in runs if r.messages == largest]
+    small = [r for r in runs if r.messages == smallest]
+    method = (
+        f"app.py's stack deployed by the CDK CLI into a fresh emulator; {largest:,} messages with new keys "
+        f"published to its FIFO topic over {vb.GROUPS} message groups (PublishBatch) and drained by the "
+        "event-source runner running the deployed function (10-message batches); every key's item counted "
+        f"in the table, no dead letter; sizes in the order {', '.join(f'{r.messages:,}' for r in runs)}"
+    )
+
+    def cpu(of: list[vb.Drained]) -> float | None:
+        values = [r.emulator_cpu_ms_per_message for r in of]
+        return None if None in values else statistics.mean(v for v in values if v is not None)
+
+    large_cpu, small_cpu = cpu(large), cpu(small)
+    runs_json = [r.as_json() for r in runs]
+    log("volume: " + "; ".join(f"{r['messages']} in {r['publish_s']}+{r['drain_s']} s" for r in runs_json))
+    return [
+        Metric(
+            "volume_publish_and_drain_s",
+            "s",
+            statistics.mean(r.seconds for r in large),
+            None,
+            "",
+            f"wall time to publish and drain {largest:,} messages; " + method,
+            Target("value", 60, f"≤ 60 s for {largest:,}"),
+            {"runs": runs_json},
+        ),
+        Metric(
+            "volume_ms_per_message",
+            "ms",
+            statistics.mean(r.ms_per_message for r in large),
+            statistics.mean(r.ms_per_message for r in small),
+            f"the same at {smallest:,} messages",
+            f"wall time per message (publish + drain) at {largest:,} against {smallest:,}; " + method,
+            Target("ratio", 1.5, f"≤ 1.5{TIMES} at {smallest:,}"),
+            {
+                "emulator_cpu_ms_per_message": {
+                    "ours": large_cpu,
+                    "reference": small_cpu,
+                    "ratio": None if not (large_cpu and small_cpu) else round(large_cpu / small_cpu, 4),
+                    "method": "user + system CPU of the emulator process over publish and drain, per message",
+                }
+            },
+        ),
+    ]
+
+
+def volume_section(settings: Settings) -> list[Metric]:
+    return volume_metrics(vb.measure(settings.volume_sizes))
+
+
 def test_suite_section(settings: Settings) -> list[Metric]:
     command = ["make", "test"]  # as users run it: the Makefile's two workers
     start = time.perf_counter()
@@ -722,6 +793,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu": cpu_section,
         "cold_init": cold_init_section,
         "synth": synth_section,
+        "volume": volume_section,
         "test_suite": test_suite_section,
     }
     metrics: list[Metric] = []

@@ -202,6 +202,56 @@ class ConflictCounts:
     outcome: str  # what the contender made of them
 
 
+class _FifoSource:
+    """A moto FIFO queue that delivers ``records`` messages (one per key, spread over ``groups``) to a
+    handler with real receipt handles, then deletes what the event source would."""
+
+    def __init__(self, sqs: Any, records: int, groups: int) -> None:
+        self.sqs, self.records, self.groups = sqs, records, groups
+        self.url = sqs.create_queue(
+            QueueName="bench-source.fifo",
+            Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+        )["QueueUrl"]
+        attributes = sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=["QueueArn"])["Attributes"]
+        self.arn = attributes["QueueArn"]
+        self.keys = [(str(uuid.uuid4()), str(uuid.uuid4())) for _ in range(records)]
+
+    def deliver(
+        self, name: str, handler: Any, amount_base: int, counters: Sequence[RequestCounter] = ()
+    ) -> list[dict[str, int]]:
+        """One batch of every key (amounts from ``amount_base``): the requests each counter saw meanwhile."""
+        from benchmarks.events import message_body
+        from idempotent_local.events import lambda_sqs_event
+
+        for i, (x, y) in enumerate(self.keys):
+            self.sqs.send_message(
+                QueueUrl=self.url,
+                MessageBody=message_body(x, y, amount_base + i),
+                MessageGroupId=f"g{i % self.groups}",
+            )
+        messages: list[dict[str, Any]] = []
+        while len(messages) < self.records:
+            got = self.sqs.receive_message(
+                QueueUrl=self.url,
+                MaxNumberOfMessages=10,
+                MessageSystemAttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            if not got:
+                raise BenchmarkError(f"received {len(messages)} of {self.records} messages")
+            messages += got
+        for counter in counters:
+            counter.reset()
+        with quiet_output():
+            result = handler(lambda_sqs_event(messages, self.arn), FakeLambdaContext())
+        snapshots = [counter.snapshot() for counter in counters]
+        _check_all_succeeded(result, name)
+        for message in messages:  # the event source deletes the records that succeeded
+            with contextlib.suppress(Exception):  # (the runtime deleted the quarantined ones itself)
+                self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=message["ReceiptHandle"])
+        return snapshots
+
+
 def count_conflict_requests(
     *, records: int = 10, groups: int = 10, powertools: Contender | None = None
 ) -> list[ConflictCounts]:
@@ -215,55 +265,15 @@ def count_conflict_requests(
     """
     from idempotent_runtime.clients import create_client
     from idempotent_runtime.config import Config
-    from idempotent_runtime.consumer import build_handler
+    from idempotent_runtime.flow import build_handler
 
     from benchmarks.contenders import create_our_table
-    from benchmarks.events import message_body
-    from idempotent_local.events import lambda_sqs_event
 
     with moto_backend():
         sqs = create_client("sqs")
-        source = sqs.create_queue(
-            QueueName="bench-source.fifo",
-            Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
-        )["QueueUrl"]
-        source_arn = sqs.get_queue_attributes(QueueUrl=source, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
+        source = _FifoSource(sqs, records, groups)
+        deliver = source.deliver
         dlq = sqs.create_queue(QueueName="bench-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        keys = [(str(uuid.uuid4()), str(uuid.uuid4())) for _ in range(records)]
-
-        def deliver(
-            name: str, handler: Any, amount_base: int, counters: Sequence[RequestCounter] = ()
-        ) -> list[dict[str, int]]:
-            for i, (x, y) in enumerate(keys):
-                sqs.send_message(
-                    QueueUrl=source,
-                    MessageBody=message_body(x, y, amount_base + i),
-                    MessageGroupId=f"g{i % groups}",
-                )
-            messages: list[dict[str, Any]] = []
-            while len(messages) < records:
-                got = sqs.receive_message(
-                    QueueUrl=source,
-                    MaxNumberOfMessages=10,
-                    MessageSystemAttributeNames=["All"],
-                    MessageAttributeNames=["All"],
-                ).get("Messages", [])
-                if not got:
-                    raise BenchmarkError(f"received {len(messages)} of {records} messages")
-                messages += got
-            for counter in counters:
-                counter.reset()
-            with quiet_output():
-                result = handler(lambda_sqs_event(messages, source_arn), FakeLambdaContext())
-            snapshots = [counter.snapshot() for counter in counters]
-            _check_all_succeeded(result, name)
-            for message in messages:  # the event source deletes the records that succeeded
-                with contextlib.suppress(Exception):  # (the runtime deleted the quarantined ones itself)
-                    sqs.delete_message(QueueUrl=source, ReceiptHandle=message["ReceiptHandle"])
-            return snapshots
-
         dynamodb = create_client("dynamodb")
         create_our_table(dynamodb, "bench-ours")
         config = Config(table_name="bench-ours", dlq_url=dlq, function_name="bench-consumer")
@@ -371,7 +381,7 @@ def batch_latency(
     return out
 
 
-# --- 3. CPU per record, DynamoDB answered by a Stubber ---------------------------------------------------
+# --- 3. CPU per record, DynamoDB answered by a Stubber after a delay --------------------------------------
 
 
 @dataclass
@@ -412,11 +422,14 @@ def cpu_per_record(
     records: int = 10,
     groups: int = 10,
     floor_of: Contender | None = None,
+    delay_s: float = 0.0,
 ) -> CpuSamples:
     """Process CPU time (all threads) per record over `batches` batches of new messages, per round.
 
-    DynamoDB is a botocore Stubber answering success from memory: no network, no moto, so what is left is
-    the handler's own work plus botocore's request building and response parsing.
+    DynamoDB is a botocore Stubber answering success from memory after ``delay_s`` (a sleep, which releases
+    the GIL as DynamoDB's round trip does): no network, no moto, so what is left is the handler's own work
+    plus botocore's request building and response parsing, on the path production takes (concurrent
+    groups overlap their waits).
 
     With ``floor_of`` (a contender whose only DynamoDB call per new record is ``put_item``) a series named
     :data:`FLOOR` is measured in the same rotation: the very ``put_item`` requests that contender sent for
@@ -429,7 +442,7 @@ def cpu_per_record(
     with isolated_aws_environment():
         for contender in contenders:
             client = contender.make_client()
-            StandingStubber(client, contender.new_record_responses).activate()
+            StandingStubber(client, contender.new_record_responses, delay_s).activate()
             handlers[contender.name] = contender.build(_table_name(contender), client)
         if floor_of is not None:
             recording_client = floor_of.make_client()
@@ -437,7 +450,7 @@ def cpu_per_record(
             recorder = _RequestRecorder(recording_client, "PutItem")
             recording_handler = floor_of.build(_table_name(floor_of), recording_client)
             replay_client = floor_of.make_client()
-            StandingStubber(replay_client, {"put_item": {}}).activate()
+            StandingStubber(replay_client, {"put_item": {}}, delay_s).activate()
     names = list(handlers) + ([FLOOR] if floor_of is not None else [])
     out = CpuSamples(records_per_round=batches * records, samples={name: [] for name in names})
     with quiet_output():

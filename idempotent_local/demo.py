@@ -39,7 +39,16 @@ RETRY_DELAY_SECONDS = 1
 RUN_ATTRIBUTE = "run"
 REASON_SHOWN = 90  # characters of a dead letter's reason in the report (--json has all of it)
 
-__all__ = ["DemoError", "Pipeline", "Report", "SampleTraffic", "find_pipelines", "run_demo"]
+__all__ = [
+    "DemoError",
+    "Pipeline",
+    "Report",
+    "SampleTraffic",
+    "find_pipelines",
+    "items_with_keys",
+    "messages_in",
+    "run_demo",
+]
 
 
 @dataclass(frozen=True)
@@ -320,7 +329,10 @@ def publish_sample(emulator: Emulator, pipeline: Pipeline, traffic: SampleTraffi
     return sent
 
 
-def _items_of_run(emulator: Emulator, pipeline: Pipeline, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
+def items_with_keys(
+    emulator: Emulator, pipeline: Pipeline, keys: set[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """The keys of ``keys`` that have their item in the pipeline's table."""
     dynamodb = emulator.client("dynamodb")
     prefix = pipeline.key_prefix
     found: set[tuple[str, str]] = set()
@@ -343,7 +355,7 @@ def _items_of_run(emulator: Emulator, pipeline: Pipeline, keys: set[tuple[str, s
     return found
 
 
-def _total(emulator: Emulator, url: str | None) -> int:
+def messages_in(emulator: Emulator, url: str | None) -> int:
     """Every message of a queue: visible, in flight and delayed (exact in the emulator)."""
     if not url:
         return 0
@@ -464,15 +476,15 @@ def run_demo(
             )
         # Earlier traffic (a previous run, a user's messages) is drained first so it does not count.
         runner.drain(timeout=timeout, mappings=[pipeline.mapping])
-    dead_before = _total(emulator, pipeline.dead_letter_queue_url)
-    undeliverable_before = _total(emulator, pipeline.subscription_dead_letter_queue_url)
+    dead_before = messages_in(emulator, pipeline.dead_letter_queue_url)
+    undeliverable_before = messages_in(emulator, pipeline.subscription_dead_letter_queue_url)
     # A fresh runner, so nothing of the earlier traffic (its log lines included) is counted.
     with EventSourceRunner(emulator, retry_delay=retry_delay) as runner:
         sent = publish_sample(emulator, pipeline, traffic)
         stats = runner.drain(timeout=timeout, mappings=[pipeline.mapping])
-    dead_lettered = _total(emulator, pipeline.dead_letter_queue_url) - dead_before
-    undeliverable = _total(emulator, pipeline.subscription_dead_letter_queue_url) - undeliverable_before
-    written = _items_of_run(emulator, pipeline, sent.keys)
+    dead_lettered = messages_in(emulator, pipeline.dead_letter_queue_url) - dead_before
+    undeliverable = messages_in(emulator, pipeline.subscription_dead_letter_queue_url) - undeliverable_before
+    written = items_with_keys(emulator, pipeline, sent.keys)
     letters = _dead_letters(emulator, pipeline.dead_letter_queue_url, sent.run_id)
     metrics = dict(stats.metrics)
     # The function counts the duplicates it absorbed (Embedded Metric Format, as CloudWatch would show); a

@@ -27,6 +27,8 @@ from moto.core.responses import ActionResult
 from moto.sqs.exceptions import SQSException
 from moto.sqs.models import sqs_backends
 
+from idempotent_local import queue_index
+
 MAX_RATE = 500  # messages a second, SQS's limit for MaxNumberOfMessagesPerSecond
 
 
@@ -118,7 +120,7 @@ def start(source_arn: str, destination_arn: str | None = None, rate: int | None 
                 "There is already a task running. Only one active task is allowed for a source queue arn "
                 "at a given time."
             )
-        candidates = [m.id for m in source._messages]
+        candidates = list(source._messages)
         handle = base64.b64encode(
             json.dumps({"taskId": str(uuid.uuid4()), "sourceArn": source_arn}).encode()
         ).decode()
@@ -138,14 +140,13 @@ def start(source_arn: str, destination_arn: str | None = None, rate: int | None 
     return task
 
 
-def _run(task: MoveTask, source: Any, destination: Any, candidates: list[str]) -> None:
-    for message_id in candidates:
+def _run(task: MoveTask, source: Any, destination: Any, candidates: list[Any]) -> None:
+    for message in candidates:
         if task.cancelled.is_set():
             break
         with source._messages_lock:
-            message = next((m for m in source._messages if m.id == message_id), None)
-            if message is None or not message.visible or message.delayed:
-                continue  # deleted, or in flight: left where it is
+            if not message.visible or message.delayed:
+                continue  # in flight: left where it is
             target = destination
             if target is None:
                 origin = getattr(message, "dead_letter_queue_source_arn", None)
@@ -156,7 +157,7 @@ def _run(task: MoveTask, source: Any, destination: Any, candidates: list[str]) -
                     if origin
                     else None
                 )
-                if target is None:
+                if target is None and message in source._messages:
                     task.status = "FAILED"
                     task.failure_reason = (
                         f"message {message.id} has no source queue to return to "
@@ -168,8 +169,10 @@ def _run(task: MoveTask, source: Any, destination: Any, candidates: list[str]) -
                         + ": start the task with DestinationArn"
                     )
                     return
-            source._messages.remove(message)
-            source.pending_messages.discard(message)
+            try:
+                queue_index.remove(source, message)
+            except ValueError:
+                continue  # deleted meanwhile
         message.id = str(uuid.uuid4())  # SQS: "assigned a new messageID and enqueueTime"
         message.approximate_receive_count = 0
         message.approximate_first_receive_timestamp = None

@@ -11,6 +11,7 @@ module per type); this module changes behaviour that is not a resource type.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -27,6 +28,7 @@ from idempotent_local.extra import require_moto
 require_moto()
 
 # ruff: noqa: E402 (moto is imported once the check above has explained what is missing)
+from moto import backends
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.cloudformation import parsing
 from moto.cloudformation.exceptions import CloudFormationError
@@ -37,11 +39,12 @@ from moto.dynamodb.exceptions import MockValidationException
 from moto.dynamodb.models import DynamoDBBackend
 from moto.sns.models import Subscription
 from moto.sns.models import Topic as MotoTopic
+from moto.sqs import models as sqs_models
 from moto.sqs.exceptions import SQSException
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 from moto.sqs.responses import SQSResponse
 
-from idempotent_local import message_move_tasks
+from idempotent_local import message_move_tasks, queue_index
 from idempotent_local.cloudformation import _updates, _validation
 from idempotent_local.cloudformation._updates import REPLACING_PROPERTIES
 
@@ -269,6 +272,26 @@ def _code_location_served(endpoint: str | None) -> None:
     _replace(LambdaFunction, "get_code", make)
 
 
+# --- DynamoDB -------------------------------------------------------------------------------------------
+
+_DYNAMODB_WRITES = threading.RLock()
+
+
+def _dynamodb_atomic_writes(endpoint: str | None) -> None:
+    # moto reads the item, parses the condition, then writes, with nothing in between to stop another of the
+    # server's request threads from doing the same: two writes of one key could both pass their condition.
+    def make(original: Any) -> Any:
+        @functools.wraps(original)
+        def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _DYNAMODB_WRITES:
+                return original(self, *args, **kwargs)
+
+        return write
+
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        _replace(DynamoDBBackend, name, make)
+
+
 # --- SNS ------------------------------------------------------------------------------------------------
 
 
@@ -485,19 +508,25 @@ def _fifo_deduplication(endpoint: str | None) -> None:
                 )
 
             queue = self.get_queue(queue_name)
-            attributes = queue.attributes  # moto builds this dict on every read
+            if not queue.fifo_queue:
+                return send()
             key = deduplication_id
-            if key is None and attributes.get("ContentBasedDeduplication") == "true":
+            if key is None and queue.content_based_deduplication:
                 key = hashlib.sha256(message_body.encode("utf-8")).hexdigest()
-            if not queue.fifo_queue or key is None:
+            if key is None:
                 return send()  # moto's own checks answer a FIFO send without a deduplication id
-            if attributes.get("DeduplicationScope") == "messageGroup":
+            if queue.deduplication_scope == "messageGroup":
                 key = f"{group_id}\n{key}"  # high-throughput FIFO: deduplicated within the group only
             with _DEDUPLICATION_LOCK:
+                # Oldest first (a dict keeps insertion order): expiring the window stops at the first id
+                # still in it, so a send costs the same with 10 or 10,000 ids remembered.
                 seen: dict[str, tuple[float, Any]] = vars(queue).setdefault("_deduplication_ids", {})
                 now = time.time()
-                for old in [k for k, (at, _) in seen.items() if now - at >= DEDUPLICATION_SECONDS]:
-                    del seen[old]
+                while seen:
+                    oldest, (at, _) = next(iter(seen.items()))
+                    if now - at < DEDUPLICATION_SECONDS:
+                        break
+                    del seen[oldest]
                 if key in seen:
                     self._validate_message(
                         queue,
@@ -521,38 +550,61 @@ def _fifo_deduplication(endpoint: str | None) -> None:
     _replace(SQSBackend, "send_message", make)
 
 
-# The queue a receive is running on: where a message moved to a dead-letter queue comes from.
-_RECEIVING: dict[int, Any] = {}
-
-
 def _dead_letter_moves(endpoint: str | None) -> None:
-    def make_receive(original: Any) -> Any:
-        def receive_message(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
-            _RECEIVING[threading.get_ident()] = self.get_queue(queue_name)
-            try:
-                return original(self, queue_name, *args, **kwargs)
-            finally:
-                _RECEIVING.pop(threading.get_ident(), None)
+    def move(dead_letter_queue: Any, message: Any, source: Any) -> None:
+        # SQS neither deduplicates a message its redrive policy moves nor keeps its deduplication id (a FIFO
+        # DLQ gives it its message id), and remembers where it came from.
+        message.dead_letter_queue_source_arn = source.queue_arn
+        if dead_letter_queue.fifo_queue:
+            message.deduplication_id = message.id
+        message_move_tasks.append(dead_letter_queue, message)
 
-        return receive_message
+    # The emulator's receive (queue_index, installed by sqs-depth-independent) makes every redrive move here.
+    _replace(queue_index, "move_to_dead_letter_queue", _always(move))
+
+
+def _sqs_depth_independent(endpoint: str | None) -> None:
+    """Each SQS request costs the same whatever the queue's depth: see :mod:`idempotent_local.queue_index`."""
+
+    def count(field: str) -> Any:
+        return lambda original: property(lambda queue: getattr(queue_index.counts(queue), field))
+
+    _replace(Queue, "approximate_number_of_messages", count("visible"))
+    _replace(Queue, "approximate_number_of_messages_not_visible", count("in_flight"))
+    _replace(Queue, "approximate_number_of_messages_delayed", count("delayed"))
+    # Queue.attributes turns each attribute name into a Python name, on every read: once is enough.
+    _replace(sqs_models, "camelcase_to_underscores", functools.cache)
 
     def make_add(original: Any) -> Any:
         def add_message(self: Any, message: Any) -> None:
-            source = _RECEIVING.get(threading.get_ident())
-            if source is None or source is self or message.approximate_receive_count == 0:
-                return original(self, message)
-            # The redrive policy moves a message here: SQS neither deduplicates it nor keeps its
-            # deduplication id (a FIFO DLQ gives it its message id), and remembers where it came from.
-            message.dead_letter_queue_source_arn = source.queue_arn
-            if self.fifo_queue:
-                message.deduplication_id = message.id
-            message_move_tasks.append(self, message)
-            return None
+            if self.lambda_event_source_mappings:  # moto invokes the mapped function (never in the emulator)
+                original(self, message)
+            else:
+                queue_index.add_message(self, message)
 
         return add_message
 
-    _replace(SQSBackend, "receive_message", make_receive)
     _replace(Queue, "add_message", make_add)
+    _replace(Queue, "delete_message", _always(queue_index.delete_message))
+
+    def receive_message(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+        return queue_index.receive_message(self.get_queue(queue_name), *args, **kwargs)
+
+    def change_message_visibility(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> None:
+        queue_index.change_message_visibility(self.get_queue(queue_name), *args, **kwargs)
+
+    def make_purge(original: Any) -> Any:
+        def purge_queue(self: Any, queue_name: str) -> None:
+            queue = self.get_queue(queue_name)
+            with queue._messages_lock:
+                original(self, queue_name)
+                queue_index.forget_all(queue)
+
+        return purge_queue
+
+    _replace(SQSBackend, "receive_message", _always(receive_message))
+    _replace(SQSBackend, "change_message_visibility", _always(change_message_visibility))
+    _replace(SQSBackend, "purge_queue", make_purge)
 
 
 def _always(value: Any) -> Callable[[Any], Any]:
@@ -568,6 +620,15 @@ def _message_move_tasks(endpoint: str | None) -> None:
     }
     for name, handler in handlers.items():
         _replace(SQSResponse, name, _always(handler))
+
+
+# --- the server ---------------------------------------------------------------------------------------
+
+
+def _routing_without_listing(endpoint: str | None) -> None:
+    # moto lists its package directory (a listdir and a stat per service) to route every request, under the
+    # server's one dispatch lock: about 1 ms each, in series. The list cannot change while the server runs.
+    _replace(backends, "list_of_moto_modules", lambda original: functools.cache(lambda: tuple(original())))
 
 
 PATCHES: tuple[Patch, ...] = (
@@ -625,6 +686,13 @@ PATCHES: tuple[Patch, ...] = (
         _code_location_served,
     ),
     Patch(
+        "dynamodb-atomic-writes",
+        "a conditional write (PutItem, UpdateItem, DeleteItem, TransactWriteItems) is atomic: two writes of "
+        "one key at the same time cannot both pass their condition (moto checks, then writes, without a "
+        "lock, and its server runs requests on many threads)",
+        _dynamodb_atomic_writes,
+    ),
+    Patch(
         "topic-content-based-deduplication",
         "a FIFO topic with content-based deduplication hands its subscribed queues a deduplication id (the "
         "SHA-256 of the body), as SNS does",
@@ -645,6 +713,13 @@ PATCHES: tuple[Patch, ...] = (
         _fifo_group_order,
     ),
     Patch(
+        "sqs-depth-independent",
+        "a send, receive, delete or visibility change costs the same whatever the queue's depth (moto walks "
+        "every message of the queue several times per request), and a long poll sleeps until something "
+        "changes (moto walks the queue in a loop while a busy FIFO group has visible messages)",
+        _sqs_depth_independent,
+    ),
+    Patch(
         "dead-letter-moves",
         "a message the redrive policy moves to a dead-letter queue is never deduplicated there, and a FIFO "
         "DLQ gives it its message id as deduplication id (moto drops a second dead letter with the same "
@@ -662,6 +737,12 @@ PATCHES: tuple[Patch, ...] = (
         "message-move-tasks",
         "StartMessageMoveTask, ListMessageMoveTasks and CancelMessageMoveTask work (moto answers HTTP 500)",
         _message_move_tasks,
+    ),
+    Patch(
+        "routing-without-listing",
+        "a request reaches its service without moto listing its own package directory first (moto does, on "
+        "every request, one request at a time: about 1 ms each)",
+        _routing_without_listing,
     ),
 )
 

@@ -1,6 +1,6 @@
 """Consumer runtime: exactly-once effects from at-least-once SQS delivery, with DynamoDB.
 
-Lambda handler ``idempotent_runtime.handler.handler``; ``idempotent_runtime.consumer.build_handler`` builds it
+Lambda handler ``idempotent_runtime.handler.handler``; ``idempotent_runtime.flow.build_handler`` builds it
 from an explicit configuration. Processors raise :class:`PermanentError` (never retried) or
 :class:`TransientError` (retried); guarded mode's ``message.lease.extend()`` raises :class:`LeaseLost`.
 """

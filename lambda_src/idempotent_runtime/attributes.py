@@ -10,20 +10,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from idempotent_runtime.contract import (
-    ATTRIBUTE_PREFIX,
-    MAX_ITEM_BYTES,
-    MAX_NESTING_LEVELS,
-    MAX_NUMBER_DIGITS,
-    MAX_NUMBER_MAGNITUDE,
-    MIN_NUMBER_MAGNITUDE,
-)
+from idempotent_runtime import numeric
+from idempotent_runtime.contract import ATTRIBUTE_PREFIX, MAX_ITEM_BYTES, MAX_NESTING_LEVELS
 from idempotent_runtime.errors import InvalidMessage
-from idempotent_runtime.payload import normalized
-
-_MAX_ADJUSTED = Decimal(MAX_NUMBER_MAGNITUDE).adjusted()  # 125
-_MIN_ADJUSTED = Decimal(MIN_NUMBER_MAGNITUDE).adjusted()  # -130
-_SMALL_INT = 10**MAX_NUMBER_DIGITS  # every int below this in magnitude fits
 
 
 class _Rejected(Exception):
@@ -35,52 +24,17 @@ class _Rejected(Exception):
         self.where: list[str] = []
 
 
-def number_text(value: int | float | Decimal) -> str:
-    """The text DynamoDB stores for a number, exactly (a Decimal's own text, an int's digits, a float's
-    shortest repr); raises ValueError, naming the rule, for a number DynamoDB cannot hold."""
-    if type(value) is int and -_SMALL_INT < value < _SMALL_INT:
-        return str(value)
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"is {value!r}, which DynamoDB cannot store")
-        text = float.__repr__(value)
-        decimal = Decimal(text)
-    elif isinstance(value, Decimal):
-        if not value.is_finite():
-            raise ValueError(f"is {value}, which DynamoDB cannot store")
-        decimal, text = value, str(value)
-    else:
-        decimal = Decimal(value)
-        text = None  # an int's digits, written below once it is known to fit
-    if not decimal:
-        return "0"
-    _sign, digits, _exponent = normalized(decimal)
-    if len(digits) > MAX_NUMBER_DIGITS:
-        raise ValueError(
-            f"has {len(digits)} significant digits; DynamoDB numbers hold at most {MAX_NUMBER_DIGITS}"
-        )
-    adjusted = decimal.adjusted()
-    if not _MIN_ADJUSTED <= adjusted <= _MAX_ADJUSTED:
-        raise ValueError(
-            f"has a magnitude of about 1E{adjusted:+d}, outside DynamoDB's range "
-            f"{MIN_NUMBER_MAGNITUDE} to {MAX_NUMBER_MAGNITUDE}"
-        )
-    return text if text is not None else str(value)
-
-
 def _value(value: Any, depth: int) -> dict[str, Any]:
     kind = type(value)
     if kind is str:
         return {"S": value}
-    if kind is int and -_SMALL_INT < value < _SMALL_INT:
-        return {"N": str(value)}
     if isinstance(value, str):
         return {"S": value}
     if value is True or value is False:
         return {"BOOL": value}
     if isinstance(value, (int, float, Decimal)):
         try:
-            return {"N": number_text(value)}
+            return {"N": numeric.dynamodb(value)}
         except ValueError as exc:
             raise _Rejected(f"number {_excerpt(value)} {exc}") from None
     if value is None:
@@ -121,7 +75,7 @@ def _set(value: set | frozenset) -> dict[str, Any]:
         return {"SS": sorted(value)}
     if all(isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in value):
         try:
-            return {"NS": sorted(number_text(v) for v in value)}
+            return {"NS": sorted(numeric.dynamodb(v) for v in value)}
         except ValueError as exc:
             raise _Rejected(f"holds a number that {exc}") from None
     if all(isinstance(v, (bytes, bytearray)) for v in value):

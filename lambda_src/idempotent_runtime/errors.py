@@ -4,16 +4,20 @@ quarantined)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from idempotent_runtime.contract import ConfigurationError, DeadLetterKind
 
 __all__ = [
     "ConfigurationError",
     "Conflict",
     "Failure",
+    "FailureFamily",
     "InvalidMessage",
     "LeaseLost",
     "Misconfiguration",
     "PermanentError",
+    "Resource",
     "TransientError",
     "classify",
 ]
@@ -88,14 +92,33 @@ class Misconfiguration(Exception):
 # --- classification -------------------------------------------------------------------------------------
 
 
+class FailureFamily(StrEnum):
+    """How a failed record is treated."""
+
+    PERMANENT = "permanent"  # to the DLQ with the reason, never retried
+    TRANSIENT = "transient"  # reported as a batch item failure: SQS delivers it again
+    MISCONFIGURED = "misconfigured"  # the deployment is wrong: retried, never quarantined, named once a batch
+
+
+class Resource(StrEnum):
+    """The resource a failed AWS call used: a hint names the variable to check."""
+
+    TABLE = "table"  # TABLE_NAME
+    DLQ = "dlq"  # DLQ_URL
+
+
 class Failure:
-    """How to treat an exception: ``family`` is permanent, transient or misconfigured; ``hint`` (when
-    misconfigured) names the likely misconfiguration, for the batch's ERROR line."""
+    """How to treat an exception: its ``family``; ``hint`` (when misconfigured) names the likely
+    misconfiguration, for the batch's ERROR line."""
 
     __slots__ = ("family", "hint", "kind", "reason")
 
     def __init__(
-        self, family: str, reason: str, kind: DeadLetterKind = DeadLetterKind.INVALID, hint: str | None = None
+        self,
+        family: FailureFamily,
+        reason: str,
+        kind: DeadLetterKind = DeadLetterKind.INVALID,
+        hint: str | None = None,
     ) -> None:
         self.family = family
         self.reason = reason
@@ -104,16 +127,12 @@ class Failure:
 
     @property
     def permanent(self) -> bool:
-        return self.family == PERMANENT
+        return self.family is FailureFamily.PERMANENT
 
     @property
     def misconfigured(self) -> bool:
-        return self.family == MISCONFIGURED
+        return self.family is FailureFamily.MISCONFIGURED
 
-
-PERMANENT = "permanent"
-TRANSIENT = "transient"
-MISCONFIGURED = "misconfigured"
 
 # AWS error codes caused by the request content: retrying the same input gives the same answer.
 PERMANENT_CODES = frozenset(
@@ -198,15 +217,20 @@ def too_large(exc: BaseException) -> bool:
     return "shorter than" in text or "toolong" in text
 
 
-def misconfiguration(exc: BaseException, where: str) -> str | None:
-    """The likely misconfiguration ``exc`` points at, or None. ``where`` names the resource the call used
-    (``"table"`` or ``"dlq"``) so the hint can say which variable to check."""
+_RESOURCE_NAMES = {
+    Resource.TABLE: "the DynamoDB table (TABLE_NAME)",
+    Resource.DLQ: "the dead-letter queue (DLQ_URL)",
+}
+
+
+def misconfiguration(exc: BaseException, where: Resource) -> str | None:
+    """The likely misconfiguration ``exc`` points at, or None. ``where`` is the resource the call used."""
     code = error_code(exc)
     if code is None:
         return None
     message = error_message(exc)
-    resource = "the DynamoDB table (TABLE_NAME)" if where == "table" else "the dead-letter queue (DLQ_URL)"
-    if code == "ValidationException" and where == "table":
+    resource = _RESOURCE_NAMES[where]
+    if code == "ValidationException" and where is Resource.TABLE:
         lowered = message.lower()
         if any(text in lowered for text in _SCHEMA_MESSAGES):
             return (
@@ -214,7 +238,7 @@ def misconfiguration(exc: BaseException, where: str) -> str | None:
                 f"and sort key), or a processor's entry uses other key attributes: {message}"
             )
         return None
-    if where == "dlq" and too_large(exc):
+    if where is Resource.DLQ and too_large(exc):
         return (
             "the dead-letter queue (DLQ_URL) refuses even the smallest copy of a message its source queue "
             f"took: give it the source queue's maximum message size: {code}: {message}"
@@ -230,34 +254,37 @@ def misconfiguration(exc: BaseException, where: str) -> str | None:
     return None
 
 
-def classify(exc: BaseException, where: str = "table") -> Failure:
+def classify(exc: BaseException, where: Resource = Resource.TABLE) -> Failure:
     """Permanent, transient or misconfigured, with the reason to log or send to the DLQ. Permanent:
     :class:`PermanentError`, ``RecursionError``, AWS errors caused by the request content and client-side
     parameter validation. Misconfigured: :class:`Misconfiguration` and :func:`misconfiguration`. Everything
     else (throttling, 5xx, timeouts, unknown exceptions) is transient: nothing is lost.
     """
     if isinstance(exc, PermanentError):
-        return Failure(PERMANENT, exc.reason, exc.kind)
+        return Failure(FailureFamily.PERMANENT, exc.reason, exc.kind)
     if isinstance(exc, TransientError):
-        return Failure(TRANSIENT, describe(exc))
+        return Failure(FailureFamily.TRANSIENT, error_text(exc))
     if isinstance(exc, Misconfiguration):
-        return Failure(MISCONFIGURED, exc.reason, hint=exc.hint)
+        return Failure(FailureFamily.MISCONFIGURED, exc.reason, hint=exc.hint)
     if isinstance(exc, RecursionError):
         return Failure(
-            PERMANENT, f"input nested too deeply for the runtime or the processor ({describe(exc)})"
+            FailureFamily.PERMANENT,
+            f"input nested too deeply for the runtime or the processor ({error_text(exc)})",
         )
     hint = misconfiguration(exc, where)
     if hint is not None:
-        return Failure(MISCONFIGURED, describe(exc), hint=hint)
+        return Failure(FailureFamily.MISCONFIGURED, error_text(exc), hint=hint)
     code = error_code(exc)
     if code is not None:
         if code in PERMANENT_CODES:
-            service = "dynamodb" if where == "table" else "sqs"
-            return Failure(PERMANENT, f"{service} rejected the request ({code}): {error_message(exc)}")
-        return Failure(TRANSIENT, describe(exc))
+            service = "dynamodb" if where is Resource.TABLE else "sqs"
+            return Failure(
+                FailureFamily.PERMANENT, f"{service} rejected the request ({code}): {error_message(exc)}"
+            )
+        return Failure(FailureFamily.TRANSIENT, error_text(exc))
     if type(exc).__name__ == "ParamValidationError":
-        return Failure(PERMANENT, f"invalid request parameters: {exc}")
-    return Failure(TRANSIENT, describe(exc))
+        return Failure(FailureFamily.PERMANENT, f"invalid request parameters: {exc}")
+    return Failure(FailureFamily.TRANSIENT, error_text(exc))
 
 
 # Codes worth another attempt inside the same invocation (the runtime's own retries, see retries.py).
@@ -307,10 +334,19 @@ def is_retryable(exc: BaseException) -> bool:
     return any(cls.__name__ in _NETWORK_ERRORS for cls in type(exc).__mro__)
 
 
-def describe(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
+    """``Code: message`` of an AWS error, else ``Type: text`` (raises when the exception's own text does)."""
     code = error_code(exc)
     if code is not None:
         message = error_message(exc)
         return f"{code}: {message}" if message else code
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def safe_error_text(exc: BaseException) -> str:
+    """:func:`error_text`, or the type's name when the exception cannot even be written: for a last resort."""
+    try:
+        return error_text(exc)
+    except Exception:
+        return type(exc).__name__

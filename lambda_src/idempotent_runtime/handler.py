@@ -7,8 +7,8 @@ why, so the batch comes back (nothing is quarantined because of the deployment).
 import os
 
 from idempotent_runtime.config import Config
-from idempotent_runtime.consumer import build_handler
 from idempotent_runtime.contract import ConfigurationError, LogLevel
+from idempotent_runtime.flow import build_handler
 from idempotent_runtime.observability import Log
 
 try:

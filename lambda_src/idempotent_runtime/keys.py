@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+from idempotent_runtime import numeric
 from idempotent_runtime.attributes import lone_surrogate
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
@@ -27,7 +28,7 @@ from idempotent_runtime.contract import (
 )
 from idempotent_runtime.errors import InvalidMessage, Misconfiguration
 from idempotent_runtime.message import Key, Message
-from idempotent_runtime.payload import plain_number, raw_fingerprint
+from idempotent_runtime.payload import raw_fingerprint
 
 # A numeric key longer than any key DynamoDB accepts is rejected before its digits are written out.
 _MAX_KEY_EXPONENT = MAX_PARTITION_KEY_BYTES
@@ -42,14 +43,12 @@ def key_text(value: Any, what: str) -> str:
     if value is True or value is False:
         return "true" if value else "false"
     if isinstance(value, (int, float, Decimal)):
-        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-            raise InvalidMessage(f"{what} is {value!r}, not a number a key can hold")
-        if isinstance(value, Decimal):
-            if not value.is_finite():
-                raise InvalidMessage(f"{what} is {value}, not a number a key can hold")
-            if value and abs(value.adjusted()) > _MAX_KEY_EXPONENT:
-                raise InvalidMessage(f"{what} is the number {value}, too long for a dynamodb key")
-        return plain_number(value)
+        if isinstance(value, Decimal) and value and abs(value.adjusted()) > _MAX_KEY_EXPONENT:
+            raise InvalidMessage(f"{what} is the number {value}, too long for a dynamodb key")
+        try:
+            return numeric.plain(value)
+        except numeric.NotFinite as exc:
+            raise InvalidMessage(f"{what} is {exc.text}, not a number a key can hold") from None
     if value is None:
         raise InvalidMessage(f"{what} is null; a key must be a string, a number or a boolean")
     if isinstance(value, dict):  # described without walking it: it may be nested thousands deep
@@ -212,10 +211,6 @@ def _standard_queue(message: Message, source: KeySource) -> Misconfiguration:
         f"messages carry no MessageDeduplicationId; use {KEY_SOURCE.name}={', '.join(others[:-1])} or "
         f"{others[-1]}, or a FIFO queue",
     )
-
-
-def key_builder(config: Config, *, sort_reserve: int = 0) -> KeyBuilder:
-    return KeyBuilder(config, sort_reserve=sort_reserve)
 
 
 def key_parts(data: Any, key_fields: Sequence[str]) -> list[str]:

@@ -2,28 +2,22 @@
 
 Integers are ``int`` (over 4300 digits ``Decimal``), other numbers ``Decimal`` with the text's exact value;
 ``NaN``, ``Infinity`` and a name repeated in an object are rejected. Canonical JSON: sorted keys, compact,
-ASCII escapes, numbers by value (``1`` = ``1.0`` = ``1e0``); its SHA-256 is the fingerprint. Nothing here
-recurses on the data, so deep nesting cannot raise ``RecursionError`` (only the parser, whose caller rejects).
+ASCII escapes, numbers by value (``1`` = ``1.0`` = ``1e0``); its SHA-256 is the fingerprint. Numbers become
+text in :mod:`idempotent_runtime.numeric`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
+from idempotent_runtime import numeric
 from idempotent_runtime.contract import FIELD_PATH_SEPARATOR, MAX_NESTING_LEVELS
-
-# Integral values up to this many digits are written as integers in canonical text; larger ones keep the
-# exponent form (1E+5000), so nothing huge is ever materialised. It is Python's default limit on int/str
-# conversion: the parser makes a JSON integer with more digits a Decimal, so an int and a Decimal of one
-# value meet the same rule, although the C encoder writes every int in full.
-_MAX_INTEGER_DIGITS = sys.int_info.default_max_str_digits  # 4300
-_PLAIN_INTEGERS = 10**_MAX_INTEGER_DIGITS  # ints below this in magnitude have at most that many digits
 
 
 class NotANumber(ValueError):
@@ -47,7 +41,7 @@ def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _integer(text: str) -> int | Decimal:
-    if len(text) - (text[0] == "-") <= _MAX_INTEGER_DIGITS:
+    if len(text) - (text[0] == "-") <= numeric.MAX_INTEGER_DIGITS:
         try:
             return int(text)
         except ValueError:  # the interpreter's int limit (sys.set_int_max_str_digits) is lower
@@ -70,7 +64,7 @@ def parse_json(text: str) -> Any:
     ``Infinity``, :class:`RepeatedName` for an object holding a name twice) or RecursionError (nesting
     deeper than the interpreter can parse)."""
     limit = sys.get_int_max_str_digits()
-    if not 0 < limit <= _MAX_INTEGER_DIGITS:  # raised (or 0, none): the C parser would make longer ints
+    if not 0 < limit <= numeric.MAX_INTEGER_DIGITS:  # raised (or 0, none): the C parser makes longer ints
         return _LONG_INTEGER_DECODER.decode(text)
     try:
         return _DECODER.decode(text)
@@ -151,145 +145,50 @@ def walk(data: Any) -> Iterable[tuple[str, Any]]:
             stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value))))
 
 
-# --- numbers ------------------------------------------------------------------------------------------
-
-
-def normalized(value: Decimal) -> tuple[int, str, int]:
-    """``(sign, digits, exponent)`` of a finite non-zero Decimal without trailing zeros in ``digits``: one
-    form per value, computed exactly (``Decimal.normalize`` would round to the context's 28 digits)."""
-    sign, digit_tuple, exponent = value.as_tuple()
-    digits = "".join(map(str, digit_tuple)).rstrip("0")
-    assert isinstance(exponent, int)
-    return sign, digits, exponent + len(digit_tuple) - len(digits)
-
-
-def canonical_number(value: int | Decimal) -> str:
-    """One text per numeric value: ``100``, ``100.0`` and ``1E+2`` are ``100``; ``1.50`` is ``15E-1``.
-
-    Integral values up to 4300 digits are plain integers (as JSON writes ``int``); others
-    ``<digits>E<exponent>`` with no trailing zero in the digits, which no other value shares - the same for
-    an ``int`` and a ``Decimal`` of one value. Raises ValueError for NaN / Infinity.
-    """
-    if type(value) is int:
-        if -_PLAIN_INTEGERS < value < _PLAIN_INTEGERS:
-            try:
-                return str(value)
-            except ValueError:  # the interpreter's limit was lowered: the digits of the Decimal below
-                pass
-        value = Decimal(value)  # exact, and without int's string conversion limit
-    elif not isinstance(value, Decimal):
-        value = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-    if not value.is_finite():
-        raise ValueError(f"{value} is not a finite number")
-    if not value:
-        return "0"
-    sign, digits, exponent = normalized(value)
-    minus = "-" if sign else ""
-    if exponent >= 0 and len(digits) + exponent <= _MAX_INTEGER_DIGITS:
-        return minus + digits + "0" * exponent
-    return f"{minus}{digits}E{exponent}"
-
-
-def plain_number(value: int | Decimal | float) -> str:
-    """A number's value without an exponent (``1e2`` -> ``100``, ``1.50`` -> ``1.5``, ``-0`` -> ``0``):
-    the text of a numeric key. Call only for numbers whose text is bounded (keys are checked first)."""
-    if type(value) is int:
-        return str(value)
-    if not isinstance(value, Decimal):
-        value = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-    if not value.is_finite():
-        raise ValueError(f"{value} is not a finite number")
-    if not value:
-        return "0"
-    sign, digits, exponent = normalized(value)
-    minus = "-" if sign else ""
-    if exponent >= 0:
-        return minus + digits + "0" * exponent
-    point = len(digits) + exponent
-    if point > 0:
-        return f"{minus}{digits[:point]}.{digits[point:]}"
-    return f"{minus}0.{'0' * -point}{digits}"
-
-
 # --- canonical JSON and fingerprints ------------------------------------------------------------------
 
 
-class _Slow(Exception):
-    """The C encoder met something it cannot write exactly (a Decimal): use the Python encoder."""
+class _Encoder:
+    """Compact JSON from the C encoder, each Decimal written by ``number``: the encoder writes a random
+    placeholder string for it, replaced afterwards. A text of the data that is the placeholder shows as one
+    replacement too many: the placeholder is drawn again (nothing in the data is ever taken for a number).
+    Nesting deeper than the interpreter allows raises RecursionError (the record is then rejected)."""
+
+    def __init__(self, number: Callable[[Decimal], str], sort_keys: bool) -> None:
+        self.number = number
+        self.sort_keys = sort_keys
+        self.placeholder = os.urandom(8).hex()
+
+    def __call__(self, data: Any) -> str:
+        text = self._encode(data, self.placeholder)
+        while text is None:
+            self.placeholder = os.urandom(8).hex()
+            text = self._encode(data, self.placeholder)
+        return text
+
+    def _encode(self, data: Any, placeholder: str) -> str | None:
+        numbers: list[str] = []
+
+        def write(value: Any) -> str:
+            if isinstance(value, Decimal):
+                numbers.append(self.number(value))
+                return placeholder
+            raise TypeError(f"a {type(value).__name__} is not JSON: {value!r:.60}")
+
+        encoder = json.JSONEncoder(
+            sort_keys=self.sort_keys, separators=(",", ":"), allow_nan=False, default=write
+        )
+        text = encoder.encode(data)
+        if not numbers:
+            return text
+        pieces = text.split(f'"{placeholder}"')
+        if len(pieces) != len(numbers) + 1:
+            return None
+        return "".join(piece + number for piece, number in zip(pieces, numbers, strict=False)) + pieces[-1]
 
 
-def _to_slow(value: Any) -> Any:
-    raise _Slow()
-
-
-class _Raw(str):
-    """Text to copy to the output as is (the Python encoder's stack holds these beside values)."""
-
-
-_OPEN_OBJECT, _CLOSE_OBJECT = _Raw("{"), _Raw("}")
-_OPEN_ARRAY, _CLOSE_ARRAY = _Raw("["), _Raw("]")
-_COMMA = _Raw(",")
-
-
-def _encode(value: Any, sort_keys: bool, number: Callable[[Any], str]) -> str:
-    """Compact JSON without recursion; ``number`` writes ints, floats and Decimals. Raises TypeError /
-    ValueError for values JSON cannot hold."""
-    out: list[str] = []
-    stack: list[Any] = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is _Raw or kind is str:
-            out.append(item if kind is _Raw else encode_basestring_ascii(item))
-        elif item is None:
-            out.append("null")
-        elif item is True:
-            out.append("true")
-        elif item is False:
-            out.append("false")
-        elif isinstance(item, dict):
-            pairs = list(item.items())
-            for key, _ in pairs:
-                if not isinstance(key, str):
-                    raise TypeError(f"keys must be strings, got {type(key).__name__} {key!r:.40}")
-            if sort_keys:
-                pairs.sort(key=lambda pair: pair[0])
-            sequence: list[Any] = [_OPEN_OBJECT]
-            for index, (key, member) in enumerate(pairs):
-                if index:
-                    sequence.append(_COMMA)
-                sequence.append(_Raw(encode_basestring_ascii(key) + ":"))
-                sequence.append(member)
-            sequence.append(_CLOSE_OBJECT)
-            stack.extend(reversed(sequence))
-        elif isinstance(item, (list, tuple)):
-            sequence = [_OPEN_ARRAY]
-            for index, member in enumerate(item):
-                if index:
-                    sequence.append(_COMMA)
-                sequence.append(member)
-            sequence.append(_CLOSE_ARRAY)
-            stack.extend(reversed(sequence))
-        elif isinstance(item, (int, float, Decimal)):
-            out.append(number(item))
-        elif isinstance(item, str):  # a str subclass
-            out.append(encode_basestring_ascii(str(item)))
-        else:
-            raise TypeError(f"a {type(item).__name__} is not JSON: {item!r:.60}")
-    return "".join(out)
-
-
-# The C encoder writes the common case (no Decimal) exactly as the Python encoder below would.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False, default=_to_slow)
-_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_to_slow)
-
-
-def canonical_json(data: Any) -> str:
-    """Canonical JSON text of parsed JSON data (see the module docstring); ASCII only."""
-    try:
-        return _CANONICAL.encode(data)
-    except (_Slow, RecursionError):
-        return _encode(data, True, canonical_number)
+# Numbers by value (1 = 1.0 = 1e0), keys sorted, ASCII escapes.
+canonical_json = _Encoder(numeric.canonical, sort_keys=True)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -354,18 +253,6 @@ class Fingerprinter:
 # --- guarded results ----------------------------------------------------------------------------------
 
 
-def _exact_number(value: Any) -> str:
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"{value!r} is not a JSON number")
-        return float.__repr__(value)
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise ValueError(f"{value} is not a JSON number")
-        return str(value)
-    return int.__repr__(value)
-
-
 # A stored result holds at most this many levels of objects and arrays, and this many values.
 MAX_RESULT_NESTING = MAX_NESTING_LEVELS
 MAX_RESULT_VALUES = 100_000
@@ -395,14 +282,14 @@ def check_result(value: Any) -> None:
         stack.extend((member, depth + 1) for member in members)
 
 
+_exact_json = _Encoder(numeric.exact, sort_keys=False)
+
+
 def encode_result(value: Any) -> str:
     """A processor's result as compact JSON, Decimals exact. Raises for anything JSON cannot hold, or could
     not give back as it was (:func:`check_result`)."""
     check_result(value)
-    try:
-        return _COMPACT.encode(value)
-    except (_Slow, RecursionError):
-        return _encode(value, False, _exact_number)
+    return _exact_json(value)
 
 
 def decode_result(text: str) -> Any:

@@ -43,7 +43,7 @@ from idempotent_runtime.contract import (
     DeadLetterKind,
     QuarantineStatus,
 )
-from idempotent_runtime.errors import describe, is_conditional_check_failed, too_large
+from idempotent_runtime.errors import Resource, error_text, is_conditional_check_failed, too_large
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.retries import Retrier
 
@@ -72,10 +72,10 @@ def source_queue_url(arn: Any, endpoint_url: str) -> str | None:
 
 
 class SendFailed(Exception):
-    """The quarantine could not happen; ``where`` is the resource that failed (``table`` or ``dlq``)."""
+    """The quarantine could not happen; ``where`` is the resource that failed."""
 
-    def __init__(self, where: str, error: Exception) -> None:
-        super().__init__(f"{where}: {describe(error)}")
+    def __init__(self, where: Resource, error: Exception) -> None:
+        super().__init__(f"{where}: {error_text(error)}")
         self.where = where
         self.error = error
 
@@ -131,7 +131,7 @@ class Quarantine:
             try:
                 already = self._remember(message, safe_reason, QuarantineStatus.SENDING)
             except Exception as exc:
-                raise SendFailed("table", exc) from exc
+                raise SendFailed(Resource.TABLE, exc) from exc
         dropped: list[str] = []
         if not already:
             attributes, dropped = self._attributes(message)
@@ -172,7 +172,7 @@ class Quarantine:
                 return
             except Exception as exc:
                 if not attempt or not too_large(exc):
-                    raise SendFailed("dlq", exc) from exc
+                    raise SendFailed(Resource.DLQ, exc) from exc
 
     def _remember_sent(
         self, message: Message, reason: str, warnings: list[tuple[str, dict[str, Any]]]
@@ -184,7 +184,7 @@ class Quarantine:
                 (
                     "quarantine not recorded after the dlq send: a redelivery of this record would send "
                     "it again",
-                    {"error": describe(exc)},
+                    {"error": error_text(exc)},
                 )
             )
 
@@ -233,7 +233,7 @@ class Quarantine:
                 (
                     "quarantined record not deleted from its source queue: SQS may deliver it again, the "
                     "quarantine record keeps it from reaching the dlq twice",
-                    {"error": describe(exc)},
+                    {"error": error_text(exc)},
                 )
             )
             return False

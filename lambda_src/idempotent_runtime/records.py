@@ -35,7 +35,7 @@ from idempotent_runtime.contract import (
 from idempotent_runtime.errors import InvalidMessage, is_conditional_check_failed
 from idempotent_runtime.keys import KeyBuilder
 from idempotent_runtime.message import Key, Message
-from idempotent_runtime.modes import Mode, RecordState, make_mode
+from idempotent_runtime.modes import BaseMode, RecordState, make_mode
 
 __all__ = ["Inspection", "RecordState", "forget", "inspect"]
 
@@ -58,7 +58,7 @@ def _not_called(message: Message) -> Any:  # pragma: no cover - inspect never pr
     raise AssertionError("records.inspect never runs the processor")
 
 
-def _mode(config: Config, dynamodb_client: Any) -> Mode:
+def _mode(config: Config, dynamodb_client: Any) -> BaseMode:
     return make_mode(config, lambda: dynamodb_client, _not_called)
 
 
@@ -102,9 +102,7 @@ VERSION_ATTRIBUTES = (
 )
 
 
-def forget(
-    config: Config, dynamodb_client: Any, found: Inspection, *, now: float | None = None
-) -> bool:
+def forget(config: Config, dynamodb_client: Any, found: Inspection, *, now: float | None = None) -> bool:
     """Delete the idempotency record of ``found.key`` (document mode: the document itself; transaction: the
     marker, not the processor's writes; guarded: the claim or result), so the next delivery of the key is
     processed again - only while the record is still what ``found`` (an :func:`inspect`) saw: the same

@@ -11,7 +11,7 @@ from botocore.exceptions import ParamValidationError
 from botocore.stub import StubAssertionError
 from moto import mock_aws
 
-from benchmarks import contenders, run, runtime_bench, synth_bench
+from benchmarks import contenders, run, runtime_bench, synth_bench, volume_bench
 from benchmarks.events import fifo_batch, redelivery
 from benchmarks.instruments import LatencyInjector, RequestCounter, StandingStubber
 from benchmarks.report import Metric, Target, render_markdown, unmeasured
@@ -106,6 +106,17 @@ def test_standing_stubber_answers_any_number_of_calls_in_any_order():
         client.delete_item(TableName="t", Key={"pk": {"S": "a"}, "sk": {"S": "s"}})
 
 
+def test_standing_stubber_answers_after_its_delay_as_dynamodb_would():
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    slept: list[float] = []
+    StandingStubber(client, {"put_item": {}}, 0.005, sleep=slept.append).activate()
+    _put(client, "a")
+    _put(client, "b")
+    assert slept == [0.005, 0.005]
+    with pytest.raises(ValueError, match="delay_s must be >= 0, got -1"):
+        StandingStubber(client, {"put_item": {}}, -1)
+
+
 def test_standing_stubber_refuses_a_response_the_operation_cannot_return():
     client = boto3.client("dynamodb", region_name="us-east-1")
     with pytest.raises(ParamValidationError):
@@ -151,7 +162,12 @@ def test_document_mode_counts_one_request_per_message_new_or_duplicate():
 
 def test_cpu_run_processes_every_record_through_the_stubber():
     samples = runtime_bench.cpu_per_record(
-        [contenders.POWERTOOLS, contenders.ours("document")], rounds=1, batches=1, records=4, groups=2
+        [contenders.POWERTOOLS, contenders.ours("document")],
+        rounds=1,
+        batches=1,
+        records=4,
+        groups=2,
+        delay_s=0.001,
     )
     assert set(samples.samples) == {"Powertools", "ours (document)"}
     assert all(len(values) == 1 and values[0] > 0 for values in samples.samples.values())
@@ -351,3 +367,18 @@ def test_a_skipped_test_suite_keeps_the_previous_measurement_marked_as_carried_o
     assert kept.extra["carried_over"] == "not rerun; measured 2026-11-21T23:00:00Z"
     assert "not rerun; measured 2026-11-21T23:00:00Z" in render_markdown([kept], {})
     assert run._carried_over(tmp_path / "missing.json", {"test_suite_s"}) == []
+
+
+def test_the_volume_row_holds_the_largest_size_to_its_time_and_to_the_smallest_sizes_cost_per_message():
+    runs = [
+        volume_bench.Drained(1000, publish_s=2.0, drain_s=4.0, emulator_cpu_s=2.4, deliveries=1000),
+        volume_bench.Drained(10000, publish_s=20.0, drain_s=50.0, emulator_cpu_s=30.0, deliveries=10000),
+        volume_bench.Drained(1000, publish_s=2.0, drain_s=6.0, emulator_cpu_s=2.6, deliveries=1000),
+    ]
+    total, per_message = run.volume_metrics(runs)
+
+    assert (total.ours, total.target.text, total.met) == (70.0, "≤ 60 s for 10,000", False)
+    assert (per_message.ours, per_message.reference) == (7.0, 7.0)  # ms; the 1,000 runs averaged
+    assert (per_message.ratio, per_message.met) == (1.0, True)
+    assert per_message.extra["emulator_cpu_ms_per_message"]["ratio"] == 1.2  # 3.0 ms against 2.5 ms
+    assert [r["drained_per_s"] for r in total.extra["runs"]] == [250.0, 200.0, 166.7]

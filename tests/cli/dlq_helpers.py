@@ -537,7 +537,7 @@ class LambdaContext:
 def consumer(pipeline: Pipeline, processor: Any = None) -> Any:
     """The bundled handler with the deployed function's configuration (its environment)."""
     from idempotent_runtime.config import Config
-    from idempotent_runtime.consumer import build_handler
+    from idempotent_runtime.flow import build_handler
 
     return build_handler(
         Config.from_env(pipeline.environment),

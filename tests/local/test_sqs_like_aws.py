@@ -374,3 +374,105 @@ def test_with_message_group_scope_a_deduplication_id_is_remembered_per_group(
     first, other_group, again = send("g1"), send("g2"), send("g1")
     assert other_group != first and again == first  # the same id: another group's message, a g1 duplicate
     assert sorted(m["Body"] for m in _receive(clean_emulator, url)) == ["g1", "g2"]
+
+
+# --- a deep queue (the sqs-depth-independent patch keeps its own index of every queue) ----------------------
+
+
+def test_every_group_of_a_deep_fifo_queue_is_consumed_in_order_also_through_failed_batches(
+    clean_emulator: Emulator,
+) -> None:
+    sqs = clean_emulator.client("sqs")
+    url, _ = _queue(clean_emulator, "deep.fifo")
+    groups, per_group = 25, 20
+    bodies = [f"g{n % groups}:{n // groups}" for n in range(groups * per_group)]
+    for start in range(0, len(bodies), 10):
+        sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {"Id": str(i), "MessageBody": body, "MessageGroupId": body.split(":")[0]}
+                | {"MessageDeduplicationId": body}
+                for i, body in enumerate(bodies[start : start + 10])
+            ],
+        )
+    consumed: dict[str, list[int]] = {}
+    for batch_number in range(1000):
+        batch = _receive(clean_emulator, url, VisibilityTimeout=600)
+        if not batch:
+            break
+        handles = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)]
+        if batch_number % 5 == 4:  # a failed batch: every message of it comes back, first in its group
+            sqs.change_message_visibility_batch(
+                QueueUrl=url, Entries=[{**h, "VisibilityTimeout": 0} for h in handles]
+            )
+            continue
+        sqs.delete_message_batch(QueueUrl=url, Entries=handles)
+        for message in batch:
+            group, sequence = message["Body"].split(":")
+            consumed.setdefault(group, []).append(int(sequence))
+
+    assert consumed == {f"g{g}": list(range(per_group)) for g in range(groups)}
+    assert _visible(clean_emulator, url) == 0
+
+
+def _counts(emulator: Emulator, url: str) -> tuple[int, int, int]:
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    names.append("ApproximateNumberOfMessagesDelayed")
+    found = emulator.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    return tuple(int(found[name]) for name in names)  # type: ignore[return-value]
+
+
+def test_queue_counts_follow_sends_receives_visibility_changes_deletes_and_purges(
+    clean_emulator: Emulator,
+) -> None:
+    sqs = clean_emulator.client("sqs")
+    url, _ = _queue(clean_emulator, "counted")
+    for n in range(5):
+        sqs.send_message(QueueUrl=url, MessageBody=f"now {n}")
+    for n in range(2):
+        sqs.send_message(QueueUrl=url, MessageBody=f"later {n}", DelaySeconds=600)
+    assert _counts(clean_emulator, url) == (5, 0, 2)  # visible, in flight, delayed
+
+    first, second, third = _receive(clean_emulator, url, count=3, VisibilityTimeout=600)
+    assert _counts(clean_emulator, url) == (2, 3, 2)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])
+    assert _counts(clean_emulator, url) == (3, 1, 2)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])  # again: accepted, no change
+    assert _counts(clean_emulator, url) == (3, 1, 2)
+
+    sqs.purge_queue(QueueUrl=url)
+    assert _counts(clean_emulator, url) == (0, 0, 0)
+    with pytest.raises(ClientError) as purged:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=third["ReceiptHandle"])
+    assert purged.value.response["Error"]["Code"] == "ReceiptHandleIsInvalid"
+
+
+def test_a_message_past_the_retention_period_is_dropped_and_the_receive_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import boto3
+    from moto import mock_aws
+    from moto.sqs import models
+
+    from idempotent_local import patches, queue_index
+
+    now = [1_000_000.0]
+    for module in (models, queue_index):
+        monkeypatch.setattr(module, "unix_time", lambda dt=None: now[0])
+        monkeypatch.setattr(module, "unix_time_millis", lambda dt=None: now[0] * 1000)
+    with mock_aws():
+        patches.apply()
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="a-minute", Attributes={"MessageRetentionPeriod": "60"})["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="old")
+        now[0] += 30
+        sqs.send_message(QueueUrl=url, MessageBody="new")
+        now[0] += 31  # "old" is 61 s old: SQS has deleted it
+
+        received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+
+    assert [m["Body"] for m in received] == ["new"]
+    in_flight = counts["ApproximateNumberOfMessagesNotVisible"]
+    assert (counts["ApproximateNumberOfMessages"], in_flight) == ("0", "1")  # "new"; "old" is gone

@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 from idempotent_runtime.config import Config
-from idempotent_runtime.consumer import build_handler
+from idempotent_runtime.flow import build_handler
 from moto import mock_aws
 
 # The example processing functions (runtime_examples.py) import as a top-level module, as in a code asset.

@@ -261,36 +261,3 @@ def test_every_group_of_a_wide_batch_runs_exactly_once(make_handler):
         seen.clear()
         assert failures(handler(event(*records), None)) == []
         assert sorted(seen) == sorted(f"k{i}" for i in range(10))
-
-
-class _Clock:
-    """A clock that moves by ``step`` on every reading (the step can change between runs)."""
-
-    def __init__(self, step: float) -> None:
-        self.now = 0.0
-        self.step = step
-
-    def __call__(self) -> float:
-        self.now += self.step
-        return self.now
-
-
-def test_helper_threads_sleep_while_the_work_never_waits_and_wake_once_it_does():
-    from idempotent_runtime.batch import Crew
-
-    wall, cpu = _Clock(1.0), _Clock(1.0)  # the calling thread never off the CPU
-    crew = Crew(3, wall=wall, cpu=cpu)
-    crew.run(lambda item: item, list(range(4)))  # the first run wakes helpers: its work may wait
-    assert crew.waits is False
-
-    ran_on: set[int] = set()
-    doubled = crew.run(lambda item: ran_on.add(threading.get_ident()) or item * 2, list(range(8)))
-    assert doubled == [0, 2, 4, 6, 8, 10, 12, 14]
-    assert ran_on == {threading.get_ident()}  # no helper was woken for work that does not wait
-
-    wall.step = 10.0  # now the calling thread spends 9 of every 10 seconds waiting
-    crew.run(lambda item: item, list(range(4)))
-    assert crew.waits is True
-    # Two items that each wait for the other finish only on two threads: the helpers are awake again.
-    both = threading.Barrier(2, timeout=10)
-    assert crew.run(lambda item: both.wait() is not None and item, ["a", "b"]) == ["a", "b"]

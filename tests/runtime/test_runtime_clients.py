@@ -7,7 +7,7 @@ from collections import Counter
 
 import idempotent_runtime.clients
 from idempotent_runtime.config import Config
-from idempotent_runtime.consumer import build_handler
+from idempotent_runtime.flow import build_handler
 from runtime_helpers import event, failures, record, scan
 
 

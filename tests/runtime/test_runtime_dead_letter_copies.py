@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 from idempotent_runtime.config import Config
-from idempotent_runtime.consumer import build_handler
+from idempotent_runtime.flow import build_handler
 from runtime_helpers import REGION, dlq_details, drain, event, record
 
 

@@ -12,7 +12,7 @@ import json
 import boto3
 import pytest
 from idempotent_runtime.config import Config
-from idempotent_runtime.consumer import build_handler
+from idempotent_runtime.flow import build_handler
 from runtime_helpers import (
     REGION,
     Context,

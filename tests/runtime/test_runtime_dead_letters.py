@@ -283,7 +283,7 @@ def test_a_reason_built_from_input_never_makes_the_dlq_send_fail(make_handler, s
 
     from idempotent_runtime import PermanentError
     from idempotent_runtime.config import Config
-    from idempotent_runtime.consumer import build_handler
+    from idempotent_runtime.flow import build_handler
 
     handler = build_handler(
         Config(table_name="documents", dlq_url=dlq_url), sqs_client=strict_sqs, processor=reject

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from idempotent_runtime.config import Config
-from idempotent_runtime.consumer import build_handler
+from idempotent_runtime.flow import build_handler
 from runtime_helpers import event, failures, inject_errors, record
 
 

@@ -149,7 +149,7 @@ def test_custom_key_attribute_names_and_ttl(dynamodb):
         BillingMode="PAY_PER_REQUEST",
     )
     from idempotent_runtime.config import Config
-    from idempotent_runtime.consumer import build_handler
+    from idempotent_runtime.flow import build_handler
 
     handler = build_handler(
         Config(

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 import runtime_examples
 from idempotent_runtime.config import Config
-from idempotent_runtime.consumer import build_handler
+from idempotent_runtime.flow import build_handler
 from idempotent_runtime.publisher import ConsumerKeys, publish
 from runtime_helpers import (
     CLAIM,

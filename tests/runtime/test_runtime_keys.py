@@ -8,13 +8,13 @@ import json
 import pytest
 from idempotent_runtime.config import Config
 from idempotent_runtime.errors import InvalidMessage
-from idempotent_runtime.keys import key_builder
+from idempotent_runtime.keys import KeyBuilder
 from idempotent_runtime.message import Key, Message
 from runtime_helpers import event, failures, record, scan
 
 
 def _key(key_source: str, rec: dict, **overrides) -> Key:
-    return key_builder(Config(table_name="t", key_source=key_source, **overrides))(Message(rec))
+    return KeyBuilder(Config(table_name="t", key_source=key_source, **overrides))(Message(rec))
 
 
 def test_fields_key_uses_the_two_configured_body_fields():
@@ -48,7 +48,7 @@ def test_key_at_dynamodb_limits_is_accepted_and_one_byte_more_is_not():
 
 
 def test_transaction_mode_reserves_room_for_the_marker_prefix():
-    build = key_builder(Config(table_name="t"), sort_reserve=len("idempotency#"))
+    build = KeyBuilder(Config(table_name="t"), sort_reserve=len("idempotency#"))
     with pytest.raises(InvalidMessage, match="over dynamodb's 1012-byte limit"):
         build(Message(record({"x": "p", "y": "s" * 1013})))
 

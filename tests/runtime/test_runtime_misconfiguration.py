@@ -113,7 +113,7 @@ def test_dlq_permission_and_key_errors_are_misconfiguration(make_handler, sqs, d
     denied_sqs = boto3.client("sqs", region_name="us-east-1")
     inject_errors(denied_sqs, "SendMessage", code)
     from idempotent_runtime.config import Config
-    from idempotent_runtime.consumer import build_handler
+    from idempotent_runtime.flow import build_handler
 
     handler = build_handler(Config(table_name="documents", dlq_url=dlq_url), sqs_client=denied_sqs)
     (result,) = handler.process_batch(event(record("{broken")), None)

@@ -223,3 +223,12 @@ def test_a_processor_integer_too_long_to_print_is_rejected_with_a_reason(make_ha
     assert dlq_reason(drain(sqs, dlq_url)[0]).startswith(
         "processor attribute n number <an integer of 16610 bits>"
     )
+
+
+def test_a_text_is_never_taken_for_a_number_in_canonical_json():
+    # Decimals are written through a placeholder text: a body holding that very text keeps it as text.
+    from idempotent_runtime.payload import canonical_json
+
+    text = canonical_json.placeholder
+    data = {"a": text, "b": [Decimal("1.50"), 'x"' + text, {text: 1}], "n": Decimal("-0.0")}
+    assert canonical_json(data) == f'{{"a":"{text}","b":[15E-1,"x\\"{text}",{{"{text}":1}}],"n":0}}'

@@ -6,7 +6,7 @@ import json
 
 from idempotent_runtime import TransientError
 from idempotent_runtime.config import Config
-from idempotent_runtime.consumer import build_handler
+from idempotent_runtime.flow import build_handler
 from runtime_helpers import event, log_lines, metrics, record, record_logs
 
 

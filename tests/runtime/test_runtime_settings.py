@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from idempotent_runtime import contract
 from idempotent_runtime.config import Config
-from idempotent_runtime.consumer import build_handler
 from idempotent_runtime.errors import ConfigurationError
+from idempotent_runtime.flow import build_handler
 from runtime_helpers import drain, event, log_lines, record, scan
 
 # The layout `idempotent-pipeline init` writes: the table's key attributes are the message's key fields.
@@ -104,9 +104,9 @@ def test_settings_that_fail_every_message_are_refused_at_cold_start(settings, bo
 
 
 def _unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from idempotent_runtime import consumer
+    from idempotent_runtime import flow
 
-    for module in (contract, consumer):
+    for module in (contract, flow):
         monkeypatch.setattr(module, "check_settings", lambda *args, **kwargs: None)
 
 

@@ -1,4 +1,4 @@
-"""The three idempotency modes behind one abstract base (:class:`~idempotent_runtime.modes.base.Mode`).
+"""The three idempotency modes behind one abstract base (:class:`~idempotent_runtime.modes.base.BaseMode`).
 
 Only the configured mode's module is imported (cold start).
 """
@@ -10,12 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 from idempotent_runtime.config import Config
-from idempotent_runtime.contract import Mode as ModeName
+from idempotent_runtime.contract import Mode
 from idempotent_runtime.message import Message
-from idempotent_runtime.modes.base import Done, Mode, RecordState, Warn
+from idempotent_runtime.modes.base import BaseMode, Done, RecordState, Warn
 from idempotent_runtime.retries import Retrier
 
-__all__ = ["Done", "Mode", "RecordState", "make_mode"]
+__all__ = ["BaseMode", "Done", "RecordState", "make_mode"]
 
 
 def make_mode(
@@ -26,15 +26,15 @@ def make_mode(
     clock: Callable[[], float] = time.time,
     calls: Retrier | None = None,
     warn: Warn | None = None,
-) -> Mode:
+) -> BaseMode:
     """The mode ``config.mode`` names, with its processor (required for transaction and guarded: the
     consumer checks it with the contract's settings rules)."""
-    mode_class: type[Mode]
-    if config.mode == ModeName.DOCUMENT:
+    mode_class: type[BaseMode]
+    if config.mode == Mode.DOCUMENT:
         from idempotent_runtime.modes.document import DocumentMode
 
         mode_class = DocumentMode
-    elif config.mode == ModeName.TRANSACTION:
+    elif config.mode == Mode.TRANSACTION:
         from idempotent_runtime.modes.transaction import TransactionMode
 
         mode_class = TransactionMode

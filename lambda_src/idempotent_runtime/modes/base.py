@@ -19,11 +19,9 @@ from idempotent_runtime.contract import (
     STATUS_ATTRIBUTE,
     TOKEN_ATTRIBUTE,
     GuardedStatus,
+    Mode,
     OnConflict,
     Outcome,
-)
-from idempotent_runtime.contract import (
-    Mode as ModeName,
 )
 from idempotent_runtime.errors import Conflict, InvalidMessage, Misconfiguration, TransientError
 from idempotent_runtime.message import Key, Message
@@ -101,10 +99,10 @@ def number_of(item: dict[str, Any], *names: str) -> int | None:
     return None
 
 
-class Mode(ABC):
+class BaseMode(ABC):
     """Base of the modes: ``process(message, context) -> Done`` writes the message's effect once per key."""
 
-    name: ClassVar[ModeName]
+    name: ClassVar[Mode]
     # Bytes of the sort key a mode reserves for itself (the transaction marker's prefix).
     sort_reserve: ClassVar[int] = 0
 

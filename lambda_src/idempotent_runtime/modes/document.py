@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from idempotent_runtime.attributes import check_item_size, to_item
-from idempotent_runtime.contract import FINGERPRINT_ATTRIBUTE, TOKEN_ATTRIBUTE, Outcome
-from idempotent_runtime.contract import Mode as ModeName
+from idempotent_runtime.contract import FINGERPRINT_ATTRIBUTE, TOKEN_ATTRIBUTE, Mode, Outcome
 from idempotent_runtime.errors import InvalidMessage, is_conditional_check_failed, old_item
 from idempotent_runtime.message import Key, Message
-from idempotent_runtime.modes.base import ABSENT, Done, Mode, RecordState, new_token
+from idempotent_runtime.modes.base import ABSENT, BaseMode, Done, RecordState, new_token
 
 # Bodies up to this many characters cannot make a 400 KB item (a character is at most 4 UTF-8 bytes and an
 # item is at most ~1.5x its JSON text), so their size is not computed...
@@ -22,14 +21,14 @@ def _needs_size_check(body: str) -> bool:
     return len(body) > _SIZE_CHECK_FROM or "\\ud" in body or "\\uD" in body
 
 
-class DocumentMode(Mode):
+class DocumentMode(BaseMode):
     """One PutItem with ``attribute_not_exists`` on the key: 1 request, new, duplicate or conflicting.
     Processor (optional): ``fn(message) -> dict | None``, the attributes to store (None: the body). A
     failed condition returns the old item: our token -> processed (response lost); same fingerprint or
     none -> duplicate; another -> conflict.
     """
 
-    name = ModeName.DOCUMENT
+    name = Mode.DOCUMENT
 
     def location(self, key: Key) -> dict[str, Any]:
         return self.item_key(key)

@@ -21,10 +21,8 @@ from idempotent_runtime.contract import (
     RESULT_ATTRIBUTE,
     STATUS_ATTRIBUTE,
     GuardedStatus,
+    Mode,
     Outcome,
-)
-from idempotent_runtime.contract import (
-    Mode as ModeName,
 )
 from idempotent_runtime.errors import (
     Conflict,
@@ -32,12 +30,13 @@ from idempotent_runtime.errors import (
     LeaseLost,
     TransientError,
     classify,
-    describe,
+    error_text,
     is_conditional_check_failed,
     old_item,
+    safe_error_text,
 )
 from idempotent_runtime.message import Key, Message
-from idempotent_runtime.modes.base import ABSENT, Done, Mode, RecordState, new_token, number_of, text_of
+from idempotent_runtime.modes.base import ABSENT, BaseMode, Done, RecordState, new_token, number_of, text_of
 from idempotent_runtime.payload import decode_result, encode_result
 
 IN_PROGRESS = GuardedStatus.IN_PROGRESS.value
@@ -139,14 +138,14 @@ class Lease:
         return self.remaining()
 
 
-class GuardedMode(Mode):
+class GuardedMode(BaseMode):
     """Claim (a conditional UpdateItem: IN_PROGRESS, lease, owner token), run the processor, complete (an
     UpdateItem if still the owner); on an exception release (a DeleteItem if the owner) so a retry runs.
     The processor's small JSON result is stored (Decimals exactly) and returned for duplicates. Requests:
     a new key 2, a duplicate or conflict 1.
     """
 
-    name = ModeName.GUARDED
+    name = Mode.GUARDED
     processor: Callable[[Message], Any]  # required in this mode (make_mode checks it)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -341,7 +340,7 @@ class GuardedMode(Mode):
                 "expires, then a retry runs the effect again (with the same idempotency key)",
                 key=str(key),
                 message_id=message.message_id,
-                error=describe(exc),
+                error=error_text(exc),
             )
             failure = classify(exc)
             if failure.misconfigured:
@@ -353,15 +352,11 @@ class GuardedMode(Mode):
         try:
             text = encode_result(result)
         except Exception as exc:  # whatever the result's own code raises: the key completes regardless
-            try:
-                error = describe(exc)
-            except Exception:
-                error = type(exc).__name__
             self.warn(
                 "result not stored: it cannot be written as JSON",
                 key=str(key),
                 message_id=message.message_id,
-                error=error,
+                error=safe_error_text(exc),
             )
             return None
         if len(text) > MAX_RESULT_BYTES // 4 and len(text.encode("utf-8")) > MAX_RESULT_BYTES:
@@ -388,5 +383,5 @@ class GuardedMode(Mode):
                 self.warn(
                     "claim not released; a retry waits for its lease to expire",
                     key=str(lease.key),
-                    error=describe(exc),
+                    error=error_text(exc),
                 )

@@ -13,10 +13,8 @@ from idempotent_runtime.contract import (
     RESERVED_KEY_PREFIX,
     SORT_KEY,
     TOKEN_ATTRIBUTE,
+    Mode,
     Outcome,
-)
-from idempotent_runtime.contract import (
-    Mode as ModeName,
 )
 from idempotent_runtime.errors import (
     InvalidMessage,
@@ -27,7 +25,7 @@ from idempotent_runtime.errors import (
     is_retryable,
 )
 from idempotent_runtime.message import Key, Message
-from idempotent_runtime.modes.base import ABSENT, Done, Mode, RecordState, new_token
+from idempotent_runtime.modes.base import ABSENT, BaseMode, Done, RecordState, new_token
 
 ACTIONS = ("Put", "Update", "Delete", "ConditionCheck")
 # Cancellation reasons caused by the request itself: retrying the same entries gives the same answer. A
@@ -68,7 +66,7 @@ def _retryable(exc: BaseException) -> bool:
     return is_retryable(exc)
 
 
-class TransactionMode(Mode):
+class TransactionMode(BaseMode):
     """Processor: ``fn(message) -> list[dict]``, at most 99 TransactWriteItems entries (``TableName``
     defaults to TABLE_NAME), committed in one request with the marker Put (p, ``idempotency#`` + s),
     conditional on the key being absent or expired. Entries writing a sort key beginning with
@@ -78,7 +76,7 @@ class TransactionMode(Mode):
     permanent; any other reason -> retry.
     """
 
-    name = ModeName.TRANSACTION
+    name = Mode.TRANSACTION
     processor: Callable[[Message], Any]  # required in this mode (make_mode checks it)
     sort_reserve = len(MARKER_SORT_PREFIX)
 

@@ -1,4 +1,5 @@
-"""build_handler: the configured consumer, callable as a Lambda handler. Importing needs no environment."""
+"""A record's flow from key to outcome, and ``build_handler``: the configured consumer, callable as a Lambda
+handler. Importing needs no environment."""
 
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ from idempotent_runtime.errors import (
     ConfigurationError,
     Conflict,
     PermanentError,
+    Resource,
     TransientError,
     classify,
-    describe,
+    error_text,
+    safe_error_text,
 )
 from idempotent_runtime.keys import KeyBuilder
 from idempotent_runtime.message import Message
@@ -104,11 +107,15 @@ _QUIET = frozenset({Outcome.PROCESSED, Outcome.DUPLICATE})
 
 
 class Consumer:
-    """The Lambda handler: ``consumer(event, context) -> {"batchItemFailures": [...]}``.
+    """The Lambda handler for ``config``: ``consumer(event, context) -> {"batchItemFailures": [...]}``.
 
     ``process_batch(event, context)`` returns the per-record :class:`RecordResult` list instead (local runner,
     tests). Records are never lost: each ends processed, duplicate, quarantined (in the DLQ, once) or failed
     (reported to SQS, which delivers it again).
+
+    Clients default to :func:`idempotent_runtime.clients.create_client` ones, made once on first use;
+    ``processor`` overrides PROCESSOR; ``clock`` (epoch seconds) measures leases and TTLs; ``sleep`` is
+    what retries wait with.
     """
 
     def __init__(
@@ -211,7 +218,7 @@ class Consumer:
             result = RecordResult(
                 message,
                 Outcome.FAILED,
-                f"retry later: unexpected error while handling the record: {_describe(exc)}",
+                f"retry later: unexpected error while handling the record: {safe_error_text(exc)}",
             )
         self._log(result)
         return result
@@ -227,7 +234,7 @@ class Consumer:
         return RecordResult(message, done.outcome, result=done.result)
 
     def _failure(self, message: Message, exc: Exception) -> RecordResult:
-        failure = classify(exc, "table")
+        failure = classify(exc, Resource.TABLE)
         raised = getattr(exc, RAISED, None)
         if failure.permanent:
             conflict = exc if isinstance(exc, Conflict) else None
@@ -306,7 +313,7 @@ class Consumer:
             return RecordResult(
                 message,
                 Outcome.FAILED,
-                f"permanent: {reason}; sending to the dlq failed: {describe(failed.error)}",
+                f"permanent: {reason}; sending to the dlq failed: {error_text(failed.error)}",
                 conflict=is_conflict,
                 hint=failure.hint if failure.misconfigured else None,
                 kind=kind,
@@ -361,36 +368,6 @@ class Consumer:
         self.log.emit(level, "record " + result.outcome.value, **fields)
 
 
-def _describe(exc: BaseException) -> str:
-    """``describe(exc)`` for the last resort, which must not raise itself."""
-    try:
-        return describe(exc)
-    except Exception:
-        return type(exc).__name__
 
-
-def build_handler(
-    config: Config,
-    *,
-    dynamodb_client: Any = None,
-    sqs_client: Any = None,
-    processor: Callable[[Message], Any] | None = None,
-    clock: Callable[[], float] = time.time,
-    sleep: Callable[[float], None] = time.sleep,
-    log_stream: TextIO | None = None,
-) -> Consumer:
-    """The Lambda handler for ``config``: ``handler(event, context) -> {"batchItemFailures": [...]}``.
-
-    Clients default to :func:`idempotent_runtime.clients.create_client` ones, made once on first use;
-    ``processor`` overrides PROCESSOR; ``clock`` (epoch seconds) measures leases and TTLs; ``sleep`` is
-    what retries wait with.
-    """
-    return Consumer(
-        config,
-        dynamodb_client=dynamodb_client,
-        sqs_client=sqs_client,
-        processor=processor,
-        clock=clock,
-        sleep=sleep,
-        log_stream=log_stream,
-    )
+# The documented way to build the handler: ``build_handler(config, *, dynamodb_client=None, ...)``.
+build_handler = Consumer
