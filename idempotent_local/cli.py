@@ -233,7 +233,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:  # from the first line on: Ctrl-C as soon as it says it polls stops it cleanly
         print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; {until}", flush=True)
         for mapping in mappings:
-            print(f"    {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})", flush=True)
+            line = f"    {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})"
+            print(line, flush=True)
         if args.drain:
             runner.drain(timeout=args.timeout, mappings=mappings)
         else:

@@ -16,7 +16,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 from idempotent_runtime.contract import ConfigurationError, IntRange, Seconds
 
-from idempotent_pipeline import _keys
+from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._rules import (
     TOKEN,
     Rule,
@@ -140,8 +140,9 @@ class Alarms:
         if alarms.action is not None and topic not in _HANDLED_TOPICS:
             _HANDLED_TOPICS.add(topic)
             _allow_cloudwatch_to_publish(scope, topic)
-            if topic.master_key is not None:
-                _keys.allow_cloudwatch_alarms(scope, topic.master_key, "the alarm topic's key")
+            key = _compat.topic_key(topic)
+            if key is not None:
+                _keys.allow_cloudwatch_alarms(scope, key, "the alarm topic's key")
         return alarms
 
     @property

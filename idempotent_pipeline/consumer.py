@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Acknowledgment, Names, Validations
+from aws_cdk import Names
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -28,7 +28,7 @@ from idempotent_runtime.contract import (
     Seconds,
 )
 
-from idempotent_pipeline import _keys
+from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters, message_age
 from idempotent_pipeline._asset import HANDLER, Target, check_processor, left_out_note, stage_asset
 from idempotent_pipeline._facts import QueueFacts, describe_queue
@@ -692,9 +692,7 @@ class IdempotentConsumer(Construct):
         self._function_name = self.function.function_name
         self.log_group.grant_write(self.role)
         if o.tracing is not None and o.tracing != lambda_.Tracing.DISABLED:
-            Validations.of(self.role).acknowledge(
-                Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=XRAY_REASON)
-            )
+            _compat.acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]", XRAY_REASON)
         if o.vpc is not None:
             self.network_interface_policy = iam.Policy(
                 self,
@@ -704,8 +702,8 @@ class IdempotentConsumer(Construct):
             )
             # Lambda checks these permissions when it creates the function.
             self.function.node.add_dependency(self.network_interface_policy)
-            Validations.of(self.network_interface_policy).acknowledge(
-                Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=NETWORK_INTERFACE_REASON)
+            _compat.acknowledge(
+                self.network_interface_policy, "AwsSolutions-IAM5[Resource::*]", NETWORK_INTERFACE_REASON
             )
 
     def _grant(self, p: ConsumerProps) -> None:

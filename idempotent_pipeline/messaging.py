@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Validations
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -16,7 +16,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from idempotent_runtime import contract
 
-from idempotent_pipeline import _keys
+from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters, message_age
 from idempotent_pipeline._facts import QueueFacts, describe_queue, remember
 from idempotent_pipeline._rules import (
@@ -451,10 +451,12 @@ class Messaging(Construct):
                 "Topic",
                 fifo=True if p.fifo else None,
                 content_based_deduplication=self._content_based_deduplication(p),
-                fifo_throughput_scope=sns.FifoThroughputScope.MESSAGE_GROUP if p.high_throughput else None,
                 master_key=p.topic_key,
                 enforce_ssl=True,
             )
+            _compat.tls_only_topic(topic)
+            if p.high_throughput:
+                _compat.message_group_throughput(topic)
         elif key is not None and not _restricts_queue_key(topic):
             warn(
                 self,
@@ -482,8 +484,8 @@ class Messaging(Construct):
             removal_policy=p.options.dead_letter_removal_policy,
             **_group_settings(p.high_throughput),
         )
-        Validations.of(self.subscription_dead_letter_queue).acknowledge(
-            Acknowledgment(id="AwsSolutions-SQS3", reason=SUBSCRIPTION_DLQ_NAG_REASON)
+        _compat.acknowledge(
+            self.subscription_dead_letter_queue, "AwsSolutions-SQS3", SUBSCRIPTION_DLQ_NAG_REASON
         )
         # SqsSubscription adds the queue policy statements allowing sqs:SendMessage from this topic only
         # (aws:SourceArn), on the queue and on the subscription's dead-letter queue, and for a key defined in

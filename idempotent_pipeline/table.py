@@ -13,6 +13,7 @@ from constructs import Construct
 from idempotent_runtime import contract
 from idempotent_runtime.contract import ConfigurationError
 
+from idempotent_pipeline import _compat
 from idempotent_pipeline._rules import TOKEN, Rule, boolean, enforce, instance, options_of, text, warn
 from idempotent_pipeline.options import EXPLICIT_TABLE_NAME_FLAG, TableOptions
 
@@ -99,9 +100,7 @@ class IdempotencyTable(Construct):
             sort_key=dynamodb.Attribute(name=options.sort_key_name, type=dynamodb.AttributeType.STRING),
             time_to_live_attribute=options.time_to_live_attribute,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=bool(recovery)
-            ),
+            **_compat.point_in_time_recovery(bool(recovery)),
             encryption=(
                 dynamodb.TableEncryption.CUSTOMER_MANAGED
                 if key is not None
@@ -184,7 +183,7 @@ def _check_names(scope: Construct, options: TableOptions, *, removal_policy: Rem
 
 def _check_schema(table: dynamodb.Table, options: TableOptions) -> None:
     """For a table defined in this app, the names the runtime is told must be the table's keys."""
-    schema = table.schema_v2()
+    schema = _compat.key_schema(table)
     wanted = (
         ("partition_key_name", options.partition_key_name, list(schema.partition_keys)),
         ("sort_key_name", options.sort_key_name, list(schema.sort_keys)),

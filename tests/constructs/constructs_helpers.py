@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -67,6 +68,13 @@ def only(template: assertions.Template, type_: str) -> dict[str, Any]:
     return next(iter(found.values()))
 
 
+def resources_of(statement: dict[str, Any]) -> list[Any]:
+    """A statement's resources as a list, without the ``{"Ref": "AWS::NoValue"}`` that older aws-cdk-lib
+    releases add to a table grant (for its absent indexes) and CloudFormation drops."""
+    listed = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    return [r for r in listed if r != {"Ref": "AWS::NoValue"}]
+
+
 def policy_statements(template: assertions.Template) -> list[dict[str, Any]]:
     statements = []
     for policy in resources(template, "AWS::IAM::Policy").values():
@@ -120,11 +128,28 @@ def cfn_lint_findings(template: dict[str, Any]) -> list[str]:
     return [f"{m.rule.id} {m.message}" for m in matches]
 
 
+def add_nag_checks(app: cdk.App) -> None:
+    """cdk-nag's AwsSolutions checks on ``app``: through ``Validations`` (cdk-nag 3), or on an aws-cdk-lib
+    without it as an Aspect (cdk-nag 2, which writes a CSV report per stack)."""
+    from cdk_nag import AwsSolutionsChecks
+
+    if hasattr(cdk, "Validations"):
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    else:
+        cdk.Aspects.of(app).add(AwsSolutionsChecks())
+
+
 def nag_findings(outdir: Path) -> list[tuple[str, str, list[str]]]:
-    """The cdk-nag findings of a synthesized app (its validation report; none when there is no report)."""
+    """The cdk-nag findings of a synthesized app (its validation report, or cdk-nag 2's CSV reports; none
+    when there is no report)."""
     report_path = outdir / "validation-report.json"
     if not report_path.exists():
-        return []
+        return [
+            (row["Rule ID"], row["Rule Level"], [row["Resource ID"]])
+            for report in sorted(outdir.glob("AwsSolutions-*-NagReport.csv"))
+            for row in csv.DictReader(report.read_text().splitlines())
+            if row["Compliance"] == "Non-Compliant"
+        ]
     report = json.loads(report_path.read_text())
     return [
         (v["ruleName"], v["severity"], [c["constructPath"] for c in v["violatingConstructs"]])
@@ -136,14 +161,13 @@ def nag_findings(outdir: Path) -> list[tuple[str, str, list[str]]]:
 def synth_with_nag(outdir: Path, build: Any, name: str = "Checked") -> dict[str, Any]:
     """Build a stack with ``build(stack)`` in an app with cdk.json's flags and cdk-nag; its template.
 
-    The synth fails (RuntimeError, ValidationFailed) on any nag finding; the report is in ``outdir``.
+    With cdk-nag 3 the synth fails (RuntimeError, ValidationFailed) on any nag finding; the report is in
+    ``outdir`` either way (:func:`nag_findings`).
     """
-    from cdk_nag import AwsSolutionsChecks
-
     app = cdk.App(context=cdk_json_context(), outdir=str(outdir))
     stack = cdk.Stack(app, name)
     build(stack)
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    add_nag_checks(app)
     return app.synth().get_stack_by_name(name).template
 
 

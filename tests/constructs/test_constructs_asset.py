@@ -313,10 +313,10 @@ def test_wheels_are_chosen_for_the_functions_architecture(tmp_path, offline_pip)
 
 
 def test_wheels_are_chosen_for_the_functions_python(tmp_path, offline_pip):
-    """armonly publishes a CPython 3.14 wheel only: refused for a function on python3.13."""
+    """armonly publishes a CPython 3.14 wheel only: refused for a function on python3.12."""
     project = _project(tmp_path, "armonly\n")
-    with pytest.raises(ConfigurationError, match=r"no wheel of 'armonly' for the function \(CPython 3.13,"):
-        _asset_files(project, runtime=lambda_.Runtime.PYTHON_3_13)
+    with pytest.raises(ConfigurationError, match=r"no wheel of 'armonly' for the function \(CPython 3.12,"):
+        _asset_files(project, runtime=lambda_.Runtime.PYTHON_3_12)
 
 
 def _built_for(code_directory: Path) -> str:

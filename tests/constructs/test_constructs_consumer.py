@@ -25,6 +25,7 @@ from constructs_helpers import (
     only,
     policy_statements,
     resources,
+    resources_of,
     template_of,
     warnings_of,
 )
@@ -130,22 +131,22 @@ def test_an_aws_cdk_lib_that_knows_a_newer_python_does_not_change_the_runtime(mo
     Python silently."""
     # An existing runtime under a newer constant's name: a new Runtime would join aws-cdk-lib's Runtime.ALL
     # for the rest of the session (and cdk-nag's L1 would then call it the newest).
-    monkeypatch.setattr(lambda_.Runtime, "PYTHON_3_99", lambda_.Runtime.PYTHON_3_13, raising=False)
+    monkeypatch.setattr(lambda_.Runtime, "PYTHON_3_99", lambda_.Runtime.PYTHON_3_12, raising=False)
     assert function_props(consumer_template())["Runtime"] == "python3.14"
 
 
 def test_the_runtime_is_settable():
-    template = consumer_template(runtime=lambda_.Runtime.PYTHON_3_13)
-    assert function_props(template)["Runtime"] == "python3.13"
+    template = consumer_template(runtime=lambda_.Runtime.PYTHON_3_12)
+    assert function_props(template)["Runtime"] == "python3.12"
 
 
 @pytest.mark.parametrize(
     ("runtime", "message"),
     [
         (
-            lambda_.Runtime.NODEJS_22_X,
+            lambda_.Runtime.NODEJS_20_X,
             "ConsumerOptions.runtime must be a Python runtime from python3.12 on (Amazon Linux 2023, for "
-            "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got nodejs22.x",
+            "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got nodejs20.x",
         ),
         (
             lambda_.Runtime.PYTHON_3_11,
@@ -435,7 +436,7 @@ def test_table_permissions_are_exactly_the_contracts_actions_of_the_mode(mode, u
 def test_table_permissions_name_only_the_table(default_template):
     table_id = next(iter(resources(default_template, "AWS::DynamoDB::Table")))
     statements = [s for s in policy_statements(default_template) if "dynamodb:PutItem" in actions_of(s)]
-    assert [s["Resource"] for s in statements] == [{"Fn::GetAtt": [table_id, "Arn"]}]
+    assert [resources_of(s) for s in statements] == [[{"Fn::GetAtt": [table_id, "Arn"]}]]
 
 
 def test_queue_permissions_are_the_event_source_consume_actions(default_template):
