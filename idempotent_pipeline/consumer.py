@@ -658,7 +658,7 @@ class IdempotentConsumer(Construct):
             python_version=python_version,
             architecture="arm64" if o.architecture is None else str(architecture.name),
         )
-        asset, left_out = stage_asset(user_code, p.include, p.exclude, target)
+        asset, left_out = stage_asset(user_code, p.include, p.exclude, target, p.mode)
         note = left_out_note(left_out)
         if note is not None:
             warn(self, ASSET_LEFT_OUT, note)
