@@ -44,7 +44,6 @@ _silence_node_banner()
 import aws_cdk as cdk  # noqa: E402  (after the environment above: jsii reads it at start)
 from aws_cdk import assertions  # noqa: E402
 
-
 # app.py checks every synth with cdk-nag 3, attached through Validations (aws-cdk-lib 2.257 on).
 needs_reference_app = pytest.mark.skipif(
     not hasattr(cdk, "Validations"),

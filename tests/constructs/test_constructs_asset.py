@@ -89,8 +89,9 @@ def test_the_asset_holds_the_configured_modes_module_only_and_its_handler_starts
         "AWS_DEFAULT_REGION": "us-east-1",
         "PATH": os.environ.get("PATH", ""),
     }
+    cold_start = "import sys; sys.path.insert(0, ''); import idempotent_runtime.handler"
     started = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", "import sys; sys.path.insert(0, ''); import idempotent_runtime.handler"],
+        [sys.executable, "-I", "-S", "-c", cold_start],
         cwd=asset,
         env=environment,
         capture_output=True,
