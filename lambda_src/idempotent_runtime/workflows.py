@@ -44,6 +44,10 @@ _PLAIN_NAME = re.compile(r"^[0-9A-Za-z_-]{1,80}$")
 # The execution input's limit: 256 KiB of UTF-8 (canonical JSON is ASCII: one byte a character).
 MAX_INPUT_BYTES = 262_144
 STANDARD = "STANDARD"
+# What start_execution_once asks Step Functions, on the state machine and on its executions
+# (IdempotentConsumer.grant_start_execution grants exactly these).
+STATE_MACHINE_ACTIONS = ("states:StartExecution", "states:DescribeStateMachine")
+EXECUTION_ACTIONS = ("states:DescribeExecution",)
 
 # Errors that say the state machine or the function's permissions are wrong, not the message.
 _MISCONFIGURED = frozenset(
