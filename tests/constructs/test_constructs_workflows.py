@@ -1,8 +1,10 @@
 """IdempotentConsumer.grant_start_execution: what start_execution_once asks of a state machine, granted
-exactly; Express refused at synth; no cdk-nag finding left for the executions' wildcard."""
+exactly; Express refused at synth; no cdk-nag finding left for the executions' wildcard. The reference app's
+demo workflow (``-c workflow=true``)."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -12,14 +14,21 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs_helpers import (
     actions_of,
+    cdk_json_context,
+    env_of,
+    files_under,
+    function_asset_dir,
     nag_findings,
     new_stack,
+    only,
     policy_statements,
+    resources,
     synth_with_nag,
     template_of,
 )
 from idempotent_runtime.workflows import EXECUTION_ACTIONS, STATE_MACHINE_ACTIONS
 
+import app as reference_app
 from idempotent_pipeline import ConfigurationError, ConsumerOptions, IdempotentPipeline
 
 AWS, REGION, ACCOUNT = cdk.Aws.PARTITION, cdk.Aws.REGION, cdk.Aws.ACCOUNT_ID
@@ -103,3 +112,46 @@ def test_the_executions_wildcard_leaves_no_cdk_nag_finding(tmp_path, user_code):
 
     synth_with_nag(tmp_path, build)
     assert nag_findings(tmp_path) == []
+
+
+# -- the reference app: `-c workflow=true` -------------------------------------------------------------
+
+
+def _reference(context: dict[str, str]) -> cdk.Stack:
+    app = cdk.App(context=cdk_json_context())
+    settings = reference_app.settings_from({**cdk_json_context(), **context}.get)
+    return reference_app.ReferenceStack(app, "Workflow", settings=settings)
+
+
+def test_the_reference_app_starts_its_demo_workflow_from_guarded_mode_with_the_shipped_processor():
+    stack = _reference({"workflow": "true"})
+    template = template_of(stack)
+    machine = only(template, "AWS::StepFunctions::StateMachine")["Properties"]
+    assert machine.get("StateMachineType", "STANDARD") == "STANDARD"
+    (machine_id,) = resources(template, "AWS::StepFunctions::StateMachine")
+    env = env_of(template)
+    assert (env["IDEMPOTENCY_MODE"], env["PROCESSOR"]) == ("guarded", reference_app.WORKFLOW_PROCESSOR)
+    assert env["STATE_MACHINE_ARN"] == {"Ref": machine_id}
+    assert template.to_json()["Outputs"]["StateMachineArn"]["Value"] == {"Ref": machine_id}
+    assert (sorted(STATE_MACHINE_ACTIONS), {"Ref": machine_id}) in _states_statements(stack)
+    shipped = files_under(function_asset_dir(stack))
+    assert {"order_workflow.py", "idempotent_runtime/workflows.py"} <= shipped
+
+
+def test_the_shipped_processor_names_the_module_the_function_imports(monkeypatch):
+    monkeypatch.syspath_prepend(str(reference_app.WORKFLOW_CODE))
+    module, function = reference_app.WORKFLOW_PROCESSOR.split(":")
+    assert callable(getattr(importlib.import_module(module), function))
+
+
+def test_the_reference_workflow_keeps_a_processor_of_your_own(user_code):
+    stack = _reference({"workflow": "true", "processor": "orders:handle", "code_directory": str(user_code)})
+    env = env_of(template_of(stack))
+    assert (env["PROCESSOR"], "STATE_MACHINE_ARN" in env) == ("orders:handle", True)
+
+
+def test_the_reference_workflow_is_refused_in_another_mode():
+    with pytest.raises(
+        ConfigurationError, match=r"workflow=true starts the workflow from guarded mode; got "
+    ):
+        _reference({"workflow": "true", "mode": "document"})

@@ -6,11 +6,9 @@ docs/runtime.md walks through them.
 
 from __future__ import annotations
 
-import os
 import threading
 
 from idempotent_runtime import PermanentError
-from idempotent_runtime.workflows import start_execution_once
 
 
 # document mode: return the attributes to store (Python values), or None to store the body as it is.
@@ -101,10 +99,3 @@ def charge_payment(message):
     if not isinstance(cents, int) or isinstance(cents, bool) or cents <= 0:
         raise PermanentError(f"cents must be a positive integer, got {cents!r}")
     return PROVIDER.charge(idempotency_key=message.key.idempotency_key, customer=payment["x"], cents=cents)
-
-
-# guarded mode starting a Step Functions workflow: the execution is named for the message's key, so a re-run
-# after a crash (or a delivery after the key's record expired) finds it instead of starting another.
-def start_order_workflow(message):
-    order = message.json_object()
-    return start_execution_once(message, os.environ["STATE_MACHINE_ARN"], {"order": order})

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
+from pathlib import Path
 
 import boto3
 import pytest
@@ -41,6 +43,9 @@ from runtime_helpers import (
     record,
     scan,
 )
+
+# The reference app's shipped processor (examples/workflow), imported as a code asset holds it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "workflow"))
 
 START = 1_800_000_000.0
 DAY = 24 * 3600
@@ -96,7 +101,7 @@ def _state_machine(sfn, kind: str = "STANDARD") -> str:
 @pytest.fixture
 def state_machine(sfn, monkeypatch) -> str:
     arn = _state_machine(sfn)
-    monkeypatch.setenv("STATE_MACHINE_ARN", arn)  # what runtime_examples.start_order_workflow reads
+    monkeypatch.setenv("STATE_MACHINE_ARN", arn)  # what the shipped order_workflow.start reads
     return arn
 
 
@@ -113,7 +118,7 @@ def _executions(sfn, state_machine_arn: str) -> list[dict]:
 
 
 def _guarded(make_handler, clock=None, **config):
-    config.setdefault("processor", "runtime_examples:start_order_workflow")
+    config.setdefault("processor", "order_workflow:start")
     return make_handler(clock=clock or Clock(), mode="guarded", **config)
 
 
@@ -144,7 +149,7 @@ def test_a_new_key_starts_one_execution_named_for_the_key_and_stores_its_arn(
     arn = f"arn:aws:states:{REGION}:123456789012:execution:{state_machine.split(':')[-1]}:cust-7_order-1"
     assert (result.outcome, result.result) == ("processed", arn)
     assert _executions(sfn, state_machine) == [
-        {"name": "cust-7_order-1", "status": "RUNNING", "input": execution_input({"order": ORDER})}
+        {"name": "cust-7_order-1", "status": "RUNNING", "input": execution_input(ORDER)}
     ]
     assert _result(dynamodb) == ("COMPLETED", arn)
 
@@ -212,12 +217,12 @@ def test_the_same_key_with_another_input_is_a_conflict_quarantined_and_starts_no
     (result,) = handler.process_batch(event(record(other)), None)
     assert (result.outcome, result.conflict) == ("quarantined", True)
     assert _executions(sfn, state_machine) == [
-        {"name": "cust-7_order-1", "status": "RUNNING", "input": execution_input({"order": ORDER})}
+        {"name": "cust-7_order-1", "status": "RUNNING", "input": execution_input(ORDER)}
     ]
     (dead,) = drain(sqs, dlq_url)
     details = dlq_details(dead)
-    ours = sha256_hex(execution_input({"order": other}).encode())
-    theirs = sha256_hex(execution_input({"order": ORDER}).encode())
+    ours = sha256_hex(execution_input(other).encode())
+    theirs = sha256_hex(execution_input(ORDER).encode())
     assert (details["kind"], details["fingerprint"], details["stored_fingerprint"]) == (
         "conflict",
         ours,
@@ -233,22 +238,20 @@ def test_the_same_key_with_another_input_is_a_conflict_quarantined_and_starts_no
 @pytest.mark.parametrize("closed", [False, True], ids=["running", "closed"])
 def test_another_input_for_an_existing_execution_raises_a_conflict(sfn, state_machine, closed):
     delivery = message(ORDER, mode="guarded")
-    arn = start_execution_once(delivery, state_machine, {"order": ORDER}, client=sfn)
+    arn = start_execution_once(delivery, state_machine, ORDER, client=sfn)
     if closed:
         sfn.stop_execution(executionArn=arn)
     with pytest.raises(ExecutionConflict) as raised:
-        start_execution_once(delivery, state_machine, {"order": {**ORDER, "cents": 1}}, client=sfn)
+        start_execution_once(delivery, state_machine, {**ORDER, "cents": 1}, client=sfn)
     assert (raised.value.execution_arn, raised.value.kind) == (arn, "conflict")
     assert len(_executions(sfn, state_machine)) == 1
 
 
 def test_an_execution_started_with_other_json_text_of_the_same_value_counts_as_the_same(sfn, state_machine):
     delivery = message(ORDER, mode="guarded")
-    sfn.start_execution(
-        stateMachineArn=state_machine, name=execution_name(delivery.key), input='{ "order": {"cents": 2500.0,'
-        ' "y": "order-1", "x": "cust-7"} }',
-    )  # fmt: skip
-    arn = start_execution_once(delivery, state_machine, {"order": ORDER}, client=sfn)
+    text = '{ "cents": 2500.0, "y": "order-1", "x": "cust-7" }'  # started by another tool, say
+    sfn.start_execution(stateMachineArn=state_machine, name=execution_name(delivery.key), input=text)
+    arn = start_execution_once(delivery, state_machine, ORDER, client=sfn)
     assert arn.endswith(":cust-7_order-1") and len(_executions(sfn, state_machine)) == 1
 
 
@@ -347,11 +350,11 @@ def _fail(client, operation: str, code: str, times: int = 1000) -> list[int]:
 
 
 def _starting_with(client):
-    """runtime_examples.start_order_workflow's processor with its own client."""
+    """The shipped order_workflow.start with its own client."""
 
     def start(delivery):
         arn = os.environ["STATE_MACHINE_ARN"]
-        return start_execution_once(delivery, arn, {"order": delivery.json_object()}, client=client)
+        return start_execution_once(delivery, arn, delivery.json_object(), client=client)
 
     return start
 
@@ -379,13 +382,13 @@ def test_an_execution_describe_cannot_see_yet_is_retried_later(sfn, fresh_sfn, s
     start it may answer ExecutionDoesNotExist. That is transient, never a conflict."""
     monkeypatch.setattr(workflows, "_calls", workflows.Retrier(sleep=lambda seconds: None))
     delivery = message(ORDER, mode="guarded")
-    start_execution_once(delivery, state_machine, {"order": ORDER}, client=sfn)
+    start_execution_once(delivery, state_machine, ORDER, client=sfn)
     sfn.stop_execution(
         executionArn=sfn.list_executions(stateMachineArn=state_machine)["executions"][0]["executionArn"]
     )
     _fail(fresh_sfn, "DescribeExecution", "ExecutionDoesNotExist")
     with pytest.raises(workflows.TransientError, match=r"DescribeExecution .* ExecutionDoesNotExist"):
-        start_execution_once(delivery, state_machine, {"order": ORDER}, client=fresh_sfn)
+        start_execution_once(delivery, state_machine, ORDER, client=fresh_sfn)
 
 
 def test_an_input_over_step_functions_limit_is_rejected_before_the_request(
