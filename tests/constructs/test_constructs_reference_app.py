@@ -146,6 +146,11 @@ VARIANTS = {
         "customer_managed_keys": "true",
         "alarm_topic": "true",
     },
+    "workflow in a vpc with customer-managed keys": {
+        "workflow": "true",
+        "vpc": "true",
+        "customer_managed_keys": "true",
+    },
     "everything": {
         "fifo": "false",
         "dashboard": "true",
@@ -386,6 +391,7 @@ def test_context_table_documents_every_key():
         "vpc",
         "customer_managed_keys",
         "alarm_topic",
+        "workflow",
         "ttl_seconds",  # retired: refused with its replacement
     }
 
