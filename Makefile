@@ -28,11 +28,13 @@ TARGET ?= aws
 endif
 TARGET ?= local
 
-.PHONY: help setup deploy destroy demo synth test lint bench clean
+.PHONY: help setup deploy destroy demo synth test test-floor release-check lint bench clean
 
 help:
 	@echo "make deploy    deploy the reference stack (local emulator by default; TARGET=aws for a real account)"
 	@echo "make test      install what is missing and run the whole test suite"
+	@echo "make test-floor  the construct tests against the oldest aws-cdk-lib supported (part of make test)"
+	@echo "make release-check  build dist/ (sdist + wheel) and check it: twine, contents, install next to the floor"
 	@echo "make destroy   destroy the stack and stop the local emulator"
 	@echo "make integ     the integration tests on a real account: make integ AWS_PROFILE=... (deploys, asserts, destroys)"
 	@echo "make synth     synthesize the reference stack into cdk.out/ for review"
@@ -71,6 +73,22 @@ $(VENV)/.installed: pyproject.toml
 	@$(call with_progress,$(PIP_INSTALL),$(VENV)/install.log)
 	@touch $@
 
+# The floor environment: the oldest aws-cdk-lib and constructs pyproject.toml accepts (its `>=` bounds, pinned)
+# with the cdk-nag 2 that installs next to them, for the construct tests only (the code is this checkout's).
+FLOOR_VENV ?= .venv-floor
+FLOOR_PY := $(FLOOR_VENV)/bin/python
+FLOOR_PINS = $(shell $(PYTHON) -c 'import re, tomllib; \
+	deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; \
+	print(*(re.sub(r">=([^,]+).*", r"==\1", d) for d in deps if d.startswith(("aws-cdk-lib", "constructs"))))')
+FLOOR_INSTALL = $(FLOOR_PY) -m pip install $(FLOOR_PINS) "cdk-nag<3" "pytest>=8" "pytest-xdist>=3.5"
+FLOOR_PYTEST_ARGS ?= -n 2 --dist loadfile tests/constructs
+
+$(FLOOR_VENV)/.installed: pyproject.toml
+	@echo "==> creating the floor environment in $(FLOOR_VENV)/ ($(FLOOR_PINS), cdk-nag 2; about a minute)"
+	@test -x $(FLOOR_PY) || $(PYTHON) -m venv $(FLOOR_VENV)
+	@$(call with_progress,$(FLOOR_INSTALL),$(FLOOR_VENV)/install.log)
+	@touch $@
+
 node_modules/.installed: package.json package-lock.json
 	@echo "==> installing the pinned CDK CLI into node_modules/ (npm ci)"
 	@mkdir -p $(VENV)
@@ -97,8 +115,21 @@ synth: setup
 	npx cdk synth --quiet
 	@echo "==> templates are in cdk.out/"
 
-test: setup
+test: setup $(FLOOR_VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
+	@echo "==> the construct tests against the floor: $(FLOOR_PINS)"
+	$(FLOOR_PY) -m pytest $(FLOOR_PYTEST_ARGS)
+
+test-floor: setup $(FLOOR_VENV)/.installed
+	$(FLOOR_PY) -m pytest $(FLOOR_PYTEST_ARGS)
+
+# The release: a clean sdist and wheel in dist/ (the venv's setuptools and wheel, no download), then
+# tests/release/: twine check, contents and metadata, and an install by name next to an app pinned to the floor.
+release-check: setup
+	rm -rf dist build
+	$(PY) -m build --no-isolation --outdir dist . > $(VENV)/build.log 2>&1 || { cat $(VENV)/build.log; exit 1; }
+	@ls dist
+	RELEASE_CHECK_DIST=dist $(PY) -m pytest tests/release -n 0 -p no:cacheprovider
 
 lint: setup
 	$(VENV)/bin/ruff check .

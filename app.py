@@ -4,15 +4,20 @@
     npx cdk synth                                   # templates into cdk.out/
     npx cdk synth -c mode=guarded -c processor=orders:handle -c code_directory=src
     npx cdk synth -c fifo=false -c dashboard=true -c tracing=true -c vpc=true -c customer_managed_keys=true
+    npx cdk synth -c workflow=true                  # guarded mode starting a demo workflow once per message
 
-Every context key, the option it sets and its parser is in CONTEXT below; values from ``-c`` arrive as strings
-and are parsed, values in cdk.json keep their JSON type. Keys left unset take the constructs' defaults.
+Every context key, the option it sets and its kind is in CONTEXT below (the runtime's settings come from their
+declarations in the contract, parsed as the function's environment is); values from ``-c`` arrive as strings
+and are parsed, values in cdk.json keep their JSON type. Keys left unset (or empty) take the constructs'
+defaults.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -22,7 +27,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
+from idempotent_runtime import contract
+from idempotent_runtime.contract import NAME, FieldPaths, IntRange, Kind, Lifetime, Seconds
 
 from idempotent_pipeline import (
     AlarmOptions,
@@ -34,171 +42,146 @@ from idempotent_pipeline import (
 )
 
 
-def _text(key: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigurationError(f"context {key} must be a non-empty string; got {value!r}")
-    return value
+class Flag(Kind):
+    """true or false (also 1/0, yes/no, in any case)."""
 
+    def parse(self, name: str, text: str) -> bool:
+        flag = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(
+            text.lower()
+        )
+        return self.coerce(name, text if flag is None else flag)
 
-def _optional_text(key: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ConfigurationError(f"context {key} must be a string; got {value!r}")
-    return value
-
-
-def _integer(key: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ConfigurationError(f"context {key} must be an integer; got {value!r}")
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ConfigurationError(f"context {key} must be an integer; got {value!r}") from None
-
-
-def _boolean(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
+    def coerce(self, name: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ConfigurationError(f"{name} must be true or false; got {value!r}")
         return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise ConfigurationError(f"context {key} must be true or false; got {value!r}")
 
 
-def _names(key: str, value: Any) -> list[str]:
-    """A comma-separated list (``-c fingerprint_exclude=sent_at,trace.id``) or a JSON list from cdk.json."""
-    items = value if isinstance(value, list) else str(value).split(",")
-    names = [str(item).strip() for item in items]
-    if not names or not all(names):
-        raise ConfigurationError(f"context {key} must be a comma-separated list of names; got {value!r}")
-    return names
+@dataclass(frozen=True)
+class Named(Kind):
+    """One of a few names (any case), each standing for an object of aws-cdk-lib."""
+
+    lookup: Callable[[str], Any]
+    wanted: str
+
+    def coerce(self, name: str, value: Any) -> Any:
+        found = self.lookup(value.strip().lower()) if isinstance(value, str) else None
+        if found is None:
+            raise ConfigurationError(f"{name} must {self.wanted}; got {value!r}")
+        return found
 
 
-def _removal_policy(key: str, value: Any) -> RemovalPolicy:
-    policies = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
-    text = str(value).strip().lower()
-    if text not in policies:
-        raise ConfigurationError(
-            f"context {key} must be retain or destroy (DynamoDB tables have no snapshot policy); got "
-            f"{value!r}"
-        )
-    return policies[text]
+class Names(Kind):
+    """Names of files or patterns: a list (cdk.json) or comma-separated (``-c include=a.json,b``)."""
+
+    def coerce(self, name: str, value: Any) -> tuple[str, ...]:
+        items = value.split(",") if isinstance(value, str) else value
+        names = tuple(str(item).strip() for item in items) if isinstance(items, list | tuple) else ()
+        if not names or not all(names):
+            raise ConfigurationError(f"{name} must be a comma-separated list of names; got {value!r}")
+        return names
 
 
-def _seconds(key: str, value: Any) -> Duration:
-    return Duration.seconds(_integer(key, value))
+@dataclass(frozen=True)
+class Retired(Kind):
+    """A key that no longer exists: refused with what replaced it, never ignored."""
+
+    replacement: str
+
+    def coerce(self, name: str, value: Any) -> Any:
+        raise ConfigurationError(f"{name} is no longer read (got {value!r}): {self.replacement}")
 
 
-def _lifetime(key: str, value: Any) -> Duration | None:
-    """Seconds, or ``0`` / ``never``: never expire."""
-    if str(value).strip().lower() == "never":
-        return None
-    seconds = _integer(key, value)
-    if seconds < 0:
-        raise ConfigurationError(f"context {key} must be a number of seconds, 0 or never; got {value!r}")
-    return Duration.seconds(seconds) if seconds else None
-
-
-def _tracing(key: str, value: Any) -> lambda_.Tracing | None:
-    return lambda_.Tracing.ACTIVE if _boolean(key, value) else None
-
-
-def _architecture(key: str, value: Any) -> lambda_.Architecture:
-    text = str(value).strip().lower()
-    if text == "arm64":
-        return lambda_.Architecture.ARM_64
-    if text == "x86_64":
-        return lambda_.Architecture.X86_64
-    raise ConfigurationError(f"context {key} must be arm64 or x86_64; got {value!r}")
-
-
-def _runtime(key: str, value: Any) -> lambda_.Runtime:
+def _runtime(text: str) -> lambda_.Runtime | None:
     """A Python runtime aws-cdk-lib names (``python3.13``: ``Runtime.PYTHON_3_13``)."""
-    match = re.fullmatch(r"python3\.(\d+)", str(value).strip())
-    runtime = getattr(lambda_.Runtime, f"PYTHON_3_{match.group(1)}", None) if match else None
-    if runtime is None:
-        raise ConfigurationError(
-            f"context {key} must name a Python runtime of aws-cdk-lib, e.g. python3.14; got {value!r}"
-        )
-    return runtime
+    match = re.fullmatch(r"python3\.(\d+)", text)
+    return getattr(lambda_.Runtime, f"PYTHON_3_{match[1]}", None) if match else None
 
 
-def _retired(replacement: str) -> Callable[[str, Any], Any]:
-    def parse(key: str, value: Any) -> Any:
-        raise ConfigurationError(f"context {key} is no longer read (got {value!r}): {replacement}")
+@dataclass(frozen=True)
+class Key:
+    """A context key: where its value goes (an options block, ``pipeline``: an IdempotentPipeline argument,
+    ``stack``: resources the reference stack makes for it), the option it sets and its kind."""
 
-    return parse
+    where: str
+    option: str
+    kind: Kind
 
 
-Parser = Callable[[str, Any], Any]
-
-# context key -> (where it goes, option, parser). Where: an options block, "pipeline" (an IdempotentPipeline
-# argument) or "stack" (resources the reference stack makes for the option).
-CONTEXT: dict[str, tuple[str, str, Parser]] = {
-    # messaging
-    "fifo": ("messaging", "fifo", _boolean),
-    "topic": ("messaging", "with_topic", _boolean),
-    "high_throughput": ("messaging", "high_throughput", _boolean),
-    "content_based_deduplication": ("messaging", "content_based_deduplication", _boolean),
-    "visibility_timeout_seconds": ("messaging", "visibility_timeout", _seconds),
-    "retention_period_seconds": ("messaging", "retention_period", _seconds),
-    "max_receive_count": ("messaging", "max_receive_count", _integer),
-    # table
-    "table_name": ("table", "table_name", _text),
-    "partition_key_name": ("table", "partition_key_name", _text),
-    "sort_key_name": ("table", "sort_key_name", _text),
-    "time_to_live_attribute": ("table", "time_to_live_attribute", _text),
-    "removal_policy": ("table", "removal_policy", _removal_policy),
-    "deletion_protection": ("table", "deletion_protection", _boolean),
-    # consumer
-    "mode": ("consumer", "mode", _text),
-    "key_source": ("consumer", "key_source", _text),
-    "partition_key_field": ("consumer", "partition_key_field", _text),
-    "sort_key_field": ("consumer", "sort_key_field", _text),
-    "key_prefix": ("consumer", "key_prefix", _optional_text),
-    "fingerprint_fields": ("consumer", "fingerprint_fields", _names),
-    "fingerprint_exclude": ("consumer", "fingerprint_exclude", _names),
-    "on_conflict": ("consumer", "on_conflict", _text),
-    "dedup_ttl_seconds": ("consumer", "dedup_ttl", _lifetime),
-    "document_ttl_seconds": ("consumer", "document_ttl", _lifetime),
-    "lease_seconds": ("consumer", "lease_duration", _seconds),
-    "lease_margin_seconds": ("consumer", "lease_margin", _seconds),
-    "processor": ("consumer", "processor", _text),
-    "code_directory": ("consumer", "code_directory", _text),
-    "include": ("consumer", "include", _names),
-    "exclude": ("consumer", "exclude", _names),
-    "timeout_seconds": ("consumer", "timeout", _seconds),
-    "memory_size": ("consumer", "memory_size", _integer),
-    "architecture": ("consumer", "architecture", _architecture),
-    "runtime": ("consumer", "runtime", _runtime),
-    "batch_size": ("consumer", "batch_size", _integer),
-    "max_batching_window_seconds": ("consumer", "max_batching_window", _seconds),
-    "max_concurrency": ("consumer", "max_concurrency", _integer),
-    "reserved_concurrent_executions": ("consumer", "reserved_concurrent_executions", _integer),
-    "max_workers": ("consumer", "max_workers", _integer),
-    "log_level": ("consumer", "log_level", _text),
-    "metrics_namespace": ("consumer", "metrics_namespace", _text),
-    "tracing": ("consumer", "tracing", _tracing),
-    # alarms
-    "max_message_age_seconds": ("alarm", "max_message_age", _seconds),
-    "failed_threshold": ("alarm", "failed_threshold", _integer),
-    # the pipeline and the stack
-    "dashboard": ("pipeline", "dashboard", _boolean),
-    "vpc": ("stack", "vpc", _boolean),
-    "customer_managed_keys": ("stack", "customer_managed_keys", _boolean),
-    "alarm_topic": ("stack", "alarm_topic", _boolean),
-    # removed options: refused with what replaced them, never ignored
-    "ttl_seconds": (
+FLAG, INTEGER, SECONDS, NAMES = Flag(), IntRange(), Seconds(low=0), Names()
+BLOCKS = {
+    "MessagingOptions": "messaging",
+    "TableOptions": "table",
+    "ConsumerOptions": "consumer",
+    "AlarmOptions": "alarm",
+}
+# The runtime's settings, from their declarations: a key per option, named like it (a duration like its
+# variable, in seconds: lease_duration is lease_seconds); parsed as the function's environment is.
+SETTINGS: dict[str, Key] = {
+    (variable.name.lower() if isinstance(variable.kind, Seconds) else option): Key(
+        BLOCKS[block], option, variable.kind
+    )
+    for variable in contract.ENVIRONMENT
+    if variable.option is not None
+    for block, option in [variable.option.split(".")]
+}
+CONTEXT: dict[str, Key] = {
+    **SETTINGS,
+    "fifo": Key("messaging", "fifo", FLAG),
+    "topic": Key("messaging", "with_topic", FLAG),
+    "high_throughput": Key("messaging", "high_throughput", FLAG),
+    "content_based_deduplication": Key("messaging", "content_based_deduplication", FLAG),
+    "visibility_timeout_seconds": Key("messaging", "visibility_timeout", SECONDS),
+    "retention_period_seconds": Key("messaging", "retention_period", SECONDS),
+    "table_name": Key("table", "table_name", NAME),
+    "removal_policy": Key(
+        "table",
+        "removal_policy",
+        Named(
+            {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}.get,
+            "be retain or destroy (DynamoDB tables have no snapshot policy)",
+        ),
+    ),
+    "deletion_protection": Key("table", "deletion_protection", FLAG),
+    "code_directory": Key("consumer", "code_directory", NAME),
+    "include": Key("consumer", "include", NAMES),
+    "exclude": Key("consumer", "exclude", NAMES),
+    "timeout_seconds": Key("consumer", "timeout", SECONDS),
+    "memory_size": Key("consumer", "memory_size", INTEGER),
+    "architecture": Key(
+        "consumer",
+        "architecture",
+        Named(
+            {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}.get,
+            "be arm64 or x86_64",
+        ),
+    ),
+    "runtime": Key(
+        "consumer", "runtime", Named(_runtime, "name a Python runtime of aws-cdk-lib, e.g. python3.14")
+    ),
+    "batch_size": Key("consumer", "batch_size", INTEGER),
+    "max_batching_window_seconds": Key("consumer", "max_batching_window", SECONDS),
+    "max_concurrency": Key("consumer", "max_concurrency", INTEGER),
+    "reserved_concurrent_executions": Key("consumer", "reserved_concurrent_executions", INTEGER),
+    "max_message_age_seconds": Key("alarm", "max_message_age", SECONDS),
+    "failed_threshold": Key("alarm", "failed_threshold", INTEGER),
+    "dashboard": Key("pipeline", "dashboard", FLAG),
+    "tracing": Key("stack", "tracing", FLAG),
+    "vpc": Key("stack", "vpc", FLAG),
+    "customer_managed_keys": Key("stack", "customer_managed_keys", FLAG),
+    "alarm_topic": Key("stack", "alarm_topic", FLAG),
+    "workflow": Key("stack", "workflow", FLAG),
+    "ttl_seconds": Key(
         "retired",
         "ttl_seconds",
-        _retired(
+        Retired(
             "use dedup_ttl_seconds (idempotency records, default 7 days) and document_ttl_seconds "
-            "(documents, "
-            "default never)"
+            "(documents, default never)"
         ),
     ),
 }
+# Keys of the app itself.
+APP: dict[str, Kind] = {"stack_name": NAME, "nag": FLAG}
 OPTIONS = {
     "messaging": MessagingOptions,
     "table": TableOptions,
@@ -206,18 +189,35 @@ OPTIONS = {
     "alarm": AlarmOptions,
 }
 DEFAULT_STACK_NAME = "IdempotentPipeline"
+# The processor `-c workflow=true` ships unless `processor` names another.
+WORKFLOW_CODE = Path(__file__).resolve().parent / "examples" / "workflow"
+WORKFLOW_PROCESSOR = "order_workflow:start"
+
+
+def read(key: str, kind: Kind, value: Any) -> Any:
+    """A context value by its kind, as the function's environment is parsed: text from ``-c``, JSON types
+    from cdk.json; a list may also be written comma-separated (text that is not JSON). A duration becomes
+    an ``aws_cdk.Duration`` (a lifetime of 0 or never: None)."""
+    name = f"context {key}"
+    if isinstance(kind, FieldPaths) and isinstance(value, str) and value.lstrip()[:1] not in ("[", "{", '"'):
+        value = [item.strip() for item in value.split(",")]
+    parsed = kind.parse(name, value) if isinstance(value, str) else kind.coerce(name, value)
+    if isinstance(kind, Lifetime) and parsed == contract.NEVER:
+        return None  # the options' never
+    return Duration.seconds(parsed) if isinstance(kind, Seconds) else parsed
 
 
 def settings_from(context: Callable[[str], Any]) -> dict[str, dict[str, Any]]:
-    """Where -> {option: value} for the context keys that are set.
+    """Where -> {option: value} for the context keys that are set; an empty value counts as unset, as in
+    the function's environment.
 
     ``context`` looks a key up, e.g. ``app.node.get_all_context().get``.
     """
-    settings: dict[str, dict[str, Any]] = {where: {} for where, _, _ in CONTEXT.values()}
-    for key, (where, option, parse) in CONTEXT.items():
-        value = context(key)
-        if value is not None:
-            settings[where][option] = parse(key, value)
+    settings: dict[str, dict[str, Any]] = {key.where: {} for key in CONTEXT.values()}
+    for name, key in CONTEXT.items():
+        value = context(name)
+        if value is not None and value != "":
+            settings[key.where][key.option] = read(name, key.kind, value)
     return settings
 
 
@@ -250,9 +250,12 @@ class ReferenceStack(cdk.Stack):
             )
             self.alarm_topic = sns.Topic(self, "AlarmTopic", enforce_ssl=True, master_key=alarm_key)
             options["alarm"].update(alarm_topic=self.alarm_topic)
+        if stack.get("tracing"):
+            options["consumer"].update(tracing=lambda_.Tracing.ACTIVE)
         if stack.get("vpc"):
-            vpc, security_group = self._vpc()
+            vpc, security_group = self._vpc(workflow=bool(stack.get("workflow")))
             options["consumer"].update(vpc=vpc, security_groups=[security_group])
+        workflow = self._workflow(options["consumer"]) if stack.get("workflow") else None
         self.pipeline = IdempotentPipeline(
             self,
             "Pipeline",
@@ -273,14 +276,52 @@ class ReferenceStack(cdk.Stack):
             ),
             "TableName": self.pipeline.table.table_name,
             "FunctionName": self.pipeline.function.function_name,
+            "StateMachineArn": workflow.state_machine_arn if workflow is not None else None,
         }
+        if workflow is not None:
+            self.pipeline.consumer.grant_start_execution(workflow)
         for name, value in outputs.items():
             if value is not None:
                 cdk.CfnOutput(self, name, value=value)
 
-    def _vpc(self) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
+    def _workflow(self, consumer: dict[str, Any]) -> sfn.StateMachine:
+        """A STANDARD demo workflow, logged and traced, that guarded mode starts once per message: with the
+        shipped processor (examples/workflow) unless ``processor`` names another, which reads the state
+        machine's ARN from ``STATE_MACHINE_ARN``."""
+        mode = consumer.setdefault("mode", "guarded")
+        if mode != "guarded":
+            raise ConfigurationError(
+                f"context workflow=true starts the workflow from guarded mode; got mode={mode!r}: leave mode "
+                "unset or set mode=guarded"
+            )
+        if "processor" not in consumer:
+            consumer.update(processor=WORKFLOW_PROCESSOR, code_directory=str(WORKFLOW_CODE))
+        workflow = sfn.StateMachine(
+            self,
+            "Workflow",
+            definition_body=sfn.DefinitionBody.from_chainable(sfn.Pass(self, "ShipOrder")),
+            logs=sfn.LogOptions(
+                destination=logs.LogGroup(self, "WorkflowLogs", retention=logs.RetentionDays.ONE_MONTH),
+                level=sfn.LogLevel.ALL,
+            ),
+            tracing_enabled=True,
+        )
+        cdk.Validations.of(workflow).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="Step Functions delivers logs and X-Ray traces with actions that take no resource "
+                "(CDK grants them on * for a logged, traced state machine)",
+            )
+        )
+        environment = dict(consumer.get("environment") or {})
+        environment["STATE_MACHINE_ARN"] = workflow.state_machine_arn
+        consumer["environment"] = environment
+        return workflow
+
+    def _vpc(self, workflow: bool) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
         """Private subnets without internet access: the function reaches DynamoDB through a gateway endpoint
-        and SQS through an interface endpoint that admits only the function's security group."""
+        and SQS (and with ``workflow``, Step Functions) through interface endpoints that admit only the
+        function's security group."""
         flow_logs = logs.LogGroup(self, "VpcFlowLogs", retention=logs.RetentionDays.ONE_MONTH)
         vpc = ec2.Vpc(
             self,
@@ -316,6 +357,21 @@ class ReferenceStack(cdk.Stack):
             security_groups=[endpoint_group],
             open=False,
         )
+        if workflow:
+            states_group = ec2.SecurityGroup(
+                self,
+                "StepFunctionsEndpointSecurityGroup",
+                vpc=vpc,
+                description="the Step Functions endpoint: HTTPS from the consumer function only",
+                allow_all_outbound=False,
+            )
+            states_group.add_ingress_rule(function_group, ec2.Port.tcp(443), "HTTPS from the consumer")
+            vpc.add_interface_endpoint(
+                "StepFunctions",
+                service=ec2.InterfaceVpcEndpointAwsService.STEP_FUNCTIONS,
+                security_groups=[states_group],
+                open=False,
+            )
         return vpc, function_group
 
 
@@ -323,11 +379,12 @@ def build_app(context: Mapping[str, Any] | None = None, outdir: str | None = Non
     """The reference app: ``context`` adds to what the CDK CLI passes (cdk.json and ``-c``)."""
     app = cdk.App(context=dict(context or {}), outdir=outdir)
     # One read of the whole context (cdk.json, -c and the argument): each lookup is a jsii round trip.
-    context_values = app.node.get_all_context()
-    stack_name = context_values.get("stack_name") or DEFAULT_STACK_NAME
-    ReferenceStack(app, _text("stack_name", stack_name), settings=settings_from(context_values.get))
-    nag = context_values.get("nag")
-    if _boolean("nag", True if nag is None else nag):
+    values = app.node.get_all_context()
+    own = {
+        key: read(key, kind, values[key]) for key, kind in APP.items() if values.get(key) not in (None, "")
+    }
+    ReferenceStack(app, own.get("stack_name", DEFAULT_STACK_NAME), settings=settings_from(values.get))
+    if own.get("nag", True):
         # cdk-nag is a development dependency: imported only when the checks are on.
         from cdk_nag import AwsSolutionsChecks
 

@@ -23,6 +23,8 @@ COMMANDS: tuple[str, ...] = (
     "idempotent_cli.local",
     "idempotent_cli.dlq",
     "idempotent_cli.send",
+    "idempotent_cli.trace",
+    "idempotent_cli.logs",
 )
 
 

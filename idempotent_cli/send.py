@@ -38,9 +38,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     send.add_argument("file", nargs="?", metavar="FILE", help="JSON lines to send; - or nothing: stdin")
+    from idempotent_cli.dlq import add_cloud_arguments, add_pipeline_arguments
+
     where = send.add_argument_group("where to")
-    where.add_argument("--stack", help="the pipeline's stack (default: the only pipeline deployed)")
-    where.add_argument("--function", help="the consumer function, when a stack has several pipelines")
+    add_pipeline_arguments(where)
     where.add_argument("--topic-arn", help="publish to this topic (default: the one subscribed to the queue)")
     group = send.add_argument_group("message groups (FIFO)").add_mutually_exclusive_group()
     group.add_argument("--group-field", metavar="PATH", help="each message's group: this body field")
@@ -51,12 +52,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="only for a consumer with KEY_SOURCE=dedup_id: the body fields whose values make each "
         "message's deduplication id (its key)",
     )
-    cloud = send.add_argument_group("which cloud")
-    cloud.add_argument("--local", action="store_true", help="the local emulator of the app")
-    cloud.add_argument("--app-dir", help="with --local: the app directory (default: the nearest cdk.json)")
-    cloud.add_argument("--state-dir", help="with --local: the emulator's state directory")
-    cloud.add_argument("--profile", help="AWS profile (default: the default credential chain)")
-    cloud.add_argument("--region", help="AWS region (default: the configured one)")
+    add_cloud_arguments(send.add_argument_group("which cloud"))
     send.add_argument("--json", action="store_true", help="print the summary as JSON")
     send.add_argument(
         "--progress-seconds", type=float, default=DEFAULT_PROGRESS_SECONDS, help=argparse.SUPPRESS
@@ -121,19 +117,10 @@ def _send(
 ) -> int:
     from idempotent_runtime.publisher import MessageRejected, publish
 
-    from idempotent_cli.dlq import aws, locate
+    from idempotent_cli.dlq import clients_for, locate
 
     lines = _read(args.file, stdin)
-    if connect is not None:
-        clients = connect(args)
-    else:
-        clients = aws.connect(
-            local=args.local,
-            app_dir=args.app_dir,
-            state_dir=args.state_dir,
-            profile=args.profile,
-            region=args.region,
-        )
+    clients = (connect or clients_for)(args)
     pipeline = locate.resolve(clients, stack=args.stack, function=args.function).pipeline
     keys = _keys(pipeline, args.key_fields)
     destination = _destination(clients, pipeline.queue_url, args.topic_arn)

@@ -230,10 +230,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     mappings = _mappings(runner)
     until = "until every queue is empty and every stream is read to its end" if args.drain else "Ctrl-C stops"
-    print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; {until}", flush=True)
-    for mapping in mappings:
-        print(f"    {mapping.describe()}", flush=True)
-    try:
+    try:  # from the first line on: Ctrl-C as soon as it says it polls stops it cleanly
+        print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; {until}", flush=True)
+        for mapping in mappings:
+            print(f"    {mapping.describe()}", flush=True)
         if args.drain:
             runner.drain(timeout=args.timeout, mappings=mappings)
         else:

@@ -565,7 +565,7 @@ def _fifo_deduplication(endpoint: str | None) -> None:
     from moto.sqs.models import Message
 
     # This patch decides alone: moto's own check (messages still in the queue, any group) is off.
-    models.DEDUPLICATION_TIME_IN_SECONDS = 0
+    _replace(models, "DEDUPLICATION_TIME_IN_SECONDS", lambda _: 0)
 
     def make(original: Any) -> Any:
         def send_message(
@@ -875,4 +875,14 @@ def apply(endpoint: str | None = None) -> tuple[Patch, ...]:
     return PATCHES
 
 
-__all__ = ["MOTO_VERSION", "PATCHES", "Patch", "apply", "resource_change_details"]
+def revert() -> None:
+    """Give this process's moto its own behaviour back (undo every :func:`apply`), for a process that also
+    uses plain moto, such as a test run; :func:`apply` patches it again."""
+    for (owner, name), original in _ORIGINALS.items():
+        if original is not None:
+            setattr(owner, name, original)
+        elif name in vars(owner):
+            delattr(owner, name)  # it was inherited
+
+
+__all__ = ["MOTO_VERSION", "PATCHES", "Patch", "apply", "resource_change_details", "revert"]

@@ -73,6 +73,11 @@ CHECKPOINTS = (
 )
 
 
+def function_log_path(state_dir: str | Path, function: str) -> Path:
+    """Where the runner appends what ``function`` prints: its log, as CloudWatch Logs would hold it."""
+    return Path(state_dir).resolve() / "logs" / f"{function}.log"
+
+
 @dataclass(frozen=True)
 class Mapping:
     """An SQS event source mapping, as read back from the emulator."""
@@ -545,7 +550,7 @@ class EventSourceRunner:
             code_dir,
             configuration["Handler"],
             env,
-            Path(self.emulator.state_dir).resolve() / "logs" / f"{name}.log",
+            function_log_path(self.emulator.state_dir, name),
         )
         self._workers[function_arn] = worker
         self._timeouts[function_arn] = float(configuration.get("Timeout", 3))

@@ -53,7 +53,6 @@ CLOUDWATCH = "cloudwatch.amazonaws.com"
 # What CloudWatch does with a KMS-encrypted alarm topic's key.
 CLOUDWATCH_KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
 AWS_MANAGED_SNS_KEY = "alias/aws/sns"
-SHORT_TTL_RULE = next(rule for rule in consumer.RULES if rule.warning == consumer.SHORT_TTL)
 
 
 @dataclass(frozen=True)
@@ -258,10 +257,8 @@ def short_idempotency_lifetimes(t: Templates) -> Iterator[Resource]:
         lifetime = number(variables.get(variable.name) or variable.default)
         if lifetime is None:
             continue
-        values: dict[str, Any] = {"document_ttl": lifetime or None, "dedup_ttl": lifetime or None}
-        consumer._lifetime(values, mode, queue_facts(queue))
-        window = values["arrival_window"]
-        if window is not TOKEN and SHORT_TTL_RULE.broken(values["lifetime"], window):
+        window, _ = consumer.arrival_window(queue_facts(queue))
+        if window is not TOKEN and consumer.short_lifetime(lifetime or None, window):
             yield function
 
 

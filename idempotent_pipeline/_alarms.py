@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +14,9 @@ from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
-from idempotent_runtime.contract import ConfigurationError
+from idempotent_runtime.contract import ConfigurationError, IntRange, Seconds
 
-from idempotent_pipeline import _keys
+from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._rules import (
     TOKEN,
     Rule,
@@ -22,8 +24,8 @@ from idempotent_pipeline._rules import (
     duration,
     enforce,
     instance,
-    integer,
     options_of,
+    read,
     seconds,
     warn,
 )
@@ -36,28 +38,23 @@ EVALUATION_PERIODS = 1  # every alarm here looks at one period
 # period the total is also capped at one day, which one evaluation period never reaches.
 MAX_EVALUATION_SECONDS = 7 * 24 * 3600
 NOT_BREACHING = cloudwatch.TreatMissingData.NOT_BREACHING
+AGE = Seconds(low=60)  # AlarmOptions.max_message_age: at least a minute
+COUNT = IntRange(low=1)  # AlarmOptions.failed_threshold
 
-RULES = (
+RULES: tuple[Rule[Alarms], ...] = (
     Rule(
-        ("max_message_age",),
-        lambda age: age < 60,
-        "AlarmOptions.max_message_age must be at least 60 seconds; got {max_message_age} seconds",
+        lambda a: a.failed_period_seconds < 60 or a.failed_period_seconds % 60,
+        lambda a: (
+            "AlarmOptions.failed_period must be a whole number of minutes; got "
+            f"{a.failed_period_seconds} seconds"
+        ),
     ),
     Rule(
-        ("failed_threshold",),
-        lambda threshold: threshold < 1,
-        "AlarmOptions.failed_threshold must be at least 1; got {failed_threshold}",
-    ),
-    Rule(
-        ("failed_period",),
-        lambda period: period < 60 or period % 60,
-        "AlarmOptions.failed_period must be a whole number of minutes; got {failed_period} seconds",
-    ),
-    Rule(
-        ("failed_period",),
-        lambda period: period * EVALUATION_PERIODS > MAX_EVALUATION_SECONDS,
-        "AlarmOptions.failed_period must be at most 7 days (CloudWatch: period x evaluation periods <= "
-        "604800 seconds); got {failed_period} seconds",
+        lambda a: a.failed_period_seconds * EVALUATION_PERIODS > MAX_EVALUATION_SECONDS,
+        lambda a: (
+            "AlarmOptions.failed_period must be at most 7 days (CloudWatch: period x evaluation "
+            f"periods <= 604800 seconds); got {a.failed_period_seconds} seconds"
+        ),
     ),
 )
 
@@ -75,82 +72,119 @@ IMPORTED_ALARM_TOPIC_STATEMENT = (
 
 
 @dataclass(frozen=True)
+class AlarmDefinition:
+    """One alarm of a block, as data: its construct id (``FailedAlarm``, which also names the block's
+    attribute ``failed_alarm``), the metric it watches (built only when the alarm is), the value from which
+    it fires, and what it tells whoever it notifies."""
+
+    id: str
+    metric: Callable[[], cloudwatch.IMetric]
+    threshold: float
+    description: str
+
+    @property
+    def attribute(self) -> str:
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", self.id).lower()
+
+
+def dead_letters(queue: Any, id: str = "DeadLetterQueueAlarm", what: str = "") -> AlarmDefinition:
+    """Messages waiting in a dead-letter queue."""
+    return AlarmDefinition(
+        id,
+        lambda: queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum"),
+        1,
+        what or "messages the pipeline could not process are waiting in the dead-letter queue",
+    )
+
+
+def message_age(queue: Any, threshold: float) -> AlarmDefinition:
+    """The oldest message of the queue the consumer reads."""
+    return AlarmDefinition(
+        "MessageAgeAlarm",
+        lambda: queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, statistic="Maximum"),
+        threshold,
+        "the oldest message in the queue is older than expected: the consumer lags",
+    )
+
+
+@dataclass(frozen=True)
 class Alarms:
     """:class:`AlarmOptions` as plain values, and the action every alarm of one block uses."""
 
+    options: AlarmOptions
     enabled: bool
     action: cloudwatch.IAlarmAction | None
-    max_message_age: float  # seconds (a number token when only known at deploy time)
-    max_message_age_seconds: Any  # the same for the rules: whole seconds, or TOKEN
-    failed_threshold: int | None
-    failed_period: Any
+    max_message_age_seconds: Any  # whole seconds, or TOKEN
+    failed_threshold_count: Any  # or TOKEN
+    failed_period_seconds: Any  # or TOKEN
 
     @classmethod
     def read(cls, scope: Construct, options: AlarmOptions | None) -> Alarms:
         options = options_of("alarm_options", options, AlarmOptions)
-        values = {
-            "max_message_age": seconds("AlarmOptions.max_message_age", options.max_message_age),
-            "failed_threshold": integer("AlarmOptions.failed_threshold", options.failed_threshold),
-            "failed_period": seconds("AlarmOptions.failed_period", options.failed_period),
-        }
         topic = instance("AlarmOptions.alarm_topic", options.alarm_topic, sns.ITopic, "an sns.ITopic")
         enabled = bool(boolean("AlarmOptions.enabled", options.enabled))
-        if enabled and values["failed_period"] is TOKEN:
+        alarms = cls(
+            options=options,
+            enabled=enabled,
+            action=cloudwatch_actions.SnsAction(topic) if enabled and topic is not None else None,
+            max_message_age_seconds=read("AlarmOptions.max_message_age", AGE, options.max_message_age)[0],
+            failed_threshold_count=read("AlarmOptions.failed_threshold", COUNT, options.failed_threshold)[0],
+            failed_period_seconds=seconds("AlarmOptions.failed_period", options.failed_period),
+        )
+        if enabled and alarms.failed_period_seconds is TOKEN:
             raise ConfigurationError(
                 "AlarmOptions.failed_period must be known at synth: CDK needs a metric's period as a number "
                 "to write the alarm; got a deploy-time token"
             )
-        enforce(scope, RULES, values)
-        action = None
-        if enabled and topic is not None:
-            action = cloudwatch_actions.SnsAction(topic)
-            if topic not in _HANDLED_TOPICS:
-                _HANDLED_TOPICS.add(topic)
-                _allow_cloudwatch_to_publish(scope, topic)
-                key = topic.master_key
-                if key is not None:
-                    _keys.allow_cloudwatch_alarms(scope, key, "the alarm topic's key")
-        return cls(
-            enabled=enabled,
-            action=action,
-            max_message_age=(
-                options.max_message_age.to_seconds()
-                if values["max_message_age"] is TOKEN
-                else values["max_message_age"]
-            ),
-            max_message_age_seconds=values["max_message_age"],
-            # A deploy-time threshold reaches the alarm as the token it is (TOKEN only skips the rules).
-            failed_threshold=(
-                options.failed_threshold
-                if values["failed_threshold"] is TOKEN
-                else values["failed_threshold"]
-            ),
-            failed_period=options.failed_period,
-        )
+        enforce(scope, RULES, alarms)
+        if alarms.action is not None and topic not in _HANDLED_TOPICS:
+            _HANDLED_TOPICS.add(topic)
+            _allow_cloudwatch_to_publish(scope, topic)
+            key = _compat.topic_key(topic)
+            if key is not None:
+                _keys.allow_cloudwatch_alarms(scope, key, "the alarm topic's key")
+        return alarms
 
-    def alarm(
-        self,
-        scope: Construct,
-        id: str,
-        metric: cloudwatch.IMetric,
-        *,
-        threshold: float,
-        description: str,
-    ) -> cloudwatch.Alarm:
-        alarm = cloudwatch.Alarm(
-            scope,
-            id,
-            metric=metric,
-            threshold=threshold,
-            evaluation_periods=EVALUATION_PERIODS,
-            comparison_operator=AT_LEAST,
-            treat_missing_data=NOT_BREACHING,
-            alarm_description=description,
-        )
-        if self.action is not None:
-            alarm.add_alarm_action(self.action)
-            alarm.add_ok_action(self.action)
-        return alarm
+    @property
+    def max_message_age(self) -> float:
+        """The message-age alarms' threshold: seconds, or the deploy-time number as it is."""
+        if self.max_message_age_seconds is TOKEN:
+            return float(self.options.max_message_age.to_seconds())
+        return float(self.max_message_age_seconds)
+
+    @property
+    def failed_threshold(self) -> float:
+        """A deploy-time threshold reaches the alarm as the token it is (TOKEN only skips the rules)."""
+        if self.failed_threshold_count is TOKEN:
+            return float(self.options.failed_threshold)
+        return float(self.failed_threshold_count)
+
+    @property
+    def failed_period(self) -> Any:
+        return self.options.failed_period
+
+    def create(
+        self, scope: Construct, definitions: Iterable[AlarmDefinition]
+    ) -> tuple[cloudwatch.Alarm, ...]:
+        """The alarms of a block (none when disabled), each also set as the block's attribute it names."""
+        made = []
+        for definition in definitions if self.enabled else ():
+            alarm = cloudwatch.Alarm(
+                scope,
+                definition.id,
+                metric=definition.metric(),
+                threshold=definition.threshold,
+                evaluation_periods=EVALUATION_PERIODS,
+                comparison_operator=AT_LEAST,
+                treat_missing_data=NOT_BREACHING,
+                alarm_description=definition.description,
+            )
+            if self.action is not None:
+                alarm.add_alarm_action(self.action)
+                alarm.add_ok_action(self.action)
+            setattr(scope, definition.attribute, alarm)
+            made.append(alarm)
+        return tuple(made)
 
 
 def _allow_cloudwatch_to_publish(scope: Construct, topic: sns.ITopic) -> None:

@@ -20,7 +20,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
 from idempotent_runtime import contract
-from idempotent_runtime.contract import ConfigurationError
+from idempotent_runtime.contract import ConfigurationError, Mode
 
 RUNTIME_PACKAGE = contract.RUNTIME_PACKAGE
 HANDLER = contract.HANDLER
@@ -82,11 +82,7 @@ def check_processor(
             "processor "
             "as 'module:function' naming a function in that directory"
         )
-    if not contract.PROCESSOR_PATTERN.match(processor):
-        raise ConfigurationError(
-            "ConsumerOptions.processor must look like 'module:function' (e.g. 'orders:handle'); got "
-            f"{processor!r}"
-        )
+    contract.PROCESSOR.kind.coerce("ConsumerOptions.processor", processor)  # a deploy-time one: refused
     module, attribute = processor.split(":")
     if code_directory is None:
         raise ConfigurationError(
@@ -460,8 +456,9 @@ def install_requirements(requirements: Path, target: Target) -> Path:
 # -- staging ----------------------------------------------------------------------------------------------
 
 # Modules of the runtime package the function never imports - the producer helper, the DLQ tool's record
-# inspection and the processors' test helper: the asset holds them only when the user's code names them.
-NOT_RUN_BY_THE_FUNCTION = ("publisher", "records", "testing")
+# inspection, the processors' test helper and the workflow starter: the asset holds them only when the
+# user's code names them.
+NOT_RUN_BY_THE_FUNCTION = ("publisher", "records", "testing", "workflows")
 
 
 def _runtime_modules_imported(files: Iterable[tuple[Path, PurePosixPath]]) -> set[str]:
@@ -479,11 +476,29 @@ def _runtime_modules_imported(files: Iterable[tuple[Path, PurePosixPath]]) -> se
     return found
 
 
+def runtime_files(mode: Mode, wanted: set[str]) -> list[tuple[Path, PurePosixPath]]:
+    """The runtime's files the function runs: without :data:`NOT_RUN_BY_THE_FUNCTION` (unless ``wanted``)
+    and without the modules of the modes it does not run (``modes/<mode>.py``; all of them when the user's
+    code names ``records``, which works with any mode)."""
+    skipped_modes = set() if "records" in wanted else {other.value for other in Mode if other != mode}
+    return [
+        (source, PurePosixPath(RUNTIME_PACKAGE) / relative)
+        for source, relative in _tree(runtime_source())
+        if (relative.stem not in NOT_RUN_BY_THE_FUNCTION or relative.stem in wanted)
+        and not (relative.parent.name == "modes" and relative.stem in skipped_modes)
+    ]
+
+
 def stage_asset(
-    code_directory: Path | None, include: Sequence[str], exclude: Sequence[str], target: Target
+    code_directory: Path | None,
+    include: Sequence[str],
+    exclude: Sequence[str],
+    target: Target,
+    mode: Mode,
 ) -> tuple[str, list[PurePosixPath]]:
-    """Copy the runtime, the user's code and its installed requirements into a fresh directory; returns it
-    and the files of the code directory left out that may be data (see :func:`left_out_note`).
+    """Copy the runtime (what ``mode`` runs), the user's code and its installed requirements into a fresh
+    directory; returns it and the files of the code directory left out that may be data (see
+    :func:`left_out_note`).
 
     The directory lives until the process exits: CDK copies it into the cloud assembly at synth.
     """
@@ -508,13 +523,7 @@ def stage_asset(
             (source, path) for source, path in selection.shipped if not installed(path)
         ]
         left_out = [path for path in selection.left_out if not installed(path)]
-    runtime = runtime_source()
-    wanted = _runtime_modules_imported(parts.get("code_directory", ()))
-    parts["runtime"] = [
-        (source, PurePosixPath(RUNTIME_PACKAGE) / relative)
-        for source, relative in _tree(runtime)
-        if relative.stem not in NOT_RUN_BY_THE_FUNCTION or relative.stem in wanted
-    ]
+    parts["runtime"] = runtime_files(mode, _runtime_modules_imported(parts.get("code_directory", ())))
     check_size(parts)
     staging = Path(tempfile.mkdtemp(prefix="idempotent-pipeline-asset-"))
     atexit.register(shutil.rmtree, staging, True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
+from typing import Any
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Validations
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -14,8 +16,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from idempotent_runtime import contract
 
-from idempotent_pipeline import _keys
-from idempotent_pipeline._alarms import ONE_MINUTE, Alarms
+from idempotent_pipeline import _compat, _keys
+from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters, message_age
 from idempotent_pipeline._facts import QueueFacts, describe_queue, remember
 from idempotent_pipeline._rules import (
     Rule,
@@ -23,12 +25,11 @@ from idempotent_pipeline._rules import (
     describe,
     enforce,
     instance,
-    integer,
     is_token,
-    lazy,
     mapping,
     options_of,
     outside,
+    read,
     seconds,
     warn,
 )
@@ -58,142 +59,245 @@ SUBSCRIPTION_DLQ_NAG_REASON = (
     "recognise; SNS moves a message here when it cannot deliver it to the queue"
 )
 
-RULES = (
-    Rule(
-        ("max_receive_count",),
-        outside(*contract.MAX_RECEIVE_COUNT_RANGE),
-        "MessagingOptions.max_receive_count must be between {range[0]} and {range[1]}; got "
-        "{max_receive_count}",
+
+@dataclass(frozen=True)
+class MessagingProps:
+    """A Messaging's configuration as plain values, read once (TOKEN: only known at deploy time)."""
+
+    options: MessagingOptions
+    alarms: Alarms
+    topic: sns.ITopic | None  # given
+    dead_letter_queue: sqs.IQueue | None  # given
+    given_dlq: QueueFacts | None
+    key: kms.IKey | None
+    topic_key: kms.IKey | None
+    fifo: bool
+    with_topic: bool
+    content_based_deduplication: bool | None
+    high_throughput: bool
+    visibility_timeout: Any  # seconds, the default applied
+    retention_period: Any
+    dead_letter_retention_period: Any
+    max_receive_count: Any
+    topic_fifo: bool | None  # the given topic's; None: none, or unknown at synth
+    dead_letter_queue_fifo: bool | None
+    filter_policy: bool
+    max_message_age: Any  # the message-age alarm's threshold (None: no alarms)
+
+    @property
+    def dead_letter_retention(self) -> Any:
+        """The retention of the dead-letter queue used: created here, or given."""
+        return (
+            self.dead_letter_retention_period if self.given_dlq is None else self.given_dlq.retention_seconds
+        )
+
+    @property
+    def dead_letter_retention_name(self) -> str:
+        if self.dead_letter_queue is None:
+            return "MessagingOptions.dead_letter_retention_period"
+        return f"the retention period of dead_letter_queue {self.dead_letter_queue.node.path}"
+
+
+def _kind(fifo: object) -> str:
+    return "FIFO" if fifo else "standard"
+
+
+def _range(prop: str, low: int, high: int, limits: str) -> Rule[MessagingProps]:
+    return Rule(
+        lambda p: outside(getattr(p, prop), low, high),
+        lambda p: f"MessagingOptions.{prop} must be {limits}; got {getattr(p, prop)} seconds",
+    )
+
+
+def _removal_policy(prop: str) -> Rule[MessagingProps]:
+    return Rule(
+        lambda p: getattr(p.options, prop) not in QUEUE_REMOVAL_POLICIES,
+        lambda p: (
+            f"MessagingOptions.{prop} must be DESTROY, RETAIN or RETAIN_ON_UPDATE_OR_DELETE (queues have "
+            f"no snapshots); got {getattr(p.options, prop)}"
+        ),
+    )
+
+
+RULES: tuple[Rule[MessagingProps], ...] = (
+    _range("visibility_timeout", 0, contract.SQS_MAX_VISIBILITY_SECONDS, "at most 12 hours"),
+    _range("retention_period", 60, contract.SQS_MAX_RETENTION_SECONDS, "between 1 minute and 14 days"),
+    _range(
+        "dead_letter_retention_period", 60, contract.SQS_MAX_RETENTION_SECONDS, "between 1 minute and 14 days"
     ),
     Rule(
-        ("visibility_timeout",),
-        outside(0, contract.SQS_MAX_VISIBILITY_SECONDS),
-        "MessagingOptions.visibility_timeout must be at most 12 hours; got {visibility_timeout} seconds",
+        lambda p: (
+            None not in (p.retention_period, p.visibility_timeout)
+            and p.retention_period <= p.visibility_timeout
+        ),
+        lambda p: (
+            f"MessagingOptions.retention_period ({p.retention_period} seconds) must be longer than the "
+            f"visibility timeout ({p.visibility_timeout} seconds): a message would expire while a failed "
+            "receive still hides it, and never reach the dead-letter queue"
+        ),
     ),
     Rule(
-        ("retention_period",),
-        outside(60, contract.SQS_MAX_RETENTION_SECONDS),
-        "MessagingOptions.retention_period must be between 1 minute and 14 days; got {retention_period} "
-        "seconds",
+        lambda p: (
+            None not in (p.max_message_age, p.retention_period) and p.max_message_age >= p.retention_period
+        ),
+        lambda p: (
+            f"AlarmOptions.max_message_age ({p.max_message_age} seconds) must be shorter than "
+            f"MessagingOptions.retention_period ({p.retention_period} seconds): no message gets that old "
+            "before it expires, so the message-age alarm could never fire"
+        ),
     ),
     Rule(
-        ("dead_letter_retention_period",),
-        outside(60, contract.SQS_MAX_RETENTION_SECONDS),
-        "MessagingOptions.dead_letter_retention_period must be between 1 minute and 14 days; "
-        "got {dead_letter_retention_period} seconds",
+        lambda p: (
+            not p.fifo
+            and None not in (p.dead_letter_retention, p.retention_period)
+            and p.dead_letter_retention < p.retention_period
+        ),
+        lambda p: (
+            f"{p.dead_letter_retention_name} ({p.dead_letter_retention} seconds) must be at least "
+            f"MessagingOptions.retention_period ({p.retention_period} seconds) on standard queues: SQS keeps "
+            "a message's enqueue time when it moves it to the dead-letter queue, so a dead letter would "
+            "expire early, or at once"
+        ),
     ),
     Rule(
-        ("retention_period", "visibility_timeout"),
-        lambda retention, visibility: None not in (retention, visibility) and retention <= visibility,
-        "MessagingOptions.retention_period ({retention_period} seconds) must be longer than the visibility "
-        "timeout ({visibility_timeout} seconds): a message would expire while a failed receive still hides "
-        "it, and never reach the dead-letter queue",
+        lambda p: not p.fifo and p.content_based_deduplication,
+        lambda p: (
+            "MessagingOptions.content_based_deduplication applies only to FIFO queues; got it with fifo=False"
+        ),
     ),
     Rule(
-        ("max_message_age", "retention_period"),
-        lambda age, retention: age is not None and retention is not None and age >= retention,
-        "AlarmOptions.max_message_age ({max_message_age} seconds) must be shorter than "
-        "MessagingOptions.retention_period ({retention_period} seconds): no message gets that old before it "
-        "expires, so the message-age alarm could never fire",
+        lambda p: not p.fifo and p.high_throughput,
+        lambda p: "MessagingOptions.high_throughput applies only to FIFO queues; got it with fifo=False",
     ),
     Rule(
-        ("fifo", "dead_letter_retention", "retention_period"),
-        lambda fifo, dlq, retention: not fifo and None not in (dlq, retention) and dlq < retention,
-        "{dead_letter_retention_name} ({dead_letter_retention} seconds) must be at least "
-        "MessagingOptions.retention_period ({retention_period} seconds) on standard queues: SQS keeps a "
-        "message's enqueue time when it moves it to the dead-letter queue, so a dead letter would expire "
-        "early, or at once",
+        lambda p: not p.with_topic and p.topic is not None,
+        lambda p: "topic was given but MessagingOptions.with_topic is False; give one or the other",
     ),
     Rule(
-        ("fifo", "content_based_deduplication"),
-        lambda fifo, dedup: not fifo and dedup,
-        "MessagingOptions.content_based_deduplication applies only to FIFO queues; got it with fifo=False",
+        lambda p: p.topic_fifo is not None and p.topic_fifo != p.fifo,
+        lambda p: (
+            f"topic must be a {_kind(p.fifo)} topic (MessagingOptions.fifo={p.fifo}); got a "
+            f"{_kind(p.topic_fifo)} topic: " + describe(p.topic, "topic_arn")
+        ),
     ),
     Rule(
-        ("fifo", "high_throughput"),
-        lambda fifo, high: not fifo and high,
-        "MessagingOptions.high_throughput applies only to FIFO queues; got it with fifo=False",
+        lambda p: p.dead_letter_queue_fifo is not None and p.dead_letter_queue_fifo != p.fifo,
+        lambda p: (
+            f"dead_letter_queue must be a {_kind(p.fifo)} queue (MessagingOptions.fifo={p.fifo}): SQS "
+            f"refuses a dead-letter queue of the other type; got a {_kind(p.dead_letter_queue_fifo)} queue: "
+            + describe(p.dead_letter_queue, "queue_name")
+        ),
     ),
     Rule(
-        ("with_topic", "topic"),
-        lambda with_topic, topic: not with_topic and topic,
-        "topic was given but MessagingOptions.with_topic is False; give one or the other",
+        lambda p: p.topic_key is not None and p.topic_key is p.key,
+        lambda p: (
+            "MessagingOptions.topic_encryption_key must be a different key than encryption_key: the queue "
+            "key's policy names the topic, so one key for both is a dependency cycle; got the same key "
+            + (p.topic_key.node.path if p.topic_key is not None else "")
+        ),
     ),
     Rule(
-        ("fifo", "topic_fifo"),
-        lambda fifo, topic_fifo: topic_fifo is not None and topic_fifo != fifo,
-        "topic must be a {wanted} topic (MessagingOptions.fifo={fifo}); got a {got} topic: {topic_name}",
+        lambda p: p.topic_key is not None and p.topic is not None,
+        lambda p: (
+            "MessagingOptions.topic_encryption_key applies only to a new topic; encrypt the existing "
+            f"topic where it is defined (got topic {describe(p.topic, 'topic_arn')})"
+        ),
     ),
     Rule(
-        ("fifo", "dead_letter_queue_fifo"),
-        lambda fifo, dlq_fifo: dlq_fifo is not None and dlq_fifo != fifo,
-        "dead_letter_queue must be a {wanted} queue (MessagingOptions.fifo={fifo}): SQS refuses a "
-        "dead-letter "
-        "queue of the other type; got a {got_dlq} queue: {dead_letter_queue_name}",
+        lambda p: p.topic_key is not None and not p.with_topic,
+        lambda p: "MessagingOptions.topic_encryption_key needs a topic; got it with with_topic=False",
     ),
     Rule(
-        ("topic_key", "same_key"),
-        lambda topic_key, same: topic_key and same,
-        "MessagingOptions.topic_encryption_key must be a different key than encryption_key: the queue key's "
-        "policy names the topic, so one key for both is a dependency cycle; got the same key "
-        "{topic_key_path}",
+        lambda p: p.filter_policy and not p.with_topic,
+        lambda p: "MessagingOptions.filter_policy needs a topic; got it with with_topic=False",
     ),
+    _removal_policy("removal_policy"),
+    _removal_policy("dead_letter_removal_policy"),
+    # -- warnings ---------------------------------------------------------------------------------------
     Rule(
-        ("topic_key", "topic"),
-        lambda topic_key, topic: topic_key and topic,
-        "MessagingOptions.topic_encryption_key applies only to a new topic; encrypt the existing topic "
-        "where it "
-        "is defined (got topic {topic_name})",
-    ),
-    Rule(
-        ("topic_key", "with_topic"),
-        lambda topic_key, with_topic: topic_key and not with_topic,
-        "MessagingOptions.topic_encryption_key needs a topic; got it with with_topic=False",
-    ),
-    Rule(
-        ("filter_policy", "with_topic"),
-        lambda filter_policy, with_topic: filter_policy and not with_topic,
-        "MessagingOptions.filter_policy needs a topic; got it with with_topic=False",
-    ),
-    Rule(
-        ("removal_policy",),
-        lambda policy: policy not in QUEUE_REMOVAL_POLICIES,
-        "MessagingOptions.removal_policy must be DESTROY, RETAIN or RETAIN_ON_UPDATE_OR_DELETE "
-        "(queues have no snapshots); got {removal_policy}",
-    ),
-    Rule(
-        ("dead_letter_removal_policy",),
-        lambda policy: policy not in QUEUE_REMOVAL_POLICIES,
-        "MessagingOptions.dead_letter_removal_policy must be DESTROY, RETAIN or RETAIN_ON_UPDATE_OR_DELETE "
-        "(queues have no snapshots); got {dead_letter_removal_policy}",
-    ),
-    Rule(
-        ("fifo", "filter_policy"),
-        lambda fifo, filter_policy: fifo and filter_policy,
-        FILTER_POLICY_WARNING,
+        lambda p: p.fifo and p.filter_policy,
+        lambda p: FILTER_POLICY_WARNING,
         warning="idempotent-pipeline:filter-policy",
     ),
     Rule(
-        ("fifo", "dead_letter_retention", "retention_period"),
-        lambda fifo, dlq, retention: fifo and None not in (dlq, retention) and dlq < retention,
-        "{dead_letter_retention_name} ({dead_letter_retention} seconds) is shorter than "
-        "MessagingOptions.retention_period ({retention_period} seconds): a dead letter is kept for less time "
-        "than a message waiting to be processed (on FIFO queues SQS restarts its clock in the dead-letter "
-        "queue, so nothing expires early)",
+        lambda p: (
+            p.fifo
+            and None not in (p.dead_letter_retention, p.retention_period)
+            and p.dead_letter_retention < p.retention_period
+        ),
+        lambda p: (
+            f"{p.dead_letter_retention_name} ({p.dead_letter_retention} seconds) is shorter than "
+            f"MessagingOptions.retention_period ({p.retention_period} seconds): a dead letter is kept for "
+            "less time than a message waiting to be processed (on FIFO queues SQS restarts its clock in the "
+            "dead-letter queue, so nothing expires early)"
+        ),
         warning="idempotent-pipeline:short-dead-letter-retention",
     ),
     Rule(
-        ("retention_period", "visibility_timeout", "max_receive_count"),
-        lambda retention, visibility, receives: (
-            None not in (retention, visibility, receives) and retention < receives * visibility
+        lambda p: (
+            None not in (p.retention_period, p.visibility_timeout, p.max_receive_count)
+            and p.retention_period < p.max_receive_count * p.visibility_timeout
         ),
-        "MessagingOptions.retention_period ({retention_period} seconds) is shorter than max_receive_count x "
-        "visibility_timeout ({max_receive_count} x {visibility_timeout} = {receive_window} seconds): a "
-        "message that keeps failing can expire before its last receive, and never reach the dead-letter "
-        "queue (SQS does not dead-letter expired messages)",
+        lambda p: (
+            f"MessagingOptions.retention_period ({p.retention_period} seconds) is shorter than "
+            f"max_receive_count x visibility_timeout ({p.max_receive_count} x {p.visibility_timeout} = "
+            f"{p.max_receive_count * p.visibility_timeout} seconds): a message that keeps failing can expire "
+            "before its last receive, and never reach the dead-letter queue (SQS does not dead-letter "
+            "expired messages)"
+        ),
         warning="idempotent-pipeline:short-retention",
     ),
 )
+
+
+def _resolve(
+    scope: Construct,
+    topic: sns.ITopic | None,
+    dead_letter_queue: sqs.IQueue | None,
+    options: MessagingOptions | None,
+    alarm_options: AlarmOptions | None,
+) -> MessagingProps:
+    o = options_of("options", options, MessagingOptions)
+    topic = instance("topic", topic, sns.ITopic, "an sns.ITopic")
+    dead_letter_queue = instance("dead_letter_queue", dead_letter_queue, sqs.IQueue, "an sqs.IQueue")
+    mapping(
+        "MessagingOptions.filter_policy",
+        o.filter_policy,
+        sns.SubscriptionFilter,
+        "sns.SubscriptionFilter (e.g. {'kind': sns.SubscriptionFilter.string_filter(allowlist=['a'])})",
+    )
+    given_dlq = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
+    alarms = Alarms.read(scope, alarm_options)
+    visibility = o.visibility_timeout if o.visibility_timeout is not None else DEFAULT_VISIBILITY_TIMEOUT
+    return MessagingProps(
+        options=o,
+        alarms=alarms,
+        topic=topic,
+        dead_letter_queue=dead_letter_queue,
+        given_dlq=given_dlq,
+        key=instance("MessagingOptions.encryption_key", o.encryption_key, kms.IKey, "a kms.IKey"),
+        topic_key=instance(
+            "MessagingOptions.topic_encryption_key", o.topic_encryption_key, kms.IKey, "a kms.IKey"
+        ),
+        fifo=boolean("MessagingOptions.fifo", o.fifo),
+        with_topic=boolean("MessagingOptions.with_topic", o.with_topic),
+        content_based_deduplication=boolean(
+            "MessagingOptions.content_based_deduplication", o.content_based_deduplication
+        ),
+        high_throughput=boolean("MessagingOptions.high_throughput", o.high_throughput),
+        visibility_timeout=seconds("MessagingOptions.visibility_timeout", visibility),
+        retention_period=seconds("MessagingOptions.retention_period", o.retention_period),
+        dead_letter_retention_period=seconds(
+            "MessagingOptions.dead_letter_retention_period", o.dead_letter_retention_period
+        ),
+        max_receive_count=read(
+            "MessagingOptions.max_receive_count", contract.MAX_RECEIVE_COUNT.kind, o.max_receive_count
+        )[0],
+        topic_fifo=_topic_fifo(topic),
+        dead_letter_queue_fifo=given_dlq.fifo if given_dlq is not None else None,
+        filter_policy=bool(o.filter_policy),
+        max_message_age=alarms.max_message_age_seconds if alarms.enabled else None,
+    )
 
 
 class Messaging(Construct):
@@ -218,6 +322,12 @@ class Messaging(Construct):
     :param alarm_options: :class:`AlarmOptions`. Default: ``AlarmOptions()``.
     """
 
+    dead_letter_queue_alarm: cloudwatch.Alarm | None = None
+    subscription_dead_letter_queue_alarm: cloudwatch.Alarm | None = None
+    notifications_failed_alarm: cloudwatch.Alarm | None = None
+    notifications_failed_to_redrive_alarm: cloudwatch.Alarm | None = None
+    message_age_alarm: cloudwatch.Alarm | None = None
+
     def __init__(
         self,
         scope: Construct,
@@ -229,316 +339,218 @@ class Messaging(Construct):
         alarm_options: AlarmOptions | None = None,
     ) -> None:
         super().__init__(scope, id)
-        options = options_of("options", options, MessagingOptions)
-        topic = instance("topic", topic, sns.ITopic, "an sns.ITopic")
-        dead_letter_queue = instance("dead_letter_queue", dead_letter_queue, sqs.IQueue, "an sqs.IQueue")
-        key = instance("MessagingOptions.encryption_key", options.encryption_key, kms.IKey, "a kms.IKey")
-        topic_key = instance(
-            "MessagingOptions.topic_encryption_key", options.topic_encryption_key, kms.IKey, "a kms.IKey"
-        )
-        mapping(
-            "MessagingOptions.filter_policy",
-            options.filter_policy,
-            sns.SubscriptionFilter,
-            "sns.SubscriptionFilter (e.g. {'kind': sns.SubscriptionFilter.string_filter(allowlist=['a'])})",
-        )
-        fifo = boolean("MessagingOptions.fifo", options.fifo)
-        topic_fifo = _topic_fifo(topic)
-        given_dlq = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
-        dlq_fifo = given_dlq.fifo if given_dlq is not None else None
-        values = {
-            "fifo": fifo,
-            "with_topic": boolean("MessagingOptions.with_topic", options.with_topic),
-            "content_based_deduplication": boolean(
-                "MessagingOptions.content_based_deduplication", options.content_based_deduplication
-            ),
-            "high_throughput": boolean("MessagingOptions.high_throughput", options.high_throughput),
-            "visibility_timeout": seconds("MessagingOptions.visibility_timeout", options.visibility_timeout),
-            "retention_period": seconds("MessagingOptions.retention_period", options.retention_period),
-            "dead_letter_retention_period": seconds(
-                "MessagingOptions.dead_letter_retention_period", options.dead_letter_retention_period
-            ),
-            "max_receive_count": integer("MessagingOptions.max_receive_count", options.max_receive_count),
-            "range": contract.MAX_RECEIVE_COUNT_RANGE,
-            "topic": topic is not None,
-            "topic_fifo": topic_fifo,
-            "dead_letter_queue_fifo": dlq_fifo,
-            "wanted": "FIFO" if fifo else "standard",
-            "got": "FIFO" if topic_fifo else "standard",
-            "got_dlq": "FIFO" if dlq_fifo else "standard",
-            "topic_name": lazy(lambda: describe(topic, topic.topic_arn) if topic is not None else ""),
-            "dead_letter_queue_name": lazy(
-                lambda: describe(dead_letter_queue, dead_letter_queue.queue_name) if dead_letter_queue else ""
-            ),
-            "topic_key": topic_key is not None,
-            "same_key": topic_key is not None and topic_key is key,
-            "topic_key_path": lazy(lambda: topic_key.node.path if topic_key is not None else ""),
-            "filter_policy": bool(options.filter_policy),
-            "removal_policy": options.removal_policy,
-            "dead_letter_removal_policy": options.dead_letter_removal_policy,
-        }
-        if options.visibility_timeout is None:
-            values["visibility_timeout"] = seconds("visibility_timeout", DEFAULT_VISIBILITY_TIMEOUT)
-        if given_dlq is None:  # created here, with dead_letter_retention_period
-            values["dead_letter_retention"] = values["dead_letter_retention_period"]
-            values["dead_letter_retention_name"] = "MessagingOptions.dead_letter_retention_period"
-        else:
-            values["dead_letter_retention"] = given_dlq.retention_seconds
-            given_queue = dead_letter_queue  # read only for an error message: no jsii request otherwise
-            values["dead_letter_retention_name"] = lazy(
-                lambda: (
-                    "the retention period of dead_letter_queue "
-                    + (given_queue.node.path if given_queue is not None else "")
-                )
-            )
-        visibility, receives = values["visibility_timeout"], values["max_receive_count"]
-        values["receive_window"] = (
-            visibility * receives if isinstance(visibility, int) and isinstance(receives, int) else None
-        )
-        alarms = Alarms.read(self, alarm_options)
-        values["max_message_age"] = alarms.max_message_age_seconds if alarms.enabled else None
-        enforce(self, RULES, values)
-        with_topic = bool(values["with_topic"])
-        fifo_or_none = True if fifo else None
-        if key is not None and with_topic:
+        props = _resolve(self, topic, dead_letter_queue, options, alarm_options)
+        enforce(self, RULES, props)
+        if props.key is not None and props.with_topic:
             # Whatever the app's cdk.json says: SNS's use of the queue key is limited to this topic. CDK reads
             # the flag from the topic's scope, so this covers a topic created here (an existing one: below).
             self.node.set_context(SQS_KEY_FOR_THIS_TOPIC_ONLY, True)
+        self.fifo: bool = props.fifo
+        self.encryption_key = props.key
+        self.max_receive_count: int = props.options.max_receive_count
+        self._build_queues(props)
+        self.topic: sns.ITopic | None = None
+        self.subscription_dead_letter_queue: sqs.Queue | None = None
+        self.subscription: sns.Subscription | None = None
+        if props.with_topic:
+            self._subscribe(props)
+        elif props.key is not None:
+            _keys.require_statement(
+                self,
+                props.key,
+                warning_id=_keys.QUEUE_KEY_WARNING,
+                prop="MessagingOptions.encryption_key",
+                statement=_keys.PRODUCERS_STATEMENT,
+                consequence="producers cannot send to the queue",
+            )
+        self.alarms: tuple[cloudwatch.Alarm, ...] = props.alarms.create(self, self._alarm_definitions(props))
 
-        self.fifo: bool = fifo
-        self.encryption_key = key
-        self.max_receive_count: int = options.max_receive_count
+    def _build_queues(self, p: MessagingProps) -> None:
+        """The dead-letter queue (unless given) and the queue, and what the consumer learns of them."""
+        o, key, fifo = p.options, p.key, p.fifo
+        fifo_or_none = True if fifo else None
         encryption = sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED
-        retained = options.dead_letter_removal_policy
         # High throughput: every queue that can receive a burst gets the per-group settings (a redrive from
         # SNS or SQS into a dead-letter queue at the default FIFO limit is throttled).
-        high = bool(options.high_throughput)
-        group_scope = sqs.DeduplicationScope.MESSAGE_GROUP if high else None
-        group_limit = sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID if high else None
-
+        group = _group_settings(p.high_throughput)
+        dead_letter_queue = p.dead_letter_queue
         if dead_letter_queue is None:
             dead_letter_queue = sqs.Queue(
                 self,
                 "DeadLetterQueue",
                 fifo=fifo_or_none,
                 content_based_deduplication=fifo_or_none,
-                retention_period=options.dead_letter_retention_period,
+                retention_period=o.dead_letter_retention_period,
                 encryption=encryption,
                 encryption_master_key=key,
                 enforce_ssl=True,
-                removal_policy=retained,
-                deduplication_scope=group_scope,
-                fifo_throughput_limit=group_limit,
+                removal_policy=o.dead_letter_removal_policy,
+                **group,
             )
             remember(
                 dead_letter_queue,
                 QueueFacts(
                     fifo=fifo,
-                    retention_seconds=values["dead_letter_retention_period"],
+                    retention_seconds=p.dead_letter_retention_period,
                     encryption_key=key,
                     encryption_key_known=True,
-                    alarmed=alarms.enabled,
+                    alarmed=p.alarms.enabled,
                 ),
             )
-        elif given_dlq is not None:
+        elif p.given_dlq is not None:
             # The alarm on its depth is made here: a consumer of the queue does not make a second one.
-            remember(dead_letter_queue, dataclasses.replace(given_dlq, alarmed=alarms.enabled))
+            remember(dead_letter_queue, dataclasses.replace(p.given_dlq, alarmed=p.alarms.enabled))
         self.dead_letter_queue: sqs.IQueue = dead_letter_queue
-
-        # FIFO only: on a standard queue or topic even False is an attribute SQS and SNS refuse (the rule
-        # above rejects True there), so the property is left out.
-        content_based_deduplication = None
-        if fifo:
-            content_based_deduplication = (
-                True if options.content_based_deduplication is None else options.content_based_deduplication
-            )
-        visibility_timeout = options.visibility_timeout
-        if visibility_timeout is None:
-            visibility_timeout = DEFAULT_VISIBILITY_TIMEOUT
         self.queue = sqs.Queue(
             self,
             "Queue",
             fifo=fifo_or_none,
-            content_based_deduplication=content_based_deduplication,
-            visibility_timeout=visibility_timeout,
-            retention_period=options.retention_period,
+            content_based_deduplication=self._content_based_deduplication(p),
+            visibility_timeout=o.visibility_timeout or DEFAULT_VISIBILITY_TIMEOUT,
+            retention_period=o.retention_period,
             encryption=encryption,
             encryption_master_key=key,
             enforce_ssl=True,
             dead_letter_queue=sqs.DeadLetterQueue(
-                queue=dead_letter_queue, max_receive_count=options.max_receive_count
+                queue=dead_letter_queue, max_receive_count=o.max_receive_count
             ),
-            removal_policy=options.removal_policy,
-            deduplication_scope=group_scope,
-            fifo_throughput_limit=group_limit,
+            removal_policy=o.removal_policy,
+            **group,
         )
         remember(
             self.queue,
             QueueFacts(
                 fifo=fifo,
-                visibility_seconds=values["visibility_timeout"],
-                retention_seconds=values["retention_period"],
-                max_receive_count=values["max_receive_count"],
+                visibility_seconds=p.visibility_timeout,
+                retention_seconds=p.retention_period,
+                max_receive_count=p.max_receive_count,
                 dead_letter_queue=dead_letter_queue,
                 encryption_key=key,
                 encryption_key_known=True,
-                alarmed=alarms.enabled,
+                alarmed=p.alarms.enabled,
             ),
         )
 
-        self.topic: sns.ITopic | None = None
-        self.subscription_dead_letter_queue: sqs.Queue | None = None
-        self.subscription: sns.Subscription | None = None
-        if with_topic:
-            if topic is None:
-                topic = sns.Topic(
-                    self,
-                    "Topic",
-                    fifo=fifo_or_none,
-                    content_based_deduplication=content_based_deduplication,
-                    fifo_throughput_scope=sns.FifoThroughputScope.MESSAGE_GROUP if high else None,
-                    master_key=topic_key,
-                    enforce_ssl=True,
-                )
-            elif key is not None and not _restricts_queue_key(topic):
-                warn(
-                    self,
-                    "idempotent-pipeline:unrestricted-queue-key",
-                    UNRESTRICTED_KEY_WARNING.format(flag=SQS_KEY_FOR_THIS_TOPIC_ONLY),
-                )
-            self.topic = topic
-            # SNS delivers a FIFO topic's failures only to a FIFO queue.
-            subscription_fifo = True if (topic_fifo if topic_fifo is not None else fifo) else None
-            # The subscription's DLQ is where SNS puts what it cannot deliver to the queue, a key it cannot
-            # use included. With a key of the app (whose policy is written here) it is encrypted like the
-            # other queues; with an imported key, whose policy may lack SNS or which may be disabled, it would
-            # fail for the same reason as the queue and SNS would drop the message: SSE-SQS instead, which
-            # SNS can always write to.
-            own_key = key if not _keys.is_imported(key) else None
-            self.subscription_dead_letter_queue = sqs.Queue(
+    @staticmethod
+    def _content_based_deduplication(p: MessagingProps) -> bool | None:
+        """FIFO only: on a standard queue or topic even False is an attribute SQS and SNS refuse (a rule
+        refuses True there), so the property is left out."""
+        if not p.fifo:
+            return None
+        return (
+            True if p.options.content_based_deduplication is None else p.options.content_based_deduplication
+        )
+
+    def _subscribe(self, p: MessagingProps) -> None:
+        """The topic (unless given), the subscription's own dead-letter queue, the subscription, and what
+        imported keys must allow."""
+        topic, key = p.topic, p.key
+        if topic is None:
+            topic = sns.Topic(
                 self,
-                "SubscriptionDeadLetterQueue",
-                fifo=subscription_fifo,
-                content_based_deduplication=subscription_fifo,
-                retention_period=options.dead_letter_retention_period,
-                encryption=sqs.QueueEncryption.KMS
-                if own_key is not None
-                else sqs.QueueEncryption.SQS_MANAGED,
-                encryption_master_key=own_key,
+                "Topic",
+                fifo=True if p.fifo else None,
+                content_based_deduplication=self._content_based_deduplication(p),
+                master_key=p.topic_key,
                 enforce_ssl=True,
-                removal_policy=retained,
-                deduplication_scope=group_scope,
-                fifo_throughput_limit=group_limit,
             )
-            Validations.of(self.subscription_dead_letter_queue).acknowledge(
-                Acknowledgment(id="AwsSolutions-SQS3", reason=SUBSCRIPTION_DLQ_NAG_REASON)
+            _compat.tls_only_topic(topic)
+            if p.high_throughput:
+                _compat.message_group_throughput(topic)
+        elif key is not None and not _restricts_queue_key(topic):
+            warn(
+                self,
+                "idempotent-pipeline:unrestricted-queue-key",
+                UNRESTRICTED_KEY_WARNING.format(flag=SQS_KEY_FOR_THIS_TOPIC_ONLY),
             )
-            # SqsSubscription adds the queue policy statements allowing sqs:SendMessage from this topic only
-            # (aws:SourceArn), on the queue and on the subscription's dead-letter queue, and for a key defined
-            # in the app the key policy statement SNS needs (both queues then use that key).
-            self.subscription = topic.add_subscription(
-                subscriptions.SqsSubscription(
-                    self.queue,
-                    raw_message_delivery=True,
-                    filter_policy=dict(options.filter_policy) if options.filter_policy else None,
-                    dead_letter_queue=self.subscription_dead_letter_queue,
-                )
+        self.topic = topic
+        # SNS delivers a FIFO topic's failures only to a FIFO queue.
+        subscription_fifo = True if (p.topic_fifo if p.topic_fifo is not None else p.fifo) else None
+        # The subscription's DLQ is where SNS puts what it cannot deliver to the queue, a key it cannot use
+        # included. With a key of the app (whose policy is written here) it is encrypted like the other
+        # queues; with an imported key, whose policy may lack SNS or which may be disabled, it would fail for
+        # the same reason as the queue and SNS would drop the message: SSE-SQS instead, which SNS can always
+        # write to.
+        own_key = key if not _keys.is_imported(key) else None
+        self.subscription_dead_letter_queue = sqs.Queue(
+            self,
+            "SubscriptionDeadLetterQueue",
+            fifo=subscription_fifo,
+            content_based_deduplication=subscription_fifo,
+            retention_period=p.options.dead_letter_retention_period,
+            encryption=sqs.QueueEncryption.KMS if own_key is not None else sqs.QueueEncryption.SQS_MANAGED,
+            encryption_master_key=own_key,
+            enforce_ssl=True,
+            removal_policy=p.options.dead_letter_removal_policy,
+            **_group_settings(p.high_throughput),
+        )
+        _compat.acknowledge(
+            self.subscription_dead_letter_queue, "AwsSolutions-SQS3", SUBSCRIPTION_DLQ_NAG_REASON
+        )
+        # SqsSubscription adds the queue policy statements allowing sqs:SendMessage from this topic only
+        # (aws:SourceArn), on the queue and on the subscription's dead-letter queue, and for a key defined in
+        # the app the key policy statement SNS needs (both queues then use that key).
+        self.subscription = topic.add_subscription(
+            subscriptions.SqsSubscription(
+                self.queue,
+                raw_message_delivery=True,
+                filter_policy=dict(p.options.filter_policy) if p.options.filter_policy else None,
+                dead_letter_queue=self.subscription_dead_letter_queue,
             )
-            # SqsSubscription waits for the queue's policy, not for the statement it adds to the dead-letter
-            # queue's: until that exists, SNS cannot move an undeliverable message there and drops it.
-            # (enforce_ssl made the queue's policy, construct id "Policy", when the queue was created.)
-            self.subscription.node.add_dependency(
-                self.subscription_dead_letter_queue.node.find_child("Policy")
-            )
-            if key is not None:
-                _keys.require_statement(
-                    self,
-                    key,
-                    warning_id=_keys.QUEUE_KEY_WARNING,
-                    prop="MessagingOptions.encryption_key",
-                    statement=_keys.SNS_TO_QUEUE_STATEMENT,
-                    consequence=(
-                        "SNS cannot deliver to the queue and moves every message to the subscription's "
-                        "dead-letter queue (encrypted with SSE-SQS instead of this key, so SNS can always "
-                        "write there, and alarmed)"
-                    ),
-                )
-            if topic_key is not None:
-                _keys.require_statement(
-                    self,
-                    topic_key,
-                    warning_id=_keys.TOPIC_KEY_WARNING,
-                    prop="MessagingOptions.topic_encryption_key",
-                    statement=_keys.PRODUCERS_STATEMENT,
-                    consequence="publishers cannot publish to the topic",
-                )
-        elif key is not None:
+        )
+        # SqsSubscription waits for the queue's policy, not for the statement it adds to the dead-letter
+        # queue's: until that exists, SNS cannot move an undeliverable message there and drops it.
+        # (enforce_ssl made the queue's policy, construct id "Policy", when the queue was created.)
+        self.subscription.node.add_dependency(self.subscription_dead_letter_queue.node.find_child("Policy"))
+        if key is not None:
             _keys.require_statement(
                 self,
                 key,
                 warning_id=_keys.QUEUE_KEY_WARNING,
                 prop="MessagingOptions.encryption_key",
+                statement=_keys.SNS_TO_QUEUE_STATEMENT,
+                consequence=(
+                    "SNS cannot deliver to the queue and moves every message to the subscription's "
+                    "dead-letter queue (encrypted with SSE-SQS instead of this key, so SNS can always "
+                    "write there, and alarmed)"
+                ),
+            )
+        if p.topic_key is not None:
+            _keys.require_statement(
+                self,
+                p.topic_key,
+                warning_id=_keys.TOPIC_KEY_WARNING,
+                prop="MessagingOptions.topic_encryption_key",
                 statement=_keys.PRODUCERS_STATEMENT,
-                consequence="producers cannot send to the queue",
+                consequence="publishers cannot publish to the topic",
             )
 
-        # -- alarms -------------------------------------------------------------------------------------
-        self.dead_letter_queue_alarm: cloudwatch.Alarm | None = None
-        self.subscription_dead_letter_queue_alarm: cloudwatch.Alarm | None = None
-        self.notifications_failed_alarm: cloudwatch.Alarm | None = None
-        self.notifications_failed_to_redrive_alarm: cloudwatch.Alarm | None = None
-        self.message_age_alarm: cloudwatch.Alarm | None = None
-        if alarms.enabled:
-            self.dead_letter_queue_alarm = alarms.alarm(
-                self,
-                "DeadLetterQueueAlarm",
-                _visible(self.dead_letter_queue),
-                threshold=1,
-                description="messages the pipeline could not process are waiting in the dead-letter queue",
-            )
-            if self.subscription_dead_letter_queue is not None and self.topic is not None:
-                self.subscription_dead_letter_queue_alarm = alarms.alarm(
-                    self,
+    def _alarm_definitions(self, p: MessagingProps) -> list[AlarmDefinition]:
+        definitions = [dead_letters(self.dead_letter_queue)]
+        topic, subscription_dlq = self.topic, self.subscription_dead_letter_queue
+        if topic is not None and subscription_dlq is not None:
+            definitions += [
+                dead_letters(
+                    subscription_dlq,
                     "SubscriptionDeadLetterQueueAlarm",
-                    _visible(self.subscription_dead_letter_queue),
-                    threshold=1,
-                    description="messages SNS could not deliver to the queue are waiting in the "
-                    "subscription's dead-letter queue",
-                )
-                self.notifications_failed_alarm = alarms.alarm(
-                    self,
+                    "messages SNS could not deliver to the queue are waiting in the subscription's "
+                    "dead-letter queue",
+                ),
+                AlarmDefinition(
                     "NotificationsFailedAlarm",
-                    self.topic.metric_number_of_notifications_failed(period=ONE_MINUTE, statistic="Sum"),
-                    threshold=1,
-                    description="SNS failed to deliver messages to the queue (see the subscription's "
-                    "dead-letter queue)",
-                )
-                self.notifications_failed_to_redrive_alarm = alarms.alarm(
-                    self,
+                    lambda: topic.metric_number_of_notifications_failed(period=ONE_MINUTE, statistic="Sum"),
+                    1,
+                    "SNS failed to deliver messages to the queue (see the subscription's dead-letter queue)",
+                ),
+                AlarmDefinition(
                     "NotificationsFailedToRedriveAlarm",
-                    self.topic.metric(REDRIVE_FAILED_METRIC, period=ONE_MINUTE, statistic="Sum"),
-                    threshold=1,
-                    description="SNS could deliver messages neither to the queue nor to the subscription's "
-                    "dead-letter queue, and dropped them",
-                )
-            self.message_age_alarm = alarms.alarm(
-                self,
-                "MessageAgeAlarm",
-                self.queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, statistic="Maximum"),
-                threshold=alarms.max_message_age,
-                description="the oldest message in the queue is older than expected: the consumer lags",
-            )
-        self.alarms: tuple[cloudwatch.Alarm, ...] = tuple(
-            alarm
-            for alarm in (
-                self.dead_letter_queue_alarm,
-                self.subscription_dead_letter_queue_alarm,
-                self.notifications_failed_alarm,
-                self.notifications_failed_to_redrive_alarm,
-                self.message_age_alarm,
-            )
-            if alarm is not None
-        )
+                    lambda: topic.metric(REDRIVE_FAILED_METRIC, period=ONE_MINUTE, statistic="Sum"),
+                    1,
+                    "SNS could deliver messages neither to the queue nor to the subscription's dead-letter "
+                    "queue, and dropped them",
+                ),
+            ]
+        return [*definitions, message_age(self.queue, p.alarms.max_message_age)]
 
     def grant_publish(self, grantee: iam.IGrantable) -> iam.Grant:
         """Allow ``grantee`` to put messages into the pipeline: ``sns:Publish`` on the topic (and its key), or
@@ -564,5 +576,11 @@ def _restricts_queue_key(topic: sns.ITopic) -> bool:
     return bool(FeatureFlags.of(topic).is_enabled(SQS_KEY_FOR_THIS_TOPIC_ONLY))
 
 
-def _visible(queue: sqs.IQueue) -> cloudwatch.IMetric:
-    return queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum")
+def _group_settings(high_throughput: bool) -> dict[str, Any]:
+    """A FIFO queue's per-message-group deduplication scope and throughput limit, with high throughput."""
+    if not high_throughput:
+        return {"deduplication_scope": None, "fifo_throughput_limit": None}
+    return {
+        "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
+        "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+    }

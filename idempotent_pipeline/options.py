@@ -26,8 +26,8 @@ DEFAULT_VISIBILITY_TIMEOUT = duration(180)  # 6 x the consumer's default 30 s fu
 DEFAULT_RETENTION_PERIOD = duration(4 * 24 * 3600)
 DEFAULT_DEAD_LETTER_RETENTION_PERIOD = duration(contract.SQS_MAX_RETENTION_SECONDS)
 DEFAULT_TIMEOUT = duration(30)
-DEFAULT_DEDUP_TTL = duration(contract.DEFAULT_DEDUP_TTL_SECONDS)
-DEFAULT_LEASE_MARGIN = duration(contract.DEFAULT_LEASE_MARGIN_SECONDS)
+DEFAULT_DEDUP_TTL = duration(contract.DEDUP_TTL_SECONDS.default)
+DEFAULT_LEASE_MARGIN = duration(contract.LEASE_MARGIN_SECONDS.default)
 DEFAULT_MAX_MESSAGE_AGE = duration(600)
 DEFAULT_FAILED_PERIOD = duration(300)
 DEFAULT_MAX_RECEIVE_COUNT = 5
@@ -122,13 +122,13 @@ class TableOptions:
     with the context flag ``@idempotent-pipeline:explicitTableName`` true, a name derived from the stack and
     the construct path (``Names.unique_resource_name``); otherwise CloudFormation's generated name."""
 
-    partition_key_name: str = contract.DEFAULT_PARTITION_KEY
+    partition_key_name: str = contract.PARTITION_KEY.default
     """The partition key attribute (string). Default: ``pk``."""
 
-    sort_key_name: str = contract.DEFAULT_SORT_KEY
+    sort_key_name: str = contract.SORT_KEY.default
     """The sort key attribute (string). Default: ``sk``."""
 
-    time_to_live_attribute: str = contract.DEFAULT_TTL_ATTRIBUTE
+    time_to_live_attribute: str = contract.TTL_ATTRIBUTE.default
     """The TTL attribute (epoch seconds). Changing it on a deployed table needs a migration (TTL must be
     disabled first). Default: ``expires_at``."""
 
@@ -149,12 +149,12 @@ class TableOptions:
 class ConsumerOptions:
     """The Lambda function that runs the bundled runtime (:class:`IdempotentConsumer`)."""
 
-    mode: Mode | str = Mode.DOCUMENT
+    mode: Mode | str = contract.IDEMPOTENCY_MODE.default
     """``document`` (one conditional put of the message's document), ``transaction`` (your writes and an
     idempotency marker in one transaction) or ``guarded`` (a fenced lease around an effect outside
     DynamoDB). Default: ``document``."""
 
-    key_source: KeySource | str = KeySource.FIELDS
+    key_source: KeySource | str = contract.KEY_SOURCE.default
     """Where a record's idempotency key comes from: ``fields`` (two body fields), ``dedup_id`` (the FIFO
     MessageDeduplicationId; FIFO only), ``message_id`` (the SQS messageId) or ``body_sha256``. Default:
     ``fields`` on FIFO and standard queues alike: SNS delivers a duplicate to SQS as a new SQS message with a
@@ -168,9 +168,9 @@ class ConsumerOptions:
     """With ``key_source="fields"``: the body field (a dotted path) whose value becomes the sort key.
     Default: ``y``."""
 
-    key_prefix: str = ""
+    key_prefix: str = contract.KEY_PREFIX.default
     """Prepended to every partition key value, so several pipelines can share one table; must not begin
-    with ``idempotency#``. Default: none."""
+    with ``idempotency#``, at most 1024 bytes. Default: none."""
 
     fingerprint_fields: Sequence[str] | None = None
     """The payload fingerprint (which tells a conflict from a duplicate) covers only these dotted paths.
@@ -180,18 +180,19 @@ class ConsumerOptions:
     """The payload fingerprint covers the body without these dotted paths (e.g. a timestamp a producer sets
     per send); not with ``fingerprint_fields``. Default: none excluded."""
 
-    on_conflict: OnConflict | str = OnConflict.QUARANTINE
+    on_conflict: OnConflict | str = contract.ON_CONFLICT.default
     """What a delivery whose key is done with a different fingerprint becomes: ``quarantine`` (the DLQ, with
     both fingerprints in the reason) or ``duplicate`` (logged at WARNING and counted). Default:
     ``quarantine``."""
 
     dedup_ttl: Duration | None = DEFAULT_DEDUP_TTL
     """Lifetime of the records that exist only for idempotency (transaction markers, guarded claims and
-    results); how long duplicates are recognised in those modes. None: never expire. Default: 7 days."""
+    results); how long duplicates are recognised in those modes. None (or 0 seconds, as the runtime's 0):
+    never expire. Default: 7 days."""
 
     document_ttl: Duration | None = None
     """Document mode: lifetime of the stored documents (duplicates are recognised for as long as the
-    document exists). None: never expire. Default: None."""
+    document exists). None (or 0 seconds, as the runtime's 0): never expire. Default: None."""
 
     lease_duration: Duration | None = None
     """Guarded mode: how long a claim is held. Default: the invocation's remaining time."""
@@ -256,7 +257,7 @@ class ConsumerOptions:
     max_workers: int | None = None
     """Threads processing different message groups of one batch (1 to 64). Default: the runtime's (10)."""
 
-    metrics_namespace: str = contract.DEFAULT_METRICS_NAMESPACE
+    metrics_namespace: str = contract.METRICS_NAMESPACE.default
     """CloudWatch namespace of the runtime's metrics (and of the alarms on them). Default:
     ``IdempotentPipeline``."""
 

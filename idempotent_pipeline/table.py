@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Names, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
@@ -11,7 +13,8 @@ from constructs import Construct
 from idempotent_runtime import contract
 from idempotent_runtime.contract import ConfigurationError
 
-from idempotent_pipeline._rules import Rule, boolean, enforce, instance, options_of, text, warn
+from idempotent_pipeline import _compat
+from idempotent_pipeline._rules import TOKEN, Rule, boolean, enforce, instance, options_of, text, warn
 from idempotent_pipeline.options import EXPLICIT_TABLE_NAME_FLAG, TableOptions
 
 TABLE_REMOVAL_POLICIES = (
@@ -19,7 +22,9 @@ TABLE_REMOVAL_POLICIES = (
     RemovalPolicy.DESTROY,
     RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
 )
-_NAMES = ("partition_key_name", "sort_key_name", "time_to_live_attribute")
+# The table's attribute names are the runtime's settings PARTITION_KEY, SORT_KEY and TTL_ATTRIBUTE: checked by
+# their declarations and the contract's cross-setting rules, in the options' names.
+_NAMES = (contract.PARTITION_KEY, contract.SORT_KEY, contract.TTL_ATTRIBUTE)
 # DynamoDB: 3 to 255 characters of these.
 TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
 MAX_TABLE_NAME = 255
@@ -33,47 +38,26 @@ REPLACEABLE_MESSAGE = (
 )
 
 
-def _blank(name: object) -> bool:
-    return not str(name).strip()
+@dataclass(frozen=True)
+class TableProps:
+    table_name: Any  # TOKEN: a deploy-time value
+    removal_policy: RemovalPolicy
 
 
-RULES = (
-    *(
-        Rule((prop,), _blank, f"TableOptions.{prop} must be a non-empty attribute name; got {{{prop}!r}}")
-        for prop in _NAMES
-    ),
-    *(
-        Rule(
-            (prop,),
-            lambda name: str(name).startswith(contract.ATTRIBUTE_PREFIX),
-            f"TableOptions.{prop} must not begin with {contract.ATTRIBUTE_PREFIX!r} (the runtime's own "
-            f"attributes); got {{{prop}!r}}",
-        )
-        for prop in _NAMES
+RULES: tuple[Rule[TableProps], ...] = (
+    Rule(
+        lambda p: p.table_name is not None and not TABLE_NAME.fullmatch(p.table_name),
+        lambda p: (
+            "TableOptions.table_name must be 3 to 255 letters, digits, '_', '.' or '-' (DynamoDB's "
+            f"rule); got {p.table_name!r}"
+        ),
     ),
     Rule(
-        ("partition_key_name", "sort_key_name"),
-        lambda partition, sort: partition == sort,
-        "TableOptions.partition_key_name and sort_key_name must differ; both are {partition_key_name!r}",
-    ),
-    Rule(
-        ("time_to_live_attribute", "partition_key_name", "sort_key_name"),
-        lambda ttl, partition, sort: ttl in (partition, sort),
-        "TableOptions.time_to_live_attribute must differ from the key attributes; got "
-        "{time_to_live_attribute!r} (keys {partition_key_name!r}, {sort_key_name!r})",
-    ),
-    Rule(
-        ("table_name",),
-        lambda name: name is not None and not TABLE_NAME.fullmatch(name),
-        "TableOptions.table_name must be 3 to 255 letters, digits, '_', '.' or '-' (DynamoDB's rule); got "
-        "{table_name!r}",
-    ),
-    Rule(
-        ("removal_policy",),
-        lambda policy: policy not in TABLE_REMOVAL_POLICIES,
-        "TableOptions.removal_policy must be RETAIN, DESTROY or RETAIN_ON_UPDATE_OR_DELETE (DynamoDB "
-        "tables do "
-        "not support SNAPSHOT); got {removal_policy}",
+        lambda p: p.removal_policy not in TABLE_REMOVAL_POLICIES,
+        lambda p: (
+            "TableOptions.removal_policy must be RETAIN, DESTROY or RETAIN_ON_UPDATE_OR_DELETE "
+            f"(DynamoDB tables do not support SNAPSHOT); got {p.removal_policy}"
+        ),
     ),
 )
 
@@ -116,9 +100,7 @@ class IdempotencyTable(Construct):
             sort_key=dynamodb.Attribute(name=options.sort_key_name, type=dynamodb.AttributeType.STRING),
             time_to_live_attribute=options.time_to_live_attribute,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=bool(recovery)
-            ),
+            **_compat.point_in_time_recovery(bool(recovery)),
             encryption=(
                 dynamodb.TableEncryption.CUSTOMER_MANAGED
                 if key is not None
@@ -136,9 +118,9 @@ class IdempotencyTable(Construct):
         id: str,
         table: dynamodb.ITable,
         *,
-        partition_key_name: str = contract.DEFAULT_PARTITION_KEY,
-        sort_key_name: str = contract.DEFAULT_SORT_KEY,
-        time_to_live_attribute: str = contract.DEFAULT_TTL_ATTRIBUTE,
+        partition_key_name: str = contract.PARTITION_KEY.default,
+        sort_key_name: str = contract.SORT_KEY.default,
+        time_to_live_attribute: str = contract.TTL_ATTRIBUTE.default,
     ) -> IdempotencyTable:
         """An existing table (string partition and sort key) with its key and TTL attribute names.
 
@@ -190,14 +172,18 @@ def _derived_name(table: IdempotencyTable) -> str | None:
 
 
 def _check_names(scope: Construct, options: TableOptions, *, removal_policy: RemovalPolicy) -> None:
-    values = {prop: text(f"TableOptions.{prop}", getattr(options, prop)) for prop in (*_NAMES, "table_name")}
-    values["removal_policy"] = removal_policy
-    enforce(scope, RULES, values)
+    names = {}
+    for variable in _NAMES:
+        prop = variable.option or variable.name
+        name = text(prop, getattr(options, prop.removeprefix("TableOptions.")))
+        names[variable.name] = name if name is TOKEN else variable.kind.coerce(prop, name)
+    contract.check_settings(names, {v.name: v.option or v.name for v in _NAMES}.__getitem__, TOKEN)
+    enforce(scope, RULES, TableProps(text("TableOptions.table_name", options.table_name), removal_policy))
 
 
 def _check_schema(table: dynamodb.Table, options: TableOptions) -> None:
     """For a table defined in this app, the names the runtime is told must be the table's keys."""
-    schema = table.schema_v2()
+    schema = _compat.key_schema(table)
     wanted = (
         ("partition_key_name", options.partition_key_name, list(schema.partition_keys)),
         ("sort_key_name", options.sort_key_name, list(schema.sort_keys)),

@@ -22,7 +22,17 @@ from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.letters import KINDS, Filters, Which
 from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS, DEFAULT_WAIT_SECONDS
 
-__all__ = ["DlqError", "main", "parser", "register", "run"]
+__all__ = [
+    "DlqError",
+    "add_cloud_arguments",
+    "add_pipeline_arguments",
+    "clients_for",
+    "main",
+    "parser",
+    "register",
+    "reporting_errors",
+    "run",
+]
 
 Connect = Callable[[argparse.Namespace], Any]
 
@@ -83,12 +93,79 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return dlq
 
 
+def add_pipeline_arguments(group: Any) -> None:
+    """``--stack`` and ``--function``: which pipeline (also for ``send``, ``trace`` and ``logs``)."""
+    group.add_argument("--stack", help="the pipeline's stack (default: the only pipeline deployed)")
+    group.add_argument("--function", help="the consumer function, when a stack has several pipelines")
+
+
+def add_cloud_arguments(group: Any) -> None:
+    """``--local`` (and where the app is) or an account's credentials: which cloud (every command that talks
+    to one)."""
+    group.add_argument("--local", action="store_true", help="the local emulator of the app")
+    group.add_argument(
+        "--app-dir",
+        help="with --local: the app directory (default: the nearest directory with a cdk.json, upwards)",
+    )
+    group.add_argument(
+        "--state-dir", help="with --local: the emulator's state directory (default: the app's)"
+    )
+    group.add_argument("--profile", help="AWS profile (default: the default credential chain)")
+    group.add_argument("--region", help="AWS region (default: the configured one)")
+
+
+def add_wait_argument(parser: Any) -> None:
+    # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
+    # answers at once use 0.
+    parser.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)
+
+
+def clients_for(args: argparse.Namespace) -> Any:
+    """The clients of the cloud the options of :func:`add_cloud_arguments` name."""
+    from idempotent_cli.dlq import aws
+
+    return aws.connect(
+        local=args.local,
+        app_dir=args.app_dir,
+        state_dir=args.state_dir,
+        profile=args.profile,
+        region=args.region,
+    )
+
+
+def reporting_errors(call: Callable[[], int], err: Any, *, interrupted: str | None = None) -> int:
+    """``call()``, with the tools' errors printed on ``err`` as one ``error:`` line and exit code 1
+    (``interrupted``: the line after Ctrl-C, exit code 130; None lets KeyboardInterrupt through)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return call()
+    except DlqError as exc:
+        print(f"error: {exc}", file=err, flush=True)
+        return 1
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        print(
+            f"error: AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}",
+            file=err,
+            flush=True,
+        )
+        return 1
+    except BotoCoreError as exc:
+        print(f"error: {exc}", file=err, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        if interrupted is None:
+            raise
+        print(f"\n{interrupted}", file=err)
+        return 130
+
+
 def _common_options() -> argparse.ArgumentParser:
     """Which queue and which cloud: the options of every command."""
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("which queue")
-    where.add_argument("--stack", help="the pipeline's stack (default: the only pipeline deployed)")
-    where.add_argument("--function", help="the consumer function, when a stack has several pipelines")
+    add_pipeline_arguments(where)
     where.add_argument("--queue-url", help="the dead-letter queue's URL, instead of finding it from a stack")
     where.add_argument("--source-queue-url", help="where a redrive sends messages (default: found)")
     where.add_argument(
@@ -98,16 +175,7 @@ def _common_options() -> argparse.ArgumentParser:
         help="dlq: the queue's DLQ (default); subscription: the SNS subscription's DLQ",
     )
     cloud = common.add_argument_group("which cloud")
-    cloud.add_argument("--local", action="store_true", help="the local emulator of the app")
-    cloud.add_argument(
-        "--app-dir",
-        help="with --local: the app directory (default: the nearest directory with a cdk.json, upwards)",
-    )
-    cloud.add_argument(
-        "--state-dir", help="with --local: the emulator's state directory (default: the app's)"
-    )
-    cloud.add_argument("--profile", help="AWS profile (default: the default credential chain)")
-    cloud.add_argument("--region", help="AWS region (default: the configured one)")
+    add_cloud_arguments(cloud)
     cloud.add_argument(
         "--visibility-timeout",
         type=int,
@@ -115,9 +183,7 @@ def _common_options() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"how long the tool holds the messages it reads (default: {DEFAULT_VISIBILITY_SECONDS})",
     )
-    # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
-    # answers at once use 0.
-    cloud.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)
+    add_wait_argument(cloud)
     return common
 
 
@@ -159,50 +225,25 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, *, console: Any = None, connect: Connect | None = None) -> int:
     """Run the parsed ``dlq`` command; returns the exit code (errors are printed, never raised)."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
     from idempotent_cli.dlq.console import Console
 
     console = console or Console()
-    try:
-        return _run(args, console, connect)
-    except DlqError as exc:
-        print(f"error: {exc}", file=console.err, flush=True)
-        return 1
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        print(
-            f"error: AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}",
-            file=console.err,
-            flush=True,
-        )
-        return 1
-    except BotoCoreError as exc:
-        print(f"error: {exc}", file=console.err, flush=True)
-        return 1
-    except KeyboardInterrupt:
-        print("\ninterrupted: every message the command held is visible in the DLQ again", file=console.err)
-        return 130
+    return reporting_errors(
+        lambda: _run(args, console, connect),
+        console.err,
+        interrupted="interrupted: every message the command held is visible in the DLQ again",
+    )
 
 
 def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int:
-    from idempotent_cli.dlq import aws, commands, locate
+    from idempotent_cli.dlq import commands, locate
 
     if args.visibility_timeout < 1 or args.visibility_timeout > 43200:
         raise DlqError(f"--visibility-timeout must be 1 to 43200 seconds, got {args.visibility_timeout}")
     limit = getattr(args, "limit", None)
     if limit is not None and limit < 1:
         raise DlqError(f"--limit must be at least 1, got {limit}")
-    if connect is not None:
-        clients = connect(args)
-    else:
-        clients = aws.connect(
-            local=args.local,
-            app_dir=args.app_dir,
-            state_dir=args.state_dir,
-            profile=args.profile,
-            region=args.region,
-        )
+    clients = (connect or clients_for)(args)
     target = locate.resolve(
         clients,
         which=Which(args.which),

@@ -16,17 +16,19 @@ from typing import Any
 
 from idempotent_cli.dlq.errors import DlqError
 
-# The services the tool talks to.
-SERVICES = ("sqs", "cloudformation", "lambda", "dynamodb", "sns")
+# The services the tools talk to.
+SERVICES = ("sqs", "cloudformation", "lambda", "dynamodb", "sns", "logs")
 
 
 @dataclass
 class Clients:
-    """One client per service, created on first use. ``where`` says which cloud, for messages."""
+    """One client per service, created on first use. ``where`` says which cloud, for messages; ``state_dir``
+    is the local emulator's state directory (None: an account)."""
 
     factory: Callable[[str], Any]
     where: str
     region: str
+    state_dir: Path | None = None
     _made: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, service: str) -> Any:
@@ -112,4 +114,5 @@ def _local(app_dir: str | Path | None, state_dir: str | Path | None) -> Clients:
         factory=running.client,
         where=f"the local emulator on {running.endpoint} (app {where.describe()})",
         region=emulators.REGION,
+        state_dir=where.state_dir,
     )

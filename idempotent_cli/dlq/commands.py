@@ -183,7 +183,7 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
                         for (k, r), ls in reasons.items()
                     ],
                     "message_list": [
-                        _summary(letter, max_receive, copies[letter.identity]) for letter in letters
+                        letter_summary(letter, max_receive, copies[letter.identity]) for letter in letters
                     ]
                     if messages
                     else None,
@@ -211,12 +211,12 @@ def cmd_list(context: Context, *, filters: Filters, messages: bool, as_json: boo
     if messages and letters:
         context.console.print("messages, oldest first:")
         for letter in letters:
-            context.console.print(_message_line(letter, max_receive, len(copies[letter.identity])))
+            context.console.print(message_line(letter, max_receive, len(copies[letter.identity])))
     report_walk(context.console, result)
     return 0
 
 
-def _message_line(letter: DeadLetter, max_receive: int | None, copies: int) -> str:
+def message_line(letter: DeadLetter, max_receive: int | None, copies: int) -> str:
     """One dead letter in a list: id, group, sent, kind, reason (and how many copies it has)."""
     return (
         f"  {letter.message_id}  {letter.original_group_id or '-'}  {letter.sent_at}  {letter.kind}  "
@@ -245,7 +245,7 @@ def _short(text: str) -> str:
     return text if len(text) <= REASON_WIDTH else text[: REASON_WIDTH - 3] + "..."
 
 
-def _summary(letter: DeadLetter, max_receive: int | None, copies: list[DeadLetter]) -> dict[str, Any]:
+def letter_summary(letter: DeadLetter, max_receive: int | None, copies: list[DeadLetter]) -> dict[str, Any]:
     return {
         "message_id": letter.message_id,
         "copies": [copy.message_id for copy in copies],  # every message of this dead letter in the DLQ
@@ -278,7 +278,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         context.console.print(
             json.dumps(
                 {
-                    **_summary(letter, context.target.max_receive_count, copies),
+                    **letter_summary(letter, context.target.max_receive_count, copies),
                     "queue": context.target.dlq_url,
                     "dlq_group": letter.group_id,
                     "dlq_dedup_id": letter.dedup_id,
@@ -530,7 +530,7 @@ def cmd_purge(context: Context, *, filters: Filters, yes: bool, dry_run: bool = 
         chosen, preview = _purge_preview(context, dlq, filters)
         shown = chosen if dry_run else chosen[:PURGE_QUESTION_LINES]
         for first, *others in shown:
-            context.console.print(_message_line(first, max_receive, 1 + len(others)))
+            context.console.print(message_line(first, max_receive, 1 + len(others)))
         if len(shown) < len(chosen):
             context.console.print(
                 f"  ... and {len(chosen) - len(shown)} more (`purge --dry-run` lists them all)"

@@ -82,9 +82,20 @@ class KeyTable:
     def table_name(self) -> str:
         return str(self.config.table_name)
 
-    def inspect(self, message: Outgoing, *, message_id: str) -> Inspection:
-        record = lambda_record(message, message_id=message_id, queue_arn=self.queue_arn, region=self.region)
-        found = self.records.inspect(self.config, self.dynamodb, record)
+    def record(self, message: Outgoing, *, message_id: str) -> dict[str, Any]:
+        """The record Lambda's event source would hand the consumer for ``message``."""
+        return lambda_record(message, message_id=message_id, queue_arn=self.queue_arn, region=self.region)
+
+    def key_of(self, message: Outgoing, *, message_id: str) -> tuple[Any, str | None]:
+        """The key the consumer gives ``message`` (the runtime's Key), or None and why it cannot key it."""
+        key, reason = self.records.key_of(self.config, self.record(message, message_id=message_id))
+        return key, reason
+
+    def inspect(self, message: Outgoing, *, message_id: str, compare_payload: bool = True) -> Inspection:
+        """What the table says about ``message``'s key; ``compare_payload=False`` when ``message`` only
+        carries the key (its payload is unknown: the state is never ``conflict``)."""
+        record = self.record(message, message_id=message_id)
+        found = self.records.inspect(self.config, self.dynamodb, record, compare_payload=compare_payload)
         key = getattr(found, "key", None)
         return Inspection(
             state=State(getattr(found.state, "value", found.state)),

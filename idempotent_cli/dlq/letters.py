@@ -140,9 +140,7 @@ class DeadLetter:
 
     @property
     def sent_at(self) -> str:
-        if not self.sent_ms:
-            return "?"
-        return datetime.fromtimestamp(self.sent_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        return utc_text(self.sent_ms / 1000) if self.sent_ms else "?"
 
     @property
     def receive_count(self) -> int:
@@ -324,6 +322,11 @@ class Outgoing:
         if self.dedup_id is not None:
             request["MessageDeduplicationId"] = self.dedup_id
         return request
+
+
+def utc_text(seconds: float) -> str:
+    """Epoch seconds as every command shows a time: ``2026-11-23 10:33:17Z``."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def new_run_id() -> str:

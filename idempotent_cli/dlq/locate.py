@@ -92,7 +92,7 @@ def resolve(
             pipeline = _replace(pipeline, queue_url=source_queue_url)
     if which is Which.SUBSCRIPTION:
         dlq = pipeline.subscription_dead_letter_queue_url or (
-            _subscription_dlq(clients, pipeline.queue_url) if pipeline.queue_url else None
+            subscription_dlq(clients, pipeline.queue_url) if pipeline.queue_url else None
         )
         if not dlq:
             raise DlqError(
@@ -316,7 +316,7 @@ def _dlq_of(clients: Clients, queue_url: str) -> str | None:
     return queue_url_of(clients, target) if target else None
 
 
-def _subscription_dlq(clients: Clients, queue_url: str) -> str | None:
+def subscription_dlq(clients: Clients, queue_url: str) -> str | None:
     """The DLQ in the redrive policy of the SNS subscription(s) delivering to ``queue_url``."""
     arn = queue_arn_of(clients, queue_url)
     sns = clients("sns")

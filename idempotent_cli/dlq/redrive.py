@@ -32,7 +32,6 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -49,6 +48,7 @@ from idempotent_cli.dlq.letters import (
     Outgoing,
     new_run_id,
     outgoing,
+    utc_text,
 )
 from idempotent_cli.dlq.locate import Target
 from idempotent_cli.dlq.queue import Decision, Queue
@@ -353,7 +353,7 @@ class Redriver:
         free_ms = sent_ms + DEDUPLICATION_WINDOW_MS if sent_ms else 0
         if free_ms <= now_ms:
             free_ms = now_ms + DEDUPLICATION_WINDOW_MS
-        return datetime.fromtimestamp(math.ceil(free_ms / 1000), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        return utc_text(math.ceil(free_ms / 1000))
 
     def _inspect(self, letter: DeadLetter, plan: Outgoing) -> Inspection | None:
         if self.keys is None or self._inspect_warning:

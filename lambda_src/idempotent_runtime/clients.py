@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from idempotent_runtime import __version__
 from idempotent_runtime.deadline import install_deadline_timeouts
 
-USER_AGENT = "idempotent-runtime/0.2"
+USER_AGENT = f"idempotent-runtime/{__version__}"
 CONNECT_TIMEOUT = 3
 READ_TIMEOUT = 10
 

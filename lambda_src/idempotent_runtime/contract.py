@@ -7,11 +7,13 @@ I/O. ``docs/runtime-contract.md`` is the prose form of this module (a test keeps
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple, NoReturn
 
 
 class ConfigurationError(ValueError):
@@ -111,142 +113,6 @@ class DeadLetterKind(StrEnum):
     CONFLICT = "conflict"  # the key is done with a different payload fingerprint
     EXHAUSTED = "exhausted"  # failed on its last receive (MAX_RECEIVE_COUNT): SQS would redrive it now
 
-
-# --- the function's environment ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Variable:
-    """One environment variable of the consumer function. ``default`` is the text the runtime assumes
-    when the variable is unset or empty (None: no default)."""
-
-    name: str
-    default: str | None
-    meaning: str
-    required: bool = False
-
-
-HANDLER = "idempotent_runtime.handler.handler"
-RUNTIME_PACKAGE = "idempotent_runtime"
-
-DEFAULT_PARTITION_KEY = "pk"
-DEFAULT_SORT_KEY = "sk"
-DEFAULT_TTL_ATTRIBUTE = "expires_at"
-DEFAULT_PARTITION_KEY_FIELD = "x"
-DEFAULT_SORT_KEY_FIELD = "y"
-DEFAULT_DEDUP_TTL_SECONDS = 7 * 24 * 3600
-DEFAULT_DOCUMENT_TTL_SECONDS = 0  # documents never expire unless asked
-DEFAULT_LEASE_MARGIN_SECONDS = 10
-DEFAULT_MAX_WORKERS = 10
-DEFAULT_METRICS_NAMESPACE = "IdempotentPipeline"
-NEVER = 0  # a TTL of 0 seconds: no TTL attribute is written, the record never expires
-
-TABLE_NAME = Variable("TABLE_NAME", None, "the DynamoDB table (string partition + sort key)", required=True)
-PARTITION_KEY = Variable("PARTITION_KEY", DEFAULT_PARTITION_KEY, "the table's partition key attribute")
-SORT_KEY = Variable("SORT_KEY", DEFAULT_SORT_KEY, "the table's sort key attribute")
-TTL_ATTRIBUTE = Variable("TTL_ATTRIBUTE", DEFAULT_TTL_ATTRIBUTE, "the table's TTL attribute (epoch seconds)")
-DEDUP_TTL_SECONDS = Variable(
-    "DEDUP_TTL_SECONDS",
-    str(DEFAULT_DEDUP_TTL_SECONDS),
-    "lifetime of the records that exist only for idempotency (transaction markers, guarded claims and "
-    "results, quarantine records); 0 = never expire",
-)
-DOCUMENT_TTL_SECONDS = Variable(
-    "DOCUMENT_TTL_SECONDS",
-    str(DEFAULT_DOCUMENT_TTL_SECONDS),
-    "document mode: lifetime of the stored documents; 0 = never expire (duplicates are then recognised for "
-    "as long as the document exists)",
-)
-IDEMPOTENCY_MODE = Variable("IDEMPOTENCY_MODE", Mode.DOCUMENT.value, "document, transaction or guarded")
-KEY_SOURCE = Variable("KEY_SOURCE", KeySource.FIELDS.value, "fields, dedup_id, message_id or body_sha256")
-PARTITION_KEY_FIELD = Variable(
-    "PARTITION_KEY_FIELD",
-    DEFAULT_PARTITION_KEY_FIELD,
-    "with KEY_SOURCE=fields: the body field (a dotted path such as order.id) that becomes the partition key",
-)
-SORT_KEY_FIELD = Variable(
-    "SORT_KEY_FIELD",
-    DEFAULT_SORT_KEY_FIELD,
-    "with KEY_SOURCE=fields: the body field (a dotted path) that becomes the sort key",
-)
-KEY_PREFIX = Variable(
-    "KEY_PREFIX", "", "prepended to every partition key value, so several pipelines can share one table"
-)
-FINGERPRINT_FIELDS = Variable(
-    "FINGERPRINT_FIELDS",
-    None,
-    "JSON array of dotted paths: the payload fingerprint covers only these fields (default: the whole body)",
-)
-FINGERPRINT_EXCLUDE = Variable(
-    "FINGERPRINT_EXCLUDE",
-    None,
-    "JSON array of dotted paths: the payload fingerprint covers the body without these fields",
-)
-ON_CONFLICT = Variable(
-    "ON_CONFLICT", OnConflict.QUARANTINE.value, "quarantine or duplicate: what a conflicting delivery becomes"
-)
-PROCESSOR = Variable("PROCESSOR", None, "your function, module:function (required for transaction, guarded)")
-DLQ_URL = Variable("DLQ_URL", None, "the dead-letter queue: permanent failures are sent here at once")
-MAX_RECEIVE_COUNT = Variable(
-    "MAX_RECEIVE_COUNT",
-    None,
-    "the source queue's maxReceiveCount: a record that fails on its last receive is sent to DLQ_URL with "
-    "the reason instead of being moved by SQS without one",
-)
-QUEUE_TYPE = Variable("QUEUE_TYPE", QueueType.FIFO.value, "fifo (groups in order) or standard (unordered)")
-LEASE_SECONDS = Variable(
-    "LEASE_SECONDS", None, "guarded: how long a claim is held (default: the invocation's remaining time)"
-)
-LEASE_MARGIN_SECONDS = Variable(
-    "LEASE_MARGIN_SECONDS",
-    str(DEFAULT_LEASE_MARGIN_SECONDS),
-    "guarded: a claim is recorded as held this much longer than its owner uses it, so a clock that runs "
-    "ahead elsewhere cannot take over a live claim",
-)
-MAX_WORKERS = Variable(
-    "MAX_WORKERS", str(DEFAULT_MAX_WORKERS), "threads that run different message groups of a batch"
-)
-METRICS_NAMESPACE = Variable(
-    "METRICS_NAMESPACE", DEFAULT_METRICS_NAMESPACE, "CloudWatch namespace of the Embedded Metric Format lines"
-)
-LOG_LEVEL = Variable("LOG_LEVEL", LogLevel.INFO.value, "DEBUG, INFO, WARNING or ERROR")
-
-ENVIRONMENT: tuple[Variable, ...] = (
-    TABLE_NAME,
-    PARTITION_KEY,
-    SORT_KEY,
-    TTL_ATTRIBUTE,
-    DEDUP_TTL_SECONDS,
-    DOCUMENT_TTL_SECONDS,
-    IDEMPOTENCY_MODE,
-    KEY_SOURCE,
-    PARTITION_KEY_FIELD,
-    SORT_KEY_FIELD,
-    KEY_PREFIX,
-    FINGERPRINT_FIELDS,
-    FINGERPRINT_EXCLUDE,
-    ON_CONFLICT,
-    PROCESSOR,
-    DLQ_URL,
-    MAX_RECEIVE_COUNT,
-    QUEUE_TYPE,
-    LEASE_SECONDS,
-    LEASE_MARGIN_SECONDS,
-    MAX_WORKERS,
-    METRICS_NAMESPACE,
-    LOG_LEVEL,
-)
-# The runtime's own variables: a construct's `environment` prop may not set them.
-VARIABLE_NAMES = frozenset(variable.name for variable in ENVIRONMENT)
-# Variables of 0.1 that no longer exist, and what replaced them: the runtime refuses to start when one is
-# set (a silently ignored lifetime would change what expires), the constructs refuse them in `environment`.
-RETIRED_VARIABLES: dict[str, str] = {
-    "TTL_SECONDS": (
-        "TTL_SECONDS was split in two: DEDUP_TTL_SECONDS (transaction markers, guarded records, quarantine "
-        "records; default 604800 = 7 days) and DOCUMENT_TTL_SECONDS (document mode's documents; default 0 = "
-        "never expire)"
-    ),
-}
 
 # --- IAM: the actions the runtime uses -----------------------------------------------------------------
 
@@ -351,11 +217,6 @@ MAX_MESSAGE_ATTRIBUTES = 10  # SQS
 SQS_MESSAGE_BYTES = 262_144
 FIFO_MAX_BATCH_SIZE = 10
 STANDARD_MAX_BATCH_SIZE = 10_000
-MAX_RECEIVE_COUNT_RANGE = (1, 1000)
-MAX_WORKERS_RANGE = (1, 64)
-TIMEOUT_SECONDS_RANGE = (1, 900)
-MEMORY_SIZE_RANGE = (128, 10240)
-MAX_CONCURRENCY_RANGE = (2, 1000)
 SQS_MAX_RETENTION_SECONDS = 14 * 24 * 3600
 SQS_MAX_VISIBILITY_SECONDS = 12 * 3600
 
@@ -379,6 +240,364 @@ def field_path(text: str) -> tuple[str, ...]:
     return parts
 
 
+NEVER = 0  # a lifetime of 0 seconds: no TTL attribute is written, the record never expires
+# The largest whole number a double holds exactly: CDK carries a Duration as one, so a longer one would
+# reach the function as another number.
+MAX_SECONDS = 2**53 - 1
+
+
+# --- kinds: the values a setting takes, and how the environment writes them ------------------------------
+
+
+def shown(value: object) -> str:
+    """A value as an error message shows it: a plain value's repr, anything else with its type."""
+    if isinstance(value, str | int | float | bool | type(None) | list | tuple | dict):
+        return repr(value)
+    return f"{type(value).__name__} {value!r}"
+
+
+def _refuse(name: str, wanted: str, value: object) -> NoReturn:
+    raise ConfigurationError(f"{name} must {wanted}; got {shown(value)}")
+
+
+class Kind(ABC):
+    """The values a setting takes: ``coerce`` checks a Python value and returns it as the runtime holds it,
+    ``parse`` reads the environment's text, ``render`` writes it; errors name ``name`` and the value."""
+
+    def parse(self, name: str, text: str) -> Any:
+        return self.coerce(name, text)
+
+    @abstractmethod
+    def coerce(self, name: str, value: Any) -> Any: ...
+
+    def render(self, value: Any) -> str:
+        return str(value)
+
+
+class IntRange(Kind):
+    """A whole number from ``low`` to ``high`` (None: unbounded)."""
+
+    wanted = "be an integer"
+    unit = ""
+
+    def __init__(self, low: int | None = None, high: int | None = None) -> None:
+        self.low, self.high = low, high
+
+    def parse(self, name: str, text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            _refuse(name, self.wanted, text)
+        return self.coerce(name, number)
+
+    def coerce(self, name: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            _refuse(name, self.wanted, value)
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            raise ConfigurationError(f"{name} must be {self.limits()}; got {value}{self.unit}")
+        return value
+
+    def limits(self) -> str:
+        if self.high is not None:
+            return f"between {self.low} and {self.high}{self.unit}"
+        if self.low is None:
+            return "an integer"
+        return f"at least {self.low}{self.unit.removesuffix('s') if self.low == 1 else self.unit}"
+
+
+class Seconds(IntRange):
+    """Whole seconds (an option's ``aws_cdk.Duration``), at most :data:`MAX_SECONDS`."""
+
+    wanted = "be a whole number of seconds"
+    unit = " seconds"
+
+    def coerce(self, name: str, value: Any) -> int:
+        seconds = super().coerce(name, value)
+        if seconds > MAX_SECONDS:
+            raise ConfigurationError(
+                f"{name} must be at most {MAX_SECONDS} seconds (CDK carries a duration as a double); got "
+                f"{seconds} seconds"
+            )
+        return seconds
+
+
+class Lifetime(Seconds):
+    """Seconds until a record expires; :data:`NEVER` (``0`` or ``never``; an option's None) keeps it."""
+
+    wanted = f"be a whole number of seconds, {NEVER} or never (never expire)"
+
+    def parse(self, name: str, text: str) -> int:
+        return NEVER if text.strip().lower() == "never" else super().parse(name, text)
+
+
+class Choice(Kind):
+    """One member of a closed set, given as the member or its value (upper-cased first with ``upper``)."""
+
+    def __init__(self, enum: type[StrEnum], upper: bool = False) -> None:
+        self.enum, self.upper = enum, upper
+
+    def coerce(self, name: str, value: Any) -> StrEnum:
+        if self.upper and isinstance(value, str):
+            value = value.upper()
+        try:
+            return self.enum(value)
+        except ValueError:
+            _refuse(name, f"be one of {', '.join(self.enum)}", value)
+
+    def render(self, value: Any) -> str:
+        return self.enum(value).value
+
+
+class Pattern(Kind):
+    """A string matching ``pattern``; ``wanted`` says what that is in words."""
+
+    def __init__(self, pattern: re.Pattern[str], wanted: str) -> None:
+        self.pattern, self.wanted = pattern, wanted
+
+    def coerce(self, name: str, value: Any) -> str:
+        if not isinstance(value, str) or not self.pattern.match(value):
+            _refuse(name, self.wanted, value)
+        return value
+
+
+# Strings, taken as they are (no whitespace is stripped).
+TEXT = Pattern(re.compile(""), "be a string")
+NAME = Pattern(re.compile(r"\s*\S"), "be a non-empty string")
+ATTRIBUTE_NAME = Pattern(
+    re.compile(rf"(?!{re.escape(ATTRIBUTE_PREFIX)})\s*\S"),
+    f"be a non-empty attribute name, not beginning with {ATTRIBUTE_PREFIX!r} (the runtime's own attributes)",
+)
+
+
+class FieldPath(Kind):
+    """A dotted path into the JSON body (``order.id``)."""
+
+    def coerce(self, name: str, value: Any) -> str:
+        try:
+            field_path(value)
+        except ConfigurationError as error:
+            raise ConfigurationError(f"{name}: {error}") from None
+        return value
+
+
+class FieldPaths(Kind):
+    """Dotted paths, written as a JSON array; with ``at_least_one`` never empty."""
+
+    def __init__(self, at_least_one: bool = False) -> None:
+        self.at_least_one = at_least_one
+
+    def parse(self, name: str, text: str) -> tuple[str, ...]:
+        try:
+            paths = json.loads(text)
+        except ValueError:
+            _refuse(name, 'be a JSON array of field paths such as ["order.id", "amount"]', text)
+        return self.coerce(name, paths)
+
+    def coerce(self, name: str, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str) or not isinstance(value, Sequence):
+            _refuse(name, "be a list of field paths", value)
+        if self.at_least_one and not value:
+            _refuse(name, "name at least one field (unset: the whole body)", value)
+        return tuple(FieldPath().coerce(name, path) for path in value)
+
+    def render(self, value: Any) -> str:
+        return json.dumps(list(value), separators=(",", ":"))
+
+
+# --- the function's environment: one declaration per setting ---------------------------------------------
+
+
+class Variable(NamedTuple):
+    """One setting, declared once: its variable, the values it takes, the runtime's value when it is unset
+    or empty, the option that sets it at synth and when the runtime reads it (``only``). Config, the
+    constructs, app.py and docs/runtime-contract.md's table all work from these."""
+
+    name: str
+    kind: Kind
+    meaning: str
+    default: Any = None
+    option: str | None = None
+    only: tuple[str, StrEnum] | None = None
+    required: bool = False
+    config_field: str | None = None
+
+    @property
+    def field(self) -> str:
+        """The :class:`~idempotent_runtime.config.Config` field holding the value."""
+        return self.config_field or self.name.lower()
+
+    def parse(self, text: str) -> Any:
+        return self.kind.parse(self.name, text)
+
+    def coerce(self, value: Any) -> Any:
+        return self.kind.coerce(self.name, value)
+
+
+HANDLER = "idempotent_runtime.handler.handler"
+RUNTIME_PACKAGE = "idempotent_runtime"
+_MODE = "IDEMPOTENCY_MODE"
+_FIELDS_ONLY = ("KEY_SOURCE", KeySource.FIELDS)
+
+# In the order the constructs write them.
+TABLE_NAME = Variable("TABLE_NAME", NAME, "the DynamoDB table (string partition and sort key)", required=True)
+PARTITION_KEY = Variable(
+    "PARTITION_KEY", ATTRIBUTE_NAME, "the table's partition key", "pk", "TableOptions.partition_key_name"
+)
+SORT_KEY = Variable("SORT_KEY", ATTRIBUTE_NAME, "the table's sort key", "sk", "TableOptions.sort_key_name")
+TTL_ATTRIBUTE = Variable(
+    "TTL_ATTRIBUTE",
+    ATTRIBUTE_NAME,
+    "the table's TTL (epoch seconds)",
+    "expires_at",
+    "TableOptions.time_to_live_attribute",
+)
+DEDUP_TTL_SECONDS = Variable(
+    "DEDUP_TTL_SECONDS",
+    Lifetime(NEVER),
+    "lifetime of idempotency-only records: transaction markers, guarded claims and results, quarantine "
+    "records (at least 14 days)",
+    7 * 24 * 3600,
+    "ConsumerOptions.dedup_ttl",
+)
+IDEMPOTENCY_MODE = Variable(
+    _MODE,
+    Choice(Mode),
+    "how a message becomes one effect",
+    Mode.DOCUMENT,
+    "ConsumerOptions.mode",
+    config_field="mode",
+)
+KEY_SOURCE = Variable(
+    "KEY_SOURCE",
+    Choice(KeySource),
+    "where a record's key comes from",
+    KeySource.FIELDS,
+    "ConsumerOptions.key_source",
+)
+QUEUE_TYPE = Variable(
+    "QUEUE_TYPE", Choice(QueueType), "fifo: a group's records in order; standard: each alone", QueueType.FIFO
+)
+ON_CONFLICT = Variable(
+    "ON_CONFLICT",
+    Choice(OnConflict),
+    "a delivery whose key is done with another fingerprint goes to the DLQ or is a duplicate (logged)",
+    OnConflict.QUARANTINE,
+    "ConsumerOptions.on_conflict",
+)
+METRICS_NAMESPACE = Variable(
+    "METRICS_NAMESPACE",
+    Pattern(
+        METRICS_NAMESPACE_PATTERN,
+        "be 1 to 255 characters without ':' or a leading space, not beginning with 'AWS/' (the namespaces "
+        "of AWS services)",
+    ),
+    "CloudWatch namespace of the Embedded Metric Format lines",
+    "IdempotentPipeline",
+    "ConsumerOptions.metrics_namespace",
+)
+DOCUMENT_TTL_SECONDS = Variable(
+    "DOCUMENT_TTL_SECONDS",
+    Lifetime(NEVER),
+    "lifetime of the stored documents (never: duplicates are recognised while a document exists)",
+    NEVER,
+    "ConsumerOptions.document_ttl",
+    only=(_MODE, Mode.DOCUMENT),
+)
+PARTITION_KEY_FIELD = Variable(
+    "PARTITION_KEY_FIELD",
+    FieldPath(),
+    "the body field of the partition key",
+    "x",
+    "ConsumerOptions.partition_key_field",
+    only=_FIELDS_ONLY,
+)
+SORT_KEY_FIELD = Variable(
+    "SORT_KEY_FIELD",
+    FieldPath(),
+    "the body field of the sort key",
+    "y",
+    "ConsumerOptions.sort_key_field",
+    only=_FIELDS_ONLY,
+)
+KEY_PREFIX = Variable(
+    "KEY_PREFIX",
+    TEXT,
+    "prepended to every partition key (pipelines sharing a table)",
+    "",
+    "ConsumerOptions.key_prefix",
+)
+FINGERPRINT_FIELDS = Variable(
+    "FINGERPRINT_FIELDS",
+    FieldPaths(at_least_one=True),
+    "the payload fingerprint covers only these fields (unset: the whole body)",
+    option="ConsumerOptions.fingerprint_fields",
+)
+FINGERPRINT_EXCLUDE = Variable(
+    "FINGERPRINT_EXCLUDE",
+    FieldPaths(),
+    "the payload fingerprint covers the body without these fields",
+    option="ConsumerOptions.fingerprint_exclude",
+)
+PROCESSOR = Variable(
+    "PROCESSOR",
+    Pattern(PROCESSOR_PATTERN, "look like 'module:function' (e.g. 'orders:handle')"),
+    "your function, from the asset's root; required by transaction and guarded",
+    option="ConsumerOptions.processor",
+)
+DLQ_URL = Variable(
+    "DLQ_URL",
+    Pattern(re.compile(r"https?://"), "be an sqs queue url (https://...)"),
+    "permanent failures go there at once, with their reason (unset: through redrive)",
+)
+LEASE_SECONDS = Variable(
+    "LEASE_SECONDS",
+    Seconds(1),
+    "how long the owner uses a claim (unset: the invocation's remaining time)",
+    option="ConsumerOptions.lease_duration",
+    only=(_MODE, Mode.GUARDED),
+)
+LEASE_MARGIN_SECONDS = Variable(
+    "LEASE_MARGIN_SECONDS",
+    Seconds(0),
+    "a claim is recorded as held this much longer than its owner uses it (clocks running ahead elsewhere)",
+    10,
+    "ConsumerOptions.lease_margin",
+    only=(_MODE, Mode.GUARDED),
+)
+MAX_WORKERS = Variable(
+    "MAX_WORKERS",
+    IntRange(1, 64),
+    "threads for the message groups of a batch",
+    10,
+    "ConsumerOptions.max_workers",
+)
+LOG_LEVEL = Variable(
+    "LOG_LEVEL",
+    Choice(LogLevel, upper=True),
+    "DEBUG: a line per record",
+    LogLevel.INFO,
+    "ConsumerOptions.log_level",
+)
+MAX_RECEIVE_COUNT = Variable(
+    "MAX_RECEIVE_COUNT",
+    IntRange(1, 1000),
+    "the queue's maxReceiveCount: a record failing on its last receive goes to DLQ_URL with its reason",
+    option="MessagingOptions.max_receive_count",
+)
+
+ENVIRONMENT: tuple[Variable, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Variable))
+# The runtime's own variables: a construct's `environment` prop may not set them.
+VARIABLE_NAMES = frozenset(variable.name for variable in ENVIRONMENT)
+# Variables of 0.1 that no longer exist, and what replaced them: the runtime refuses to start when one is
+# set (a silently ignored lifetime would change what expires), the constructs refuse them in `environment`.
+RETIRED_VARIABLES: dict[str, str] = {
+    "TTL_SECONDS": (
+        "TTL_SECONDS was split in two: DEDUP_TTL_SECONDS (transaction markers, guarded records, quarantine "
+        "records; default 604800 = 7 days) and DOCUMENT_TTL_SECONDS (document mode's documents; default 0 = "
+        "never expire)"
+    ),
+}
+
 # --- settings that cannot work together ------------------------------------------------------------------
 
 
@@ -395,8 +614,11 @@ class SettingsRule:
 
 
 class _Names(dict):
+    def __init__(self, name_of: Callable[[str], str]) -> None:
+        self.name_of = name_of
+
     def __missing__(self, name: str) -> str:
-        return name
+        return self.name_of(name)
 
 
 class _Shown(dict):
@@ -428,6 +650,12 @@ _DOCUMENT = "in {n[IDEMPOTENCY_MODE]} 'document'"
 _MODE_SOURCE = ("IDEMPOTENCY_MODE", "KEY_SOURCE")
 
 SETTINGS_RULES: tuple[SettingsRule, ...] = (
+    SettingsRule(
+        ("PARTITION_KEY", "SORT_KEY", "TTL_ATTRIBUTE"),
+        lambda *names: len(set(names)) != len(names),
+        "{n[PARTITION_KEY]}, {n[SORT_KEY]} and {n[TTL_ATTRIBUTE]} must be three different attribute names; "
+        "got {v[PARTITION_KEY]}, {v[SORT_KEY]}, {v[TTL_ATTRIBUTE]}",
+    ),
     SettingsRule(
         ("KEY_SOURCE", "QUEUE_TYPE"),
         lambda source, queue: source in FIFO_ONLY_KEY_SOURCES and queue != QueueType.FIFO,
@@ -492,12 +720,12 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
 
 
 def check_settings(
-    values: Mapping[str, Any], names: Mapping[str, Any] | None = None, unknown: Any = ...
+    values: Mapping[str, Any], name_of: Callable[[str], str] = str, unknown: Any = ...
 ) -> None:
-    """Raise ConfigurationError with the first broken :data:`SETTINGS_RULES` message in ``names`` (default:
-    the variables). ``values``: resolved values by variable name; a rule reading one that is missing or
-    ``unknown`` (a deploy-time value) is skipped."""
+    """Raise ConfigurationError with the first broken :data:`SETTINGS_RULES` message, each setting named by
+    ``name_of`` (default: the variable). ``values``: resolved values by variable name; a rule reading one
+    that is missing or ``unknown`` (a deploy-time value) is skipped."""
     for rule in SETTINGS_RULES:
         args = [values.get(name, unknown) for name in rule.settings]
         if unknown not in args and rule.broken(*args):
-            raise ConfigurationError(rule.message.format(n=_Names(names or {}), v=_Shown(values)))
+            raise ConfigurationError(rule.message.format(n=_Names(name_of), v=_Shown(values)))

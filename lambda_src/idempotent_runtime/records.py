@@ -1,7 +1,8 @@
-"""What the table says about a message, for operators' tools (the DLQ tool's list / redrive / --force).
+"""What the table says about a message, for operators' tools (the DLQ tool's list / redrive / --force,
+``trace``).
 
-Both functions reuse the modes' own key, fingerprint and record-location code, so they see exactly what
-the consumer would see::
+They reuse the modes' own key, fingerprint and record-location code, so they see exactly what the consumer
+would see::
 
     from idempotent_runtime.config import Config
     from idempotent_runtime.records import inspect, forget
@@ -12,7 +13,8 @@ the consumer would see::
         forget(config, dynamodb, found)                    # only if the record is still as found
 
 ``inspect`` reads with ``GetItem`` (consistent); ``forget`` reads again and deletes with ``DeleteItem`` and a
-condition on what it read. Neither is used by the consumer function itself.
+condition on what it read; ``key_of`` only keys a record (no request). None is used by the consumer function
+itself.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from idempotent_runtime.errors import InvalidMessage, is_conditional_check_faile
 from idempotent_runtime.keys import KeyBuilder
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.modes import BaseMode, RecordState, make_mode
+from idempotent_runtime.modes.base import text_of
 
-__all__ = ["Inspection", "RecordState", "forget", "inspect"]
+__all__ = ["Inspection", "RecordState", "forget", "inspect", "key_of"]
 
 
 @dataclass(frozen=True)
@@ -45,13 +48,16 @@ class Inspection:
     """``state``: ``new`` (a delivery would process it), ``done`` (a duplicate), ``conflict`` (the key is done
     with another payload, or guarded: held by another payload's expired claim; ``stored_fingerprint``
     differs from ``fingerprint``), ``in_progress`` (guarded: a live claim), ``invalid`` (the message cannot
-    be keyed: ``key`` is None and ``reason`` says why)."""
+    be keyed: ``key`` is None and ``reason`` says why). ``location`` is the DynamoDB key of the key's
+    idempotency record (transaction mode: its marker), ``item`` that record as read (``{}``: none)."""
 
     key: Key | None
     fingerprint: str | None
     state: RecordState
     stored_fingerprint: str | None = None
     reason: str | None = None
+    location: dict[str, Any] | None = None
+    item: dict[str, Any] | None = None
 
 
 def _not_called(message: Message) -> Any:  # pragma: no cover - inspect never processes
@@ -62,11 +68,30 @@ def _mode(config: Config, dynamodb_client: Any) -> BaseMode:
     return make_mode(config, lambda: dynamodb_client, _not_called)
 
 
+def key_of(config: Config, record: dict[str, Any]) -> tuple[Key | None, str | None]:
+    """The key the consumer gives ``record`` (one record of Lambda's SQS event), or None and why it cannot
+    key it. Reads nothing."""
+    mode = _mode(config, None)
+    try:
+        return KeyBuilder(config, sort_reserve=mode.sort_reserve)(Message(record)), None
+    except InvalidMessage as exc:
+        return None, exc.reason
+
+
 def inspect(
-    config: Config, dynamodb_client: Any, record: dict[str, Any], *, now: float | None = None
+    config: Config,
+    dynamodb_client: Any,
+    record: dict[str, Any],
+    *,
+    now: float | None = None,
+    compare_payload: bool = True,
 ) -> Inspection:
     """The state of ``record``'s key (``record``: one record of Lambda's SQS event, e.g. from
-    ``idempotent_local.events.lambda_sqs_record``)."""
+    ``idempotent_local.events.lambda_sqs_record``).
+
+    ``compare_payload=False`` is for a record that only carries the key (an operator asking about a key, not
+    a message): the stored record is judged as a delivery of its own payload would see it, so the state is
+    never ``conflict``."""
     mode = _mode(config, dynamodb_client)
     message = Message(record)
     try:
@@ -75,17 +100,17 @@ def inspect(
         return Inspection(None, None, RecordState.INVALID, reason=exc.reason)
     message.key = key
     fingerprint = mode.fingerprint(message)
-    response = dynamodb_client.get_item(
-        TableName=config.table_name, Key=mode.location(key), ConsistentRead=True
-    )
+    location = mode.location(key)
+    response = dynamodb_client.get_item(TableName=config.table_name, Key=location, ConsistentRead=True)
     item = response.get("Item") or {}
-    state, stored = mode.state(item, fingerprint, time.time() if now is None else now)
+    judged = fingerprint if compare_payload else (text_of(item, FINGERPRINT_ATTRIBUTE) or fingerprint)
+    state, stored = mode.state(item, judged, time.time() if now is None else now)
     reason = (
         "the key is held by an item that is not an idempotency record"
         if state == RecordState.INVALID
         else None
     )
-    return Inspection(key, fingerprint, state, stored, reason)
+    return Inspection(key, fingerprint, state, stored, reason, location, item)
 
 
 # What every write of a record changes: a document's or marker's write token; a guarded claim's owner,

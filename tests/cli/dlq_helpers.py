@@ -1,5 +1,6 @@
-"""Helpers of the DLQ tool's tests: one moto server on loopback, dead letters in the runtime's exact shape,
-pipelines built through the APIs (CloudFormation stacks with and without outputs), and a scripted console.
+"""Helpers of the command line's tests: one moto server on loopback, dead letters in the runtime's exact
+shape, pipelines built through the APIs (CloudFormation stacks with and without outputs), and a scripted
+console. The fixtures built on them are in ``conftest.py``.
 
 The format of a dead letter lives in :func:`dead_letter` only, built from the contract's names.
 """
@@ -11,12 +12,10 @@ import io
 import json
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
-import pytest
 from idempotent_runtime import contract
 
 from idempotent_cli.dlq import main
@@ -64,24 +63,6 @@ def client(service: str) -> Any:
 
 
 # -- the cloud as the tool sees it ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def cloud(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The moto server, emptied, and the environment of a machine whose default credentials point at it:
-    the tool's real-account path (boto3's default chain, AWS_ENDPOINT_URL) with fake values."""
-    reset()
-    for name in list(__import__("os").environ):
-        if name.startswith("AWS_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "fake")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint())
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    yield endpoint()
 
 
 @dataclass
@@ -137,6 +118,18 @@ def dlq(*argv: str, terminal: Terminal | None = None, **kwargs: Any) -> tuple[in
     terminal = terminal or Terminal()
     code = main([*argv, "--wait-seconds", "0"], console=terminal.console(), **kwargs)
     return code, terminal
+
+
+def command(*argv: str, terminal: Terminal | None = None, **kwargs: Any) -> tuple[int, Terminal]:
+    """Run ``idempotent-pipeline ARGV`` (``trace``, ``logs``...) on a scripted console; ``kwargs`` go to the
+    command's ``run`` (``connect=``)."""
+    from idempotent_cli.main import parser
+
+    terminal = terminal or Terminal()
+    args = parser().parse_args(list(argv))
+    if hasattr(args, "wait_seconds"):
+        args.wait_seconds = 0  # short polls: the test server answers at once
+    return args.func(args, console=terminal.console(), **kwargs), terminal
 
 
 # -- queues, tables and pipelines -----------------------------------------------------------------------
@@ -299,6 +292,27 @@ def deploy_pipeline(
     )
 
 
+def make_subscription_dlq(pipeline: Pipeline, *, fifo: bool = False) -> str:
+    """A topic (FIFO or standard) delivering to the pipeline's queue, whose subscription has a DLQ of the
+    same kind; returns the DLQ's URL."""
+    sns = client("sns")
+    name = unique("orders") + (".fifo" if fifo else "")
+    topic = sns.create_topic(Name=name, Attributes={"FifoTopic": "true"} if fifo else {})["TopicArn"]
+    dlq_url = make_queue(unique("subscription-dlq"), fifo=fifo)
+    subscription = sns.subscribe(
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=queue_arn(pipeline.queue_url),
+        Attributes={"RawMessageDelivery": "true"},
+    )["SubscriptionArn"]
+    sns.set_subscription_attributes(
+        SubscriptionArn=subscription,
+        AttributeName="RedrivePolicy",
+        AttributeValue=json.dumps({"deadLetterTargetArn": queue_arn(dlq_url)}),
+    )
+    return dlq_url
+
+
 # -- dead letters ---------------------------------------------------------------------------------------
 
 
@@ -428,17 +442,6 @@ class Deduplication:
 
     def elapse(self, seconds: float) -> None:
         self.offset += seconds
-
-
-@pytest.fixture
-def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deduplication]:
-    """FIFO deduplication as AWS does it, on a clock the test moves (see :class:`Deduplication`)."""
-    from idempotent_local import patches
-
-    endpoint()  # the server, and with it the emulator's patches, in this process
-    clock = Deduplication()
-    monkeypatch.setattr(patches, "time", clock)
-    yield clock
 
 
 def hooked(event: str, callback: Any) -> Any:

@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dlq_helpers import Pipeline, client, cloud, deploy_pipeline, drain, queue_arn, unique
+from dlq_helpers import Pipeline, client, deploy_pipeline, drain, queue_arn, unique
 from idempotent_runtime.publisher import ConsumerKeys, dedup_id_for
 
 from idempotent_cli.main import parser
 from idempotent_cli.send import run
-
-__all__ = ["cloud"]  # the fixture, used by name
 
 ORDERS = {"PARTITION_KEY_FIELD": "order_id", "SORT_KEY_FIELD": "line_id"}
 KEYS = ConsumerKeys(("order_id", "line_id"))

@@ -14,11 +14,9 @@ import pytest
 from dlq_helpers import (
     Deduplication,
     Terminal,
-    aws_deduplication,  # noqa: F401  (fixture)
     body,
     by_group,
     client,
-    cloud,  # noqa: F401  (fixture)
     consume,
     consumer,
     dead_letter,
@@ -296,7 +294,7 @@ def test_message_id_keys_survive_the_redrive():
 
 
 def test_dedup_id_keys_are_restored_and_an_unknown_one_is_kept_unless_forced(
-    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+    aws_deduplication: Deduplication,
 ):
     pipeline, handler = _pipeline(KEY_SOURCE="dedup_id")
     publish(pipeline, body("a"), dedup_id="order-1")
@@ -355,7 +353,7 @@ def _redriven_and_rejected_again(pipeline, handler, message_body: str) -> tuple[
 
 
 def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(
-    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+    aws_deduplication: Deduplication,
 ):
     # Redriven, rejected again at once (the fix is not deployed yet): the runtime dead-letters the redriven
     # copy X. Redriven again within 5 minutes, the restored deduplication id is still X's: SQS drops the send
@@ -390,7 +388,7 @@ def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(
 
 
 def test_force_right_after_a_conflict_came_back_makes_the_new_version_win(
-    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+    aws_deduplication: Deduplication,
 ):
     # The documented conflict flow: a plain redrive is quarantined again at once as a conflict, then
     # --force within 5 minutes. The restored deduplication id is the first redrive's copy's: --force must not
@@ -416,7 +414,7 @@ def test_force_right_after_a_conflict_came_back_makes_the_new_version_win(
 
 
 def test_force_after_a_run_that_sent_but_could_not_delete_processes_the_message_again(
-    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+    aws_deduplication: Deduplication,
 ):
     # A run sent the dead letter (a duplicate: the key is done) but could not delete it. --force within 5
     # minutes forgets the key: its send must reach the consumer, whose copy from the first run is gone.
@@ -441,7 +439,7 @@ def test_force_after_a_run_that_sent_but_could_not_delete_processes_the_message_
 
 
 def test_force_does_not_forget_a_key_that_is_the_deduplication_id_it_sends_again(
-    aws_deduplication: Deduplication,  # noqa: F811  (the fixture)
+    aws_deduplication: Deduplication,
 ):
     # KEY_SOURCE=dedup_id, original deduplication id unknown: --force sends redrive-<DLQ message id> and the
     # consumer keys the message by it. A first --force run sent it (processed) but could not delete it; a

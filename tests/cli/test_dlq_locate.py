@@ -11,7 +11,6 @@ import pytest
 from dlq_helpers import (
     body,
     client,
-    cloud,  # noqa: F401  (fixture)
     dead_letter,
     deploy_pipeline,
     dlq,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dlq_helpers import Terminal, dlq
+from dlq_helpers import Terminal, command, dlq
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -102,6 +102,30 @@ def test_list_and_show_what_the_runtime_dead_lettered(deployed: Deployed) -> Non
     assert code == 0, terminal.error
     assert f"source message id  {poison['source_message_id']}" in terminal.out.getvalue()
     assert "this is not JSON" in terminal.out.getvalue()
+
+
+def test_trace_and_logs_find_a_conflict_the_runner_dead_lettered(deployed: Deployed) -> None:
+    conflict = next(letter for letter in _dead_letters(deployed) if letter["kind"] == "conflict")
+    shown = _shown(deployed, conflict["message_id"])
+    key = shown["details"]["key"]
+    local = ("--local", "--state-dir", str(deployed.app_dir / ".local-cloud"))
+
+    code, terminal = command("trace", "--body", shown["body"], *local, "--json")
+    assert code == 0, terminal.error
+    traced = json.loads(terminal.out.getvalue())
+    assert (traced["key"]["partition"], traced["key"]["sort"]) == (key["partition"], key["sort"])
+    assert traced["table"]["state"] == "conflict"  # the key holds the first revision
+    assert [(d["queue"], d["kind"], d["message_id"]) for d in traced["dead_letters"]] == [
+        ("dlq", "conflict", conflict["message_id"])
+    ]
+
+    # The line the deployed function wrote when it quarantined the message, as the runner saved it.
+    code, terminal = command("logs", *local, "--key", traced["key"]["text"], "--json")
+    assert code == 0, terminal.error
+    lines = [json.loads(line) for line in terminal.out.getvalue().splitlines()]
+    assert [(line["outcome"], line["kind"], line["message_id"]) for line in lines] == [
+        ("quarantined", "conflict", conflict["source_message_id"])
+    ]
 
 
 def test_dry_run_then_force_makes_the_new_revisions_win_exactly_once(deployed: Deployed) -> None:

@@ -8,7 +8,6 @@ from dlq_helpers import (
     body,
     by_group,
     client,
-    cloud,  # noqa: F401  (fixture)
     dead_letter,
     deploy_pipeline,
     dlq,

@@ -11,11 +11,9 @@ import pytest
 from dlq_helpers import (
     Terminal,
     attribute,
-    aws_deduplication,  # noqa: F401  (fixture)
     body,
     by_group,
     client,
-    cloud,  # noqa: F401  (fixture)
     consume,
     consumer,
     dead_letter,
@@ -24,12 +22,10 @@ from dlq_helpers import (
     drain,
     failing,
     hooked,
-    make_queue,
+    make_subscription_dlq,
     peek,
-    queue_arn,
     size_limited,
     sqs_size,
-    unique,
 )
 from idempotent_runtime.contract import DLQ_DETAILS_ATTRIBUTE, DLQ_REASON_ATTRIBUTE, DeadLetterKind
 
@@ -502,7 +498,7 @@ def test_copies_stay_when_the_send_of_their_dead_letter_fails():
 
 @pytest.mark.usefixtures("aws_deduplication")
 def test_a_later_copy_in_a_fifo_group_is_deleted_after_its_dead_letter_went_back_in_order(
-    aws_deduplication,  # noqa: F811  (the fixture)
+    aws_deduplication,
 ):
     # A FIFO DLQ drops the runtime's second send within 5 minutes; after that the copy lands behind the
     # group's newer dead letters.
@@ -656,7 +652,7 @@ def test_redrive_from_a_queue_url_finds_the_source_queue_and_the_consumer():
 
 def test_the_subscription_dlq_redrives_into_the_subscribed_queue_as_sns_would_have_delivered():
     pipeline = deploy_pipeline()
-    subscription_dlq = _subscription_dlq(pipeline, fifo=True)
+    subscription_dlq = make_subscription_dlq(pipeline, fifo=True)
     letter_id = client(
         "sqs"
     ).send_message(  # what SNS leaves in the subscription's DLQ when it cannot deliver
@@ -693,32 +689,11 @@ def test_the_subscription_dlq_redrives_into_the_subscribed_queue_as_sns_would_ha
     assert drain(subscription_dlq) == []
 
 
-def _subscription_dlq(pipeline, *, fifo: bool = False) -> str:
-    """A topic (FIFO or standard) delivering to the pipeline's queue, whose subscription has a DLQ of the
-    same kind; returns the DLQ's URL."""
-    sns = client("sns")
-    name = unique("orders") + (".fifo" if fifo else "")
-    topic = sns.create_topic(Name=name, Attributes={"FifoTopic": "true"} if fifo else {})["TopicArn"]
-    subscription_dlq = make_queue(unique("subscription-dlq"), fifo=fifo)
-    subscription = sns.subscribe(
-        TopicArn=topic,
-        Protocol="sqs",
-        Endpoint=queue_arn(pipeline.queue_url),
-        Attributes={"RawMessageDelivery": "true"},
-    )["SubscriptionArn"]
-    sns.set_subscription_attributes(
-        SubscriptionArn=subscription,
-        AttributeName="RedrivePolicy",
-        AttributeValue=json.dumps({"deadLetterTargetArn": queue_arn(subscription_dlq)}),
-    )
-    return subscription_dlq
-
-
 def test_a_subscription_dead_letter_sent_twice_is_applied_once_with_message_id_keys():
     # KEY_SOURCE=message_id on a standard queue: a run sends the dead letter but cannot delete it, the next
     # run sends it again. Both copies must reach the consumer under one key, or the charge applies twice.
     pipeline = deploy_pipeline(fifo=False, environment={"KEY_SOURCE": "message_id"})
-    subscription_dlq = _subscription_dlq(pipeline)
+    subscription_dlq = make_subscription_dlq(pipeline)
     charge = json.dumps({"x": "charge-1", "amount": 10})
     letter_id = client("sqs").send_message(
         QueueUrl=subscription_dlq,

@@ -20,6 +20,19 @@ from aws_cdk import assertions
 # isort: on
 
 
+def pytest_report_header() -> str:
+    """Which aws-cdk-lib the construct tests run against (make test runs them on the newest and the floor)."""
+    import importlib.metadata
+
+    versions = []
+    for name in ("aws-cdk-lib", "constructs", "cdk-nag"):
+        try:
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{name} not installed")
+    return ", ".join(versions)
+
+
 @pytest.fixture(scope="session")
 def user_code(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A user's processing-code directory: a module with a processor and a helper package."""

@@ -4,6 +4,8 @@ architecture and Python (no network: pip reads a local wheelhouse)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from idempotent_pipeline import (
     IdempotencyTable,
     IdempotentConsumer,
     Messaging,
+    Mode,
 )
 from idempotent_pipeline._asset import LOCAL_PYTHON_VARIABLE, MAX_UNZIPPED_BYTES
 
@@ -50,15 +53,53 @@ def consumer(**options: Any) -> IdempotentConsumer:
     )
 
 
-def _runtime_files(*imported: str) -> set[str]:
+def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
     """The runtime's files as the asset holds them: without the modules the function never imports (the
-    producer helper, the DLQ tool's record inspection, the test helper) unless the user's code names them."""
+    producer helper, the DLQ tool's record inspection, the test helper, the workflow starter) unless the
+    user's code names them, and without the other modes' modules (all modes when it names the record
+    inspection)."""
+    other_modes = set() if "records" in imported else {m.value for m in Mode} - {mode}
     return {
         f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
         for p in RUNTIME_SOURCE.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-        if p.stem not in ("publisher", "records", "testing") or p.stem in imported
+        if p.stem not in ("publisher", "records", "testing", "workflows") or p.stem in imported
+        if not (p.parent.name == "modes" and p.stem in other_modes)
     }
+
+
+@pytest.mark.parametrize("mode", [m.value for m in Mode])
+def test_the_asset_holds_the_configured_modes_module_only_and_its_handler_starts(tmp_path, mode):
+    (tmp_path / "orders.py").write_text("def handle(message):\n    return []\n")
+    stack = new_stack()
+    IdempotentConsumer(
+        stack,
+        "Consumer",
+        queue=Messaging(stack, "Messaging").queue,
+        table=IdempotencyTable(stack, "Table"),
+        options=ConsumerOptions(mode=mode, processor="orders:handle", code_directory=str(tmp_path)),
+    )
+    asset = function_asset_dir(stack)
+    assert {f for f in files_under(asset) if f.startswith("idempotent_runtime/")} == _runtime_files(mode=mode)
+    # The cold start of the function as deployed: the handler imports, with this mode and the processor,
+    # from the asset alone (-S: no site-packages, where this checkout's runtime is installed).
+    environment = {
+        "TABLE_NAME": "orders",
+        "IDEMPOTENCY_MODE": mode,
+        "PROCESSOR": "orders:handle",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PATH": os.environ.get("PATH", ""),
+    }
+    cold_start = "import sys; sys.path.insert(0, ''); import idempotent_runtime.handler"
+    started = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", cold_start],
+        cwd=asset,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr
 
 
 def test_asset_without_user_code_is_exactly_the_runtime():
@@ -313,10 +354,10 @@ def test_wheels_are_chosen_for_the_functions_architecture(tmp_path, offline_pip)
 
 
 def test_wheels_are_chosen_for_the_functions_python(tmp_path, offline_pip):
-    """armonly publishes a CPython 3.14 wheel only: refused for a function on python3.13."""
+    """armonly publishes a CPython 3.14 wheel only: refused for a function on python3.12."""
     project = _project(tmp_path, "armonly\n")
-    with pytest.raises(ConfigurationError, match=r"no wheel of 'armonly' for the function \(CPython 3.13,"):
-        _asset_files(project, runtime=lambda_.Runtime.PYTHON_3_13)
+    with pytest.raises(ConfigurationError, match=r"no wheel of 'armonly' for the function \(CPython 3.12,"):
+        _asset_files(project, runtime=lambda_.Runtime.PYTHON_3_12)
 
 
 def _built_for(code_directory: Path) -> str:
@@ -444,6 +485,7 @@ def test_code_directory_may_be_a_path(tmp_path):
         ("from idempotent_runtime import (  # the producer helper\n    publisher,\n)\n", ("publisher",)),
         ("from idempotent_runtime import \\\n    records\n", ("records",)),
         ("from idempotent_runtime.testing import message\n", ("testing",)),
+        ("from idempotent_runtime.workflows import start_execution_once\n", ("workflows",)),
         (
             "import importlib\nP = importlib.import_module('idempotent_runtime.' + 'publisher')\n",
             ("publisher",),
@@ -456,6 +498,7 @@ def test_code_directory_may_be_a_path(tmp_path):
         "comment-in-parentheses",
         "continuation",
         "testing",
+        "workflows",
         "import-module",
     ],
 )

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-from constructs_helpers import REPO, cdk_json_context, nag_findings
+from constructs_helpers import REPO, add_nag_checks, cdk_json_context, nag_findings
 
 pytestmark = pytest.mark.slow
 
@@ -32,11 +33,9 @@ def test_the_readme_example_synthesizes_with_zero_cdk_nag_findings(tmp_path: Pat
     code = code.replace("app = cdk.App()", "app = cdk.App(context=CONTEXT, outdir=OUTDIR)")
     code = code.replace(
         "app.synth()",
-        "from cdk_nag import AwsSolutionsChecks\n"
-        "cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))\n"
-        "app.synth()",
+        "add_nag_checks(app)\napp.synth()",
     )
-    namespace = {"CONTEXT": cdk_json_context(), "OUTDIR": str(outdir)}
+    namespace = {"CONTEXT": cdk_json_context(), "OUTDIR": str(outdir), "add_nag_checks": add_nag_checks}
     exec(compile(code, "README.md", "exec"), namespace)
     assert nag_findings(outdir) == []
     template = json.loads((outdir / "Orders.template.json").read_text())
@@ -47,3 +46,13 @@ def test_the_readme_example_synthesizes_with_zero_cdk_nag_findings(tmp_path: Pat
     topics = [r.get("Properties", {}) for r in resources if r["Type"] == "AWS::SNS::Topic"]
     assert sorted(t.get("FifoTopic", False) for t in topics) == [False, True]  # Oncall, the pipeline's
     assert any(r["Type"] == "AWS::CloudWatch::Dashboard" for r in resources)
+
+
+def test_the_readme_states_the_supported_range_of_pyproject() -> None:
+    readme = " ".join((REPO / "README.md").read_text().split())
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    for name in ("aws-cdk-lib", "constructs"):
+        (requirement,) = [d for d in dependencies if d.startswith(f"{name}>=")]
+        match = re.fullmatch(rf"{name}>=([\d.]+),<(\d+)", requirement)
+        assert match is not None, requirement
+        assert f"{name} {match[1]} up to {match[2]}" in readme, name

@@ -19,11 +19,14 @@ from constructs_helpers import (
     cfn_lint_findings,
     cloudwatch_may_publish,
     nag_findings,
+    needs_reference_app,
     new_stack,
 )
 
 import app as reference_app
 from idempotent_pipeline import ConfigurationError, ConsumerOptions, IdempotentPipeline
+
+pytestmark = needs_reference_app
 
 STACK = reference_app.DEFAULT_STACK_NAME
 
@@ -142,6 +145,11 @@ VARIANTS = {
         "topic": "false",
         "customer_managed_keys": "true",
         "alarm_topic": "true",
+    },
+    "workflow in a vpc with customer-managed keys": {
+        "workflow": "true",
+        "vpc": "true",
+        "customer_managed_keys": "true",
     },
     "everything": {
         "fifo": "false",
@@ -383,6 +391,7 @@ def test_context_table_documents_every_key():
         "vpc",
         "customer_managed_keys",
         "alarm_topic",
+        "workflow",
         "ttl_seconds",  # retired: refused with its replacement
     }
 
@@ -453,17 +462,22 @@ def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path)
             "context removal_policy must be retain or destroy (DynamoDB tables have no snapshot policy); got "
             "'snapshot'",
         ),
-        ({"dedup_ttl_seconds": "week"}, "context dedup_ttl_seconds must be an integer; got 'week'"),
+        (
+            {"dedup_ttl_seconds": "week"},
+            "context dedup_ttl_seconds must be a whole number of seconds, 0 or never (never expire); got "
+            "'week'",
+        ),
         (
             {"document_ttl_seconds": "-1"},
-            "context document_ttl_seconds must be a number of seconds, 0 or never; got '-1'",
+            "context document_ttl_seconds must be at least 0 seconds; got -1 seconds",
         ),
         ({"batch_size": True}, "context batch_size must be an integer; got True"),
         ({"high_throughput": "maybe"}, "context high_throughput must be true or false; got 'maybe'"),
         (
             {"fingerprint_fields": "a,,b"},
-            "context fingerprint_fields must be a comma-separated list of names; got 'a,,b'",
+            "context fingerprint_fields: a field path must be a non-empty string; got ''",
         ),
+        ({"include": "a,,b"}, "context include must be a comma-separated list of names; got 'a,,b'"),
         ({"architecture": "sparc"}, "context architecture must be arm64 or x86_64; got 'sparc'"),
         (
             {"runtime": "nodejs22.x"},
@@ -474,7 +488,10 @@ def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path)
             "ConsumerOptions.runtime must be a Python runtime from python3.12 on (Amazon Linux 2023, for "
             "which the asset's wheels are installed), e.g. Runtime.PYTHON_3_14; got python3.11",
         ),
-        ({"mode": ""}, "context mode must be a non-empty string; got ''"),
+        (
+            {"mode": "exactly-once"},
+            "context mode must be one of document, transaction, guarded; got 'exactly-once'",
+        ),
         ({"batch_size": "20"}, "ConsumerOptions.batch_size must be between 1 and 10 (FIFO queue); got 20"),
         (
             {"fifo": "false", "key_source": "dedup_id"},
@@ -537,14 +554,9 @@ def test_acknowledged_findings_are_only_the_unavoidable_ones_each_with_its_reaso
 
 def test_without_the_acknowledgement_cdk_nag_would_flag_the_subscription_dlq(tmp_path, monkeypatch):
     """The SQS3 acknowledgement is needed (and so is the reason next to it)."""
-    import idempotent_pipeline.messaging as messaging
+    from idempotent_pipeline import _compat
 
-    class NoAcknowledgement:
-        @staticmethod
-        def of(scope: Any) -> Any:
-            return type("Acknowledgements", (), {"acknowledge": lambda self, *rules: None})()
-
-    monkeypatch.setattr(messaging, "Validations", NoAcknowledgement)
+    monkeypatch.setattr(_compat, "acknowledge", lambda scope, finding, reason: None)
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         synth_app(tmp_path)
     assert [rule for rule, _, _ in nag_findings(tmp_path)] == ["AwsSolutions-SQS3"]

@@ -110,32 +110,41 @@ def test_snapshot_removal_policy_is_rejected():
     )
 
 
+ATTRIBUTE_NAME = (
+    "must be a non-empty attribute name, not beginning with 'idempotency:' (the runtime's own attributes); "
+)
+
+
 @pytest.mark.parametrize(
     ("props", "message"),
     [
         (
             {"partition_key_name": "id", "sort_key_name": "id"},
-            "TableOptions.partition_key_name and sort_key_name must differ; both are 'id'",
+            "TableOptions.partition_key_name, TableOptions.sort_key_name and "
+            "TableOptions.time_to_live_attribute must be three different attribute names; got 'id', 'id', "
+            "'expires_at'",
         ),
         (
             {"partition_key_name": ""},
-            "TableOptions.partition_key_name must be a non-empty attribute name; got ''",
+            f"TableOptions.partition_key_name {ATTRIBUTE_NAME}got ''",
         ),
-        ({"sort_key_name": " "}, "TableOptions.sort_key_name must be a non-empty attribute name; got ' '"),
+        (
+            {"sort_key_name": " "},
+            f"TableOptions.sort_key_name {ATTRIBUTE_NAME}got ' '",
+        ),
         (
             {"time_to_live_attribute": ""},
-            "TableOptions.time_to_live_attribute must be a non-empty attribute name; got ''",
+            f"TableOptions.time_to_live_attribute {ATTRIBUTE_NAME}got ''",
         ),
         (
             {"time_to_live_attribute": "sk"},
-            "TableOptions.time_to_live_attribute must differ from the key attributes; got 'sk' (keys 'pk', "
-            "'sk')",
+            "TableOptions.partition_key_name, TableOptions.sort_key_name and "
+            "TableOptions.time_to_live_attribute must be three different attribute names; got 'pk', 'sk', "
+            "'sk'",
         ),
         (
             {"partition_key_name": "idempotency:key"},
-            "TableOptions.partition_key_name must not begin with 'idempotency:' (the runtime's own "
-            "attributes); "
-            "got 'idempotency:key'",
+            f"TableOptions.partition_key_name {ATTRIBUTE_NAME}got 'idempotency:key'",
         ),
     ],
 )

@@ -6,6 +6,7 @@ tests deploy the reference stack into it with the real CDK CLI.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,3 +34,13 @@ def emulator(state_dir: Path) -> Emulator:
 def clean_emulator(emulator: Emulator) -> Emulator:
     emulator.reset()
     return emulator
+
+
+@pytest.fixture(autouse=True)
+def plain_moto_afterwards() -> Iterator[None]:
+    """A test that patches this process's moto (``patches.apply()`` under ``mock_aws``) leaves it plain for
+    the next test of the worker, which may use moto in-process as it is (the runtime's, the benchmarks')."""
+    yield
+    patches = sys.modules.get("idempotent_local.patches")
+    if patches is not None:
+        patches.revert()

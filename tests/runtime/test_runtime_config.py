@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -33,19 +35,14 @@ def test_defaults_follow_the_runtime_contract():
 
 def test_every_default_is_the_contracts_default():
     config = Config.from_env({"TABLE_NAME": "t"})
-    field_of = {
-        "PARTITION_KEY": "partition_key", "SORT_KEY": "sort_key", "TTL_ATTRIBUTE": "ttl_attribute",
-        "DEDUP_TTL_SECONDS": "dedup_ttl_seconds", "DOCUMENT_TTL_SECONDS": "document_ttl_seconds",
-        "IDEMPOTENCY_MODE": "mode", "KEY_SOURCE": "key_source", "PARTITION_KEY_FIELD": "partition_key_field",
-        "SORT_KEY_FIELD": "sort_key_field", "KEY_PREFIX": "key_prefix", "ON_CONFLICT": "on_conflict",
-        "QUEUE_TYPE": "queue_type", "LEASE_MARGIN_SECONDS": "lease_margin_seconds",
-        "MAX_WORKERS": "max_workers", "METRICS_NAMESPACE": "metrics_namespace", "LOG_LEVEL": "log_level",
-    }  # fmt: skip
     for variable in contract.ENVIRONMENT:
-        if variable.name in field_of:
-            assert str(getattr(config, field_of[variable.name])) == variable.default, variable.name
-        else:  # no default: unset
-            assert variable.default is None, variable.name
+        if not variable.required:  # no default: unset
+            assert getattr(config, variable.field) == variable.default, variable.name
+
+
+def test_config_has_a_field_for_each_declared_variable_and_the_function_name():
+    fields = {field.name for field in dataclasses.fields(Config)}
+    assert fields == {variable.field for variable in contract.ENVIRONMENT} | {"function_name"}
 
 
 def test_contract_doc_lists_every_environment_variable():
@@ -63,6 +60,20 @@ def test_contract_doc_names_each_variables_default():
     for variable in contract.ENVIRONMENT:
         if variable.default:
             assert f"`{variable.default}`" in rows[variable.name], variable.name
+
+
+def test_contract_doc_table_is_generated_from_the_declarations():
+    spec = importlib.util.spec_from_file_location(
+        "contract_table", CONTRACT_DOC.with_name("contract_table.py")
+    )
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    committed = CONTRACT_DOC.read_text()
+    assert generator.render(committed) == committed, (
+        "docs/runtime-contract.md's environment table differs from the contract's declarations: run "
+        "`.venv/bin/python docs/contract_table.py` and commit the result"
+    )
 
 
 def test_ttl_seconds_fails_the_cold_start_and_names_its_replacements():
@@ -137,19 +148,22 @@ def test_every_variable_is_read():
         ({"TABLE_NAME": "t", "KEY_SOURCE": "uuid"}, "KEY_SOURCE must be one of fields, dedup_id, message_id"),
         (
             {"TABLE_NAME": "t", "DEDUP_TTL_SECONDS": "a week"},
-            "DEDUP_TTL_SECONDS must be a whole number, got 'a week'",
+            "DEDUP_TTL_SECONDS must be a whole number of seconds, 0 or never (never expire); got 'a week'",
         ),
         (
             {"TABLE_NAME": "t", "DOCUMENT_TTL_SECONDS": "-1"},
-            "DOCUMENT_TTL_SECONDS must be 0 (never expire) or a number of seconds, got -1",
+            "DOCUMENT_TTL_SECONDS must be at least 0 seconds; got -1 seconds",
         ),
         ({"TABLE_NAME": "t", "ON_CONFLICT": "ignore"}, "ON_CONFLICT must be one of quarantine, duplicate"),
-        ({"TABLE_NAME": "t", "QUEUE_TYPE": "lifo"}, "QUEUE_TYPE must be one of fifo, standard, got 'lifo'"),
+        ({"TABLE_NAME": "t", "QUEUE_TYPE": "lifo"}, "QUEUE_TYPE must be one of fifo, standard; got 'lifo'"),
         (
             {"TABLE_NAME": "t", "MAX_RECEIVE_COUNT": "0"},
-            "MAX_RECEIVE_COUNT must be between 1 and 1000, got 0",
+            "MAX_RECEIVE_COUNT must be between 1 and 1000; got 0",
         ),
-        ({"TABLE_NAME": "t", "LEASE_MARGIN_SECONDS": "-1"}, "LEASE_MARGIN_SECONDS must be 0 or more, got -1"),
+        (
+            {"TABLE_NAME": "t", "LEASE_MARGIN_SECONDS": "-1"},
+            "LEASE_MARGIN_SECONDS must be at least 0 seconds; got -1 seconds",
+        ),
         (
             {"TABLE_NAME": "t", "KEY_PREFIX": "idempotency#tenant"},
             "KEY_PREFIX must not begin with 'idempotency#'",
@@ -170,22 +184,28 @@ def test_every_variable_is_read():
             {"TABLE_NAME": "t", "FINGERPRINT_FIELDS": '["a"]', "FINGERPRINT_EXCLUDE": '["b"]'},
             "FINGERPRINT_FIELDS and FINGERPRINT_EXCLUDE cannot both be set",
         ),
-        ({"TABLE_NAME": "t", "TTL_ATTRIBUTE": "idempotency:ttl"}, "TTL_ATTRIBUTE must not begin with"),
-        ({"TABLE_NAME": "t", "METRICS_NAMESPACE": "a:b"}, "METRICS_NAMESPACE must be 1-255 characters"),
+        (
+            {"TABLE_NAME": "t", "TTL_ATTRIBUTE": "idempotency:ttl"},
+            "TTL_ATTRIBUTE must be a non-empty attribute name, not beginning with 'idempotency:'",
+        ),
+        ({"TABLE_NAME": "t", "METRICS_NAMESPACE": "a:b"}, "METRICS_NAMESPACE must be 1 to 255 characters"),
         (
             {"TABLE_NAME": "t", "METRICS_NAMESPACE": "AWS/Lambda"},
-            "or with 'AWS/' (the namespaces of AWS services), got 'AWS/Lambda'",
+            "not beginning with 'AWS/' (the namespaces of AWS services); got 'AWS/Lambda'",
         ),
-        ({"TABLE_NAME": "t", "MAX_WORKERS": "0"}, "MAX_WORKERS must be between 1 and 64, got 0"),
-        ({"TABLE_NAME": "t", "LEASE_SECONDS": "0"}, "LEASE_SECONDS must be at least 1, got 0"),
+        ({"TABLE_NAME": "t", "MAX_WORKERS": "0"}, "MAX_WORKERS must be between 1 and 64; got 0"),
+        ({"TABLE_NAME": "t", "LEASE_SECONDS": "0"}, "LEASE_SECONDS must be at least 1 second; got 0 seconds"),
         (
             {"TABLE_NAME": "t", "LOG_LEVEL": "loud"},
-            "LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, got 'LOUD'",
+            "LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR; got 'LOUD'",
         ),
-        ({"TABLE_NAME": "t", "PROCESSOR": "no-colon"}, "PROCESSOR must look like 'package.module:function'"),
+        (
+            {"TABLE_NAME": "t", "PROCESSOR": "no-colon"},
+            "PROCESSOR must look like 'module:function' (e.g. 'orders:handle')",
+        ),
         (
             {"TABLE_NAME": "t", "DLQ_URL": "dlq.fifo"},
-            "DLQ_URL must be an sqs queue url (https://...), got 'dlq.fifo'",
+            "DLQ_URL must be an sqs queue url (https://...); got 'dlq.fifo'",
         ),
         ({"TABLE_NAME": "t", "SORT_KEY": "pk"}, "must be three different attribute names"),
         (

@@ -7,7 +7,7 @@ import json
 import pytest
 from idempotent_runtime.config import Config
 from idempotent_runtime.message import Key
-from idempotent_runtime.records import RecordState, forget, inspect
+from idempotent_runtime.records import RecordState, forget, inspect, key_of
 from runtime_helpers import TABLE, event, record
 
 MODES = {
@@ -88,3 +88,46 @@ def test_inspect_reads_records_written_by_0_1_as_done(dynamodb, table):
     config = Config(table_name=table, mode="transaction", processor="runtime_examples:apply_payment")
     found = inspect(config, dynamodb, record({"x": "a1", "y": "p1"}))
     assert (found.state, found.stored_fingerprint) == ("done", None)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_key_asked_about_without_its_payload_is_done_never_a_conflict(make_handler, dynamodb, mode):
+    config = Config(table_name=TABLE, mode=mode, key_prefix="shop#", **MODES[mode])
+    handler, _ = make_handler(mode=mode, key_prefix="shop#", **MODES[mode])
+    body = {"x": "a1", "y": "p1", "cents": 5, "email": "a@example.com"}
+    handler(event(record(body)), None)
+
+    asked = inspect(config, dynamodb, record({"x": "a1", "y": "p1"}), compare_payload=False)
+
+    assert (asked.key, asked.state) == (Key("shop#a1", "p1"), "done")
+    marker = "idempotency#p1" if mode == "transaction" else "p1"
+    assert asked.location == {"pk": {"S": "shop#a1"}, "sk": {"S": marker}}
+    assert asked.item is not None and asked.item["sk"] == {"S": marker}
+    assert asked.item["idempotency:fingerprint"] == {"S": asked.stored_fingerprint}
+
+
+def test_an_expired_claim_asked_about_without_its_payload_is_taken_over_by_its_own(dynamodb, table):
+    config = Config(table_name=table, mode="guarded", processor="runtime_examples:send_receipt")
+    dynamodb.put_item(
+        TableName=table,
+        Item={
+            "pk": {"S": "a1"},
+            "sk": {"S": "p1"},
+            "idempotency:status": {"S": "IN_PROGRESS"},
+            "idempotency:lease_expires_at": {"N": str(1_800_000_000_000)},
+            "idempotency:fingerprint": {"S": "f" * 64},
+        },
+    )
+    rec = record({"x": "a1", "y": "p1"})
+    assert inspect(config, dynamodb, rec, now=1_800_000_001.0).state == "conflict"  # another payload
+    assert inspect(config, dynamodb, rec, now=1_800_000_001.0, compare_payload=False).state == "new"
+    assert inspect(config, dynamodb, rec, now=1_799_999_999.0, compare_payload=False).state == "in_progress"
+
+
+def test_key_of_keys_a_record_as_the_consumer_does_without_reading_the_table():
+    config = Config(table_name="never-read", key_prefix="t#")
+    assert key_of(config, record({"x": "a1", "y": "p1"})) == (Key("t#a1", "p1"), None)
+    assert key_of(config, record({"y": "p1"})) == (
+        None,
+        "partition key field 'x' is missing from the body (fields: 'y')",
+    )

@@ -1,0 +1,133 @@
+"""idempotent-pipeline trace KEY: where is my message?
+
+One screen (or --json) on one idempotency key of a deployed pipeline:
+
+  table          the key's record, read as the consumer reads it: absent, stored / completed, in progress
+                 (owner and lease expiry), a conflict (with --body), expired; its fingerprint and expiry
+  dead letters   every dead letter of the key in the queue's DLQ and in the SNS subscription's DLQ, with
+                 its reason (read without removing or reordering anything)
+  in flight      the source queue's counts, and with --peek the visible messages that carry the key
+
+The key is given as the consumer keys messages (its function's environment says how: KEY_SOURCE,
+PARTITION_KEY_FIELD, SORT_KEY_FIELD, KEY_PREFIX, the mode's record location):
+
+  trace o-1 1                  the values of the two key fields (KEY_SOURCE=fields)
+  trace --message-id ID        KEY_SOURCE=message_id      trace --dedup-id ID   KEY_SOURCE=dedup_id
+  trace --body '{...}'         a message body, keyed as the consumer keys it and compared with the stored
+                               record (with KEY_SOURCE=message_id or dedup_id, give the id too)
+
+The pipeline is found as the DLQ tool finds it (--stack, or the only one deployed); --local for the app's
+emulator, default AWS credentials otherwise. See docs/operations.md, "Where is my message?".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from idempotent_cli.dlq import (
+    add_cloud_arguments,
+    add_pipeline_arguments,
+    add_wait_argument,
+    clients_for,
+    reporting_errors,
+)
+
+__all__ = ["register", "run"]
+
+# How long the trace holds each dead letter it reads; every one is made visible again when it ends.
+DEFAULT_VISIBILITY_SECONDS = 30
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    trace = subparsers.add_parser(
+        "trace",
+        help="where is my message: a key's record, its dead letters, what is in flight",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    trace.add_argument(
+        "parts",
+        nargs="*",
+        metavar="KEY",
+        help="the key: the values of the consumer's two key fields (KEY_SOURCE=fields), or the message id / "
+        "deduplication id its KEY_SOURCE keys by",
+    )
+    key = trace.add_argument_group("the key, by name")
+    key.add_argument(
+        "--partition", metavar="VALUE", help="the partition key field's value (KEY_SOURCE=fields)"
+    )
+    key.add_argument("--sort", metavar="VALUE", help="the sort key field's value (KEY_SOURCE=fields)")
+    key.add_argument("--message-id", metavar="ID", help="the message's SQS id (KEY_SOURCE=message_id)")
+    key.add_argument("--dedup-id", metavar="ID", help="its deduplication id (KEY_SOURCE=dedup_id)")
+    key.add_argument(
+        "--body",
+        metavar="JSON",
+        help="a message body: keyed as the consumer keys it, and compared with the stored record (conflict)",
+    )
+    where = trace.add_argument_group("which pipeline")
+    add_pipeline_arguments(where)
+    add_cloud_arguments(trace.add_argument_group("which cloud"))
+    trace.add_argument(
+        "--peek",
+        action="store_true",
+        help="read the source queue's visible messages for the key (each read counts as a receive)",
+    )
+    trace.add_argument(
+        "--visibility-timeout",
+        type=int,
+        default=DEFAULT_VISIBILITY_SECONDS,
+        metavar="SECONDS",
+        help=f"how long the trace holds each dead letter it reads (default: {DEFAULT_VISIBILITY_SECONDS})",
+    )
+    trace.add_argument("--json", action="store_true", help="print JSON")
+    add_wait_argument(trace)
+    trace.set_defaults(func=run)
+    return trace
+
+
+def run(args: argparse.Namespace, *, console: Any = None, connect: Any = None) -> int:
+    """Run ``trace``; returns the exit code: 0 when the key was traced (whatever its state), 1 on an error."""
+    from idempotent_cli.dlq.console import Console
+
+    console = console or Console()
+    return reporting_errors(
+        lambda: _trace(args, console, connect),
+        console.err,
+        interrupted="interrupted: every message the trace held is visible again",
+    )
+
+
+def _trace(args: argparse.Namespace, console: Any, connect: Any) -> int:
+    from idempotent_cli.dlq import locate
+    from idempotent_cli.dlq.commands import Context
+    from idempotent_cli.dlq.errors import DlqError
+    from idempotent_cli.trace import look, screen, wanted
+
+    if not 1 <= args.visibility_timeout <= 43200:
+        raise DlqError(f"--visibility-timeout must be 1 to 43200 seconds, got {args.visibility_timeout}")
+    clients = (connect or clients_for)(args)
+    target = locate.resolve(clients, stack=args.stack, function=args.function)
+    context = Context(
+        target=target,
+        clients=clients,
+        console=console,
+        visibility_seconds=args.visibility_timeout,
+        wait_seconds=args.wait_seconds,
+    )
+    keys = context.keys(required=True, why="trace")
+    assert keys is not None
+    given = wanted.from_args(args, keys.config)
+    record = look.table(keys, given)
+    found = look.Trace(
+        table=record,
+        dead_letters=look.dead_letters(context, keys, record.key),
+        queue=look.in_flight(context, keys, record.key, peek=args.peek),
+    )
+    if args.json:
+        console.print(json.dumps(screen.document(context, keys, given, found), indent=2))
+    else:
+        for line in screen.lines(context, keys, given, found, args):
+            console.print(line)
+    return 0

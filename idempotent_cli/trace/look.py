@@ -1,0 +1,319 @@
+"""What a trace looks at: the key's record in the table, the dead letters of the key in both DLQs, and the
+source queue.
+
+Everything is read with the DLQ tool's own parts: the consumer's configuration and the runtime's
+``records`` (through :class:`~idempotent_cli.dlq.keystate.KeyTable`), the dead-letter walk that receives
+with a short visibility timeout and makes every message visible again when it ends, and the DLQ tool's
+model of a dead letter (whose key is in ``idempotency.details``, or, for a message SQS or SNS moved, what
+the consumer's code makes of its body and ids).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from idempotent_runtime.contract import (
+    ATTRIBUTE_PREFIX,
+    FINGERPRINT_ATTRIBUTE,
+    LEASE_ATTRIBUTE,
+    LEGACY_LEASE_ATTRIBUTE,
+    LEGACY_MESSAGE_ID_ATTRIBUTE,
+    LEGACY_OWNER_ATTRIBUTE,
+    LEGACY_RESULT_ATTRIBUTE,
+    LEGACY_STATUS_ATTRIBUTE,
+    MESSAGE_ID_ATTRIBUTE,
+    OWNER_ATTRIBUTE,
+    RESULT_ATTRIBUTE,
+    STATUS_ATTRIBUTE,
+    GuardedStatus,
+)
+
+from idempotent_cli.dlq import locate
+from idempotent_cli.dlq.commands import Context
+from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli.dlq.keystate import KeyTable, State
+from idempotent_cli.dlq.letters import DeadLetter, Outgoing, Which, by_identity, outgoing, utc_text
+from idempotent_cli.dlq.queue import MAX_BATCH, Decision, Queue
+from idempotent_cli.trace.wanted import Wanted
+
+# A peek receives at most this many times (10 messages each, at visibility 0).
+PEEK_RECEIVES = 10
+# Keying a dead letter never sends it: no size limit applies.
+NO_LIMIT = 2**62
+
+
+def when(seconds: float | None) -> str | None:
+    """Epoch seconds as every command shows a time; None stays None."""
+    return utc_text(seconds) if seconds is not None else None
+
+
+# -- the table ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Record:
+    """The key's idempotency record as the consumer sees it."""
+
+    key: Any  # the runtime's Key
+    state: str  # absent, expired, stored, completed, in_progress, lease_expired, conflict, invalid
+    record_state: str  # the runtime's: new, done, conflict, in_progress, invalid
+    location: dict[str, str]  # the item's key attributes (transaction mode: the marker's)
+    item: dict[str, Any]  # as read (DynamoDB JSON); {} when there is none
+    fingerprint: str | None  # stored
+    message_fingerprint: str | None  # of --body, when given
+    expires_at: float | None  # the TTL attribute (epoch seconds)
+    status: str | None  # guarded: IN_PROGRESS or COMPLETED
+    owner: str | None  # guarded: the claim's owner token
+    lease_expires_at: float | None  # guarded: epoch seconds
+    message_id: str | None  # the message that wrote it, where the mode records it
+    reason: str | None = None
+
+
+def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record:
+    """Read the key's record (a consistent GetItem) and say what it means, through ``records.inspect``."""
+    inspection = keys.inspect(wanted.message, message_id=wanted.message_id, compare_payload=wanted.with_body)
+    if inspection.key is None:
+        raise DlqError(f"the consumer cannot key {wanted.given}: {inspection.reason}")
+    found = inspection.found
+    item: dict[str, Any] = dict(getattr(found, "item", None) or {})
+    location = {name: value.get("S", "") for name, value in (getattr(found, "location", None) or {}).items()}
+    status = _text(item, STATUS_ATTRIBUTE, LEGACY_STATUS_ATTRIBUTE)
+    expires = _number(item, keys.config.ttl_attribute)
+    lease_ms = _number(item, LEASE_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE)
+    now = time.time() if now is None else now
+    state = _state(inspection.state, item, status, expires, now)
+    return Record(
+        key=inspection.key,
+        state=state,
+        record_state=inspection.state.value,
+        location=location,
+        item=item,
+        fingerprint=_text(item, FINGERPRINT_ATTRIBUTE),
+        message_fingerprint=inspection.fingerprint if wanted.with_body else None,
+        expires_at=expires,
+        status=status,
+        owner=_text(item, OWNER_ATTRIBUTE, LEGACY_OWNER_ATTRIBUTE),
+        lease_expires_at=lease_ms / 1000 if lease_ms is not None else None,
+        message_id=_text(item, MESSAGE_ID_ATTRIBUTE, LEGACY_MESSAGE_ID_ATTRIBUTE),
+        reason=inspection.reason,
+    )
+
+
+def _state(state: State, item: dict[str, Any], status: str | None, expires: float | None, now: float) -> str:
+    """The runtime's state, told apart where it covers several cases an operator acts on differently."""
+    if state is State.NEW:
+        if not item:
+            return "absent"
+        if status == GuardedStatus.IN_PROGRESS and not (expires is not None and expires < int(now)):
+            return "lease_expired"  # a delivery of the same payload takes the claim over
+        return "expired"  # past its TTL: counts as absent (DynamoDB deletes it within about 48 hours)
+    if state is State.DONE:
+        return "completed" if status == GuardedStatus.COMPLETED else "stored"
+    return state.value
+
+
+def stored_attributes(item: dict[str, Any], key_names: list[str], ttl: str) -> list[str]:
+    """The item's attributes that are not the runtime's: a document's fields."""
+    runtime = {*key_names, ttl, LEGACY_STATUS_ATTRIBUTE, LEGACY_OWNER_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE}
+    runtime |= {LEGACY_RESULT_ATTRIBUTE, LEGACY_MESSAGE_ID_ATTRIBUTE}
+    return sorted(name for name in item if name not in runtime and not name.startswith(ATTRIBUTE_PREFIX))
+
+
+def has_result(item: dict[str, Any]) -> bool:
+    return RESULT_ATTRIBUTE in item or LEGACY_RESULT_ATTRIBUTE in item
+
+
+def _text(item: dict[str, Any], *names: str) -> str | None:
+    for name in names:
+        value = item.get(name)
+        if isinstance(value, dict) and isinstance(value.get("S"), str):
+            return str(value["S"])
+    return None
+
+
+def _number(item: dict[str, Any], *names: str) -> float | None:
+    for name in names:
+        value = item.get(name)
+        if isinstance(value, dict) and isinstance(value.get("N"), str):
+            try:
+                return float(value["N"])
+            except ValueError:
+                return None
+    return None
+
+
+# -- the dead-letter queues -----------------------------------------------------------------------------
+
+
+@dataclass
+class Letters:
+    """One DLQ as the trace read it."""
+
+    which: Which
+    url: str | None  # None: the pipeline has no such DLQ
+    read: int = 0
+    not_reached: int = 0  # behind 10 of a FIFO group: SQS hands out no more without removing them
+    in_flight_elsewhere: int = 0  # held by another reader: not read
+    key_unknown: int = 0  # dead letters whose key the consumer's configuration cannot tell
+    found: list[list[DeadLetter]] = field(
+        default_factory=list
+    )  # the key's dead letters, each with its copies
+    max_receive_count: int | None = None
+
+
+def dead_letters(context: Context, keys: KeyTable, key: Any) -> list[Letters]:
+    """The key's dead letters in the queue's DLQ and in the SNS subscription's DLQ (if it has one)."""
+    target = context.target
+    subscription = target.pipeline.subscription_dead_letter_queue_url or (
+        locate.subscription_dlq(context.clients, target.source_url) if target.source_url else None
+    )
+    source = context.source() if target.source_url else None
+    found = [_read(context, keys, key, source)]
+    if subscription:
+        sub = replace(context, target=replace(target, which=Which.SUBSCRIPTION, dlq_url=subscription))
+        found.append(_read(sub, keys, key, source))
+    else:
+        found.append(Letters(Which.SUBSCRIPTION, None))
+    return found
+
+
+def _read(context: Context, keys: KeyTable, key: Any, source: Queue | None) -> Letters:
+    target = context.target
+    letters = Letters(target.which, target.dlq_url, max_receive_count=target.max_receive_count)
+    wanted = (key.partition, key.sort)
+    matching: list[DeadLetter] = []
+
+    def visit(letter: DeadLetter) -> Decision:
+        letter_key, unknown = letter_key_of(letter, keys, source_fifo=bool(source and source.fifo))
+        letters.key_unknown += unknown
+        if letter_key == wanted:
+            matching.append(letter)
+        return Decision.LEAVE
+
+    result = context.walk(context.dlq(), visit)
+    letters.read = result.visited
+    letters.not_reached = result.not_reached
+    letters.in_flight_elsewhere = result.in_flight_elsewhere
+    letters.found = list(by_identity(matching).values())
+    return letters
+
+
+def letter_key_of(
+    letter: DeadLetter, keys: KeyTable, *, source_fifo: bool
+) -> tuple[tuple[str, str] | None, bool]:
+    """The key the consumer gave (or would give) a dead letter, and whether it cannot be known.
+
+    The runtime names it in ``idempotency.details``; otherwise (SQS or SNS moved the message, or the details
+    were shortened to fit) the consumer's code keys the message a redrive would send. With
+    ``KEY_SOURCE=dedup_id`` the original deduplication id of a message SQS moved is lost: its key is unknown.
+    """
+    named = (letter.details or {}).get("key")
+    if (
+        isinstance(named, dict)
+        and isinstance(named.get("partition"), str)
+        and isinstance(named.get("sort"), str)
+    ):
+        return (named["partition"], named["sort"]), False
+    plan = outgoing(letter, source_fifo=source_fifo, key_source=keys.config.key_source, max_bytes=NO_LIMIT)
+    if plan.problem:
+        return None, True
+    computed, _ = keys.key_of(plan, message_id=letter.message_id)
+    return ((computed.partition, computed.sort) if computed is not None else None), False
+
+
+# -- the source queue -----------------------------------------------------------------------------------
+
+
+@dataclass
+class InFlight:
+    """The source queue: its counts, and what a peek saw."""
+
+    url: str | None
+    fifo: bool = False
+    visible: int = 0
+    in_flight: int = 0  # ApproximateNumberOfMessagesNotVisible: received, not yet deleted or returned
+    delayed: int = 0
+    peeked: bool = False
+    read: int = 0
+    key_unknown: int = 0
+    found: list[dict[str, Any]] = field(default_factory=list)
+    max_receive_count: int | None = None
+
+
+def in_flight(context: Context, keys: KeyTable, key: Any, *, peek: bool) -> InFlight:
+    """The source queue's counts; with ``peek``, its visible messages that carry the key (received at
+    visibility 0: they stay visible, and each receive counts toward their receive count)."""
+    if not context.target.source_url:
+        return InFlight(None)
+    queue = context.source()
+    counts = queue.counts()
+    view = InFlight(
+        queue.url,
+        fifo=queue.fifo,
+        visible=counts.visible,
+        in_flight=counts.in_flight,
+        delayed=counts.delayed,
+        peeked=peek,
+        max_receive_count=context.target.max_receive_count,
+    )
+    if peek and counts.visible:
+        seen = _peek(queue, counts.visible)
+        view.read = len(seen)
+        view.found = [_summary(m) for m in seen if _key_of_message(keys, m) == (key.partition, key.sort)]
+    return view
+
+
+def _peek(queue: Queue, visible: int) -> list[dict[str, Any]]:
+    """The visible messages a receive at visibility 0 hands out: they stay visible. At visibility 0 the queue
+    hands out the same ones again, so it stops at a receive that brings nothing new (or all it counts)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for _ in range(PEEK_RECEIVES):
+        messages = queue.sqs.receive_message(
+            QueueUrl=queue.url,
+            MaxNumberOfMessages=MAX_BATCH,
+            VisibilityTimeout=0,
+            WaitTimeSeconds=0,
+            AttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        new = [m for m in messages if m["MessageId"] not in seen]
+        seen.update((m["MessageId"], m) for m in new)
+        if not new or len(seen) >= visible:
+            break
+    return list(seen.values())
+
+
+def _key_of_message(keys: KeyTable, message: dict[str, Any]) -> tuple[str, str] | None:
+    """The key the consumer will give a message of the source queue (its body, ids and attributes)."""
+    system = message.get("Attributes") or {}
+    plan = Outgoing(
+        body=message.get("Body", ""),
+        attributes=dict(message.get("MessageAttributes") or {}),
+        group_id=system.get("MessageGroupId"),
+        dedup_id=system.get("MessageDeduplicationId"),
+        dedup_restored=False,
+        redrive=None,
+    )
+    computed, _ = keys.key_of(plan, message_id=message["MessageId"])
+    return (computed.partition, computed.sort) if computed is not None else None
+
+
+def _summary(message: dict[str, Any]) -> dict[str, Any]:
+    system = message.get("Attributes") or {}
+    sent_ms = int(system.get("SentTimestamp") or 0)
+    return {
+        "message_id": message["MessageId"],
+        "group": system.get("MessageGroupId"),
+        "sent": when(sent_ms / 1000) if sent_ms else None,
+        "receive_count": int(system.get("ApproximateReceiveCount") or 0),
+    }
+
+
+@dataclass(frozen=True)
+class Trace:
+    table: Record
+    dead_letters: list[Letters]
+    queue: InFlight

@@ -1,0 +1,159 @@
+"""The key a trace is about, from what the user has: the key fields' values, a message id, a deduplication id
+or a body.
+
+Whatever the form, it becomes the message Lambda's event source would hand the consumer (a body at the key
+fields' paths, a message id, a deduplication id), which the consumer's own code then keys: KEY_PREFIX, the
+reserved namespace and the size limits apply exactly as they do in the function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from idempotent_runtime.contract import FIELD_PATH_SEPARATOR, KEY_SOURCE, KeySource
+
+from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli.dlq.letters import Outgoing
+
+# The message id of the message a trace builds, for every key source but message_id (which keys by it).
+TRACE_MESSAGE_ID = "idempotent-pipeline-trace"
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """The message whose key is traced, and how the user gave it (for the screen)."""
+
+    message: Outgoing
+    message_id: str
+    given: str  # e.g. "order_id 'o-1', line_id '1'"
+    with_body: bool  # a real body: compare its fingerprint with the stored one
+
+
+def from_args(args: argparse.Namespace, config: Any) -> Wanted:
+    """The traced message from the command line's key options, for the consumer configured by ``config``
+    (the runtime's Config); a form its KEY_SOURCE does not key by is refused, naming what would work."""
+    source = KeySource(config.key_source)
+    parts = list(args.parts or [])
+    named = {
+        "--partition": args.partition,
+        "--sort": args.sort,
+        "--message-id": args.message_id,
+        "--dedup-id": args.dedup_id,
+    }
+    given = [name for name, value in named.items() if value is not None]
+    if not parts and not given and args.body is None:
+        raise DlqError(f"give the key to trace: {_forms(source, config)}")
+    if source is KeySource.FIELDS:
+        return _fields(parts, args, given, config)
+    if source is KeySource.BODY_SHA256:
+        if parts or given or args.body is None:
+            raise DlqError(
+                f"the consumer keys messages by the SHA-256 of their body ({KEY_SOURCE.name}=body_sha256): "
+                f"give the body with --body, got {_shown(parts, given)}"
+            )
+        return Wanted(_message(args.body), TRACE_MESSAGE_ID, "this body", True)
+    option = "--message-id" if source is KeySource.MESSAGE_ID else "--dedup-id"
+    other = [name for name in given if name != option]
+    value = named[option]
+    if other or len(parts) > 1 or (parts and value is not None):
+        raise DlqError(
+            f"the consumer keys messages by their {_noun(source)} ({KEY_SOURCE.name}={source}): give it as "
+            f"one KEY or with {option}, got {_shown(parts, given)}"
+        )
+    value = value if value is not None else (parts[0] if parts else None)
+    if value is None:
+        raise DlqError(
+            f"the consumer keys messages by their {_noun(source)} ({KEY_SOURCE.name}={source}): --body alone "
+            f"cannot say which; give the {_noun(source)} too ({option} ID)"
+        )
+    body = args.body if args.body is not None else "{}"
+    if source is KeySource.MESSAGE_ID:
+        return Wanted(_message(body), value, f"message id {value!r}", args.body is not None)
+    return Wanted(
+        _message(body, dedup_id=value), TRACE_MESSAGE_ID, f"deduplication id {value!r}", args.body is not None
+    )
+
+
+def _fields(parts: list[str], args: argparse.Namespace, given: list[str], config: Any) -> Wanted:
+    paths = (config.partition_key_field, config.sort_key_field)
+    wrong = [name for name in given if name in ("--message-id", "--dedup-id")]
+    if wrong:
+        raise DlqError(
+            f"the consumer keys messages by the fields {paths[0]}, {paths[1]} ({KEY_SOURCE.name}=fields), "
+            f"not by {wrong[0][2:].replace('-', ' ')}: {_forms(KeySource.FIELDS, config)}"
+        )
+    if args.body is not None:
+        if parts or given:
+            raise DlqError(
+                f"give the key's values or --body, not both (got {_shown(parts, given)} and --body)"
+            )
+        return Wanted(_message(args.body), TRACE_MESSAGE_ID, "this body", True)
+    if given and parts:
+        raise DlqError(
+            "give the key's values as KEY KEY or with --partition/--sort, not both "
+            f"(got {_shown(parts, given)})"
+        )
+    values = parts if parts else [args.partition, args.sort]
+    if len(values) != 2 or None in values:
+        raise DlqError(
+            f"the consumer keys messages by two fields, {paths[0]} and {paths[1]} "
+            f"({KEY_SOURCE.name}=fields): give both values, got {_shown(parts, given)}"
+        )
+    body = _body_at(paths, values)
+    shown = f"{paths[0]} {values[0]!r}, {paths[1]} {values[1]!r}"
+    return Wanted(_message(json.dumps(body)), TRACE_MESSAGE_ID, shown, False)
+
+
+def _body_at(paths: tuple[str, str], values: list[str]) -> dict[str, Any]:
+    """A body holding ``values`` at the dotted ``paths`` (as strings: the consumer keys a number by the same
+    text, ``1`` for ``1``)."""
+    if paths[0] == paths[1]:
+        if values[0] != values[1]:
+            raise DlqError(
+                f"the partition and sort key are both the field {paths[0]}: give the same value twice, got "
+                f"{values[0]!r} and {values[1]!r}"
+            )
+        values = values[:1]
+    body: dict[str, Any] = {}
+    for path, value in zip(paths, values, strict=False):
+        node = body
+        *parents, leaf = path.split(FIELD_PATH_SEPARATOR)
+        for name in parents:
+            child = node.setdefault(name, {})
+            if not isinstance(child, dict):
+                raise DlqError(f"the key fields {paths[0]} and {paths[1]} overlap: no body holds both values")
+            node = child
+        if leaf in node:
+            raise DlqError(f"the key fields {paths[0]} and {paths[1]} overlap: no body holds both values")
+        node[leaf] = value
+    return body
+
+
+def _message(body: str, *, dedup_id: str | None = None) -> Outgoing:
+    return Outgoing(
+        body=body, attributes={}, group_id=None, dedup_id=dedup_id, dedup_restored=False, redrive=None
+    )
+
+
+def _forms(source: KeySource, config: Any) -> str:
+    if source is KeySource.FIELDS:
+        return (
+            f"the values of {config.partition_key_field} and {config.sort_key_field} (trace VALUE VALUE, or "
+            "--partition VALUE --sort VALUE), or a body (--body JSON)"
+        )
+    if source is KeySource.BODY_SHA256:
+        return "a body (--body TEXT): the consumer keys messages by its SHA-256"
+    option = "--message-id" if source is KeySource.MESSAGE_ID else "--dedup-id"
+    return f"the {_noun(source)} (trace ID, or {option} ID), and optionally its body (--body JSON)"
+
+
+def _noun(source: KeySource) -> str:
+    return "message id" if source is KeySource.MESSAGE_ID else "deduplication id"
+
+
+def _shown(parts: list[str], given: list[str]) -> str:
+    shown = [repr(part) for part in parts] + given
+    return ", ".join(shown) if shown else "nothing"
