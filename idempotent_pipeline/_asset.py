@@ -475,16 +475,29 @@ def _runtime_modules_imported(files: Iterable[tuple[Path, PurePosixPath]]) -> se
     return found
 
 
-def runtime_files(mode: Mode, wanted: set[str]) -> list[tuple[Path, PurePosixPath]]:
+# The outbox ships with a consumer that emits; the relay's module with the relay function only.
+EMITTING = "outbox"
+RELAY = "relay"
+
+
+def runtime_files(
+    mode: Mode | None, wanted: set[str], emits: bool = False
+) -> list[tuple[Path, PurePosixPath]]:
     """The runtime's files the function runs: without :data:`NOT_RUN_BY_THE_FUNCTION` (unless ``wanted``)
     and without the modules of the modes it does not run (``modes/<mode>.py``; all of them when the user's
-    code names ``records``, which works with any mode)."""
-    skipped_modes = set() if "records" in wanted else {other.value for other in Mode if other != mode}
+    code names ``records``, which works with any mode); with the outbox when it ``emits``. ``mode`` None: the
+    relay function's (no mode, the outbox and the relay)."""
+    if mode is None:
+        skipped_modes, skipped = {m.value for m in Mode}, set()
+    else:
+        skipped_modes = set() if "records" in wanted else {other.value for other in Mode if other != mode}
+        skipped = {RELAY} if emits else {RELAY, EMITTING}
     return [
         (source, PurePosixPath(RUNTIME_PACKAGE) / relative)
         for source, relative in _tree(runtime_source())
         if (relative.stem not in NOT_RUN_BY_THE_FUNCTION or relative.stem in wanted)
         and not (relative.parent.name == "modes" and relative.stem in skipped_modes)
+        and relative.stem not in skipped
     ]
 
 
@@ -493,9 +506,11 @@ def stage_asset(
     include: Sequence[str],
     exclude: Sequence[str],
     target: Target,
-    mode: Mode,
+    mode: Mode | None,
+    emits: bool = False,
 ) -> tuple[str, list[PurePosixPath]]:
-    """Copy the runtime (what ``mode`` runs), the user's code and its installed requirements into a fresh
+    """Copy the runtime (what ``mode`` runs, with the outbox when it ``emits``; the relay's when ``mode`` is
+    None), the user's code and its installed requirements into a fresh
     directory; returns it and the files of the code directory left out that may be data (see
     :func:`left_out_note`).
 
@@ -522,7 +537,8 @@ def stage_asset(
             (source, path) for source, path in selection.shipped if not installed(path)
         ]
         left_out = [path for path in selection.left_out if not installed(path)]
-    parts["runtime"] = runtime_files(mode, _runtime_modules_imported(parts.get("code_directory", ())))
+    wanted = _runtime_modules_imported(parts.get("code_directory", ()))
+    parts["runtime"] = runtime_files(mode, wanted, emits)
     check_size(parts)
     staging = Path(tempfile.mkdtemp(prefix="idempotent-pipeline-asset-"))
     atexit.register(shutil.rmtree, staging, True)

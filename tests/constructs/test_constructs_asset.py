@@ -24,6 +24,8 @@ from idempotent_pipeline import (
 )
 from idempotent_pipeline._asset import LOCAL_PYTHON_VARIABLE, MAX_UNZIPPED_BYTES
 
+HANDLER_MODULE = "idempotent_runtime.handler"
+
 RUNTIME_SOURCE = Path(__file__).resolve().parents[2] / "lambda_src" / "idempotent_runtime"
 PROCESSOR = "def handle(message, table):\n    return None\n"
 
@@ -56,7 +58,8 @@ def consumer(**options: Any) -> IdempotentConsumer:
 def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
     """The runtime's files as the asset holds them: without the modules the function never imports (the
     producer helper, the DLQ tool's record inspection, the test helper) unless the user's code names them,
-    and without the other modes' modules (all modes when it names the record inspection)."""
+    and without the other modes' modules (all modes when it names the record inspection); never the outbox
+    or the relay (a consumer that does not emit)."""
     other_modes = set() if "records" in imported else {m.value for m in Mode} - {mode}
     return {
         f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
@@ -64,6 +67,7 @@ def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
         if p.stem not in ("publisher", "records", "testing") or p.stem in imported
         if not (p.parent.name == "modes" and p.stem in other_modes)
+        if p.stem not in ("outbox", "relay")
     }
 
 
@@ -90,7 +94,7 @@ def test_the_asset_holds_the_configured_modes_module_only_and_its_handler_starts
         "PATH": os.environ.get("PATH", ""),
     }
     started = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", "import sys; sys.path.insert(0, ''); import idempotent_runtime.handler"],
+        [sys.executable, "-I", "-S", "-c", "import sys; sys.path.insert(0, ''); import " + HANDLER_MODULE],
         cwd=asset,
         env=environment,
         capture_output=True,
