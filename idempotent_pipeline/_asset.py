@@ -486,12 +486,11 @@ def runtime_files(
     """The runtime's files the function runs: without :data:`NOT_RUN_BY_THE_FUNCTION` (unless ``wanted``)
     and without the modules of the modes it does not run (``modes/<mode>.py``; all of them when the user's
     code names ``records``, which works with any mode); with the outbox when it ``emits``. ``mode`` None: the
-    relay function's (no mode, the outbox and the relay)."""
+    relay function's, the modules the relay imports."""
     if mode is None:
-        skipped_modes, skipped = {m.value for m in Mode}, set()
-    else:
-        skipped_modes = set() if "records" in wanted else {other.value for other in Mode if other != mode}
-        skipped = {RELAY} if emits else {RELAY, EMITTING}
+        return relay_files()
+    skipped_modes = set() if "records" in wanted else {other.value for other in Mode if other != mode}
+    skipped = {RELAY} if emits else {RELAY, EMITTING}
     return [
         (source, PurePosixPath(RUNTIME_PACKAGE) / relative)
         for source, relative in _tree(runtime_source())
@@ -499,6 +498,24 @@ def runtime_files(
         and not (relative.parent.name == "modes" and relative.stem in skipped_modes)
         and relative.stem not in skipped
     ]
+
+
+def relay_files() -> list[tuple[Path, PurePosixPath]]:
+    """The relay's module and the runtime's modules it imports (read from its import statements)."""
+    source = runtime_source()
+    found, pending = {"__init__", RELAY}, ["__init__", RELAY]
+    while pending:
+        tree = ast.parse((source / f"{pending.pop()}.py").read_bytes())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(RUNTIME_PACKAGE):
+                continue
+            parts = (node.module or "").split(".")
+            names = [alias.name for alias in node.names] if len(parts) == 1 else [parts[1]]
+            for module in names:
+                if module not in found and (source / f"{module}.py").is_file():
+                    found.add(module)
+                    pending.append(module)
+    return [(source / f"{name}.py", PurePosixPath(RUNTIME_PACKAGE) / f"{name}.py") for name in sorted(found)]
 
 
 def stage_asset(

@@ -77,8 +77,8 @@ class Message:
 
     ``body`` is the raw text, ``data`` the JSON body parsed once with exact numbers (invalid JSON raises
     :class:`~idempotent_runtime.errors.InvalidMessage`). The runtime sets ``key`` before the processor runs
-    (``key.idempotency_key`` is the one to pass to third-party APIs), in guarded mode ``lease``, and, with
-    an emit target, ``outbox`` (see :meth:`emit`).
+    (``key.idempotency_key`` is the one to pass to third-party APIs), in guarded mode ``lease``, and
+    ``outbox`` (see :meth:`emit`).
     """
 
     __slots__ = ("_data", "attributes", "body", "group_id", "key", "lease", "message_id", "outbox", "record")
@@ -125,17 +125,12 @@ class Message:
         return self._data
 
     def emit(self, body: Any, *, group_id: str | None = None, attributes: Any = None) -> str:
-        """Send ``body`` (a dict, sent as JSON with exact numbers, or a text sent as it is) to the consumer's
-        emit target once this message's effect commits: it is written with the effect, in one transaction,
-        and the relay publishes it (docs/runtime.md, "Emitting messages"). ``group_id``: its MessageGroupId
-        (a FIFO target; default: this message's group); ``attributes``: name -> str, number or bytes.
-        Returns its deduplication id. A message SNS or SQS would refuse raises at once."""
+        """Send ``body`` (a dict as JSON, or a text) to the emit target with this message's effect; returns
+        its deduplication id (docs/runtime.md, "Emitting messages")."""
         if self.outbox is None:
             raise Misconfiguration(
                 "message.emit() was called but this consumer emits nowhere",
-                "a processor emits, but the consumer has no EMIT_TARGET_ARN (ConsumerOptions.emit_target) "
-                "or runs in a mode that cannot emit (only transaction and guarded commit emitted messages "
-                "with the effect)",
+                "the consumer has no emit_target (EMIT_TARGET_ARN), or its mode cannot emit",
             )
         return self.outbox.add(body, group_id, attributes)
 

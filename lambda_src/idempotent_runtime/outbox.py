@@ -1,11 +1,7 @@
-"""Emitted messages (``message.emit()``): checked when emitted, so a message the target would refuse never
-reaches the outbox; written by transaction and guarded mode as outbox items (the contract's layout) in the
-transaction that commits the effect; published by :mod:`idempotent_runtime.relay`.
-
-Deduplication id of the emit at ``position``: ``partition#sort#position`` (zero-padded), or the SHA-256 form
-of :func:`~idempotent_runtime.message.join_key` when that is ambiguous or over 128 characters: the same for
-every delivery of the emitting message, so a downstream consumer keyed by it sees the emit once.
-"""
+"""Emitted messages (``message.emit()``): checked when emitted, written as outbox items in the transaction
+that commits the effect, published by :mod:`idempotent_runtime.relay`. The deduplication id of the emit at
+``position`` is :func:`~idempotent_runtime.message.join_key` of (partition, sort, position): the same for
+every delivery of the emitting message."""
 
 from __future__ import annotations
 
@@ -29,27 +25,23 @@ from idempotent_runtime.errors import InvalidMessage
 from idempotent_runtime.message import Key, Message, join_key
 from idempotent_runtime.payload import encode_result
 
-# The layout, read by the runtime (writing), the relay (reading NewImage) and the constructs (the relay's
-# event filter). Outbox item: (KEY_PREFIX + OUTBOX_PARTITION_PREFIX + lane, OUTBOX_SORT). The lane of a FIFO
-# target is the downstream group: every write of a group replaces its one item, and DynamoDB Streams keeps
-# the records of one item in the order of its writes, so the relay sees a group's emits in commit order. A
-# standard target keeps no order: the lane is the emitting key's idempotency key (nothing to contend on).
+# Outbox item: (KEY_PREFIX + OUTBOX_PARTITION_PREFIX + lane, OUTBOX_SORT). A FIFO target's lane is the
+# downstream group: its one item is replaced by every write, and the stream keeps an item's records in
+# write order. A standard target's lane is the emitting key (no order, nothing shared).
 OUTBOX_PARTITION_PREFIX = RESERVED_KEY_PREFIX + "outbox#"
 OUTBOX_SORT = RESERVED_KEY_PREFIX + "outbox"
-# L of M: one per message, in emit order: BODY (S), DEDUP_ID (S), ATTRIBUTES (M of PublishBatch's shape).
+# L of M, in emit order: BODY (S), DEDUP_ID (S), ATTRIBUTES (M of PublishBatch's shape).
 OUTBOX_MESSAGES_ATTRIBUTE = ATTRIBUTE_PREFIX + "messages"
 OUTBOX_GROUP_ATTRIBUTE = ATTRIBUTE_PREFIX + "group"  # S: the MessageGroupId (FIFO targets)
 OUTBOX_BODY, OUTBOX_DEDUP_ID, OUTBOX_ATTRIBUTES = "body", "dedup_id", "attributes"
-# The stream keeps records 24 hours; an outbox item outlives that and the relay's retries (and at least the
-# dedup TTL), so the relay never reads the table: it expires by itself after it was relayed.
+# An outbox item outlives the stream's 24 hours (and the dedup TTL): it expires by itself once relayed.
 STREAM_RETENTION_SECONDS = 24 * 3600
 OUTBOX_TTL_SECONDS = 2 * STREAM_RETENTION_SECONDS
-MAX_EMITS = 100  # messages one message may emit; its position, zero-padded, is part of the deduplication id
+MAX_EMITS = 100  # per message
 EMIT_POSITION_DIGITS = 3
-MAX_TRANSACTION_BYTES = 4 * 1024 * 1024  # TransactWriteItems: the items together (MAX_TRANSACTION_ITEMS each)
-# SNS and SQS (by default) take a message of this size, its body and every attribute's name, type and value.
-MAX_EMITTED_BYTES = 262_144
-# SNS and SQS message attribute names: letters, digits, '_', '-', '.'; not AWS. or Amazon. first.
+MAX_TRANSACTION_BYTES = 4 * 1024 * 1024  # TransactWriteItems
+MAX_EMITTED_BYTES = 262_144  # SNS and SQS: the body and every attribute's name, type and value
+# SNS and SQS message attribute names.
 ATTRIBUTE_NAME_PATTERN = re.compile(r"^(?!(?:AWS|Amazon)\.)(?!\.)(?!.*\.\.)(?!.*\.$)[\w.-]{1,256}$", re.ASCII)
 
 
@@ -57,21 +49,12 @@ def outbox_partition(key_prefix: str, lane: str) -> str:
     return key_prefix + OUTBOX_PARTITION_PREFIX + lane
 
 
-def outbox_filter(partition_key: str, key_prefix: str) -> dict[str, Any]:
-    """The stream records that invoke the relay, as a Lambda event filter pattern: writes of outbox items
-    (a TTL deletion, REMOVE, is not one)."""
-    prefix = [{"prefix": outbox_partition(key_prefix, "")}]
-    return {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"Keys": {partition_key: {"S": prefix}}}}
-
-
-# What the outbox items of one message may hold together: the rest of the transaction keeps room for one
-# more item (the marker, a guarded completion, the processor's writes are checked at commit).
+# The outbox items of one message leave room for one more item (the marker or the guarded completion).
 MAX_OUTBOX_BYTES = MAX_TRANSACTION_BYTES - MAX_ITEM_BYTES
 
 
 class TransactionTooLarge(InvalidMessage):
-    """The processor's entries, the marker and the outbox items exceed what one TransactWriteItems takes
-    (MAX_TRANSACTION_ITEMS items, MAX_TRANSACTION_BYTES)."""
+    """More than one TransactWriteItems takes (MAX_TRANSACTION_ITEMS items, MAX_TRANSACTION_BYTES)."""
 
 
 class Outbox:
@@ -101,7 +84,7 @@ class Outbox:
         if size > MAX_EMITTED_BYTES:
             raise InvalidMessage(
                 f"{what} is {size} bytes with its attributes, over the {MAX_EMITTED_BYTES} bytes SNS and SQS "
-                "take: no consumer downstream could receive it"
+                "take"
             )
         dedup_id = join_key((self.key.partition, self.key.sort, f"{position:0{EMIT_POSITION_DIGITS}d}"))
         entry: dict[str, Any] = {OUTBOX_BODY: {"S": text}, OUTBOX_DEDUP_ID: {"S": dedup_id}}
@@ -110,9 +93,8 @@ class Outbox:
         lane = group if self.fifo and group is not None else self.key.idempotency_key
         if lane not in self.lanes and len(self.lanes) >= MAX_TRANSACTION_ITEMS - 1:
             raise TransactionTooLarge(
-                f"a message may emit to at most {MAX_TRANSACTION_ITEMS - 1} message groups (an outbox item "
-                f"each, beside the marker or the completion, in a TransactWriteItems of at most "
-                f"{MAX_TRANSACTION_ITEMS} items); {what}'s group {group!r} is one more"
+                f"a message may emit to at most {MAX_TRANSACTION_ITEMS - 1} groups (an outbox item each, in "
+                f"one TransactWriteItems); {what}'s group {group!r} is one more"
             )
         lanes = {**self.lanes, lane: (group, [*self.lanes.get(lane, (group, []))[1], {"M": entry}])}
         _check_sizes(lanes, lane, what)
@@ -136,8 +118,7 @@ class Outbox:
         return group_id
 
     def items(self, table: str, names: tuple[str, str, str], ttl_seconds: int, now: float) -> list[dict]:
-        """The outbox items as TransactWriteItems ``Put`` entries; ``names``: the partition key, sort key
-        and TTL attribute; the TTL at least :data:`OUTBOX_TTL_SECONDS` (and ``ttl_seconds``) from now."""
+        """TransactWriteItems ``Put`` entries; ``names``: the partition key, sort key, TTL attribute."""
         pk, sk, ttl = names
         expires = {"N": str(int(now) + max(OUTBOX_TTL_SECONDS, ttl_seconds))}
         puts = []
@@ -150,25 +131,6 @@ class Outbox:
             puts.append({"Put": {"TableName": table, "Item": item}})
         return puts
 
-    @staticmethod
-    def check_limits(items: list[dict[str, Any]], entries: int) -> None:
-        """A transaction of ``entries`` from the processor, outbox items and the marker (or the completion)
-        within TransactWriteItems' limits, or a named error saying which."""
-        outbox = len(items) - entries - 1
-        parts = f"{entries} from the processor, {outbox} outbox item(s) for the emitted messages and the "
-        parts += "marker"
-        if len(items) > MAX_TRANSACTION_ITEMS:
-            raise TransactionTooLarge(
-                f"the transaction would hold {len(items)} items ({parts}); TransactWriteItems takes at most "
-                f"{MAX_TRANSACTION_ITEMS}"
-            )
-        size = transaction_size(items)
-        if size > MAX_TRANSACTION_BYTES:
-            raise TransactionTooLarge(
-                f"the transaction would hold at least {size} bytes ({parts}); TransactWriteItems takes at "
-                f"most {MAX_TRANSACTION_BYTES}"
-            )
-
 
 def _attributes_of(group: str | None, messages: list[dict[str, Any]]) -> dict[str, Any]:
     item: dict[str, Any] = {OUTBOX_MESSAGES_ATTRIBUTE: {"L": messages}}
@@ -177,7 +139,7 @@ def _attributes_of(group: str | None, messages: list[dict[str, Any]]) -> dict[st
     return item
 
 
-# Besides the messages, an outbox item holds its key, the message id and the TTL: at most this many bytes.
+# An outbox item's key, message id and TTL: at most this many bytes.
 ITEM_OVERHEAD = 2 * 1024 + 2 * 128 + 256
 
 
@@ -185,33 +147,16 @@ def _check_sizes(lanes: dict[str, tuple[str | None, list[dict[str, Any]]]], lane
     sizes = {name: item_size(_attributes_of(*value)) + ITEM_OVERHEAD for name, value in lanes.items()}
     if sizes[lane] > MAX_ITEM_BYTES:
         raise InvalidMessage(
-            f"{what} makes its outbox item about {sizes[lane]} bytes, over DynamoDB's {MAX_ITEM_BYTES}-byte "
-            "item limit: emit less to one group from one message"
+            f"{what} makes its outbox item about {sizes[lane]} bytes, over DynamoDB's {MAX_ITEM_BYTES}"
         )
     if sum(sizes.values()) > MAX_OUTBOX_BYTES:
-        raise TransactionTooLarge(
-            f"{what} makes the outbox items of one message over {MAX_OUTBOX_BYTES} bytes: with the rest of "
-            f"the transaction they would exceed TransactWriteItems' {MAX_TRANSACTION_BYTES} bytes"
-        )
+        raise TransactionTooLarge(f"{what} makes the outbox items over {MAX_OUTBOX_BYTES} bytes")
 
 
 def outbox_for(target_arn: str | None, key_prefix: str, message: Message) -> Outbox | None:
     """The message's outbox, set before the processor runs (None without a target: ``emit`` refuses)."""
     message.outbox = Outbox(target_arn, key_prefix, message) if target_arn else None
     return message.outbox
-
-
-def transaction_size(items: list[dict[str, Any]]) -> int:
-    """What DynamoDB can be known to count of a transaction before it runs: the items put and the keys and
-    values of the other entries."""
-    total = 0
-    for entry in items:
-        ((_, body),) = entry.items()
-        for part in ("Item", "Key", "ExpressionAttributeValues"):
-            value = body.get(part)
-            if isinstance(value, dict):
-                total += item_size(value)
-    return total
 
 
 def _text(body: Any, what: str) -> str:

@@ -136,6 +136,8 @@ VARIANTS = {
     "dashboard": {"dashboard": "true"},
     "high throughput": {"high_throughput": "true"},
     "alarm topic": {"alarm_topic": "true"},
+    "two hops through the outbox": {"outbox": "true"},
+    "two hops through the outbox, customer-managed keys": {"outbox": "true", "customer_managed_keys": "true"},
     "no explicit table name": {"@idempotent-pipeline:explicitTableName": False},
     "tracing": {"tracing": "true"},
     "vpc": {"vpc": "true"},
@@ -389,6 +391,7 @@ def test_context_table_documents_every_key():
         "vpc",
         "customer_managed_keys",
         "alarm_topic",
+        "outbox",
         "ttl_seconds",  # retired: refused with its replacement
     }
 

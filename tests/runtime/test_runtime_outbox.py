@@ -131,7 +131,7 @@ def test_an_emit_without_a_target_is_a_misconfiguration_retried_never_quarantine
     handler, _ = make_handler(fn=pay, mode="transaction", dlq_url=dlq_url, max_receive_count=1)
     (result,) = handler.process_batch(event(record({"x": "o-1", "y": "1", "cents": 5})), None)
     assert (result.outcome, result.misconfigured) == ("failed", True)
-    assert "has no EMIT_TARGET_ARN (ConsumerOptions.emit_target)" in result.hint
+    assert "the consumer has no emit_target (EMIT_TARGET_ARN)" in result.hint
     assert drain(sqs, dlq_url) == [] and scan(dynamodb) == []
 
 

@@ -182,8 +182,7 @@ class BaseMode(ABC):
         ``fingerprint``: the state and the stored fingerprint."""
 
     def open_outbox(self, message: Message) -> Outbox | None:
-        """Before the processor runs: where ``message.emit()`` collects (None without EMIT_TARGET_ARN, and
-        in a mode that does not call this: ``emit`` then refuses, as a misconfiguration)."""
+        """Before the processor: where ``message.emit()`` collects (None without EMIT_TARGET_ARN)."""
         if not self.config.emit_target_arn:
             return None
         from idempotent_runtime.outbox import outbox_for  # only for consumers that emit
@@ -191,7 +190,7 @@ class BaseMode(ABC):
         return outbox_for(self.config.emit_target_arn, self.config.key_prefix, message)
 
     def outbox_items(self, outbox: Outbox | None, now: float) -> list[dict[str, Any]]:
-        """The outbox items to commit with the effect (none when nothing was emitted)."""
+        """The outbox items to commit with the effect."""
         if outbox is None or not outbox.count:
             return []
         names = (self.pk, self.sk, self.ttl)

@@ -84,8 +84,7 @@ OWNER_NAMES = {"#owner": OWNER_ATTRIBUTE, "#status": STATUS_ATTRIBUTE}
 
 
 def _refused(exc: BaseException) -> dict[str, Any] | None:
-    """The record a refused completion found (its condition failed, alone or as a transaction's first
-    entry), or None when it failed otherwise."""
+    """The record a refused completion found (alone or as a transaction's first entry), or None."""
     if is_conditional_check_failed(exc):
         return old_item(exc)
     reasons = cancellation_reasons(exc) if error_code(exc) == "TransactionCanceledException" else []
@@ -352,7 +351,7 @@ class GuardedMode(BaseMode):
                     return  # an earlier attempt was applied but its response was lost
                 self.warn(
                     "lease lost: the effect ran but another invocation owns the key now; completion refused "
-                    "(nothing this invocation emitted is written)",
+                    "(nothing emitted)",
                     key=str(key),
                     message_id=message.message_id,
                 )
@@ -373,8 +372,8 @@ class GuardedMode(BaseMode):
             raise TransientError(f"completion of key {key} failed: {failure.reason}") from exc
 
     def _commit(self, lease: Lease, completion: dict[str, Any], outbox: list[dict[str, Any]]) -> None:
-        """The completion, and with emitted messages their outbox items in the same TransactWriteItems (the
-        owner token as its ClientRequestToken: a retry whose first attempt committed is answered as such)."""
+        """The completion, with the outbox items in one TransactWriteItems (the owner token as its
+        ClientRequestToken: a retry of a committed attempt is answered as committed)."""
         time_left = lambda: lease.expires_at - self.clock()  # noqa: E731
         if not outbox:
             self.calls(

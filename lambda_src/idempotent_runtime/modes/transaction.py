@@ -109,7 +109,7 @@ class TransactionMode(BaseMode):
             }
         )
         if outbox is not None and outbox.count:
-            outbox.check_limits(items, len(entries))
+            _check_limits(items, len(entries))
         try:
             # The token doubles as the request's idempotency token: DynamoDB answers a retried request
             # whose first attempt committed with success, without applying it twice.
@@ -213,6 +213,34 @@ class TransactionMode(BaseMode):
         if all(code == "ConditionalCheckFailed" for _, code, _ in failed):
             raise PermanentError(f"transaction cancelled: {summary}")  # the processor's own condition
         raise InvalidMessage(f"transaction cancelled: {summary}")
+
+
+def _check_limits(items: list[dict[str, Any]], entries: int) -> None:
+    """``items`` (``entries`` from the processor, outbox items, the marker) within TransactWriteItems'
+    limits, or a named error."""
+    from idempotent_runtime.attributes import item_size
+    from idempotent_runtime.outbox import MAX_TRANSACTION_BYTES, TransactionTooLarge
+
+    outbox = len(items) - entries - 1
+    parts = f"{entries} from the processor, {outbox} outbox item(s) for the emitted messages and the marker"
+    if len(items) > MAX_TRANSACTION_ITEMS:
+        raise TransactionTooLarge(
+            f"the transaction would hold {len(items)} items ({parts}); TransactWriteItems takes at most "
+            f"{MAX_TRANSACTION_ITEMS}"
+        )
+    # What DynamoDB can be known to count before it runs: the items put, the other entries' keys and values.
+    size = sum(
+        item_size(value)
+        for entry in items
+        for body in entry.values()
+        for part in ("Item", "Key", "ExpressionAttributeValues")
+        if isinstance(value := body.get(part), dict)
+    )
+    if size > MAX_TRANSACTION_BYTES:
+        raise TransactionTooLarge(
+            f"the transaction would hold at least {size} bytes ({parts}); TransactWriteItems takes at most "
+            f"{MAX_TRANSACTION_BYTES}"
+        )
 
 
 # DynamoDB's ValidationException when two entries of a transaction are one item.
