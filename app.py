@@ -5,6 +5,7 @@
     npx cdk synth -c mode=guarded -c processor=orders:handle -c code_directory=src
     npx cdk synth -c fifo=false -c dashboard=true -c tracing=true -c vpc=true -c customer_managed_keys=true
     npx cdk synth -c outbox=true                    # two hops: orders -> payments -> shipping
+    npx cdk synth -c workflow=true                  # guarded mode starting a demo workflow once per message
 
 Every context key, the option it sets and its kind is in CONTEXT below (the runtime's settings come from their
 declarations in the contract, parsed as the function's environment is); values from ``-c`` arrive as strings
@@ -27,6 +28,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 from idempotent_runtime import contract
 from idempotent_runtime.contract import NAME, FieldPaths, IntRange, Kind, Lifetime, Seconds
@@ -170,6 +172,7 @@ CONTEXT: dict[str, Key] = {
     "customer_managed_keys": Key("stack", "customer_managed_keys", FLAG),
     "alarm_topic": Key("stack", "alarm_topic", FLAG),
     "outbox": Key("stack", "outbox", FLAG),
+    "workflow": Key("stack", "workflow", FLAG),
     "ttl_seconds": Key(
         "retired",
         "ttl_seconds",
@@ -190,6 +193,9 @@ OPTIONS = {
 DEFAULT_STACK_NAME = "IdempotentPipeline"
 # The processors of the two hops (``-c outbox=true``).
 TWO_HOP_CODE = str(Path(__file__).resolve().parent / "examples" / "two_hop")
+# The processor `-c workflow=true` ships unless `processor` names another.
+WORKFLOW_CODE = Path(__file__).resolve().parent / "examples" / "workflow"
+WORKFLOW_PROCESSOR = "order_workflow:start"
 
 
 def read(key: str, kind: Kind, value: Any) -> Any:
@@ -251,11 +257,12 @@ class ReferenceStack(cdk.Stack):
         if stack.get("tracing"):
             options["consumer"].update(tracing=lambda_.Tracing.ACTIVE)
         if stack.get("vpc"):
-            vpc, security_group = self._vpc()
+            vpc, security_group = self._vpc(workflow=bool(stack.get("workflow")))
             options["consumer"].update(vpc=vpc, security_groups=[security_group])
         pipeline = dict(settings.get("pipeline", {}))
         if stack.get("outbox"):
             pipeline["emit_target"] = self._downstream(options)
+        workflow = self._workflow(options["consumer"]) if stack.get("workflow") else None
         self.pipeline = IdempotentPipeline(
             self,
             "Pipeline",
@@ -276,7 +283,10 @@ class ReferenceStack(cdk.Stack):
             ),
             "TableName": self.pipeline.table.table_name,
             "FunctionName": self.pipeline.function.function_name,
+            "StateMachineArn": workflow.state_machine_arn if workflow is not None else None,
         }
+        if workflow is not None:
+            self.pipeline.consumer.grant_start_execution(workflow)
         for name, value in outputs.items():
             if value is not None:
                 cdk.CfnOutput(self, name, value=value)
@@ -312,9 +322,44 @@ class ReferenceStack(cdk.Stack):
         assert self.payments.topic is not None
         return self.payments.topic
 
-    def _vpc(self) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
+    def _workflow(self, consumer: dict[str, Any]) -> sfn.StateMachine:
+        """A STANDARD demo workflow, logged and traced, that guarded mode starts once per message: with the
+        shipped processor (examples/workflow) unless ``processor`` names another, which reads the state
+        machine's ARN from ``STATE_MACHINE_ARN``."""
+        mode = consumer.setdefault("mode", "guarded")
+        if mode != "guarded":
+            raise ConfigurationError(
+                f"context workflow=true starts the workflow from guarded mode; got mode={mode!r}: leave mode "
+                "unset or set mode=guarded"
+            )
+        if "processor" not in consumer:
+            consumer.update(processor=WORKFLOW_PROCESSOR, code_directory=str(WORKFLOW_CODE))
+        workflow = sfn.StateMachine(
+            self,
+            "Workflow",
+            definition_body=sfn.DefinitionBody.from_chainable(sfn.Pass(self, "ShipOrder")),
+            logs=sfn.LogOptions(
+                destination=logs.LogGroup(self, "WorkflowLogs", retention=logs.RetentionDays.ONE_MONTH),
+                level=sfn.LogLevel.ALL,
+            ),
+            tracing_enabled=True,
+        )
+        cdk.Validations.of(workflow).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="Step Functions delivers logs and X-Ray traces with actions that take no resource "
+                "(CDK grants them on * for a logged, traced state machine)",
+            )
+        )
+        environment = dict(consumer.get("environment") or {})
+        environment["STATE_MACHINE_ARN"] = workflow.state_machine_arn
+        consumer["environment"] = environment
+        return workflow
+
+    def _vpc(self, workflow: bool) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
         """Private subnets without internet access: the function reaches DynamoDB through a gateway endpoint
-        and SQS through an interface endpoint that admits only the function's security group."""
+        and SQS (and with ``workflow``, Step Functions) through interface endpoints that admit only the
+        function's security group."""
         flow_logs = logs.LogGroup(self, "VpcFlowLogs", retention=logs.RetentionDays.ONE_MONTH)
         vpc = ec2.Vpc(
             self,
@@ -350,6 +395,21 @@ class ReferenceStack(cdk.Stack):
             security_groups=[endpoint_group],
             open=False,
         )
+        if workflow:
+            states_group = ec2.SecurityGroup(
+                self,
+                "StepFunctionsEndpointSecurityGroup",
+                vpc=vpc,
+                description="the Step Functions endpoint: HTTPS from the consumer function only",
+                allow_all_outbound=False,
+            )
+            states_group.add_ingress_rule(function_group, ec2.Port.tcp(443), "HTTPS from the consumer")
+            vpc.add_interface_endpoint(
+                "StepFunctions",
+                service=ec2.InterfaceVpcEndpointAwsService.STEP_FUNCTIONS,
+                security_groups=[states_group],
+                open=False,
+            )
         return vpc, function_group
 
 
