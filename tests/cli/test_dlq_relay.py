@@ -52,3 +52,11 @@ def test_dlq_list_reads_the_relays_dead_letters_by_reason():
     (reason,) = lines[lines.index("by reason, oldest first:") + 2 :]
     assert reason.split()[:2] == ["unpublishable", "2"]
     assert "the emit target refused it for good: InvalidParameter: bad attribute" in reason
+
+    code, terminal = dlq("show", "--queue-url", url, "order-1#2#000")
+    assert code == 0, terminal.error
+    assert any('{"pay":2}' in line for line in terminal.lines), terminal.lines
+
+    code, terminal = dlq("purge", "--queue-url", url, "--reason", "unpublishable", "--yes")
+    assert code == 0, terminal.error
+    assert client("sqs").receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", []) == []
