@@ -4,6 +4,7 @@
     npx cdk synth                                   # templates into cdk.out/
     npx cdk synth -c mode=guarded -c processor=orders:handle -c code_directory=src
     npx cdk synth -c fifo=false -c dashboard=true -c tracing=true -c vpc=true -c customer_managed_keys=true
+    npx cdk synth -c outbox=true                    # two hops: orders -> payments -> shipping
     npx cdk synth -c workflow=true                  # guarded mode starting a demo workflow once per message
 
 Every context key, the option it sets and its kind is in CONTEXT below (the runtime's settings come from their
@@ -170,6 +171,7 @@ CONTEXT: dict[str, Key] = {
     "vpc": Key("stack", "vpc", FLAG),
     "customer_managed_keys": Key("stack", "customer_managed_keys", FLAG),
     "alarm_topic": Key("stack", "alarm_topic", FLAG),
+    "outbox": Key("stack", "outbox", FLAG),
     "workflow": Key("stack", "workflow", FLAG),
     "ttl_seconds": Key(
         "retired",
@@ -189,6 +191,8 @@ OPTIONS = {
     "alarm": AlarmOptions,
 }
 DEFAULT_STACK_NAME = "IdempotentPipeline"
+# The processors of the two hops (``-c outbox=true``).
+TWO_HOP_CODE = str(Path(__file__).resolve().parent / "examples" / "two_hop")
 # The processor `-c workflow=true` ships unless `processor` names another.
 WORKFLOW_CODE = Path(__file__).resolve().parent / "examples" / "workflow"
 WORKFLOW_PROCESSOR = "order_workflow:start"
@@ -255,6 +259,9 @@ class ReferenceStack(cdk.Stack):
         if stack.get("vpc"):
             vpc, security_group = self._vpc(workflow=bool(stack.get("workflow")))
             options["consumer"].update(vpc=vpc, security_groups=[security_group])
+        pipeline = dict(settings.get("pipeline", {}))
+        if stack.get("outbox"):
+            pipeline["emit_target"] = self._downstream(options)
         workflow = self._workflow(options["consumer"]) if stack.get("workflow") else None
         self.pipeline = IdempotentPipeline(
             self,
@@ -263,7 +270,7 @@ class ReferenceStack(cdk.Stack):
             table_options=TableOptions(**options["table"]),
             consumer_options=ConsumerOptions(**options["consumer"]),
             alarm_options=AlarmOptions(**options["alarm"]),
-            **settings.get("pipeline", {}),
+            **pipeline,
         )
         outputs = {
             "TopicArn": self.pipeline.topic.topic_arn if self.pipeline.topic is not None else None,
@@ -283,6 +290,37 @@ class ReferenceStack(cdk.Stack):
         for name, value in outputs.items():
             if value is not None:
                 cdk.CfnOutput(self, name, value=value)
+
+    def _downstream(self, options: dict[str, dict[str, Any]]) -> sns.ITopic:
+        """The two hops after this pipeline (orders): payments, which emits to shipping, each consumer keyed
+        by the deduplication id the relay publishes with. This pipeline runs ``hops:order`` in transaction
+        mode unless the context names another processor. Returns the payments topic."""
+        options["consumer"].setdefault("mode", contract.Mode.TRANSACTION)
+        if "processor" not in options["consumer"]:
+            options["consumer"].update(processor="hops:order", code_directory=TWO_HOP_CODE)
+        alarms = AlarmOptions(**options["alarm"])
+        by_dedup_id = {"key_source": contract.KeySource.DEDUP_ID}
+        self.shipping = IdempotentPipeline(
+            self, "Shipping", consumer_options=ConsumerOptions(**by_dedup_id), alarm_options=alarms
+        )
+        self.payments = IdempotentPipeline(
+            self,
+            "Payments",
+            consumer_options=ConsumerOptions(
+                mode=contract.Mode.TRANSACTION,
+                processor="hops:payment",
+                code_directory=TWO_HOP_CODE,
+                **by_dedup_id,
+            ),
+            alarm_options=alarms,
+            emit_target=self.shipping.topic,
+        )
+        for name, hop in (("Payments", self.payments), ("Shipping", self.shipping)):
+            cdk.CfnOutput(self, f"{name}TopicArn", value=hop.topic.topic_arn)  # type: ignore[union-attr]
+            cdk.CfnOutput(self, f"{name}TableName", value=hop.table.table_name)
+            cdk.CfnOutput(self, f"{name}FunctionName", value=hop.function.function_name)
+        assert self.payments.topic is not None
+        return self.payments.topic
 
     def _workflow(self, consumer: dict[str, Any]) -> sfn.StateMachine:
         """A STANDARD demo workflow, logged and traced, that guarded mode starts once per message: with the

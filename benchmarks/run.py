@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/run.py [--quick] [--skip-test-suite] [--skip-synth] [--only SECTION ...]
 
-Sections: cpu, requests, latency, logs, cold_init, synth (synth time + asset size), volume (the local cloud at
-10,000 messages), test_suite; the cost per
+Sections: cpu, requests, outbox (what emitting costs), latency, logs, cold_init, synth (synth time + asset
+size), volume (the local cloud at 10,000 messages), test_suite; the cost per
 million messages is computed from the requests, latency and logs sections when all three ran. A section that
 cannot run (e.g. a runtime mode not in this checkout) leaves its metrics in the table as "not measured" with
 the reason; an unexpected error does the same and makes the exit status 1.
@@ -33,6 +33,7 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/run.py` puts benchmarks
 
 from benchmarks import contenders as cont  # noqa: E402
 from benchmarks import cost_model  # noqa: E402
+from benchmarks import outbox_bench as ob  # noqa: E402
 from benchmarks import runtime_bench as rb  # noqa: E402
 from benchmarks import volume_bench as vb  # noqa: E402
 from benchmarks.report import (  # noqa: E402
@@ -47,7 +48,7 @@ from benchmarks.report import (  # noqa: E402
 )
 
 # CPU first: it is the most sensitive to what earlier sections leave in the process (moto state, threads).
-SECTIONS = ("cpu", "requests", "latency", "logs", "cold_init", "synth", "volume", "test_suite")
+SECTIONS = ("cpu", "requests", "outbox", "latency", "logs", "cold_init", "synth", "volume", "test_suite")
 OUT_DIR = Path(__file__).resolve().parent
 
 
@@ -154,6 +155,61 @@ def requests_section(settings: Settings) -> list[Metric]:
             unmeasured(name, "requests", "Powertools", conflict_method, missing["document"], target)
         )
     log("requests: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
+    return metrics
+
+
+def outbox_section(settings: Settings) -> list[Metric]:
+    """Emitting (``message.emit``): write units the outbox adds to the consumer's transaction, and the
+    relay's requests, per emitted message."""
+    cost = ob.measure()
+    method = (
+        f"moto in-process: {cost.emitted} messages in transaction mode, each one Put and one emit to a FIFO "
+        "topic, 10-message batches over 10 groups; the table's stream (filtered to outbox items, as the "
+        f"relay's event filter does) handed to the relay in {ob.STREAM_BATCH}-record batches"
+    )
+    details = {
+        "emitted": cost.emitted,
+        "published": cost.published,
+        "outbox_write_units": cost.outbox_write_units,
+        "transaction_write_units_without_outbox": cost.transaction_write_units,
+        "relay_publish_batch_requests": cost.relay_publish_requests,
+        "relay_dynamodb_requests": cost.relay_dynamodb_requests,
+    }
+    metrics = [
+        Metric(
+            "outbox_write_units_per_emitted_message",
+            "write units",
+            cost.write_units_per_emit,
+            None,
+            "",
+            method + "; DynamoDB write units of the outbox items' Puts in the consumer's TransactWriteItems "
+            "(2 per KB of item, transactional), beyond the transaction's own (the processor's writes and "
+            "the marker)",
+            Target("value", 2, "≤ 2"),
+            details,
+        ),
+        Metric(
+            "relay_sns_requests_per_emitted_message",
+            "requests",
+            cost.publish_requests_per_emit,
+            1.0,
+            "one Publish per message",
+            method + "; SNS PublishBatch requests the relay sent (10 entries a request)",
+            Target("value", 0.1, "≤ 0.1"),
+            details,
+        ),
+        Metric(
+            "relay_ddb_requests_per_emitted_message",
+            "requests",
+            cost.relay_dynamodb_per_emit,
+            None,
+            "",
+            method + "; DynamoDB requests sent while the relay ran (botocore `before-send`, every client)",
+            Target("value", 0, "0"),
+            details,
+        ),
+    ]
+    log("outbox: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
     return metrics
 
 
@@ -788,6 +844,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()
     runners: dict[str, Callable[[Settings], Any]] = {
         "requests": requests_section,
+        "outbox": outbox_section,
         "latency": latency_section,
         "logs": logs_section,
         "cpu": cpu_section,

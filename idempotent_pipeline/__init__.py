@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from idempotent_pipeline.messaging import Messaging
     from idempotent_pipeline.options import AlarmOptions, ConsumerOptions, MessagingOptions, TableOptions
     from idempotent_pipeline.pipeline import IdempotentPipeline
+    from idempotent_pipeline.relay import OutboxRelay
     from idempotent_pipeline.table import IdempotencyTable
 
 _EXPORTS = {
@@ -28,6 +29,7 @@ _EXPORTS = {
     "IdempotentPipeline": "idempotent_pipeline.pipeline",
     "Messaging": "idempotent_pipeline.messaging",
     "MessagingOptions": "idempotent_pipeline.options",
+    "OutboxRelay": "idempotent_pipeline.relay",
     "PipelineDashboard": "idempotent_pipeline.dashboard",
     "TableOptions": "idempotent_pipeline.options",
 }
@@ -45,6 +47,7 @@ __all__ = [
     "MessagingOptions",
     "Mode",
     "OnConflict",
+    "OutboxRelay",
     "PipelineDashboard",
     "TableOptions",
 ]

@@ -476,17 +476,47 @@ def _runtime_modules_imported(files: Iterable[tuple[Path, PurePosixPath]]) -> se
     return found
 
 
-def runtime_files(mode: Mode, wanted: set[str]) -> list[tuple[Path, PurePosixPath]]:
+# The outbox ships with a consumer that emits; the relay's module with the relay function only.
+EMITTING = "outbox"
+RELAY = "relay"
+
+
+def runtime_files(
+    mode: Mode | None, wanted: set[str], emits: bool = False
+) -> list[tuple[Path, PurePosixPath]]:
     """The runtime's files the function runs: without :data:`NOT_RUN_BY_THE_FUNCTION` (unless ``wanted``)
     and without the modules of the modes it does not run (``modes/<mode>.py``; all of them when the user's
-    code names ``records``, which works with any mode)."""
+    code names ``records``, which works with any mode); with the outbox when it ``emits``. ``mode`` None: the
+    relay function's, the modules the relay imports."""
+    if mode is None:
+        return relay_files()
     skipped_modes = set() if "records" in wanted else {other.value for other in Mode if other != mode}
+    skipped = {RELAY} if emits else {RELAY, EMITTING}
     return [
         (source, PurePosixPath(RUNTIME_PACKAGE) / relative)
         for source, relative in _tree(runtime_source())
         if (relative.stem not in NOT_RUN_BY_THE_FUNCTION or relative.stem in wanted)
         and not (relative.parent.name == "modes" and relative.stem in skipped_modes)
+        and relative.stem not in skipped
     ]
+
+
+def relay_files() -> list[tuple[Path, PurePosixPath]]:
+    """The relay's module and the runtime's modules it imports (read from its import statements)."""
+    source = runtime_source()
+    found, pending = {"__init__", RELAY}, ["__init__", RELAY]
+    while pending:
+        tree = ast.parse((source / f"{pending.pop()}.py").read_bytes())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(RUNTIME_PACKAGE):
+                continue
+            parts = (node.module or "").split(".")
+            names = [alias.name for alias in node.names] if len(parts) == 1 else [parts[1]]
+            for module in names:
+                if module not in found and (source / f"{module}.py").is_file():
+                    found.add(module)
+                    pending.append(module)
+    return [(source / f"{name}.py", PurePosixPath(RUNTIME_PACKAGE) / f"{name}.py") for name in sorted(found)]
 
 
 def stage_asset(
@@ -494,9 +524,11 @@ def stage_asset(
     include: Sequence[str],
     exclude: Sequence[str],
     target: Target,
-    mode: Mode,
+    mode: Mode | None,
+    emits: bool = False,
 ) -> tuple[str, list[PurePosixPath]]:
-    """Copy the runtime (what ``mode`` runs), the user's code and its installed requirements into a fresh
+    """Copy the runtime (what ``mode`` runs, with the outbox when it ``emits``; the relay's when ``mode`` is
+    None), the user's code and its installed requirements into a fresh
     directory; returns it and the files of the code directory left out that may be data (see
     :func:`left_out_note`).
 
@@ -523,7 +555,8 @@ def stage_asset(
             (source, path) for source, path in selection.shipped if not installed(path)
         ]
         left_out = [path for path in selection.left_out if not installed(path)]
-    parts["runtime"] = runtime_files(mode, _runtime_modules_imported(parts.get("code_directory", ())))
+    wanted = _runtime_modules_imported(parts.get("code_directory", ()))
+    parts["runtime"] = runtime_files(mode, wanted, emits)
     check_size(parts)
     staging = Path(tempfile.mkdtemp(prefix="idempotent-pipeline-asset-"))
     atexit.register(shutil.rmtree, staging, True)

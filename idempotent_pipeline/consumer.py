@@ -16,6 +16,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
@@ -40,6 +41,7 @@ from idempotent_pipeline._rules import (
     Rule,
     describe,
     enforce,
+    implements,
     instance,
     instances,
     is_token,
@@ -52,6 +54,7 @@ from idempotent_pipeline._rules import (
     warn,
 )
 from idempotent_pipeline.options import DEFAULT_PYTHON_VERSION, DEFAULT_RUNTIME, AlarmOptions, ConsumerOptions
+from idempotent_pipeline.relay import OutboxRelay
 from idempotent_pipeline.table import IdempotencyTable
 
 # AWS guidance for SQS event sources: visibility timeout at least 6 x the function timeout, so a message is
@@ -198,6 +201,7 @@ class ConsumerProps:
     reserved_concurrent_executions: Any
     overridden: tuple[str, ...]  # the runtime's own variables in ConsumerOptions.environment
     lambda_reserved: tuple[str, ...]  # variables Lambda sets itself, in ConsumerOptions.environment
+    emit_target: sns.ITopic | sqs.IQueue | None
     code_directory: str | None
     include: tuple[str, ...]
     exclude: tuple[str, ...]
@@ -427,6 +431,7 @@ def _resolve(
     dead_letter_queue: sqs.IQueue | None,
     options: ConsumerOptions | None,
     alarm_options: AlarmOptions | None,
+    emit_target: sns.ITopic | sqs.IQueue | None = None,
 ) -> ConsumerProps:
     """Every input read once, as plain values; each option the runtime reads checked by its declaration."""
     o = options_of("options", options, ConsumerOptions)
@@ -444,7 +449,7 @@ def _resolve(
         dead_letter_queue = facts.dead_letter_queue
     dlq_facts = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
     extra = _extra_environment(o)
-    settings, deployed = _settings(o, table, dead_letter_queue, facts)
+    settings, deployed = _settings(o, table, dead_letter_queue, facts, _target_arn(emit_target))
     limits = {
         prop: read(_OPTIONS + prop, kind, getattr(o, prop), unset=True)[0]
         for prop, kind in LAMBDA_LIMITS.items()
@@ -481,6 +486,7 @@ def _resolve(
             sorted((contract.VARIABLE_NAMES | contract.RETIRED_VARIABLES.keys()).intersection(extra))
         ),
         lambda_reserved=tuple(sorted(LAMBDA_RESERVED_VARIABLES.intersection(extra))),
+        emit_target=emit_target,
         code_directory=_known_at_synth("code_directory", o.code_directory, text),
         include=patterns["include"] or (),
         exclude=patterns["exclude"] or (),
@@ -513,8 +519,23 @@ def _extra_environment(o: ConsumerOptions) -> dict[str, str]:
     return extra
 
 
+def _target_arn(target: object) -> str | None:
+    """The ARN of the consumer's ``emit_target`` (an ``sns.ITopic`` or an ``sqs.IQueue``), or None."""
+    if target is None:
+        return None
+    if implements(target, sns.ITopic):
+        return target.topic_arn  # type: ignore[attr-defined,no-any-return]
+    if implements(target, sqs.IQueue):
+        return target.queue_arn  # type: ignore[attr-defined,no-any-return]
+    raise ConfigurationError(f"emit_target must be an sns.ITopic or an sqs.IQueue; got {target!r:.120}")
+
+
 def _settings(
-    o: ConsumerOptions, table: IdempotencyTable, dead_letter_queue: sqs.IQueue | None, facts: QueueFacts
+    o: ConsumerOptions,
+    table: IdempotencyTable,
+    dead_letter_queue: sqs.IQueue | None,
+    facts: QueueFacts,
+    emit_target_arn: str | None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The runtime's settings by variable as the function will get them (TOKEN: deploy-time, None: unset),
     from the options (each read and checked by its declaration), the table and the queues; and the
@@ -540,6 +561,7 @@ def _settings(
         (contract.DLQ_URL, dead_letter_queue.queue_url if dead_letter_queue is not None else None),
         # A record failing on its last receive goes to DLQ_URL with its reason, not silently by redrive.
         (contract.MAX_RECEIVE_COUNT, facts.max_receive_count if dead_letter_queue is not None else None),
+        (contract.EMIT_TARGET_ARN, emit_target_arn),
     ):
         if isinstance(value, str) and is_token(value):
             value, deployed[variable.name] = TOKEN, value
@@ -586,9 +608,12 @@ def _validate(scope: Construct, p: ConsumerProps) -> None:
     """The rules, then the contract's cross-setting rules in the options' names (a deploy-time value skips
     the rules reading it), then the processor against its code."""
     enforce(scope, RULES, p)
-    names = {**SETTING_NAMES}
+    names = {**SETTING_NAMES, contract.EMIT_TARGET_ARN.name: "emit_target"}
+    settings = dict(p.settings)
+    if p.emit_target is not None:  # a deploy-time ARN: the rules ask only whether there is one
+        settings[contract.EMIT_TARGET_ARN.name] = p.emit_target.node.path
     contract.check_settings(
-        p.settings,
+        settings,
         lambda name: (
             f"queue {p.queue.node.path}, of type"
             if name == contract.QUEUE_TYPE.name
@@ -619,6 +644,9 @@ class IdempotentConsumer(Construct):
         an ``sqs.Queue`` with one; else none (rejected records reach a DLQ only through redrive).
     :param options: :class:`ConsumerOptions`. Default: ``ConsumerOptions()``.
     :param alarm_options: :class:`AlarmOptions`. Default: ``AlarmOptions()``.
+    :param emit_target: where ``message.emit()`` sends (an ``sns.ITopic`` or ``sqs.IQueue``; ``transaction``
+        or ``guarded`` mode): the emitted messages commit with the effect as outbox items, and an
+        :class:`OutboxRelay` (``relay``) publishes them from the table's stream. Default: none.
     """
 
     failed_alarm: cloudwatch.Alarm | None = None
@@ -640,9 +668,10 @@ class IdempotentConsumer(Construct):
         dead_letter_queue: sqs.IQueue | None = None,
         options: ConsumerOptions | None = None,
         alarm_options: AlarmOptions | None = None,
+        emit_target: sns.ITopic | sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, id)
-        props = _resolve(self, queue, table, dead_letter_queue, options, alarm_options)
+        props = _resolve(self, queue, table, dead_letter_queue, options, alarm_options, emit_target)
         _validate(self, props)
         user_code, unchecked = check_processor(props.options.processor, props.code_directory, props.exclude)
         if unchecked is not None:
@@ -656,6 +685,21 @@ class IdempotentConsumer(Construct):
         self._build_function(props, user_code)
         self._grant(props)
         self.alarms: tuple[cloudwatch.Alarm, ...] = props.alarms.create(self, self._alarm_definitions(props))
+        self.relay: OutboxRelay | None = None
+        if emit_target is not None:
+            o = props.options
+            self.relay = OutboxRelay(
+                self,
+                "Relay",
+                table=props.table,
+                target=emit_target,
+                key_prefix=o.key_prefix,
+                metrics_namespace=self.metrics_namespace,
+                log_level=props.settings[contract.LOG_LEVEL.name] or contract.LOG_LEVEL.default,
+                architecture=o.architecture,
+                log_retention=o.log_retention,
+                alarm_options=alarm_options,
+            )
 
     def _build_function(self, p: ConsumerProps, user_code: Any) -> None:
         o = p.options
@@ -665,7 +709,8 @@ class IdempotentConsumer(Construct):
             python_version=python_version,
             architecture="arm64" if o.architecture is None else str(architecture.name),
         )
-        asset, left_out = stage_asset(user_code, p.include, p.exclude, target, p.mode)
+        emits = p.emit_target is not None
+        asset, left_out = stage_asset(user_code, p.include, p.exclude, target, p.mode, emits)
         note = left_out_note(left_out)
         if note is not None:
             warn(self, ASSET_LEFT_OUT, note)

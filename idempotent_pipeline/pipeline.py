@@ -43,6 +43,8 @@ class IdempotentPipeline(Construct):
     :param consumer_options: :class:`ConsumerOptions`. Default: ``ConsumerOptions()``.
     :param alarm_options: :class:`AlarmOptions`, for the alarms of every block. Default: ``AlarmOptions()``.
     :param dashboard: add a CloudWatch dashboard. Default: False.
+    :param emit_target: where processors' ``message.emit()`` sends, through an :class:`OutboxRelay` (see
+        :class:`IdempotentConsumer`). Default: none.
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class IdempotentPipeline(Construct):
         consumer_options: ConsumerOptions | None = None,
         alarm_options: AlarmOptions | None = None,
         dashboard: bool = False,
+        emit_target: sns.ITopic | sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, id)
         messaging_options = options_of("messaging_options", messaging_options, MessagingOptions)
@@ -91,6 +94,7 @@ class IdempotentPipeline(Construct):
             dead_letter_queue=self.messaging.dead_letter_queue,
             options=consumer_options,
             alarm_options=alarm_options,
+            emit_target=emit_target,
         )
 
         self.topic: sns.ITopic | None = self.messaging.topic
@@ -99,7 +103,12 @@ class IdempotentPipeline(Construct):
         self.subscription_dead_letter_queue: sqs.Queue | None = self.messaging.subscription_dead_letter_queue
         self.table: dynamodb.ITable = self.idempotency_table.table
         self.function: lambda_.Function = self.consumer.function
-        self.alarms: tuple[cloudwatch.Alarm, ...] = (*self.messaging.alarms, *self.consumer.alarms)
+        relay = self.consumer.relay
+        self.alarms: tuple[cloudwatch.Alarm, ...] = (
+            *self.messaging.alarms,
+            *self.consumer.alarms,
+            *(relay.alarms if relay is not None else ()),
+        )
         self.dashboard: cloudwatch.Dashboard | None = None
         if with_dashboard:
             self.dashboard = PipelineDashboard(

@@ -40,6 +40,7 @@ class Config:
     max_workers: int = c.MAX_WORKERS.default
     log_level: LogLevel = c.LOG_LEVEL.default
     max_receive_count: int | None = None
+    emit_target_arn: str | None = None
     function_name: str = "local"
 
     def __post_init__(self) -> None:

@@ -112,6 +112,7 @@ class DeadLetterKind(StrEnum):
     REJECTED = "rejected"  # the processor raised PermanentError, or its own transaction condition failed
     CONFLICT = "conflict"  # the key is done with a different payload fingerprint
     EXHAUSTED = "exhausted"  # failed on its last receive (MAX_RECEIVE_COUNT): SQS would redrive it now
+    UNPUBLISHABLE = "unpublishable"  # the relay: the emit target refused an emitted message for good
 
 
 # --- IAM: the actions the runtime uses -----------------------------------------------------------------
@@ -585,6 +586,24 @@ MAX_RECEIVE_COUNT = Variable(
     option="MessagingOptions.max_receive_count",
 )
 
+# --- emitting: the outbox and its relay ------------------------------------------------------------------
+# message.emit(...) in transaction and guarded mode: the emitted messages are written as outbox items in the
+# transaction that commits the effect, and the relay, a function on the table's stream, publishes them to
+# EMIT_TARGET_ARN. The outbox's layout is in idempotent_runtime.outbox, the relay's in
+# idempotent_runtime.relay (neither ships with a consumer that does not emit).
+
+EMIT_TARGET_ARN = Variable(
+    "EMIT_TARGET_ARN",
+    Pattern(
+        re.compile(r"^arn:[\w-]+:(sns|sqs):[\w-]+:\d{12}:[\w-]{1,256}(\.fifo)?$"),
+        "be the arn of an sns topic or an sqs queue",
+    ),
+    "where message.emit() sends, through the outbox and the relay (FIFO when the name ends in .fifo); the "
+    "relay's too",
+)
+# Modes whose processors may emit: their effect commits in one transaction, which holds the outbox items.
+EMITTING_MODES = frozenset({Mode.TRANSACTION, Mode.GUARDED})
+
 ENVIRONMENT: tuple[Variable, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Variable))
 # The runtime's own variables: a construct's `environment` prop may not set them.
 VARIABLE_NAMES = frozenset(variable.name for variable in ENVIRONMENT)
@@ -677,6 +696,12 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
         ("KEY_PREFIX",),
         _too_long,
         f"{{n[KEY_PREFIX]}} must be at most {MAX_KEY_PREFIX_BYTES} bytes of UTF-8; got {{v[KEY_PREFIX]:.99}}",
+    ),
+    SettingsRule(
+        ("IDEMPOTENCY_MODE", "EMIT_TARGET_ARN"),
+        lambda mode, target: target is not None and mode not in EMITTING_MODES,
+        "{n[EMIT_TARGET_ARN]} needs {n[IDEMPOTENCY_MODE]} 'transaction' or 'guarded', which commit the "
+        "emitted messages with the effect; got {n[IDEMPOTENCY_MODE]} {v[IDEMPOTENCY_MODE]}",
     ),
     SettingsRule(
         ("FINGERPRINT_FIELDS", "FINGERPRINT_EXCLUDE"),

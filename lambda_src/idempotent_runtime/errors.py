@@ -105,6 +105,7 @@ class Resource(StrEnum):
 
     TABLE = "table"  # TABLE_NAME
     DLQ = "dlq"  # DLQ_URL
+    TARGET = "target"  # EMIT_TARGET_ARN (the relay)
 
 
 class Failure:
@@ -220,6 +221,7 @@ def too_large(exc: BaseException) -> bool:
 _RESOURCE_NAMES = {
     Resource.TABLE: "the DynamoDB table (TABLE_NAME)",
     Resource.DLQ: "the dead-letter queue (DLQ_URL)",
+    Resource.TARGET: "the emit target (EMIT_TARGET_ARN)",
 }
 
 

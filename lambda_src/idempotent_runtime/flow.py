@@ -368,6 +368,5 @@ class Consumer:
         self.log.emit(level, "record " + result.outcome.value, **fields)
 
 
-
 # The documented way to build the handler: ``build_handler(config, *, dynamodb_client=None, ...)``.
 build_handler = Consumer

@@ -9,11 +9,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from idempotent_runtime.contract import FIFO_QUEUE_SUFFIX
-from idempotent_runtime.errors import InvalidMessage
+from idempotent_runtime.errors import InvalidMessage, Misconfiguration
 from idempotent_runtime.payload import NotANumber, RepeatedName, constant_path, parse_json, repeated_path
 
 if TYPE_CHECKING:
     from idempotent_runtime.modes.guarded import Lease
+    from idempotent_runtime.outbox import Outbox
 
 _UNPARSED: Any = object()
 # 1-128 printable ASCII characters: what SNS accepts as a MessageDeduplicationId, and what third-party APIs
@@ -78,10 +79,11 @@ class Message:
 
     ``body`` is the raw text, ``data`` the JSON body parsed once with exact numbers (invalid JSON raises
     :class:`~idempotent_runtime.errors.InvalidMessage`). The runtime sets ``key`` before the processor runs
-    (``key.idempotency_key`` is the one to pass to third-party APIs) and, in guarded mode, ``lease``.
+    (``key.idempotency_key`` is the one to pass to third-party APIs), in guarded mode ``lease``, and
+    ``outbox`` (see :meth:`emit`).
     """
 
-    __slots__ = ("_data", "attributes", "body", "group_id", "key", "lease", "message_id", "record")
+    __slots__ = ("_data", "attributes", "body", "group_id", "key", "lease", "message_id", "outbox", "record")
 
     def __init__(self, record: dict[str, Any]) -> None:
         self.record = record
@@ -93,6 +95,7 @@ class Message:
         self.group_id: str | None = self.attributes.get("MessageGroupId")
         self.key: Key | None = None
         self.lease: Lease | None = None
+        self.outbox: Outbox | None = None
         self._data: Any = _UNPARSED
 
     @property
@@ -122,6 +125,16 @@ class Message:
         if self._data is _UNPARSED:
             self._data = _parse(self.body)
         return self._data
+
+    def emit(self, body: Any, *, group_id: str | None = None, attributes: Any = None) -> str:
+        """Send ``body`` (a dict as JSON, or a text) to the emit target with this message's effect; returns
+        its deduplication id (docs/runtime.md, "Emitting messages")."""
+        if self.outbox is None:
+            raise Misconfiguration(
+                "message.emit() was called but this consumer emits nowhere",
+                "the consumer has no emit_target (EMIT_TARGET_ARN), or its mode cannot emit",
+            )
+        return self.outbox.add(body, group_id, attributes)
 
     def json_object(self) -> dict[str, Any]:
         """The body as a JSON object; anything else is a permanent error."""

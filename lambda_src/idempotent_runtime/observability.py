@@ -60,10 +60,12 @@ def emf_line(
     function_name: str,
     counts: Mapping[str, int],
     timestamp_ms: int | None = None,
+    names: tuple[str, ...] = _METRIC_NAMES,
     **summary: Any,
 ) -> str:
-    """A CloudWatch Embedded Metric Format document with the batch's counters (every :class:`Metric`),
-    dimension FunctionName; ``summary`` fields (records, groups, duration_ms) ride along as log fields."""
+    """A CloudWatch Embedded Metric Format document with the batch's counters (``names``: every
+    :class:`Metric`; the relay's are :class:`RelayMetric`), dimension FunctionName; ``summary`` fields
+    (records, groups, duration_ms) ride along as log fields."""
     document: dict[str, Any] = {
         "_aws": {
             "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
@@ -71,14 +73,14 @@ def emf_line(
                 {
                     "Namespace": namespace,
                     "Dimensions": [[METRICS_DIMENSION]],
-                    "Metrics": [{"Name": name, "Unit": "Count"} for name in _METRIC_NAMES],
+                    "Metrics": [{"Name": name, "Unit": "Count"} for name in names],
                 }
             ],
         },
         METRICS_DIMENSION: function_name,
         "message": "batch",
     }
-    for name in _METRIC_NAMES:
+    for name in names:
         document[name] = counts.get(name, 0)
     document.update(summary)
     return json.dumps(document, separators=(",", ":"), default=str)

@@ -57,7 +57,7 @@ def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
     """The runtime's files as the asset holds them: without the modules the function never imports (the
     producer helper, the DLQ tool's record inspection, the test helper, the workflow starter) unless the
     user's code names them, and without the other modes' modules (all modes when it names the record
-    inspection)."""
+    inspection); never the outbox or the relay (a consumer that does not emit)."""
     other_modes = set() if "records" in imported else {m.value for m in Mode} - {mode}
     return {
         f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
@@ -65,6 +65,7 @@ def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
         if p.stem not in ("publisher", "records", "testing", "workflows") or p.stem in imported
         if not (p.parent.name == "modes" and p.stem in other_modes)
+        if p.stem not in ("outbox", "relay")
     }
 
 

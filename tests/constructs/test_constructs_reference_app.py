@@ -133,6 +133,8 @@ VARIANTS = {
     "dashboard": {"dashboard": "true"},
     "high throughput": {"high_throughput": "true"},
     "alarm topic": {"alarm_topic": "true"},
+    "two hops through the outbox": {"outbox": "true"},
+    "two hops through the outbox, customer-managed keys": {"outbox": "true", "customer_managed_keys": "true"},
     "no explicit table name": {"@idempotent-pipeline:explicitTableName": False},
     "tracing": {"tracing": "true"},
     "vpc": {"vpc": "true"},
@@ -391,6 +393,7 @@ def test_context_table_documents_every_key():
         "vpc",
         "customer_managed_keys",
         "alarm_topic",
+        "outbox",
         "workflow",
         "ttl_seconds",  # retired: refused with its replacement
     }

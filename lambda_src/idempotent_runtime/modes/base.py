@@ -9,7 +9,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
@@ -23,15 +23,56 @@ from idempotent_runtime.contract import (
     OnConflict,
     Outcome,
 )
-from idempotent_runtime.errors import Conflict, InvalidMessage, Misconfiguration, TransientError
+from idempotent_runtime.errors import (
+    Conflict,
+    InvalidMessage,
+    Misconfiguration,
+    TransientError,
+    error_code,
+    is_retryable,
+)
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.payload import Fingerprinter, raw_fingerprint
 from idempotent_runtime.retries import Retrier
+
+if TYPE_CHECKING:
+    from idempotent_runtime.outbox import Outbox
 
 # DynamoDB deletes expired items up to ~48 h after their TTL: every condition treats such a record as absent.
 ABSENT = "attribute_not_exists(#pk) OR #ttl < :now"
 
 Warn = Callable[..., None]
+
+# TransactWriteItems cancellation reasons worth another attempt within the invocation (nothing was written).
+RETRYABLE_REASONS = frozenset(
+    {
+        "TransactionConflict",
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "TransactionInProgress",
+    }
+)
+
+
+def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:
+    """The CancellationReasons of a TransactionCanceledException, one per entry (``{}`` when absent)."""
+    response = getattr(exc, "response", None)
+    listed = response.get("CancellationReasons") if isinstance(response, dict) else None
+    return [r if isinstance(r, dict) else {} for r in listed] if isinstance(listed, list) else []
+
+
+def reason_code(reason: dict[str, Any]) -> str:
+    code = reason.get("Code")
+    return code if isinstance(code, str) else "None"
+
+
+def transaction_retryable(exc: BaseException) -> bool:
+    if error_code(exc) == "TransactionCanceledException":
+        codes = {reason_code(reason) for reason in cancellation_reasons(exc)} - {"None"}
+        return bool(codes) and codes <= RETRYABLE_REASONS
+    return is_retryable(exc)
 
 
 class Done:
@@ -139,6 +180,21 @@ class BaseMode(ABC):
     def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
         """What the stored idempotency record ``item`` (``{}``: none) means for a message with
         ``fingerprint``: the state and the stored fingerprint."""
+
+    def open_outbox(self, message: Message) -> Outbox | None:
+        """Before the processor: where ``message.emit()`` collects (None without EMIT_TARGET_ARN)."""
+        if not self.config.emit_target_arn:
+            return None
+        from idempotent_runtime.outbox import outbox_for  # only for consumers that emit
+
+        return outbox_for(self.config.emit_target_arn, self.config.key_prefix, message)
+
+    def outbox_items(self, outbox: Outbox | None, now: float) -> list[dict[str, Any]]:
+        """The outbox items to commit with the effect."""
+        if outbox is None or not outbox.count:
+            return []
+        names = (self.pk, self.sk, self.ttl)
+        return outbox.items(self.table, names, self.config.dedup_ttl_seconds, now)
 
     def fingerprint(self, message: Message) -> str:
         """SHA-256 of the canonical JSON body (of the chosen fields); of the raw body when it is not JSON.

@@ -30,13 +30,25 @@ from idempotent_runtime.errors import (
     LeaseLost,
     TransientError,
     classify,
+    error_code,
     error_text,
     is_conditional_check_failed,
     old_item,
     safe_error_text,
 )
 from idempotent_runtime.message import Key, Message
-from idempotent_runtime.modes.base import ABSENT, BaseMode, Done, RecordState, new_token, number_of, text_of
+from idempotent_runtime.modes.base import (
+    ABSENT,
+    BaseMode,
+    Done,
+    RecordState,
+    cancellation_reasons,
+    new_token,
+    number_of,
+    reason_code,
+    text_of,
+    transaction_retryable,
+)
 from idempotent_runtime.payload import decode_result, encode_result
 
 IN_PROGRESS = GuardedStatus.IN_PROGRESS.value
@@ -69,6 +81,17 @@ LEGACY_ATTRIBUTES = (
 # Only the current owner (fencing token) of a live claim may complete, extend or release it.
 OWNED = "#owner = :token AND #status = :in_progress"
 OWNER_NAMES = {"#owner": OWNER_ATTRIBUTE, "#status": STATUS_ATTRIBUTE}
+
+
+def _refused(exc: BaseException) -> dict[str, Any] | None:
+    """The record a refused completion found (alone or as a transaction's first entry), or None."""
+    if is_conditional_check_failed(exc):
+        return old_item(exc)
+    reasons = cancellation_reasons(exc) if error_code(exc) == "TransactionCanceledException" else []
+    if reasons and reason_code(reasons[0]) == "ConditionalCheckFailed":
+        item = reasons[0].get("Item")
+        return item if isinstance(item, dict) else {}
+    return None
 
 
 def claim_expiry(now: float, ttl_seconds: int, lease_end_ms: int) -> int:
@@ -254,6 +277,7 @@ class GuardedMode(BaseMode):
 
         lease = Lease(self, key, token, horizon_ms)
         message.lease = lease
+        self.open_outbox(message)
         try:
             result = self.processor(message)
         except Exception:
@@ -304,31 +328,30 @@ class GuardedMode(BaseMode):
             names["#ttl"] = self.ttl
             values[":ttl"] = {"N": str(int(self.clock()) + self.config.dedup_ttl_seconds)}
         update += " REMOVE #lease"
+        completion = {
+            "TableName": self.table,
+            "Key": self.item_key(key),
+            "UpdateExpression": update,
+            "ConditionExpression": OWNED,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
         try:
             # Until shortly before the claim stops being ours (or the invocation ends): giving up earlier
             # would leave the key IN_PROGRESS, and the next delivery would run the effect again.
-            self.calls(
-                self.dynamodb().update_item,
-                attempts=COMPLETION_ATTEMPTS,
-                time_left=lambda: lease.expires_at - self.clock(),
-                TableName=self.table,
-                Key=self.item_key(key),
-                UpdateExpression=update,
-                ConditionExpression=OWNED,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+            self._commit(lease, completion, self.outbox_items(message.outbox, self.clock()))
         except Exception as exc:
-            if is_conditional_check_failed(exc):
-                old = old_item(exc)
+            old = _refused(exc)
+            if old is not None:
                 if (
                     text_of(old, STATUS_ATTRIBUTE) == COMPLETED
                     and text_of(old, OWNER_ATTRIBUTE) == lease.token
                 ):
                     return  # an earlier attempt was applied but its response was lost
                 self.warn(
-                    "lease lost: the effect ran but another invocation owns the key now; completion refused",
+                    "lease lost: the effect ran but another invocation owns the key now; completion refused "
+                    "(nothing emitted)",
                     key=str(key),
                     message_id=message.message_id,
                 )
@@ -347,6 +370,24 @@ class GuardedMode(BaseMode):
                 raise
             # Never permanent: the effect ran, so the message must not reach the DLQ as if it had not.
             raise TransientError(f"completion of key {key} failed: {failure.reason}") from exc
+
+    def _commit(self, lease: Lease, completion: dict[str, Any], outbox: list[dict[str, Any]]) -> None:
+        """The completion, with the outbox items in one TransactWriteItems (the owner token as its
+        ClientRequestToken: a retry of a committed attempt is answered as committed)."""
+        time_left = lambda: lease.expires_at - self.clock()  # noqa: E731
+        if not outbox:
+            self.calls(
+                self.dynamodb().update_item, attempts=COMPLETION_ATTEMPTS, time_left=time_left, **completion
+            )
+            return
+        self.calls(
+            self.dynamodb().transact_write_items,
+            attempts=COMPLETION_ATTEMPTS,
+            time_left=time_left,
+            retryable=transaction_retryable,
+            TransactItems=[{"Update": completion}, *outbox],
+            ClientRequestToken=lease.token,
+        )
 
     def _encode(self, result: Any, key: Key, message: Message) -> str | None:
         try:

@@ -22,10 +22,18 @@ from idempotent_runtime.errors import (
     PermanentError,
     TransientError,
     error_code,
-    is_retryable,
 )
 from idempotent_runtime.message import Key, Message
-from idempotent_runtime.modes.base import ABSENT, BaseMode, Done, RecordState, new_token
+from idempotent_runtime.modes.base import (
+    ABSENT,
+    BaseMode,
+    Done,
+    RecordState,
+    cancellation_reasons,
+    new_token,
+    reason_code,
+    transaction_retryable,
+)
 
 ACTIONS = ("Put", "Update", "Delete", "ConditionCheck")
 # Cancellation reasons caused by the request itself: retrying the same entries gives the same answer. A
@@ -35,35 +43,6 @@ ACTIONS = ("Put", "Update", "Delete", "ConditionCheck")
 PERMANENT_REASONS = frozenset(
     {"ConditionalCheckFailed", "ValidationError", "ItemCollectionSizeLimitExceeded"}
 )
-# Reasons worth another attempt within the invocation (nothing was written).
-RETRYABLE_REASONS = frozenset(
-    {
-        "TransactionConflict",
-        "ThrottlingError",
-        "ProvisionedThroughputExceeded",
-        "RequestLimitExceeded",
-        "InternalServerError",
-        "TransactionInProgress",
-    }
-)
-
-
-def _reasons(exc: BaseException) -> list[dict[str, Any]]:
-    response = getattr(exc, "response", None)
-    listed = response.get("CancellationReasons") if isinstance(response, dict) else None
-    return [r if isinstance(r, dict) else {} for r in listed] if isinstance(listed, list) else []
-
-
-def _code(reason: dict[str, Any]) -> str:
-    code = reason.get("Code")
-    return code if isinstance(code, str) else "None"
-
-
-def _retryable(exc: BaseException) -> bool:
-    if error_code(exc) == "TransactionCanceledException":
-        codes = {_code(reason) for reason in _reasons(exc)} - {"None"}
-        return bool(codes) and codes <= RETRYABLE_REASONS
-    return is_retryable(exc)
 
 
 class TransactionMode(BaseMode):
@@ -91,6 +70,7 @@ class TransactionMode(BaseMode):
         assert key is not None
         # Before the processor, which may change the parsed body it is handed.
         fingerprint = self.fingerprint(message)
+        outbox = self.open_outbox(message)
         entries = self.processor(message)
         if not isinstance(entries, (list, tuple)):
             raise InvalidMessage(
@@ -105,6 +85,7 @@ class TransactionMode(BaseMode):
         now = self.clock()
         marker_key = self.location(key)
         items = [self._entry(i, entry, marker_key) for i, entry in enumerate(entries)]
+        items += self.outbox_items(outbox, now)
         token = new_token()
         marker = {
             **marker_key,
@@ -127,12 +108,14 @@ class TransactionMode(BaseMode):
                 }
             }
         )
+        if outbox is not None and outbox.count:
+            _check_limits(items, len(entries))
         try:
             # The token doubles as the request's idempotency token: DynamoDB answers a retried request
             # whose first attempt committed with success, without applying it twice.
             self.calls(
                 self.dynamodb().transact_write_items,
-                retryable=_retryable,
+                retryable=transaction_retryable,
                 TransactItems=items,
                 ClientRequestToken=token,
             )
@@ -188,17 +171,19 @@ class TransactionMode(BaseMode):
                 raise InvalidMessage(
                     f"transaction entry {index} ({action}) targets the idempotency marker's key"
                 )
-            sort = target.get(self.sk)
-            value = sort.get("S") if isinstance(sort, dict) else None
-            if (
-                action != "ConditionCheck"
-                and isinstance(value, str)
-                and value.startswith(RESERVED_KEY_PREFIX)
-            ):
-                raise InvalidMessage(
-                    f"transaction entry {index} ({action}) writes sort key {value[:80]!r} of the runtime's "
-                    f"table, which begins with {RESERVED_KEY_PREFIX!r}: those are the runtime's own records"
-                )
+            for role, name in (("sort", self.sk), ("partition", self.pk)):
+                value = target.get(name)
+                text = value.get("S") if isinstance(value, dict) else None
+                if action == "ConditionCheck" or not isinstance(text, str):
+                    continue
+                # The outbox's partitions begin with it after KEY_PREFIX: the relay publishes what is there.
+                own = text.removeprefix(self.config.key_prefix) if role == "partition" else text
+                if text.startswith(RESERVED_KEY_PREFIX) or own.startswith(RESERVED_KEY_PREFIX):
+                    raise InvalidMessage(
+                        f"transaction entry {index} ({action}) writes {role} key {text[:80]!r} of the "
+                        f"runtime's table, which begins with {RESERVED_KEY_PREFIX!r}: those are the "
+                        "runtime's own records"
+                    )
         return entry
 
     def _cancelled(
@@ -210,8 +195,8 @@ class TransactionMode(BaseMode):
         fingerprint: str,
         token: str,
     ) -> Done:
-        reasons = _reasons(exc)
-        codes = [_code(reason) for reason in reasons]
+        reasons = cancellation_reasons(exc)
+        codes = [reason_code(reason) for reason in reasons]
         if len(codes) > marker_index and codes[marker_index] == "ConditionalCheckFailed":
             old = reasons[marker_index].get("Item")
             old = old if isinstance(old, dict) else {}
@@ -228,6 +213,34 @@ class TransactionMode(BaseMode):
         if all(code == "ConditionalCheckFailed" for _, code, _ in failed):
             raise PermanentError(f"transaction cancelled: {summary}")  # the processor's own condition
         raise InvalidMessage(f"transaction cancelled: {summary}")
+
+
+def _check_limits(items: list[dict[str, Any]], entries: int) -> None:
+    """``items`` (``entries`` from the processor, outbox items, the marker) within TransactWriteItems'
+    limits, or a named error."""
+    from idempotent_runtime.attributes import item_size
+    from idempotent_runtime.outbox import MAX_TRANSACTION_BYTES, TransactionTooLarge
+
+    outbox = len(items) - entries - 1
+    parts = f"{entries} from the processor, {outbox} outbox item(s) for the emitted messages and the marker"
+    if len(items) > MAX_TRANSACTION_ITEMS:
+        raise TransactionTooLarge(
+            f"the transaction would hold {len(items)} items ({parts}); TransactWriteItems takes at most "
+            f"{MAX_TRANSACTION_ITEMS}"
+        )
+    # What DynamoDB can be known to count before it runs: the items put, the other entries' keys and values.
+    size = sum(
+        item_size(value)
+        for entry in items
+        for body in entry.values()
+        for part in ("Item", "Key", "ExpressionAttributeValues")
+        if isinstance(value := body.get(part), dict)
+    )
+    if size > MAX_TRANSACTION_BYTES:
+        raise TransactionTooLarge(
+            f"the transaction would hold at least {size} bytes ({parts}); TransactWriteItems takes at most "
+            f"{MAX_TRANSACTION_BYTES}"
+        )
 
 
 # DynamoDB's ValidationException when two entries of a transaction are one item.

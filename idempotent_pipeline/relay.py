@@ -1,0 +1,301 @@
+"""OutboxRelay: the function on the idempotency table's stream that publishes what processors emitted."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+from idempotent_runtime import contract
+from idempotent_runtime.contract import ConfigurationError, IntRange, LogLevel
+from idempotent_runtime.outbox import outbox_partition
+from idempotent_runtime.relay import (
+    QUEUE_ACTIONS,
+    RELAY_HANDLER,
+    STREAM_ACTIONS,
+    TOPIC_ACTIONS,
+    TOPIC_KEY_ACTIONS,
+    RelayMetric,
+)
+
+from idempotent_pipeline import _compat, _keys
+from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters
+from idempotent_pipeline._asset import Target, stage_asset
+from idempotent_pipeline._rules import TOKEN, implements, instance, read, text
+from idempotent_pipeline.options import DEFAULT_PYTHON_VERSION, DEFAULT_RUNTIME, AlarmOptions
+from idempotent_pipeline.table import IdempotencyTable
+
+# The stream view the relay reads: the written item (its messages), never the one it replaced.
+STREAM_VIEWS = (dynamodb.StreamViewType.NEW_IMAGE, dynamodb.StreamViewType.NEW_AND_OLD_IMAGES)
+# Lambda's limits for a DynamoDB stream mapping.
+BATCH_SIZE = IntRange(1, 10_000)
+RETRY_ATTEMPTS = IntRange(0, 10_000)
+DEFAULT_BATCH_SIZE = 100
+DEFAULT_RETRY_ATTEMPTS = 10_000
+# The stream keeps a record 24 hours; the iterator-age alarm fires well before a record could expire.
+ITERATOR_AGE_ALARM_MS = 3600 * 1000
+TABLE_STREAM_KEY_ACTIONS = ("kms:Decrypt",)
+
+
+def outbox_filter(partition_key: str, key_prefix: str) -> dict[str, Any]:
+    """The stream records that invoke the relay, as a Lambda event filter pattern: writes of the outbox
+    items of ``key_prefix`` (a TTL deletion, REMOVE, is not one)."""
+    prefix = [{"prefix": outbox_partition(key_prefix, "")}]
+    return {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"Keys": {partition_key: {"S": prefix}}}}
+
+
+def stream_arn(table: IdempotencyTable) -> str:
+    """The table's stream (NEW_IMAGE on a table of this app, which gets one if it has none); an imported
+    table must name its stream (``table_stream_arn``)."""
+    made = table.table
+    if isinstance(made, dynamodb.Table):
+        cfn: dynamodb.CfnTable = made.node.default_child  # type: ignore[assignment]
+        view = cfn.stream_specification
+        view = getattr(view, "stream_view_type", None) if view is not None else None
+        if view is None:
+            cfn.stream_specification = dynamodb.CfnTable.StreamSpecificationProperty(
+                stream_view_type=dynamodb.StreamViewType.NEW_IMAGE.value
+            )
+        elif view not in {v.value for v in STREAM_VIEWS}:
+            raise ConfigurationError(
+                f"the relay reads the emitted messages from the stream's new images; table {made.node.path} "
+                f"has a {view} stream: make it NEW_IMAGE or NEW_AND_OLD_IMAGES"
+            )
+        return cfn.attr_stream_arn
+    arn = made.table_stream_arn
+    if arn is None:
+        raise ConfigurationError(
+            f"the relay reads the table's stream; the imported table {made.node.path} names none: import it "
+            "with table_stream_arn (a NEW_IMAGE or NEW_AND_OLD_IMAGES stream)"
+        )
+    return arn
+
+
+class OutboxRelay(Construct):
+    """A Lambda function on the table's stream that publishes the messages processors emitted
+    (``message.emit()``) to ``target``, with their deduplication ids (``idempotent_runtime.relay``).
+
+    The event source mapping: from the stream's oldest record (TRIM_HORIZON), filtered so only writes of
+    this prefix's outbox items invoke the function, batch item failures reported (a batch is retried from
+    the first record not published, in order), at most ``retry_attempts`` retries; a batch given up on is
+    described in the dead-letter queue (the on-failure destination). The same queue receives, with the
+    reason, each emitted message the target refuses for good. The queue is encrypted (SSE-SQS), TLS-only,
+    kept 14 days.
+
+    Alarms (``alarm_options``): messages in the dead-letter queue (≥ 1), messages left for the stream to
+    deliver again over a window, invocation errors (≥ 1), the stream's iterator age (≥ 1 hour; records
+    expire after 24).
+
+    :param table: the :class:`IdempotencyTable` the consumer writes; a table of this app gets a NEW_IMAGE
+        stream, an imported one must have one (``table_stream_arn``).
+    :param target: the ``sns.ITopic`` or ``sqs.IQueue`` the consumer's ``EMIT_TARGET_ARN`` names.
+    :param key_prefix: the consumer's ``ConsumerOptions.key_prefix``: the relay publishes its outbox only.
+    :param batch_size: stream records per invocation (1-10000). Default: 100.
+    :param retry_attempts: retries of a failing batch (0-10000) before it is given up to the dead-letter
+        queue; Lambda stops earlier when its records expire (24 hours). Default: 10000.
+    """
+
+    dead_letter_queue_alarm: cloudwatch.Alarm | None = None
+    failed_alarm: cloudwatch.Alarm | None = None
+    errors_alarm: cloudwatch.Alarm | None = None
+    iterator_age_alarm: cloudwatch.Alarm | None = None
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        table: IdempotencyTable,
+        target: sns.ITopic | sqs.IQueue,
+        key_prefix: str = contract.KEY_PREFIX.default,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        retry_attempts: int = DEFAULT_RETRY_ATTEMPTS,
+        metrics_namespace: str = contract.METRICS_NAMESPACE.default,
+        log_level: LogLevel | str = contract.LOG_LEVEL.default,
+        architecture: lambda_.Architecture | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        alarm_options: AlarmOptions | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        if not isinstance(table, IdempotencyTable):
+            raise ConfigurationError(f"table must be an IdempotencyTable; got {type(table).__name__}")
+        self.to_topic = implements(target, sns.ITopic)
+        if not self.to_topic and not implements(target, sqs.IQueue):
+            raise ConfigurationError(f"target must be an sns.ITopic or an sqs.IQueue; got {target!r}")
+        prefix = text("key_prefix", key_prefix)
+        if prefix is TOKEN:
+            raise ConfigurationError("key_prefix must be known at synth: it is the relay's event filter")
+        prefix = contract.KEY_PREFIX.kind.coerce("key_prefix", prefix)
+        batch = read("batch_size", BATCH_SIZE, batch_size)[0]
+        retries = read("retry_attempts", RETRY_ATTEMPTS, retry_attempts)[0]
+        instance("architecture", architecture, lambda_.Architecture, "a lambda_.Architecture")
+        alarms = Alarms.read(self, alarm_options)
+        self.table = table
+        self.target = target
+        self.metrics_namespace = contract.METRICS_NAMESPACE.kind.coerce(
+            "metrics_namespace", metrics_namespace
+        )
+        self.target_arn: str = target.topic_arn if self.to_topic else target.queue_arn  # type: ignore[union-attr]
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetterQueue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.seconds(contract.SQS_MAX_RETENTION_SECONDS),
+        )
+        environment = {
+            contract.EMIT_TARGET_ARN.name: self.target_arn,
+            contract.DLQ_URL.name: self.dead_letter_queue.queue_url,
+            contract.METRICS_NAMESPACE.name: self.metrics_namespace,
+            contract.LOG_LEVEL.name: contract.LOG_LEVEL.kind.render(
+                contract.LOG_LEVEL.kind.coerce("log_level", log_level)
+            ),
+        }
+        self._build_function(environment, architecture, log_retention)
+        self._grant(table)
+        self.event_source = lambda_.EventSourceMapping(
+            self,
+            "StreamEventSource",
+            target=self.function,
+            event_source_arn=stream_arn(table),
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=batch,
+            retry_attempts=retries,
+            report_batch_item_failures=True,
+            filters=[{"pattern": json.dumps(outbox_filter(table.partition_key_name, prefix))}],
+            on_failure=event_sources.SqsDlq(self.dead_letter_queue),
+        )
+        self.alarms: tuple[cloudwatch.Alarm, ...] = alarms.create(self, self._alarm_definitions(alarms))
+
+    def _build_function(
+        self, environment: dict[str, str], architecture: lambda_.Architecture | None, retention: Any
+    ) -> None:
+        asset, _ = stage_asset(
+            None,
+            (),
+            (),
+            Target(DEFAULT_PYTHON_VERSION, "arm64" if architecture is None else str(architecture.name)),
+            None,
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Outbox relay: reads the table's stream, publishes emitted messages",
+        )
+        self.log_group = logs.LogGroup(self, "LogGroup", retention=retention)
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=DEFAULT_RUNTIME,
+            handler=RELAY_HANDLER,
+            code=lambda_.Code.from_asset(asset),
+            role=self.role,
+            log_group=self.log_group,
+            timeout=Duration.seconds(60),
+            memory_size=256,
+            architecture=architecture or lambda_.Architecture.ARM_64,
+            environment=environment,
+            description="Outbox relay: publishes emitted messages with their deduplication ids",
+        )
+        self._function_name = self.function.function_name
+        self.log_group.grant_write(self.role)
+        # The on-failure destination: Lambda writes a description of a batch it gave up on. cdk-nag's rule
+        # sees a queue with no dead-letter queue of its own.
+        _compat.acknowledge(
+            self.dead_letter_queue,
+            "AwsSolutions-SQS3",
+            "the relay's dead-letter queue: the stream mapping's on-failure destination and where the relay "
+            "puts emitted messages the target refuses for good",
+        )
+
+    def _grant(self, table: IdempotencyTable) -> None:
+        """The stream's records and publishing to the target, keys only through the services that use them
+        (the on-failure destination grants sending to the dead-letter queue, which DLQ_URL is too)."""
+        iam.Grant.add_to_principal(
+            grantee=self.function, actions=list(STREAM_ACTIONS), resource_arns=[stream_arn(table)]
+        )
+        if table.encryption_key is not None:
+            _keys.grant_through(self.function, table.encryption_key, TABLE_STREAM_KEY_ACTIONS, "dynamodb")
+        if self.to_topic:
+            actions, key, service = TOPIC_ACTIONS, _compat.topic_key(self.target), "sns"  # type: ignore[arg-type]
+        else:
+            actions, key, service = QUEUE_ACTIONS, self.target.encryption_master_key, "sqs"  # type: ignore[union-attr]
+        iam.Grant.add_to_principal(
+            grantee=self.function, actions=list(actions), resource_arns=[self.target_arn]
+        )
+        if key is not None:
+            _keys.grant_through(self.function, key, TOPIC_KEY_ACTIONS, service)
+
+    def _alarm_definitions(self, alarms: Alarms) -> list[AlarmDefinition]:
+        return [
+            dead_letters(
+                self.dead_letter_queue,
+                what="emitted messages the target refused for good, or batches the relay gave up on, are "
+                "waiting in the relay's dead-letter queue",
+            ),
+            AlarmDefinition(
+                "FailedAlarm",
+                lambda: self.metric_failed(period=alarms.failed_period),
+                alarms.failed_threshold,
+                "stream records were left for the stream to deliver again (the target throttles, fails or "
+                "refuses the relay): see the relay's logs",
+            ),
+            AlarmDefinition(
+                "ErrorsAlarm",
+                lambda: self.function.metric_errors(period=ONE_MINUTE, statistic="Sum"),
+                1,
+                "whole relay invocations failed (timeout, crash, a configuration refused at start)",
+            ),
+            AlarmDefinition(
+                "IteratorAgeAlarm",
+                lambda: self.metric_iterator_age(),
+                ITERATOR_AGE_ALARM_MS,
+                "the relay lags an hour behind the table's stream: a record not published within 24 hours "
+                "of its write expires from the stream",
+            ),
+        ]
+
+    # -- metrics ------------------------------------------------------------------------------------
+
+    def metric(self, metric_name: RelayMetric | str, **options: Any) -> cloudwatch.Metric:
+        """One of the relay's counters (``RelayMetric``): Sum per minute unless ``options`` say otherwise."""
+        options.setdefault("period", ONE_MINUTE)
+        options.setdefault("statistic", "Sum")
+        return cloudwatch.Metric(
+            namespace=self.metrics_namespace,
+            metric_name=RelayMetric(metric_name).value,
+            dimensions_map={contract.METRICS_DIMENSION: self._function_name},
+            **options,
+        )
+
+    def metric_published(self, **options: Any) -> cloudwatch.IMetric:
+        """Emitted messages the target accepted."""
+        return self.metric(RelayMetric.PUBLISHED, **options)
+
+    def metric_dead_lettered(self, **options: Any) -> cloudwatch.IMetric:
+        """Emitted messages the target refused for good, sent to the dead-letter queue with the reason."""
+        return self.metric(RelayMetric.DEAD_LETTERED, **options)
+
+    def metric_failed(self, **options: Any) -> cloudwatch.IMetric:
+        """Stream records left for the stream to deliver again."""
+        return self.metric(RelayMetric.FAILED, **options)
+
+    def metric_reordered(self, **options: Any) -> cloudwatch.IMetric:
+        """Messages the target accepted after refusing an earlier one of their group in one request."""
+        return self.metric(RelayMetric.REORDERED, **options)
+
+    def metric_iterator_age(self, **options: Any) -> cloudwatch.IMetric:
+        """How far behind the stream the relay is (Lambda's IteratorAge, milliseconds, Maximum)."""
+        options.setdefault("period", ONE_MINUTE)
+        options.setdefault("statistic", "Maximum")
+        return self.function.metric("IteratorAge", **options)

@@ -1,0 +1,351 @@
+"""Emitting: message.emit() in transaction and guarded mode writes the emitted messages with the effect, in
+one TransactWriteItems, as outbox items; they exist exactly when the effect committed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from idempotent_runtime import contract, outbox
+from idempotent_runtime.config import Config
+from idempotent_runtime.contract import ConfigurationError
+from idempotent_runtime.relay import Relay, RelayConfig
+from outbox_helpers import Stream, fifo_target, stream_event
+from runtime_helpers import REGION, dlq_details, dlq_reason, drain, event, failures, record, scan
+
+TARGET = f"arn:aws:sns:{REGION}:123456789012:payments.fifo"
+DAY = 24 * 3600
+
+
+def pay(message):
+    """orders -> payments: record the order's payment and tell payments about it."""
+    order = message.json_object()
+    message.emit({"payment_id": f"pay-{order['x']}", "order_id": order["x"], "cents": order["cents"]})
+    return [
+        {
+            "Put": {
+                "Item": {
+                    "pk": {"S": f"order#{order['x']}"},
+                    "sk": {"S": "paid"},
+                    "cents": {"N": str(order["cents"])},
+                }
+            }
+        }
+    ]
+
+
+def outbox_items(dynamodb):
+    return [item for item in scan(dynamodb) if item["pk"]["S"].startswith(outbox.OUTBOX_PARTITION_PREFIX)]
+
+
+def messages_of(item):
+    return [
+        (m["M"]["body"]["S"], m["M"]["dedup_id"]["S"]) for m in item[outbox.OUTBOX_MESSAGES_ATTRIBUTE]["L"]
+    ]
+
+
+@pytest.fixture
+def stream(table, dynamodb):
+    return Stream(dynamodb, table)
+
+
+def test_emitted_messages_are_committed_with_the_effect(make_handler, dynamodb, stream):
+    handler, _ = make_handler(fn=pay, mode="transaction", emit_target_arn=TARGET)
+    response = handler(event(record({"x": "o-1", "y": "1", "cents": 250}, group="o-1")), None)
+    assert failures(response) == []
+    (item,) = outbox_items(dynamodb)
+    assert item["pk"] == {"S": "idempotency#outbox#o-1"}  # the downstream group: the source's by default
+    assert item["sk"] == {"S": "idempotency#outbox"}
+    assert item[outbox.OUTBOX_GROUP_ATTRIBUTE] == {"S": "o-1"}
+    assert messages_of(item) == [('{"payment_id":"pay-o-1","order_id":"o-1","cents":250}', "o-1#1#000")]
+    # It outlives the stream's 24 hours and the relay's retries: the relay never needs to delete it.
+    expires = int(item["expires_at"]["N"]) - int(item_time(dynamodb))
+    assert expires >= 7 * DAY  # max(2 days, the dedup TTL of 7 days)
+    assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in stream.new()] == ["idempotency#outbox#o-1"]
+
+
+def item_time(dynamodb):
+    marker = next(item for item in scan(dynamodb) if item["sk"]["S"] == "idempotency#1")
+    return int(marker["expires_at"]["N"]) - contract.DEDUP_TTL_SECONDS.default
+
+
+def test_a_duplicate_delivery_emits_nothing_again(make_handler, dynamodb, stream):
+    handler, _ = make_handler(fn=pay, mode="transaction", emit_target_arn=TARGET)
+    order = {"x": "o-1", "y": "1", "cents": 250}
+    handler(event(record(order, group="o-1")), None)
+    (again,) = handler.process_batch(event(record(order, group="o-1")), None)  # a resend, a new message id
+    assert again.outcome == "duplicate"
+    assert len(stream.new()) == 1  # one outbox write: the relay publishes it once
+
+
+def test_a_failed_business_condition_emits_nothing(make_handler, dynamodb, dlq_url, sqs, stream):
+    def refuse(message):
+        message.emit({"never": True})
+        return [{"ConditionCheck": {"Key": {"pk": {"S": "acct"}, "sk": {"S": "open"}},
+                                    "ConditionExpression": "attribute_exists(pk)"}}]  # fmt: skip
+
+    handler, _ = make_handler(fn=refuse, mode="transaction", emit_target_arn=TARGET, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "1"})), None)
+    assert result.outcome == "quarantined"
+    assert outbox_items(dynamodb) == [] and stream.new() == []
+
+
+def test_emits_past_the_transaction_limit_are_refused_naming_it(make_handler, dynamodb, dlq_url, sqs):
+    def many(message):
+        for group in ("a", "b"):
+            message.emit({"to": group}, group_id=group)
+        return [{"Put": {"Item": {"pk": {"S": "w"}, "sk": {"S": str(n)}}}} for n in range(98)]
+
+    handler, _ = make_handler(fn=many, mode="transaction", emit_target_arn=TARGET, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "1"})), None)
+    assert result.outcome == "quarantined"
+    assert result.reason == (
+        "the transaction would hold 101 items (98 from the processor, 2 outbox item(s) for the emitted "
+        "messages and the marker); TransactWriteItems takes at most 100"
+    )
+    assert scan(dynamodb) == []  # nothing committed
+    (dead,) = drain(sqs, dlq_url)
+    assert dlq_details(dead)["kind"] == "invalid"
+
+
+def test_an_emitted_message_too_large_for_sns_refuses_the_message_before_anything_commits(
+    make_handler, dynamodb, dlq_url, sqs
+):
+    def huge(message):
+        message.emit({"blob": "x" * 262_144})
+        return [{"Put": {"Item": {"pk": {"S": "balance"}, "sk": {"S": "o-1"}}}}]
+
+    handler, _ = make_handler(fn=huge, mode="transaction", emit_target_arn=TARGET, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "1"})), None)
+    assert result.outcome == "quarantined"
+    assert "emitted message 0 is 262155 bytes with its attributes, over the 262144 bytes SNS and SQS" in (
+        result.reason
+    )
+    assert scan(dynamodb) == []
+    assert "262144 bytes SNS and SQS take" in dlq_reason(drain(sqs, dlq_url)[0])
+
+
+def test_an_emit_without_a_target_is_a_misconfiguration_retried_never_quarantined(
+    make_handler, dynamodb, dlq_url, sqs
+):
+    handler, _ = make_handler(fn=pay, mode="transaction", dlq_url=dlq_url, max_receive_count=1)
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "1", "cents": 5})), None)
+    assert (result.outcome, result.misconfigured) == ("failed", True)
+    assert "the consumer has no emit_target (EMIT_TARGET_ARN)" in result.hint
+    assert drain(sqs, dlq_url) == [] and scan(dynamodb) == []
+
+
+def test_document_mode_with_an_emit_target_is_refused_at_cold_start():
+    with pytest.raises(ConfigurationError) as refused:
+        Config.from_env({"TABLE_NAME": "t", "EMIT_TARGET_ARN": TARGET})
+    assert str(refused.value) == (
+        "EMIT_TARGET_ARN needs IDEMPOTENCY_MODE 'transaction' or 'guarded', which commit the emitted "
+        "messages with the effect; got IDEMPOTENCY_MODE 'document'"
+    )
+
+
+def test_a_processor_may_not_write_the_outbox(make_handler, dynamodb, dlq_url, sqs):
+    def forge(message):
+        return [{"Put": {"Item": {"pk": {"S": "shop#idempotency#outbox#g"}, "sk": {"S": "x"}}}}]
+
+    handler, _ = make_handler(
+        fn=forge, mode="transaction", emit_target_arn=TARGET, dlq_url=dlq_url, key_prefix="shop#"
+    )
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "1"})), None)
+    assert result.outcome == "quarantined"
+    assert "writes partition key 'shop#idempotency#outbox#g' of the runtime's table" in result.reason
+
+
+def test_a_fifo_target_needs_a_group_a_standard_source_cannot_give(make_handler, dlq_url, sqs):
+    handler, _ = make_handler(
+        fn=pay, mode="transaction", emit_target_arn=TARGET, dlq_url=dlq_url, queue_type="standard"
+    )
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "1", "cents": 5}, group=None)), None)
+    assert result.outcome == "quarantined"
+    assert result.reason == (
+        "emitted message 0 needs a group_id: the emit target is FIFO and this message has no MessageGroupId "
+        "to take it from"
+    )
+
+
+def test_a_key_holding_the_separator_gets_a_sha256_deduplication_id(make_handler, dynamodb):
+    handler, _ = make_handler(fn=pay, mode="transaction", emit_target_arn=TARGET)
+    handler(event(record({"x": "o#1", "y": "1", "cents": 1}, group="g")), None)
+    ((_, dedup_id),) = messages_of(outbox_items(dynamodb)[0])
+    assert len(dedup_id) == 64 and dedup_id != "o#1#1#000"
+
+
+def test_a_standard_target_gets_one_outbox_item_per_message_not_a_shared_one(make_handler, dynamodb):
+    def fan_out(message):
+        message.emit({"n": 1})
+        message.emit("plain text, sent as written", attributes={"kind": "note", "n": 2, "raw": b"\x00\x01"})
+        return []
+
+    handler, _ = make_handler(fn=fan_out, mode="transaction", emit_target_arn=TARGET.removesuffix(".fifo"))
+    handler(event(record({"x": "o-1", "y": "1"}), record({"x": "o-2", "y": "1"})), None)
+    partitions = sorted(item["pk"]["S"] for item in outbox_items(dynamodb))
+    assert partitions == ["idempotency#outbox#o-1#1", "idempotency#outbox#o-2#1"]
+    item = outbox_items(dynamodb)[0]
+    assert outbox.OUTBOX_GROUP_ATTRIBUTE not in item
+    second = item[outbox.OUTBOX_MESSAGES_ATTRIBUTE]["L"][1]["M"]["attributes"]["M"]
+    assert second["raw"] == {"M": {"DataType": {"S": "Binary"}, "BinaryValue": {"B": b"\x00\x01"}}}
+
+
+# -- guarded mode ------------------------------------------------------------------------------------------
+
+
+class Charges:
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def __call__(self, message):
+        self.runs += 1
+        message.emit({"charged": message.json_object()["x"]}, group_id="shipping")
+        return {"run": self.runs}
+
+
+def test_guarded_emits_are_written_with_the_completion_in_one_transaction(make_handler, fresh_dynamodb):
+    calls: list[str] = []
+    fresh_dynamodb.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+    charges = Charges()
+    handler, _ = make_handler(fn=charges, mode="guarded", emit_target_arn=TARGET, client=fresh_dynamodb)
+    handler(event(record({"x": "c-1", "y": "p-1"})), None)
+    assert calls == ["UpdateItem", "TransactWriteItems"]  # the claim; the completion with its outbox item
+    record_item = next(i for i in scan(fresh_dynamodb) if i["pk"]["S"] == "c-1")
+    assert record_item["idempotency:status"] == {"S": "COMPLETED"}
+    (item,) = outbox_items(fresh_dynamodb)
+    assert messages_of(item) == [('{"charged":"c-1"}', "c-1#p-1#000")]
+
+
+def test_guarded_without_emits_completes_with_one_update_as_before(make_handler, fresh_dynamodb):
+    calls: list[str] = []
+    fresh_dynamodb.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+    handler, _ = make_handler(
+        fn=lambda m: "ok", mode="guarded", emit_target_arn=TARGET, client=fresh_dynamodb
+    )
+    handler(event(record({"x": "c-1", "y": "p-1"})), None)
+    assert calls == ["UpdateItem", "UpdateItem"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class EnvironmentDied(BaseException):
+    """The execution environment disappears: nothing after this point runs."""
+
+
+def _die_at(client, operation):
+    died: list[bool] = []
+
+    def die(**_):
+        if not died:
+            died.append(True)
+            raise EnvironmentDied()
+
+    client.meta.events.register(f"before-call.dynamodb.{operation}", die)
+    return died
+
+
+def test_a_crash_between_effect_and_completion_reruns_the_effect_and_emits_once(make_handler, fresh_dynamodb):
+    clock, charges = Clock(), Charges()
+    handler, _ = make_handler(
+        fn=charges,
+        mode="guarded",
+        emit_target_arn=TARGET,
+        client=fresh_dynamodb,
+        clock=clock,
+        lease_seconds=30,
+    )
+    charge = record({"x": "c-1", "y": "p-1"})
+    _die_at(fresh_dynamodb, "TransactWriteItems")
+    with pytest.raises(EnvironmentDied):
+        handler(event(charge), None)
+    assert outbox_items(fresh_dynamodb) == []  # the effect ran; nothing was emitted
+
+    clock.now += 30 + 10 + 1  # the claim expires; SQS delivers the charge again
+    (result,) = handler.process_batch(event(charge), None)
+    assert (result.outcome, charges.runs) == ("processed", 2)
+    (item,) = outbox_items(fresh_dynamodb)
+    assert messages_of(item) == [('{"charged":"c-1"}', "c-1#p-1#000")]  # the same id as the first run's
+
+
+def test_a_lost_lease_emits_nothing_the_new_owner_emits_once(make_handler, fresh_dynamodb, dynamodb):
+    clock = Clock()
+    taken: list[bool] = []
+
+    def slow(message):
+        message.emit({"charged": "c-1"}, group_id="shipping")
+        if not taken:  # while this run works, its lease ends and another delivery takes the key over
+            taken.append(True)
+            clock.now += 30 + 10 + 1
+            other.process_batch(event(record({"x": "c-1", "y": "p-1"})), None)
+        return "done"
+
+    handler, _ = make_handler(
+        fn=slow, mode="guarded", emit_target_arn=TARGET, client=fresh_dynamodb, clock=clock, lease_seconds=30
+    )
+    other, _ = make_handler(fn=slow, mode="guarded", emit_target_arn=TARGET, clock=clock, lease_seconds=30)
+    (result,) = handler.process_batch(event(record({"x": "c-1", "y": "p-1"})), None)
+    assert result.outcome == "failed" and "lease on key c-1#p-1 expired and was taken over" in result.reason
+    (item,) = outbox_items(dynamodb)
+    assert len(messages_of(item)) == 1  # the new owner's emit, once
+
+
+def test_a_completion_whose_answer_was_lost_is_sent_again_and_emits_once(make_handler, fresh_dynamodb):
+    from botocore.exceptions import ReadTimeoutError
+
+    sent: list[bool] = []
+
+    def lose_answer(http_response, **_):
+        if not sent:
+            sent.append(True)
+            raise ReadTimeoutError(endpoint_url="https://dynamodb")
+
+    fresh_dynamodb.meta.events.register("after-call.dynamodb.TransactWriteItems", lose_answer)
+    handler, _ = make_handler(fn=Charges(), mode="guarded", emit_target_arn=TARGET, client=fresh_dynamodb)
+    (result,) = handler.process_batch(event(record({"x": "c-1", "y": "p-1"})), None)
+    assert result.outcome == "processed" and sent == [True]
+    (item,) = outbox_items(fresh_dynamodb)
+    assert len(messages_of(item)) == 1
+
+
+# -- order: two source groups emitting to one downstream group ---------------------------------------------
+
+
+def test_emits_to_one_group_from_two_source_groups_arrive_in_commit_order(
+    make_handler, dynamodb, sqs, stream
+):
+    def ship(message):
+        order = message.json_object()
+        message.emit({"ship": order["x"]}, group_id="warehouse-1")
+        return []
+
+    handler, _ = make_handler(fn=ship, mode="transaction", emit_target_arn=TARGET)
+    topic, queue_url, _ = fifo_target(sqs)
+    for order, group in (("o-1", "customer-a"), ("o-2", "customer-b"), ("o-3", "customer-a")):
+        handler(event(record({"x": order, "y": "1"}, group=group)), None)
+    records = stream.new()
+    # One item per downstream group: every write of it is a record of that item, in the order of the writes.
+    assert {r["dynamodb"]["Keys"]["pk"]["S"] for r in records} == {"idempotency#outbox#warehouse-1"}
+    assert [r["eventName"] for r in records] == ["INSERT", "MODIFY", "MODIFY"]
+    relay = Relay(RelayConfig(target_arn=topic), target_client=_sns(), sqs_client=sqs)
+    assert relay(stream_event(records)) == {"batchItemFailures": []}
+    arrived = drain(sqs, queue_url)
+    assert [json.loads(m["Body"])["ship"] for m in arrived] == ["o-1", "o-2", "o-3"]
+    assert {m["Attributes"]["MessageGroupId"] for m in arrived} == {"warehouse-1"}
+    assert [m["Attributes"]["MessageDeduplicationId"] for m in arrived] == [
+        "o-1#1#000",
+        "o-2#1#000",
+        "o-3#1#000",
+    ]
+
+
+def _sns():
+    import boto3
+
+    return boto3.client("sns", region_name=REGION)

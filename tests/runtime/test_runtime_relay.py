@@ -1,0 +1,244 @@
+"""The relay: outbox items from the table's stream, published to the emit target in stream order, once per
+emitted message downstream, past relay retries and SNS's 5-minute window."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import boto3
+import pytest
+from idempotent_runtime import contract
+from idempotent_runtime.relay import Relay, RelayConfig
+from idempotent_runtime.relay import handler as relay_handler
+from outbox_helpers import FlakyPublisher, Stream, fifo_target, stream_event
+from runtime_helpers import REGION, drain, event, failures, log_lines, receive_event, record
+
+TARGET = f"arn:aws:sns:{REGION}:123456789012:payments.fifo"
+
+
+def emit_each(message):
+    """Every order line emits one payment, to the order's group."""
+    line = message.json_object()
+    message.emit({"order": line["x"], "line": line["y"]}, group_id=line["x"], attributes={"source": "orders"})
+    return []
+
+
+@pytest.fixture
+def stream(table, dynamodb):
+    return Stream(dynamodb, table)
+
+
+@pytest.fixture
+def target(sqs):
+    return fifo_target(sqs)
+
+
+@pytest.fixture
+def relay_dlq(sqs):
+    return sqs.create_queue(QueueName="relay-dlq")["QueueUrl"]
+
+
+def commit(make_handler, lines, group_of=lambda line: line[0]):
+    """The orders consumer commits every line; returns its handler."""
+    handler, _ = make_handler(fn=emit_each, mode="transaction", emit_target_arn=TARGET)
+    for order, line in lines:
+        assert (
+            failures(handler(event(record({"x": order, "y": line}, group=group_of((order, line)))), None))
+            == []
+        )
+    return handler
+
+
+def relay_for(topic, sqs, publisher=None, dlq_url=None, log=None):
+    sns = boto3.client("sns", region_name=REGION)
+    return Relay(
+        RelayConfig(target_arn=topic, dlq_url=dlq_url),
+        target_client=publisher or sns,
+        sqs_client=sqs,
+        log_stream=log,
+    )
+
+
+def arrived(sqs, queue_url):
+    return [(json.loads(m["Body"]), m["Attributes"]) for m in drain(sqs, queue_url)]
+
+
+def test_each_emitted_message_is_published_once_in_stream_order_with_its_ids(
+    make_handler, stream, target, sqs
+):
+    topic, queue_url, _ = target
+    commit(make_handler, [("o-1", "1"), ("o-2", "1"), ("o-1", "2")])
+    relay = relay_for(topic, sqs)
+    assert relay(stream_event(stream.new())) == {"batchItemFailures": []}
+    got = drain(sqs, queue_url)
+    assert [(json.loads(m["Body"]), m["Attributes"]["MessageGroupId"]) for m in got] == [
+        ({"order": "o-1", "line": "1"}, "o-1"),
+        ({"order": "o-2", "line": "1"}, "o-2"),
+        ({"order": "o-1", "line": "2"}, "o-1"),
+    ]
+    assert [m["Attributes"]["MessageDeduplicationId"] for m in got] == ["o-1#1#000", "o-2#1#000", "o-1#2#000"]
+    assert got[0]["MessageAttributes"]["source"] == {"StringValue": "orders", "DataType": "String"}
+
+
+def test_ten_records_go_out_in_one_request_and_the_relay_reads_no_table(make_handler, stream, target, sqs):
+    topic, queue_url, _ = target
+    commit(make_handler, [(f"o-{n}", "1") for n in range(10)])
+    sns = FlakyPublisher(boto3.client("sns", region_name=REGION))
+    relay = Relay(RelayConfig(target_arn=topic), target_client=sns, sqs_client=sqs)
+    relay(stream_event(stream.new()))
+    assert [len(request) for request in sns.requests] == [10]
+    assert not hasattr(relay, "dynamodb")  # the relay has no DynamoDB client at all
+    assert len(drain(sqs, queue_url)) == 10
+
+
+def test_a_refused_entry_stops_the_batch_and_the_retry_starts_at_its_record(
+    make_handler, stream, target, sqs
+):
+    topic, queue_url, _ = target
+    commit(make_handler, [("o-1", "1"), ("o-2", "1"), ("o-1", "2"), ("o-3", "1")])
+    records = stream.new()
+    # SNS fails the second entry (o-2) for a reason that may pass; the others are accepted.
+    sns = FlakyPublisher(boto3.client("sns", region_name=REGION), {0: {1: ("InternalError", False)}})
+    log = io.StringIO()
+    relay = relay_for(topic, sqs, sns, log=log)
+    response = relay(stream_event(records))
+    assert response == {"batchItemFailures": [{"itemIdentifier": records[1]["dynamodb"]["SequenceNumber"]}]}
+    (batch,) = [line for line in log_lines(log) if "_aws" in line]
+    assert (batch["published"], batch["failed"], batch["reordered"]) == (3, 3, 0)
+    # Lambda delivers that record and every later one again, in order.
+    assert relay(stream_event(records[1:])) == {"batchItemFailures": []}
+    # o-1#2 and o-3 went out twice with the same deduplication ids: SNS dropped the second copies.
+    got = arrived(sqs, queue_url)
+    assert sorted(body["order"] + "#" + body["line"] for body, _ in got) == [
+        "o-1#1",
+        "o-1#2",
+        "o-2#1",
+        "o-3#1",
+    ]
+
+
+def test_a_republish_after_the_5_minute_window_is_absorbed_by_a_consumer_keyed_by_the_id(
+    make_handler, stream, target, sqs
+):
+    topic, queue_url, queue_arn = target
+    commit(make_handler, [("o-1", "1")])
+    records = stream.new()
+    relay = relay_for(topic, sqs)
+    relay(stream_event(records))
+    payments_event, _ = receive_event(sqs, queue_url, queue_arn)
+    # The relay crashed before answering and Lambda retried it after SNS's window: the same message again.
+    sqs.purge_queue(QueueUrl=queue_url)
+    duplicate = payments_event["Records"][0]
+    again = {**duplicate, "messageId": "another-delivery"}
+    payments, _ = make_handler(mode="document", key_source="dedup_id", table_name="documents")
+    (first, second) = payments.process_batch({"Records": [duplicate, again]}, None)
+    assert (first.outcome, second.outcome) == ("processed", "duplicate")
+
+
+def test_a_message_the_target_refuses_for_good_goes_to_the_relays_dlq_and_its_group_goes_on(
+    make_handler, stream, target, sqs, relay_dlq
+):
+    topic, queue_url, _ = target
+    commit(make_handler, [("o-1", "1"), ("o-1", "2"), ("o-1", "3")])
+    sns = FlakyPublisher(boto3.client("sns", region_name=REGION), {0: {1: ("InvalidParameter", True)}})
+    relay = relay_for(topic, sqs, sns, dlq_url=relay_dlq)
+    assert relay(stream_event(stream.new())) == {"batchItemFailures": []}
+    assert [body["line"] for body, _ in arrived(sqs, queue_url)] == ["1", "3"]
+    (dead,) = drain(sqs, relay_dlq)
+    assert json.loads(dead["Body"]) == {"order": "o-1", "line": "2"}
+    details = json.loads(dead["MessageAttributes"]["idempotency.details"]["StringValue"])
+    assert details["kind"] == contract.DeadLetterKind.UNPUBLISHABLE == "unpublishable"
+    assert (details["group_id"], details["dedup_id"], details["target"]) == ("o-1", "o-1#2#000", topic)
+    assert dead["MessageAttributes"]["idempotency.reason"]["StringValue"] == (
+        "the emit target refused it for good: InvalidParameter: injected"
+    )
+    assert dead["MessageAttributes"]["source"]["StringValue"] == "orders"  # the emitted attributes, kept
+
+
+def test_a_refusal_for_good_without_a_relay_dlq_is_retried(make_handler, stream, target, sqs):
+    topic, _, _ = target
+    commit(make_handler, [("o-1", "1")])
+    records = stream.new()
+    sns = FlakyPublisher(boto3.client("sns", region_name=REGION), {0: {0: ("InvalidParameter", True)}})
+    response = relay_for(topic, sqs, sns)(stream_event(records))
+    assert response == {"batchItemFailures": [{"itemIdentifier": records[0]["dynamodb"]["SequenceNumber"]}]}
+
+
+def test_a_later_entry_of_a_group_accepted_after_an_earlier_was_refused_is_counted_as_reordered(
+    make_handler, stream, target, sqs
+):
+    topic, queue_url, _ = target
+    commit(make_handler, [("o-1", "1"), ("o-1", "2")])
+    records = stream.new()
+    sns = FlakyPublisher(boto3.client("sns", region_name=REGION), {0: {0: ("InternalError", False)}})
+    log = io.StringIO()
+    relay = relay_for(topic, sqs, sns, log=log)
+    relay(stream_event(records))
+    lines = log_lines(log)
+    (batch,) = [line for line in lines if "_aws" in line]
+    assert batch["reordered"] == 1
+    (warning,) = [line for line in lines if line.get("message", "").startswith("order:")]
+    assert (warning["refused"], warning["accepted"]) == ("o-1#1#000", "o-1#2#000")
+    relay(stream_event(records))  # the stream delivers from o-1#1 again
+    # What downstream sees, exactly: line 2 before line 1 (its republish dropped by SNS's deduplication).
+    assert [body["line"] for body, _ in arrived(sqs, queue_url)] == ["2", "1"]
+
+
+def test_a_request_the_target_refuses_as_a_whole_is_retried_without_losing_anything(
+    make_handler, stream, target, sqs
+):
+    topic, queue_url, _ = target
+    commit(make_handler, [("o-1", "1"), ("o-2", "1")])
+    records = stream.new()
+
+    class Down:
+        meta = boto3.client("sns", region_name=REGION).meta
+
+        def publish_batch(self, **_):
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "AuthorizationError", "Message": "no"}}, "PublishBatch")
+
+    log = io.StringIO()
+    response = relay_for(topic, sqs, Down(), log=log)(stream_event(records))
+    assert response == {"batchItemFailures": [{"itemIdentifier": records[0]["dynamodb"]["SequenceNumber"]}]}
+    error = next(line for line in log_lines(log) if line["level"] == "ERROR")
+    assert (
+        "the function's role may not use the emit target (EMIT_TARGET_ARN)"
+        in error["likely_misconfiguration"]
+    )
+    assert relay_for(topic, sqs)(stream_event(records)) == {"batchItemFailures": []}
+    assert len(drain(sqs, queue_url)) == 2
+
+
+def test_a_queue_target_gets_send_message_batch(make_handler, stream, sqs, table):
+    url = sqs.create_queue(QueueName="payments-in.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    handler, _ = make_handler(fn=emit_each, mode="transaction", emit_target_arn=arn)
+    handler(event(record({"x": "o-1", "y": "1"})), None)
+    relay = Relay(RelayConfig(target_arn=arn), target_client=sqs)
+    assert relay(stream_event(stream.new())) == {"batchItemFailures": []}
+    (message,) = drain(sqs, url)
+    assert message["Attributes"]["MessageDeduplicationId"] == "o-1#1#000"
+
+
+def test_a_stream_record_that_is_not_an_outbox_item_is_skipped(stream, target, sqs, dynamodb, table):
+    topic, _, _ = target
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "idempotency#outbox#x"}, "sk": {"S": "y"}})
+    log = io.StringIO()
+    assert relay_for(topic, sqs, log=log)(stream_event(stream.new())) == {"batchItemFailures": []}
+    assert any(line.get("message") == "stream record skipped: not an outbox item" for line in log_lines(log))
+
+
+def test_the_relays_handler_reads_its_settings_from_the_environment(monkeypatch, target, sqs):
+    import idempotent_runtime.relay as relay_module
+
+    topic, _, _ = target
+    monkeypatch.setattr(relay_module, "_relay", None)
+    monkeypatch.setenv("EMIT_TARGET_ARN", topic)
+    assert relay_handler({"Records": []}, None) == {"batchItemFailures": []}
+    monkeypatch.setattr(relay_module, "_relay", None)
+    monkeypatch.setenv("EMIT_TARGET_ARN", "not-an-arn")
+    with pytest.raises(contract.ConfigurationError, match="EMIT_TARGET_ARN must be the arn of an sns topic"):
+        relay_handler({"Records": []}, None)
