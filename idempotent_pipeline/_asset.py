@@ -475,11 +475,28 @@ def _runtime_modules_imported(files: Iterable[tuple[Path, PurePosixPath]]) -> se
     return found
 
 
+_MODE_IMPORT = re.compile(r"^from idempotent_runtime\.modes\.(\w+) import", re.MULTILINE)
+
+
+def mode_modules(mode: Mode) -> set[str]:
+    """The modules of ``modes/`` a function of ``mode`` imports: the mode's own and those of the modes it
+    builds on, as its module's imports name them (versioned mode builds on document mode's)."""
+    found: set[str] = set()
+    wanted = [mode.value]
+    while wanted:
+        name = wanted.pop()
+        if name in found or name not in {m.value for m in Mode}:
+            continue
+        found.add(name)
+        wanted += _MODE_IMPORT.findall((runtime_source() / "modes" / f"{name}.py").read_text())
+    return found
+
+
 def runtime_files(mode: Mode, wanted: set[str]) -> list[tuple[Path, PurePosixPath]]:
     """The runtime's files the function runs: without :data:`NOT_RUN_BY_THE_FUNCTION` (unless ``wanted``)
-    and without the modules of the modes it does not run (``modes/<mode>.py``; all of them when the user's
+    and without the modules of the modes it does not run (:func:`mode_modules`; all of them when the user's
     code names ``records``, which works with any mode)."""
-    skipped_modes = set() if "records" in wanted else {other.value for other in Mode if other != mode}
+    skipped_modes = set() if "records" in wanted else {m.value for m in Mode} - mode_modules(mode)
     return [
         (source, PurePosixPath(RUNTIME_PACKAGE) / relative)
         for source, relative in _tree(runtime_source())

@@ -57,7 +57,8 @@ def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
     """The runtime's files as the asset holds them: without the modules the function never imports (the
     producer helper, the DLQ tool's record inspection, the test helper) unless the user's code names them,
     and without the other modes' modules (all modes when it names the record inspection)."""
-    other_modes = set() if "records" in imported else {m.value for m in Mode} - {mode}
+    shipped = {mode, "document"} if mode == "versioned" else {mode}  # versioned builds on document mode
+    other_modes = set() if "records" in imported else {m.value for m in Mode} - shipped
     return {
         f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
         for p in RUNTIME_SOURCE.rglob("*")
@@ -65,6 +66,9 @@ def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
         if p.stem not in ("publisher", "records", "testing") or p.stem in imported
         if not (p.parent.name == "modes" and p.stem in other_modes)
     }
+
+
+VERSION = {m.value: "v" if m == Mode.VERSIONED else None for m in Mode}  # versioned mode's required field
 
 
 @pytest.mark.parametrize("mode", [m.value for m in Mode])
@@ -76,7 +80,9 @@ def test_the_asset_holds_the_configured_modes_module_only_and_its_handler_starts
         "Consumer",
         queue=Messaging(stack, "Messaging").queue,
         table=IdempotencyTable(stack, "Table"),
-        options=ConsumerOptions(mode=mode, processor="orders:handle", code_directory=str(tmp_path)),
+        options=ConsumerOptions(
+            mode=mode, processor="orders:handle", code_directory=str(tmp_path), version_field=VERSION[mode]
+        ),
     )
     asset = function_asset_dir(stack)
     assert {f for f in files_under(asset) if f.startswith("idempotent_runtime/")} == _runtime_files(mode=mode)
@@ -86,6 +92,7 @@ def test_the_asset_holds_the_configured_modes_module_only_and_its_handler_starts
         "TABLE_NAME": "orders",
         "IDEMPOTENCY_MODE": mode,
         "PROCESSOR": "orders:handle",
+        **({"VERSION_FIELD": VERSION[mode]} if VERSION[mode] else {}),
         "AWS_DEFAULT_REGION": "us-east-1",
         "PATH": os.environ.get("PATH", ""),
     }
