@@ -4,6 +4,7 @@
     npx cdk synth                                   # templates into cdk.out/
     npx cdk synth -c mode=guarded -c processor=orders:handle -c code_directory=src
     npx cdk synth -c fifo=false -c dashboard=true -c tracing=true -c vpc=true -c customer_managed_keys=true
+    npx cdk synth -c workflow=true                  # guarded mode starting a demo workflow once per message
 
 Every context key, the option it sets and its kind is in CONTEXT below (the runtime's settings come from their
 declarations in the contract, parsed as the function's environment is); values from ``-c`` arrive as strings
@@ -16,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -25,6 +27,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 from idempotent_runtime import contract
 from idempotent_runtime.contract import NAME, FieldPaths, IntRange, Kind, Lifetime, Seconds
@@ -167,6 +170,7 @@ CONTEXT: dict[str, Key] = {
     "vpc": Key("stack", "vpc", FLAG),
     "customer_managed_keys": Key("stack", "customer_managed_keys", FLAG),
     "alarm_topic": Key("stack", "alarm_topic", FLAG),
+    "workflow": Key("stack", "workflow", FLAG),
     "ttl_seconds": Key(
         "retired",
         "ttl_seconds",
@@ -185,6 +189,9 @@ OPTIONS = {
     "alarm": AlarmOptions,
 }
 DEFAULT_STACK_NAME = "IdempotentPipeline"
+# The processor `-c workflow=true` ships unless `processor` names another.
+WORKFLOW_CODE = Path(__file__).resolve().parent / "examples" / "workflow"
+WORKFLOW_PROCESSOR = "order_workflow:start"
 
 
 def read(key: str, kind: Kind, value: Any) -> Any:
@@ -246,8 +253,9 @@ class ReferenceStack(cdk.Stack):
         if stack.get("tracing"):
             options["consumer"].update(tracing=lambda_.Tracing.ACTIVE)
         if stack.get("vpc"):
-            vpc, security_group = self._vpc()
+            vpc, security_group = self._vpc(workflow=bool(stack.get("workflow")))
             options["consumer"].update(vpc=vpc, security_groups=[security_group])
+        workflow = self._workflow(options["consumer"]) if stack.get("workflow") else None
         self.pipeline = IdempotentPipeline(
             self,
             "Pipeline",
@@ -268,14 +276,52 @@ class ReferenceStack(cdk.Stack):
             ),
             "TableName": self.pipeline.table.table_name,
             "FunctionName": self.pipeline.function.function_name,
+            "StateMachineArn": workflow.state_machine_arn if workflow is not None else None,
         }
+        if workflow is not None:
+            self.pipeline.consumer.grant_start_execution(workflow)
         for name, value in outputs.items():
             if value is not None:
                 cdk.CfnOutput(self, name, value=value)
 
-    def _vpc(self) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
+    def _workflow(self, consumer: dict[str, Any]) -> sfn.StateMachine:
+        """A STANDARD demo workflow, logged and traced, that guarded mode starts once per message: with the
+        shipped processor (examples/workflow) unless ``processor`` names another, which reads the state
+        machine's ARN from ``STATE_MACHINE_ARN``."""
+        mode = consumer.setdefault("mode", "guarded")
+        if mode != "guarded":
+            raise ConfigurationError(
+                f"context workflow=true starts the workflow from guarded mode; got mode={mode!r}: leave mode "
+                "unset or set mode=guarded"
+            )
+        if "processor" not in consumer:
+            consumer.update(processor=WORKFLOW_PROCESSOR, code_directory=str(WORKFLOW_CODE))
+        workflow = sfn.StateMachine(
+            self,
+            "Workflow",
+            definition_body=sfn.DefinitionBody.from_chainable(sfn.Pass(self, "ShipOrder")),
+            logs=sfn.LogOptions(
+                destination=logs.LogGroup(self, "WorkflowLogs", retention=logs.RetentionDays.ONE_MONTH),
+                level=sfn.LogLevel.ALL,
+            ),
+            tracing_enabled=True,
+        )
+        cdk.Validations.of(workflow).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="Step Functions delivers logs and X-Ray traces with actions that take no resource "
+                "(CDK grants them on * for a logged, traced state machine)",
+            )
+        )
+        environment = dict(consumer.get("environment") or {})
+        environment["STATE_MACHINE_ARN"] = workflow.state_machine_arn
+        consumer["environment"] = environment
+        return workflow
+
+    def _vpc(self, workflow: bool) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
         """Private subnets without internet access: the function reaches DynamoDB through a gateway endpoint
-        and SQS through an interface endpoint that admits only the function's security group."""
+        and SQS (and with ``workflow``, Step Functions) through interface endpoints that admit only the
+        function's security group."""
         flow_logs = logs.LogGroup(self, "VpcFlowLogs", retention=logs.RetentionDays.ONE_MONTH)
         vpc = ec2.Vpc(
             self,
@@ -311,6 +357,21 @@ class ReferenceStack(cdk.Stack):
             security_groups=[endpoint_group],
             open=False,
         )
+        if workflow:
+            states_group = ec2.SecurityGroup(
+                self,
+                "StepFunctionsEndpointSecurityGroup",
+                vpc=vpc,
+                description="the Step Functions endpoint: HTTPS from the consumer function only",
+                allow_all_outbound=False,
+            )
+            states_group.add_ingress_rule(function_group, ec2.Port.tcp(443), "HTTPS from the consumer")
+            vpc.add_interface_endpoint(
+                "StepFunctions",
+                service=ec2.InterfaceVpcEndpointAwsService.STEP_FUNCTIONS,
+                security_groups=[states_group],
+                open=False,
+            )
         return vpc, function_group
 
 

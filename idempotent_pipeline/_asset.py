@@ -456,8 +456,9 @@ def install_requirements(requirements: Path, target: Target) -> Path:
 # -- staging ----------------------------------------------------------------------------------------------
 
 # Modules of the runtime package the function never imports - the producer helper, the DLQ tool's record
-# inspection and the processors' test helper: the asset holds them only when the user's code names them.
-NOT_RUN_BY_THE_FUNCTION = ("publisher", "records", "testing")
+# inspection, the processors' test helper and the workflow starter: the asset holds them only when the
+# user's code names them.
+NOT_RUN_BY_THE_FUNCTION = ("publisher", "records", "testing", "workflows")
 
 
 def _runtime_modules_imported(files: Iterable[tuple[Path, PurePosixPath]]) -> set[str]:

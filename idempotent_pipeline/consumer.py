@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Names
+from aws_cdk import Names, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 from idempotent_runtime import contract
 from idempotent_runtime.contract import (
@@ -27,6 +29,7 @@ from idempotent_runtime.contract import (
     QueueType,
     Seconds,
 )
+from idempotent_runtime.workflows import EXECUTION_ACTIONS, STATE_MACHINE_ACTIONS
 
 from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters, message_age
@@ -86,6 +89,10 @@ NETWORK_INTERFACE_REASON = (
 XRAY_REASON = (
     "X-Ray active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords take no resource (CDK adds "
     "them on * for a traced function)"
+)
+EXECUTIONS_REASON = (
+    "start_execution_once names each execution for its message's key and reads it back: "
+    "states:DescribeExecution on the executions of this one state machine"
 )
 SHORT_TTL = "idempotent-pipeline:short-ttl"
 ASSET_LEFT_OUT = "idempotent-pipeline:asset-left-out"
@@ -787,6 +794,26 @@ class IdempotentConsumer(Construct):
         """``sqs:SendMessage`` on a queue (+ ``kms:GenerateDataKey``/``kms:Decrypt`` on its customer key)."""
         return self._grant_dead_letter_queue(dead_letter_queue, dead_letter_queue.encryption_master_key)
 
+    def grant_start_execution(self, state_machine: sfn.IStateMachine) -> iam.Grant:
+        """What ``idempotent_runtime.workflows.start_execution_once`` asks of ``state_machine`` (a STANDARD
+        workflow): ``states:StartExecution`` and ``states:DescribeStateMachine`` on it (with its customer
+        managed key, as CDK grants a start), ``states:DescribeExecution`` on its executions. An Express state
+        machine is refused: Step Functions does not check its execution names."""
+        kind = getattr(state_machine, "state_machine_type", None)  # known for a StateMachine defined here
+        if kind is not None and kind != sfn.StateMachineType.STANDARD:
+            raise ConfigurationError(
+                f"grant_start_execution: state machine {state_machine.node.path!r} is {kind.value}; "
+                "start_execution_once starts STANDARD workflows only (Step Functions does not check Express "
+                "execution names): use state_machine_type=StateMachineType.STANDARD"
+            )
+        grant = state_machine.grant_start_execution(self.function)
+        grant = grant.combine(state_machine.grant(self.function, *STATE_MACHINE_ACTIONS))
+        executions = state_machine.grant_execution(self.function, *EXECUTION_ACTIONS)
+        for statement in executions.principal_statements:
+            for resource in statement.resources:
+                _compat.acknowledge(self.role, _wildcard_finding(self, resource), EXECUTIONS_REASON)
+        return grant.combine(executions)
+
     # -- metrics: the runtime's Embedded Metric Format counters ---------------------------------------------
 
     def metric(self, metric_name: Metric | str, **options: Any) -> cloudwatch.Metric:
@@ -843,3 +870,22 @@ class IdempotentConsumer(Construct):
             period=period,
             **options,
         )
+
+
+def _wildcard_finding(scope: Construct, resource: str) -> str:
+    """cdk-nag's id of the IAM5 finding a wildcard ``resource`` raises: the resolved ARN written as cdk-nag
+    writes it (a Ref as ``<Name>``, the parts of a Fn::Join joined, other functions as compact JSON)."""
+
+    def flat(value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict) and "Fn::Join" in value:
+            delimiter, parts = value["Fn::Join"]
+            return str(delimiter).join(flat(part) for part in parts)
+        if isinstance(value, dict) and "Ref" in value:
+            return f"<{value['Ref']}>"
+        if isinstance(value, dict) and "Fn::GetAtt" in value:
+            return f"<{'.'.join(value['Fn::GetAtt'])}>"
+        return json.dumps(value, separators=(",", ":"))
+
+    return f"AwsSolutions-IAM5[Resource::{flat(Stack.of(scope).resolve(resource))}]"

@@ -2,8 +2,9 @@
 
 Moto 5.2.5's CloudFormation skips ``AWS::SNS::Subscription``, ``AWS::SQS::QueuePolicy``,
 ``AWS::SNS::TopicPolicy``, ``AWS::CloudWatch::Alarm`` and ``AWS::CDK::Metadata``, ignores a table's
-``TimeToLiveSpecification`` and point-in-time recovery, gets generated queue names wrong, replaces a topic
-(dropping its subscriptions) on any change, keeps a KMS key policy in a shape ``DescribeKey`` fails on,
+``TimeToLiveSpecification`` and point-in-time recovery, creates every state machine as STANDARD, gets
+generated queue names wrong, replaces a topic (dropping its subscriptions) on any change, keeps a KMS key
+policy in a shape ``DescribeKey`` fails on,
 leaves a property dropped from the template at its old value, and lacks attributes AWS has (``QueueUrl``,
 ``TopicArn``, ``KeyId``). Each public module of this package is a moto ``CloudFormationModel`` for one type
 that does what CloudFormation does, through moto's own backends, so the deployed template stays the single
@@ -36,6 +37,7 @@ from idempotent_local.cloudformation.sns_topic import SnsTopic
 from idempotent_local.cloudformation.sns_topic_policy import SnsTopicPolicy
 from idempotent_local.cloudformation.sqs_queue import SqsQueue
 from idempotent_local.cloudformation.sqs_queue_policy import SqsQueuePolicy
+from idempotent_local.cloudformation.stepfunctions_state_machine import StepFunctionsStateMachine
 
 TAUGHT: dict[str, type[CloudFormationModel]] = {
     model.cloudformation_type(): model
@@ -49,6 +51,7 @@ TAUGHT: dict[str, type[CloudFormationModel]] = {
         DynamoDbTable,
         KmsKey,
         CloudWatchAlarm,
+        StepFunctionsStateMachine,
     )
 }
 TAUGHT_TYPES = tuple(TAUGHT)

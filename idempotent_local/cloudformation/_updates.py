@@ -46,6 +46,7 @@ REPLACING_PROPERTIES: dict[str, frozenset[str]] = {
     "AWS::CloudWatch::Alarm": frozenset({"AlarmName"}),
     "AWS::CloudWatch::Dashboard": frozenset({"DashboardName"}),
     "AWS::KMS::Key": frozenset(),
+    "AWS::StepFunctions::StateMachine": frozenset({"StateMachineName", "StateMachineType"}),
 }
 
 # What the emulator does not model, said (as a stack event) when an update changes the property: (type,

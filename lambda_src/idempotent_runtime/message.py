@@ -21,16 +21,18 @@ _UNPARSED: Any = object()
 _PLAIN_KEY = re.compile(r"^[!-~]{1,128}$")
 
 
-def join_key(parts: Sequence[str], separator: str = "#") -> str:
+def join_key(parts: Sequence[str], separator: str = "#", plain: re.Pattern[str] = _PLAIN_KEY) -> str:
     """One string that identifies ``parts``: ``a#b`` when that is unambiguous and short printable ASCII.
 
     When a part contains the separator (``"acct#1" + "p"`` and ``"acct" + "1#p"`` would both join to
-    ``acct#1#p``), or the joined text is over 128 characters or not printable ASCII, it is the SHA-256 (hex)
-    of ``json.dumps(parts)`` instead, which no two different lists of parts share.
+    ``acct#1#p``), or the joined text is over 128 characters or not printable ASCII (does not match
+    ``plain``), it is the SHA-256 (hex) of ``json.dumps(parts)`` instead, which no two different lists of
+    parts share; two or more parts joined hold the separator, so they are never a digest unless it is a hex
+    digit.
     """
     text = separator.join(parts)
     unambiguous = len(parts) == 1 or (separator and not any(separator in part for part in parts))
-    if unambiguous and _PLAIN_KEY.match(text):
+    if unambiguous and plain.match(text):
         return text
     return hashlib.sha256(json.dumps(list(parts)).encode("ascii")).hexdigest()
 

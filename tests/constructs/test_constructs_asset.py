@@ -55,15 +55,16 @@ def consumer(**options: Any) -> IdempotentConsumer:
 
 def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
     """The runtime's files as the asset holds them: without the modules the function never imports (the
-    producer helper, the DLQ tool's record inspection, the test helper) unless the user's code names them,
-    and without the other modes' modules (all modes when it names the record inspection)."""
+    producer helper, the DLQ tool's record inspection, the test helper, the workflow starter) unless the
+    user's code names them, and without the other modes' modules (all modes when it names the record
+    inspection)."""
     shipped = {mode, "document"} if mode == "versioned" else {mode}  # versioned builds on document mode
     other_modes = set() if "records" in imported else {m.value for m in Mode} - shipped
     return {
         f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
         for p in RUNTIME_SOURCE.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-        if p.stem not in ("publisher", "records", "testing") or p.stem in imported
+        if p.stem not in ("publisher", "records", "testing", "workflows") or p.stem in imported
         if not (p.parent.name == "modes" and p.stem in other_modes)
     }
 
@@ -96,8 +97,9 @@ def test_the_asset_holds_the_configured_modes_module_only_and_its_handler_starts
         "AWS_DEFAULT_REGION": "us-east-1",
         "PATH": os.environ.get("PATH", ""),
     }
+    cold_start = "import sys; sys.path.insert(0, ''); import idempotent_runtime.handler"
     started = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", "import sys; sys.path.insert(0, ''); import idempotent_runtime.handler"],
+        [sys.executable, "-I", "-S", "-c", cold_start],
         cwd=asset,
         env=environment,
         capture_output=True,
@@ -490,6 +492,7 @@ def test_code_directory_may_be_a_path(tmp_path):
         ("from idempotent_runtime import (  # the producer helper\n    publisher,\n)\n", ("publisher",)),
         ("from idempotent_runtime import \\\n    records\n", ("records",)),
         ("from idempotent_runtime.testing import message\n", ("testing",)),
+        ("from idempotent_runtime.workflows import start_execution_once\n", ("workflows",)),
         (
             "import importlib\nP = importlib.import_module('idempotent_runtime.' + 'publisher')\n",
             ("publisher",),
@@ -502,6 +505,7 @@ def test_code_directory_may_be_a_path(tmp_path):
         "comment-in-parentheses",
         "continuation",
         "testing",
+        "workflows",
         "import-module",
     ],
 )

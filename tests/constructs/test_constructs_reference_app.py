@@ -19,17 +19,14 @@ from constructs_helpers import (
     cfn_lint_findings,
     cloudwatch_may_publish,
     nag_findings,
+    needs_reference_app,
     new_stack,
 )
 
 import app as reference_app
 from idempotent_pipeline import ConfigurationError, ConsumerOptions, IdempotentPipeline
 
-# app.py checks every synth with cdk-nag 3, attached through Validations (aws-cdk-lib 2.257 on).
-pytestmark = pytest.mark.skipif(
-    not hasattr(cdk, "Validations"),
-    reason="the reference app needs aws-cdk-lib with Validations (cdk-nag 3); the newest environment runs it",
-)
+pytestmark = needs_reference_app
 
 STACK = reference_app.DEFAULT_STACK_NAME
 
@@ -148,6 +145,11 @@ VARIANTS = {
         "topic": "false",
         "customer_managed_keys": "true",
         "alarm_topic": "true",
+    },
+    "workflow in a vpc with customer-managed keys": {
+        "workflow": "true",
+        "vpc": "true",
+        "customer_managed_keys": "true",
     },
     "everything": {
         "fifo": "false",
@@ -391,6 +393,7 @@ def test_context_table_documents_every_key():
         "vpc",
         "customer_managed_keys",
         "alarm_topic",
+        "workflow",
         "ttl_seconds",  # retired: refused with its replacement
     }
 

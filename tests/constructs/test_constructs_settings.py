@@ -10,7 +10,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
-from constructs_helpers import cdk_json_context, env_of, new_stack, template_of
+from constructs_helpers import cdk_json_context, env_of, needs_reference_app, new_stack, template_of
 from idempotent_runtime import contract
 from idempotent_runtime.config import Config
 
@@ -236,6 +236,7 @@ def test_a_deploy_time_max_workers_reaches_the_function_as_a_reference():
     assert _environment(stack, max_workers=workers)["MAX_WORKERS"] == {"Ref": "Workers"}
 
 
+@needs_reference_app
 def test_an_empty_context_value_counts_as_unset_as_in_the_environment():
     app = reference_app.build_app({**cdk_json_context(), "nag": False, "mode": "", "max_workers": ""})
     stack = app.node.find_child(reference_app.DEFAULT_STACK_NAME)
