@@ -229,12 +229,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         report=(lambda line: print(line, flush=True)) if not args.quiet else None,
     )
     mappings = _mappings(runner)
-    until = "until every queue is empty" if args.drain else "Ctrl-C stops"
+    until = "until every queue is empty and every stream is read to its end" if args.drain else "Ctrl-C stops"
     try:  # from the first line on: Ctrl-C as soon as it says it polls stops it cleanly
         print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; {until}", flush=True)
         for mapping in mappings:
-            line = f"    {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})"
-            print(line, flush=True)
+            print(f"    {mapping.describe()}", flush=True)
         if args.drain:
             runner.drain(timeout=args.timeout, mappings=mappings)
         else:
@@ -274,7 +273,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             for name, value in sorted(stack.outputs.items()):
                 print(f"    {name} = {value}")
     for mapping in _mappings(EventSourceRunner(emulator)):
-        print(f"  mapping {mapping.queue_arn} -> {mapping.function_name} (batch {mapping.batch_size})")
+        print(f"  mapping {mapping.describe()}")
     return 1 if problems else 0
 
 
@@ -401,27 +400,29 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
     run = command(
         "run",
         "poll the deployed event source mappings and run the functions until Ctrl-C (or, with --drain, until "
-        "every mapped queue is empty)",
+        "every mapped queue is empty and every mapped stream is read)",
         cmd_run,
     )
     run.add_argument(
         "--drain",
         action="store_true",
-        help="stop once every mapped queue is empty (nothing visible, in flight or delayed); exit code 1 if "
-        "a message failed or went to the dead-letter queue: for scripts and CI",
+        help="stop once every mapped queue is empty (nothing visible, in flight or delayed) and every mapped "
+        "stream is read to its end (no batch waiting for a retry); exit code 1 if a message or stream record "
+        "failed, went to the dead-letter queue or was discarded: for scripts and CI",
     )
     run.add_argument(
         "--timeout",
         type=float,
         default=600,
-        help="with --drain: give up (exit code 1) when the queues are not empty after this many seconds "
-        "(default: 600)",
+        help="with --drain: give up (exit code 1) when the queues and streams are not drained after this "
+        "many seconds (default: 600)",
     )
     run.add_argument(
         "--retry-delay",
         type=int,
         default=None,
-        help="seconds before a failed record is retried (default: the queue's visibility timeout)",
+        help="seconds before a failed record is retried (default: the queue's visibility timeout; 1 s for a "
+        "stream batch)",
     )
     run.add_argument("--wait", type=int, default=5, help="long-poll wait in seconds (default: 5)")
     run.add_argument("-q", "--quiet", action="store_true", help="only the summary, no line per batch")

@@ -219,6 +219,8 @@ def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeli
     ]
     pipelines = []
     for mapping in runner.mappings():
+        if not isinstance(mapping, Mapping):
+            continue  # a stream's mapping: no queue for the sample traffic
         subscribed = [
             s for s in subscriptions if s["Protocol"] == "sqs" and s["Endpoint"] == mapping.queue_arn
         ]

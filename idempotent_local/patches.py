@@ -29,14 +29,17 @@ require_moto()
 
 # ruff: noqa: E402 (moto is imported once the check above has explained what is missing)
 from moto import backends
-from moto.awslambda.models import LambdaBackend, LambdaFunction
+from moto.awslambda.exceptions import InvalidParameterValueException
+from moto.awslambda.models import EventSourceMapping, LambdaBackend, LambdaFunction
 from moto.cloudformation import parsing
 from moto.cloudformation.exceptions import CloudFormationError
 from moto.cloudformation.models import ChangeSet, CloudFormationBackend, Stack
 from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.responses import ActionResult, EmptyResult
 from moto.dynamodb.exceptions import MockValidationException
-from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
+from moto.dynamodb.models.table import StreamRecord, Table
+from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
 from moto.sns.models import Subscription
 from moto.sns.models import Topic as MotoTopic
 from moto.sqs import models as sqs_models
@@ -44,7 +47,7 @@ from moto.sqs.exceptions import SQSException
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 from moto.sqs.responses import SQSResponse
 
-from idempotent_local import message_move_tasks, queue_index
+from idempotent_local import dynamodb_streams, event_filter, message_move_tasks, queue_index
 from idempotent_local.cloudformation import _updates, _validation
 from idempotent_local.cloudformation._updates import REPLACING_PROPERTIES
 
@@ -249,11 +252,63 @@ def _event_source_mappings_not_invoked(endpoint: str | None) -> None:
             esm = original(self, spec)
             for queue in sqs_backends[self.account_id][self.region_name].queues.values():
                 queue.lambda_event_source_mappings.pop(esm.function_arn, None)
+            for table in dynamodb_backends[self.account_id][self.region_name].tables.values():
+                table.lambda_event_source_mappings.pop(esm.function_arn, None)
             return esm
 
         return create_event_source_mapping
 
     _replace(LambdaBackend, "create_event_source_mapping", make)
+
+
+def _checked_filter_criteria(spec: dict[str, Any]) -> None:
+    """Lambda refuses a mapping whose ``FilterCriteria`` holds a pattern it cannot use."""
+    criteria = spec.get("FilterCriteria")
+    if criteria is None:
+        return
+    filters = criteria.get("Filters", []) if isinstance(criteria, dict) else None
+    if not isinstance(filters, list) or not all(isinstance(f, dict) for f in filters):
+        raise InvalidParameterValueException(f"Invalid FilterCriteria: {criteria!r}")
+    for each in filters:
+        try:
+            event_filter.compile_pattern(str(each.get("Pattern", "")))
+        except event_filter.InvalidPattern as invalid:
+            raise InvalidParameterValueException(f"Invalid filter pattern definition. ({invalid})") from None
+
+
+def _event_source_mapping_filters_checked(endpoint: str | None) -> None:
+    def make_init(original: Any) -> Any:
+        def __init__(self: Any, spec: dict[str, Any]) -> None:
+            _checked_filter_criteria(spec)
+            original(self, spec)
+            self.filter_criteria = spec.get("FilterCriteria") or None
+
+        return __init__
+
+    def make_update(original: Any) -> Any:
+        def update_event_source_mapping(self: Any, uuid: str, spec: dict[str, Any]) -> Any:
+            _checked_filter_criteria(spec)
+            esm = original(self, uuid, spec)
+            if esm is not None and not (esm.filter_criteria or {}).get("Filters"):
+                esm.filter_criteria = None  # `--filter-criteria '{}'` removes the filters
+            return esm
+
+        return update_event_source_mapping
+
+    _replace(EventSourceMapping, "__init__", make_init)
+    _replace(LambdaBackend, "update_event_source_mapping", make_update)
+
+
+def _event_source_mapping_last_modified(endpoint: str | None) -> None:
+    # moto computes LastModified from UTC wall time read as local time: hours off outside UTC. Whatever it
+    # assigns, the mapping keeps the time of the assignment.
+    def stamp(self: Any, value: float) -> None:
+        vars(self)["_last_modified_at"] = time.time()
+
+    def stamped(self: Any) -> float:
+        return float(vars(self).get("_last_modified_at", 0.0))
+
+    _replace(EventSourceMapping, "last_modified", lambda original: property(stamped, stamp))
 
 
 def _code_location_served(endpoint: str | None) -> None:
@@ -290,6 +345,36 @@ def _dynamodb_atomic_writes(endpoint: str | None) -> None:
 
     for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
         _replace(DynamoDBBackend, name, make)
+
+
+# --- DynamoDB Streams -----------------------------------------------------------------------------------
+
+
+def _stream_disable_and_re_enable(endpoint: str | None) -> None:
+    """See :mod:`idempotent_local.dynamodb_streams`."""
+    _replace(Table, "set_stream_specification", _always(dynamodb_streams.set_stream_specification))
+    _replace(DynamoDBBackend, "update_table_streams", _always(dynamodb_streams.update_table_streams))
+    _replace(DynamoDBStreamsBackend, "describe_stream", _always(dynamodb_streams.describe_stream))
+    _replace(DynamoDBStreamsBackend, "get_shard_iterator", _always(dynamodb_streams.get_shard_iterator))
+
+    def make_get(original: Any) -> Any:
+        def get(self: Any, limit: int = 1000) -> dict[str, Any]:
+            return dynamodb_streams.records_read(self, original(self, limit))
+
+        return get
+
+    _replace(ShardIterator, "get", make_get)
+
+
+def _stream_record_fields(endpoint: str | None) -> None:
+    def make(original: Any) -> Any:
+        def __init__(self: Any, table: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, table, *args, **kwargs)
+            dynamodb_streams.record_fields(self, table)
+
+        return __init__
+
+    _replace(StreamRecord, "__init__", make)
 
 
 # --- SNS ------------------------------------------------------------------------------------------------
@@ -676,9 +761,37 @@ PATCHES: tuple[Patch, ...] = (
     ),
     Patch(
         "event-source-mappings-not-invoked",
-        "an SQS event source mapping does not make moto invoke the function (moto needs Docker for that and "
-        "consumes the messages anyway); the event-source runner is the one poller",
+        "an SQS or DynamoDB stream event source mapping does not make moto invoke the function (moto needs "
+        "Docker for that, and consumes the messages, or empties the stream, anyway); the event-source "
+        "runner is the one poller",
         _event_source_mappings_not_invoked,
+    ),
+    Patch(
+        "event-source-mapping-filters-checked",
+        "CreateEventSourceMapping and UpdateEventSourceMapping refuse a FilterCriteria pattern Lambda "
+        "refuses (InvalidParameterValueException), and an empty FilterCriteria removes the filters (moto "
+        "stores anything, and keeps an empty one)",
+        _event_source_mapping_filters_checked,
+    ),
+    Patch(
+        "event-source-mapping-last-modified",
+        "an event source mapping's LastModified is the time it was created or last updated (moto reads UTC "
+        "wall time as local time: hours off outside UTC, which would move where a LATEST stream mapping "
+        "starts)",
+        _event_source_mapping_last_modified,
+    ),
+    Patch(
+        "stream-disable-and-re-enable",
+        "disabling a table's stream closes it (DISABLED, an EndingSequenceNumber, no more records, still "
+        "readable; a closed shard read to its end gives no NextShardIterator) and enabling it again creates "
+        "a new stream with a new ARN and shard (moto keeps recording into the one shard, says ENABLED, "
+        "refuses to enable again, and gives every stream the same shard id)",
+        _stream_disable_and_re_enable,
+    ),
+    Patch(
+        "stream-record-fields",
+        "a stream record has eventVersion 1.1 and its table's region as awsRegion (moto: 1.0, us-east-1)",
+        _stream_record_fields,
     ),
     Patch(
         "code-location-served",

@@ -1,27 +1,34 @@
-"""The event-source runner: what Lambda's SQS event source mapping does, for functions in the emulator.
+"""The event-source runner: what Lambda's event source mappings do, for functions in the emulator.
 
 The emulator stores functions but cannot run them (moto needs Docker for that). The runner reads everything
-back from the emulator, as Lambda's poller would:
+back from the emulator, as Lambda's pollers would:
 
-- the event source mappings (queue, ``BatchSize``, ``FunctionResponseTypes``, enabled);
+- the event source mappings: SQS queues (``BatchSize``, ``FunctionResponseTypes``, enabled) and DynamoDB
+  streams (also ``StartingPosition``, ``FilterCriteria``, the retry, bisection and on-failure settings);
 - each function's configuration (handler, environment, timeout) and its deployed code (the zip);
-- it long-polls the queue for up to ``BatchSize`` messages with all attributes, builds Lambda's SQS event
+- it long-polls a queue for up to ``BatchSize`` messages with all attributes, builds Lambda's SQS event
   (:func:`idempotent_local.events.lambda_sqs_event`, the runtime's own model of it),
   invokes the handler in a worker process that imported the deployed code with the function's
   environment (one warm worker per function, restarted after a crash or a timeout), deletes the records
-  that succeeded and leaves the rest on the queue.
+  that succeeded and leaves the rest on the queue;
+- it reads a stream's shards in sequence order, drops the records the mapping's filters do not match,
+  invokes the function with Lambda's DynamoDB stream event
+  (:func:`idempotent_local.events.lambda_dynamodb_record`) one batch at a time per shard, and checkpoints,
+  retries, bisects and discards as :mod:`idempotent_local.streams` describes.
 
-Records that failed (``batchItemFailures``, an exception, a timeout) come back after the queue's visibility
-timeout, and the queue's redrive policy moves them to the dead-letter queue after ``maxReceiveCount``
-receives, exactly as in AWS. **One deliberate difference, off by default:** with ``retry_delay`` set, the
-runner makes failed records visible again after that many seconds instead of the full visibility timeout
-(``ChangeMessageVisibility``), so a demo does not wait 6 x the function timeout per retry. The number of
-receives before redrive is unchanged.
+Queue records that failed (``batchItemFailures``, an exception, a timeout) come back after the queue's
+visibility timeout, and the queue's redrive policy moves them to the dead-letter queue after
+``maxReceiveCount`` receives, exactly as in AWS. **One deliberate difference, off by default:** with
+``retry_delay`` set, the runner makes failed records visible again after that many seconds instead of the
+full visibility timeout (``ChangeMessageVisibility``), so a demo does not wait 6 x the function timeout per
+retry. The number of receives before redrive is unchanged. A failed stream batch is retried after
+``retry_delay`` too, or after :data:`idempotent_local.streams.STREAM_RETRY_SECONDS`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import io
 import json
 import os
@@ -32,6 +39,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+import uuid
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,15 +49,29 @@ from typing import Any
 from botocore.exceptions import ClientError
 from idempotent_runtime.contract import OUTCOME_METRIC, Outcome
 
+from idempotent_local import streams
 from idempotent_local.emulator import Emulator
 from idempotent_local.errors import RunnerError
-from idempotent_local.events import lambda_sqs_event
+from idempotent_local.event_filter import matches
+from idempotent_local.events import lambda_dynamodb_record, lambda_sqs_event, stream_invocation_record
 from idempotent_local.node import quiet_environment
 from idempotent_local.wheels import foreign, this_python
 
-__all__ = ["Batch", "EventSourceRunner", "Mapping", "RunnerError", "Stats", "Worker", "lambda_sqs_event"]
+__all__ = [
+    "Batch",
+    "EventSourceRunner",
+    "Mapping",
+    "RunnerError",
+    "Stats",
+    "StreamMapping",
+    "Worker",
+    "lambda_sqs_event",
+]
 
 WORKER = Path(__file__).with_name("worker.py")
+CHECKPOINTS = (
+    "stream-checkpoints.json"  # in the emulator's state directory: where stream mappings have read to
+)
 
 
 def function_log_path(state_dir: str | Path, function: str) -> Path:
@@ -74,6 +96,51 @@ class Mapping:
     def function_name(self) -> str:
         return self.function_arn.rsplit(":", 1)[-1]
 
+    @property
+    def source_arn(self) -> str:
+        return self.queue_arn
+
+    def describe(self) -> str:
+        return f"{self.queue_arn} -> {self.function_name} (batch {self.batch_size})"
+
+
+@dataclass(frozen=True)
+class StreamMapping:
+    """A DynamoDB stream event source mapping, as read back from the emulator (Lambda's defaults where it
+    sets nothing: ``-1`` is "until the record leaves the stream")."""
+
+    uuid: str
+    function_arn: str
+    stream_arn: str
+    batch_size: int
+    report_batch_item_failures: bool
+    enabled: bool
+    starting_position: str  # TRIM_HORIZON or LATEST
+    created: float  # LastModified, epoch seconds: where a LATEST mapping without a checkpoint starts
+    filters: tuple[str, ...] = ()  # FilterCriteria patterns
+    maximum_retry_attempts: int = -1
+    maximum_record_age: int = -1
+    bisect: bool = False
+    on_failure: str | None = None  # DestinationConfig.OnFailure: an SQS queue or SNS topic ARN
+    batching_window: int = 0
+    parallelization_factor: int = 1
+
+    @property
+    def function_name(self) -> str:
+        return self.function_arn.rsplit(":", 1)[-1]
+
+    @property
+    def source_arn(self) -> str:
+        return self.stream_arn
+
+    def describe(self) -> str:
+        settings = [f"batch {self.batch_size}", f"from {self.starting_position}"]
+        if self.filters:
+            settings.append(_plural(len(self.filters), "filter"))
+        if self.parallelization_factor > 1:
+            settings.append(f"parallelization factor {self.parallelization_factor} run as 1")
+        return f"{self.stream_arn} -> {self.function_name} ({', '.join(settings)})"
+
 
 # A record's final outcome in the runner's accounts: the runtime's (contract.Outcome), or "succeeded" for a
 # function that does not say (no Embedded Metric Format line).
@@ -91,8 +158,8 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
 @dataclass
 class Stats:
     """What the runner did. ``records`` counts deliveries (a redelivered message counts again);
-    ``outcomes`` holds each message's *last* outcome, so a message that failed twice and was then processed
-    counts once, as processed."""
+    ``outcomes`` holds each message's (or stream record's) *last* outcome, so a message that failed twice
+    and was then processed counts once, as processed."""
 
     invocations: int = 0
     records: int = 0
@@ -105,12 +172,15 @@ class Stats:
     exhausted: set[str] = field(
         default_factory=set
     )  # failed on their last receive: SQS moves them to the DLQ
+    stream_records: set[str] = field(default_factory=set)  # which of ``outcomes`` are stream records
+    discarded: set[str] = field(default_factory=set)  # stream records a mapping gave up on
+    filtered: int = 0  # stream records no filter matched: read past, never delivered
     unable: dict[str, str] = field(default_factory=dict)  # function -> why it cannot run (until it runs)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def delivered(self) -> int:
-        """Distinct messages the queue handed to the function."""
+        """Distinct messages (and stream records) handed to the functions."""
         return len(self.message_ids)
 
     def totals(self) -> dict[str, int]:
@@ -128,7 +198,10 @@ class Stats:
             if name in counts and (counts[name] or name != "succeeded")
         ]
         conflicts = int(self.metrics.get("conflicts", 0))
-        text = f"{_plural(len(self.outcomes), 'message')}: " + ", ".join(parts)
+        records = len(self.stream_records)
+        kinds = ((len(self.outcomes) - records, "message"), (records, "stream record"))
+        units = " and ".join(_plural(n, unit) for n, unit in kinds if n) or _plural(0, "message")
+        text = f"{units}: " + ", ".join(parts)
         if conflicts:
             text += f" ({conflicts} conflict{'s' if conflicts != 1 else ''})"
         return text
@@ -139,11 +212,27 @@ class Stats:
         text = f"{self.describe_totals()}; {deliveries} in {_plural(self.invocations, 'invocation')}"
         failed = [m for m, outcome in self.outcomes.items() if outcome == "failed"]
         if failed:
-            exhausted = len(self.exhausted.intersection(failed))
-            text += (
-                f"; of the {len(failed)} failed, {exhausted} reached the queue's maxReceiveCount (SQS moves "
-                f"them to the dead-letter queue) and {len(failed) - exhausted} will be delivered again"
+            exhausted, discarded = (
+                len(self.exhausted.intersection(failed)),
+                len(self.discarded.intersection(failed)),
             )
+            said = (
+                []
+                if discarded and not exhausted
+                else [
+                    f"{exhausted} reached the queue's maxReceiveCount (SQS moves them to the dead-letter "
+                    "queue)"
+                ]
+            )
+            if discarded:
+                said.append(
+                    f"{discarded} were discarded by their stream mapping once its retries or record age ran "
+                    "out (its on-failure destination, if it has one, got their place in the stream)"
+                )
+            again = len(failed) - exhausted - discarded
+            text += f"; of the {len(failed)} failed, {', '.join(said)} and {again} will be delivered again"
+        if self.filtered:
+            text += f"; {_plural(self.filtered, 'stream record')} matched no filter (never delivered)"
         for function, why in sorted(self.unable.items()):
             text += f"\n{function} could not run, its messages wait in the queue: {why}"
         return text
@@ -222,13 +311,15 @@ class Worker:
         line = self.process.stdout.readline()
         return json.loads(line) if line else None
 
-    def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def invoke(self, event: dict[str, Any], timeout_s: float, request_id: str = "") -> dict[str, Any]:
         """``{"result": ...}``, ``{"error": ...}`` or ``{"timeout": True}`` / ``{"crash": ...}``; a reply of
-        the worker also has ``"logs"`` (the EMF and outcome lines the function wrote meanwhile)."""
+        the worker also has ``"logs"`` (the EMF and outcome lines the function wrote meanwhile).
+        ``request_id`` is the context's ``aws_request_id`` (a new one when empty)."""
         if self.process is None or self.process.poll() is not None:
             self.start()
         assert self.process is not None and self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"event": event, "timeout_ms": int(timeout_s * 1000)}) + "\n")
+        request = {"event": event, "timeout_ms": int(timeout_s * 1000), "request_id": request_id}
+        self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         reply = self._read(timeout=timeout_s + 1)
         if reply is None:
@@ -264,6 +355,8 @@ class Batch:
     groups: tuple[str, ...]
     outcomes: tuple[str, ...]  # per record, in message order
     error: str | None = None  # why the whole batch failed (exception, timeout, crash, cold start)
+    source: str = ""  # where the records came from when not a queue's message groups (a stream's shard)
+    then: str = ""  # what the mapping does next with them (a stream's retry or discard)
 
     def describe(self) -> str:
         counts = {name: self.outcomes.count(name) for name in OUTCOMES if name in self.outcomes}
@@ -273,14 +366,16 @@ class Batch:
         outcome = ", ".join(f"{n} {name}" for name, n in counts.items())
         if self.error:
             outcome += f": {self.error}"
+        if self.then:
+            outcome += f"; {self.then}"
         records = f"{len(self.message_ids)} record{'s' if len(self.message_ids) != 1 else ''}"
-        return f"{self.function}: {records}{groups} -> {outcome}"
+        where = f" ({self.source})" if self.source else groups
+        return f"{self.function}: {records}{where} -> {outcome}"
 
 
-def _record_outcomes(
-    messages: list[dict[str, Any]], failed_ids: set[str], logs: list[dict[str, Any]]
-) -> list[str]:
-    """Each record's outcome: what the function logged for it, else failed (a batch item failure), else
+def _record_outcomes(ids: list[str], failed_ids: set[str], logs: list[dict[str, Any]]) -> list[str]:
+    """Each record's outcome (``ids``: as the function names them, a message id or a stream record's
+    sequence number): what the function logged for it, else failed (a batch item failure), else
     processed / duplicate / quarantined as the batch's EMF counts say (only the totals matter), else
     succeeded (a function that reports nothing)."""
     logged: dict[str, str] = {}
@@ -294,8 +389,7 @@ def _record_outcomes(
         for metric, outcome in _METRIC_OUTCOME.items()
     }
     outcomes = []
-    for message in messages:
-        message_id = message["MessageId"]
+    for message_id in ids:
         if message_id in failed_ids:
             outcomes.append("failed")
         elif message_id in logged:
@@ -308,11 +402,35 @@ def _record_outcomes(
     return outcomes
 
 
-class EventSourceRunner:
-    """Polls every enabled SQS event source mapping of the emulator and invokes the mapped functions.
+def _stream_mapping(esm: dict[str, Any]) -> StreamMapping:
+    modified = esm.get("LastModified")
+    destination = (esm.get("DestinationConfig") or {}).get("OnFailure", {}).get("Destination")
+    return StreamMapping(
+        uuid=esm["UUID"],
+        function_arn=esm["FunctionArn"],
+        stream_arn=esm["EventSourceArn"],
+        batch_size=int(esm.get("BatchSize", 100)),
+        report_batch_item_failures="ReportBatchItemFailures" in (esm.get("FunctionResponseTypes") or []),
+        enabled=esm.get("State", "Enabled") == "Enabled",
+        starting_position=esm.get("StartingPosition") or "TRIM_HORIZON",
+        created=modified.timestamp() if isinstance(modified, datetime.datetime) else 0.0,
+        filters=tuple(f["Pattern"] for f in (esm.get("FilterCriteria") or {}).get("Filters", [])),
+        maximum_retry_attempts=int(esm.get("MaximumRetryAttempts", -1)),
+        maximum_record_age=int(esm.get("MaximumRecordAgeInSeconds", -1)),
+        bisect=bool(esm.get("BisectBatchOnFunctionError", False)),
+        on_failure=destination or None,
+        batching_window=int(esm.get("MaximumBatchingWindowInSeconds", 0)),
+        parallelization_factor=int(esm.get("ParallelizationFactor", 1)),
+    )
 
-    ``report``, when given, receives one line per batch: the function, its records and message groups, each
-    record's outcome, and the running totals per message.
+
+class EventSourceRunner:
+    """Polls every enabled SQS and DynamoDB stream event source mapping of the emulator and invokes the
+    mapped functions.
+
+    ``report``, when given, receives one line per batch: the function, its records and message groups (or
+    shard), each record's outcome, what a stream mapping does next, and the running totals per message.
+    ``clock`` is the time stream mappings judge record age and retry delays by.
     """
 
     def __init__(
@@ -323,6 +441,7 @@ class EventSourceRunner:
         wait_seconds: int = 1,
         work_dir: Path | str | None = None,
         report: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.emulator = emulator
         self.retry_delay = retry_delay
@@ -332,39 +451,47 @@ class EventSourceRunner:
         ).resolve()
         self.stats = Stats()
         self.report = report
+        self.clock = clock
+        self.checkpoints = streams.Checkpoints(Path(emulator.state_dir).resolve() / CHECKPOINTS)
         self._sqs = emulator.client("sqs")
         self._lambda = emulator.client("lambda")
         self._s3 = emulator.client("s3")
+        self._streams = emulator.client("dynamodbstreams")
         self._workers: dict[str, Worker] = {}
         self._workers_lock = threading.Lock()
         self._timeouts: dict[str, float] = {}
+        self._shards: dict[tuple[str, str], streams.Shard] = {}  # (mapping uuid, shard id) -> state
+        self._stream_locks: dict[str, threading.Lock] = {}  # one poller per stream mapping at a time
 
     # --- reading back what is deployed -------------------------------------------------------------
-    def mappings(self) -> list[Mapping]:
-        found = []
+    def mappings(self) -> list[Mapping | StreamMapping]:
+        """Every SQS and DynamoDB stream event source mapping (other sources are not run)."""
+        found: list[Mapping | StreamMapping] = []
         for page in self._lambda.get_paginator("list_event_source_mappings").paginate():
             for esm in page["EventSourceMappings"]:
-                arn = esm["EventSourceArn"]
-                if arn.split(":")[2] != "sqs":
-                    continue
-                _, _, _, _, account, name = arn.split(":", 5)
-                url = self._sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
-                redrive = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
-                policy = redrive.get("Attributes", {}).get("RedrivePolicy")
-                found.append(
-                    Mapping(
-                        uuid=esm["UUID"],
-                        function_arn=esm["FunctionArn"],
-                        queue_arn=arn,
-                        queue_url=url,
-                        batch_size=int(esm.get("BatchSize", 10)),
-                        report_batch_item_failures="ReportBatchItemFailures"
-                        in (esm.get("FunctionResponseTypes") or []),
-                        enabled=esm.get("State", "Enabled") == "Enabled",
-                        max_receive_count=int(json.loads(policy)["maxReceiveCount"]) if policy else None,
-                    )
-                )
+                service = esm["EventSourceArn"].split(":")[2]
+                if service == "sqs":
+                    found.append(self._queue_mapping(esm))
+                elif service == "dynamodb":
+                    found.append(_stream_mapping(esm))
         return found
+
+    def _queue_mapping(self, esm: dict[str, Any]) -> Mapping:
+        arn = esm["EventSourceArn"]
+        _, _, _, _, account, name = arn.split(":", 5)
+        url = self._sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+        redrive = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
+        policy = redrive.get("Attributes", {}).get("RedrivePolicy")
+        return Mapping(
+            uuid=esm["UUID"],
+            function_arn=esm["FunctionArn"],
+            queue_arn=arn,
+            queue_url=url,
+            batch_size=int(esm.get("BatchSize", 10)),
+            report_batch_item_failures="ReportBatchItemFailures" in (esm.get("FunctionResponseTypes") or []),
+            enabled=esm.get("State", "Enabled") == "Enabled",
+            max_receive_count=int(json.loads(policy)["maxReceiveCount"]) if policy else None,
+        )
 
     def _download(self, location: str) -> bytes:
         parsed = urllib.parse.urlparse(location)
@@ -440,20 +567,111 @@ class EventSourceRunner:
 
     # --- polling ------------------------------------------------------------------------------------
     def poll(
-        self, mapping: Mapping, wait_seconds: int | None = None, abandon: threading.Event | None = None
+        self,
+        mapping: Mapping | StreamMapping,
+        wait_seconds: int | None = None,
+        abandon: threading.Event | None = None,
     ) -> int:
-        """One receive + invoke + delete cycle for one mapping; returns the number of records handled.
+        """One receive + invoke + delete cycle for one mapping (for a stream mapping: one step of each of
+        its shards); returns the number of records handled.
 
         The function's worker starts before anything is received: a function that cannot run here (code
         bundled for another Python, a failing cold start) raises :class:`RunnerError` and its messages stay
         in the queue untouched, instead of being received until the queue moves them to the DLQ without a
-        reason. A worker that dies and cannot start again mid-batch fails that batch and raises too. A cold
-        start is abandoned (RunnerError) once ``abandon`` is set.
+        reason (a stream's records stay unread). A worker that dies and cannot start again mid-batch fails
+        that batch and raises too. A cold start is abandoned (RunnerError) once ``abandon`` is set.
         """
-        worker = self._worker(mapping.function_arn)
+        worker = self._started_worker(mapping.function_arn, abandon)
+        if isinstance(mapping, StreamMapping):
+            return self._poll_stream(mapping, worker, wait_seconds, abandon)
+        return self._poll_queue(mapping, worker, wait_seconds)
+
+    def _started_worker(self, function_arn: str, abandon: threading.Event | None) -> Worker:
+        worker = self._worker(function_arn)
         with worker.lock:
             if worker.process is None:
                 worker.start(abandon)
+        return worker
+
+    def _invoke(
+        self, worker: Worker, function_arn: str, event: dict[str, Any], request_id: str = ""
+    ) -> tuple[dict[str, Any], RunnerError | None]:
+        """The worker's reply, and the error of a worker that died and could not start again (its reply
+        then says so: the batch failed)."""
+        try:
+            with worker.lock:
+                return worker.invoke(event, self._timeouts[function_arn], request_id), None
+        except RunnerError as exc:
+            return {"cold_start": str(exc)}, exc
+
+    def _account(
+        self,
+        batch: Batch,
+        logs: list[dict[str, Any]],
+        *,
+        failed: int,
+        given_up: set[str],
+        invoked: bool = True,
+        stream: bool = False,
+    ) -> None:
+        """Count a batch and report its line. ``given_up``: the records that will not come back if they
+        failed (a message on its last receive: SQS moves it to the DLQ; a stream record a mapping
+        discarded); ``invoked`` is False for stream records discarded without an invocation."""
+        with self.stats.lock:
+            stats = self.stats
+            if invoked:
+                stats.invocations += 1
+                stats.records += len(batch.message_ids)
+                stats.message_ids.update(batch.message_ids)
+            stats.succeeded += len(batch.message_ids) - failed
+            stats.failed += failed
+            for name, value in emf_counts([line for line in logs if "_aws" in line]).items():
+                stats.metrics[name] = stats.metrics.get(name, 0) + value
+            ended = stats.discarded if stream else stats.exhausted
+            for key, outcome in zip(batch.message_ids, batch.outcomes, strict=True):
+                stats.outcomes[key] = outcome
+                if stream:
+                    stats.stream_records.add(key)
+                if outcome == "failed" and key in given_up:
+                    ended.add(key)
+                else:
+                    ended.discard(key)
+            line = f"{batch.describe()} | {stats.describe_totals()}"
+        if self.report is not None:
+            self.report(line)
+
+    def _failures(
+        self, mapping: Mapping | StreamMapping, ids: list[str], reply: dict[str, Any]
+    ) -> tuple[set[str], bool]:
+        """The ids of the batch's records that failed, and whether the invocation itself failed (an error,
+        a timeout, a malformed response: every record) rather than the function naming some."""
+        everything = set(ids)
+        if "result" not in reply:
+            with self.stats.lock:
+                self.stats.whole_batch_failures += 1
+            return everything, True
+        if not mapping.report_batch_item_failures:
+            return set(), False
+        result = reply["result"]
+        if result is None:
+            return set(), False
+        failures = result.get("batchItemFailures") if isinstance(result, dict) else None
+        if failures is None:
+            return set(), False
+        found = set()
+        for failure in failures:
+            identifier = failure.get("itemIdentifier") if isinstance(failure, dict) else None
+            if not identifier or identifier not in everything:
+                # Lambda treats a malformed response as a failure of the whole batch.
+                with self.stats.lock:
+                    self.stats.whole_batch_failures += 1
+                return everything, True
+            found.add(identifier)
+        return found, False
+
+    # --- SQS queues ---------------------------------------------------------------------------------
+    def _poll_queue(self, mapping: Mapping, worker: Worker, wait_seconds: int | None) -> int:
+        """Receive up to ``BatchSize`` messages (long-polling ``wait_seconds``), invoke, settle."""
         response = self._sqs.receive_message(
             QueueUrl=mapping.queue_url,
             MaxNumberOfMessages=min(mapping.batch_size, 10),
@@ -465,20 +683,18 @@ class EventSourceRunner:
         messages = response.get("Messages", [])
         if not messages:
             return 0
-        try:
-            with worker.lock:
-                reply = worker.invoke(
-                    lambda_sqs_event(messages, mapping.queue_arn), self._timeouts[mapping.function_arn]
-                )
-        except RunnerError as exc:
-            self._settle(mapping, messages, {"cold_start": str(exc)})
-            raise
+        reply, cold_start = self._invoke(
+            worker, mapping.function_arn, lambda_sqs_event(messages, mapping.queue_arn)
+        )
         self._settle(mapping, messages, reply)
+        if cold_start is not None:
+            raise cold_start
         return len(messages)
 
     def _settle(self, mapping: Mapping, messages: list[dict[str, Any]], reply: dict[str, Any]) -> None:
         """Delete what succeeded, retry what failed (after ``retry_delay``), count, report."""
-        failed_ids = self._failed_ids(mapping, messages, reply)
+        ids = [m["MessageId"] for m in messages]
+        failed_ids, _ = self._failures(mapping, ids, reply)
         succeeded = [m for m in messages if m["MessageId"] not in failed_ids]
         failed = [m for m in messages if m["MessageId"] in failed_ids]
         for start in range(0, len(succeeded), 10):
@@ -501,68 +717,251 @@ class EventSourceRunner:
                     ],
                 )
         logs = reply.get("logs") or []
-        outcomes = _record_outcomes(messages, failed_ids, logs)
         groups = sorted({m.get("Attributes", {}).get("MessageGroupId") for m in messages} - {None})
         batch = Batch(
             function=mapping.function_name,
-            message_ids=tuple(m["MessageId"] for m in messages),
+            message_ids=tuple(ids),
             groups=tuple(groups),
-            outcomes=tuple(outcomes),
+            outcomes=tuple(_record_outcomes(ids, failed_ids, logs)),
             error=_batch_error(reply),
         )
+        last_receive = {
+            m["MessageId"]
+            for m in messages
+            if mapping.max_receive_count
+            and int(m.get("Attributes", {}).get("ApproximateReceiveCount", 1)) >= mapping.max_receive_count
+        }
+        self._account(batch, logs, failed=len(failed), given_up=last_receive)
+
+    # --- DynamoDB streams ---------------------------------------------------------------------------
+    def _poll_stream(
+        self,
+        mapping: StreamMapping,
+        worker: Worker,
+        wait_seconds: int | None,
+        abandon: threading.Event | None,
+    ) -> int:
+        """One step of each shard (read, filter, invoke, checkpoint): the stream records handled, delivered,
+        read past or discarded. Idle, it waits a quarter of a second, as Lambda polls a shard four times a
+        second (not with ``wait_seconds`` 0)."""
+        handled = 0
+        with self._stream_locks.setdefault(mapping.uuid, threading.Lock()):
+            for shard_id in self._shard_ids(mapping):
+                handled += self._step(mapping, shard_id, worker)
+        if not handled and (self.wait_seconds if wait_seconds is None else wait_seconds):
+            (abandon or threading.Event()).wait(streams.POLL_SECONDS)
+        return handled
+
+    def _shard_ids(self, mapping: StreamMapping) -> list[str]:
+        described = self._streams.describe_stream(StreamArn=mapping.stream_arn)["StreamDescription"]
+        return [shard["ShardId"] for shard in described["Shards"]]
+
+    def _unread(self, mapping: StreamMapping, shard_id: str) -> list[dict[str, Any]]:
+        """The shard's records after the mapping's checkpoint (from its start without one), a read's worth."""
+        position = self.checkpoints.get(mapping.uuid, shard_id)
+        where = (
+            {"ShardIteratorType": position.iterator_type, "SequenceNumber": position.sequence_number}
+            if position
+            else {"ShardIteratorType": "TRIM_HORIZON"}
+        )
+        iterator = self._streams.get_shard_iterator(StreamArn=mapping.stream_arn, ShardId=shard_id, **where)
+        page = self._streams.get_records(
+            ShardIterator=iterator["ShardIterator"], Limit=streams.MAX_RECORDS_PER_READ
+        )
+        return list(page["Records"])
+
+    def _step(self, mapping: StreamMapping, shard_id: str, worker: Worker) -> int:
+        state = self._shards.setdefault((mapping.uuid, shard_id), streams.Shard())
+        if not state.pending:
+            passed = self._read(mapping, shard_id, state)
+            if passed or not state.pending:
+                return passed
+        batch, now = state.pending[0], self.clock()
+        if now < batch.not_before:
+            return 0
+        old = streams.expired(batch, mapping.maximum_record_age, now)
+        if old:
+            self._discard_old(mapping, shard_id, state, old)
+            return old
+        return self._invoke_stream_batch(mapping, shard_id, state, worker)
+
+    def _read(self, mapping: StreamMapping, shard_id: str, state: streams.Shard) -> int:
+        """Read the shard past its checkpoint. Up to ``BatchSize`` records the filters match become the
+        pending batch, once it is full or the batching window has closed; records no filter matches are
+        dropped with it (or, without a batch, read past at once: the count returned), as are, for a LATEST
+        mapping without a checkpoint yet, the records written before the mapping."""
+        starting = (
+            self.checkpoints.get(mapping.uuid, shard_id) is None and mapping.starting_position == "LATEST"
+        )
+        records: list[dict[str, Any]] = []
+        through, passed, filtered = None, 0, 0
+        for raw in self._unread(mapping, shard_id):
+            record = lambda_dynamodb_record(raw, mapping.stream_arn)
+            if starting and raw["dynamodb"]["ApproximateCreationDateTime"].timestamp() < mapping.created:
+                passed += 1
+            elif not matches(mapping.filters, record):
+                passed, filtered = passed + 1, filtered + 1
+            elif len(records) == mapping.batch_size:
+                break
+            else:
+                records.append(record)
+            through = streams.sequence_number(record)
+        if records and len(records) < mapping.batch_size and mapping.batching_window:
+            state.window_opened = state.window_opened or self.clock()
+            if self.clock() - state.window_opened < mapping.batching_window:
+                return 0  # gathering: read again on the next poll
         with self.stats.lock:
-            stats = self.stats
-            stats.invocations += 1
-            stats.records += len(messages)
-            stats.succeeded += len(succeeded)
-            stats.failed += len(failed)
-            stats.message_ids.update(batch.message_ids)
-            for name, value in emf_counts([line for line in logs if "_aws" in line]).items():
-                stats.metrics[name] = stats.metrics.get(name, 0) + value
-            for message, outcome in zip(messages, outcomes, strict=True):
-                message_id = message["MessageId"]
-                stats.outcomes[message_id] = outcome
-                receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
-                if (
-                    outcome == "failed"
-                    and mapping.max_receive_count
-                    and receives >= mapping.max_receive_count
-                ):
-                    stats.exhausted.add(message_id)
-                else:
-                    stats.exhausted.discard(message_id)
-            line = f"{batch.describe()} | {stats.describe_totals()}"
-        if self.report is not None:
-            self.report(line)
+            self.stats.filtered += filtered
+        if records:
+            state.window_opened = None
+            state.pending.append(streams.Pending(records, str(through)))
+            return 0
+        if through is not None:
+            self.checkpoints.set(mapping.uuid, shard_id, streams.Position.after(through))
+        return passed
 
-    def _failed_ids(
-        self, mapping: Mapping, messages: list[dict[str, Any]], reply: dict[str, Any]
-    ) -> set[str]:
-        everything = {m["MessageId"] for m in messages}
-        if "result" not in reply:
-            with self.stats.lock:
-                self.stats.whole_batch_failures += 1
-            return everything
-        if not mapping.report_batch_item_failures:
-            return set()
-        result = reply["result"]
-        if result is None:
-            return set()
-        failures = result.get("batchItemFailures") if isinstance(result, dict) else None
-        if failures is None:
-            return set()
-        ids = set()
-        for failure in failures:
-            identifier = failure.get("itemIdentifier") if isinstance(failure, dict) else None
-            if not identifier or identifier not in everything:
-                # Lambda treats a malformed response as a failure of the whole batch.
-                with self.stats.lock:
-                    self.stats.whole_batch_failures += 1
-                return everything
-            ids.add(identifier)
-        return ids
+    def _invoke_stream_batch(
+        self, mapping: StreamMapping, shard_id: str, state: streams.Shard, worker: Worker
+    ) -> int:
+        """Invoke the shard's pending batch, then checkpoint, retry, bisect or discard as Lambda does."""
+        batch = state.pending[0]
+        batch.invocations, batch.request_id = batch.invocations + 1, str(uuid.uuid4())
+        reply, cold_start = self._invoke(
+            worker, mapping.function_arn, {"Records": batch.records}, batch.request_id
+        )
+        sequence_numbers = [streams.sequence_number(r) for r in batch.records]
+        failed_ids, whole = self._failures(mapping, sequence_numbers, reply)
+        batch.function_error = "Unhandled" if "result" not in reply else None
+        failed_from = min((sequence_numbers.index(i) for i in failed_ids), default=None)
+        delay = self.retry_delay if self.retry_delay is not None else streams.STREAM_RETRY_SECONDS
+        settled = streams.settle(
+            batch,
+            failed_from,
+            whole=whole,
+            maximum_retry_attempts=mapping.maximum_retry_attempts,
+            bisect=mapping.bisect,
+            retry_at=self.clock() + delay,
+        )
+        then = ""
+        if settled.discarded:
+            then = self._discard(mapping, shard_id, settled.discarded, str(settled.condition), batch)
+        elif settled.pending:
+            then = _retrying(settled.pending, batch.invocations, mapping.maximum_retry_attempts)
+        if settled.checkpoint is not None:
+            self.checkpoints.set(mapping.uuid, shard_id, settled.checkpoint)
+        state.pending[:1] = settled.pending
+        logs = reply.get("logs") or []
+        self._account(
+            self._stream_batch(
+                mapping,
+                shard_id,
+                batch.records,
+                _record_outcomes(sequence_numbers, failed_ids, logs),
+                reply,
+                then,
+            ),
+            logs,
+            failed=len(failed_ids),
+            given_up={r["eventID"] for r in settled.discarded},
+            stream=True,
+        )
+        if cold_start is not None:
+            raise cold_start
+        return len(batch.records)
 
-    def backlog(self, mapping: Mapping) -> int:
+    def _discard_old(self, mapping: StreamMapping, shard_id: str, state: streams.Shard, count: int) -> None:
+        """Discard the pending batch's first ``count`` records, older than ``MaximumRecordAgeInSeconds``,
+        without invoking the function; the checkpoint moves past them."""
+        batch = state.pending[0]
+        old, batch.records = batch.records[:count], batch.records[count:]
+        then = self._discard(mapping, shard_id, old, streams.RECORD_AGE_EXCEEDED, batch)
+        if batch.records:
+            self.checkpoints.set(
+                mapping.uuid, shard_id, streams.Position.at(streams.sequence_number(batch.records[0]))
+            )
+        else:
+            state.pending.pop(0)
+            self.checkpoints.set(mapping.uuid, shard_id, streams.Position.after(batch.through))
+        outcomes = ["failed"] * len(old)
+        self._account(
+            self._stream_batch(mapping, shard_id, old, outcomes, {}, then),
+            [],
+            failed=len(old),
+            given_up={r["eventID"] for r in old},
+            invoked=False,
+            stream=True,
+        )
+
+    def _discard(
+        self,
+        mapping: StreamMapping,
+        shard_id: str,
+        records: list[dict[str, Any]],
+        condition: str,
+        batch: streams.Pending,
+    ) -> str:
+        """Send the on-failure destination the invocation record of the discarded ``records``; what
+        happened, for the batch's line."""
+        why = (
+            f"older than MaximumRecordAgeInSeconds {mapping.maximum_record_age}"
+            if condition == streams.RECORD_AGE_EXCEEDED
+            else f"MaximumRetryAttempts {mapping.maximum_retry_attempts} reached"
+        )
+        discarded = f"{_plural(len(records), 'record')} discarded ({why})"
+        destination = mapping.on_failure
+        if not destination:
+            return f"{discarded}, no on-failure destination"
+        record = stream_invocation_record(
+            records,
+            shard_id=shard_id,
+            condition=condition,
+            function_arn=mapping.function_arn,
+            invocations=batch.invocations,
+            request_id=batch.request_id or str(uuid.uuid4()),
+            function_error=batch.function_error,
+            at=datetime.datetime.fromtimestamp(self.clock(), datetime.UTC),
+        )
+        service = destination.split(":")[2]
+        if service == "sqs":
+            _, _, _, _, account, name = destination.split(":", 5)
+            url = self._sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+            self._sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
+        elif service == "sns":
+            self.emulator.client("sns").publish(TopicArn=destination, Message=json.dumps(record))
+        else:
+            raise RunnerError(
+                f"{mapping.function_name}'s stream mapping has the on-failure destination {destination}: the "
+                "runner sends to SQS queues and SNS topics"
+            )
+        return f"{discarded}, invocation record sent to {destination}"
+
+    @staticmethod
+    def _stream_batch(
+        mapping: StreamMapping,
+        shard_id: str,
+        records: list[dict[str, Any]],
+        outcomes: list[str],
+        reply: dict[str, Any],
+        then: str,
+    ) -> Batch:
+        first, last = streams.sequence_number(records[0]), streams.sequence_number(records[-1])
+        span = first if first == last else f"{first}-{last}"
+        return Batch(
+            function=mapping.function_name,
+            message_ids=tuple(r["eventID"] for r in records),
+            groups=(),
+            outcomes=tuple(outcomes),
+            error=_batch_error(reply),
+            source=f"shard {shard_id}, {span}",
+            then=then,
+        )
+
+    # --- until everything is handled ---------------------------------------------------------------
+    def backlog(self, mapping: Mapping | StreamMapping) -> int:
+        """What the mapping has yet to hand over: the queue's messages (visible, in flight or delayed), or
+        the stream's records after the mapping's checkpoints (a batch waiting for its retry included)."""
+        if isinstance(mapping, StreamMapping):
+            return sum(len(self._unread(mapping, shard_id)) for shard_id in self._shard_ids(mapping))
         attributes = self._sqs.get_queue_attributes(
             QueueUrl=mapping.queue_url,
             AttributeNames=[
@@ -573,28 +972,25 @@ class EventSourceRunner:
         )["Attributes"]
         return sum(int(v) for v in attributes.values())
 
-    def drain(self, timeout: float = 120.0, mappings: list[Mapping] | None = None) -> Stats:
-        """Poll until every mapped queue is empty (no visible, in-flight or delayed message)."""
+    def drain(self, timeout: float = 120.0, mappings: list[Mapping | StreamMapping] | None = None) -> Stats:
+        """Poll until every mapped queue is empty (no visible, in-flight or delayed message) and every mapped
+        stream is read to its end with nothing waiting for a retry."""
         mappings = [m for m in (mappings if mappings is not None else self.mappings()) if m.enabled]
         deadline = time.monotonic() + timeout
         while True:
             handled = sum(self.poll(m, wait_seconds=0) for m in mappings)
             if handled:
                 continue
-            if all(self.backlog(m) == 0 for m in mappings):
+            left = {m: self.backlog(m) for m in mappings}
+            if not any(left.values()):
                 return self.stats
             if time.monotonic() > deadline:
-                left = ", ".join(f"{self.backlog(m)} in {m.queue_arn.rsplit(':', 1)[-1]}" for m in mappings)
-                hint = (
-                    "; a failed message comes back only after the queue's visibility timeout "
-                    "(--retry-delay S shortens it)"
-                    if self.retry_delay is None
-                    else ""
-                )
-                raise RunnerError(f"queues not drained within {timeout:.0f} s: {left}{hint}")
+                raise RunnerError(_not_drained(timeout, left, self.retry_delay))
             time.sleep(0.2)
 
-    def _poll_until(self, mapping: Mapping, stop: threading.Event, gone: threading.Event) -> None:
+    def _poll_until(
+        self, mapping: Mapping | StreamMapping, stop: threading.Event, gone: threading.Event
+    ) -> None:
         """The poller of one mapping (its own thread, as Lambda polls each mapping on its own). A function
         that cannot run is said once, and again when it runs; meanwhile the poller waits for a redeploy.
         ``stop`` also abandons a cold start in progress (Ctrl-C need not wait for it)."""
@@ -623,7 +1019,7 @@ class EventSourceRunner:
     def run(self, stop: threading.Event, refresh_seconds: float = 10.0) -> Stats:
         """Poll every mapping concurrently until ``stop`` is set (the body of ``local run``); mappings added
         or removed meanwhile are picked up every ``refresh_seconds``."""
-        pollers: dict[Mapping, tuple[threading.Thread, threading.Event]] = {}
+        pollers: dict[Mapping | StreamMapping, tuple[threading.Thread, threading.Event]] = {}
         try:
             while not stop.is_set():
                 try:
@@ -669,6 +1065,38 @@ class EventSourceRunner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _retrying(pending: list[streams.Pending], retry: int, limit: int) -> str:
+    """What a stream mapping does with a batch that failed: its batch line's last words."""
+    split = "split in two, " if len(pending) > 1 else ""
+    records = pending[0].records
+    return (
+        f"{split}retrying {_plural(len(records), 'record')} from {streams.sequence_number(records[0])} "
+        f"(retry {retry} of {limit if limit >= 0 else 'unlimited'})"
+    )
+
+
+def _not_drained(timeout: float, left: dict[Mapping | StreamMapping, int], retry_delay: float | None) -> str:
+    where = ", ".join(
+        f"{n} in {m.queue_arn.rsplit(':', 1)[-1]}"
+        if isinstance(m, Mapping)
+        else f"{n} in stream {m.stream_arn.split(':', 5)[5].removeprefix('table/')}"
+        for m, n in left.items()
+    )
+    hints = []
+    if retry_delay is None and any(n and isinstance(m, Mapping) for m, n in left.items()):
+        hints.append(
+            "a failed message comes back only after the queue's visibility timeout (--retry-delay S "
+            "shortens it)"
+        )
+    if any(n and isinstance(m, StreamMapping) for m, n in left.items()):
+        hints.append(
+            "a stream batch that keeps failing is retried until its mapping's MaximumRetryAttempts or "
+            "MaximumRecordAgeInSeconds runs out (-1, the default: until the record leaves the stream)"
+        )
+    what = "queues" if all(isinstance(m, Mapping) for m in left) else "queues and streams"
+    return f"{what} not drained within {timeout:.0f} s: {where}" + "".join(f"; {hint}" for hint in hints)
 
 
 def _batch_error(reply: dict[str, Any]) -> str | None:

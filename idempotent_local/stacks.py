@@ -62,12 +62,15 @@ def _lambda_function(emulator: Emulator, physical: str) -> None:
 
 def _event_source_mapping(emulator: Emulator, physical: str) -> None:
     source = emulator.client("lambda").get_event_source_mapping(UUID=physical)["EventSourceArn"]
-    if source.split(":")[2] == "sqs":  # the queue it reads must exist too
-        _, _, _, _, account, name = source.split(":", 5)
-        try:
+    service = source.split(":")[2]
+    try:  # the queue or stream it reads must exist too
+        if service == "sqs":
+            _, _, _, _, account, name = source.split(":", 5)
             emulator.client("sqs").get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)
-        except ClientError:
-            raise Absent(f"the queue it reads, {source},") from None
+        elif service == "dynamodb":
+            emulator.client("dynamodbstreams").describe_stream(StreamArn=source)
+    except ClientError:
+        raise Absent(f"the {'queue' if service == 'sqs' else 'stream'} it reads, {source},") from None
 
 
 def _kms_key(emulator: Emulator, physical: str) -> None:

@@ -3,7 +3,8 @@
 Started by the runner as ``python worker.py CODE_DIR HANDLER`` with the function's environment (the
 configuration read back from the emulator, plus Lambda's reserved variables and the emulator endpoint).
 The code directory comes first on ``sys.path``, like ``/var/task`` in Lambda, so the deployed copy of the
-code is what runs. Requests arrive as JSON lines on stdin (``{"event": ..., "timeout_ms": ...}``);
+code is what runs. Requests arrive as JSON lines on stdin (``{"event": ..., "timeout_ms": ...,
+"request_id": ...}``);
 replies leave as JSON lines on the original stdout (``{"result": ...}`` or ``{"error": ...}``), while
 everything the function prints goes to stderr: the function's log, like CloudWatch Logs.
 
@@ -26,13 +27,13 @@ from typing import TextIO
 class Context:
     """The parts of Lambda's context object handlers use."""
 
-    def __init__(self, timeout_ms: int) -> None:
+    def __init__(self, timeout_ms: int, request_id: str = "") -> None:
         self._deadline = time.monotonic() + timeout_ms / 1000
         self.function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
         self.function_version = os.environ.get("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
         self.invoked_function_arn = os.environ.get("LOCAL_CLOUD_FUNCTION_ARN", "")
         self.memory_limit_in_mb = os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
-        self.aws_request_id = str(uuid.uuid4())
+        self.aws_request_id = request_id or str(uuid.uuid4())
         self.log_group_name = os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME", "")
         self.log_stream_name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "")
 
@@ -100,7 +101,8 @@ def main(code_dir: str, handler_name: str) -> int:
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            result = handler(request["event"], Context(int(request["timeout_ms"])))
+            context = Context(int(request["timeout_ms"]), str(request.get("request_id") or ""))
+            result = handler(request["event"], context)
             reply: dict[str, object] = {"result": result}
         except Exception as exc:
             reply = {"error": _error(exc)}

@@ -6,7 +6,9 @@ but which refers to a replaced one (a subscription or event source mapping keeps
 queue); and it stops half-way on a failure, with no rollback. CloudFormation instead:
 
 1. creates, updates and replaces resources in dependency order; a resource whose properties refer to a
-   replaced resource is updated too, and replaced itself when such a property requires replacement;
+   replaced resource, or read an attribute an in-place update changed (``Fn::GetAtt Table.StreamArn`` once
+   the table's stream was turned off and on), is updated too, and replaced itself when such a property
+   requires replacement;
 2. refuses to replace a resource whose name the template sets and keeps ("CloudFormation cannot update a
    stack when a custom-named resource requires replacing");
 3. only when all of that succeeded, deletes the resources the template dropped and the ones replaced,
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +41,7 @@ REPLACING_PROPERTIES: dict[str, frozenset[str]] = {
     "AWS::DynamoDB::Table": frozenset({"TableName", "KeySchema"}),
     "AWS::Lambda::Function": frozenset({"FunctionName", "PackageType"}),
     "AWS::Lambda::EventSourceMapping": frozenset(
-        {"EventSourceArn", "StartingPosition", "SelfManagedEventSource"}
+        {"EventSourceArn", "StartingPosition", "StartingPositionTimestamp", "SelfManagedEventSource"}
     ),
     "AWS::IAM::Role": frozenset({"RoleName", "Path"}),
     "AWS::IAM::Policy": frozenset(),
@@ -122,6 +125,25 @@ def references(value: Any) -> set[str]:
     return {name for name in found if not name.startswith(PSEUDO_PARAMETER)}
 
 
+def attribute_reads(value: Any) -> Iterator[tuple[str, Any]]:
+    """Every ``(logical id, attribute)`` that ``value`` reads with ``Fn::GetAtt`` or ``Fn::Sub``."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "Fn::GetAtt":
+                yield tuple(item.split(".", 1)) if isinstance(item, str) else (item[0], item[1])  # type: ignore[misc]
+            elif key == "Fn::Sub":
+                text = item[0] if isinstance(item, list) else item
+                for name in SUB_VARIABLE.findall(str(text)):
+                    if "." in name:
+                        yield tuple(name.split(".", 1))  # type: ignore[misc]
+                yield from attribute_reads(item)
+            else:
+                yield from attribute_reads(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from attribute_reads(item)
+
+
 def dependency_order(resources: dict[str, Any]) -> list[str]:
     """The logical ids of ``resources``, each after every resource it refers to or ``DependsOn``."""
     ordered: list[str] = []
@@ -148,6 +170,14 @@ def _properties(spec: dict[str, Any]) -> dict[str, Any]:
     return spec.get("Properties") or {}
 
 
+def _attribute(resource: Any, name: str) -> Any:
+    """The ``Fn::GetAtt`` value ``name`` of ``resource``, or None where it has none (now)."""
+    try:
+        return resource.get_cfn_attribute(name)
+    except Exception:
+        return None
+
+
 @dataclass
 class _Step:
     kind: str  # "created", "replaced" or "updated"
@@ -164,6 +194,7 @@ class StackUpdate:
     parameters: dict[str, Any] | None
     steps: list[_Step] = field(default_factory=list)
     replaced: set[str] = field(default_factory=set)
+    changed_attributes: set[tuple[str, str]] = field(default_factory=set)  # (logical id, attribute)
     action: str = "UPDATE"  # what is being done to the current resource
     # (logical id, type, what the emulator does not model) for the stack's events
     notes: list[tuple[str, str, str]] = field(default_factory=list)
@@ -219,6 +250,7 @@ class StackUpdate:
             for name in set(old_properties) | set(new_properties)
             if old_properties.get(name) != new_properties.get(name)
             or references(new_properties.get(name)) & inputs
+            or set(attribute_reads(new_properties.get(name))) & self.changed_attributes
         }
         if not changed:
             return  # only its policies or metadata changed: nothing to do to the resource
@@ -242,7 +274,10 @@ class StackUpdate:
             return
         self.action = "UPDATE"
         self.steps.append(_Step("updated", logical_id, previous))  # undone even if it fails half-way
-        rm._parsed_resources[logical_id] = self._update_in_place(logical_id, spec, previous)
+        read = {attribute for target, attribute in attribute_reads(self.template) if target == logical_id}
+        before = {attribute: _attribute(previous, attribute) for attribute in read}
+        rm._parsed_resources[logical_id] = updated = self._update_in_place(logical_id, spec, previous)
+        self.changed_attributes |= {(logical_id, a) for a in read if _attribute(updated, a) != before[a]}
 
     def _update_in_place(self, logical_id: str, spec: dict[str, Any], previous: Any) -> Any:
         rm = self.resources

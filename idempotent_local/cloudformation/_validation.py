@@ -9,33 +9,13 @@ types declare exactly the attributes AWS has). A cycle between resources is refu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from moto.cloudformation import parsing
 from moto.cloudformation.exceptions import ValidationError
 from moto.cloudformation.models import Stack
 
-from idempotent_local.cloudformation._updates import SUB_VARIABLE, references
-
-
-def _get_atts(value: Any) -> Iterator[tuple[str, Any]]:
-    """Every ``(logical id, attribute)`` that ``value`` reads with ``Fn::GetAtt`` or ``Fn::Sub``."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "Fn::GetAtt":
-                yield tuple(item.split(".", 1)) if isinstance(item, str) else (item[0], item[1])  # type: ignore[misc]
-            elif key == "Fn::Sub":
-                text = item[0] if isinstance(item, list) else item
-                for name in SUB_VARIABLE.findall(str(text)):
-                    if "." in name:
-                        yield tuple(name.split(".", 1))  # type: ignore[misc]
-                yield from _get_atts(item)
-            else:
-                yield from _get_atts(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _get_atts(item)
+from idempotent_local.cloudformation._updates import attribute_reads, references
 
 
 def _cycle(resources: dict[str, Any]) -> list[str] | None:
@@ -73,7 +53,7 @@ def check(template: dict[str, Any]) -> None:
     resources = template.get("Resources") or {}
     if not isinstance(resources, dict):
         return
-    for target, attribute in _get_atts([resources, template.get("Outputs") or {}]):
+    for target, attribute in attribute_reads([resources, template.get("Outputs") or {}]):
         if target not in resources:
             raise ValidationError(
                 message=f"Template error: instance of Fn::GetAtt references undefined resource {target}"

@@ -1,5 +1,6 @@
 """``AWS::DynamoDB::Table``: moto 5.2.5 ignores TTL, point-in-time recovery and CloudFormation's shape of
-``SSESpecification``, and replaces the table on any update."""
+``SSESpecification``, replaces the table on any update, never turns its stream off, and answers
+``Fn::GetAtt StreamArn`` of a table without a stream."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class DynamoDbTable(MotoTable, CloudFormationModel):
     """``AWS::DynamoDB::Table``: moto's table plus TTL, point-in-time recovery and encryption, updated in
     place (a property the template no longer sets goes back to DynamoDB's default)."""
 
-    # Fn::GetAtt: moto's Arn and StreamArn, exactly AWS's.
+    # Fn::GetAtt: moto's Arn and StreamArn, exactly AWS's (StreamArn only while the stream is enabled).
 
     @staticmethod
     def cloudformation_name_type() -> str:
@@ -56,6 +57,29 @@ class DynamoDbTable(MotoTable, CloudFormationModel):
             table.name, {"PointInTimeRecoveryEnabled": as_bool(pitr.get("PointInTimeRecoveryEnabled", False))}
         )
         table.sse_specification = _encryption(props)
+
+    def get_cfn_attribute(self, attribute_name: str) -> Any:
+        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+
+        if attribute_name == "StreamArn" and self.stream_shard is None:
+            raise UnformattedGetAttTemplateException()  # CloudFormation: StreamArn needs StreamSpecification
+        return super().get_cfn_attribute(attribute_name)
+
+    @staticmethod
+    def _update_stream(table: MotoTable, props: dict[str, Any], account_id: str, region_name: str) -> None:
+        """The stream as ``StreamSpecification`` says: on, off, or (another ``StreamViewType``) off and on
+        again, since DynamoDB cannot change the view type of an enabled stream. Each enabling makes a new
+        stream, with a new ``StreamArn``."""
+        wanted = (props.get("StreamSpecification") or {}).get("StreamViewType")
+        enabled = table.stream_specification if table.stream_shard is not None else None
+        current = (enabled or {}).get("StreamViewType")
+        if wanted == current:
+            return
+        backend = dynamodb_backends[account_id][region_name]
+        if current:
+            backend.update_table_streams(table, {"StreamEnabled": False})
+        if wanted:
+            backend.update_table_streams(table, {"StreamEnabled": True, "StreamViewType": wanted})
 
     @classmethod
     def create_from_cloudformation_json(  # type: ignore[misc]
@@ -85,19 +109,18 @@ class DynamoDbTable(MotoTable, CloudFormationModel):
         props = properties(cloudformation_json)
         table = original_resource
         billing = "PAY_PER_REQUEST" if props.get("BillingMode") == "PAY_PER_REQUEST" else "PROVISIONED"
-        streams = props.get("StreamSpecification") or {}
         dynamodb_backends[account_id][region_name].update_table(
             name=table.name,
             attr_definitions=props.get("AttributeDefinitions", []),
             global_index=[],
             throughput=props.get("ProvisionedThroughput") or {},
             billing_mode=billing,
-            # Moto refuses to enable a stream twice; an existing stream is left as it is.
-            stream_spec={} if table.latest_stream_label else streams,
+            stream_spec={},  # see _update_stream
             deletion_protection_enabled=as_bool(props.get("DeletionProtectionEnabled", False)),
             warm_throughput=None,
         )
         cls._apply(table, props, account_id, region_name)
+        cls._update_stream(table, props, account_id, region_name)
         table.tags = [{"Key": k, "Value": v} for k, v in tags(props).items()]
         return original_resource
 
