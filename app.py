@@ -6,6 +6,7 @@
     npx cdk synth -c fifo=false -c dashboard=true -c tracing=true -c vpc=true -c customer_managed_keys=true
     npx cdk synth -c outbox=true                    # two hops: orders -> payments -> shipping
     npx cdk synth -c workflow=true                  # guarded mode starting a demo workflow once per message
+    npx cdk synth -c fifo=false -c mode=versioned -c version_field=updated_at   # the latest state per entity
 
 Every context key, the option it sets and its kind is in CONTEXT below (the runtime's settings come from their
 declarations in the contract, parsed as the function's environment is); values from ``-c`` arrive as strings

@@ -154,6 +154,7 @@ def requests_section(settings: Settings) -> list[Metric]:
         metrics.append(
             unmeasured(name, "requests", "Powertools", conflict_method, missing["document"], target)
         )
+    metrics += _versioned_requests()
     log("requests: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
     return metrics
 
@@ -211,6 +212,27 @@ def outbox_section(settings: Settings) -> list[Metric]:
     ]
     log("outbox: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
     return metrics
+
+
+def _versioned_requests() -> list[Metric]:
+    """versioned: DynamoDB requests per new / stale / duplicate / conflicting message (no reference: no
+    peer keeps the latest state per entity)."""
+    method = (
+        "DynamoDB requests the handler sent (botocore `before-send`) for a 10-message batch (10 groups) of "
+        "each kind, through a moto FIFO queue with real receipt handles; VERSION_FIELD=v, ON_CONFLICT="
+        "quarantine with a FIFO DLQ: new entities at version 2, then version 1 (stale), version 2 again "
+        "(duplicate), version 2 with other content (conflict, to the DLQ). From a standard queue a "
+        "quarantined conflict adds one PutItem (the quarantine record)"
+    )
+    target = Target("value", 1, "1 request")
+    names = [f"ddb_requests_per_{kind}_versioned" for kind in rb.VERSIONED_KINDS]
+    counts = rb.count_versioned_requests()
+    return [
+        Metric(
+            name, "requests", sum(by.values()) / 10, None, "none", method, target, {"ours_by_operation": by}
+        )
+        for name, by in zip(names, counts.values(), strict=True)
+    ]
 
 
 def latency_section(settings: Settings) -> tuple[list[Metric], dict[str, dict[int, float]]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import resource
 import statistics
@@ -217,17 +218,24 @@ class _FifoSource:
         self.keys = [(str(uuid.uuid4()), str(uuid.uuid4())) for _ in range(records)]
 
     def deliver(
-        self, name: str, handler: Any, amount_base: int, counters: Sequence[RequestCounter] = ()
+        self,
+        name: str,
+        handler: Any,
+        amount_base: int,
+        counters: Sequence[RequestCounter] = (),
+        body: Callable[[str, str, int], str] | None = None,
     ) -> list[dict[str, int]]:
-        """One batch of every key (amounts from ``amount_base``): the requests each counter saw meanwhile."""
+        """One batch of every key (amounts from ``amount_base``; ``body``: another message body of a key and
+        its number), each a new SQS message: the requests each counter saw meanwhile."""
         from benchmarks.events import message_body
         from idempotent_local.events import lambda_sqs_event
 
         for i, (x, y) in enumerate(self.keys):
             self.sqs.send_message(
                 QueueUrl=self.url,
-                MessageBody=message_body(x, y, amount_base + i),
+                MessageBody=(body or message_body)(x, y, amount_base + i),
                 MessageGroupId=f"g{i % self.groups}",
+                MessageDeduplicationId=str(uuid.uuid4()),
             )
         messages: list[dict[str, Any]] = []
         while len(messages) < self.records:
@@ -319,6 +327,52 @@ def count_conflict_requests(
                 )
             )
     return out
+
+
+VERSIONED_KINDS = ("new_message", "stale", "duplicate", "conflict")
+
+
+def count_versioned_requests(*, records: int = 10, groups: int = 10) -> dict[str, dict[str, int]]:
+    """Versioned mode (``VERSION_FIELD=v``, a FIFO DLQ, ``ON_CONFLICT=quarantine``): the DynamoDB requests of
+    a batch of each kind of :data:`VERSIONED_KINDS` through a moto FIFO queue - new entities at version 2,
+    then version 1 (stale), version 2 again (duplicates), version 2 with other content (conflicts,
+    quarantined). Raises BenchmarkError unless each batch has the expected outcome in the table and DLQ."""
+    from idempotent_runtime.clients import create_client
+    from idempotent_runtime.config import Config
+    from idempotent_runtime.flow import build_handler
+
+    from benchmarks.contenders import create_our_table
+
+    def state(name: str, version: int) -> Callable[[str, str, int], str]:
+        return lambda x, y, _: json.dumps({"x": x, "y": y, "v": version, "name": name})
+
+    with moto_backend():
+        sqs = create_client("sqs")
+        source = _FifoSource(sqs, records, groups)
+        dlq = sqs.create_queue(QueueName="bench-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        dynamodb = create_client("dynamodb")
+        create_our_table(dynamodb, "bench-versioned")
+        config = Config(
+            table_name="bench-versioned",
+            mode="versioned",
+            version_field="v",
+            dlq_url=dlq,
+            function_name="bench-consumer",
+        )
+        handler = build_handler(config, dynamodb_client=dynamodb, sqs_client=sqs)
+        counter = RequestCounter(dynamodb)
+        counts = {}
+        for kind, body in zip(
+            VERSIONED_KINDS, (state("a", 2), state("b", 1), state("a", 2), state("c", 2)), strict=True
+        ):
+            (counts[kind],) = source.deliver(f"ours (versioned, {kind})", handler, 0, [counter], body)
+        counter.detach()
+        items = dynamodb.scan(TableName="bench-versioned")["Items"]
+        dead = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])
+        in_dlq = int(dead["Attributes"]["ApproximateNumberOfMessages"])
+    if sorted(item["name"]["S"] + item["v"]["N"] for item in items) != ["a2"] * records or in_dlq != records:
+        raise BenchmarkError(f"versioned mode left {len(items)} items and {in_dlq} DLQ messages")
+    return counts
 
 
 # --- 2. batch latency with a fixed injected latency per request ----------------------------------------

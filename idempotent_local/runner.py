@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
+from idempotent_runtime.contract import OUTCOME_METRIC, Outcome
 
 from idempotent_local import streams
 from idempotent_local.emulator import Emulator
@@ -141,10 +142,13 @@ class StreamMapping:
         return f"{self.stream_arn} -> {self.function_name} ({', '.join(settings)})"
 
 
-# A record's final outcome in the runner's accounts: the runtime's four (contract.Outcome), or "succeeded"
-# for a function that does not say (no Embedded Metric Format line).
-OUTCOMES = ("processed", "duplicate", "quarantined", "failed", "succeeded")
-_METRIC_OUTCOME = {"processed": "processed", "duplicates": "duplicate", "quarantined": "quarantined"}
+# A record's final outcome in the runner's accounts: the runtime's (contract.Outcome), or "succeeded" for a
+# function that does not say (no Embedded Metric Format line).
+OUTCOMES = (*(outcome.value for outcome in Outcome), "succeeded")
+# The batch counters that name an outcome (a failed record is known from the batch item failures).
+_METRIC_OUTCOME = {
+    metric.value: outcome.value for outcome, metric in OUTCOME_METRIC.items() if outcome != Outcome.FAILED
+}
 
 
 def _plural(n: int, one: str, many: str | None = None) -> str:
@@ -180,14 +184,19 @@ class Stats:
         return len(self.message_ids)
 
     def totals(self) -> dict[str, int]:
-        counts = dict.fromkeys(OUTCOMES, 0)
+        """Messages by last outcome; ``stale`` (versioned mode's) only when a message was."""
+        counts = {name: 0 for name in OUTCOMES if name != Outcome.STALE}
         for outcome in self.outcomes.values():
-            counts[outcome] += 1
+            counts[outcome] = counts.get(outcome, 0) + 1
         return counts
 
     def describe_totals(self) -> str:
         counts = self.totals()
-        parts = [f"{counts[name]} {name}" for name in OUTCOMES if counts[name] or name != "succeeded"]
+        parts = [
+            f"{counts[name]} {name}"
+            for name in OUTCOMES
+            if name in counts and (counts[name] or name != "succeeded")
+        ]
         conflicts = int(self.metrics.get("conflicts", 0))
         records = len(self.stream_records)
         kinds = ((len(self.outcomes) - records, "message"), (records, "stream record"))

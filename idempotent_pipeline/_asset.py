@@ -8,12 +8,14 @@ import ast
 import atexit
 import hashlib
 import importlib.util
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import tokenize
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -479,18 +481,33 @@ def _runtime_modules_imported(files: Iterable[tuple[Path, PurePosixPath]]) -> se
 # The outbox ships with a consumer that emits; the relay's module with the relay function only.
 EMITTING = "outbox"
 RELAY = "relay"
+_MODE_IMPORT = re.compile(r"^from idempotent_runtime\.modes\.(\w+) import", re.MULTILINE)
+
+
+def mode_modules(mode: Mode) -> set[str]:
+    """The modules of ``modes/`` a function of ``mode`` imports: the mode's own and those of the modes it
+    builds on, as its module's imports name them (versioned mode builds on document mode's)."""
+    found: set[str] = set()
+    wanted = [mode.value]
+    while wanted:
+        name = wanted.pop()
+        if name in found or name not in {m.value for m in Mode}:
+            continue
+        found.add(name)
+        wanted += _MODE_IMPORT.findall((runtime_source() / "modes" / f"{name}.py").read_text())
+    return found
 
 
 def runtime_files(
     mode: Mode | None, wanted: set[str], emits: bool = False
 ) -> list[tuple[Path, PurePosixPath]]:
     """The runtime's files the function runs: without :data:`NOT_RUN_BY_THE_FUNCTION` (unless ``wanted``)
-    and without the modules of the modes it does not run (``modes/<mode>.py``; all of them when the user's
+    and without the modules of the modes it does not run (:func:`mode_modules`; all of them when the user's
     code names ``records``, which works with any mode); with the outbox when it ``emits``. ``mode`` None: the
     relay function's, the modules the relay imports."""
     if mode is None:
         return relay_files()
-    skipped_modes = set() if "records" in wanted else {other.value for other in Mode if other != mode}
+    skipped_modes = set() if "records" in wanted else {m.value for m in Mode} - mode_modules(mode)
     skipped = {RELAY} if emits else {RELAY, EMITTING}
     return [
         (source, PurePosixPath(RUNTIME_PACKAGE) / relative)
@@ -561,14 +578,39 @@ def stage_asset(
     staging = Path(tempfile.mkdtemp(prefix="idempotent-pipeline-asset-"))
     atexit.register(shutil.rmtree, staging, True)
     made: set[Path] = set()
-    for files in parts.values():  # later parts win: the runtime over everything
+    for part, files in parts.items():  # later parts win: the runtime over everything
         for source, relative in files:
             destination = staging / relative
             if destination.parent not in made:
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 made.add(destination.parent)
             _place(source, destination)
+            if part == "runtime" and relative.suffix == ".py":
+                destination.unlink()  # a link to the package's file: never written through
+                destination.write_text(without_docs(source.read_text(encoding="utf-8")), encoding="utf-8")
     return str(staging), left_out
+
+
+def without_docs(source: str) -> str:
+    """``source`` without its docstrings and comments, each line where it was: the runtime as the function
+    runs it is a third smaller zipped, and a traceback's line numbers are those of the package's source."""
+    lines = source.splitlines(keepends=True)
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        first = body[0] if body else None
+        if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
+            continue
+        start, end = first.lineno, first.end_lineno or first.lineno
+        head, tail = lines[start - 1][: first.col_offset], lines[end - 1][first.end_col_offset :]
+        if isinstance(first.value.value, str) and not head.strip() and not tail.strip():
+            lines[start - 1 : end] = [head + '""\n'] + ["\n"] * (end - start)
+    for token in tokenize.generate_tokens(io.StringIO("".join(lines)).readline):
+        if token.type == tokenize.COMMENT:
+            row, column = token.start
+            lines[row - 1] = lines[row - 1][:column].rstrip() + "\n"
+    return "".join(lines)
 
 
 def _place(source: Path, destination: Path) -> None:

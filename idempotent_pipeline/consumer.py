@@ -210,11 +210,7 @@ class ConsumerProps:
     @property
     def lifetime(self) -> Any:
         """The lifetime that recognises duplicates in this mode (None: never)."""
-        document = self.mode == Mode.DOCUMENT
-        return (
-            self.settings[(contract.DOCUMENT_TTL_SECONDS if document else contract.DEDUP_TTL_SECONDS).name]
-            or None
-        )
+        return self.settings[contract.recognising_lifetime(self.mode).name] or None
 
     @property
     def arrival_window(self) -> Any:
@@ -414,7 +410,7 @@ RULES: tuple[Rule[ConsumerProps], ...] = (
     Rule(
         lambda p: short_lifetime(p.lifetime, p.arrival_window),
         lambda p: (
-            f"{_OPTIONS}{'document_ttl' if p.mode == Mode.DOCUMENT else 'dedup_ttl'} ({p.lifetime} "
+            f"{contract.recognising_lifetime(p.mode).option} ({p.lifetime} "
             f"seconds) is shorter than the time a duplicate can still arrive from queue {p.queue.node.path} "
             f"({arrival_window(p.facts)[1]}): a redelivery after its record expired is processed again; make "
             f"it at least {p.arrival_window} seconds, or None (never expire)"
@@ -896,6 +892,11 @@ class IdempotentConsumer(Construct):
     def metric_quarantined(self, **options: Any) -> cloudwatch.IMetric:
         """Records sent to the dead-letter queue with a reason."""
         return self.metric(Metric.QUARANTINED, **options)
+
+    def metric_stale(self, **options: Any) -> cloudwatch.IMetric:
+        """Versioned mode: records older than the version their entity holds (nothing written, not
+        dead-lettered)."""
+        return self.metric(Metric.STALE, **options)
 
     def metric_misconfigured(self, **options: Any) -> cloudwatch.IMetric:
         """Records failed because the deployment is wrong (counted within ``failed``)."""

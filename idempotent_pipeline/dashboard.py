@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
+from idempotent_runtime.contract import Mode
 
 from idempotent_pipeline._alarms import ONE_MINUTE
 from idempotent_pipeline.consumer import IdempotentConsumer
@@ -44,6 +45,7 @@ class PipelineDashboard(Construct):
                 left=[
                     consumer.metric_processed(label="processed"),
                     consumer.metric_duplicates(label="duplicates"),
+                    *([consumer.metric_stale(label="stale")] if consumer.mode == Mode.VERSIONED else []),
                     consumer.metric_quarantined(label="quarantined"),
                     consumer.metric_failed(label="failed"),
                 ],

@@ -151,8 +151,9 @@ class ConsumerOptions:
 
     mode: Mode | str = contract.IDEMPOTENCY_MODE.default
     """``document`` (one conditional put of the message's document), ``transaction`` (your writes and an
-    idempotency marker in one transaction) or ``guarded`` (a fenced lease around an effect outside
-    DynamoDB). Default: ``document``."""
+    idempotency marker in one transaction), ``guarded`` (a fenced lease around an effect outside
+    DynamoDB) or ``versioned`` (the latest state per entity: one put, conditional on a newer version; needs
+    ``version_field``). Default: ``document``."""
 
     key_source: KeySource | str = contract.KEY_SOURCE.default
     """Where a record's idempotency key comes from: ``fields`` (two body fields), ``dedup_id`` (the FIFO
@@ -200,6 +201,14 @@ class ConsumerOptions:
     lease_margin: Duration = DEFAULT_LEASE_MARGIN
     """Guarded mode: a claim is recorded as held this much longer than its owner uses it, so a clock that
     runs ahead elsewhere cannot take over a live claim. Default: 10 seconds."""
+
+    version_field: str | None = None
+    """Versioned mode (required there): the body field (a dotted path) holding each message's version, a
+    number or an RFC 3339 timestamp with its UTC offset. Default: none."""
+
+    tombstone_ttl: Duration | None = None
+    """Versioned mode: lifetime of a deleted entity's tombstone (an older version arriving after it expired
+    creates the entity again). None (or 0 seconds, as the runtime's 0): never expire. Default: None."""
 
     processor: str | None = None
     """Your function, ``module:function`` (or ``module:Class.method``), in ``code_directory``; checked at

@@ -142,5 +142,8 @@ class IdempotentPipeline(Construct):
     def metric_misconfigured(self, **options: Any) -> cloudwatch.IMetric:
         return self.consumer.metric_misconfigured(**options)
 
+    def metric_stale(self, **options: Any) -> cloudwatch.IMetric:
+        return self.consumer.metric_stale(**options)
+
     def metric_duplicate_rate(self, **options: Any) -> cloudwatch.IMetric:
         return self.consumer.metric_duplicate_rate(**options)

@@ -22,6 +22,7 @@ class State(StrEnum):
     DONE = "done"  # processed before: the redriven message is a duplicate (--force processes it again)
     CONFLICT = "conflict"  # done with a different payload: quarantined again, or a duplicate (ON_CONFLICT)
     IN_PROGRESS = "in_progress"  # guarded: a claim is held; the redriven message waits for it
+    STALE = "stale"  # versioned: the key holds a newer version; the redriven message writes nothing
     INVALID = "invalid"  # the consumer cannot key it: it comes back to the DLQ
 
 
@@ -32,6 +33,7 @@ MEANING = {
     State.CONFLICT: "conflict: done with a different payload; a redrive is quarantined again or counted as a "
     "duplicate, per ON_CONFLICT (--force replaces the stored outcome)",
     State.IN_PROGRESS: "in progress: a claim on the key is held; a redrive waits for it",
+    State.STALE: "stale: the key holds a newer version; a redrive writes nothing (counted stale)",
     State.INVALID: "invalid: the consumer cannot key it; a redrive sends it back to the DLQ",
 }
 # States whose record --force deletes before the redrive.
@@ -42,6 +44,7 @@ FORGET_MEANING = {
     "document": "the stored document is deleted; the redriven message stores its own",
     "transaction": "the marker is deleted; the processor's writes apply again",
     "guarded": "the completed record is deleted; the processor's effect runs again",
+    "versioned": "the stored state is deleted; the redriven message stores its own version",
 }
 
 

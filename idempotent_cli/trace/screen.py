@@ -53,11 +53,14 @@ def meaning(record: Record, keys: KeyTable) -> str:
             else "quarantined to the dead-letter queue as a conflict"
         )
         return f"done with another payload: a delivery of this body is {per_policy} (ON_CONFLICT)"
+    if state == "stale":
+        return "holds a newer version: a delivery of this body is stale, it writes nothing"
     if state in ("stored", "completed"):
         done = {
             "document": "the document is in the table",
             "transaction": "the marker of its transaction is in the table",
             "guarded": "the processor ran for it",
+            "versioned": "this version of the entity's state is in the table",
         }.get(mode, "done")
         same = " (the same payload as this body)" if record.message_fingerprint else ""
         return f"{done}{same}; a delivery of this key is a duplicate, with another payload a conflict"

@@ -37,6 +37,8 @@ class Config:
     dlq_url: str | None = None
     lease_seconds: int | None = None
     lease_margin_seconds: int = c.LEASE_MARGIN_SECONDS.default
+    version_field: str | None = None
+    tombstone_ttl_seconds: int = c.TOMBSTONE_TTL_SECONDS.default
     max_workers: int = c.MAX_WORKERS.default
     log_level: LogLevel = c.LOG_LEVEL.default
     max_receive_count: int | None = None

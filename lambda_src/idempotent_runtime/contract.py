@@ -30,6 +30,7 @@ class Mode(StrEnum):
     DOCUMENT = "document"  # one conditional PutItem of the document the message describes
     TRANSACTION = "transaction"  # the processor's writes and a marker in one TransactWriteItems
     GUARDED = "guarded"  # effects outside DynamoDB behind a fenced lease
+    VERSIONED = "versioned"  # the latest state per entity: a conditional PutItem if the version is newer
 
 
 class KeySource(StrEnum):
@@ -70,10 +71,11 @@ class LogLevel(StrEnum):
 
 
 class Outcome(StrEnum):
-    """The one final outcome of a record in an invocation; the four add up to the batch size."""
+    """The one final outcome of a record in an invocation; the five add up to the batch size."""
 
     PROCESSED = "processed"  # this invocation applied the effect
     DUPLICATE = "duplicate"  # the key was already done with the same payload (or conflicts are duplicates)
+    STALE = "stale"  # versioned: the key holds a newer version; nothing written, not dead-lettered
     QUARANTINED = "quarantined"  # sent to the DLQ with a reason; deleted from the source queue
     FAILED = "failed"  # reported as a batch item failure: SQS delivers it again
 
@@ -81,9 +83,9 @@ class Outcome(StrEnum):
 class Metric(StrEnum):
     """The Embedded Metric Format counters of one batch (unit Count, dimension FunctionName).
 
-    The first four count outcomes and add up to the batch size; ``conflicts`` and ``misconfigured`` count
-    records that also have one of those outcomes (a conflict is quarantined or a duplicate, a record failed
-    because of the deployment is failed).
+    The outcome counters (``processed``, ``duplicates``, ``stale``, ``quarantined``, ``failed``) add up to
+    the batch size; ``conflicts`` and ``misconfigured`` count records that also have one of those outcomes
+    (a conflict is quarantined or a duplicate, a record failed because of the deployment is failed).
     """
 
     PROCESSED = "processed"
@@ -92,14 +94,26 @@ class Metric(StrEnum):
     FAILED = "failed"
     CONFLICTS = "conflicts"
     MISCONFIGURED = "misconfigured"
+    STALE = "stale"
 
 
 OUTCOME_METRIC = {
     Outcome.PROCESSED: Metric.PROCESSED,
     Outcome.DUPLICATE: Metric.DUPLICATES,
+    Outcome.STALE: Metric.STALE,
     Outcome.QUARANTINED: Metric.QUARANTINED,
     Outcome.FAILED: Metric.FAILED,
 }
+# Counters only one mode can move: the other modes leave them out of their metric lines (each metric a
+# function reports is a CloudWatch custom metric, paid for per month).
+MODE_METRICS = {Metric.STALE: Mode.VERSIONED}
+
+
+def metrics_of(mode: Mode) -> tuple[Metric, ...]:
+    """The counters of ``mode``'s metric lines, in :class:`Metric` order."""
+    return tuple(metric for metric in Metric if MODE_METRICS.get(metric, mode) == mode)
+
+
 # The one dimension of every metric: the runtime writes the function's name under it, the constructs' alarms
 # and dashboard read it.
 METRICS_DIMENSION = "FunctionName"
@@ -119,6 +133,7 @@ class DeadLetterKind(StrEnum):
 
 TABLE_ACTIONS: dict[Mode, tuple[str, ...]] = {
     Mode.DOCUMENT: ("dynamodb:PutItem",),
+    Mode.VERSIONED: ("dynamodb:PutItem",),
     Mode.GUARDED: ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
     Mode.TRANSACTION: (
         "dynamodb:PutItem",
@@ -161,6 +176,12 @@ LEASE_ATTRIBUTE = ATTRIBUTE_PREFIX + "lease_expires_at"
 RESULT_ATTRIBUTE = ATTRIBUTE_PREFIX + "result"
 MESSAGE_ID_ATTRIBUTE = ATTRIBUTE_PREFIX + "message_id"
 REASON_ATTRIBUTE = ATTRIBUTE_PREFIX + "reason"
+# versioned mode: the state's version in one comparable form (N, or S for a timestamp: UTC, fixed width), and
+# true on a tombstone (the state of a deleted entity, kept so that older versions stay stale).
+VERSION_ATTRIBUTE = ATTRIBUTE_PREFIX + "version"
+DELETED_ATTRIBUTE = ATTRIBUTE_PREFIX + "deleted"
+# versioned mode: a message whose body has this top-level field set to JSON true is a tombstone.
+TOMBSTONE_FIELD = "deleted"
 
 
 class GuardedStatus(StrEnum):
@@ -565,6 +586,24 @@ LEASE_MARGIN_SECONDS = Variable(
     "ConsumerOptions.lease_margin",
     only=(_MODE, Mode.GUARDED),
 )
+# -- versioned mode: the latest state per entity ---------------------------------------------------------
+VERSION_FIELD = Variable(
+    "VERSION_FIELD",
+    FieldPath(),
+    "the body field of each message's version: a number, or an RFC 3339 timestamp with its UTC offset; "
+    "required",
+    option="ConsumerOptions.version_field",
+    only=(_MODE, Mode.VERSIONED),
+)
+TOMBSTONE_TTL_SECONDS = Variable(
+    "TOMBSTONE_TTL_SECONDS",
+    Lifetime(NEVER),
+    "lifetime of a deleted entity's tombstone (never: an older version of it stays stale for good)",
+    NEVER,
+    "ConsumerOptions.tombstone_ttl",
+    only=(_MODE, Mode.VERSIONED),
+)
+# -------------------------------------------------------------------------------------------------------
 MAX_WORKERS = Variable(
     "MAX_WORKERS",
     IntRange(1, 64),
@@ -617,6 +656,16 @@ RETIRED_VARIABLES: dict[str, str] = {
     ),
 }
 
+
+def recognising_lifetime(mode: Mode) -> Variable:
+    """The lifetime of what ``mode`` recognises a repeated message by: a document's; in versioned mode a
+    tombstone's (a state never expires; an older version of a deleted entity is stale while its tombstone
+    lasts); else the idempotency records'."""
+    return {Mode.DOCUMENT: DOCUMENT_TTL_SECONDS, Mode.VERSIONED: TOMBSTONE_TTL_SECONDS}.get(
+        mode, DEDUP_TTL_SECONDS
+    )
+
+
 # --- settings that cannot work together ------------------------------------------------------------------
 
 
@@ -653,19 +702,25 @@ def _too_long(prefix: str) -> bool:
         return True
 
 
-def _document(mode: Any, source: Any) -> bool:
-    return mode == Mode.DOCUMENT and source == KeySource.FIELDS
+# Modes whose record is the message's document (the body, or what the processor returns): the processor is
+# optional, and the document's field names meet the table's attribute names.
+STORING_MODES = frozenset({Mode.DOCUMENT, Mode.VERSIONED})
+
+
+def _stores_fields(mode: Any, source: Any) -> bool:
+    return mode in STORING_MODES and source == KeySource.FIELDS
 
 
 # Half the partition key stays for the key's own value.
 MAX_KEY_PREFIX_BYTES = MAX_PARTITION_KEY_BYTES // 2
-_FIELDS = {"PARTITION_KEY_FIELD": "PARTITION_KEY", "SORT_KEY_FIELD": "SORT_KEY"}
+# The body fields a storing mode reads, each with the table attribute that may hold its very value.
+_FIELDS = {"PARTITION_KEY_FIELD": "PARTITION_KEY", "SORT_KEY_FIELD": "SORT_KEY", "VERSION_FIELD": None}
 _HOLDS = {
     "PARTITION_KEY": ("partition key", "the key's prefixed partition value"),
     "SORT_KEY": ("sort key", "the key's sort value"),
     "TTL_ATTRIBUTE": ("TTL", "the document's expiry"),
 }
-_DOCUMENT = "in {n[IDEMPOTENCY_MODE]} 'document'"
+_DOCUMENT = "in {n[IDEMPOTENCY_MODE]} {v[IDEMPOTENCY_MODE]}"
 _MODE_SOURCE = ("IDEMPOTENCY_MODE", "KEY_SOURCE")
 
 SETTINGS_RULES: tuple[SettingsRule, ...] = (
@@ -683,7 +738,7 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
     ),
     SettingsRule(
         ("IDEMPOTENCY_MODE", "PROCESSOR"),
-        lambda mode, processor: mode != Mode.DOCUMENT and processor is None,
+        lambda mode, processor: mode not in STORING_MODES and processor is None,
         "{n[PROCESSOR]} is required with {n[IDEMPOTENCY_MODE]} {v[IDEMPOTENCY_MODE]}",
     ),
     SettingsRule(
@@ -709,9 +764,37 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
         "{n[FINGERPRINT_FIELDS]} and {n[FINGERPRINT_EXCLUDE]} cannot both be set; got "
         "{v[FINGERPRINT_FIELDS]} and {v[FINGERPRINT_EXCLUDE]}",
     ),
+    # -- versioned mode --------------------------------------------------------------------------------
+    SettingsRule(
+        ("IDEMPOTENCY_MODE", "VERSION_FIELD"),
+        lambda mode, field: mode == Mode.VERSIONED and field is None,
+        "{n[VERSION_FIELD]} is required with {n[IDEMPOTENCY_MODE]} 'versioned': the body field that holds "
+        "each message's version",
+    ),
+    SettingsRule(
+        ("IDEMPOTENCY_MODE", "VERSION_FIELD"),
+        lambda mode, field: mode != Mode.VERSIONED and field is not None,
+        "{n[VERSION_FIELD]} applies only to {n[IDEMPOTENCY_MODE]} 'versioned'; got {n[IDEMPOTENCY_MODE]} "
+        "{v[IDEMPOTENCY_MODE]} with {n[VERSION_FIELD]} {v[VERSION_FIELD]}",
+    ),
+    SettingsRule(
+        _MODE_SOURCE,
+        lambda mode, source: mode == Mode.VERSIONED and source != KeySource.FIELDS,
+        "{n[KEY_SOURCE]} {v[KEY_SOURCE]} cannot be used with {n[IDEMPOTENCY_MODE]} 'versioned': a key from "
+        "a message's ids or content makes every version an entity of its own, never compared with another; "
+        "key the entity by its body fields ({n[KEY_SOURCE]} 'fields')",
+    ),
+    SettingsRule(
+        ("IDEMPOTENCY_MODE", "VERSION_FIELD", "PARTITION_KEY_FIELD", "SORT_KEY_FIELD"),
+        lambda mode, version, *keys: mode == Mode.VERSIONED and version in keys,
+        "{n[VERSION_FIELD]} {v[VERSION_FIELD]} is one of the key fields ({n[PARTITION_KEY_FIELD]} "
+        "{v[PARTITION_KEY_FIELD]}, {n[SORT_KEY_FIELD]} {v[SORT_KEY_FIELD]}): every version would be an "
+        "entity of its own; the version is another field of the entity's body",
+    ),
+    # ---------------------------------------------------------------------------------------------------
     SettingsRule(
         (*_MODE_SOURCE, "KEY_PREFIX", "PARTITION_KEY_FIELD", "PARTITION_KEY"),
-        lambda mode, source, prefix, field, name: _document(mode, source) and prefix and field == name,
+        lambda mode, source, prefix, field, name: _stores_fields(mode, source) and prefix and field == name,
         "{n[KEY_PREFIX]} {v[KEY_PREFIX]} cannot be used with {n[PARTITION_KEY_FIELD]} "
         f"{{v[PARTITION_KEY_FIELD]}} {_DOCUMENT}: the field is the table's partition key attribute "
         "({n[PARTITION_KEY]}), which holds the prefix + its value, so every message would be refused; "
@@ -721,7 +804,8 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
         SettingsRule(
             (*_MODE_SOURCE, field, attribute),
             lambda mode, source, path, name, own=own == attribute: (
-                _document(mode, source)
+                _stores_fields(mode, source)
+                and isinstance(path, str)
                 and path.split(FIELD_PATH_SEPARATOR)[0] == name
                 and (not own or path != name)
             ),
@@ -735,7 +819,9 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
     *(
         SettingsRule(
             (*_MODE_SOURCE, field),
-            lambda mode, source, path: _document(mode, source) and path.startswith(ATTRIBUTE_PREFIX),
+            lambda mode, source, path: (
+                _stores_fields(mode, source) and isinstance(path, str) and path.startswith(ATTRIBUTE_PREFIX)
+            ),
             f"{{n[{field}]}} {{v[{field}]}} begins with {ATTRIBUTE_PREFIX!r}, the runtime's attribute "
             f"names: {_DOCUMENT} every message would be refused",
         )

@@ -51,14 +51,22 @@ class Conflict(PermanentError):
     kind = DeadLetterKind.CONFLICT
 
     def __init__(
-        self, key: object, fingerprint: str, stored_fingerprint: str, *, claimed: bool = False
+        self,
+        key: object,
+        fingerprint: str,
+        stored_fingerprint: str,
+        *,
+        claimed: bool = False,
+        version: str | None = None,
     ) -> None:
         if claimed:
-            state = "claimed by another payload whose effect may have run"
+            state = "is claimed by another payload whose effect may have run"
+        elif version is not None:  # versioned mode: the same version, another state
+            state = f"holds version {version} with another payload"
         else:
-            state = "already done with another payload"
+            state = "is already done with another payload"
         super().__init__(
-            f"conflict: key {key} is {state} (fingerprint {stored_fingerprint}), "
+            f"conflict: key {key} {state} (fingerprint {stored_fingerprint}), "
             f"this message's fingerprint is {fingerprint}"
         )
         self.key = key

@@ -22,6 +22,7 @@ from idempotent_runtime.contract import (
     Metric,
     Outcome,
     check_settings,
+    metrics_of,
 )
 from idempotent_runtime.errors import (
     ConfigurationError,
@@ -102,8 +103,10 @@ def raised_in(exc: BaseException) -> dict[str, Any]:
 _OUTCOME_COUNTER = {outcome: metric.value for outcome, metric in OUTCOME_METRIC.items()}
 _CONFLICTS = Metric.CONFLICTS.value
 _MISCONFIGURED = Metric.MISCONFIGURED.value
-# Outcomes logged only at DEBUG (unless the record was a conflict).
-_QUIET = frozenset({Outcome.PROCESSED, Outcome.DUPLICATE})
+# The level of a record's line by outcome (a conflict's is WARNING whatever its outcome): the common ones at
+# DEBUG; a stale record at INFO, a line at the default level that says which version it lost to (stale
+# deliveries are expected from standard queues: LOG_LEVEL=WARNING drops them, the metric still counts).
+_LEVEL = {Outcome.PROCESSED: LogLevel.DEBUG, Outcome.DUPLICATE: LogLevel.DEBUG, Outcome.STALE: LogLevel.INFO}
 
 
 class Consumer:
@@ -151,6 +154,7 @@ class Consumer:
             config, self.dynamodb, processor, clock=clock, calls=self.calls, warn=self.log.warn
         )
         self.mode_name = self.mode.name.value
+        self.metric_names = tuple(metric.value for metric in metrics_of(self.mode.name))
         self.key_of = KeyBuilder(config, sort_reserve=self.mode.sort_reserve)
         self.quarantine = (
             Quarantine(config, self.sqs, self.dynamodb, calls=self.calls, clock=clock)
@@ -201,6 +205,7 @@ class Consumer:
                 self.config.metrics_namespace,
                 self.config.function_name,
                 counts,
+                self.metric_names,
                 records=len(results),
                 groups=groups,
                 duration_ms=round((time.monotonic() - started) * 1000, 1),
@@ -231,7 +236,7 @@ class Consumer:
             return self._failure(message, exc)
         if done.conflict is not None:  # ON_CONFLICT=duplicate
             return RecordResult(message, Outcome.DUPLICATE, done.conflict.reason, conflict=True)
-        return RecordResult(message, done.outcome, result=done.result)
+        return RecordResult(message, done.outcome, done.reason, result=done.result)
 
     def _failure(self, message: Message, exc: Exception) -> RecordResult:
         failure = classify(exc, Resource.TABLE)
@@ -334,13 +339,12 @@ class Consumer:
         )
 
     def _log(self, result: RecordResult) -> None:
-        quiet = result.outcome in _QUIET and not result.conflict
-        if quiet and not self._debug:
+        level = LogLevel.WARNING if result.conflict else _LEVEL.get(result.outcome, LogLevel.WARNING)
+        if level is LogLevel.DEBUG and not self._debug:
             return  # the common case: not logged at the default level
-        # A log line that cannot be written must not change the record's outcome (nor raise into the batch).
-        level = LogLevel.DEBUG if quiet else LogLevel.WARNING
         if result.notes and RAISED_TRACEBACK in result.notes:
             level = LogLevel.ERROR
+        # A log line that cannot be written must not change the record's outcome (nor raise into the batch).
         with contextlib.suppress(Exception):
             self._emit(result, level)
 

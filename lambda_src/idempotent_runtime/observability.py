@@ -8,7 +8,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from idempotent_runtime.contract import METRICS_DIMENSION, LogLevel, Metric
@@ -59,13 +59,14 @@ def emf_line(
     namespace: str,
     function_name: str,
     counts: Mapping[str, int],
+    names: Sequence[str] = _METRIC_NAMES,
     timestamp_ms: int | None = None,
-    names: tuple[str, ...] = _METRIC_NAMES,
     **summary: Any,
 ) -> str:
-    """A CloudWatch Embedded Metric Format document with the batch's counters (``names``: every
-    :class:`Metric`; the relay's are :class:`RelayMetric`), dimension FunctionName; ``summary`` fields
-    (records, groups, duration_ms) ride along as log fields."""
+    """A CloudWatch Embedded Metric Format document with the batch's counters ``names`` (default: every
+    :class:`Metric`; a consumer writes its mode's, ``contract.metrics_of``; the relay its
+    :class:`RelayMetric`), dimension FunctionName; ``summary`` fields (records, groups, duration_ms) ride
+    along as log fields."""
     document: dict[str, Any] = {
         "_aws": {
             "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,

@@ -47,9 +47,11 @@ __all__ = ["Inspection", "RecordState", "forget", "inspect", "key_of"]
 class Inspection:
     """``state``: ``new`` (a delivery would process it), ``done`` (a duplicate), ``conflict`` (the key is done
     with another payload, or guarded: held by another payload's expired claim; ``stored_fingerprint``
-    differs from ``fingerprint``), ``in_progress`` (guarded: a live claim), ``invalid`` (the message cannot
-    be keyed: ``key`` is None and ``reason`` says why). ``location`` is the DynamoDB key of the key's
-    idempotency record (transaction mode: its marker), ``item`` that record as read (``{}``: none)."""
+    differs from ``fingerprint``), ``in_progress`` (guarded: a live claim), ``stale`` (versioned: the key
+    holds a newer version), ``invalid`` (the message cannot be keyed: ``key`` is None and ``reason`` says
+    why; versioned: or its version cannot be compared with the stored one). ``location`` is the DynamoDB
+    key of the key's idempotency record (transaction mode: its marker), ``item`` that record as read
+    (``{}``: none)."""
 
     key: Key | None
     fingerprint: str | None
@@ -91,7 +93,7 @@ def inspect(
 
     ``compare_payload=False`` is for a record that only carries the key (an operator asking about a key, not
     a message): the stored record is judged as a delivery of its own payload would see it, so the state is
-    never ``conflict``."""
+    never ``conflict`` (nor, in versioned mode, ``stale``)."""
     mode = _mode(config, dynamodb_client)
     message = Message(record)
     try:
@@ -104,7 +106,12 @@ def inspect(
     response = dynamodb_client.get_item(TableName=config.table_name, Key=location, ConsistentRead=True)
     item = response.get("Item") or {}
     judged = fingerprint if compare_payload else (text_of(item, FINGERPRINT_ATTRIBUTE) or fingerprint)
-    state, stored = mode.state(item, judged, time.time() if now is None else now)
+    try:
+        state, stored = mode.delivery_state(
+            message if compare_payload else None, item, judged, time.time() if now is None else now
+        )
+    except InvalidMessage as exc:  # versioned: a version a delivery would be quarantined for
+        return Inspection(key, fingerprint, RecordState.INVALID, None, exc.reason, location, item)
     reason = (
         "the key is held by an item that is not an idempotency record"
         if state == RecordState.INVALID

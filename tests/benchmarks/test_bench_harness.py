@@ -315,11 +315,16 @@ def test_run_writes_json_table_and_chart_in_the_documented_shape(tmp_path):
         f"ddb_requests_per_{kind}_{mode}"
         for kind in ("new_message", "duplicate")
         for mode in contenders.MODES
-    } | {"ddb_requests_per_conflict_document"}
+    } | {"ddb_requests_per_conflict_document"} | {
+        f"ddb_requests_per_{kind}_versioned" for kind in ("new_message", "stale", "duplicate", "conflict")
+    }
+    versioned = {name: m["ours"] for name, m in metrics.items() if name.endswith("_versioned")}
+    assert set(versioned.values()) == {1}
+    assert all(metrics[name]["met"] is True and metrics[name]["reference"] is None for name in versioned)
     for metric in metrics.values():
         assert set(metric) >= REQUIRED_KEYS
-        assert metric["reference_name"] == "Powertools"
-        if metric["ours"] is not None:
+        assert metric["reference_name"] == ("none" if metric["name"] in versioned else "Powertools")
+        if metric["ours"] is not None and metric["reference"] is not None:
             assert metric["ratio"] == pytest.approx(metric["ours"] / metric["reference"], abs=1e-4)
     document_mode = metrics["ddb_requests_per_new_message_document"]
     assert (document_mode["ours"], document_mode["reference"], document_mode["met"]) == (1, 2, True)

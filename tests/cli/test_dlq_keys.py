@@ -129,6 +129,36 @@ def test_dry_run_shows_per_message_whether_its_key_is_new_done_conflicting_or_in
     assert [m["MessageId"] for m in drain(pipeline.dlq_url)] == [done, clash, fresh, bad]
 
 
+def test_dry_run_shows_a_versioned_key_holding_a_newer_version_as_stale_and_a_redrive_writes_nothing():
+    pipeline = deploy_pipeline(
+        fifo=False,
+        environment={"IDEMPOTENCY_MODE": "versioned", "VERSION_FIELD": "v", "KEY_SOURCE": "fields"},
+    )
+    handler = consumer(pipeline)
+    publish(pipeline, body("e-1", v=5, name="five"))
+    assert [o for _, o in consume(pipeline, handler)] == ["processed"]
+    old, clash = (
+        dead_letter(body("e-1", v=3, name="three"), queue_url=pipeline.dlq_url, group_id=None),
+        dead_letter(body("e-1", v=5, name="other"), queue_url=pipeline.dlq_url, group_id=None),
+    )
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
+
+    assert code == 0, terminal.error
+    text = terminal.out.getvalue()
+    stale = "stale: the key holds a newer version; a redrive writes nothing (counted stale)"
+    assert f"{old['MessageId']} group - key e-1#1: {stale}" in text
+    assert f"{clash['MessageId']} group - key e-1#1: conflict: done with a different payload" in text
+    assert "dry run: 1 conflict, 1 stale; 2 would be redriven; nothing was changed" in terminal.lines
+
+    drain(pipeline.dlq_url)
+    dead_letter(body("e-1", v=3, name="three"), queue_url=pipeline.dlq_url, group_id=None)
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+    assert code == 0, terminal.error
+    assert [o for _, o in consume(pipeline, handler)] == ["stale"]
+    assert [(i["name"], i["v"]) for i in _items(pipeline)] == [({"S": "five"}, {"N": "5"})]
+
+
 def test_dry_run_shows_a_key_whose_claim_is_held_as_in_progress():
     pipeline, handler = _pipeline("guarded")
     letter = dead_letter(body("busy"), queue_url=pipeline.dlq_url, dedup_id="b1")

@@ -164,6 +164,28 @@ def test_the_body_is_compared_with_the_stored_record_same_payload_or_conflict():
     )
 
 
+def test_a_versioned_key_holding_a_newer_version_is_stale_for_an_older_body():
+    pipeline = deploy_pipeline(
+        fifo=False, environment={**ORDERS, "IDEMPOTENCY_MODE": "versioned", "VERSION_FIELD": "version"}
+    )
+    publish(pipeline, json.dumps({**json.loads(TEA), "version": 5}))
+    consume(pipeline, consumer(pipeline))
+
+    older = _traced("--body", json.dumps({**json.loads(TEA), "version": 3}), "--stack", pipeline.stack)[
+        "table"
+    ]
+    same = _traced("--body", json.dumps({**json.loads(TEA), "version": 5}), "--stack", pipeline.stack)[
+        "table"
+    ]
+
+    assert (older["state"], older["meaning"]) == (
+        "stale",
+        "holds a newer version: a delivery of this body is stale, it writes nothing",
+    )
+    assert same["state"] == "stored"
+    assert same["meaning"].startswith("this version of the entity's state is in the table (the same payload")
+
+
 def test_key_prefix_and_a_transaction_marker_are_where_the_consumer_writes_them():
     pipeline = deploy_pipeline(
         environment={

@@ -4,9 +4,13 @@ architecture and Python (no network: pip reads a local wheelhouse)."""
 
 from __future__ import annotations
 
+import ast
+import io
 import os
 import subprocess
 import sys
+import tokenize
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +26,7 @@ from idempotent_pipeline import (
     Messaging,
     Mode,
 )
-from idempotent_pipeline._asset import LOCAL_PYTHON_VARIABLE, MAX_UNZIPPED_BYTES
+from idempotent_pipeline._asset import LOCAL_PYTHON_VARIABLE, MAX_UNZIPPED_BYTES, without_docs
 
 RUNTIME_SOURCE = Path(__file__).resolve().parents[2] / "lambda_src" / "idempotent_runtime"
 PROCESSOR = "def handle(message, table):\n    return None\n"
@@ -58,7 +62,8 @@ def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
     producer helper, the DLQ tool's record inspection, the test helper, the workflow starter) unless the
     user's code names them, and without the other modes' modules (all modes when it names the record
     inspection); never the outbox or the relay (a consumer that does not emit)."""
-    other_modes = set() if "records" in imported else {m.value for m in Mode} - {mode}
+    shipped = {mode, "document"} if mode == "versioned" else {mode}  # versioned builds on document mode
+    other_modes = set() if "records" in imported else {m.value for m in Mode} - shipped
     return {
         f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
         for p in RUNTIME_SOURCE.rglob("*")
@@ -67,6 +72,9 @@ def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
         if not (p.parent.name == "modes" and p.stem in other_modes)
         if p.stem not in ("outbox", "relay")
     }
+
+
+VERSION = {m.value: "v" if m == Mode.VERSIONED else None for m in Mode}  # versioned mode's required field
 
 
 @pytest.mark.parametrize("mode", [m.value for m in Mode])
@@ -78,7 +86,9 @@ def test_the_asset_holds_the_configured_modes_module_only_and_its_handler_starts
         "Consumer",
         queue=Messaging(stack, "Messaging").queue,
         table=IdempotencyTable(stack, "Table"),
-        options=ConsumerOptions(mode=mode, processor="orders:handle", code_directory=str(tmp_path)),
+        options=ConsumerOptions(
+            mode=mode, processor="orders:handle", code_directory=str(tmp_path), version_field=VERSION[mode]
+        ),
     )
     asset = function_asset_dir(stack)
     assert {f for f in files_under(asset) if f.startswith("idempotent_runtime/")} == _runtime_files(mode=mode)
@@ -88,6 +98,7 @@ def test_the_asset_holds_the_configured_modes_module_only_and_its_handler_starts
         "TABLE_NAME": "orders",
         "IDEMPOTENCY_MODE": mode,
         "PROCESSOR": "orders:handle",
+        **({"VERSION_FIELD": VERSION[mode]} if VERSION[mode] else {}),
         "AWS_DEFAULT_REGION": "us-east-1",
         "PATH": os.environ.get("PATH", ""),
     }
@@ -110,6 +121,54 @@ def test_asset_without_user_code_is_exactly_the_runtime():
     files = files_under(function_asset_dir(stack))
     assert {"idempotent_runtime/__init__.py", "idempotent_runtime/handler.py"} <= files
     assert files == _runtime_files()
+
+
+def _code_of(source: str) -> str:
+    """The module's syntax tree with every docstring emptied: what it runs, whatever its docs."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        first = body[0] if isinstance(body, list) and body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and first.value.value:
+            first.value.value = "" if isinstance(first.value.value, str) else first.value.value
+    return ast.dump(tree)
+
+
+def test_the_runtime_ships_without_docstrings_and_comments_line_for_line():
+    stack = new_stack()
+    IdempotentConsumer(
+        stack, "Consumer", queue=Messaging(stack, "Messaging").queue, table=IdempotencyTable(stack, "Table")
+    )
+    asset = function_asset_dir(stack)
+    shipped = sorted(f for f in files_under(asset) if f.endswith(".py"))
+    assert "idempotent_runtime/flow.py" in shipped
+    before = after = 0
+    for name in shipped:
+        source = (RUNTIME_SOURCE.parent / name).read_text()
+        deployed = (asset / name).read_text()
+        assert deployed == without_docs(source), name
+        # The same code on the same lines: a traceback from Lambda points at the package's source.
+        assert _code_of(deployed) == _code_of(source), name
+        assert deployed.count("\n") == source.count("\n"), name
+        tokens = tokenize.generate_tokens(io.StringIO(deployed).readline)
+        assert not [t.string for t in tokens if t.type == tokenize.COMMENT], name
+        before, after = (
+            before + len(zlib.compress(source.encode(), 9)),
+            after + len(zlib.compress(deployed.encode(), 9)),
+        )
+    assert after < 0.8 * before
+
+
+def test_stripping_keeps_strings_that_look_like_comments_and_one_line_bodies():
+    source = (
+        'def f():\n    """Doc."""\n\n\n'
+        'def g():\n    """Doc\n    on two lines."""  \n    # why\n    return "#not a comment"  # a comment\n'
+    )
+    stripped = without_docs(source)
+    assert stripped == 'def f():\n    ""\n\n\ndef g():\n    ""\n\n\n    return "#not a comment"\n'
+    namespace: dict[str, Any] = {}
+    exec(compile(stripped, "m", "exec"), namespace)
+    assert (namespace["f"](), namespace["g"]()) == (None, "#not a comment")
 
 
 # Credential files users keep beside their code (none hidden by a leading dot is safe by name alone).

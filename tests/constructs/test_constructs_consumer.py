@@ -426,9 +426,10 @@ def test_the_environment_parses_in_the_runtime(user_code):
 
 @pytest.mark.parametrize("mode", list(Mode))
 def test_table_permissions_are_exactly_the_contracts_actions_of_the_mode(mode, user_code):
-    processor = (
-        {} if mode == Mode.DOCUMENT else {"processor": "orders:handle", "code_directory": str(user_code)}
-    )
+    processor = {
+        Mode.DOCUMENT: {},
+        Mode.VERSIONED: {"version_field": "v"},
+    }.get(mode, {"processor": "orders:handle", "code_directory": str(user_code)})
     template = consumer_template(mode=mode, **processor)
     assert table_actions(template) == set(contract.TABLE_ACTIONS[mode])
 
@@ -1322,6 +1323,7 @@ def test_metrics_are_the_runtimes_counters_for_this_function(from_messaging):
         "failed": consumer.metric_failed,
         "quarantined": consumer.metric_quarantined,
         "misconfigured": consumer.metric_misconfigured,
+        "stale": consumer.metric_stale,
     }
     assert set(methods) == {m.value for m in contract.Metric}
     for name, method in methods.items():

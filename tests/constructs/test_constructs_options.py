@@ -164,7 +164,8 @@ def _build(**options: Any) -> None:
         ),
         (
             {"consumer__mode": "exactly-once"},
-            "ConsumerOptions.mode must be one of document, transaction, guarded; got 'exactly-once'",
+            "ConsumerOptions.mode must be one of document, transaction, guarded, versioned; "
+            "got 'exactly-once'",
         ),
         (
             {"consumer__key_source": "body"},

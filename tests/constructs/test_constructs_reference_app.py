@@ -371,6 +371,8 @@ def test_context_table_documents_every_key():
         "document_ttl_seconds",
         "lease_seconds",
         "lease_margin_seconds",
+        "version_field",
+        "tombstone_ttl_seconds",
         "processor",
         "code_directory",
         "include",
@@ -493,7 +495,7 @@ def test_standard_reference_stack_without_a_topic_has_no_topic_outputs(tmp_path)
         ),
         (
             {"mode": "exactly-once"},
-            "context mode must be one of document, transaction, guarded; got 'exactly-once'",
+            "context mode must be one of document, transaction, guarded, versioned; got 'exactly-once'",
         ),
         ({"batch_size": "20"}, "ConsumerOptions.batch_size must be between 1 and 10 (FIFO queue); got 20"),
         (

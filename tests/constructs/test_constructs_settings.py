@@ -35,7 +35,16 @@ VALUES: dict[str, list[str]] = {
     "SORT_KEY": ["line", "sk ", "pk", "idempotency:s", " "],
     "TTL_ATTRIBUTE": ["ttl", "pk", " ", "expires "],
     "DEDUP_TTL_SECONDS": ["0", "1", "never", "", "-1", "1.5", " 60 ", "٣", str(2**53 - 1), str(2**53)],
-    "IDEMPOTENCY_MODE": ["document", "guarded", "transaction", "Document", " document", "exactly", ""],
+    "IDEMPOTENCY_MODE": [
+        "document",
+        "guarded",
+        "transaction",
+        "versioned",
+        "Document",
+        " document",
+        "exactly",
+        "",
+    ],
     "KEY_SOURCE": ["fields", "message_id", "dedup_id", "body_sha256", "uuid", "fields "],
     "ON_CONFLICT": ["quarantine", "duplicate", "ignore", " duplicate"],
     "METRICS_NAMESPACE": ["Orders", "Orders ", " Orders", "a:b", "AWS/Lambda", "x" * 255, "x" * 256, "Über"],
@@ -48,6 +57,8 @@ VALUES: dict[str, list[str]] = {
     "PROCESSOR": ["orders:handle", "orders", "orders:handle ", " ", "a-b:c"],
     "LEASE_SECONDS": ["1", "900", "0", "-1", "x", " "],
     "LEASE_MARGIN_SECONDS": ["0", "10", "-1", HUGE],
+    "VERSION_FIELD": ["v", "meta.updated_at", "x", "y", "pk", "expires_at.v", "idempotency:v", "v.", " "],
+    "TOMBSTONE_TTL_SECONDS": ["0", "never", "86400", "1", "-1", "a week", HUGE],
     "MAX_WORKERS": ["1", "64", "0", "65", "-1", " 10 ", "1e3", "٣", HUGE],
     "LOG_LEVEL": ["debug", "INFO", "Warning", "loud", " INFO"],
     "MAX_RECEIVE_COUNT": ["1", "1000", "0", "1001", "x"],
@@ -57,8 +68,10 @@ NEEDS: dict[str, dict[str, str]] = {
     "LEASE_SECONDS": {"mode": "guarded", "processor": "orders:handle"},
     "LEASE_MARGIN_SECONDS": {"mode": "guarded", "processor": "orders:handle"},
     "IDEMPOTENCY_MODE": {"processor": "orders:handle"},
+    "VERSION_FIELD": {"mode": "versioned"},
+    "TOMBSTONE_TTL_SECONDS": {"mode": "versioned", "version_field": "v"},
 }
-VARIABLE_OF_KEY = {"mode": "IDEMPOTENCY_MODE", "processor": "PROCESSOR"}
+VARIABLE_OF_KEY = {"mode": "IDEMPOTENCY_MODE", "processor": "PROCESSOR", "version_field": "VERSION_FIELD"}
 _COUNT = itertools.count()
 
 

@@ -465,6 +465,55 @@ def test_a_standard_pipeline_deploys_and_runs_through_the_runner_and_the_demo(de
     assert [s.name for s in deployed_stacks(deployment.emulator)] == [STACK]
 
 
+def test_a_versioned_pipeline_keeps_the_newest_state_and_counts_older_ones_stale(
+    deployment: Deployment,
+) -> None:
+    context = ["stack_name=IdempotentVersioned", "fifo=false", "mode=versioned", "version_field=meta.version"]
+    assert _deploy(deployment.state_dir, deployment.output, *context) == 0
+    cloudformation = deployment.emulator.client("cloudformation")
+    stack = cloudformation.describe_stacks(StackName="IdempotentVersioned")["Stacks"][0]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    sns = deployment.emulator.client("sns")
+    # From several producers, out of order: each state published and consumed in turn.
+    states = [(3, "c"), (1, "a"), (3, "c"), (2, "b"), (3, "other")]
+    with EventSourceRunner(deployment.emulator) as runner:
+        mappings = [m for m in runner.mappings() if m.function_name == outputs["FunctionName"]]
+        for version, name in states:
+            body = {"x": "e-1", "y": "profile", "meta": {"version": version}, "name": name}
+            sns.publish(TopicArn=outputs["TopicArn"], Message=json.dumps(body))
+            runner.drain(mappings=mappings)
+    outcomes = list(runner.stats.outcomes.values())
+    assert outcomes == ["processed", "stale", "duplicate", "stale", "quarantined"]
+    assert runner.stats.describe_totals().startswith(
+        "5 messages: 1 processed, 1 duplicate, 2 stale, 1 quarantined"
+    )
+    items = deployment.emulator.client("dynamodb").scan(TableName=outputs["TableName"])["Items"]
+    (item,) = [i for i in items if i["pk"] == {"S": "e-1"}]  # (besides the conflict's quarantine record)
+    assert (item["name"], item["idempotency:version"]) == ({"S": "c"}, {"N": "3"})
+    dead = deployment.emulator.client("sqs").receive_message(
+        QueueUrl=outputs["DeadLetterQueueUrl"], MessageAttributeNames=["All"], MaxNumberOfMessages=10
+    )["Messages"]
+    assert [json.loads(m["Body"])["name"] for m in dead] == ["other"]
+    where = [
+        "--state-dir",
+        str(deployment.state_dir),
+        "--app-dir",
+        str(ROOT),
+        "--output",
+        str(deployment.output),
+    ]
+    destroyed = main(
+        [
+            "destroy",
+            "IdempotentVersioned",
+            "--keep-emulator",
+            *where,
+            *[arg for c in context for arg in ("-c", c)],
+        ]
+    )
+    assert destroyed == 0
+
+
 def test_a_topic_dropped_by_a_redeploy_and_added_back_by_the_next_is_back_and_delivers(
     deployment: Deployment, capsys: pytest.CaptureFixture[str]
 ) -> None:

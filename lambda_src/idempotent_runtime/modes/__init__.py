@@ -1,4 +1,4 @@
-"""The three idempotency modes behind one abstract base (:class:`~idempotent_runtime.modes.base.BaseMode`).
+"""The idempotency modes behind one abstract base (:class:`~idempotent_runtime.modes.base.BaseMode`).
 
 Only the configured mode's module is imported (cold start).
 """
@@ -34,6 +34,10 @@ def make_mode(
         from idempotent_runtime.modes.document import DocumentMode
 
         mode_class = DocumentMode
+    elif config.mode == Mode.VERSIONED:
+        from idempotent_runtime.modes.versioned import VersionedMode
+
+        mode_class = VersionedMode
     elif config.mode == Mode.TRANSACTION:
         from idempotent_runtime.modes.transaction import TransactionMode
 

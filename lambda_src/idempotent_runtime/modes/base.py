@@ -1,4 +1,4 @@
-"""What the three idempotency modes share: the table's names, the clock, the payload fingerprint, the rule
+"""What the idempotency modes share: the table's names, the clock, the payload fingerprint, the rule
 that a record past its TTL counts as absent, and what a failed condition's old item means."""
 
 from __future__ import annotations
@@ -76,15 +76,23 @@ def transaction_retryable(exc: BaseException) -> bool:
 
 
 class Done:
-    """What a mode made of a record: the outcome, the processor's result (guarded), and the conflict when
-    the key was done with another payload and ``ON_CONFLICT=duplicate`` made it a duplicate."""
+    """What a mode made of a record: the outcome, the processor's result (guarded), the conflict when the
+    key was done with another payload and ``ON_CONFLICT=duplicate`` made it a duplicate, and why (stale:
+    the versions)."""
 
-    __slots__ = ("conflict", "outcome", "result")
+    __slots__ = ("conflict", "outcome", "reason", "result")
 
-    def __init__(self, outcome: Outcome, result: Any = None, conflict: Conflict | None = None) -> None:
+    def __init__(
+        self,
+        outcome: Outcome,
+        result: Any = None,
+        conflict: Conflict | None = None,
+        reason: str | None = None,
+    ) -> None:
         self.outcome = outcome
         self.result = result
         self.conflict = conflict
+        self.reason = reason
 
 
 class RecordState(StrEnum):
@@ -94,6 +102,7 @@ class RecordState(StrEnum):
     DONE = "done"  # done with the same payload (or a record without fingerprint): a duplicate
     CONFLICT = "conflict"  # done with another payload (guarded: or held by its expired claim)
     IN_PROGRESS = "in_progress"  # guarded: claimed by a live invocation
+    STALE = "stale"  # versioned: the key holds a newer version; a delivery writes nothing
     INVALID = "invalid"  # the message cannot be keyed
 
 
@@ -195,6 +204,13 @@ class BaseMode(ABC):
             return []
         names = (self.pk, self.sk, self.ttl)
         return outbox.items(self.table, names, self.config.dedup_ttl_seconds, now)
+
+    def delivery_state(
+        self, message: Message | None, item: dict[str, Any], fingerprint: str, now: float
+    ) -> tuple[RecordState, str | None]:
+        """What ``item`` means for a delivery of ``message`` with ``fingerprint`` (``message`` None: of the
+        stored payload, a key asked about): :meth:`state`, unless the mode compares more of the message."""
+        return self.state(item, fingerprint, now)
 
     def fingerprint(self, message: Message) -> str:
         """SHA-256 of the canonical JSON body (of the chosen fields); of the raw body when it is not JSON.

@@ -29,6 +29,8 @@ class DocumentMode(BaseMode):
     """
 
     name = Mode.DOCUMENT
+    # What the runtime stores in TTL_ATTRIBUTE of a document without a lifetime, as a rejection says it.
+    no_expiry = "nothing (no TTL: DOCUMENT_TTL_SECONDS is 0)"
 
     def location(self, key: Key) -> dict[str, Any]:
         return self.item_key(key)
@@ -41,30 +43,10 @@ class DocumentMode(BaseMode):
         assert key is not None
         # Before the processor, which may change the parsed body it is handed.
         fingerprint = self.fingerprint(message)
-        attributes = self.processor(message) if self.processor is not None else None
-        if attributes is None:
-            attributes, source = message.json_object(), "body field"
-        elif isinstance(attributes, dict):
-            source = "processor attribute"
-        else:
-            raise InvalidMessage(
-                "document processor must return a dict of attributes or None, "
-                f"got {type(attributes).__name__}"
-            )
         now = self.clock()
-        item = to_item(attributes, source)
-        own = self.item_key(key)
-        expires = self.expiry(self.config.document_ttl_seconds, now)
-        if self.pk in item or self.sk in item or self.ttl in item:
-            self._check_table_attributes(item, own, expires, source)
-        item.update(own)
-        if expires is not None:
-            item[self.ttl] = expires
-        token = new_token()
-        item[FINGERPRINT_ATTRIBUTE] = {"S": fingerprint}
-        item[TOKEN_ATTRIBUTE] = {"S": token}
-        if self.processor is not None or _needs_size_check(message.body):
-            check_item_size(item)
+        item, own, token = self.document(
+            message, key, fingerprint, self.expiry(self.config.document_ttl_seconds, now)
+        )
         try:
             self.calls(
                 self.dynamodb().put_item,
@@ -85,6 +67,43 @@ class DocumentMode(BaseMode):
             return self.done(key, fingerprint, old)
         return Done(Outcome.PROCESSED)
 
+    def document(
+        self,
+        message: Message,
+        key: Key,
+        fingerprint: str,
+        expires: dict[str, str] | None,
+        extra: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """The item ``message`` stores - what the processor returns (None: the body) + the key, the TTL
+        ``expires``, the runtime's ``extra`` attributes, fingerprint and a new write token - with its key
+        attributes and the token; the processor runs here."""
+        attributes = self.processor(message) if self.processor is not None else None
+        if attributes is None:
+            attributes, source = message.json_object(), "body field"
+        elif isinstance(attributes, dict):
+            source = "processor attribute"
+        else:
+            raise InvalidMessage(
+                f"{self.name.value} processor must return a dict of attributes or None, "
+                f"got {type(attributes).__name__}"
+            )
+        item = to_item(attributes, source)
+        own = self.item_key(key)
+        if self.pk in item or self.sk in item or self.ttl in item:
+            self._check_table_attributes(item, own, expires, source)
+        item.update(own)
+        if expires is not None:
+            item[self.ttl] = expires
+        if extra:
+            item.update(extra)
+        token = new_token()
+        item[FINGERPRINT_ATTRIBUTE] = {"S": fingerprint}
+        item[TOKEN_ATTRIBUTE] = {"S": token}
+        if self.processor is not None or _needs_size_check(message.body):
+            check_item_size(item)
+        return item, own, token
+
     def _check_table_attributes(
         self, item: dict[str, Any], own: dict[str, Any], expires: dict[str, Any] | None, source: str
     ) -> None:
@@ -94,12 +113,12 @@ class DocumentMode(BaseMode):
             if name in item and item[name] != stored:
                 raise InvalidMessage(
                     f"{source} {name!r} is the table's {role} attribute: the runtime stores "
-                    f"{_shown(stored)} there, the message has {_shown(item[name])}"
+                    f"{_shown(stored, self.no_expiry)} there, the message has {_shown(item[name], '')}"
                 )
 
 
-def _shown(value: dict[str, Any] | None) -> str:
+def _shown(value: dict[str, Any] | None, nothing: str) -> str:
     if value is None:
-        return "nothing (no TTL: DOCUMENT_TTL_SECONDS is 0)"
+        return nothing
     ((kind, text),) = value.items()
     return f"{kind} {str(text)[:80]!r}"
