@@ -17,7 +17,7 @@ import botocore.session
 import pytest
 from botocore.model import ListShape, MapShape, Shape, StructureShape
 from botocore.validate import ParamValidator
-from idempotent_runtime.contract import HANDLER, Metric
+from idempotent_runtime.contract import HANDLER, Mode, metrics_of
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "integ"))
@@ -197,12 +197,26 @@ def test_the_readme_costs_what_the_tests_deploy(synthesized):
     def count(type_: str) -> int:
         return sum(resource["Type"] == type_ for resource in resources)
 
-    consumers = sum(r.get("Properties", {}).get("Handler") == HANDLER for r in resources)
+    # Each consumer sends the counters of its mode (its function's IDEMPOTENCY_MODE, document by default).
+    metrics = sum(
+        len(
+            metrics_of(
+                Mode(
+                    r["Properties"]
+                    .get("Environment", {})
+                    .get("Variables", {})
+                    .get("IDEMPOTENCY_MODE", "document")
+                )
+            )
+        )
+        for r in resources
+        if r.get("Properties", {}).get("Handler") == HANDLER
+    )
     calls = [r["Properties"] for r in resources if r["Type"].startswith(SDK_CALL)]
     readme = (REPO / "README.md").read_text()
     section = readme.split("## Proof on a real account", 1)[1].split("\n## ", 1)[0]
     for phrase in (
-        f"{consumers * len(Metric)} custom metrics",
+        f"{metrics} custom metrics",
         f"{count('AWS::CloudWatch::Alarm')} alarms",
         f"{count('AWS::StepFunctions::StateMachine')} waiting checks",
         f"{len(calls)} calls created",
