@@ -111,7 +111,7 @@ def deployed_reference_stack() -> Iterator[tuple[Any, Any]]:
 
 def publish_and_drain(emulator: Any, pipeline: Any, messages: int, groups: int = GROUPS) -> Drained:
     """Publish ``messages`` new keys over ``groups`` message groups, drain them, account for every one."""
-    from idempotent_runtime.publisher import publish
+    from idempotent_runtime.publisher import ConsumerKeys, publish
 
     from idempotent_local.demo import items_with_keys, messages_in
     from idempotent_local.runner import EventSourceRunner
@@ -132,7 +132,7 @@ def publish_and_drain(emulator: Any, pipeline: Any, messages: int, groups: int =
             pipeline.topic_arn,
             bodies,
             group_id=lambda body: f"{run}-g{body['n'] % groups}",
-            key_fields=fields,
+            keys=ConsumerKeys(key_fields=fields),
         )
         publish_s = time.perf_counter() - start
         stats = runner.drain(timeout=3600, mappings=[pipeline.mapping])

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks import volume_bench
 from idempotent_cli.main import main as cli_main
 from idempotent_local import demo
 from idempotent_local import emulator as emulators
@@ -138,6 +139,13 @@ def test_every_resource_of_the_template_exists_in_the_emulator(deployment: Deplo
         "TableName",
         "FunctionName",
     }
+
+
+def test_the_volume_benchmark_publishes_and_drains_through_the_deployed_stack(deployment: Deployment) -> None:
+    """`make bench`'s volume row, small: its publisher call and drain work on the stack as deployed."""
+    pipeline = _pipeline_of(deployment.emulator, deployment.outputs["TableName"])
+    drained = volume_bench.publish_and_drain(deployment.emulator, pipeline, 40, groups=4)
+    assert (drained.messages, drained.deliveries) == (40, 40)
 
 
 def test_raw_subscription_delivers_from_the_topic_to_the_queue(deployment: Deployment) -> None:
