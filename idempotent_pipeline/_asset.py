@@ -584,11 +584,24 @@ def stage_asset(
             if destination.parent not in made:
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 made.add(destination.parent)
-            _place(source, destination)
-            if part == "runtime" and relative.suffix == ".py":
-                destination.unlink()  # a link to the package's file: never written through
-                destination.write_text(without_docs(source.read_text(encoding="utf-8")), encoding="utf-8")
+            _place(_without_docs_cached(source) if part == "runtime" else source, destination)
     return str(staging), left_out
+
+
+def _without_docs_cached(source: Path) -> Path:
+    """``source`` as the function runs it (:func:`without_docs` of a ``.py`` file), from the cache by its
+    content's hash: the first synth writes it, later ones link it."""
+    if source.suffix != ".py":
+        return source
+    text = source.read_bytes()
+    digest = hashlib.sha256(b"without_docs 1\0" + text).hexdigest()[:32]  # the stripping's version too
+    cached = cache_root() / "runtime" / f"{digest}.py"
+    if not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f".{cached.name}.{os.getpid()}")
+        partial.write_text(without_docs(text.decode("utf-8")), encoding="utf-8")
+        partial.replace(cached)  # whole or not at all: a concurrent synth never links half a file
+    return cached
 
 
 def without_docs(source: str) -> str:

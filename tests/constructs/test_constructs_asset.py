@@ -26,7 +26,14 @@ from idempotent_pipeline import (
     Messaging,
     Mode,
 )
-from idempotent_pipeline._asset import LOCAL_PYTHON_VARIABLE, MAX_UNZIPPED_BYTES, without_docs
+from idempotent_pipeline._asset import (
+    CACHE_VARIABLE,
+    LOCAL_PYTHON_VARIABLE,
+    MAX_UNZIPPED_BYTES,
+    Target,
+    stage_asset,
+    without_docs,
+)
 
 RUNTIME_SOURCE = Path(__file__).resolve().parents[2] / "lambda_src" / "idempotent_runtime"
 PROCESSOR = "def handle(message, table):\n    return None\n"
@@ -157,6 +164,18 @@ def test_the_runtime_ships_without_docstrings_and_comments_line_for_line():
             after + len(zlib.compress(deployed.encode(), 9)),
         )
     assert after < 0.8 * before
+
+
+def test_the_stripped_runtime_is_written_once_and_linked_by_later_synths(tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "cache"))
+    target = Target("3.14", "arm64")
+    first, _ = stage_asset(None, (), (), target, Mode.DOCUMENT)
+    second, _ = stage_asset(None, (), (), target, Mode.DOCUMENT)
+    flow = "idempotent_runtime/flow.py"
+    assert (Path(first) / flow).read_text() == without_docs((RUNTIME_SOURCE / "flow.py").read_text())
+    assert (Path(first) / flow).stat().st_ino == (Path(second) / flow).stat().st_ino
+    cached = {p.name for p in (tmp_path / "cache" / "runtime").iterdir()}
+    assert len(cached) == len([f for f in files_under(Path(first)) if f.endswith(".py")])
 
 
 def test_stripping_keeps_strings_that_look_like_comments_and_one_line_bodies():
