@@ -130,6 +130,9 @@ CFN_LINT_IGNORED = {
 
 
 def cfn_lint_findings(template: dict[str, Any]) -> list[str]:
+    """cfn-lint's findings on ``template`` (the floor's environment has no cfn-lint: the test stops there,
+    skipped, after its other checks; the newest environment runs it)."""
+    pytest.importorskip("cfnlint", reason="cfn-lint is installed in the newest environment, which runs it")
     from cfnlint.api import ManualArgs, lint
 
     matches = lint(json.dumps(template), config=ManualArgs(ignore_checks=sorted(CFN_LINT_IGNORED)))
