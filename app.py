@@ -382,35 +382,19 @@ class ReferenceStack(cdk.Stack):
         function_group = ec2.SecurityGroup(
             self, "FunctionSecurityGroup", vpc=vpc, description="the consumer function"
         )
-        endpoint_group = ec2.SecurityGroup(
-            self,
-            "SqsEndpointSecurityGroup",
-            vpc=vpc,
-            description="the SQS endpoint: HTTPS from the consumer function only",
-            allow_all_outbound=False,
-        )
-        endpoint_group.add_ingress_rule(function_group, ec2.Port.tcp(443), "HTTPS from the consumer")
-        vpc.add_interface_endpoint(
-            "Sqs",
-            service=ec2.InterfaceVpcEndpointAwsService.SQS,
-            security_groups=[endpoint_group],
-            open=False,
-        )
+        endpoints = {"Sqs": ("SQS", ec2.InterfaceVpcEndpointAwsService.SQS)}
         if workflow:
-            states_group = ec2.SecurityGroup(
+            endpoints["StepFunctions"] = ("Step Functions", ec2.InterfaceVpcEndpointAwsService.STEP_FUNCTIONS)
+        for name, (service_name, service) in endpoints.items():
+            endpoint_group = ec2.SecurityGroup(
                 self,
-                "StepFunctionsEndpointSecurityGroup",
+                f"{name}EndpointSecurityGroup",
                 vpc=vpc,
-                description="the Step Functions endpoint: HTTPS from the consumer function only",
+                description=f"the {service_name} endpoint: HTTPS from the consumer function only",
                 allow_all_outbound=False,
             )
-            states_group.add_ingress_rule(function_group, ec2.Port.tcp(443), "HTTPS from the consumer")
-            vpc.add_interface_endpoint(
-                "StepFunctions",
-                service=ec2.InterfaceVpcEndpointAwsService.STEP_FUNCTIONS,
-                security_groups=[states_group],
-                open=False,
-            )
+            endpoint_group.add_ingress_rule(function_group, ec2.Port.tcp(443), "HTTPS from the consumer")
+            vpc.add_interface_endpoint(name, service=service, security_groups=[endpoint_group], open=False)
         return vpc, function_group
 
 

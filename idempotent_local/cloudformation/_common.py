@@ -2,7 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+
+class Declared:
+    """A mixin that declares a taught type to moto's CloudFormation: its ``TYPE``, the property that names
+    it (``NAME``; "" when none) and its ``Fn::GetAtt`` attributes, exactly AWS's, each read from the
+    instance attribute ``GET_ATT`` maps it to. Listed first among the bases, before the moto class."""
+
+    TYPE: str
+    NAME = ""
+    GET_ATT: Mapping[str, str] = {}
+
+    @classmethod
+    def cloudformation_type(cls) -> str:
+        return cls.TYPE
+
+    @classmethod
+    def cloudformation_name_type(cls) -> str:
+        return cls.NAME
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return attr in cls.GET_ATT
+
+    def get_cfn_attribute(self, attribute_name: str) -> Any:
+        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+
+        if attribute_name not in self.GET_ATT:
+            raise UnformattedGetAttTemplateException()
+        return getattr(self, self.GET_ATT[attribute_name])
 
 
 def as_bool(value: Any) -> bool:
@@ -70,26 +100,11 @@ class StackResource:
         return True
 
 
-class StateOnlyType:
+class StateOnlyType(Declared):
     """A mixin for a taught type that lives only as stack state (:class:`StackResource`): named by
     ``TYPE``, no physical name, its properties kept on create and update, undone by the resource's own
     ``delete``. A mixin, not a ``CloudFormationModel`` subclass: moto finds types among that class's direct
     subclasses, so each type is declared ``class X(StateOnlyType, CloudFormationModel)``."""
-
-    TYPE: str
-    GET_ATT: tuple[str, ...] = ()  # its Fn::GetAtt attributes: exactly AWS's
-
-    @staticmethod
-    def cloudformation_name_type() -> str:
-        return ""
-
-    @classmethod
-    def has_cfn_attr(cls, attr: str) -> bool:
-        return attr in cls.GET_ATT
-
-    @classmethod
-    def cloudformation_type(cls) -> str:
-        return cls.TYPE
 
     @classmethod
     def create_from_cloudformation_json(
@@ -127,7 +142,7 @@ class AttachedPolicy(StateOnlyType):
     still there on delete."""
 
     TARGETS: str
-    GET_ATT = ("Id",)
+    GET_ATT = {"Id": "physical_id"}
 
     @classmethod
     def attach(cls, targets: list[str], document: dict[str, Any], account_id: str, region_name: str) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from moto.core.common_models import CloudFormationModel
 
-from idempotent_local.cloudformation._common import StackResource, as_bool, properties
+from idempotent_local.cloudformation._common import Declared, StackResource, as_bool, properties
 
 
 def _delete_alarm(props: dict[str, Any], name: str, account_id: str, region_name: str) -> None:
@@ -26,20 +26,11 @@ class _AlarmResource(StackResource):
         return super().get_cfn_attribute(attribute_name)
 
 
-class CloudWatchAlarm(CloudFormationModel):
+class CloudWatchAlarm(Declared, CloudFormationModel):
     """``AWS::CloudWatch::Alarm`` on a single metric, through moto's ``put_metric_alarm``."""
 
-    @staticmethod
-    def cloudformation_name_type() -> str:
-        return "AlarmName"
-
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::CloudWatch::Alarm"
-
-    @classmethod
-    def has_cfn_attr(cls, attr: str) -> bool:
-        return attr == "Arn"
+    TYPE, NAME = "AWS::CloudWatch::Alarm", "AlarmName"
+    GET_ATT = {"Arn": "arn"}  # exactly AWS's (answered by the stack's _AlarmResource)
 
     @classmethod
     def create_from_cloudformation_json(  # type: ignore[misc]

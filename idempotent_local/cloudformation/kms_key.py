@@ -7,44 +7,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
 from moto.core.common_models import CloudFormationModel
 from moto.kms.models import Key as MotoKey
 from moto.kms.models import kms_backends
 
-from idempotent_local.cloudformation._common import adopt, as_bool, properties
+from idempotent_local.cloudformation._common import Declared, adopt, as_bool, properties
 
 # Properties a key keeps for life: CloudFormation fails an update that changes one (it never replaces a key).
 IMMUTABLE = ("KeySpec", "KeyUsage", "MultiRegion", "Origin")
 DEFAULT_PENDING_WINDOW_DAYS = 30
 
 
-class KmsKey(MotoKey, CloudFormationModel):
+class KmsKey(Declared, MotoKey, CloudFormationModel):
     """``AWS::KMS::Key``: a moto key with its policy as JSON text, updated in place, and scheduled for
     deletion (``PendingWindowInDays``, 30 by default) when the stack drops it."""
 
-    GET_ATT = ("Arn", "KeyId")  # exactly AWS's
+    TYPE = "AWS::KMS::Key"
+    GET_ATT = {"Arn": "arn", "KeyId": "id"}  # exactly AWS's
 
     cfn_properties: dict[str, Any]  # the template's properties it was last deployed with
-
-    @classmethod
-    def has_cfn_attr(cls, attr: str) -> bool:
-        return attr in cls.GET_ATT
-
-    def get_cfn_attribute(self, attribute_name: str) -> str:
-        if attribute_name == "Arn":
-            return self.arn
-        if attribute_name == "KeyId":
-            return self.id
-        raise UnformattedGetAttTemplateException()
-
-    @staticmethod
-    def cloudformation_name_type() -> str:
-        return ""
-
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::KMS::Key"
 
     @staticmethod
     def _apply(key: MotoKey, props: dict[str, Any], account_id: str, region_name: str) -> None:

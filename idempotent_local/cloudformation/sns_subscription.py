@@ -8,11 +8,13 @@ from typing import Any
 from moto.core.common_models import CloudFormationModel
 from moto.sns.models import sns_backends
 
-from idempotent_local.cloudformation._common import StackResource, properties
+from idempotent_local.cloudformation._common import Declared, StackResource, properties
 
 
-class SnsSubscription(CloudFormationModel):
+class SnsSubscription(Declared, CloudFormationModel):
     """``AWS::SNS::Subscription``: a real moto subscription, so publishing to the topic delivers."""
+
+    TYPE = "AWS::SNS::Subscription"  # no Fn::GetAtt attribute in AWS (its Ref is the ARN)
 
     ATTRIBUTES = (
         "FilterPolicyScope",
@@ -21,18 +23,6 @@ class SnsSubscription(CloudFormationModel):
         "RedrivePolicy",
         "DeliveryPolicy",
     )
-
-    @staticmethod
-    def cloudformation_name_type() -> str:
-        return ""
-
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::SNS::Subscription"
-
-    @classmethod
-    def has_cfn_attr(cls, attr: str) -> bool:
-        return False  # AWS has no Fn::GetAtt attribute for a subscription (its Ref is the ARN)
 
     @staticmethod
     def _backend(topic_arn: str, account_id: str, region_name: str) -> Any:

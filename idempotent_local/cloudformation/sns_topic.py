@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
 from moto.core.common_models import CloudFormationModel
 from moto.sns.models import Topic as MotoTopic
 from moto.sns.models import sns_backends
 
-from idempotent_local.cloudformation._common import adopt, as_bool, properties, tags
+from idempotent_local.cloudformation._common import Declared, adopt, as_bool, properties, tags
 
 
 def _subscriptions(props: dict[str, Any]) -> set[tuple[str, str]]:
@@ -19,7 +18,7 @@ def _subscriptions(props: dict[str, Any]) -> set[tuple[str, str]]:
     return {(s["Protocol"], s["Endpoint"]) for s in props.get("Subscription") or []}
 
 
-class SnsTopic(MotoTopic, CloudFormationModel):
+class SnsTopic(Declared, MotoTopic, CloudFormationModel):
     """``AWS::SNS::Topic``: a moto topic, updated in place (a property the template no longer sets goes
     back to SNS's default; inline subscriptions follow the ``Subscription`` property)."""
 
@@ -33,28 +32,10 @@ class SnsTopic(MotoTopic, CloudFormationModel):
         "ArchivePolicy": ("archive_policy", ""),
         "FifoThroughputScope": ("fifo_throughput_scope", ""),
     }
-    GET_ATT = ("TopicArn", "TopicName")  # exactly AWS's
+    TYPE, NAME = "AWS::SNS::Topic", "TopicName"
+    GET_ATT = {"TopicArn": "arn", "TopicName": "name"}  # exactly AWS's
 
     cfn_properties: dict[str, Any]  # the template's properties it was last deployed with
-
-    @classmethod
-    def has_cfn_attr(cls, attr: str) -> bool:
-        return attr in cls.GET_ATT
-
-    def get_cfn_attribute(self, attribute_name: str) -> str:
-        if attribute_name == "TopicArn":
-            return self.arn
-        if attribute_name == "TopicName":
-            return self.name
-        raise UnformattedGetAttTemplateException()
-
-    @staticmethod
-    def cloudformation_name_type() -> str:
-        return "TopicName"
-
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::SNS::Topic"
 
     @classmethod
     def create_from_cloudformation_json(  # type: ignore[misc]

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
 from moto.core.common_models import CloudFormationModel
 from moto.sqs.constants import MAXIMUM_MESSAGE_LENGTH
 from moto.sqs.models import Queue as MotoQueue
 from moto.sqs.models import sqs_backends
 
-from idempotent_local.cloudformation._common import adopt, as_bool, properties, queue_name, tags
+from idempotent_local.cloudformation._common import Declared, adopt, as_bool, properties, queue_name, tags
 
 MAX_NAME_LENGTH = 80
 FIFO_SUFFIX = ".fifo"
@@ -35,7 +34,7 @@ def generated_name(name: str, *, fifo: bool) -> str:
     return name + FIFO_SUFFIX if fifo else name
 
 
-class SqsQueue(MotoQueue, CloudFormationModel):
+class SqsQueue(Declared, MotoQueue, CloudFormationModel):
     """``AWS::SQS::Queue``: a moto queue, named as CloudFormation names it, updated in place property by
     property (a property the template no longer sets goes back to SQS's default)."""
 
@@ -54,28 +53,8 @@ class SqsQueue(MotoQueue, CloudFormationModel):
         "RedrivePolicy": "",
         "RedriveAllowPolicy": None,
     }
-    GET_ATT = ("Arn", "QueueName", "QueueUrl")  # exactly AWS's
-
-    @classmethod
-    def has_cfn_attr(cls, attr: str) -> bool:
-        return attr in cls.GET_ATT
-
-    def get_cfn_attribute(self, attribute_name: str) -> str:
-        if attribute_name == "Arn":
-            return self.queue_arn
-        if attribute_name == "QueueName":
-            return self.name
-        if attribute_name == "QueueUrl":
-            return self.physical_resource_id
-        raise UnformattedGetAttTemplateException()
-
-    @staticmethod
-    def cloudformation_name_type() -> str:
-        return "QueueName"
-
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::SQS::Queue"
+    TYPE, NAME = "AWS::SQS::Queue", "QueueName"
+    GET_ATT = {"Arn": "queue_arn", "QueueName": "name", "QueueUrl": "physical_resource_id"}  # exactly AWS's
 
     @classmethod
     def create_from_cloudformation_json(  # type: ignore[misc]
