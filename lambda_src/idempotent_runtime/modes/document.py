@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from idempotent_runtime.attributes import check_item_size, to_item
@@ -47,14 +48,29 @@ class DocumentMode(BaseMode):
         item, own, token = self.document(
             message, key, fingerprint, self.expiry(self.config.document_ttl_seconds, now)
         )
+        values = {":now": {"N": str(int(now))}}
+        return self.put(item, own, token, ABSENT, values, lambda old: self.done(key, fingerprint, old))
+
+    def put(
+        self,
+        item: dict[str, Any],
+        own: dict[str, Any],
+        token: str,
+        condition: str,
+        values: dict[str, Any],
+        refused: Callable[[dict[str, Any]], Done],
+    ) -> Done:
+        """One PutItem of ``item`` under ``condition``. A failed condition returns the item as it was: our
+        own ``token`` (an answer lost) is processed, another key (``own``) a misconfiguration, anything else
+        what ``refused`` makes of it."""
         try:
             self.calls(
                 self.dynamodb().put_item,
                 TableName=self.table,
                 Item=item,
-                ConditionExpression=ABSENT,
+                ConditionExpression=condition,
                 ExpressionAttributeNames=self.names,
-                ExpressionAttributeValues={":now": {"N": str(int(now))}},
+                ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as exc:
@@ -62,9 +78,7 @@ class DocumentMode(BaseMode):
                 raise
             old = old_item(exc)
             self.same_key(own, old)
-            if self.ours(old, token):
-                return Done(Outcome.PROCESSED)
-            return self.done(key, fingerprint, old)
+            return Done(Outcome.PROCESSED) if self.ours(old, token) else refused(old)
         return Done(Outcome.PROCESSED)
 
     def document(

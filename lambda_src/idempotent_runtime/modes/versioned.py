@@ -28,8 +28,6 @@ from idempotent_runtime.errors import (
     Conflict,
     InvalidMessage,
     TransientError,
-    is_conditional_check_failed,
-    old_item,
 )
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.modes.base import Done, RecordState, text_of
@@ -214,29 +212,14 @@ class VersionedMode(DocumentMode):
             extra[DELETED_ATTRIBUTE] = {"BOOL": True}
             expires = self.expiry(self.config.tombstone_ttl_seconds, now)
         item, own, token = self.document(message, key, fingerprint, expires, extra)
-        try:
-            self.calls(
-                self.dynamodb().put_item,
-                TableName=self.table,
-                Item=item,
-                ConditionExpression=NEWER,
-                ExpressionAttributeNames=self.names,
-                ExpressionAttributeValues={
-                    ":now": {"N": str(int(now))},
-                    ":type": {"S": _TYPE[version.kind]},
-                    ":version": version.attribute,
-                },
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except Exception as exc:
-            if not is_conditional_check_failed(exc):
-                raise
-            old = old_item(exc)
-            self.same_key(own, old)
-            if self.ours(old, token):
-                return Done(Outcome.PROCESSED)
-            return self._refused(key, version, fingerprint, old)
-        return Done(Outcome.PROCESSED)
+        values = {
+            ":now": {"N": str(int(now))},
+            ":type": {"S": _TYPE[version.kind]},
+            ":version": version.attribute,
+        }
+        return self.put(
+            item, own, token, NEWER, values, lambda old: self._refused(key, version, fingerprint, old)
+        )
 
     def _refused(self, key: Key, version: Version, fingerprint: str, old: dict[str, Any]) -> Done:
         """What a write the stored state refused means: stale, a duplicate or a conflict."""
