@@ -337,6 +337,41 @@ def test_after_a_fix_dlq_redrive_processes_the_transient_message_exactly_once(sh
     assert "dry run: no message; nothing was changed" in again.stdout
 
 
+def test_the_app_switched_to_versioned_mode_keeps_the_newest_state_and_counts_older_ones_stale(
+    shop: Shop,
+) -> None:
+    """As a user would: edit the generated app to versioned mode on a standard queue, deploy, send."""
+    app_py = shop.app / "app.py"
+    original = app_py.read_text()
+    app_py.write_text(
+        original.replace("MessagingOptions(fifo=True,", "MessagingOptions(fifo=False,").replace(
+            'processor="orders:handle",',
+            'processor="orders:handle", mode="versioned", version_field="version",',
+        )
+    )
+    try:
+        deployed = shop.command("local", "deploy")
+        assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+        line = {"order_id": "o-9", "line_id": "1", "sku": "tea", "unit_cents": 450}
+        drains = []
+        for version, quantity in ((3, 3), (1, 1)):  # the newer first, then an older one arriving late
+            sent = _send(shop, [{**line, "quantity": quantity, "version": version}])
+            assert sent.returncode == 0, sent.stdout + sent.stderr
+            drains.append(shop.command("local", "run", "--drain", "--wait", "1", "--retry-delay", "0"))
+        assert [d.returncode for d in drains] == [0, 0], [d.stdout + d.stderr for d in drains]
+        assert "1 processed" in drains[0].stdout and "1 stale" in drains[1].stdout, drains[1].stdout
+        item = shop.emulator.client("dynamodb").get_item(
+            TableName=shop.outputs()["TableName"], Key={"order_id": {"S": "o-9"}, "line_id": {"S": "1"}}
+        )["Item"]
+        assert (item["quantity"], item["version"], item["total_cents"]) == (
+            {"N": "3"},
+            {"N": "3"},
+            {"N": "1350"},
+        )
+    finally:
+        app_py.write_text(original)
+
+
 def test_outside_the_app_the_tool_refuses_instead_of_starting_another_emulator(shop: Shop) -> None:
     refused = shop.command("local", "deploy", cwd=shop.work)
     assert refused.returncode == 1
