@@ -222,6 +222,11 @@ def fifo_queue_with_a_standard_dead_letter_queue(stack: cdk.Stack) -> None:
 
 
 @case
+def standard_queue_with_a_fifo_dead_letter_queue(stack: cdk.Stack) -> None:
+    queue_with_dead_letters(stack, fifo=False, dlq_fifo=True)
+
+
+@case
 def fifo_queue_with_a_fifo_dead_letter_queue(stack: cdk.Stack) -> None:
     queue_with_dead_letters(stack, fifo=True)
 
@@ -240,6 +245,12 @@ def fifo_topic_subscription_with_a_standard_dead_letter_queue(stack: cdk.Stack) 
 
 def test_a_fifo_queue_redriving_to_a_standard_queue_is_reported_on_the_queue(findings):
     assert only(findings["fifo-queue-with-a-standard-dead-letter-queue"], "DeadLetterQueueType") == {
+        "Queue/Resource"
+    }
+
+
+def test_a_standard_queue_redriving_to_a_fifo_queue_is_reported_on_the_queue(findings):
+    assert only(findings["standard-queue-with-a-fifo-dead-letter-queue"], "DeadLetterQueueType") == {
         "Queue/Resource"
     }
 
