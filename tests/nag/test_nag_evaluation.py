@@ -1,6 +1,6 @@
-"""The nag evaluation (benchmarks/nag_apps.py): on plain aws-cdk-lib apps, IdempotentPipelineChecks reports each
-planted misconfiguration with its rule alone, at its level, on the resource to fix, and nothing on the two
-correct apps. benchmarks/nag_eval.py runs the same apps through cdk-nag, cfn-lint and serverless-rules.
+"""The nag evaluation (benchmarks/nag_apps.py): on plain aws-cdk-lib apps, IdempotentPipelineChecks reports
+each planted misconfiguration with its rule alone, at its level, on the resource to fix, and nothing on the
+two correct apps. benchmarks/nag_eval.py runs the same apps through cdk-nag, cfn-lint and serverless-rules.
 
 All apps are stacks of one app, synthesized once for the session with the pack attached.
 """
