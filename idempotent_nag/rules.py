@@ -25,7 +25,7 @@ from idempotent_nag.subjects import (
     SQS,
     STREAMS,
     UNBOUNDED,
-    App,
+    Subjects,
 )
 from idempotent_nag.templates import Resource, Templates
 from idempotent_pipeline import consumer
@@ -52,7 +52,7 @@ class NagRule(Generic[S]):
 
     id: str
     level: NagMessageLevel
-    subjects: Callable[[App], Iterable[S]]
+    subjects: Callable[[Subjects], Iterable[S]]
     condition: Callable[[S], object]
     info: str
     explanation: str
@@ -60,19 +60,19 @@ class NagRule(Generic[S]):
     reported: Callable[[S], Resource | None] = lambda subject: subject.resource  # type: ignore[attr-defined]
 
 
-def _event_sources(app: App) -> Iterable[Any]:
+def _event_sources(app: Subjects) -> Iterable[Any]:
     return app.event_sources
 
 
-def _queues(app: App) -> Iterable[Any]:
+def _queues(app: Subjects) -> Iterable[Any]:
     return app.queues
 
 
-def _subscriptions(app: App) -> Iterable[Any]:
+def _subscriptions(app: Subjects) -> Iterable[Any]:
     return app.subscriptions
 
 
-def _redrives(app: App) -> Iterable[Any]:
+def _redrives(app: Subjects) -> Iterable[Any]:
     return app.redrives
 
 
@@ -348,7 +348,7 @@ RULES: tuple[NagRule[Any], ...] = (
 
 def findings(t: Templates) -> dict[tuple[str, str], list[NagRule[Any]]]:
     """(stack construct path, logical id) -> the rules the resource breaks."""
-    app = App(t)
+    app = Subjects(t)
     found: dict[tuple[str, str], list[NagRule[Any]]] = {}
     for rule in RULES:
         broken = (rule.reported(s) for s in rule.subjects(app) if holds(rule.condition, s))

@@ -172,8 +172,8 @@ class IdempotencyStore:
 # -- reading the templates ------------------------------------------------------------------------------
 
 
-class App:
-    """An app's templates and the subjects the rules check, each list read once."""
+class Subjects:
+    """The subjects of an app's templates, each list read once."""
 
     def __init__(self, templates: Templates) -> None:
         self.templates = t = templates
