@@ -38,7 +38,7 @@ help:
 	@echo "make destroy   destroy the stack and stop the local emulator"
 	@echo "make integ     the integration tests on a real account: make integ AWS_PROFILE=... (deploys, asserts, destroys)"
 	@echo "make synth     synthesize the reference stack into cdk.out/ for review"
-	@echo "make bench     run the benchmarks, write benchmarks/results.{json,md,png}"
+	@echo "make bench     run the benchmarks, write benchmarks/results.{json,md,png} and nag_eval.{json,md}"
 	@echo "make lint      ruff and mypy"
 
 setup: $(VENV)/.installed node_modules/.installed
@@ -137,6 +137,7 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/run.py
+	$(PY) -m benchmarks.nag_eval > /dev/null
 
 # The integration tests (integ/integ_*.py, README "Proof on a real account"). `make test` checks their
 # snapshots offline; `make integ-snapshots` rewrites the snapshots that changed; `make integ` deploys every

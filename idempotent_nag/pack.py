@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jsii
 from aws_cdk import CfnResource, IPolicyValidationContext, PolicyValidationPluginReport, Stack
 from cdk_nag import IApplyRule, NagMessageLevel, NagPack, NagRuleCompliance
@@ -37,7 +39,7 @@ class IdempotentPipelineChecks(NagPack):
         write_suppressions = write_suppressions_to_cloud_formation
         super().__init__(scope, verbose=verbose, write_suppressions_to_cloud_formation=write_suppressions)
         self._pack_name = PACK_NAME
-        self._findings: dict[tuple[str, str], list[NagRule]] | None = None
+        self._findings: dict[tuple[str, str], list[NagRule[Any]]] | None = None
 
     @property
     def name(self) -> str:
@@ -79,7 +81,7 @@ def _stack_name(app: IConstruct, path: str) -> str:
 class _Finding:
     """A rule broken by ``node``, in the shape NagPack.applyRule reports."""
 
-    def __init__(self, rule: NagRule, node: CfnResource) -> None:
+    def __init__(self, rule: NagRule[Any], node: CfnResource) -> None:
         self._rule, self._node = rule, node
 
     @property
@@ -92,7 +94,7 @@ class _Finding:
 
     @property
     def explanation(self) -> str:
-        return self._rule.explanation
+        return f"{self._rule.explanation} AWS: {' '.join(self._rule.sources)}"
 
     @property
     def level(self) -> NagMessageLevel:

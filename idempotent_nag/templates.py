@@ -10,10 +10,13 @@ parameter, an import from outside the app) names nothing here, and the rules tha
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from idempotent_pipeline._rules import TOKEN
 
 QUEUE = "AWS::SQS::Queue"
 FUNCTION = "AWS::Lambda::Function"
@@ -22,6 +25,8 @@ TOPIC = "AWS::SNS::Topic"
 SUBSCRIPTION = "AWS::SNS::Subscription"
 ALARM = "AWS::CloudWatch::Alarm"
 KEY = "AWS::KMS::Key"
+TABLE = "AWS::DynamoDB::Table"
+INVOKE_CONFIG = "AWS::Lambda::EventInvokeConfig"
 
 
 @dataclass(frozen=True, eq=False)  # one object per resource: compared and hashed by identity
@@ -92,7 +97,28 @@ def number(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    return int(value) if isinstance(value, str) and value.isdigit() else None
+    return int(value) if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value) else None
+
+
+def known(value: Any, default: Any) -> Any:
+    """A number from a template: ``default`` when it is not set, TOKEN when the template cannot say (a
+    parameter, a reference)."""
+    if value is None:
+        return default
+    found = number(value)
+    return TOKEN if found is None else found
+
+
+def flag(value: Any, default: bool = False) -> Any:
+    """A boolean from a template (also as text): ``default`` when it is not set, TOKEN when the template
+    cannot say."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return TOKEN
 
 
 def listed(value: Any) -> list[Any]:

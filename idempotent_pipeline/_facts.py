@@ -19,6 +19,23 @@ from idempotent_pipeline._rules import TOKEN, is_token
 # SQS's own visibility timeout and retention when a queue sets none.
 SQS_DEFAULT_VISIBILITY_SECONDS = 30
 SQS_DEFAULT_RETENTION_SECONDS = 4 * 24 * 3600
+# AWS's advice for a queue Lambda reads: maxReceiveCount at least 5, so that receives the poller loses to
+# throttling do not move a message to the dead-letter queue unprocessed
+# (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html).
+LAMBDA_MIN_MAX_RECEIVE_COUNT = 5
+
+
+def expires_before_dead_letter(retention: int, max_receive_count: int, visibility: int) -> bool:
+    """A message that keeps failing expires before its last receive: SQS deletes it at the end of the
+    queue's retention and never moves an expired message to the dead-letter queue."""
+    return retention < max_receive_count * visibility
+
+
+def dead_letter_expires_early(fifo: bool, dead_letter_retention: int, retention: int) -> bool:
+    """On a standard queue a dead letter keeps its enqueue time, so a dead-letter queue that keeps messages
+    for less time than its source deletes them early, or at once (a FIFO dead-letter queue restarts the
+    clock)."""
+    return not fifo and dead_letter_retention < retention
 
 
 @dataclass(frozen=True)

@@ -227,15 +227,19 @@ class _Known:
         return _Known(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
 
 
+def holds(condition: Callable[[P], object], props: P) -> bool:
+    """Whether ``condition(props)`` is true; False when it reads a deploy-time value (:data:`TOKEN`), which
+    no rule guesses at. The constructs' rules and idempotent_nag's both run their conditions through it."""
+    try:
+        return bool(condition(cast(P, _Known(props))))
+    except _Unknown:
+        return False
+
+
 def enforce(scope: IConstruct, rules: Iterable[Rule[P]], props: P) -> None:
     """Raise ConfigurationError for the first broken error rule; add a warning for each broken warning."""
-    known = cast(P, _Known(props))
     for rule in rules:
-        try:
-            broken = rule.condition(known)
-        except _Unknown:
-            continue
-        if not broken:
+        if not holds(rule.condition, props):
             continue
         if rule.warning is None:
             raise ConfigurationError(rule.message(props))

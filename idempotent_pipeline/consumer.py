@@ -35,7 +35,7 @@ from idempotent_runtime.workflows import EXECUTION_ACTIONS, STATE_MACHINE_ACTION
 from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters, message_age
 from idempotent_pipeline._asset import HANDLER, Target, check_processor, left_out_note, stage_asset
-from idempotent_pipeline._facts import QueueFacts, describe_queue
+from idempotent_pipeline._facts import LAMBDA_MIN_MAX_RECEIVE_COUNT, QueueFacts, describe_queue
 from idempotent_pipeline._rules import (
     TOKEN,
     Rule,
@@ -399,11 +399,12 @@ RULES: tuple[Rule[ConsumerProps], ...] = (
         lambda p: (
             p.reserved_concurrent_executions is not None
             and p.facts.max_receive_count is not None
-            and p.facts.max_receive_count < 5
+            and p.facts.max_receive_count < LAMBDA_MIN_MAX_RECEIVE_COUNT
         ),
         lambda p: (
             f"the queue's max_receive_count is {p.facts.max_receive_count} with reserved concurrency: a few "
-            "throttled receives move a message to the DLQ unprocessed; AWS advises at least 5"
+            "throttled receives move a message to the DLQ unprocessed; AWS advises at least "
+            f"{LAMBDA_MIN_MAX_RECEIVE_COUNT}"
         ),
         warning="idempotent-pipeline:low-max-receive-count",
     ),

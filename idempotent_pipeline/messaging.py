@@ -18,7 +18,13 @@ from idempotent_runtime import contract
 
 from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters, message_age
-from idempotent_pipeline._facts import QueueFacts, describe_queue, remember
+from idempotent_pipeline._facts import (
+    QueueFacts,
+    dead_letter_expires_early,
+    describe_queue,
+    expires_before_dead_letter,
+    remember,
+)
 from idempotent_pipeline._rules import (
     Rule,
     boolean,
@@ -148,9 +154,8 @@ RULES: tuple[Rule[MessagingProps], ...] = (
     ),
     Rule(
         lambda p: (
-            not p.fifo
-            and None not in (p.dead_letter_retention, p.retention_period)
-            and p.dead_letter_retention < p.retention_period
+            None not in (p.dead_letter_retention, p.retention_period)
+            and dead_letter_expires_early(p.fifo, p.dead_letter_retention, p.retention_period)
         ),
         lambda p: (
             f"{p.dead_letter_retention_name} ({p.dead_letter_retention} seconds) must be at least "
@@ -236,7 +241,7 @@ RULES: tuple[Rule[MessagingProps], ...] = (
     Rule(
         lambda p: (
             None not in (p.retention_period, p.visibility_timeout, p.max_receive_count)
-            and p.retention_period < p.max_receive_count * p.visibility_timeout
+            and expires_before_dead_letter(p.retention_period, p.max_receive_count, p.visibility_timeout)
         ),
         lambda p: (
             f"MessagingOptions.retention_period ({p.retention_period} seconds) is shorter than "
