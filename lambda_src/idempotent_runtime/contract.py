@@ -245,9 +245,10 @@ SQS_MAX_VISIBILITY_SECONDS = 12 * 3600
 # --- formats -------------------------------------------------------------------------------------------
 
 # module:function, the function possibly an attribute path (module:Class.method).
-PROCESSOR_PATTERN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-# A CloudWatch namespace: 1-255 characters, no ':', not starting with a space or with 'AWS/' (AWS services').
-METRICS_NAMESPACE_PATTERN = re.compile(r"^(?!AWS/)[^:\s][^:]{0,254}$")
+PROCESSOR_PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+# A CloudWatch namespace: 1-255 of the characters CloudWatch takes (letters, digits, '.', '-', '_', '/', '#',
+# space; ':' is left out), not starting with a space or with 'AWS/' (AWS services').
+METRICS_NAMESPACE_PATTERN = re.compile(r"(?!AWS/)[0-9A-Za-z._/#-][0-9A-Za-z._/# -]{0,254}")
 # Dotted field paths (order.id): segments separated by '.', none empty.
 FIELD_PATH_SEPARATOR = "."
 
@@ -377,16 +378,16 @@ class Pattern(Kind):
         self.pattern, self.wanted = pattern, wanted
 
     def coerce(self, name: str, value: Any) -> str:
-        if not isinstance(value, str) or not self.pattern.match(value):
+        if not isinstance(value, str) or not self.pattern.fullmatch(value):
             _refuse(name, self.wanted, value)
         return value
 
 
 # Strings, taken as they are (no whitespace is stripped).
-TEXT = Pattern(re.compile(""), "be a string")
-NAME = Pattern(re.compile(r"\s*\S"), "be a non-empty string")
+TEXT = Pattern(re.compile(".*", re.DOTALL), "be a string")
+NAME = Pattern(re.compile(r"\s*\S.*", re.DOTALL), "be a non-empty string")
 ATTRIBUTE_NAME = Pattern(
-    re.compile(rf"(?!{re.escape(ATTRIBUTE_PREFIX)})\s*\S"),
+    re.compile(rf"(?!{re.escape(ATTRIBUTE_PREFIX)})\s*\S.*", re.DOTALL),
     f"be a non-empty attribute name, not beginning with {ATTRIBUTE_PREFIX!r} (the runtime's own attributes)",
 )
 
@@ -510,8 +511,8 @@ METRICS_NAMESPACE = Variable(
     "METRICS_NAMESPACE",
     Pattern(
         METRICS_NAMESPACE_PATTERN,
-        "be 1 to 255 characters without ':' or a leading space, not beginning with 'AWS/' (the namespaces "
-        "of AWS services)",
+        "be 1 to 255 characters: letters, digits, spaces and '.-_/#' (no ':'), not beginning with a space "
+        "or with 'AWS/' (the namespaces of AWS services)",
     ),
     "CloudWatch namespace of the Embedded Metric Format lines",
     "IdempotentPipeline",
@@ -568,7 +569,7 @@ PROCESSOR = Variable(
 )
 DLQ_URL = Variable(
     "DLQ_URL",
-    Pattern(re.compile(r"https?://"), "be an sqs queue url (https://...)"),
+    Pattern(re.compile(r"https?://\S+"), "be an sqs queue url (https://...)"),
     "permanent failures go there at once, with their reason (unset: through redrive)",
 )
 LEASE_SECONDS = Variable(
@@ -634,7 +635,7 @@ MAX_RECEIVE_COUNT = Variable(
 EMIT_TARGET_ARN = Variable(
     "EMIT_TARGET_ARN",
     Pattern(
-        re.compile(r"^arn:[\w-]+:(sns|sqs):[\w-]+:\d{12}:[\w-]{1,256}(\.fifo)?$"),
+        re.compile(r"arn:[\w-]+:(sns|sqs):[\w-]+:\d{12}:[\w-]{1,256}(\.fifo)?"),
         "be the arn of an sns topic or an sqs queue",
     ),
     "where message.emit() sends, through the outbox and the relay (FIFO when the name ends in .fifo); the "

@@ -40,7 +40,7 @@ __all__ = ["ExecutionConflict", "execution_input", "execution_name", "start_exec
 # is written as its name when it fits the narrow set, its parts joined with `_`; otherwise the name is the
 # SHA-256 (hex) of the key, as its idempotency key is when that does not fit (64 characters).
 NAME_SEPARATOR = "_"
-_PLAIN_NAME = re.compile(r"^[0-9A-Za-z_-]{1,80}$")
+_PLAIN_NAME = re.compile(r"[0-9A-Za-z_-]{1,80}")
 # The execution input's limit: 256 KiB of UTF-8 (canonical JSON is ASCII: one byte a character).
 MAX_INPUT_BYTES = 262_144
 STANDARD = "STANDARD"

@@ -747,8 +747,8 @@ def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> No
         ({"max_workers": 65}, "ConsumerOptions.max_workers must be between 1 and 64; got 65"),
         (
             {"metrics_namespace": "a:b"},
-            "ConsumerOptions.metrics_namespace must be 1 to 255 characters without ':' or a leading space, "
-            "not beginning with 'AWS/' (the namespaces of AWS services); "
+            "ConsumerOptions.metrics_namespace must be 1 to 255 characters: letters, digits, spaces and "
+            "'.-_/#' (no ':'), not beginning with a space or with 'AWS/' (the namespaces of AWS services); "
             "got "
             "'a:b'",
         ),
