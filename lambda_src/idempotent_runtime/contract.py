@@ -722,6 +722,24 @@ _HOLDS = {
     "TTL_ATTRIBUTE": ("TTL", "the document's expiry"),
 }
 _DOCUMENT = "in {n[IDEMPOTENCY_MODE]} {v[IDEMPOTENCY_MODE]}"
+
+
+def nested(first: Any, second: Any) -> bool:
+    """Whether one of two dotted field paths lies inside the other (``order`` and ``order.id``): no body holds
+    a value at both that a key or a version can be (a string, number or boolean, never an object)."""
+    if not isinstance(first, str) or not isinstance(second, str) or first == second:
+        return False
+    a, b = first.split(FIELD_PATH_SEPARATOR), second.split(FIELD_PATH_SEPARATOR)
+    shorter, longer = sorted((a, b), key=len)
+    return longer[: len(shorter)] == shorter
+
+
+# The pairs of body fields one message must hold at once, each with when the runtime reads both.
+_READ_TOGETHER = (
+    ("PARTITION_KEY_FIELD", "SORT_KEY_FIELD", lambda mode, source: source == KeySource.FIELDS),
+    ("VERSION_FIELD", "PARTITION_KEY_FIELD", lambda mode, source: mode == Mode.VERSIONED),
+    ("VERSION_FIELD", "SORT_KEY_FIELD", lambda mode, source: mode == Mode.VERSIONED),
+)
 _MODE_SOURCE = ("IDEMPOTENCY_MODE", "KEY_SOURCE")
 
 SETTINGS_RULES: tuple[SettingsRule, ...] = (
@@ -793,6 +811,16 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
         "entity of its own; the version is another field of the entity's body",
     ),
     # ---------------------------------------------------------------------------------------------------
+    *(
+        SettingsRule(
+            (*_MODE_SOURCE, first, second),
+            lambda mode, source, a, b, read=read: read(mode, source) and nested(a, b),
+            f"{{n[{first}]}} {{v[{first}]}} and {{n[{second}]}} {{v[{second}]}}: one field lies inside the "
+            "other, so no body holds both (a key or a version is a string, number or boolean, not an object) "
+            "and every message would be refused; name two separate fields",
+        )
+        for first, second, read in _READ_TOGETHER
+    ),
     SettingsRule(
         (*_MODE_SOURCE, "KEY_PREFIX", "PARTITION_KEY_FIELD", "PARTITION_KEY"),
         lambda mode, source, prefix, field, name: _stores_fields(mode, source) and prefix and field == name,

@@ -753,6 +753,18 @@ def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> No
             "'a:b'",
         ),
         (
+            {"partition_key_field": "order", "sort_key_field": "order.id"},
+            "ConsumerOptions.partition_key_field 'order' and ConsumerOptions.sort_key_field 'order.id': one "
+            "field lies inside the other, so no body holds both (a key or a version is a string, number or boolean, not an object) and every message would be refused; "
+            "name two separate fields",
+        ),
+        (
+            {"mode": "versioned", "version_field": "order", "partition_key_field": "order.id"},
+            "ConsumerOptions.version_field 'order' and ConsumerOptions.partition_key_field 'order.id': one "
+            "field lies inside the other, so no body holds both (a key or a version is a string, number or boolean, not an object) and every message would be refused; "
+            "name two separate fields",
+        ),
+        (
             {"fingerprint_fields": ["f" * 200] * 25},
             None,  # built below: the size depends on the rest of the environment
         ),
@@ -1391,7 +1403,7 @@ def test_a_consumer_refuses_its_own_imported_queue_as_dead_letter_queue():
 
 @pytest.mark.parametrize("namespace", ["AWS/Lambda", "AWS/"])
 def test_metrics_namespaces_of_aws_services_are_refused(namespace):
-    with pytest.raises(ConfigurationError, match=r"not beginning with 'AWS/'.*; got '" + namespace):
+    with pytest.raises(ConfigurationError, match=r"or with 'AWS/'.*; got '" + namespace):
         build_consumer(new_stack(), metrics_namespace=namespace)
 
 
