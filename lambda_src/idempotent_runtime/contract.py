@@ -237,6 +237,7 @@ MAX_MESSAGE_ATTRIBUTES = 10  # SQS
 # A dead letter is sized to fit this, or the message it copies when that was larger (its source queue took
 # it, and the constructs make both queues alike).
 SQS_MESSAGE_BYTES = 262_144
+SQS_MAX_MESSAGE_BYTES = 1_048_576  # the largest maximum a queue can have
 FIFO_MAX_BATCH_SIZE = 10
 STANDARD_MAX_BATCH_SIZE = 10_000
 SQS_MAX_RETENTION_SECONDS = 14 * 24 * 3600
