@@ -48,6 +48,9 @@ STANDARD = "STANDARD"
 # (IdempotentConsumer.grant_start_execution grants exactly these).
 STATE_MACHINE_ACTIONS = ("states:StartExecution", "states:DescribeStateMachine")
 EXECUTION_ACTIONS = ("states:DescribeExecution",)
+# On a state machine's customer managed key, through Step Functions: a start encrypts the input, a describe
+# decrypts it.
+STATE_MACHINE_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 
 # Errors that say the state machine or the function's permissions are wrong, not the message.
 _MISCONFIGURED = frozenset(
