@@ -277,6 +277,12 @@ class ReferenceStack(cdk.Stack):
             if options["messaging"].get("with_topic", True):
                 topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topic")
                 options["messaging"].update(topic_encryption_key=topic_key)
+        if not stack.get("alarm_topic"):
+            cdk.Annotations.of(self).acknowledge_warning(
+                "idempotent-pipeline:alarms-without-action",
+                "the reference stack's alarms notify nobody unless -c alarm_topic=true gives them a topic to "
+                "subscribe to (README: deploying to a real account)",
+            )
         if stack.get("alarm_topic"):
             # The alarm topic's key has its own policy: CloudWatch, which may use it for every alarm of the
             # account, gets nothing on the key of the pipeline's messages.
