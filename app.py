@@ -194,6 +194,38 @@ OPTIONS = {
 DEFAULT_STACK_NAME = "IdempotentPipeline"
 # The processors of the two hops (``-c outbox=true``).
 TWO_HOP_CODE = str(Path(__file__).resolve().parent / "examples" / "two_hop")
+# What each hop after the first decides for itself (``-c outbox=true``): a FIFO topic and queue with no filter
+# (the relay publishes with deduplication ids, which the hop keys by), its own table name, its own code and
+# keys. Every other option - keys, retention, removal and deletion protection, the function's sizing, VPC and
+# tracing, the alarms - is the first pipeline's, so data never leaves a protected, key-encrypted pipeline
+# into a hop without.
+HOP_OWN: dict[str, frozenset[str]] = {
+    "messaging": frozenset({"fifo", "with_topic", "content_based_deduplication", "filter_policy"}),
+    "table": frozenset({"table_name"}),
+    "consumer": frozenset(
+        {
+            "mode",
+            "key_source",
+            "partition_key_field",
+            "sort_key_field",
+            "key_prefix",
+            "fingerprint_fields",
+            "fingerprint_exclude",
+            "document_ttl",
+            "lease_duration",
+            "lease_margin",
+            "version_field",
+            "tombstone_ttl",
+            "processor",
+            "code_directory",
+            "include",
+            "exclude",
+            "environment",
+            "max_batching_window",  # a FIFO queue's mapping takes none
+        }
+    ),
+    "alarm": frozenset(),
+}
 # The processor `-c workflow=true` ships unless `processor` names another.
 WORKFLOW_CODE = Path(__file__).resolve().parent / "examples" / "workflow"
 WORKFLOW_PROCESSOR = "order_workflow:start"
@@ -245,6 +277,12 @@ class ReferenceStack(cdk.Stack):
             if options["messaging"].get("with_topic", True):
                 topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topic")
                 options["messaging"].update(topic_encryption_key=topic_key)
+        if not stack.get("alarm_topic"):
+            cdk.Annotations.of(self).acknowledge_warning(
+                "idempotent-pipeline:alarms-without-action",
+                "the reference stack's alarms notify nobody unless -c alarm_topic=true gives them a topic to "
+                "subscribe to (README: deploying to a real account)",
+            )
         if stack.get("alarm_topic"):
             # The alarm topic's key has its own policy: CloudWatch, which may use it for every alarm of the
             # account, gets nothing on the key of the pipeline's messages.
@@ -299,21 +337,17 @@ class ReferenceStack(cdk.Stack):
         options["consumer"].setdefault("mode", contract.Mode.TRANSACTION)
         if "processor" not in options["consumer"]:
             options["consumer"].update(processor="hops:order", code_directory=TWO_HOP_CODE)
-        alarms = AlarmOptions(**options["alarm"])
         by_dedup_id = {"key_source": contract.KeySource.DEDUP_ID}
-        self.shipping = IdempotentPipeline(
-            self, "Shipping", consumer_options=ConsumerOptions(**by_dedup_id), alarm_options=alarms
-        )
+        self.shipping = IdempotentPipeline(self, "Shipping", **_hop(options, "shipping", by_dedup_id))
         self.payments = IdempotentPipeline(
             self,
             "Payments",
-            consumer_options=ConsumerOptions(
-                mode=contract.Mode.TRANSACTION,
-                processor="hops:payment",
-                code_directory=TWO_HOP_CODE,
-                **by_dedup_id,
+            **_hop(
+                options,
+                "payments",
+                {"mode": contract.Mode.TRANSACTION, "processor": "hops:payment", "code_directory": TWO_HOP_CODE}
+                | by_dedup_id,
             ),
-            alarm_options=alarms,
             emit_target=self.shipping.topic,
         )
         for name, hop in (("Payments", self.payments), ("Shipping", self.shipping)):
@@ -396,6 +430,16 @@ class ReferenceStack(cdk.Stack):
             endpoint_group.add_ingress_rule(function_group, ec2.Port.tcp(443), "HTTPS from the consumer")
             vpc.add_interface_endpoint(name, service=service, security_groups=[endpoint_group], open=False)
         return vpc, function_group
+
+
+def _hop(options: Mapping[str, Mapping[str, Any]], name: str, consumer: Mapping[str, Any]) -> dict[str, Any]:
+    """IdempotentPipeline's options for the hop ``name``: the first pipeline's but what :data:`HOP_OWN` says
+    a hop decides itself (its table named after the first's, when that has a name), and ``consumer``."""
+    mine = {where: {k: v for k, v in options[where].items() if k not in HOP_OWN[where]} for where in OPTIONS}
+    if "table_name" in options["table"]:
+        mine["table"]["table_name"] = f"{options['table']['table_name']}-{name}"
+    mine["consumer"].update(consumer)
+    return {f"{where}_options": OPTIONS[where](**values) for where, values in mine.items()}
 
 
 def build_app(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> cdk.App:

@@ -37,7 +37,7 @@ DEFAULT_POLL_SECONDS = 2.0
 # after a later one.
 LATE_MS = 60_000
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 # Shown first, in this order; the rest of a line's fields follow, `reason` last (it has spaces).
 FIRST_FIELDS = ("message_id", "group_id", "key", "outcome", "kind", "mode")
 HIDDEN_FIELDS = frozenset({"level", "timestamp", "function", "message", "_aws", "FunctionName"})
@@ -106,7 +106,7 @@ def _line_time(fields: dict[str, Any]) -> float | None:
 
 def parse_since(text: str, now: float) -> float:
     """``--since``: a duration back from ``now`` (``10m``) or an ISO 8601 time (UTC if it names no zone)."""
-    match = DURATION.match(text.strip().lower())
+    match = DURATION.fullmatch(text.strip().lower())
     if match:
         return now - float(match[1]) * UNITS[match[2]]
     try:

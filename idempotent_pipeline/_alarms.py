@@ -8,12 +8,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Aws
+import jsii
+from aws_cdk import Aspects, Aws, IAspect, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
-from constructs import Construct
+from constructs import Construct, IConstruct
 from idempotent_runtime.contract import ConfigurationError, IntRange, Seconds
 
 from idempotent_pipeline import _compat, _keys
@@ -64,6 +65,7 @@ _HANDLED_TOPICS: weakref.WeakSet[Any] = weakref.WeakSet()
 # without this statement (a TLS-only one, say) makes every alarm action fail.
 CLOUDWATCH_PUBLISH_SID = "AllowCloudWatchAlarmsToPublish"
 IMPORTED_ALARM_TOPIC_WARNING = "idempotent-pipeline:imported-alarm-topic"
+NO_ALARM_ACTION_WARNING = "idempotent-pipeline:alarms-without-action"
 IMPORTED_ALARM_TOPIC_STATEMENT = (
     'allow {"Service": "cloudwatch.amazonaws.com"} the action sns:Publish on the topic, with the conditions '
     '{"StringEquals": {"aws:SourceAccount": "<the alarms\' account>"}, "ArnLike": {"aws:SourceArn": '
@@ -184,7 +186,37 @@ class Alarms:
                 alarm.add_ok_action(self.action)
             setattr(scope, definition.attribute, alarm)
             made.append(alarm)
+        if made:
+            Aspects.of(scope).add(_ActionsChecked(scope.node.path, tuple(made)))
         return tuple(made)
+
+
+@jsii.implements(IAspect)
+class _ActionsChecked:
+    """At synth, after the app has wired everything: warn once per block whose alarms notify nobody (no
+    alarm action: neither AlarmOptions.alarm_topic nor one the app added)."""
+
+    def __init__(self, path: str, alarms: tuple[cloudwatch.Alarm, ...]) -> None:
+        self.path, self.alarms = path, alarms
+
+    def visit(self, node: IConstruct) -> None:
+        if node.node.path != self.path:
+            return
+        stack = Stack.of(node)
+        silent = [
+            alarm.node.id
+            for alarm in self.alarms
+            if not stack.resolve(alarm.node.default_child.alarm_actions)  # type: ignore[union-attr]
+        ]
+        if silent:
+            warn(
+                node,
+                NO_ALARM_ACTION_WARNING,
+                f"{len(silent)} alarm(s) of {self.path} ({', '.join(silent)}) have no action: they fire in "
+                "CloudWatch and notify nobody. Give them a topic someone subscribes to "
+                "(AlarmOptions(alarm_topic=...)), or acknowledge this warning where the alarms are watched "
+                "another way",
+            )
 
 
 def _allow_cloudwatch_to_publish(scope: Construct, topic: sns.ITopic) -> None:

@@ -7,9 +7,9 @@ messages, so synth names the statement to add.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from aws_cdk import Aws
+from aws_cdk import Aws, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import IConstruct
@@ -80,12 +80,31 @@ def allow_cloudwatch_alarms(scope: IConstruct, key: kms.IKey, prop: str) -> None
     )
 
 
-def grant_through(grantee: iam.IGrantable, key: kms.IKey, actions: Sequence[str], service: str) -> iam.Grant:
-    """``actions`` on ``key``, only as ``service`` (``sqs``, ``dynamodb``) uses it on the grantee's behalf
-    (``kms:ViaService``): the role cannot decrypt with the key directly."""
+def grant_through(
+    grantee: iam.IGrantable,
+    key: kms.IKey | str,
+    actions: Sequence[str],
+    service: str,
+    context: Mapping[str, str] | None = None,
+) -> iam.Grant:
+    """``actions`` on ``key`` (a key or its ARN), only as ``service`` (``sqs``, ``dynamodb``, ``states``)
+    uses it on the grantee's behalf (``kms:ViaService``; with ``context``, only under that encryption
+    context): the role cannot decrypt with the key directly."""
+    conditions = {"kms:ViaService": f"{service}.{Aws.REGION}.{Aws.URL_SUFFIX}"}
+    conditions.update({f"kms:EncryptionContext:{name}": value for name, value in (context or {}).items()})
     return iam.Grant.add_to_principal(
         grantee=grantee,
         actions=list(actions),
-        resource_arns=[key.key_arn],
-        conditions={"StringEquals": {"kms:ViaService": f"{service}.{Aws.REGION}.{Aws.URL_SUFFIX}"}},
+        resource_arns=[key if isinstance(key, str) else key.key_arn],
+        conditions={"StringEquals": conditions},
     )
+
+
+def state_machine_key(state_machine: IConstruct) -> str | None:
+    """The ARN of the customer managed key of a state machine this app defines (its
+    ``encryption_configuration``), or None: an AWS owned key, an imported state machine, a key given by id."""
+    config = getattr(state_machine.node.default_child, "encryption_configuration", None)
+    arn = getattr(config, "kms_key_id", None)
+    if getattr(config, "type", None) != "CUSTOMER_MANAGED_KMS_KEY" or not isinstance(arn, str):
+        return None
+    return arn if Token.is_unresolved(arn) or arn.startswith("arn:") else None

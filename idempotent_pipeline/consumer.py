@@ -14,6 +14,7 @@ from aws_cdk import Names, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
@@ -30,7 +31,7 @@ from idempotent_runtime.contract import (
     QueueType,
     Seconds,
 )
-from idempotent_runtime.workflows import EXECUTION_ACTIONS, STATE_MACHINE_ACTIONS
+from idempotent_runtime.workflows import EXECUTION_ACTIONS, STATE_MACHINE_ACTIONS, STATE_MACHINE_KEY_ACTIONS
 
 from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters, message_age
@@ -840,11 +841,15 @@ class IdempotentConsumer(Construct):
         """``sqs:SendMessage`` on a queue (+ ``kms:GenerateDataKey``/``kms:Decrypt`` on its customer key)."""
         return self._grant_dead_letter_queue(dead_letter_queue, dead_letter_queue.encryption_master_key)
 
-    def grant_start_execution(self, state_machine: sfn.IStateMachine) -> iam.Grant:
+    def grant_start_execution(
+        self, state_machine: sfn.IStateMachine, *, key: kms.IKey | None = None
+    ) -> iam.Grant:
         """What ``idempotent_runtime.workflows.start_execution_once`` asks of ``state_machine`` (a STANDARD
-        workflow): ``states:StartExecution`` and ``states:DescribeStateMachine`` on it (with its customer
-        managed key, as CDK grants a start), ``states:DescribeExecution`` on its executions. An Express state
-        machine is refused: Step Functions does not check its execution names."""
+        workflow): ``states:StartExecution`` and ``states:DescribeStateMachine`` on it,
+        ``states:DescribeExecution`` on its executions, and on its customer managed key (``key``; default: the
+        key of a state machine this app defines) ``kms:GenerateDataKey`` (a start encrypts the input) and
+        ``kms:Decrypt`` (a describe reads it), through Step Functions for this state machine only. An Express
+        state machine is refused: Step Functions does not check its execution names."""
         kind = getattr(state_machine, "state_machine_type", None)  # known for a StateMachine defined here
         if kind is not None and kind != sfn.StateMachineType.STANDARD:
             raise ConfigurationError(
@@ -858,6 +863,12 @@ class IdempotentConsumer(Construct):
         for statement in executions.principal_statements:
             for resource in statement.resources:
                 _compat.acknowledge(self.role, _wildcard_finding(self, resource), EXECUTIONS_REASON)
+        key_arn = key.key_arn if key is not None else _keys.state_machine_key(state_machine)
+        if key_arn is not None:
+            context = {"aws:states:stateMachineArn": state_machine.state_machine_arn}
+            executions = executions.combine(
+                _keys.grant_through(self.function, key_arn, STATE_MACHINE_KEY_ACTIONS, "states", context)
+            )
         return grant.combine(executions)
 
     # -- metrics: the runtime's Embedded Metric Format counters ---------------------------------------------

@@ -121,13 +121,8 @@ def _body_at(paths: tuple[str, str], values: list[str]) -> dict[str, Any]:
     for path, value in zip(paths, values, strict=False):
         node = body
         *parents, leaf = path.split(FIELD_PATH_SEPARATOR)
-        for name in parents:
-            child = node.setdefault(name, {})
-            if not isinstance(child, dict):
-                raise DlqError(f"the key fields {paths[0]} and {paths[1]} overlap: no body holds both values")
-            node = child
-        if leaf in node:
-            raise DlqError(f"the key fields {paths[0]} and {paths[1]} overlap: no body holds both values")
+        for name in parents:  # the paths never lie inside each other (contract.SETTINGS_RULES refuses it)
+            node = node.setdefault(name, {})
         node[leaf] = value
     return body
 

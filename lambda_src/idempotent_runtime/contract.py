@@ -237,6 +237,7 @@ MAX_MESSAGE_ATTRIBUTES = 10  # SQS
 # A dead letter is sized to fit this, or the message it copies when that was larger (its source queue took
 # it, and the constructs make both queues alike).
 SQS_MESSAGE_BYTES = 262_144
+SQS_MAX_MESSAGE_BYTES = 1_048_576  # the largest maximum a queue can have
 FIFO_MAX_BATCH_SIZE = 10
 STANDARD_MAX_BATCH_SIZE = 10_000
 SQS_MAX_RETENTION_SECONDS = 14 * 24 * 3600
@@ -245,9 +246,10 @@ SQS_MAX_VISIBILITY_SECONDS = 12 * 3600
 # --- formats -------------------------------------------------------------------------------------------
 
 # module:function, the function possibly an attribute path (module:Class.method).
-PROCESSOR_PATTERN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-# A CloudWatch namespace: 1-255 characters, no ':', not starting with a space or with 'AWS/' (AWS services').
-METRICS_NAMESPACE_PATTERN = re.compile(r"^(?!AWS/)[^:\s][^:]{0,254}$")
+PROCESSOR_PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+# A CloudWatch namespace: 1-255 of the characters CloudWatch takes (letters, digits, '.', '-', '_', '/', '#',
+# space; ':' is left out), not starting with a space or with 'AWS/' (AWS services').
+METRICS_NAMESPACE_PATTERN = re.compile(r"(?!AWS/)[0-9A-Za-z._/#-][0-9A-Za-z._/# -]{0,254}")
 # Dotted field paths (order.id): segments separated by '.', none empty.
 FIELD_PATH_SEPARATOR = "."
 
@@ -377,16 +379,16 @@ class Pattern(Kind):
         self.pattern, self.wanted = pattern, wanted
 
     def coerce(self, name: str, value: Any) -> str:
-        if not isinstance(value, str) or not self.pattern.match(value):
+        if not isinstance(value, str) or not self.pattern.fullmatch(value):
             _refuse(name, self.wanted, value)
         return value
 
 
 # Strings, taken as they are (no whitespace is stripped).
-TEXT = Pattern(re.compile(""), "be a string")
-NAME = Pattern(re.compile(r"\s*\S"), "be a non-empty string")
+TEXT = Pattern(re.compile(".*", re.DOTALL), "be a string")
+NAME = Pattern(re.compile(r"\s*\S.*", re.DOTALL), "be a non-empty string")
 ATTRIBUTE_NAME = Pattern(
-    re.compile(rf"(?!{re.escape(ATTRIBUTE_PREFIX)})\s*\S"),
+    re.compile(rf"(?!{re.escape(ATTRIBUTE_PREFIX)})\s*\S.*", re.DOTALL),
     f"be a non-empty attribute name, not beginning with {ATTRIBUTE_PREFIX!r} (the runtime's own attributes)",
 )
 
@@ -510,8 +512,8 @@ METRICS_NAMESPACE = Variable(
     "METRICS_NAMESPACE",
     Pattern(
         METRICS_NAMESPACE_PATTERN,
-        "be 1 to 255 characters without ':' or a leading space, not beginning with 'AWS/' (the namespaces "
-        "of AWS services)",
+        "be 1 to 255 characters: letters, digits, spaces and '.-_/#' (no ':'), not beginning with a space "
+        "or with 'AWS/' (the namespaces of AWS services)",
     ),
     "CloudWatch namespace of the Embedded Metric Format lines",
     "IdempotentPipeline",
@@ -568,7 +570,7 @@ PROCESSOR = Variable(
 )
 DLQ_URL = Variable(
     "DLQ_URL",
-    Pattern(re.compile(r"https?://"), "be an sqs queue url (https://...)"),
+    Pattern(re.compile(r"https?://\S+"), "be an sqs queue url (https://...)"),
     "permanent failures go there at once, with their reason (unset: through redrive)",
 )
 LEASE_SECONDS = Variable(
@@ -634,7 +636,7 @@ MAX_RECEIVE_COUNT = Variable(
 EMIT_TARGET_ARN = Variable(
     "EMIT_TARGET_ARN",
     Pattern(
-        re.compile(r"^arn:[\w-]+:(sns|sqs):[\w-]+:\d{12}:[\w-]{1,256}(\.fifo)?$"),
+        re.compile(r"arn:[\w-]+:(sns|sqs):[\w-]+:\d{12}:[\w-]{1,256}(\.fifo)?"),
         "be the arn of an sns topic or an sqs queue",
     ),
     "where message.emit() sends, through the outbox and the relay (FIFO when the name ends in .fifo); the "
@@ -721,6 +723,24 @@ _HOLDS = {
     "TTL_ATTRIBUTE": ("TTL", "the document's expiry"),
 }
 _DOCUMENT = "in {n[IDEMPOTENCY_MODE]} {v[IDEMPOTENCY_MODE]}"
+
+
+def nested(first: Any, second: Any) -> bool:
+    """Whether one of two dotted field paths lies inside the other (``order`` and ``order.id``): no body holds
+    a value at both that a key or a version can be (a string, number or boolean, never an object)."""
+    if not isinstance(first, str) or not isinstance(second, str) or first == second:
+        return False
+    a, b = first.split(FIELD_PATH_SEPARATOR), second.split(FIELD_PATH_SEPARATOR)
+    shorter, longer = sorted((a, b), key=len)
+    return longer[: len(shorter)] == shorter
+
+
+# The pairs of body fields one message must hold at once, each with when the runtime reads both.
+_READ_TOGETHER = (
+    ("PARTITION_KEY_FIELD", "SORT_KEY_FIELD", lambda mode, source: source == KeySource.FIELDS),
+    ("VERSION_FIELD", "PARTITION_KEY_FIELD", lambda mode, source: mode == Mode.VERSIONED),
+    ("VERSION_FIELD", "SORT_KEY_FIELD", lambda mode, source: mode == Mode.VERSIONED),
+)
 _MODE_SOURCE = ("IDEMPOTENCY_MODE", "KEY_SOURCE")
 
 SETTINGS_RULES: tuple[SettingsRule, ...] = (
@@ -792,6 +812,16 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
         "entity of its own; the version is another field of the entity's body",
     ),
     # ---------------------------------------------------------------------------------------------------
+    *(
+        SettingsRule(
+            (*_MODE_SOURCE, first, second),
+            lambda mode, source, a, b, read=read: read(mode, source) and nested(a, b),
+            f"{{n[{first}]}} {{v[{first}]}} and {{n[{second}]}} {{v[{second}]}}: one field lies inside the "
+            "other, so no body holds both (a key or a version is a string, number or boolean, not an object) "
+            "and every message would be refused; name two separate fields",
+        )
+        for first, second, read in _READ_TOGETHER
+    ),
     SettingsRule(
         (*_MODE_SOURCE, "KEY_PREFIX", "PARTITION_KEY_FIELD", "PARTITION_KEY"),
         lambda mode, source, prefix, field, name: _stores_fields(mode, source) and prefix and field == name,

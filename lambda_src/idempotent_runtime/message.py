@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 _UNPARSED: Any = object()
 # 1-128 printable ASCII characters: what SNS accepts as a MessageDeduplicationId, and what third-party APIs
 # accept as an idempotency key.
-_PLAIN_KEY = re.compile(r"^[!-~]{1,128}$")
+_PLAIN_KEY = re.compile(r"[!-~]{1,128}")
 
 
 def join_key(parts: Sequence[str], separator: str = "#", plain: re.Pattern[str] = _PLAIN_KEY) -> str:
@@ -33,7 +33,7 @@ def join_key(parts: Sequence[str], separator: str = "#", plain: re.Pattern[str] 
     """
     text = separator.join(parts)
     unambiguous = len(parts) == 1 or (separator and not any(separator in part for part in parts))
-    if unambiguous and plain.match(text):
+    if unambiguous and plain.fullmatch(text):
         return text
     return hashlib.sha256(json.dumps(list(parts)).encode("ascii")).hexdigest()
 

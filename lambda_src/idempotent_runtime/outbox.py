@@ -42,7 +42,7 @@ EMIT_POSITION_DIGITS = 3
 MAX_TRANSACTION_BYTES = 4 * 1024 * 1024  # TransactWriteItems
 MAX_EMITTED_BYTES = 262_144  # SNS and SQS: the body and every attribute's name, type and value
 # SNS and SQS message attribute names.
-ATTRIBUTE_NAME_PATTERN = re.compile(r"^(?!(?:AWS|Amazon)\.)(?!\.)(?!.*\.\.)(?!.*\.$)[\w.-]{1,256}$", re.ASCII)
+ATTRIBUTE_NAME_PATTERN = re.compile(r"(?!(?:AWS|Amazon)\.)(?!\.)(?!.*\.\.)(?!.*\.$)[\w.-]{1,256}", re.ASCII)
 
 
 def outbox_partition(key_prefix: str, lane: str) -> str:
@@ -184,7 +184,7 @@ def _attributes(attributes: Any, what: str) -> dict[str, dict[str, Any]]:
         )
     converted = {}
     for name, value in attributes.items():
-        if not isinstance(name, str) or not ATTRIBUTE_NAME_PATTERN.match(name):
+        if not isinstance(name, str) or not ATTRIBUTE_NAME_PATTERN.fullmatch(name):
             raise InvalidMessage(
                 f"{what}: attribute name {name!r:.80} is not one SNS and SQS take (1-256 letters, digits, "
                 "'_', '-', '.'; not 'AWS.' or 'Amazon.' first, no '..')"

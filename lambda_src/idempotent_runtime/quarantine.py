@@ -38,6 +38,7 @@ from idempotent_runtime.contract import (
     QUARANTINE_TTL_SECONDS,
     REASON_ATTRIBUTE,
     REDRIVE_ATTRIBUTE,
+    SQS_MAX_MESSAGE_BYTES,
     SQS_MESSAGE_BYTES,
     STATUS_ATTRIBUTE,
     DeadLetterKind,
@@ -148,7 +149,18 @@ class Quarantine:
                 "dropped_attributes": dropped,
                 **(extra or {}),
             }
-            self._send(message, attributes, details, safe_reason)
+            sent = self._send(message, attributes, details, safe_reason)
+            if DLQ_DETAILS_ATTRIBUTE not in sent or sent.get(DLQ_REASON_ATTRIBUTE, {}).get("StringValue") != (
+                safe_reason
+            ):
+                warnings.append(
+                    (
+                        "the message leaves no room beside it in the dlq for its whole reason and details: "
+                        "the dead letter carries what fitted (see idempotency.details 'shortened'); the whole "
+                        "reason is this line's",
+                        {"reason": safe_reason, "sent": sorted(sent)},
+                    )
+                )
         # A standard queue may deliver a deleted message again: remember the send before deleting.
         remember = not already and message.from_fifo_queue is not True
         if remember:
@@ -157,22 +169,31 @@ class Quarantine:
             self._remember_sent(message, safe_reason, warnings)
         return Sent(dropped, already, warnings)
 
-    def _send(self, message: Message, kept: dict[str, Any], details: dict[str, Any], reason: str) -> None:
-        """Send the copy sized by :func:`fit`; after a size refusal, the smallest copy, once."""
+    def _send(
+        self, message: Message, kept: dict[str, Any], details: dict[str, Any], reason: str
+    ) -> dict[str, Any]:
+        """Send the copy sized by :func:`fit`; after a size refusal, the smallest copy, once. Returns the
+        attributes sent."""
         body = message.body or " "  # SQS rejects an empty body
         request: dict[str, Any] = {"QueueUrl": self.dlq_url, "MessageBody": body}
         if self.fifo:
             request["MessageGroupId"] = message.group_id or message.message_id
             request["MessageDeduplicationId"] = message.message_id[:128]
-        budget = max(SQS_MESSAGE_BYTES, size(body, kept))
-        for attempt in (budget, 0):  # 0: the smallest copy
+        # The DLQ takes at least what the source queue took (the constructs make both alike): a queue of the
+        # default size within its limit; a larger one's limit is unknown up to SQS's, so a refusal is answered
+        # with the smallest copy, then with what fits in the size the source took.
+        source = size(body, kept)
+        budget = SQS_MESSAGE_BYTES if source <= SQS_MESSAGE_BYTES else SQS_MAX_MESSAGE_BYTES
+        attempts = (budget, 0, source) if budget != SQS_MESSAGE_BYTES else (budget, 0)
+        for attempt in attempts:  # 0: the smallest copy
             request["MessageAttributes"] = fit(body, kept, details, reason, attempt)
             try:
                 self.calls(self._sqs().send_message, **request)
-                return
+                return request["MessageAttributes"]
             except Exception as exc:
-                if not attempt or not too_large(exc):
+                if attempt == attempts[-1] or not too_large(exc):
                     raise SendFailed(Resource.DLQ, exc) from exc
+        raise AssertionError("the last attempt is sent or refused")
 
     def _remember_sent(
         self, message: Message, reason: str, warnings: list[tuple[str, dict[str, Any]]]
@@ -293,7 +314,37 @@ def fit(body: str, kept: dict[str, Any], details: dict[str, Any], reason: str, b
         details["shortened"] = [name for name in SHORTENED_DETAILS if details.pop(name, None) is not None]
     if size(body, copy()) > budget:
         reason = sqs_safe(reason, SHORT_REASON_CHARACTERS)
-    return copy()
+    if not budget or size(body, copy()) <= budget:
+        return copy()
+    return _tightest(details, reason, budget - size(body, {}))
+
+
+# Shorter than this, a reason says nothing: the details give way first.
+MIN_REASON_BYTES = 24
+_SAY_SO = "..."
+
+
+def _tightest(details: dict[str, Any], reason: str, room: int) -> dict[str, Any]:
+    """A message within a few hundred bytes of the limit: what fits beside it in ``room`` bytes. The kind
+    and source message id with the reason cut to fit, else the reason alone cut to fit, else nothing (the
+    reason is in the log line and the quarantine record). A cut reason ends in '...'; cut details say
+    ``"shortened": "all"``."""
+    reason_name = len(DLQ_REASON_ATTRIBUTE) + len("String")
+    least = {"kind": details["kind"], "source_message_id": details["source_message_id"], "shortened": "all"}
+    for kept in (least, None):
+        attributes = {} if kept is None else {DLQ_DETAILS_ATTRIBUTE: _text(json.dumps(kept, separators=(",", ":")))}
+        left = room - size("", attributes) - reason_name
+        if left >= MIN_REASON_BYTES:
+            return {DLQ_REASON_ATTRIBUTE: _text(_cut(reason, left)), **attributes}
+    return {}
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` bytes of UTF-8, ending in '...' when cut."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    return data[: limit - len(_SAY_SO)].decode("utf-8", "ignore") + _SAY_SO
 
 
 def _text(value: str) -> dict[str, str]:

@@ -40,7 +40,7 @@ __all__ = ["ExecutionConflict", "execution_input", "execution_name", "start_exec
 # is written as its name when it fits the narrow set, its parts joined with `_`; otherwise the name is the
 # SHA-256 (hex) of the key, as its idempotency key is when that does not fit (64 characters).
 NAME_SEPARATOR = "_"
-_PLAIN_NAME = re.compile(r"^[0-9A-Za-z_-]{1,80}$")
+_PLAIN_NAME = re.compile(r"[0-9A-Za-z_-]{1,80}")
 # The execution input's limit: 256 KiB of UTF-8 (canonical JSON is ASCII: one byte a character).
 MAX_INPUT_BYTES = 262_144
 STANDARD = "STANDARD"
@@ -48,6 +48,9 @@ STANDARD = "STANDARD"
 # (IdempotentConsumer.grant_start_execution grants exactly these).
 STATE_MACHINE_ACTIONS = ("states:StartExecution", "states:DescribeStateMachine")
 EXECUTION_ACTIONS = ("states:DescribeExecution",)
+# On a state machine's customer managed key, through Step Functions: a start encrypts the input, a describe
+# decrypts it.
+STATE_MACHINE_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 
 # Errors that say the state machine or the function's permissions are wrong, not the message.
 _MISCONFIGURED = frozenset(

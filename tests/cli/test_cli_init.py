@@ -43,11 +43,11 @@ def test_init_writes_a_cdk_app_with_a_processor_and_its_test(
     assert written == FILES
     app_py = (app / "app.py").read_text()
     assert 'MyOrdersStack(app, "MyOrders")' in app_py
-    # The constructs' options objects, one per block.
-    assert (
-        "from idempotent_pipeline import ConsumerOptions, IdempotentPipeline, MessagingOptions, TableOptions"
-        in (app_py)
-    )
+    # The constructs' options objects, one per block, and a topic for the alarms (else they notify nobody).
+    for name in ("AlarmOptions", "ConsumerOptions", "IdempotentPipeline", "MessagingOptions", "TableOptions"):
+        assert f"    {name},\n" in app_py
+    assert "alarm_options=AlarmOptions(alarm_topic=alarm_topic)" in app_py
+    assert '"AlarmTopicArn": alarm_topic.topic_arn' in app_py
     assert 'table_options=TableOptions(partition_key_name="order_id", sort_key_name="line_id")' in app_py
     assert 'processor="orders:handle"' in app_py
     assert '"SubscriptionDeadLetterQueueUrl": pipeline.subscription_dead_letter_queue.queue_url' in app_py

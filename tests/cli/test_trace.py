@@ -471,7 +471,7 @@ def test_message_id_and_body_sha256_keys_are_computed_as_the_consumer_computes_t
         (
             {"PARTITION_KEY_FIELD": "order.id", "SORT_KEY_FIELD": "order"},
             ["o", "1"],
-            "overlap: no body holds both",
+            "one field lies inside the other, so no body holds both",
         ),
     ],
 )

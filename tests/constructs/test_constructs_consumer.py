@@ -747,10 +747,22 @@ def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> No
         ({"max_workers": 65}, "ConsumerOptions.max_workers must be between 1 and 64; got 65"),
         (
             {"metrics_namespace": "a:b"},
-            "ConsumerOptions.metrics_namespace must be 1 to 255 characters without ':' or a leading space, "
-            "not beginning with 'AWS/' (the namespaces of AWS services); "
+            "ConsumerOptions.metrics_namespace must be 1 to 255 characters: letters, digits, spaces and "
+            "'.-_/#' (no ':'), not beginning with a space or with 'AWS/' (the namespaces of AWS services); "
             "got "
             "'a:b'",
+        ),
+        (
+            {"partition_key_field": "order", "sort_key_field": "order.id"},
+            "ConsumerOptions.partition_key_field 'order' and ConsumerOptions.sort_key_field 'order.id': one "
+            "field lies inside the other, so no body holds both (a key or a version is a string, number or boolean, not an object) and every message would be refused; "
+            "name two separate fields",
+        ),
+        (
+            {"mode": "versioned", "version_field": "order", "partition_key_field": "order.id"},
+            "ConsumerOptions.version_field 'order' and ConsumerOptions.partition_key_field 'order.id': one "
+            "field lies inside the other, so no body holds both (a key or a version is a string, number or boolean, not an object) and every message would be refused; "
+            "name two separate fields",
         ),
         (
             {"fingerprint_fields": ["f" * 200] * 25},
@@ -1391,7 +1403,7 @@ def test_a_consumer_refuses_its_own_imported_queue_as_dead_letter_queue():
 
 @pytest.mark.parametrize("namespace", ["AWS/Lambda", "AWS/"])
 def test_metrics_namespaces_of_aws_services_are_refused(namespace):
-    with pytest.raises(ConfigurationError, match=r"not beginning with 'AWS/'.*; got '" + namespace):
+    with pytest.raises(ConfigurationError, match=r"or with 'AWS/'.*; got '" + namespace):
         build_consumer(new_stack(), metrics_namespace=namespace)
 
 

@@ -18,6 +18,7 @@ from constructs_helpers import (
     nag_findings,
     new_stack,
     only,
+    quiet_alarms,
     resources,
     synth_with_nag,
     template_of,
@@ -532,7 +533,7 @@ def _sns_key_statements(stack: cdk.Stack) -> list[dict[str, Any]]:
 
 
 def test_queue_key_is_usable_only_by_the_new_topic_even_without_the_apps_feature_flag():
-    stack = cdk.Stack(cdk.App(), "NoFlags")  # no cdk.json context, as in a user's older app
+    stack = quiet_alarms(cdk.Stack(cdk.App(), "NoFlags"))  # no cdk.json context, as in a user's older app
     messaging = Messaging(stack, "Messaging", options=MessagingOptions(encryption_key=kms.Key(stack, "Key")))
     (statement,) = _sns_key_statements(stack)
     assert messaging.topic is not None
@@ -543,7 +544,7 @@ def test_queue_key_is_usable_only_by_the_new_topic_even_without_the_apps_feature
 
 
 def test_existing_topic_in_an_app_without_the_flag_warns_that_the_queue_key_is_unrestricted():
-    stack = cdk.Stack(cdk.App(), "NoFlags")
+    stack = quiet_alarms(cdk.Stack(cdk.App(), "NoFlags"))
     topic = sns.Topic(stack, "Existing", fifo=True)
     Messaging(stack, "Messaging", topic=topic, options=MessagingOptions(encryption_key=kms.Key(stack, "Key")))
     (statement,) = _sns_key_statements(stack)

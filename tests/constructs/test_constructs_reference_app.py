@@ -572,3 +572,50 @@ def test_cdk_json_runs_app_py_and_sets_recommended_flags():
     assert config["app"] == "python3 app.py"
     assert config["context"]["@aws-cdk/aws-sns-subscriptions:restrictSqsDescryption"] is True
     assert config["context"]["@aws-cdk/aws-iam:minimizePolicies"] is True
+
+
+def test_every_hop_of_the_outbox_takes_the_first_pipelines_keys_protection_and_table_options(tmp_path):
+    context = {
+        "outbox": "true",
+        "customer_managed_keys": "true",
+        "deletion_protection": "true",
+        "removal_policy": "retain",
+        "table_name": "orders",
+        "retention_period_seconds": "86400",
+        "tracing": "true",
+        "memory_size": "512",
+    }
+    template = synth_app(tmp_path, context).get_stack_by_name(STACK).template
+    resources = template["Resources"]
+
+    def of(type_: str) -> dict[str, dict]:
+        return {name: r for name, r in resources.items() if r["Type"] == type_}
+
+    tables = of("AWS::DynamoDB::Table")
+    assert sorted(t["Properties"]["TableName"] for t in tables.values()) == [
+        "orders",
+        "orders-payments",
+        "orders-shipping",
+    ]
+    for table in tables.values():  # on main: the payments and shipping tables had none of these
+        assert table["Properties"]["SSESpecification"]["SSEType"] == "KMS"
+        assert table["Properties"]["DeletionProtectionEnabled"] is True
+        assert table["DeletionPolicy"] == "Retain"
+    assert len(of("AWS::SNS::Topic")) == 3
+    for topic in of("AWS::SNS::Topic").values():
+        assert "KmsMasterKeyId" in topic["Properties"]
+    queues = {
+        name: queue
+        for name, queue in of("AWS::SQS::Queue").items()
+        if "Relay" not in name  # the relays' dead-letter queues: OutboxRelay's own settings
+    }
+    assert len(queues) == 9  # a queue, its DLQ and the subscription's DLQ per pipeline
+    for name, queue in queues.items():
+        assert "KmsMasterKeyId" in queue["Properties"], name
+    for name, queue in queues.items():
+        if "DeadLetter" not in name and "Subscription" not in name:
+            assert queue["Properties"]["MessageRetentionPeriod"] == 86400, name
+    for name, function in of("AWS::Lambda::Function").items():
+        if "Relay" not in name:
+            assert function["Properties"]["MemorySize"] == 512, name
+            assert function["Properties"]["TracingConfig"] == {"Mode": "Active"}, name

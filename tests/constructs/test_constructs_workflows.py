@@ -94,6 +94,70 @@ def test_an_imported_state_machine_is_granted_by_its_arn(user_code):
     ]
 
 
+def _key_statements(stack: cdk.Stack, consumer) -> list[dict]:
+    """The consumer role's statements on KMS keys."""
+    role = stack.resolve(consumer.role.role_name)
+    found = []
+    for policy in resources(template_of(stack), "AWS::IAM::Policy").values():
+        if role in policy["Properties"]["Roles"]:
+            statements = policy["Properties"]["PolicyDocument"]["Statement"]
+            found += [s for s in statements if any(a.startswith("kms:") for a in actions_of(s))]
+    return found
+
+
+def _through_step_functions(machine_arn: object, stack: cdk.Stack) -> dict:
+    return {
+        "StringEquals": {
+            "kms:ViaService": stack.resolve(f"states.{REGION}.{cdk.Aws.URL_SUFFIX}"),
+            "kms:EncryptionContext:aws:states:stateMachineArn": stack.resolve(machine_arn),
+        }
+    }
+
+
+@pytest.mark.skipif(
+    not hasattr(sfn, "CustomerManagedEncryptionConfiguration"), reason="this aws-cdk-lib has no state machine key"
+)
+def test_a_state_machine_with_a_customer_managed_key_grants_the_key_for_start_and_describe(user_code):
+    from aws_cdk import aws_kms as kms
+
+    stack = new_stack()
+    key = kms.Key(stack, "WorkflowKey", enable_key_rotation=True)
+    machine = sfn.StateMachine(
+        stack,
+        "Encrypted",
+        definition_body=sfn.DefinitionBody.from_chainable(sfn.Pass(stack, "Ship")),
+        encryption_configuration=sfn.CustomerManagedEncryptionConfiguration(key),
+    )
+    consumer = _pipeline(stack, user_code).consumer
+    consumer.grant_start_execution(machine)
+    (statement,) = _key_statements(stack, consumer)  # on main: none, and every start was refused
+    assert sorted(actions_of(statement)) == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert statement["Resource"] == stack.resolve(key.key_arn)
+    assert statement["Condition"] == _through_step_functions(machine.state_machine_arn, stack)
+
+
+def test_an_imported_state_machine_is_granted_the_key_it_is_given(user_code):
+    from aws_cdk import aws_kms as kms
+
+    stack = new_stack()
+    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:orders"
+    key_arn = "arn:aws:kms:us-east-1:123456789012:key/0a1b2c3d-0000-4000-8000-000000000000"
+    consumer = _pipeline(stack, user_code).consumer
+    consumer.grant_start_execution(
+        sfn.StateMachine.from_state_machine_arn(stack, "Imported", arn),
+        key=kms.Key.from_key_arn(stack, "ImportedKey", key_arn),
+    )
+    (statement,) = _key_statements(stack, consumer)
+    assert (statement["Resource"], statement["Condition"]) == (key_arn, _through_step_functions(arn, stack))
+
+
+def test_a_state_machine_without_a_customer_managed_key_is_granted_no_key(user_code):
+    stack = new_stack()
+    consumer = _pipeline(stack, user_code).consumer
+    consumer.grant_start_execution(_state_machine(stack))
+    assert _key_statements(stack, consumer) == []
+
+
 def test_an_express_state_machine_is_refused_at_synth(user_code):
     stack = new_stack()
     express = _state_machine(stack, sfn.StateMachineType.EXPRESS)

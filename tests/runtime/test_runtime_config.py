@@ -191,7 +191,7 @@ def test_every_variable_is_read():
         ({"TABLE_NAME": "t", "METRICS_NAMESPACE": "a:b"}, "METRICS_NAMESPACE must be 1 to 255 characters"),
         (
             {"TABLE_NAME": "t", "METRICS_NAMESPACE": "AWS/Lambda"},
-            "not beginning with 'AWS/' (the namespaces of AWS services); got 'AWS/Lambda'",
+            "not beginning with a space or with 'AWS/' (the namespaces of AWS services); got 'AWS/Lambda'",
         ),
         ({"TABLE_NAME": "t", "MAX_WORKERS": "0"}, "MAX_WORKERS must be between 1 and 64; got 0"),
         ({"TABLE_NAME": "t", "LEASE_SECONDS": "0"}, "LEASE_SECONDS must be at least 1 second; got 0 seconds"),
@@ -269,3 +269,20 @@ def test_configuration_error_is_the_contracts_one_class():
     from idempotent_runtime import errors
 
     assert errors.ConfigurationError is contract.ConfigurationError
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("PROCESSOR", "orders:handle\n"),
+        ("METRICS_NAMESPACE", "Shop\n"),
+        ("EMIT_TARGET_ARN", "arn:aws:sqs:eu-west-1:123456789012:next.fifo\n"),
+        ("DLQ_URL", "https://sqs.eu-west-1.amazonaws.com/123456789012/dlq\n"),
+    ],
+)
+def test_a_value_with_a_trailing_newline_is_refused_not_read_as_the_value_before_it(name, value):
+    # Python's `$` matches before a trailing newline: each pattern must match the whole value.
+    env = {"TABLE_NAME": "t", "IDEMPOTENCY_MODE": "transaction", "PROCESSOR": "orders:handle", name: value}
+    with pytest.raises(ConfigurationError, match=f"^{name} must "):
+        Config.from_env(env)
+

@@ -7,6 +7,7 @@ these tests make the DLQ client count as SQS does (``limit_like_sqs``).
 
 from __future__ import annotations
 
+import io
 import json
 
 import boto3
@@ -43,12 +44,13 @@ def strict_sqs():
     )
 
 
-def _handler(table, dynamodb, sqs_client, dlq_url, **config):
+def _handler(table, dynamodb, sqs_client, dlq_url, log_stream=None, **config):
     return build_handler(
         Config(table_name=table, dlq_url=dlq_url, **config),
         dynamodb_client=dynamodb,
         sqs_client=sqs_client,
         sleep=lambda seconds: None,
+        log_stream=log_stream,
     )
 
 
@@ -195,3 +197,39 @@ def test_without_time_for_a_send_the_last_receive_is_left_to_sqs(make_handler, s
     (line,) = record_logs(stream)
     assert line["reason"] == "not attempted: the invocation is about to time out"
     assert [entry for entry in log_lines(stream) if entry.get("level") == "ERROR"] == []
+
+
+@pytest.mark.parametrize("short_of_limit", [0, 1, 30, 60, 100, 150, 250, 400, 600])
+@pytest.mark.parametrize("attributes", [{}, {"tenant": "acme"}])
+def test_a_poison_message_near_the_limit_reaches_the_dlq_on_its_first_receive_with_what_fits(
+    table, dynamodb, sqs, strict_sqs, dlq_url, short_of_limit, attributes
+):
+    """Even the short copy (a 100-character reason, shortened details) does not fit beside a message a few
+    hundred bytes short of the limit: the longest reason that fits goes, the details' kind and source id when
+    they fit too, else the reason alone, else nothing - never a loop without a reason."""
+    sizes = limit_like_sqs(strict_sqs, SQS_MESSAGE_BYTES)
+    poison = _poison(SQS_MESSAGE_BYTES - short_of_limit, **attributes)
+    poison["body"] = poison["body"][: len(poison["body"]) - _original_size(poison) + SQS_MESSAGE_BYTES - short_of_limit]
+    assert _original_size(poison) == SQS_MESSAGE_BYTES - short_of_limit  # the source queue took it
+    stream = io.StringIO()
+    handler = _handler(table, dynamodb, strict_sqs, dlq_url, log_stream=stream)
+    assert failures(handler(event(poison), None)) == []  # on main: refused by SQS, failed on every receive
+    (dead,) = drain(sqs, dlq_url)
+    assert dead["Body"] == poison["body"]
+    assert max(sizes) <= SQS_MESSAGE_BYTES and len(sizes) == 1  # one request, which fits
+    (line,) = record_logs(stream)
+    whole = line["reason"]
+    assert whole.startswith("body is not valid json")
+    sent = dead.get("MessageAttributes", {})
+    reason = sent.get("idempotency.reason", {}).get("StringValue")
+    details = dlq_details(dead) if "idempotency.details" in sent else None
+    if short_of_limit >= 24 + len("idempotency.reason") + len("String"):
+        assert reason is not None  # a reason always travels when it can
+    if reason is not None:
+        assert reason == whole or (reason.endswith("...") and whole.startswith(reason[:-3]))
+    if details is not None:
+        assert (details["kind"], details["source_message_id"]) == ("invalid", poison["messageId"])
+    short = details is None or details.get("shortened") == "all" or reason != whole
+    assert ("no room beside it" in json.dumps(line)) == short  # said when anything was left out
+    if short_of_limit <= 100:
+        assert short  # these leave no room for the short copy of the reason and details

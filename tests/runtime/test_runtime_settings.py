@@ -88,6 +88,28 @@ REFUSED: list[tuple[dict[str, Any], dict[str, Any], str]] = [
         "PARTITION_KEY_FIELD 'expires_at.id' begins with 'expires_at', the table's TTL attribute",
     ),
     (
+        {"partition_key_field": "order", "sort_key_field": "order.id"},
+        {"order": {"id": "o-1"}},
+        "PARTITION_KEY_FIELD 'order' and SORT_KEY_FIELD 'order.id': one field lies inside the other, so no "
+        "body holds both (a key or a version is a string, number or boolean, not an object) and every message "
+        "would be refused; name two separate fields",
+    ),
+    (
+        {"partition_key_field": "order.line.no", "sort_key_field": "order.line"},
+        {"order": {"line": {"no": "1"}}},
+        "PARTITION_KEY_FIELD 'order.line.no' and SORT_KEY_FIELD 'order.line': one field lies inside",
+    ),
+    (
+        {"mode": "versioned", "version_field": "order", "partition_key_field": "order.id"},
+        {"order": {"id": "o-1"}, "y": "1"},
+        "VERSION_FIELD 'order' and PARTITION_KEY_FIELD 'order.id': one field lies inside the other",
+    ),
+    (
+        {"mode": "versioned", "version_field": "line.v", "sort_key_field": "line"},
+        {"x": "o-1", "line": {"v": 2}},
+        "VERSION_FIELD 'line.v' and SORT_KEY_FIELD 'line': one field lies inside the other",
+    ),
+    (
         {"partition_key_field": "idempotency:order"},
         {"idempotency:order": "o-1", "y": "1"},
         "PARTITION_KEY_FIELD 'idempotency:order' begins with 'idempotency:', the runtime's attribute names: "
@@ -165,6 +187,9 @@ def test_a_key_prefix_leaves_half_the_partition_key_to_the_keys_own_value():
         {**INIT, "key_prefix": "shop#", "key_source": "message_id"},
         {"partition_key_field": "pk", "sort_key_field": "sk"},
         {"partition_key_field": "order.pk", "sort_key_field": "line.sk"},
+        {"partition_key_field": "order.id", "sort_key_field": "order.idx"},  # a prefix of the text only
+        {"partition_key_field": "order", "sort_key_field": "order"},  # one field for both keys
+        {"partition_key_field": "order", "sort_key_field": "order.id", "key_source": "message_id"},  # not read
         {"key_prefix": "p" * 1024},
     ],
 )

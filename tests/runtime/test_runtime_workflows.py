@@ -291,6 +291,8 @@ KEYS = [
     ("a", "b#c"),
     ("A", "b"),
     ("a", "b"),
+    ("cust-7", "order-1\n"),  # `$` matches before a trailing newline: never a name
+    ("cust-7\n", "order-1"),
 ]
 
 
