@@ -326,6 +326,30 @@ def test_poison_outbox_items_between_good_ones_are_dead_lettered_decodably_and_t
     )
 
 
+def test_a_03_outbox_item_still_in_the_stream_at_the_upgrade_is_published_as_stored_in_commit_order(
+    make_handler, stream, target, sqs, dynamodb, table
+):
+    """0.3 replaced a group's one item (sort key 'idempotency#outbox') on every emit: the records of its
+    writes still in the stream when 0.4 deploys are published with the ids they were written with, before
+    what 0.4 commits after them to the same group."""
+    topic, queue_url, _ = target
+    for dedup_id in ("o-1#1#000", "o-1#2#000"):  # two 0.3 emits to group o-1, one item written twice
+        dynamodb.put_item(
+            TableName=table, Item=_hand_written("idempotency#outbox", "paid " + dedup_id, dedup_id)
+        )
+    handler, _ = make_handler(fn=emit_each, mode="transaction", emit_target_arn=topic)
+    assert failures(handler(event(record({"x": "o-1", "y": "3"})), None)) == []
+    relay = Relay(RelayConfig(target_arn=topic, table_name=table))
+    assert relay(stream_event(stream.new())) == {"batchItemFailures": []}
+    published = drain(sqs, queue_url)
+    assert [m["Attributes"]["MessageDeduplicationId"] for m in published] == [
+        "o-1#1#000",
+        "o-1#2#000",
+        f"{table}#o-1#3#000",
+    ]
+    assert [m["Body"] for m in published[:2]] == ["paid o-1#1#000", "paid o-1#2#000"]
+
+
 def _emit_text(text):
     def emit(message):
         message.emit(text, group_id="o-1")
