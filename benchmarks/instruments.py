@@ -6,6 +6,7 @@ All three work through botocore's event system on the client they are attached t
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -136,6 +137,87 @@ class StandingStubber(Stubber):
             self._sleep(self.delay_s)
         http_response = AWSResponse(None, 200, {}, None)
         return http_response, dict(self._standing[model.name])
+
+
+class ContendedStubber(StandingStubber):
+    """A :class:`StandingStubber` that refuses writes the way DynamoDB does when transactions contend: while
+    a ``TransactWriteItems`` is in flight (for its whole round trip) it holds its items, and another
+    transaction touching one of them is cancelled (``TransactionCanceledException``, reason
+    ``TransactionConflict`` at that entry) and a ``PutItem`` / ``UpdateItem`` / ``DeleteItem`` on one is
+    refused (``TransactionConflictException``), each after the round trip. Items are named by their table
+    and ``key_names`` (the table's partition and sort key). ``conflicts`` counts the refusals."""
+
+    SINGLE_WRITES = ("PutItem", "UpdateItem", "DeleteItem")
+
+    def __init__(
+        self,
+        client: Any,
+        responses: Mapping[str, Mapping[str, Any]],
+        delay_s: float,
+        key_names: tuple[str, str] = ("pk", "sk"),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(client, responses, delay_s, sleep)
+        self.key_names = key_names
+        self.conflicts = 0
+        self._writing: Counter[tuple[str, ...]] = Counter()  # items of the transactions in flight
+
+    def _items(self, operation: str, request: Mapping[str, Any]) -> list[tuple[str, ...]]:
+        """The items a write names, from the request botocore built and validated (DynamoDB's JSON body)."""
+        if operation not in ("TransactWriteItems", *self.SINGLE_WRITES):
+            return []
+        params = json.loads(request["body"])
+        if operation == "TransactWriteItems":
+            bodies = [next(iter(entry.values())) for entry in params["TransactItems"]]
+        else:
+            bodies = [params]
+        found = []
+        for body in bodies:
+            item = body.get("Item") or body.get("Key") or {}
+            found.append((body["TableName"], *(repr(item.get(name)) for name in self.key_names)))
+        return found
+
+    def _get_response_handler(self, model: Any, params: Any, context: Any, **kwargs: Any) -> Any:
+        items = self._items(model.name, params)
+        transaction = model.name == "TransactWriteItems"
+        with self._lock:
+            clashing = [index for index, item in enumerate(items) if self._writing[item]]
+            if clashing:
+                self.conflicts += 1
+            elif transaction:
+                self._writing.update(set(items))
+        if clashing:
+            if self.delay_s:
+                self._sleep(self.delay_s)
+            return self._conflict(model.name, len(items), clashing)
+        try:
+            return super()._get_response_handler(model, params, context, **kwargs)
+        finally:
+            if transaction:
+                with self._lock:
+                    self._writing.subtract(set(items))
+                    self._writing += Counter()  # drop the items no transaction holds any more
+
+    @staticmethod
+    def _conflict(operation: str, entries: int, clashing: list[int]) -> tuple[AWSResponse, dict[str, Any]]:
+        metadata = {"HTTPStatusCode": 400, "RequestId": "contended"}
+        if operation != "TransactWriteItems":
+            error = {"Code": "TransactionConflictException", "Message": "Transaction is ongoing for the item"}
+            return AWSResponse(None, 400, {}, None), {"Error": error, "ResponseMetadata": metadata}
+        reasons = [
+            {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
+            if index in clashing
+            else {"Code": "None"}
+            for index in range(entries)
+        ]
+        codes = ", ".join(reason["Code"] for reason in reasons)
+        message = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
+        parsed = {
+            "Error": {"Code": "TransactionCanceledException", "Message": message},
+            "CancellationReasons": reasons,
+            "ResponseMetadata": metadata,
+        }
+        return AWSResponse(None, 400, {}, None), parsed
 
 
 class FakeLambdaContext:

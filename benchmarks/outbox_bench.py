@@ -1,7 +1,15 @@
-"""What emitting costs: DynamoDB write units the outbox adds to the consumer's transaction, and the relay's
-requests per emitted message. moto in-process: an orders consumer in transaction mode (one write and one
-emit per message, 10-message batches over 10 groups), the table's stream read as Lambda hands it to the
-relay in 10-record batches, a FIFO topic as the target."""
+"""What emitting costs.
+
+:func:`measure`: DynamoDB write units the outbox adds to the consumer's transaction, and the relay's requests
+per emitted message. moto in-process: an orders consumer in transaction mode (one write and one emit per
+message, 10-message batches over 10 groups), the table's stream read as Lambda hands it to the relay in
+10-record batches, a FIFO topic as the target.
+
+:func:`measure_contention`: emitting consumers' commits per second when every source group emits to one
+downstream group, against one downstream group each, and the transaction conflicts per commit. DynamoDB is
+:class:`~benchmarks.instruments.ContendedStubber`: a round trip of milliseconds, off the GIL, and
+``TransactionConflict`` for a transaction touching an item another in-flight transaction writes (moto
+serializes every request and never refuses one for that)."""
 
 from __future__ import annotations
 
@@ -10,8 +18,9 @@ import datetime
 import io
 import json
 import math
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 REGION = "us-east-1"
@@ -104,11 +113,13 @@ def _transactional_units(item: dict[str, Any]) -> int:
 def measure() -> OutboxCost:
     import boto3
     from idempotent_runtime.config import Config
-    from idempotent_runtime.contract import Mode
+    from idempotent_runtime.contract import OUTBOX_ATTRIBUTE, Mode
     from idempotent_runtime.flow import build_handler
-    from idempotent_runtime.outbox import OUTBOX_PARTITION_PREFIX
+    from idempotent_runtime.outbox import OUTBOX_PARTITION_PREFIX, stream_filters
     from idempotent_runtime.relay import Relay, RelayConfig
     from moto import mock_aws
+
+    from idempotent_local.event_filter import matches
 
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name=REGION)
@@ -134,7 +145,13 @@ def measure() -> OutboxCost:
                 ((_, body),) = entry.items()
                 item = body.get("Item") or body.get("Key") or {}
                 outbox = item.get("pk", {}).get("S", "").startswith(OUTBOX_PARTITION_PREFIX)
-                units["outbox" if outbox else "transaction"] += _transactional_units(item)
+                if outbox:
+                    units["outbox"] += _transactional_units(item)
+                    continue
+                # The marker records where the outbox items are: what that adds is the outbox's too.
+                without = {name: value for name, value in item.items() if name != OUTBOX_ATTRIBUTE}
+                units["transaction"] += _transactional_units(without)
+                units["outbox"] += _transactional_units(item) - _transactional_units(without)
 
         dynamodb.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", count_units)
         handler = build_handler(
@@ -148,12 +165,8 @@ def measure() -> OutboxCost:
             batch = [_record(f"o-{n}", f"g-{n % 10}") for n in range(start, start + 10)]
             assert handler({"Records": batch}, None) == {"batchItemFailures": []}
         # What the relay's event filter lets through: writes of outbox items.
-        records = [
-            r
-            for r in _stream_records(dynamodb)
-            if r["eventName"] in ("INSERT", "MODIFY")
-            and r["dynamodb"]["Keys"]["pk"]["S"].startswith(OUTBOX_PARTITION_PREFIX)
-        ]
+        patterns = [json.dumps(pattern) for pattern in stream_filters("pk", "sk", "")]
+        records = [r for r in _stream_records(dynamodb) if matches(patterns, r)]
         calls = {"publish": 0, "entries": 0, "dynamodb": 0}
 
         def count_publish(params: dict[str, Any], **_: Any) -> None:
@@ -185,3 +198,107 @@ def measure() -> OutboxCost:
             relay_dynamodb_requests=calls["dynamodb"],
             published=calls["entries"],
         )
+
+
+# --- contention: one downstream group against ten --------------------------------------------------------
+
+CONTENTION_TARGET = f"arn:aws:sns:{REGION}:123456789012:{TOPIC}"
+SOURCE_GROUPS = 10
+MAX_DELIVERIES = 50  # of one batch: a record still failing then fails the benchmark, it does not spin
+LANES = {"one_downstream_group": lambda group: "warehouse", "ten_downstream_groups": lambda group: group}
+
+
+@dataclass
+class Contention:
+    """Per layout of :data:`LANES`: commits, wall seconds and conflicts (refused transactions), summed over
+    the rounds."""
+
+    delay_s: float
+    commits: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    conflicts: dict[str, int] = field(default_factory=dict)
+    invocations: dict[str, int] = field(default_factory=dict)
+
+    def commits_per_second(self, lanes: str) -> float:
+        return self.commits[lanes] / self.seconds[lanes]
+
+    def conflicts_per_commit(self, lanes: str) -> float:
+        return self.conflicts[lanes] / self.commits[lanes]
+
+
+def _emit_to(lane_of: Any) -> Any:
+    def process(message: Any) -> list[dict[str, Any]]:
+        line = message.json_object()
+        message.emit({"order": line["x"], "line": line["y"]}, group_id=lane_of(message.group_id))
+        item = {"pk": {"S": f"order#{line['x']}"}, "sk": {"S": f"line#{line['y']}"}, "cents": {"N": "250"}}
+        return [{"Put": {"Item": item}}]
+
+    return process
+
+
+def _commit_all(handler: Any, event: dict[str, Any]) -> int:
+    """Deliver ``event``, then what failed again (Lambda's partial batch response, SQS redelivering it at
+    once), until every record committed; the invocations it took."""
+    from benchmarks.instruments import FakeLambdaContext
+
+    invocations = 0
+    while event["Records"]:
+        invocations += 1
+        if invocations > MAX_DELIVERIES:
+            raise RuntimeError(
+                f"{len(event['Records'])} records still failed after {MAX_DELIVERIES} deliveries"
+            )
+        failed = {f["itemIdentifier"] for f in handler(event, FakeLambdaContext())["batchItemFailures"]}
+        again = [json.loads(json.dumps(r)) for r in event["Records"] if r["messageId"] in failed]
+        for record in again:
+            attributes = record["attributes"]
+            attributes["ApproximateReceiveCount"] = str(int(attributes["ApproximateReceiveCount"]) + 1)
+        event = {"Records": again}
+    return invocations
+
+
+def measure_contention(*, delay_s: float = 0.010, rounds: int = 3, batches: int = 5) -> Contention:
+    """Each round, for each layout of :data:`LANES` (alternating which goes first): ``batches`` batches of
+    :data:`SOURCE_GROUPS` new messages, one per source group, processed side by side (MAX_WORKERS 10), each
+    committing a Put, its emit and the marker; records that failed (a transaction cancelled four times in
+    a row) are delivered again until all committed. Wall time includes the runtime's backoff between
+    attempts."""
+    from idempotent_runtime.clients import create_client
+    from idempotent_runtime.config import Config
+    from idempotent_runtime.contract import Mode
+    from idempotent_runtime.flow import build_handler
+
+    from benchmarks.events import fifo_batch
+    from benchmarks.instruments import ContendedStubber
+    from benchmarks.runtime_bench import isolated_aws_environment, quiet_output, rotated
+
+    out = Contention(delay_s=delay_s)
+    handlers = {}
+    with isolated_aws_environment():
+        for lanes, lane_of in LANES.items():
+            client = create_client("dynamodb")
+            stub = ContendedStubber(client, {"transact_write_items": {}}, delay_s)
+            stub.activate()
+            config = Config(
+                table_name=TABLE, mode=Mode.TRANSACTION, emit_target_arn=CONTENTION_TARGET, max_workers=10
+            )
+            handler = build_handler(config, dynamodb_client=client, processor=_emit_to(lane_of))
+            handlers[lanes] = (handler, stub)
+            for key in ("commits", "conflicts", "invocations"):
+                getattr(out, key)[lanes] = 0
+            out.seconds[lanes] = 0.0
+    with quiet_output():
+        for handler, _ in handlers.values():  # warm-up: lazy imports, connection pools
+            _commit_all(handler, fifo_batch(SOURCE_GROUPS, SOURCE_GROUPS))
+        for round_index in range(rounds):
+            for lanes in rotated(list(LANES), round_index):
+                handler, stub = handlers[lanes]
+                events = [fifo_batch(SOURCE_GROUPS, SOURCE_GROUPS) for _ in range(batches)]
+                conflicts, calls = stub.conflicts, stub.calls["TransactWriteItems"]
+                start = time.perf_counter()
+                invocations = sum(_commit_all(handler, event) for event in events)
+                out.seconds[lanes] += time.perf_counter() - start
+                out.invocations[lanes] += invocations
+                out.conflicts[lanes] += stub.conflicts - conflicts
+                out.commits[lanes] += stub.calls["TransactWriteItems"] - calls
+    return out

@@ -19,11 +19,14 @@ class Target:
     on: str  # "ratio" or "value"
     limit: float
     text: str  # as the README says it, e.g. "<= 0.3x Powertools"
+    at_least: bool = False  # the limit is a floor (throughput), not a ceiling
 
     def met(self, ours: float | None, ratio: float | None) -> bool | None:
         measured = ratio if self.on == "ratio" else ours
         if measured is None:
             return None
+        if self.at_least:
+            return measured >= self.limit - 1e-12
         return measured <= self.limit + 1e-12
 
 

@@ -11,6 +11,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 
@@ -50,6 +51,7 @@ class QueueFacts:
     encryption_key: kms.IKey | None = None
     encryption_key_known: bool = False  # False: ask the queue (imported queues)
     alarmed: bool = False  # a Messaging alarms on its depth (DLQs) or age (source queue)
+    removal_policy: RemovalPolicy | None = None  # None: unknown (not made by a block)
 
 
 _FACTS: weakref.WeakKeyDictionary[Any, QueueFacts] = weakref.WeakKeyDictionary()

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Names, Stack
+from aws_cdk import Names, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -596,6 +596,13 @@ def _known_at_synth(prop: str, value: Any, reader: Any) -> Any:
     return reader(_OPTIONS + prop, value)
 
 
+def _removal_policy(dead_letter_queue: sqs.IQueue | None) -> RemovalPolicy:
+    """The relay's dead-letter queue is kept as the consumer's is: as Messaging made it, else RETAIN."""
+    facts = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
+    known = facts.removal_policy if facts is not None else None
+    return known if known is not None else RemovalPolicy.RETAIN
+
+
 def _key_of(queue: sqs.IQueue, facts: QueueFacts | None) -> Any:
     """A queue's key as the block that made it remembered it, else as CDK knows it."""
     known = facts is not None and facts.encryption_key_known
@@ -697,6 +704,7 @@ class IdempotentConsumer(Construct):
                 architecture=o.architecture,
                 log_retention=o.log_retention,
                 alarm_options=alarm_options,
+                dead_letter_removal_policy=_removal_policy(props.dead_letter_queue),
             )
 
     def _build_function(self, p: ConsumerProps, user_code: Any) -> None:

@@ -400,6 +400,7 @@ class Messaging(Construct):
                     encryption_key=key,
                     encryption_key_known=True,
                     alarmed=p.alarms.enabled,
+                    removal_policy=o.dead_letter_removal_policy,
                 ),
             )
         elif p.given_dlq is not None:

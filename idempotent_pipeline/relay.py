@@ -5,19 +5,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import Duration
+import jsii
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from idempotent_runtime import contract
 from idempotent_runtime.contract import ConfigurationError, IntRange, LogLevel
-from idempotent_runtime.outbox import outbox_partition
+from idempotent_runtime.outbox import stream_filters
 from idempotent_runtime.relay import (
     QUEUE_ACTIONS,
     RELAY_HANDLER,
@@ -44,13 +45,6 @@ DEFAULT_RETRY_ATTEMPTS = 10_000
 # The stream keeps a record 24 hours; the iterator-age alarm fires well before a record could expire.
 ITERATOR_AGE_ALARM_MS = 3600 * 1000
 TABLE_STREAM_KEY_ACTIONS = ("kms:Decrypt",)
-
-
-def outbox_filter(partition_key: str, key_prefix: str) -> dict[str, Any]:
-    """The stream records that invoke the relay, as a Lambda event filter pattern: writes of the outbox
-    items of ``key_prefix`` (a TTL deletion, REMOVE, is not one)."""
-    prefix = [{"prefix": outbox_partition(key_prefix, "")}]
-    return {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"Keys": {partition_key: {"S": prefix}}}}
 
 
 def stream_arn(table: IdempotencyTable) -> str:
@@ -80,16 +74,35 @@ def stream_arn(table: IdempotencyTable) -> str:
     return arn
 
 
+@jsii.implements(lambda_.IEventSourceDlq)
+class _OnFailure:
+    """The mapping's on-failure destination: Lambda sends the description of a batch it gave up on with the
+    function's role. CDK's ``SqsDlq`` grants that role every use of a queue key (``kms:ReEncrypt*``,
+    ``kms:GenerateDataKey*``); this grants what SendMessage needs (:meth:`OutboxRelay._grant`)."""
+
+    def __init__(self, queue: sqs.IQueue) -> None:
+        self.queue = queue
+
+    def bind(self, target: Any, target_handler: Any) -> lambda_.DlqDestinationConfig:
+        return lambda_.DlqDestinationConfig(destination=self.queue.queue_arn)
+
+
 class OutboxRelay(Construct):
     """A Lambda function on the table's stream that publishes the messages processors emitted
     (``message.emit()``) to ``target``, with their deduplication ids (``idempotent_runtime.relay``).
 
     The event source mapping: from the stream's oldest record (TRIM_HORIZON), filtered so only writes of
-    this prefix's outbox items invoke the function, batch item failures reported (a batch is retried from
-    the first record not published, in order), at most ``retry_attempts`` retries; a batch given up on is
-    described in the dead-letter queue (the on-failure destination). The same queue receives, with the
-    reason, each emitted message the target refuses for good. The queue is encrypted (SSE-SQS), TLS-only,
-    kept 14 days.
+    this prefix's outbox items invoke the function (``idempotent_runtime.outbox.stream_filters``: the
+    partitions and sort keys of its outbox and its exact emitter attribute, so no other consumer's item on a
+    shared table, no marker and no processor write reaches it; and 0.3's items, for the upgrade), batch
+    item failures reported (a batch is retried from the first record not published, in order), at most
+    ``retry_attempts`` retries; a batch given up on is described in the dead-letter queue (the on-failure
+    destination). The same queue receives, with the reason, each emitted message that can never be
+    published. The queue is TLS-only, kept 14 days, encrypted with the table's customer-managed key, else
+    the target's, else SSE-SQS.
+
+    The function's environment names the table and the prefix (``TABLE_NAME``, ``KEY_PREFIX``) besides the
+    target, so operators' tools find the outbox a relay publishes from the function alone.
 
     Alarms (``alarm_options``): messages in the dead-letter queue (≥ 1), messages left for the stream to
     deliver again over a window, invocation errors (≥ 1), the stream's iterator age (≥ 1 hour; records
@@ -99,6 +112,9 @@ class OutboxRelay(Construct):
         stream, an imported one must have one (``table_stream_arn``).
     :param target: the ``sns.ITopic`` or ``sqs.IQueue`` the consumer's ``EMIT_TARGET_ARN`` names.
     :param key_prefix: the consumer's ``ConsumerOptions.key_prefix``: the relay publishes its outbox only.
+    :param dead_letter_removal_policy: of the dead-letter queue, which holds emitted messages no target took.
+        Default: RETAIN (an :class:`IdempotentConsumer`'s relay: as its dead-letter queue from
+        :class:`Messaging`, ``MessagingOptions.dead_letter_removal_policy``).
     :param batch_size: stream records per invocation (1-10000). Default: 100.
     :param retry_attempts: retries of a failing batch (0-10000) before it is given up to the dead-letter
         queue; Lambda stops earlier when its records expire (24 hours). Default: 10000.
@@ -124,6 +140,7 @@ class OutboxRelay(Construct):
         architecture: lambda_.Architecture | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         alarm_options: AlarmOptions | None = None,
+        dead_letter_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
         if not isinstance(table, IdempotencyTable):
@@ -138,6 +155,7 @@ class OutboxRelay(Construct):
         batch = read("batch_size", BATCH_SIZE, batch_size)[0]
         retries = read("retry_attempts", RETRY_ATTEMPTS, retry_attempts)[0]
         instance("architecture", architecture, lambda_.Architecture, "a lambda_.Architecture")
+        instance("dead_letter_removal_policy", dead_letter_removal_policy, RemovalPolicy, "a RemovalPolicy")
         alarms = Alarms.read(self, alarm_options)
         self.table = table
         self.target = target
@@ -145,16 +163,22 @@ class OutboxRelay(Construct):
             "metrics_namespace", metrics_namespace
         )
         self.target_arn: str = target.topic_arn if self.to_topic else target.queue_arn  # type: ignore[union-attr]
+        # The messages in it are the table's and the target's data: protected like them.
+        self.dead_letter_key: kms.IKey | None = table.encryption_key or self._target_key()
         self.dead_letter_queue = sqs.Queue(
             self,
             "DeadLetterQueue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            encryption=sqs.QueueEncryption.KMS if self.dead_letter_key else sqs.QueueEncryption.SQS_MANAGED,
+            encryption_master_key=self.dead_letter_key,
             enforce_ssl=True,
             retention_period=Duration.seconds(contract.SQS_MAX_RETENTION_SECONDS),
+            removal_policy=dead_letter_removal_policy,
         )
         environment = {
             contract.EMIT_TARGET_ARN.name: self.target_arn,
             contract.DLQ_URL.name: self.dead_letter_queue.queue_url,
+            contract.TABLE_NAME.name: table.table.table_name,
+            **({contract.KEY_PREFIX.name: prefix} if prefix else {}),  # empty: unset, as the consumer's
             contract.METRICS_NAMESPACE.name: self.metrics_namespace,
             contract.LOG_LEVEL.name: contract.LOG_LEVEL.kind.render(
                 contract.LOG_LEVEL.kind.coerce("log_level", log_level)
@@ -171,8 +195,11 @@ class OutboxRelay(Construct):
             batch_size=batch,
             retry_attempts=retries,
             report_batch_item_failures=True,
-            filters=[{"pattern": json.dumps(outbox_filter(table.partition_key_name, prefix))}],
-            on_failure=event_sources.SqsDlq(self.dead_letter_queue),
+            filters=[
+                {"pattern": json.dumps(pattern)}
+                for pattern in stream_filters(table.partition_key_name, table.sort_key_name, prefix)
+            ],
+            on_failure=_OnFailure(self.dead_letter_queue),
         )
         self.alarms: tuple[cloudwatch.Alarm, ...] = alarms.create(self, self._alarm_definitions(alarms))
 
@@ -218,18 +245,29 @@ class OutboxRelay(Construct):
             "puts emitted messages the target refuses for good",
         )
 
+    def _target_key(self) -> kms.IKey | None:
+        if self.to_topic:
+            return _compat.topic_key(self.target)  # type: ignore[arg-type]
+        return self.target.encryption_master_key  # type: ignore[union-attr]
+
     def _grant(self, table: IdempotencyTable) -> None:
-        """The stream's records and publishing to the target, keys only through the services that use them
-        (the on-failure destination grants sending to the dead-letter queue, which DLQ_URL is too)."""
+        """The stream's records, publishing to the target and sending to the dead-letter queue (the relay's
+        dead letters and Lambda's on-failure destination alike), keys only through the services that use
+        them."""
         iam.Grant.add_to_principal(
             grantee=self.function, actions=list(STREAM_ACTIONS), resource_arns=[stream_arn(table)]
         )
+        iam.Grant.add_to_principal(
+            grantee=self.function,
+            actions=list(contract.DLQ_ACTIONS),
+            resource_arns=[self.dead_letter_queue.queue_arn],
+        )
+        if self.dead_letter_key is not None:
+            _keys.grant_through(self.function, self.dead_letter_key, contract.DLQ_KEY_ACTIONS, "sqs")
         if table.encryption_key is not None:
             _keys.grant_through(self.function, table.encryption_key, TABLE_STREAM_KEY_ACTIONS, "dynamodb")
-        if self.to_topic:
-            actions, key, service = TOPIC_ACTIONS, _compat.topic_key(self.target), "sns"  # type: ignore[arg-type]
-        else:
-            actions, key, service = QUEUE_ACTIONS, self.target.encryption_master_key, "sqs"  # type: ignore[union-attr]
+        actions, service = (TOPIC_ACTIONS, "sns") if self.to_topic else (QUEUE_ACTIONS, "sqs")
+        key = self._target_key()
         iam.Grant.add_to_principal(
             grantee=self.function, actions=list(actions), resource_arns=[self.target_arn]
         )

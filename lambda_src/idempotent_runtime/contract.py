@@ -175,6 +175,9 @@ OWNER_ATTRIBUTE = ATTRIBUTE_PREFIX + "owner"
 LEASE_ATTRIBUTE = ATTRIBUTE_PREFIX + "lease_expires_at"
 RESULT_ATTRIBUTE = ATTRIBUTE_PREFIX + "result"
 MESSAGE_ID_ATTRIBUTE = ATTRIBUTE_PREFIX + "message_id"
+# On a transaction marker or a guarded completion that emitted: where the emitted messages' outbox items are
+# (idempotent_runtime.outbox.outbox_keys reads it).
+OUTBOX_ATTRIBUTE = ATTRIBUTE_PREFIX + "outbox"
 REASON_ATTRIBUTE = ATTRIBUTE_PREFIX + "reason"
 # versioned mode: the state's version in one comparable form (N, or S for a timestamp: UTC, fixed width), and
 # true on a tombstone (the state of a deleted entity, kept so that older versions stay stale).
@@ -220,6 +223,23 @@ MAX_REASON_CHARACTERS = 1024
 # dedup_id, so a redriven message keeps its idempotency key. The only incoming `idempotency.*` attribute
 # the runtime copies into a DLQ message.
 REDRIVE_ATTRIBUTE = DLQ_ATTRIBUTE_PREFIX + "redrive"
+# String, a DeadLetterEncoding: set by the relay on a dead letter whose body is not the emitted message's
+# own text (the text or its attributes could not travel as they are).
+DLQ_ENCODING_ATTRIBUTE = DLQ_ATTRIBUTE_PREFIX + "encoding"
+
+
+class DeadLetterEncoding(StrEnum):
+    """How the relay wrote a dead letter it could not send as the emitted message itself (characters SQS
+    refuses, attributes that do not fit beside the runtime's, a size over the queue's)."""
+
+    # The body is base64 of zlib-compressed JSON (ASCII, so exact to the last lone surrogate):
+    # {"body": text, "attributes": {name: {DataType, StringValue | BinaryValue (base64)}}} for an emitted
+    # message, {"record": NewImage} for a stream record the relay could not read as an outbox item.
+    JSON_ZLIB_BASE64 = "json+zlib+base64"
+    # Even that did not fit: the body only says so; the outbox item named in the details holds the message
+    # until its TTL.
+    OMITTED = "omitted"
+
 
 # --- limits of the services ----------------------------------------------------------------------------
 
@@ -238,6 +258,13 @@ MAX_MESSAGE_ATTRIBUTES = 10  # SQS
 # it, and the constructs make both queues alike).
 SQS_MESSAGE_BYTES = 262_144
 SQS_MAX_MESSAGE_BYTES = 1_048_576  # the largest maximum a queue can have
+# SQS (SendMessage): the only characters a body or a string attribute value may hold (XML 1.0's); anything
+# else is refused for good (InvalidMessageContents). SNS delivers to SQS, so emitted messages hold only these.
+# A regular expression character class's contents, compiled where used.
+SQS_CHARACTERS = "\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff"
+# SNS and SQS MessageGroupId and MessageDeduplicationId: 1-128 alphanumeric and punctuation characters (no
+# space), the whole string (re.fullmatch).
+FIFO_ID_PATTERN = re.compile(r"[!-~]{1,128}")
 FIFO_MAX_BATCH_SIZE = 10
 STANDARD_MAX_BATCH_SIZE = 10_000
 SQS_MAX_RETENTION_SECONDS = 14 * 24 * 3600

@@ -39,6 +39,7 @@ from idempotent_runtime.contract import (
     REASON_ATTRIBUTE,
     REDRIVE_ATTRIBUTE,
     SQS_MAX_MESSAGE_BYTES,
+    SQS_CHARACTERS,
     SQS_MESSAGE_BYTES,
     STATUS_ATTRIBUTE,
     DeadLetterKind,
@@ -48,15 +49,15 @@ from idempotent_runtime.errors import Resource, error_text, is_conditional_check
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.retries import Retrier
 
-# What SQS accepts in a message attribute's string value (XML 1.0 characters): anything else is escaped.
-# Compiled on first use: the character class costs milliseconds to compile, at every cold start otherwise.
-_UNSAFE = "[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+# What SQS does not accept in a body or a string attribute value: escaped. Compiled on first use: the
+# character class costs milliseconds to compile, at every cold start otherwise.
+UNSAFE = f"[^{SQS_CHARACTERS}]"
 
 
 def sqs_safe(text: str, limit: int = MAX_REASON_CHARACTERS) -> str:
     """``text`` as SQS accepts it in an attribute: control characters (except tab, LF, CR), U+FFFE, U+FFFF
     and lone surrogates written as ``\\uXXXX``; at most ``limit`` characters; never empty."""
-    safe = re.sub(_UNSAFE, lambda found: f"\\u{ord(found.group()):04x}", text)
+    safe = re.sub(UNSAFE, lambda found: f"\\u{ord(found.group()):04x}", text)
     if len(safe) > limit:
         safe = safe[: limit - 3] + "..."
     return safe or "unknown"

@@ -1,10 +1,10 @@
 """The relay: the function on the table's stream that publishes emitted messages to EMIT_TARGET_ARN.
 
-Its event source mapping hands it only writes of outbox items (an event filter on the contract's layout), a
-shard's records in order. Each record holds the messages one source message emitted to one group (FIFO
-target) or to the target (standard), with their deduplication ids. The relay publishes them in stream
-order, up to ten a request (``PublishBatch`` to a topic, ``SendMessageBatch`` to a queue), and reads
-nothing else: no DynamoDB request.
+Its event source mapping hands it only writes of its consumer's outbox items (an event filter on the layout
+of :mod:`idempotent_runtime.outbox`), a shard's records in order. Each record holds the messages one source
+message emitted to one lane (a downstream group on a FIFO target), with their deduplication ids. The relay
+publishes them in stream order, up to ten a request (``PublishBatch`` to a topic, ``SendMessageBatch`` to a
+queue), and reads nothing else: no DynamoDB request.
 
 * A request, or an entry of it, that fails for a reason that may pass (throttling, a 5xx, a network error, a
   deployment that is wrong) stops the batch there: the relay reports the record of the first message not
@@ -12,9 +12,12 @@ nothing else: no DynamoDB request.
   order, and nothing of a group overtakes what it could not publish. Messages of that record and later
   ones that were published go out again with their deduplication ids: a FIFO target drops them within 5
   minutes, a consumer keyed by the id (``KEY_SOURCE=dedup_id``) absorbs them after that.
-* An entry the target refuses for good (SNS or SQS says the request itself is invalid: too large, a bad
-  attribute) goes to the relay's dead-letter queue (DLQ_URL) with the reason, and the batch goes on: its
-  group is not blocked forever, and the dead letter is out of its group's order (docs/runtime.md).
+* A message that can never be published goes to the relay's dead-letter queue (DLQ_URL) with the reason,
+  and the batch goes on: its group is not blocked, and the dead letter is out of its group's order
+  (docs/runtime.md). That is a message SNS or SQS refuses for good (the request itself is invalid), a message
+  the relay finds they would refuse before sending it (``outbox.check``: what ``emit()`` checks, for items
+  written by 0.3 or by hand), and a record that is not a readable outbox item. A dead letter is always one
+  the queue accepts: what it could not carry as it is goes encoded (:func:`read_dead_letter`).
 * SNS and SQS report each entry of a request on their own: an entry refused while a later entry of the same
   group in the same request is accepted lets the later one through first. The relay counts that
   (``reordered``) and writes a WARNING line naming both deduplication ids.
@@ -23,9 +26,12 @@ nothing else: no DynamoDB request.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import time
+import zlib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple, TextIO
@@ -33,33 +39,43 @@ from typing import Any, NamedTuple, TextIO
 from idempotent_runtime import deadline
 from idempotent_runtime.clients import LazyClient
 from idempotent_runtime.contract import (
+    DLQ_ATTRIBUTE_PREFIX,
+    DLQ_DETAILS_ATTRIBUTE,
+    DLQ_ENCODING_ATTRIBUTE,
+    DLQ_REASON_ATTRIBUTE,
     DLQ_URL,
     EMIT_TARGET_ARN,
     FIFO_QUEUE_SUFFIX,
+    KEY_PREFIX,
     LOG_LEVEL,
+    MAX_MESSAGE_ATTRIBUTES,
     MESSAGE_ID_ATTRIBUTE,
     METRICS_NAMESPACE,
     RUNTIME_PACKAGE,
+    SQS_MESSAGE_BYTES,
+    TABLE_NAME,
     ConfigurationError,
+    DeadLetterEncoding,
     DeadLetterKind,
     LogLevel,
 )
-from idempotent_runtime.errors import Resource, classify, error_code, error_text
+from idempotent_runtime.errors import InvalidMessage, Resource, classify, error_code, error_text, too_large
 from idempotent_runtime.observability import Log, emf_line
 from idempotent_runtime.outbox import (
     MAX_EMITTED_BYTES,
-    OUTBOX_ATTRIBUTES,
-    OUTBOX_BODY,
-    OUTBOX_DEDUP_ID,
-    OUTBOX_GROUP_ATTRIBUTE,
-    OUTBOX_MESSAGES_ATTRIBUTE,
+    Emitted,
+    Unreadable,
+    check,
+    read_messages,
+    refused_character,
 )
-from idempotent_runtime.quarantine import fit, size, sqs_safe
+from idempotent_runtime.quarantine import size, sqs_safe
 from idempotent_runtime.retries import Retrier
 
 RELAY_HANDLER = RUNTIME_PACKAGE + ".relay.handler"  # the relay's entry point
-# The relay's settings: where it publishes, where it puts what the target refuses for good, its metrics.
-RELAY_ENVIRONMENT = (EMIT_TARGET_ARN, DLQ_URL, METRICS_NAMESPACE, LOG_LEVEL)
+# The relay's settings: where it publishes, where it puts what cannot be published, its metrics; and the
+# table and KEY_PREFIX of the outbox it publishes (for operators' tools: the relay reads no table).
+RELAY_ENVIRONMENT = (EMIT_TARGET_ARN, DLQ_URL, TABLE_NAME, KEY_PREFIX, METRICS_NAMESPACE, LOG_LEVEL)
 MAX_PUBLISH_BATCH = 10  # PublishBatch, SendMessageBatch: entries per request, and MAX_EMITTED_BYTES together
 # The relay's IAM actions: to a topic (+ TOPIC_KEY_ACTIONS on its key, through SNS), to a queue (+ the
 # queue key's, through SQS), and on the table's stream.
@@ -73,11 +89,12 @@ class RelayMetric(StrEnum):
     """The relay's Embedded Metric Format counters of one batch (unit Count, dimension FunctionName)."""
 
     PUBLISHED = "published"  # emitted messages the target accepted
-    DEAD_LETTERED = "dead_lettered"  # refused for good: sent to the relay's DLQ with the reason
+    DEAD_LETTERED = "dead_lettered"  # never publishable: sent to the relay's DLQ with the reason
     FAILED = "failed"  # left for the stream to deliver again (from the first record not published)
     REORDERED = "reordered"  # accepted after an earlier message of its group was refused in one request
 
 
+REFUSED = "the emit target refused it for good: "
 # Entry and request errors that say the message itself can never be published: anything else may pass.
 REFUSED_FOR_GOOD = frozenset(
     {
@@ -99,10 +116,12 @@ REFUSED_FOR_GOOD = frozenset(
 
 @dataclass(frozen=True)
 class RelayConfig:
-    """The relay's settings (contract.RELAY_ENVIRONMENT)."""
+    """The relay's settings (:data:`RELAY_ENVIRONMENT`)."""
 
     target_arn: str
     dlq_url: str | None = None
+    table_name: str | None = None
+    key_prefix: str = KEY_PREFIX.default
     metrics_namespace: str = METRICS_NAMESPACE.default
     log_level: LogLevel = LOG_LEVEL.default
     function_name: str = "local"
@@ -116,67 +135,182 @@ class RelayConfig:
             "target_arn": EMIT_TARGET_ARN.parse(target),
             "function_name": env.get("AWS_LAMBDA_FUNCTION_NAME") or "local",
         }
-        for variable, field in ((DLQ_URL, "dlq_url"), (METRICS_NAMESPACE, "metrics_namespace")):
+        for variable, field in (
+            (DLQ_URL, "dlq_url"),
+            (TABLE_NAME, "table_name"),
+            (KEY_PREFIX, "key_prefix"),
+            (METRICS_NAMESPACE, "metrics_namespace"),
+            (LOG_LEVEL, "log_level"),
+        ):
             if env.get(variable.name):
                 values[field] = variable.parse(env[variable.name])
-        if env.get(LOG_LEVEL.name):
-            values["log_level"] = LOG_LEVEL.parse(env[LOG_LEVEL.name])
         return cls(**values)
 
 
 class Outgoing(NamedTuple):
-    """One emitted message as the stream delivered it, and the record that holds it."""
+    """One emitted message as the stream delivered it, and where it is; or (``message`` None) a record the
+    relay cannot read as an outbox item, with its ``image``."""
 
     record: int  # index in the batch
-    body: str
-    dedup_id: str
-    group: str | None
-    attributes: dict[str, Any]
-    source_message_id: str | None
+    message: Emitted | None
+    source_message_id: str | None  # the emitting message's
+    item_key: dict[str, str]  # the outbox item's key (the record's Keys)
+    position: int | None  # in the item's messages
+    problem: str | None = None  # why it can never be published, found before sending
+    image: dict[str, Any] | None = None  # an unreadable record's NewImage
+
+    @property
+    def dedup_id(self) -> str | None:
+        return self.message.dedup_id if self.message is not None else None
+
+    @property
+    def group(self) -> str | None:
+        return self.message.group_id if self.message is not None else None
 
     @property
     def size(self) -> int:
-        """What SNS and SQS count: the body, every attribute's name, type and value."""
-        return size(self.body, self.attributes)
+        return self.message.size if self.message is not None else 0
 
 
-def outgoing(index: int, record: dict[str, Any]) -> list[Outgoing] | None:
-    """The messages of one stream record (its NewImage), in emit order; None when it holds none."""
-    image = (record.get("dynamodb") or {}).get("NewImage") or {}
-    listed = (image.get(OUTBOX_MESSAGES_ATTRIBUTE) or {}).get("L")
-    if not isinstance(listed, list):
-        return None
-    group = (image.get(OUTBOX_GROUP_ATTRIBUTE) or {}).get("S")
+def outgoing(index: int, record: dict[str, Any], fifo: bool) -> list[Outgoing]:
+    """The messages of one stream record (its NewImage), in emit order, each checked as ``emit()`` checks
+    (``problem``); one unreadable entry when the record is not an outbox item."""
+    stream = record.get("dynamodb") or {}
+    image = stream.get("NewImage") or {}
+    keys = {
+        name: next(iter(value.values()))
+        for name, value in (stream.get("Keys") or {}).items()
+        if isinstance(value, dict) and value
+    }
     source = (image.get(MESSAGE_ID_ATTRIBUTE) or {}).get("S")
+    try:
+        messages = read_messages(image)
+    except Unreadable as exc:
+        return [
+            Outgoing(index, None, source, keys, None, f"not an outbox item the relay can read: {exc}", image)
+        ]
     found = []
-    for member in listed:
-        fields = member["M"]
-        attributes = {}
-        for name, value in ((fields.get(OUTBOX_ATTRIBUTES) or {}).get("M") or {}).items():
-            parts = value["M"]
-            attribute: dict[str, Any] = {"DataType": parts["DataType"]["S"]}
-            if "StringValue" in parts:
-                attribute["StringValue"] = parts["StringValue"]["S"]
-            else:
-                raw = parts["BinaryValue"]["B"]
-                attribute["BinaryValue"] = base64.b64decode(raw) if isinstance(raw, str) else bytes(raw)
-            attributes[name] = attribute
-        body, dedup = fields[OUTBOX_BODY]["S"], fields[OUTBOX_DEDUP_ID]["S"]
-        found.append(Outgoing(index, body, dedup, group, attributes, source))
+    for position, message in enumerate(messages):
+        try:
+            check(message, fifo, f"emitted message {position}")
+            problem = None
+        except InvalidMessage as exc:
+            problem = f"SNS and SQS would refuse it: {exc}"
+        found.append(Outgoing(index, message, source, keys, position, problem))
     return found
 
 
 def requests(messages: list[Outgoing]) -> list[list[Outgoing]]:
-    """Consecutive messages, at most MAX_PUBLISH_BATCH and MAX_EMITTED_BYTES a request, in stream order."""
+    """Consecutive messages, at most MAX_PUBLISH_BATCH and MAX_EMITTED_BYTES a request, in stream order; a
+    message that can never be published alone."""
     batches: list[list[Outgoing]] = []
     size = 0
     for message in messages:
-        if not batches or len(batches[-1]) >= MAX_PUBLISH_BATCH or size + message.size > MAX_EMITTED_BYTES:
+        alone = message.problem is not None or (batches and batches[-1][0].problem is not None)
+        if (
+            alone
+            or not batches
+            or len(batches[-1]) >= MAX_PUBLISH_BATCH
+            or size + message.size > MAX_EMITTED_BYTES
+        ):
             batches.append([])
             size = 0
         batches[-1].append(message)
         size += message.size
     return batches
+
+
+# --- dead letters: always accepted ------------------------------------------------------------------------
+
+
+def letters(letter: Outgoing, reason: str, details: dict[str, Any], budget: int) -> list[tuple[str, dict]]:
+    """The dead letters that can carry ``letter`` (body, message attributes), best first: the emitted message
+    as it is, when the queue takes its text and attributes beside the runtime's two; encoded
+    (:class:`~idempotent_runtime.contract.DeadLetterEncoding`); omitted, when even that is over ``budget``
+    bytes (the outbox item named in ``details`` holds it until its TTL)."""
+    reason = sqs_safe(reason)
+    ours = {
+        DLQ_REASON_ATTRIBUTE: _string(reason),
+        DLQ_DETAILS_ATTRIBUTE: _string(json.dumps(details, separators=(",", ":"))),
+    }
+    found = []
+    message = letter.message
+    if (
+        message is not None
+        and _travels(message)
+        and size(message.body, {**message.attributes, **ours}) <= budget
+    ):
+        found.append((message.body, {**message.attributes, **ours}))
+    payload = (
+        {"record": letter.image}
+        if message is None
+        else {
+            "body": message.body,
+            "attributes": {
+                name: {
+                    k: base64.b64encode(v).decode() if isinstance(v, bytes) else v for k, v in value.items()
+                }
+                for name, value in message.attributes.items()
+            },
+        }
+    )
+    text = json.dumps(payload, separators=(",", ":"))  # ASCII: lone surrogates too, exactly
+    encoded = base64.b64encode(zlib.compress(text.encode("ascii"), 9)).decode("ascii")
+    encoding = {**ours, DLQ_ENCODING_ATTRIBUTE: _string(DeadLetterEncoding.JSON_ZLIB_BASE64.value)}
+    if size(encoded, encoding) <= budget:
+        found.append((encoded, encoding))
+    omitted = {**ours, DLQ_ENCODING_ATTRIBUTE: _string(DeadLetterEncoding.OMITTED.value)}
+    found.append(("omitted: the outbox item in idempotency.details holds this message", omitted))
+    return found
+
+
+def _travels(message: Emitted) -> bool:
+    """Whether the queue takes ``message``'s body and attributes as they are, beside the runtime's two."""
+    if not message.body or refused_character(message.body) is not None:
+        return False
+    if len(message.attributes) > MAX_MESSAGE_ATTRIBUTES - 2:
+        return False
+    try:
+        check(message._replace(group_id=None, dedup_id="x"), False, "")
+    except InvalidMessage:
+        return False
+    return not any(name.startswith(DLQ_ATTRIBUTE_PREFIX) for name in message.attributes)
+
+
+def _string(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def read_dead_letter(body: str, attributes: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a relay dead letter carries, from its body and message attributes (ReceiveMessage's shape):
+    ``{"body": text, "attributes": {name: {DataType, StringValue | BinaryValue (bytes)}}}`` (the emitted
+    message exactly; its group and deduplication id are ``group_id`` and ``dedup_id`` of the details),
+    ``{"record": NewImage}`` (a stream record that is not a readable outbox item), or None when the body was
+    omitted (the outbox item the details name holds the message until its TTL)."""
+    encoding = (attributes.get(DLQ_ENCODING_ATTRIBUTE) or {}).get("StringValue")
+    if encoding == DeadLetterEncoding.OMITTED:
+        return None
+    if encoding is None:
+        kept = {
+            name: value for name, value in attributes.items() if not name.startswith(DLQ_ATTRIBUTE_PREFIX)
+        }
+        return {"body": body, "attributes": {name: _publishable(value) for name, value in kept.items()}}
+    payload: dict[str, Any] = json.loads(zlib.decompress(base64.b64decode(body, validate=True)))
+    if "attributes" in payload:
+        payload["attributes"] = {
+            name: {k: base64.b64decode(v) if k == "BinaryValue" else v for k, v in value.items()}
+            for name, value in payload["attributes"].items()
+        }
+    return payload
+
+
+def _publishable(value: Mapping[str, Any]) -> dict[str, Any]:
+    kept = {"DataType": value["DataType"]}
+    if value.get("StringValue") is not None:
+        kept["StringValue"] = value["StringValue"]
+    else:
+        kept["BinaryValue"] = value["BinaryValue"]
+    return kept
 
 
 class Relay:
@@ -206,12 +340,13 @@ class Relay:
         self.queue = (arn[4], arn[5])
         self.calls = Retrier(sleep)
         self.log = Log(config.log_level, config.function_name, log_stream)
+        self.records: list[dict[str, Any]] = []
 
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, list[dict[str, str]]]:
         started = time.monotonic()
         previous = deadline.bind(context)
         try:
-            records = event.get("Records") or []
+            records = self.records = event.get("Records") or []
             counts: Counter[str] = Counter()
             stopped = self._relay(records, counts)
         finally:
@@ -238,12 +373,13 @@ class Relay:
         """Publish every record's messages; the index of the first record not wholly published, or None."""
         messages: list[Outgoing] = []
         for index, record in enumerate(records):
-            found = outgoing(index, record)
-            if found is None:
-                self.log.warn("stream record skipped: not an outbox item", event_id=record.get("eventID"))
-            messages += found or []
+            messages += outgoing(index, record, self.fifo)
         for request in requests(messages):
-            stopped = self._send(request, counts)
+            first = request[0]
+            if first.problem is not None:
+                stopped = self._dead_letter(first, f"never published: {first.problem}", counts)
+            else:
+                stopped = self._send(request, counts)
             if stopped is not None:
                 return stopped.record
         return None
@@ -260,7 +396,7 @@ class Relay:
                         return stopped
                 return None
             if error_code(exc) in REFUSED_FOR_GOOD:
-                return self._dead_letter(request[0], error_text(exc), counts)
+                return self._dead_letter(request[0], REFUSED + error_text(exc), counts)
             self._failed(request[0], exc)
             return request[0]
         refused = {int(bad["Id"]): bad for bad in response.get("Failed", [])}
@@ -275,7 +411,7 @@ class Relay:
                 continue
             reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
             for_good = bad.get("SenderFault") and bad.get("Code") in REFUSED_FOR_GOOD
-            if first is None and for_good and self._dead_letter(message, reason, counts) is None:
+            if first is None and for_good and self._dead_letter(message, REFUSED + reason, counts) is None:
                 continue
             held.setdefault(message.group, message)
             if first is None:
@@ -288,12 +424,14 @@ class Relay:
     def _publish(self, request: list[Outgoing]) -> dict[str, Any]:
         body = "MessageBody" if self.to_queue else "Message"
         entries = []
-        for position, message in enumerate(request):
+        for position, found in enumerate(request):
+            message = found.message
+            assert message is not None
             entry: dict[str, Any] = {"Id": str(position), body: message.body}
             if message.attributes:
                 entry["MessageAttributes"] = message.attributes
-            if message.group is not None:
-                entry["MessageGroupId"] = message.group
+            if message.group_id is not None:
+                entry["MessageGroupId"] = message.group_id
             if self.fifo:
                 entry["MessageDeduplicationId"] = message.dedup_id
             entries.append(entry)
@@ -305,44 +443,58 @@ class Relay:
             self.target().publish_batch, TopicArn=self.config.target_arn, PublishBatchRequestEntries=entries
         )
 
-    def _dead_letter(self, message: Outgoing, reason: str, counts: Counter[str]) -> Outgoing | None:
-        """To the relay's DLQ with the reason (None); the message back when that fails or there is none."""
-        reason = sqs_safe(f"the emit target refused it for good: {reason}")
+    def _dead_letter(self, letter: Outgoing, reason: str, counts: Counter[str]) -> Outgoing | None:
+        """To the relay's DLQ with the reason (None); ``letter`` back when that fails or there is none. A
+        form the queue refuses for its size or content is followed by the next (:func:`letters`)."""
         if self.config.dlq_url is None:
             self.log.warn(
-                "refused for good, and the relay has no DLQ_URL: retried",
-                dedup_id=message.dedup_id,
-                error=reason,
+                "never publishable, and the relay has no DLQ_URL: retried",
+                dedup_id=letter.dedup_id,
+                error=sqs_safe(reason),
             )
-            return message
-        details: dict[str, Any] = {
+            return letter
+        forms = letters(letter, reason, self._details(letter), SQS_MESSAGE_BYTES)
+        for attempt, (body, attributes) in enumerate(forms, 1):
+            try:
+                self.calls(
+                    self.sqs().send_message,
+                    QueueUrl=self.config.dlq_url,
+                    MessageBody=body,
+                    MessageAttributes=attributes,
+                )
+                break
+            except Exception as exc:
+                if attempt < len(forms) and (too_large(exc) or error_code(exc) in REFUSED_FOR_GOOD):
+                    continue
+                self._failed(letter, exc, Resource.DLQ)
+                return letter
+        counts[RelayMetric.DEAD_LETTERED.value] += 1
+        self.log.warn(
+            "never publishable: sent to the relay's dead-letter queue",
+            dedup_id=letter.dedup_id,
+            reason=sqs_safe(reason),
+            encoding=attributes.get(DLQ_ENCODING_ATTRIBUTE, {}).get("StringValue"),
+        )
+        return None
+
+    def _details(self, letter: Outgoing) -> dict[str, Any]:
+        """What a tool needs to find the message again and publish it (its ids, group, outbox item)."""
+        sequence = (self.records[letter.record].get("dynamodb") or {}).get("SequenceNumber")
+        return {
             "kind": DeadLetterKind.UNPUBLISHABLE.value,
-            "source_message_id": message.dedup_id,
-            "emitted_by": message.source_message_id,
-            "group_id": message.group,
-            "dedup_id": message.dedup_id,
+            # Readers count a dead letter once by it: the deduplication id, or the record's.
+            "source_message_id": letter.dedup_id or sequence,
+            "emitted_by": letter.source_message_id,
+            "group_id": letter.group,
+            "dedup_id": letter.dedup_id,
             "target": self.config.target_arn,
+            "table": self.config.table_name,
+            "outbox_item": letter.item_key,
+            "position": letter.position,
+            "sequence_number": sequence,
             "function": self.config.function_name,
             "dropped_attributes": [],
         }
-        attributes = fit(message.body, dict(message.attributes), details, reason, MAX_EMITTED_BYTES)
-        try:
-            self.calls(
-                self.sqs().send_message,
-                QueueUrl=self.config.dlq_url,
-                MessageBody=message.body,
-                MessageAttributes=attributes,
-            )
-        except Exception as exc:
-            self._failed(message, exc, Resource.DLQ)
-            return message
-        counts[RelayMetric.DEAD_LETTERED.value] += 1
-        self.log.warn(
-            "refused for good: sent to the relay's dead-letter queue",
-            dedup_id=message.dedup_id,
-            reason=reason,
-        )
-        return None
 
     def _failed(self, message: Outgoing, exc: Exception, where: Resource = Resource.TARGET) -> None:
         failure = classify(exc, where)

@@ -75,12 +75,17 @@ def message(
     JSON), with message ``attributes`` (a str is a String, bytes Binary, a number Number).
 
     ``settings`` are the consumer's (``Config`` fields, as the constructs set them: ``mode``,
-    ``key_source``, ``partition_key_field``, ``sort_key_field``, ``key_prefix``, ...). A body the consumer
-    could not key raises what the consumer would quarantine it with. In guarded mode ``message.lease`` is a
+    ``key_source``, ``partition_key_field``, ``sort_key_field``, ``key_prefix``, ``table_name`` (default
+    ``test``), ...). A body the consumer could not key raises what the consumer would quarantine it with.
+    With ``emit_target_arn`` (transaction or guarded mode) ``message.emit()`` works as in the consumer - the
+    same checks, the same deduplication ids - and ``message.outbox.emitted`` lists what the effect would
+    commit: :class:`~idempotent_runtime.outbox.Emitted` (``body``, ``group_id``, ``dedup_id``,
+    ``attributes``), in emit order. In guarded mode ``message.lease`` is a
     :class:`LocalLease` of ``lease_seconds`` (``lease_lost``: its ``extend`` raises ``LeaseLost``). On a
     standard queue (``queue_type="standard"``) a record has no group or deduplication id.
     """
-    config = Config(table_name="test", **settings)
+    settings.setdefault("table_name", "test")
+    config = Config(**settings)
     text = body if isinstance(body, str) else json.dumps(body)
     fifo = config.queue_type == QueueType.FIFO
     system = {"ApproximateReceiveCount": str(receive_count), "SentTimestamp": str(int(time.time() * 1000))}
@@ -102,6 +107,10 @@ def message(
     built.key = KeyBuilder(config, sort_reserve=reserve)(built)
     if config.mode == Mode.GUARDED:
         built.lease = LocalLease(built.key, lease_seconds, lost=lease_lost)  # type: ignore[assignment]
+    if config.emit_target_arn:
+        from idempotent_runtime.outbox import outbox_for  # the consumer's own outbox
+
+        outbox_for(config.emit_target_arn, config.table_name, config.key_prefix, built)
     return built
 
 

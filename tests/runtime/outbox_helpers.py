@@ -19,12 +19,13 @@ class Stream:
     """The table's DynamoDB stream (moto records it in-process): ``new()`` gives the records written since
     the last call, in Lambda's DynamoDB event shape (``B`` in base64, times in epoch seconds)."""
 
-    def __init__(self, dynamodb: Any, table: str = TABLE) -> None:
+    def __init__(self, dynamodb: Any, table: str = TABLE, key_prefix: str = "") -> None:
         dynamodb.update_table(
             TableName=table, StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
         )
         self.arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
         self.seen = 0
+        self.key_prefix = key_prefix
 
     def _records(self) -> list[dict[str, Any]]:
         from moto.dynamodbstreams.models import dynamodbstreams_backends
@@ -39,13 +40,18 @@ class Stream:
         fresh, self.seen = records[self.seen :], len(records)
         lambda_records = [lambda_record(r, self.arn) for r in fresh]
         if outbox_only:  # what the relay's event filter lets through
-            lambda_records = [r for r in lambda_records if is_outbox(r)]
+            lambda_records = [r for r in lambda_records if is_outbox(r, self.key_prefix)]
         return lambda_records
 
 
-def is_outbox(record: dict[str, Any]) -> bool:
-    keys = record["dynamodb"]["Keys"]
-    return record["eventName"] in ("INSERT", "MODIFY") and keys["pk"]["S"].startswith("idempotency#outbox#")
+def is_outbox(record: dict[str, Any], key_prefix: str = "") -> bool:
+    """Whether the relay of ``key_prefix``'s outbox gets ``record``: its event filter, applied as the local
+    cloud applies it."""
+    from idempotent_runtime.outbox import stream_filters
+
+    from idempotent_local.event_filter import matches
+
+    return matches([json.dumps(f) for f in stream_filters("pk", "sk", key_prefix)], record)
 
 
 def lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
@@ -112,3 +118,52 @@ class FlakyPublisher:
             for position, (code, fault) in refused.items()
         ]
         return {"Successful": response.get("Successful", []), "Failed": response.get("Failed", []) + failed}
+
+
+class StrictSqs:
+    """An SQS client that refuses what SQS refuses and moto takes: a body or a string attribute value with a
+    character outside SQS's set (InvalidMessageContents), as SendMessage and SendMessageBatch (per entry)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.meta = client.meta
+        self.refused: list[str] = []
+
+    @staticmethod
+    def _bad(body: str, attributes: dict[str, Any] | None) -> bool:
+        from idempotent_runtime.outbox import refused_character
+
+        texts = [body, *(v.get("StringValue") or "" for v in (attributes or {}).values())]
+        return any(refused_character(text) is not None for text in texts)
+
+    def send_message(self, **request: Any) -> dict:
+        from botocore.exceptions import ClientError
+
+        if self._bad(request["MessageBody"], request.get("MessageAttributes")):
+            self.refused.append(request["MessageBody"])
+            error = {
+                "Code": "InvalidMessageContents",
+                "Message": "Invalid characters found",
+                "Type": "Sender",
+            }
+            raise ClientError({"Error": error}, "SendMessage")
+        return self.client.send_message(**request)
+
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict:
+        bad = [e for e in Entries if self._bad(e["MessageBody"], e.get("MessageAttributes"))]
+        good = [e for e in Entries if e not in bad]
+        self.refused += [e["MessageBody"] for e in bad]
+        response = self.client.send_message_batch(QueueUrl=QueueUrl, Entries=good) if good else {}
+        failed = [
+            {
+                "Id": e["Id"],
+                "Code": "InvalidMessageContents",
+                "Message": "Invalid characters",
+                "SenderFault": True,
+            }
+            for e in bad
+        ]
+        return {"Successful": response.get("Successful", []), "Failed": response.get("Failed", []) + failed}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)

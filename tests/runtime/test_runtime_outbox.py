@@ -6,12 +6,23 @@ from __future__ import annotations
 import json
 
 import pytest
-from idempotent_runtime import contract, outbox
+from idempotent_runtime import outbox
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import ConfigurationError
 from idempotent_runtime.relay import Relay, RelayConfig
+from idempotent_runtime.retries import MAX_ATTEMPTS
 from outbox_helpers import Stream, fifo_target, stream_event
-from runtime_helpers import REGION, dlq_details, dlq_reason, drain, event, failures, record, scan
+from runtime_helpers import (
+    REGION,
+    dlq_details,
+    dlq_reason,
+    drain,
+    event,
+    failures,
+    receive_event,
+    record,
+    scan,
+)
 
 TARGET = f"arn:aws:sns:{REGION}:123456789012:payments.fifo"
 DAY = 24 * 3600
@@ -50,23 +61,35 @@ def stream(table, dynamodb):
 
 
 def test_emitted_messages_are_committed_with_the_effect(make_handler, dynamodb, stream):
-    handler, _ = make_handler(fn=pay, mode="transaction", emit_target_arn=TARGET)
-    response = handler(event(record({"x": "o-1", "y": "1", "cents": 250}, group="o-1")), None)
+    clock = Clock()
+    handler, _ = make_handler(fn=pay, mode="transaction", emit_target_arn=TARGET, clock=clock)
+    message = record({"x": "o-1", "y": "1", "cents": 250}, group="o-1")
+    response = handler(event(message), None)
     assert failures(response) == []
     (item,) = outbox_items(dynamodb)
-    assert item["pk"] == {"S": "idempotency#outbox#o-1"}  # the downstream group: the source's by default
-    assert item["sk"] == {"S": "idempotency#outbox"}
-    assert item[outbox.OUTBOX_GROUP_ATTRIBUTE] == {"S": "o-1"}
-    assert messages_of(item) == [('{"payment_id":"pay-o-1","order_id":"o-1","cents":250}', "o-1#1#000")]
-    # It outlives the stream's 24 hours and the relay's retries: the relay never needs to delete it.
-    expires = int(item["expires_at"]["N"]) - int(item_time(dynamodb))
-    assert expires >= 7 * DAY  # max(2 days, the dedup TTL of 7 days)
+    assert item == {
+        "pk": {"S": "idempotency#outbox#o-1"},  # the lane: the downstream group (the source's by default)
+        "sk": {"S": "idempotency#outbox#1800000000000#o-1#1"},  # commit time (ms), the emitting key
+        "idempotency:messages": {
+            "L": [
+                {
+                    "M": {
+                        "body": {"S": '{"payment_id":"pay-o-1","order_id":"o-1","cents":250}'},
+                        "dedup_id": {"S": "documents#o-1#1#000"},  # the table, the key, the position
+                    }
+                }
+            ]
+        },
+        "idempotency:group": {"S": "o-1"},
+        "idempotency:message_id": {"S": message["messageId"]},
+        "idempotency:emitter": {"S": "idempotency#outbox#"},
+        # It outlives the stream's 24 hours and the relay's retries: the relay never needs to delete it.
+        "expires_at": {"N": str(1_800_000_000 + 7 * DAY)},  # max(2 days, the dedup TTL of 7 days)
+    }
+    # The emitting key's marker says where its emitted messages are.
+    (marker,) = [i for i in scan(dynamodb) if i["sk"]["S"] == "idempotency#1"]
+    assert outbox.outbox_keys("", marker) == [(item["pk"]["S"], item["sk"]["S"])]
     assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in stream.new()] == ["idempotency#outbox#o-1"]
-
-
-def item_time(dynamodb):
-    marker = next(item for item in scan(dynamodb) if item["sk"]["S"] == "idempotency#1")
-    return int(marker["expires_at"]["N"]) - contract.DEDUP_TTL_SECONDS.default
 
 
 def test_a_duplicate_delivery_emits_nothing_again(make_handler, dynamodb, stream):
@@ -125,6 +148,53 @@ def test_an_emitted_message_too_large_for_sns_refuses_the_message_before_anythin
     assert "262144 bytes SNS and SQS take" in dlq_reason(drain(sqs, dlq_url)[0])
 
 
+@pytest.mark.parametrize(
+    ("emit", "reason"),
+    [
+        (
+            {"body": "paid \x01 in full"},
+            "emitted message 0's body holds U+0001 at character 5, which SNS and SQS refuse",
+        ),
+        ({"body": "half a pair \ud83d"}, "emitted message 0's body holds U+D83D at character 12"),
+        ({"body": "not a character \uffff"}, "emitted message 0's body holds U+FFFF at character 16"),
+        (
+            {"body": {"note": "json escapes \x01"}, "attributes": {"note": "bell \x07"}},
+            "attribute note's value holds U+0007 at character 5",
+        ),
+        (
+            {"body": "ok", "group_id": "warehouse 1"},
+            "emitted message 0: group_id must be 1-128 letters, digits and punctuation (no space)",
+        ),
+        ({"body": "ok", "group_id": "warehouse-1\n"}, "got 'warehouse-1\\n'"),
+        ({"body": "ok", "group_id": "g" * 129}, "group_id must be 1-128 letters"),
+        (
+            {"body": "ok", "attributes": {"kind\n": "x"}},
+            "attribute name 'kind\\n' is not one SNS and SQS take",
+        ),
+        (
+            {"body": "ok", "attributes": {"idempotency.redrive": "{}"}},
+            "begins with 'idempotency.', the runtime's own attributes",
+        ),
+        ({"body": ""}, "emitted message 0's body is empty"),
+    ],
+)
+def test_an_emit_sns_or_sqs_would_refuse_is_rejected_naming_it_before_anything_commits(
+    make_handler, dynamodb, dlq_url, sqs, emit, reason
+):
+    def emit_then_write(message):
+        message.emit(emit["body"], group_id=emit.get("group_id"), attributes=emit.get("attributes"))
+        return [{"Put": {"Item": {"pk": {"S": "balance"}, "sk": {"S": "o-1"}}}}]
+
+    handler, _ = make_handler(fn=emit_then_write, mode="transaction", emit_target_arn=TARGET, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "1"})), None)
+    assert result.outcome == "quarantined"
+    assert reason in result.reason
+    assert scan(dynamodb) == []  # nothing committed: no effect, no outbox item
+    (dead,) = drain(sqs, dlq_url)
+    assert reason in dlq_reason(dead)
+    assert dlq_details(dead)["kind"] == "invalid"
+
+
 def test_an_emit_without_a_target_is_a_misconfiguration_retried_never_quarantined(
     make_handler, dynamodb, dlq_url, sqs
 ):
@@ -172,7 +242,7 @@ def test_a_key_holding_the_separator_gets_a_sha256_deduplication_id(make_handler
     handler, _ = make_handler(fn=pay, mode="transaction", emit_target_arn=TARGET)
     handler(event(record({"x": "o#1", "y": "1", "cents": 1}, group="g")), None)
     ((_, dedup_id),) = messages_of(outbox_items(dynamodb)[0])
-    assert len(dedup_id) == 64 and dedup_id != "o#1#1#000"
+    assert len(dedup_id) == 64 and dedup_id != "documents#o#1#1#000"
 
 
 def test_a_standard_target_gets_one_outbox_item_per_message_not_a_shared_one(make_handler, dynamodb):
@@ -214,7 +284,8 @@ def test_guarded_emits_are_written_with_the_completion_in_one_transaction(make_h
     record_item = next(i for i in scan(fresh_dynamodb) if i["pk"]["S"] == "c-1")
     assert record_item["idempotency:status"] == {"S": "COMPLETED"}
     (item,) = outbox_items(fresh_dynamodb)
-    assert messages_of(item) == [('{"charged":"c-1"}', "c-1#p-1#000")]
+    assert messages_of(item) == [('{"charged":"c-1"}', "documents#c-1#p-1#000")]
+    assert outbox.outbox_keys("", record_item) == [(item["pk"]["S"], item["sk"]["S"])]
 
 
 def test_guarded_without_emits_completes_with_one_update_as_before(make_handler, fresh_dynamodb):
@@ -271,7 +342,7 @@ def test_a_crash_between_effect_and_completion_reruns_the_effect_and_emits_once(
     (result,) = handler.process_batch(event(charge), None)
     assert (result.outcome, charges.runs) == ("processed", 2)
     (item,) = outbox_items(fresh_dynamodb)
-    assert messages_of(item) == [('{"charged":"c-1"}', "c-1#p-1#000")]  # the same id as the first run's
+    assert messages_of(item) == [('{"charged":"c-1"}', "documents#c-1#p-1#000")]  # the first run's id
 
 
 def test_a_lost_lease_emits_nothing_the_new_owner_emits_once(make_handler, fresh_dynamodb, dynamodb):
@@ -314,35 +385,160 @@ def test_a_completion_whose_answer_was_lost_is_sent_again_and_emits_once(make_ha
     assert len(messages_of(item)) == 1
 
 
-# -- order: two source groups emitting to one downstream group ---------------------------------------------
+# -- one downstream group, many source groups: every emitted message kept, in commit order ------------------
+
+
+def ship(message):
+    """Every order ships from one warehouse: one downstream group for all source groups."""
+    order = message.json_object()
+    message.emit({"ship": order["x"]}, group_id="warehouse-1", attributes={"n": int(order["y"])})
+    return []
+
+
+def test_every_emit_to_one_group_keeps_its_own_outbox_item_unchanged(make_handler, dynamodb, stream):
+    clock = Clock()
+    handler, _ = make_handler(fn=ship, mode="transaction", emit_target_arn=TARGET, clock=clock)
+    commits = [("o-1", "customer-a"), ("o-2", "customer-b"), ("o-3", "customer-a")]
+    for order, group in commits:
+        assert failures(handler(event(record({"x": order, "y": "7"}, group=group)), None)) == []
+        clock.now += 0.001
+    items = outbox_items(dynamodb)  # a scan: the lane's items in sort key order, which is commit order
+    assert [(item["pk"]["S"], item["sk"]["S"]) for item in items] == [
+        ("idempotency#outbox#warehouse-1", "idempotency#outbox#1800000000000#o-1#7"),
+        ("idempotency#outbox#warehouse-1", "idempotency#outbox#1800000000001#o-2#7"),
+        ("idempotency#outbox#warehouse-1", "idempotency#outbox#1800000000002#o-3#7"),
+    ]
+    expected = [
+        [
+            {
+                "M": {
+                    "body": {"S": f'{{"ship":"{order}"}}'},
+                    "dedup_id": {"S": f"documents#{order}#7#000"},
+                    "attributes": {
+                        "M": {"n": {"M": {"DataType": {"S": "Number"}, "StringValue": {"S": "7"}}}}
+                    },
+                }
+            }
+        ]
+        for order, _ in commits
+    ]
+    assert [item[outbox.OUTBOX_MESSAGES_ATTRIBUTE]["L"] for item in items] == expected
+    assert {item[outbox.OUTBOX_GROUP_ATTRIBUTE]["S"] for item in items} == {"warehouse-1"}
+    # Written once each, never replaced: one INSERT per emitting message, no MODIFY.
+    assert [r["eventName"] for r in stream.new()] == ["INSERT", "INSERT", "INSERT"]
 
 
 def test_emits_to_one_group_from_two_source_groups_arrive_in_commit_order(
     make_handler, dynamodb, sqs, stream
 ):
-    def ship(message):
-        order = message.json_object()
-        message.emit({"ship": order["x"]}, group_id="warehouse-1")
-        return []
-
     handler, _ = make_handler(fn=ship, mode="transaction", emit_target_arn=TARGET)
     topic, queue_url, _ = fifo_target(sqs)
     for order, group in (("o-1", "customer-a"), ("o-2", "customer-b"), ("o-3", "customer-a")):
         handler(event(record({"x": order, "y": "1"}, group=group)), None)
     records = stream.new()
-    # One item per downstream group: every write of it is a record of that item, in the order of the writes.
+    # One partition per downstream group: its records share a shard, in the order of the writes.
     assert {r["dynamodb"]["Keys"]["pk"]["S"] for r in records} == {"idempotency#outbox#warehouse-1"}
-    assert [r["eventName"] for r in records] == ["INSERT", "MODIFY", "MODIFY"]
     relay = Relay(RelayConfig(target_arn=topic), target_client=_sns(), sqs_client=sqs)
     assert relay(stream_event(records)) == {"batchItemFailures": []}
     arrived = drain(sqs, queue_url)
     assert [json.loads(m["Body"])["ship"] for m in arrived] == ["o-1", "o-2", "o-3"]
     assert {m["Attributes"]["MessageGroupId"] for m in arrived} == {"warehouse-1"}
     assert [m["Attributes"]["MessageDeduplicationId"] for m in arrived] == [
-        "o-1#1#000",
-        "o-2#1#000",
-        "o-3#1#000",
+        "documents#o-1#1#000",
+        "documents#o-2#1#000",
+        "documents#o-3#1#000",
     ]
+
+
+def test_a_hundred_messages_of_ten_groups_emitting_to_one_group_are_each_published_once_in_commit_order(
+    make_handler, dynamodb, sqs, stream
+):
+    handler, _ = make_handler(fn=ship, mode="transaction", emit_target_arn=TARGET, max_workers=10)
+    topic, queue_url, _ = fifo_target(sqs)
+    for batch in range(10):  # ten source groups processed side by side, ten batches
+        lines = [record({"x": f"o-{batch}-{g}", "y": str(g)}, group=f"customer-{g}") for g in range(10)]
+        assert failures(handler(event(*lines), None)) == []
+    items = outbox_items(dynamodb)
+    assert len(items) == 100
+    bodies = {item[outbox.OUTBOX_MESSAGES_ATTRIBUTE]["L"][0]["M"]["body"]["S"] for item in items}
+    assert bodies == {f'{{"ship":"o-{b}-{g}"}}' for b in range(10) for g in range(10)}
+    records = stream.new()
+    committed = [r["dynamodb"]["NewImage"]["idempotency:messages"]["L"][0]["M"]["body"]["S"] for r in records]
+    assert len(committed) == 100 and [r["eventName"] for r in records] == ["INSERT"] * 100
+    relay = Relay(RelayConfig(target_arn=topic), target_client=_sns(), sqs_client=sqs)
+    for start in range(0, 100, 25):  # Lambda's batches of the shard, in order
+        assert relay(stream_event(records[start : start + 25])) == {"batchItemFailures": []}
+    arrived = drain(sqs, queue_url)
+    assert [m["Body"] for m in arrived] == committed  # each once, in the stream's (commit) order
+
+
+# -- one FIFO target, two emitters ----------------------------------------------------------------------
+
+
+def test_two_pipelines_on_two_tables_emit_different_ids_and_a_consumer_keyed_by_them_applies_both(
+    make_handler, dynamodb, sqs
+):
+    """orders and returns (each with the default empty key_prefix) both emit for o-1 line 1 to one FIFO
+    topic: two facts, two ids, two effects downstream."""
+    create_table(dynamodb, "returns")
+    topic, queue_url, queue_arn = fifo_target(sqs)
+    for table in ("documents", "returns"):
+        stream = Stream(dynamodb, table)
+        handler, _ = make_handler(fn=pay, mode="transaction", emit_target_arn=topic, table_name=table)
+        assert failures(handler(event(record({"x": "o-1", "y": "1", "cents": 250}, group="o-1")), None)) == []
+        relay = Relay(RelayConfig(target_arn=topic), target_client=_sns(), sqs_client=sqs)
+        assert relay(stream_event(stream.new())) == {"batchItemFailures": []}
+    payments_event, _ = receive_event(sqs, queue_url, queue_arn)
+    ids = [r["attributes"]["MessageDeduplicationId"] for r in payments_event["Records"]]
+    assert ids == ["documents#o-1#1#000", "returns#o-1#1#000"]
+    create_table(dynamodb, "payments")
+    payments, _ = make_handler(mode="document", key_source="dedup_id", table_name="payments")
+    assert [r.outcome for r in payments.process_batch(payments_event, None)] == ["processed", "processed"]
+    assert len(scan(dynamodb, "payments")) == 2
+
+
+def test_an_emits_deduplication_id_is_the_same_on_every_delivery(make_handler, fresh_dynamodb):
+    """The first delivery's transaction fails (throttled), the next commits: the id emit() returned the
+    first time is the one committed."""
+    returned: list[str] = []
+
+    def pay_and_note(message):
+        returned.append(message.emit({"order": message.json_object()["x"]}))
+        return []
+
+    throttled: list[bool] = []
+
+    def throttle(**_):
+        if len(throttled) < MAX_ATTEMPTS:  # every attempt of the first delivery
+            throttled.append(True)
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "Transact")
+
+    fresh_dynamodb.meta.events.register("before-call.dynamodb.TransactWriteItems", throttle)
+    handler, _ = make_handler(
+        fn=pay_and_note, mode="transaction", emit_target_arn=TARGET, client=fresh_dynamodb
+    )
+    line = record({"x": "o-1", "y": "1"})
+    (first,) = handler.process_batch(event(line), None)
+    (second,) = handler.process_batch(
+        event({**line, "attributes": {**line["attributes"], "ApproximateReceiveCount": "2"}}), None
+    )
+    assert (first.outcome, second.outcome) == ("failed", "processed")
+    ((_, committed),) = messages_of(outbox_items(fresh_dynamodb)[0])
+    assert returned == [committed, committed] == ["documents#o-1#1#000", "documents#o-1#1#000"]
+
+
+def create_table(dynamodb, name):
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
 
 
 def _sns():

@@ -3,15 +3,17 @@ emitted message downstream, past relay retries and SNS's 5-minute window."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import os
 
 import boto3
 import pytest
 from idempotent_runtime import contract
-from idempotent_runtime.relay import Relay, RelayConfig
+from idempotent_runtime.relay import Relay, RelayConfig, read_dead_letter
 from idempotent_runtime.relay import handler as relay_handler
-from outbox_helpers import FlakyPublisher, Stream, fifo_target, stream_event
+from outbox_helpers import FlakyPublisher, Stream, StrictSqs, fifo_target, stream_event
 from runtime_helpers import REGION, drain, event, failures, log_lines, receive_event, record
 
 TARGET = f"arn:aws:sns:{REGION}:123456789012:payments.fifo"
@@ -77,7 +79,11 @@ def test_each_emitted_message_is_published_once_in_stream_order_with_its_ids(
         ({"order": "o-2", "line": "1"}, "o-2"),
         ({"order": "o-1", "line": "2"}, "o-1"),
     ]
-    assert [m["Attributes"]["MessageDeduplicationId"] for m in got] == ["o-1#1#000", "o-2#1#000", "o-1#2#000"]
+    assert [m["Attributes"]["MessageDeduplicationId"] for m in got] == [
+        "documents#o-1#1#000",
+        "documents#o-2#1#000",
+        "documents#o-1#2#000",
+    ]
     assert got[0]["MessageAttributes"]["source"] == {"StringValue": "orders", "DataType": "String"}
 
 
@@ -149,7 +155,11 @@ def test_a_message_the_target_refuses_for_good_goes_to_the_relays_dlq_and_its_gr
     assert json.loads(dead["Body"]) == {"order": "o-1", "line": "2"}
     details = json.loads(dead["MessageAttributes"]["idempotency.details"]["StringValue"])
     assert details["kind"] == contract.DeadLetterKind.UNPUBLISHABLE == "unpublishable"
-    assert (details["group_id"], details["dedup_id"], details["target"]) == ("o-1", "o-1#2#000", topic)
+    assert (details["group_id"], details["dedup_id"], details["target"]) == (
+        "o-1",
+        "documents#o-1#2#000",
+        topic,
+    )
     assert dead["MessageAttributes"]["idempotency.reason"]["StringValue"] == (
         "the emit target refused it for good: InvalidParameter: injected"
     )
@@ -179,7 +189,7 @@ def test_a_later_entry_of_a_group_accepted_after_an_earlier_was_refused_is_count
     (batch,) = [line for line in lines if "_aws" in line]
     assert batch["reordered"] == 1
     (warning,) = [line for line in lines if line.get("message", "").startswith("order:")]
-    assert (warning["refused"], warning["accepted"]) == ("o-1#1#000", "o-1#2#000")
+    assert (warning["refused"], warning["accepted"]) == ("documents#o-1#1#000", "documents#o-1#2#000")
     relay(stream_event(records))  # the stream delivers from o-1#1 again
     # What downstream sees, exactly: line 2 before line 1 (its republish dropped by SNS's deduplication).
     assert [body["line"] for body, _ in arrived(sqs, queue_url)] == ["2", "1"]
@@ -220,15 +230,159 @@ def test_a_queue_target_gets_send_message_batch(make_handler, stream, sqs, table
     relay = Relay(RelayConfig(target_arn=arn), target_client=sqs)
     assert relay(stream_event(stream.new())) == {"batchItemFailures": []}
     (message,) = drain(sqs, url)
-    assert message["Attributes"]["MessageDeduplicationId"] == "o-1#1#000"
+    assert message["Attributes"]["MessageDeduplicationId"] == "documents#o-1#1#000"
 
 
-def test_a_stream_record_that_is_not_an_outbox_item_is_skipped(stream, target, sqs, dynamodb, table):
+def test_a_record_that_is_not_a_readable_outbox_item_is_dead_lettered_whole_and_the_others_go_on(
+    make_handler, stream, target, sqs, dynamodb, table, relay_dlq
+):
+    topic, queue_url, _ = target
+    commit(make_handler, [("o-1", "1")])
+    forged = {
+        "pk": {"S": "idempotency#outbox#o-1"},
+        "sk": {"S": "idempotency#outbox#1800000000000#forged"},
+        "idempotency:emitter": {"S": "idempotency#outbox#"},
+        "idempotency:messages": {"L": [{"M": {"body": {"N": "1"}}}]},
+    }
+    dynamodb.put_item(TableName=table, Item=forged)
+    commit(make_handler, [("o-1", "2")])
+    records = stream.new()
+    assert len(records) == 3  # the emitter attribute lets the forged item through the filter
+    assert relay_for(topic, sqs, dlq_url=relay_dlq)(stream_event(records)) == {"batchItemFailures": []}
+    assert [body["line"] for body, _ in arrived(sqs, queue_url)] == ["1", "2"]
+    (dead,) = drain(sqs, relay_dlq)
+    assert dead["MessageAttributes"]["idempotency.reason"]["StringValue"].startswith(
+        "never published: not an outbox item the relay can read: message 0 of idempotency:messages is "
+        "malformed"
+    )
+    assert read_dead_letter(dead["Body"], dead["MessageAttributes"]) == {"record": forged}
+    details = json.loads(dead["MessageAttributes"]["idempotency.details"]["StringValue"])
+    assert details["outbox_item"] == {"pk": forged["pk"]["S"], "sk": forged["sk"]["S"]}
+    assert details["source_message_id"] == records[1]["dynamodb"]["SequenceNumber"]
+
+
+# -- messages no target accepts never hold up the others ------------------------------------------------
+
+
+def _hand_written(sk, body, dedup_id, **more):
+    """An outbox item written by 0.3's emit() (sk 'idempotency#outbox', no emitter) or by hand."""
+    return {
+        "pk": {"S": "idempotency#outbox#o-1"},
+        "sk": {"S": sk},
+        "idempotency:messages": {"L": [{"M": {"body": {"S": body}, "dedup_id": {"S": dedup_id}, **more}}]},
+        "idempotency:group": {"S": "o-1"},
+        "idempotency:message_id": {"S": "m-" + dedup_id},
+    }
+
+
+def test_poison_outbox_items_between_good_ones_are_dead_lettered_decodably_and_the_good_ones_published(
+    make_handler, stream, sqs, dynamodb, table, relay_dlq
+):
+    url = sqs.create_queue(QueueName="payments-in.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    handler, _ = make_handler(fn=emit_each, mode="transaction", emit_target_arn=arn)
+    assert failures(handler(event(record({"x": "o-1", "y": "1"})), None)) == []
+    bell = {
+        "attributes": {"M": {"note": {"M": {"DataType": {"S": "String"}, "StringValue": {"S": "bell \x07"}}}}}
+    }
+    poisons = [
+        # 0.4's layout, written by hand: a control character in the body and in an attribute.
+        {
+            **_hand_written("idempotency#outbox#1800000000000#hand", "paid \x01 in full", "hand#000", **bell),
+            "idempotency:emitter": {"S": "idempotency#outbox#"},
+        },
+        _hand_written("idempotency#outbox", "not a character: \uffff", "o-0#1#000"),  # what 0.3 committed
+    ]
+    for poison in poisons:
+        dynamodb.put_item(TableName=table, Item=poison)
+    assert failures(handler(event(record({"x": "o-2", "y": "1"})), None)) == []
+    records = stream.new()
+    assert len(records) == 4
+    strict = StrictSqs(sqs)  # the target and the DLQ refuse what SQS refuses
+    relay = Relay(RelayConfig(target_arn=arn, dlq_url=relay_dlq, table_name=table), target_client=strict)
+    assert relay(stream_event(records)) == {"batchItemFailures": []}  # nothing retried, nothing held up
+    assert [json.loads(m["Body"])["order"] for m in drain(sqs, url)] == ["o-1", "o-2"]
+    assert strict.refused == []  # nothing was sent that SQS refuses
+    dead = drain(sqs, relay_dlq)
+    assert [read_dead_letter(d["Body"], d["MessageAttributes"]) for d in dead] == [
+        {
+            "body": "paid \x01 in full",
+            "attributes": {"note": {"DataType": "String", "StringValue": "bell \x07"}},
+        },
+        {"body": "not a character: \uffff", "attributes": {}},
+    ]
+    encodings = {d["MessageAttributes"]["idempotency.encoding"]["StringValue"] for d in dead}
+    assert encodings == {contract.DeadLetterEncoding.JSON_ZLIB_BASE64.value} == {"json+zlib+base64"}
+    details = [json.loads(d["MessageAttributes"]["idempotency.details"]["StringValue"]) for d in dead]
+    assert [(d["dedup_id"], d["group_id"], d["table"]) for d in details] == [
+        ("hand#000", "o-1", table),
+        ("o-0#1#000", "o-1", table),
+    ]
+    assert [d["outbox_item"]["sk"] for d in details] == [p["sk"]["S"] for p in poisons]
+    assert dead[0]["MessageAttributes"]["idempotency.reason"]["StringValue"] == (
+        "never published: SNS and SQS would refuse it: emitted message 0's body holds U+0001 at character 5, "
+        "which SNS and SQS refuse (they take tab, line feed, carriage return and U+0020 to U+10FFFF but for "
+        "surrogates, U+FFFE and U+FFFF)"
+    )
+
+
+def test_a_03_outbox_item_still_in_the_stream_at_the_upgrade_is_published_as_stored_in_commit_order(
+    make_handler, stream, target, sqs, dynamodb, table
+):
+    """0.3 replaced a group's one item (sort key 'idempotency#outbox') on every emit: the records of its
+    writes still in the stream when 0.4 deploys are published with the ids they were written with, before
+    what 0.4 commits after them to the same group."""
+    topic, queue_url, _ = target
+    for dedup_id in ("o-1#1#000", "o-1#2#000"):  # two 0.3 emits to group o-1, one item written twice
+        dynamodb.put_item(
+            TableName=table, Item=_hand_written("idempotency#outbox", "paid " + dedup_id, dedup_id)
+        )
+    handler, _ = make_handler(fn=emit_each, mode="transaction", emit_target_arn=topic)
+    assert failures(handler(event(record({"x": "o-1", "y": "3"})), None)) == []
+    relay = Relay(RelayConfig(target_arn=topic, table_name=table))
+    assert relay(stream_event(stream.new())) == {"batchItemFailures": []}
+    published = drain(sqs, queue_url)
+    assert [m["Attributes"]["MessageDeduplicationId"] for m in published] == [
+        "o-1#1#000",
+        "o-1#2#000",
+        f"{table}#o-1#3#000",
+    ]
+    assert [m["Body"] for m in published[:2]] == ["paid o-1#1#000", "paid o-1#2#000"]
+
+
+def _emit_text(text):
+    def emit(message):
+        message.emit(text, group_id="o-1")
+        return []
+
+    return emit
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        ("x" * 262_000, "json+zlib+base64"),  # would not fit beside the reason and details: compressed
+        (base64.b64encode(os.urandom(196_500)).decode(), "omitted"),  # not even then: the item holds it
+    ],
+)
+def test_a_refused_message_too_large_for_a_dead_letter_with_its_details_is_still_dead_lettered(
+    make_handler, stream, target, sqs, dynamodb, table, relay_dlq, text, encoding
+):
     topic, _, _ = target
-    dynamodb.put_item(TableName=table, Item={"pk": {"S": "idempotency#outbox#x"}, "sk": {"S": "y"}})
-    log = io.StringIO()
-    assert relay_for(topic, sqs, log=log)(stream_event(stream.new())) == {"batchItemFailures": []}
-    assert any(line.get("message") == "stream record skipped: not an outbox item" for line in log_lines(log))
+    handler, _ = make_handler(fn=_emit_text(text), mode="transaction", emit_target_arn=TARGET)
+    assert failures(handler(event(record({"x": "o-1", "y": "1"})), None)) == []
+    sns = FlakyPublisher(boto3.client("sns", region_name=REGION), {0: {0: ("InvalidParameter", True)}})
+    relay = relay_for(topic, sqs, sns, dlq_url=relay_dlq)
+    assert relay(stream_event(stream.new())) == {"batchItemFailures": []}
+    (dead,) = drain(sqs, relay_dlq)
+    assert dead["MessageAttributes"]["idempotency.encoding"]["StringValue"] == encoding
+    details = json.loads(dead["MessageAttributes"]["idempotency.details"]["StringValue"])
+    found = read_dead_letter(dead["Body"], dead["MessageAttributes"])
+    if found is None:  # omitted: the outbox item named in the details holds it
+        key = {name: {"S": value} for name, value in details["outbox_item"].items()}
+        item = dynamodb.get_item(TableName=table, Key=key)["Item"]
+        found = {"body": item["idempotency:messages"]["L"][details["position"]]["M"]["body"]["S"]}
+    assert found["body"] == text
 
 
 def test_the_relays_handler_reads_its_settings_from_the_environment(monkeypatch, target, sqs):

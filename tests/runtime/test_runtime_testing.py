@@ -7,6 +7,7 @@ import pytest
 import runtime_examples
 from idempotent_runtime import LeaseLost
 from idempotent_runtime.errors import InvalidMessage
+from idempotent_runtime.outbox import Emitted
 from idempotent_runtime.testing import message
 from runtime_examples import charge_payment
 from runtime_helpers import event, scan
@@ -61,3 +62,43 @@ def test_attributes_and_queue_type_are_delivered_as_lambda_delivers_them():
     assert built.body == "plain text" and built.from_fifo_queue is True
     standard = message({"x": "a", "y": "b"}, queue_type="standard")
     assert standard.group_id is None and standard.dedup_id is None and standard.from_fifo_queue is False
+
+
+PAYMENTS = "arn:aws:sns:us-east-1:123456789012:payments.fifo"
+
+
+def pay_order_line(message):
+    line = message.json_object()
+    message.emit({"order_id": line["order_id"], "line": line["line_id"]}, attributes={"source": "orders"})
+    message.emit("line paid", group_id="audit")
+    return []
+
+
+def test_an_emitting_processor_shows_what_it_would_commit():
+    built = message(LINE, mode="transaction", emit_target_arn=PAYMENTS, table_name="orders", **KEYS)
+    assert pay_order_line(built) == []
+    assert built.outbox.emitted == [
+        Emitted(
+            '{"order_id":"o-1","line":"1"}',
+            "group-1",  # the delivered message's group: the default
+            "orders#o-1#1#000",  # the table, the key, the position: what the consumer commits
+            {"source": {"DataType": "String", "StringValue": "orders"}},
+        ),
+        Emitted("line paid", "audit", "orders#o-1#1#001", {}),
+    ]
+
+
+def test_an_emit_the_consumer_would_refuse_is_refused_with_its_reason(make_handler, dlq_url):
+    def bell(message):
+        message.emit("ding \x07")
+        return []
+
+    with pytest.raises(InvalidMessage) as refused:
+        bell(message(LINE, mode="transaction", emit_target_arn=PAYMENTS, table_name="documents", **KEYS))
+    handler, _ = make_handler(fn=bell, mode="transaction", emit_target_arn=PAYMENTS, dlq_url=dlq_url, **KEYS)
+    (result,) = handler.process_batch(event(message(LINE, **KEYS).record), None)
+    expected = (
+        "emitted message 0's body holds U+0007 at character 5, which SNS and SQS refuse (they take tab, "
+        "line feed, carriage return and U+0020 to U+10FFFF but for surrogates, U+FFFE and U+FFFF)"
+    )
+    assert result.reason == str(refused.value) == expected

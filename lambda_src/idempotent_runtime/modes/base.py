@@ -196,10 +196,12 @@ class BaseMode(ABC):
             return None
         from idempotent_runtime.outbox import outbox_for  # only for consumers that emit
 
-        return outbox_for(self.config.emit_target_arn, self.config.key_prefix, message)
+        config = self.config
+        return outbox_for(config.emit_target_arn, config.table_name, config.key_prefix, message)
 
     def outbox_items(self, outbox: Outbox | None, now: float) -> list[dict[str, Any]]:
-        """The outbox items to commit with the effect."""
+        """The outbox items to commit with the effect at ``now`` (its marker or completion records where
+        they are: ``outbox.where(now)``)."""
         if outbox is None or not outbox.count:
             return []
         names = (self.pk, self.sk, self.ttl)

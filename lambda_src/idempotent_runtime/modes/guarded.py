@@ -17,6 +17,7 @@ from idempotent_runtime.contract import (
     LEGACY_RESULT_ATTRIBUTE,
     LEGACY_STATUS_ATTRIBUTE,
     MESSAGE_ID_ATTRIBUTE,
+    OUTBOX_ATTRIBUTE,
     OWNER_ATTRIBUTE,
     RESULT_ATTRIBUTE,
     STATUS_ATTRIBUTE,
@@ -185,13 +186,15 @@ class GuardedMode(BaseMode):
             "#owner": OWNER_ATTRIBUTE,
             "#message_id": MESSAGE_ID_ATTRIBUTE,
             "#result": RESULT_ATTRIBUTE,
+            "#outbox": OUTBOX_ATTRIBUTE,
         }
         # The claim writes the whole record, removing what a record it takes over held beyond it: its
-        # result, 0.1's attributes - except a name the table uses for its key or TTL (DynamoDB refuses to
-        # remove a key attribute, or to set and remove one path) - and the TTL when there is none.
+        # result, where its emitted messages were, 0.1's attributes - except a name the table uses for its
+        # key or TTL (DynamoDB refuses to remove a key attribute, or to set and remove one path) - and the
+        # TTL when there is none.
         claim_set = "#status = :in_progress, #owner = :token, #lease = :lease, #message_id = :message_id, "
         claim_set += "#fingerprint = :fingerprint"
-        removed = ["#result"]
+        removed = ["#result", "#outbox"]
         own = {self.pk, self.sk, self.ttl}
         for index, legacy in enumerate(LEGACY_ATTRIBUTES):
             if legacy not in own:
@@ -318,6 +321,12 @@ class GuardedMode(BaseMode):
         }
         names = {**OWNER_NAMES, "#lease": LEASE_ATTRIBUTE}
         update = "SET #status = :completed"
+        now = self.clock()
+        outbox = self.outbox_items(message.outbox, now)
+        if outbox and message.outbox is not None:
+            update += ", #outbox = :outbox"
+            names["#outbox"] = OUTBOX_ATTRIBUTE
+            values[":outbox"] = message.outbox.where(now)
         stored = self._encode(result, key, message)
         if stored is not None:
             update += ", #result = :result"
@@ -326,7 +335,7 @@ class GuardedMode(BaseMode):
         if self.config.dedup_ttl_seconds:
             update += ", #ttl = :ttl"
             names["#ttl"] = self.ttl
-            values[":ttl"] = {"N": str(int(self.clock()) + self.config.dedup_ttl_seconds)}
+            values[":ttl"] = {"N": str(int(now) + self.config.dedup_ttl_seconds)}
         update += " REMOVE #lease"
         completion = {
             "TableName": self.table,
@@ -340,7 +349,7 @@ class GuardedMode(BaseMode):
         try:
             # Until shortly before the claim stops being ours (or the invocation ends): giving up earlier
             # would leave the key IN_PROGRESS, and the next delivery would run the effect again.
-            self._commit(lease, completion, self.outbox_items(message.outbox, self.clock()))
+            self._commit(lease, completion, outbox)
         except Exception as exc:
             old = _refused(exc)
             if old is not None:

@@ -10,6 +10,7 @@ from idempotent_runtime.contract import (
     MARKER_SORT_PREFIX,
     MAX_TRANSACTION_ITEMS,
     MESSAGE_ID_ATTRIBUTE,
+    OUTBOX_ATTRIBUTE,
     RESERVED_KEY_PREFIX,
     SORT_KEY,
     TOKEN_ATTRIBUTE,
@@ -96,6 +97,8 @@ class TransactionMode(BaseMode):
         expires = self.expiry(self.config.dedup_ttl_seconds, now)
         if expires is not None:
             marker[self.ttl] = expires
+        if outbox is not None and outbox.count:
+            marker[OUTBOX_ATTRIBUTE] = outbox.where(now)
         items.append(
             {
                 "Put": {
