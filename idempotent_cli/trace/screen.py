@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from idempotent_runtime.contract import OnConflict
@@ -11,6 +12,7 @@ from idempotent_runtime.contract import OnConflict
 from idempotent_cli.dlq.commands import Context, letter_summary, message_line
 from idempotent_cli.dlq.keystate import KeyTable
 from idempotent_cli.dlq.letters import Which
+from idempotent_cli.dlq.locate import Pipeline, listing
 from idempotent_cli.trace.look import InFlight, Letters, Record, Trace, has_result, stored_attributes, when
 from idempotent_cli.trace.wanted import Wanted
 
@@ -22,6 +24,30 @@ NOT_VISIBLE = (
     "only their number: once the consumer writes the key's record the table above says so (in progress in "
     "guarded mode, stored or completed when done)"
 )
+
+
+@dataclass(frozen=True)
+class Traced:
+    """One consumer's trace of the key: where it looked, with what configuration, and what it found."""
+
+    context: Context
+    keys: KeyTable
+    wanted: Wanted
+    found: Trace
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.context.target.pipeline
+
+    @property
+    def anything(self) -> bool:
+        """Whether the key is here: a record (even an expired one), a dead letter, a peeked message."""
+        found = self.found
+        return (
+            found.table.state != "absent"
+            or any(letters.found for letters in found.dead_letters)
+            or bool(found.queue.found)
+        )
 
 
 def meaning(record: Record, keys: KeyTable) -> str:
@@ -67,8 +93,9 @@ def meaning(record: Record, keys: KeyTable) -> str:
     return f"invalid: {record.reason or 'the item at the key is not an idempotency record'}"
 
 
-def document(context: Context, keys: KeyTable, wanted: Wanted, found: Trace) -> dict[str, Any]:
-    """The ``--json`` document."""
+def document(traced: Traced) -> dict[str, Any]:
+    """The ``--json`` document of one consumer's trace."""
+    context, keys, wanted, found = traced.context, traced.keys, traced.wanted, traced.found
     record = found.table
     return {
         "pipeline": _pipeline(context, keys),
@@ -141,10 +168,10 @@ def _queue_document(queue: InFlight) -> dict[str, Any]:
     }
 
 
-def lines(
-    context: Context, keys: KeyTable, wanted: Wanted, found: Trace, args: argparse.Namespace
-) -> list[str]:
-    """The screen."""
+def lines(traced: Traced, args: argparse.Namespace, *, name_function: bool = False) -> list[str]:
+    """The screen of one consumer's trace (``name_function``: its ``logs`` command names the function, one
+    of several)."""
+    context, keys, wanted, found = traced.context, traced.keys, traced.wanted, traced.found
     record = found.table
     pipeline = context.target.pipeline
     config = keys.config
@@ -160,8 +187,49 @@ def lines(
     out += _table_lines(record, keys)
     out += _letters_lines(found.dead_letters)
     out += _queue_lines(found.queue)
-    out.append(_row("logs", _logs_command(context, record, args)))
+    out.append(_row("logs", _logs_command(context, record, args, name_function=name_function)))
     return out
+
+
+def several_lines(
+    pipelines: list[Pipeline], looks: list[Traced | str], args: argparse.Namespace
+) -> list[str]:
+    """The key looked for in each consumer of a stack: where it was found, then the screen of each consumer
+    that has it (of each that keys it, when none has it)."""
+    traced = [look for look in looks if isinstance(look, Traced)]
+    holding = [look for look in traced if look.anything]
+    where = ", ".join(look.pipeline.function or "?" for look in holding) or "none of them"
+    out = [
+        f"stack {pipelines[0].stack} has {len(pipelines)} consumers: {listing(pipelines)}",
+        f"the key was looked for in each that can key it ({len(traced)}): found in {where}",
+    ]
+    for pipeline, look in zip(pipelines, looks, strict=True):
+        if isinstance(look, str):
+            out.append(f"  {pipeline.function}: not looked in, it cannot key this: {look}")
+        elif holding and not look.anything:
+            out.append(f"  {pipeline.function}: not there (no record, no dead letter)")
+    for look in holding or traced:
+        out += ["", *lines(look, args, name_function=True)]
+    return out
+
+
+def several_document(pipelines: list[Pipeline], looks: list[Traced | str]) -> dict[str, Any]:
+    """The ``--json`` document of a key looked for in each consumer of a stack."""
+    return {
+        "stack": pipelines[0].stack,
+        "consumers": [
+            {
+                "function": pipeline.function,
+                "outputs": list(pipeline.outputs),
+                "traced": isinstance(look, Traced),
+                "found": look.anything if isinstance(look, Traced) else False,
+                "not_traced": look if isinstance(look, str) else None,
+            }
+            for pipeline, look in zip(pipelines, looks, strict=True)
+        ],
+        "found_in": [look.pipeline.function for look in looks if isinstance(look, Traced) and look.anything],
+        "traces": [document(look) for look in looks if isinstance(look, Traced)],
+    }
 
 
 def _row(label: str, text: str) -> str:
@@ -272,15 +340,16 @@ def _queue_lines(queue: InFlight) -> list[str]:
     return out
 
 
-def _logs_command(context: Context, record: Record, args: argparse.Namespace) -> str:
+def _logs_command(context: Context, record: Record, args: argparse.Namespace, *, name_function: bool) -> str:
     from idempotent_cli.local import invoked_as
 
     words = [invoked_as(), "logs"]
     pipeline = context.target.pipeline
     if pipeline.stack:
         words += ["--stack", pipeline.stack]
-    if args.function:
-        words += ["--function", args.function]
+    function = args.function or (pipeline.function if name_function else None)
+    if function:
+        words += ["--function", function]
     if args.local:
         words.append("--local")
     if args.app_dir:
