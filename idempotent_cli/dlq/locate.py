@@ -425,8 +425,7 @@ def _named_by_outputs(
     clients: Clients, stack: str, pipelines: list[Pipeline], outputs: Mapping[str, str]
 ) -> list[Pipeline]:
     """The consumers completed by the outputs of their prefix (their queues, where the outputs name them),
-    plus those whose DLQ the outputs name that are not among the resources; the main one (no prefix)
-    first."""
+    plus those whose DLQ the outputs name that are not among the resources; in :func:`_order`."""
     groups: dict[str, dict[str, str]] = {}
     for key, value in outputs.items():
         suffix = next((s for s in OUTPUT_SUFFIXES if key.endswith(s)), None)
@@ -458,7 +457,17 @@ def _named_by_outputs(
             or pipeline.subscription_dead_letter_queue_url,
             main=pipeline.main or prefix == "",
         )
-    return sorted(pipelines, key=lambda pipeline: not pipeline.main)
+    return sorted(pipelines, key=_order)
+
+
+def _order(pipeline: Pipeline) -> tuple[bool, bool, str]:
+    """The main consumer first, then those outputs name (by output), then the others (by logical id)."""
+    named = sorted(pipeline.outputs)
+    return (
+        not pipeline.main,
+        not named,
+        named[0] if named else pipeline.logical_id or pipeline.function or "",
+    )
 
 
 def _named_by(pipeline: Pipeline, group: Mapping[str, str]) -> bool:
