@@ -286,7 +286,9 @@ def _logs(args: argparse.Namespace, console: Any, connect: Any) -> int:
     if args.poll_seconds <= 0:
         raise DlqError(f"--poll-seconds must be over 0, got {args.poll_seconds:g}")
     clients = (connect or clients_for)(args)
-    pipeline = locate.resolve(clients, stack=args.stack, function=args.function).pipeline
+    pipeline, note = locate.choose(clients, stack=args.stack, function=args.function, use=locate.Use.LOOK)
+    if note:
+        console.note(note)
     if not pipeline.function:
         raise DlqError(f"the consumer function of pipeline {pipeline.label} is unknown: pass --function NAME")
     source: LocalLog | CloudWatchLog

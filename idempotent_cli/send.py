@@ -121,7 +121,7 @@ def _send(
 
     lines = _read(args.file, stdin)
     clients = (connect or clients_for)(args)
-    pipeline = locate.resolve(clients, stack=args.stack, function=args.function).pipeline
+    pipeline = locate.choose(clients, stack=args.stack, function=args.function, use=locate.Use.CHANGE)[0]
     keys = _keys(pipeline, args.key_fields)
     destination = _destination(clients, pipeline.queue_url, args.topic_arn)
     group_id = _groups(args, keys, destination)

@@ -244,6 +244,11 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
     if limit is not None and limit < 1:
         raise DlqError(f"--limit must be at least 1, got {limit}")
     clients = (connect or clients_for)(args)
+    handler = args.dlq_handler
+    if handler == "show" and not (args.function or args.queue_url):
+        pipelines = locate.one_stack(locate.candidates(clients, stack=args.stack, function=None))
+        if len(pipelines) > 1:
+            return _show_in_any(args, clients, console, pipelines)
     target = locate.resolve(
         clients,
         which=Which(args.which),
@@ -251,20 +256,16 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
         function=args.function,
         queue_url=args.queue_url,
         source_queue_url=args.source_queue_url,
+        use=locate.Use.LOOK if handler == "list" else locate.Use.CHANGE,
     )
-    context = commands.Context(
-        target=target,
-        clients=clients,
-        console=console,
-        visibility_seconds=args.visibility_timeout,
-        wait_seconds=args.wait_seconds,
-    )
+    if target.note:
+        console.note(target.note)
+    context = _context(args, clients, console, target)
     filters = Filters(
         tuple(getattr(args, "group", []) or ()),
         tuple(getattr(args, "reason", []) or ()),
         tuple(getattr(args, "reason_text", []) or ()),
     )
-    handler = args.dlq_handler
     if handler == "list":
         return commands.cmd_list(context, filters=filters, messages=args.messages, as_json=args.json)
     if handler == "show":
@@ -280,6 +281,47 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
             limit=args.limit,
         )
     return commands.cmd_purge(context, filters=filters, yes=args.yes, dry_run=args.dry_run)
+
+
+def _context(args: argparse.Namespace, clients: Any, console: Any, target: Any) -> Any:
+    from idempotent_cli.dlq import commands
+
+    return commands.Context(
+        target=target,
+        clients=clients,
+        console=console,
+        visibility_seconds=args.visibility_timeout,
+        wait_seconds=args.wait_seconds,
+    )
+
+
+def _show_in_any(args: argparse.Namespace, clients: Any, console: Any, pipelines: list[Any]) -> int:
+    """``show ID`` on a stack of several consumers, without --function: in the DLQ of each until one holds
+    the message, saying which."""
+    from idempotent_cli.dlq import commands, locate
+
+    looked = []
+    for pipeline in pipelines:
+        try:
+            target = locate.target_of(clients, pipeline, Which(args.which))
+        except DlqError:  # no such DLQ (--which subscription): none of its messages to show
+            continue
+        context = _context(args, clients, console, target)
+        looked.append(f"{pipeline.function} ({target.dlq_url})")
+        try:
+            found = commands.find(context, args.message_id)
+        except commands.NotFound:
+            continue
+        console.note(
+            f"stack {pipeline.stack} has {len(pipelines)} consumers: {locate.listing(pipelines)}; "
+            f"{args.message_id} is in the dead-letter queue of {pipeline.function}"
+        )
+        return commands.cmd_show(context, message_id=args.message_id, as_json=args.json, found=found)
+    raise DlqError(
+        f"no message {args.message_id} (its id in the DLQ, the original's, or a redriven copy's) in the "
+        f"dead-letter queue of any consumer of stack {pipelines[0].stack}: "
+        f"{'; '.join(looked) or 'none has one'}; `dlq list --messages --function NAME` shows their ids"
+    )
 
 
 def main(argv: Sequence[str] | None = None, *, console: Any = None, connect: Connect | None = None) -> int:

@@ -262,8 +262,15 @@ def letter_summary(letter: DeadLetter, max_receive: int | None, copies: list[Dea
 # -- show -----------------------------------------------------------------------------------------------
 
 
-def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
-    letter, copies = _find(context, message_id)
+def cmd_show(
+    context: Context,
+    *,
+    message_id: str,
+    as_json: bool,
+    found: tuple[DeadLetter, list[DeadLetter]] | None = None,
+) -> int:
+    """``show``: the dead letter that has had ``message_id`` (``found`` already, or looked for now)."""
+    letter, copies = found or find(context, message_id)
     source = context.source() if context.target.source_url else None
     plan = outgoing(
         letter,
@@ -319,8 +326,12 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     return 0
 
 
-def _find(context: Context, message_id: str) -> tuple[DeadLetter, list[DeadLetter]]:
-    """The dead letter that has had ``message_id``, and all its copies in the DLQ."""
+class NotFound(DlqError):
+    """No dead letter in the DLQ has had the id."""
+
+
+def find(context: Context, message_id: str) -> tuple[DeadLetter, list[DeadLetter]]:
+    """The dead letter that has had ``message_id``, and all its copies in the DLQ (NotFound: none)."""
     found: list[DeadLetter] = []
     seen: list[DeadLetter] = []
 
@@ -334,7 +345,7 @@ def _find(context: Context, message_id: str) -> tuple[DeadLetter, list[DeadLette
     result = context.walk(context.dlq(), visit)
     if not found:
         report_walk(context.console, result)
-        raise DlqError(
+        raise NotFound(
             f"no message {message_id} (its id in the DLQ, the original's, or a redriven copy's) among the "
             f"{result.visited} read from {context.target.dlq_url}; `dlq list --messages` shows their ids "
             "(an id `sns publish` printed is the topic's, not the queue's)"

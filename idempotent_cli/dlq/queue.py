@@ -11,6 +11,10 @@ that group is hidden. So the walk:
 - when a receive comes back empty while the queue still has visible messages, which in a FIFO queue are
   behind messages it holds, it makes what it holds visible again and receives once more: the queue then
   hands out the held ones first (known, held again) and the ones behind them;
+- keeps every long poll shorter than what is left of its hold (a hold under 3 seconds reads with short
+  polls), so that what it holds stays hidden while it polls; and should a hold still run out (a slow
+  visitor), a receive that hands back only messages it has seen ends the round: each round ends, and each
+  message is visited once;
 - stops when a round brings nothing new, and counts what it could not reach: messages in flight elsewhere
   (another reader, or an earlier run whose visibility timeout has not ended), and messages of a FIFO group
   behind 10 held ones (SQS hands out at most 10 of a group at a time);
@@ -110,12 +114,14 @@ class Queue:
             delayed=int(attributes.get("ApproximateNumberOfMessagesDelayed", 0)),
         )
 
-    def receive(self) -> list[dict[str, Any]]:
+    def receive(self, *, wait_seconds: int | None = None) -> list[dict[str, Any]]:
+        """Up to 10 messages, held for ``visibility_seconds``; a long poll of ``wait_seconds`` (default: the
+        queue's)."""
         return self.sqs.receive_message(
             QueueUrl=self.url,
             MaxNumberOfMessages=MAX_BATCH,
             VisibilityTimeout=self.visibility_seconds,
-            WaitTimeSeconds=self.wait_seconds,
+            WaitTimeSeconds=self.wait_seconds if wait_seconds is None else wait_seconds,
             AttributeNames=["All"],
             MessageSystemAttributeNames=["All"],
             MessageAttributeNames=["All"],
@@ -237,21 +243,33 @@ class _Walker:
         return list(groups)
 
     def _receive_all(self) -> bool:
-        """Receive until the queue answers with nothing; returns whether a message not seen before came."""
+        """Receive until the queue answers with nothing new (nothing, or only messages seen before, whose hold
+        ran out); returns whether a message not seen before came. Each receive that goes on brings a message
+        not seen before: the loop ends."""
         new = False
         while not self.stopped:
             self._keep_hidden()
-            messages = self.queue.receive()
-            if not messages:
-                break
+            messages = self.queue.receive(wait_seconds=self._poll_seconds())
             letters = [DeadLetter.from_message(message, self.which) for message in messages]
             for letter in letters:
                 # Held from the moment it is received (the newest receipt handle is the one that counts),
                 # so an error while visiting an earlier one still makes it visible again.
                 self.held[letter.message_id] = letter
+            fresh = False
             for letter in letters:
-                new = self._take(letter) or new
+                fresh = self._take(letter) or fresh
+            if not fresh:
+                break
+            new = True
         return new
+
+    def _poll_seconds(self) -> int:
+        """The long poll of the next receive: the queue's, but while the walk holds messages never more than
+        what is left of their hold once :meth:`_keep_hidden` has run (at least half of it, less a second
+        for the round trip); a short poll (0) for a hold under 3 seconds."""
+        if not self.held:
+            return self.queue.wait_seconds
+        return max(0, min(self.queue.wait_seconds, (self.queue.visibility_seconds - 1) // 2))
 
     def _take(self, letter: DeadLetter) -> bool:
         if letter.message_id in self.seen or self.stopped:

@@ -101,33 +101,80 @@ def run(args: argparse.Namespace, *, console: Any = None, connect: Any = None) -
 
 def _trace(args: argparse.Namespace, console: Any, connect: Any) -> int:
     from idempotent_cli.dlq import locate
-    from idempotent_cli.dlq.commands import Context
     from idempotent_cli.dlq.errors import DlqError
-    from idempotent_cli.trace import look, screen, wanted
+    from idempotent_cli.trace import screen
 
     if not 1 <= args.visibility_timeout <= 43200:
         raise DlqError(f"--visibility-timeout must be 1 to 43200 seconds, got {args.visibility_timeout}")
     clients = (connect or clients_for)(args)
-    target = locate.resolve(clients, stack=args.stack, function=args.function)
-    context = Context(
-        target=target,
-        clients=clients,
-        console=console,
-        visibility_seconds=args.visibility_timeout,
-        wait_seconds=args.wait_seconds,
-    )
-    keys = context.keys(required=True, why="trace")
-    assert keys is not None
-    given = wanted.from_args(args, keys.config)
-    record = look.table(keys, given)
+    pipelines = locate.one_stack(locate.candidates(clients, stack=args.stack, function=args.function))
+    looks = [_look(args, clients, console, pipeline, alone=len(pipelines) == 1) for pipeline in pipelines]
+    traced = [found for found in looks if isinstance(found, screen.Traced)]
+    if not traced:
+        raise DlqError(
+            f"none of the {len(pipelines)} consumers of stack {pipelines[0].stack} can key "
+            f"{_given(args)}: "
+            + "; ".join(f"{pipeline.function}: {why}" for pipeline, why in zip(pipelines, looks, strict=True))
+        )
+    if len(pipelines) == 1:
+        (one,) = traced
+        if args.json:
+            console.print(json.dumps(screen.document(one), indent=2))
+        else:
+            for line in screen.lines(one, args):
+                console.print(line)
+        return 0
+    if args.json:
+        console.print(json.dumps(screen.several_document(pipelines, looks), indent=2))
+    else:
+        for line in screen.several_lines(pipelines, looks, args):
+            console.print(line)
+    return 0
+
+
+def _look(args: argparse.Namespace, clients: Any, console: Any, pipeline: Any, *, alone: bool) -> Any:
+    """The trace of the key in one consumer; with several consumers, why this one cannot key it (text)
+    instead of an error."""
+    from idempotent_cli.dlq import locate
+    from idempotent_cli.dlq.commands import Context
+    from idempotent_cli.dlq.errors import DlqError
+    from idempotent_cli.trace import look, screen, wanted
+
+    try:
+        context = Context(
+            target=locate.target_of(clients, pipeline),
+            clients=clients,
+            console=console,
+            visibility_seconds=args.visibility_timeout,
+            wait_seconds=args.wait_seconds,
+        )
+        keys = context.keys(required=True, why="trace")
+        assert keys is not None
+        given = wanted.from_args(args, keys.config)
+        record = look.table(keys, given)
+    except DlqError as exc:
+        if alone:
+            raise
+        return str(exc)
     found = look.Trace(
         table=record,
         dead_letters=look.dead_letters(context, keys, record.key),
         queue=look.in_flight(context, keys, record.key, peek=args.peek),
     )
-    if args.json:
-        console.print(json.dumps(screen.document(context, keys, given, found), indent=2))
-    else:
-        for line in screen.lines(context, keys, given, found, args):
-            console.print(line)
-    return 0
+    return screen.Traced(context, keys, given, found)
+
+
+def _given(args: argparse.Namespace) -> str:
+    """What the command line gave as the key, in words."""
+    named = [
+        f"{option} {value!r}"
+        for option, value in (
+            ("--partition", args.partition),
+            ("--sort", args.sort),
+            ("--message-id", args.message_id),
+            ("--dedup-id", args.dedup_id),
+        )
+        if value is not None
+    ]
+    shown = [repr(part) for part in args.parts or []] + named + (["--body"] if args.body is not None else [])
+    return " ".join(shown) or "nothing"

@@ -10,12 +10,14 @@ the consumer's code makes of its body and ids).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from idempotent_runtime.contract import (
     ATTRIBUTE_PREFIX,
+    DELETED_ATTRIBUTE,
     FINGERPRINT_ATTRIBUTE,
     LEASE_ATTRIBUTE,
     LEGACY_LEASE_ATTRIBUTE,
@@ -28,6 +30,7 @@ from idempotent_runtime.contract import (
     RESULT_ATTRIBUTE,
     STATUS_ATTRIBUTE,
     GuardedStatus,
+    Mode,
 )
 
 from idempotent_cli.dlq import locate
@@ -53,11 +56,23 @@ def when(seconds: float | None) -> str | None:
 
 
 @dataclass(frozen=True)
+class Versions:
+    """Versioned mode: the stored state's version and the traced body's, as the consumer reads them (the
+    runtime's ``Version``: its kind, number or timestamp, and its text, a timestamp in UTC)."""
+
+    stored: Any | None  # None: no item, or one no versioned write made
+    message: Any | None  # None: no body given, or one whose version the consumer refuses (see the reason)
+    deleted: bool  # the stored state is a tombstone: the entity is deleted
+
+
+@dataclass(frozen=True)
 class Record:
     """The key's idempotency record as the consumer sees it."""
 
     key: Any  # the runtime's Key
-    state: str  # absent, expired, stored, completed, in_progress, lease_expired, conflict, invalid
+    # absent, expired, stored, completed, in_progress, lease_expired, conflict, invalid; versioned: stale
+    # (it holds a newer version than the body's), older (an older one: a delivery of the body writes it)
+    state: str
     record_state: str  # the runtime's: new, done, conflict, in_progress, invalid
     location: dict[str, str]  # the item's key attributes (transaction mode: the marker's)
     item: dict[str, Any]  # as read (DynamoDB JSON); {} when there is none
@@ -69,6 +84,7 @@ class Record:
     lease_expires_at: float | None  # guarded: epoch seconds
     message_id: str | None  # the message that wrote it, where the mode records it
     reason: str | None = None
+    versions: Versions | None = None  # versioned mode only
 
 
 def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record:
@@ -84,6 +100,9 @@ def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record
     lease_ms = _number(item, LEASE_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE)
     now = time.time() if now is None else now
     state = _state(inspection.state, item, status, expires, now)
+    versions = _versions(keys, wanted, item) if keys.mode == Mode.VERSIONED else None
+    if state == "expired" and versions and not (expires is not None and expires < int(now)):
+        state = "older"  # no TTL passed: the body's version is newer than the stored one (or it has none)
     return Record(
         key=inspection.key,
         state=state,
@@ -98,7 +117,29 @@ def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record
         lease_expires_at=lease_ms / 1000 if lease_ms is not None else None,
         message_id=_text(item, MESSAGE_ID_ATTRIBUTE, LEGACY_MESSAGE_ID_ATTRIBUTE),
         reason=inspection.reason,
+        versions=versions,
     )
+
+
+def _versions(keys: KeyTable, wanted: Wanted, item: dict[str, Any]) -> Versions:
+    """The stored version and the body's, read by the runtime's versioned mode (the consumer's own reading:
+    a timestamp's offset, a number's exact value)."""
+    from idempotent_runtime.errors import InvalidMessage
+    from idempotent_runtime.message import Message
+    from idempotent_runtime.modes import make_mode
+    from idempotent_runtime.modes.versioned import stored_version
+
+    try:
+        stored = stored_version(item)
+    except InvalidMessage:  # of no version kind: the inspection says why
+        stored = None
+    message = None
+    if wanted.with_body:
+        mode: Any = make_mode(keys.config, lambda: None, None)
+        # A version a delivery would be quarantined for is no version: the inspection's reason says why.
+        with contextlib.suppress(InvalidMessage):
+            message = mode.version(Message(keys.record(wanted.message, message_id=wanted.message_id)))
+    return Versions(stored, message, item.get(DELETED_ATTRIBUTE) == {"BOOL": True})
 
 
 def _state(state: State, item: dict[str, Any], status: str | None, expires: float | None, now: float) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from idempotent_runtime.contract import OnConflict
@@ -11,7 +12,17 @@ from idempotent_runtime.contract import OnConflict
 from idempotent_cli.dlq.commands import Context, letter_summary, message_line
 from idempotent_cli.dlq.keystate import KeyTable
 from idempotent_cli.dlq.letters import Which
-from idempotent_cli.trace.look import InFlight, Letters, Record, Trace, has_result, stored_attributes, when
+from idempotent_cli.dlq.locate import Pipeline, listing
+from idempotent_cli.trace.look import (
+    InFlight,
+    Letters,
+    Record,
+    Trace,
+    Versions,
+    has_result,
+    stored_attributes,
+    when,
+)
 from idempotent_cli.trace.wanted import Wanted
 
 LABEL = 14  # the width of the screen's left column
@@ -22,6 +33,30 @@ NOT_VISIBLE = (
     "only their number: once the consumer writes the key's record the table above says so (in progress in "
     "guarded mode, stored or completed when done)"
 )
+
+
+@dataclass(frozen=True)
+class Traced:
+    """One consumer's trace of the key: where it looked, with what configuration, and what it found."""
+
+    context: Context
+    keys: KeyTable
+    wanted: Wanted
+    found: Trace
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.context.target.pipeline
+
+    @property
+    def anything(self) -> bool:
+        """Whether the key is here: a record (even an expired one), a dead letter, a peeked message."""
+        found = self.found
+        return (
+            found.table.state != "absent"
+            or any(letters.found for letters in found.dead_letters)
+            or bool(found.queue.found)
+        )
 
 
 def meaning(record: Record, keys: KeyTable) -> str:
@@ -53,22 +88,59 @@ def meaning(record: Record, keys: KeyTable) -> str:
             else "quarantined to the dead-letter queue as a conflict"
         )
         return f"done with another payload: a delivery of this body is {per_policy} (ON_CONFLICT)"
-    if state == "stale":
-        return "holds a newer version: a delivery of this body is stale, it writes nothing"
+    versions = record.versions
+    if state in ("stale", "older"):
+        return _against(versions, state)
     if state in ("stored", "completed"):
+        if versions is not None:
+            return _version_stored(
+                versions, " (the same payload as this body)" if record.message_fingerprint else ""
+            )
         done = {
             "document": "the document is in the table",
             "transaction": "the marker of its transaction is in the table",
             "guarded": "the processor ran for it",
-            "versioned": "this version of the entity's state is in the table",
         }.get(mode, "done")
         same = " (the same payload as this body)" if record.message_fingerprint else ""
         return f"{done}{same}; a delivery of this key is a duplicate, with another payload a conflict"
     return f"invalid: {record.reason or 'the item at the key is not an idempotency record'}"
 
 
-def document(context: Context, keys: KeyTable, wanted: Wanted, found: Trace) -> dict[str, Any]:
-    """The ``--json`` document."""
+def _against(versions: Versions | None, state: str) -> str:
+    """Versioned: what a delivery of the body does to a key that holds another version of it."""
+    stored = versions.stored if versions else None
+    message = versions.message if versions else None
+    if state == "stale":
+        holds = (
+            f"holds version {stored.text}, newer than this body's {message.text}"
+            if stored and message
+            else "holds a newer version"
+        )
+        return f"{holds}: a delivery of this body is stale, it writes nothing"
+    if stored is None:
+        holds = "holds an item no versioned write made (it has no version)"
+    else:
+        holds = f"holds version {stored.text}, older than this body's {message.text if message else '?'}"
+    return f"{holds}: a delivery of this body writes its state over it"
+
+
+def _version_stored(versions: Versions, same: str) -> str:
+    """Versioned: the key holds a state (or a tombstone) at a version."""
+    version = versions.stored.text if versions.stored else "?"
+    held = (
+        f"the entity is deleted: its tombstone at version {version} is in the table"
+        if versions.deleted
+        else f"version {version} of the entity's state is in the table"
+    )
+    return (
+        f"{held}{same}; a delivery of this version is a duplicate (with another payload a conflict), of an "
+        "older one stale, of a newer one written over it"
+    )
+
+
+def document(traced: Traced) -> dict[str, Any]:
+    """The ``--json`` document of one consumer's trace."""
+    context, keys, wanted, found = traced.context, traced.keys, traced.wanted, traced.found
     record = found.table
     return {
         "pipeline": _pipeline(context, keys),
@@ -92,6 +164,7 @@ def document(context: Context, keys: KeyTable, wanted: Wanted, found: Trace) -> 
             "owner": record.owner,
             "lease_expires_at": when(record.lease_expires_at),
             "message_id": record.message_id,
+            **_versions_document(record.versions),
             "attributes": stored_attributes(record.item, list(record.location), keys.config.ttl_attribute),
             "item": record.item,
         },
@@ -112,6 +185,22 @@ def document(context: Context, keys: KeyTable, wanted: Wanted, found: Trace) -> 
             for letters in found.dead_letters
         ],
         "queue": _queue_document(found.queue),
+    }
+
+
+def _versions_document(versions: Versions | None) -> dict[str, Any]:
+    """Versioned mode: the stored version, the body's, and whether the state is a tombstone (other modes:
+    None, None, False)."""
+
+    def shown(version: Any) -> dict[str, str] | None:
+        return {"kind": version.kind, "text": version.text} if version is not None else None
+
+    if versions is None:
+        return {"version": None, "message_version": None, "deleted": False}
+    return {
+        "version": shown(versions.stored),
+        "message_version": shown(versions.message),
+        "deleted": versions.deleted,
     }
 
 
@@ -141,10 +230,10 @@ def _queue_document(queue: InFlight) -> dict[str, Any]:
     }
 
 
-def lines(
-    context: Context, keys: KeyTable, wanted: Wanted, found: Trace, args: argparse.Namespace
-) -> list[str]:
-    """The screen."""
+def lines(traced: Traced, args: argparse.Namespace, *, name_function: bool = False) -> list[str]:
+    """The screen of one consumer's trace (``name_function``: its ``logs`` command names the function, one
+    of several)."""
+    context, keys, wanted, found = traced.context, traced.keys, traced.wanted, traced.found
     record = found.table
     pipeline = context.target.pipeline
     config = keys.config
@@ -160,8 +249,49 @@ def lines(
     out += _table_lines(record, keys)
     out += _letters_lines(found.dead_letters)
     out += _queue_lines(found.queue)
-    out.append(_row("logs", _logs_command(context, record, args)))
+    out.append(_row("logs", _logs_command(context, record, args, name_function=name_function)))
     return out
+
+
+def several_lines(
+    pipelines: list[Pipeline], looks: list[Traced | str], args: argparse.Namespace
+) -> list[str]:
+    """The key looked for in each consumer of a stack: where it was found, then the screen of each consumer
+    that has it (of each that keys it, when none has it)."""
+    traced = [look for look in looks if isinstance(look, Traced)]
+    holding = [look for look in traced if look.anything]
+    where = ", ".join(look.pipeline.function or "?" for look in holding) or "none of them"
+    out = [
+        f"stack {pipelines[0].stack} has {len(pipelines)} consumers: {listing(pipelines)}",
+        f"the key was looked for in each that can key it ({len(traced)}): found in {where}",
+    ]
+    for pipeline, look in zip(pipelines, looks, strict=True):
+        if isinstance(look, str):
+            out.append(f"  {pipeline.function}: not looked in, it cannot key this: {look}")
+        elif holding and not look.anything:
+            out.append(f"  {pipeline.function}: not there (no record, no dead letter)")
+    for look in holding or traced:
+        out += ["", *lines(look, args, name_function=True)]
+    return out
+
+
+def several_document(pipelines: list[Pipeline], looks: list[Traced | str]) -> dict[str, Any]:
+    """The ``--json`` document of a key looked for in each consumer of a stack."""
+    return {
+        "stack": pipelines[0].stack,
+        "consumers": [
+            {
+                "function": pipeline.function,
+                "outputs": list(pipeline.outputs),
+                "traced": isinstance(look, Traced),
+                "found": look.anything if isinstance(look, Traced) else False,
+                "not_traced": look if isinstance(look, str) else None,
+            }
+            for pipeline, look in zip(pipelines, looks, strict=True)
+        ],
+        "found_in": [look.pipeline.function for look in looks if isinstance(look, Traced) and look.anything],
+        "traces": [document(look) for look in looks if isinstance(look, Traced)],
+    }
 
 
 def _row(label: str, text: str) -> str:
@@ -175,6 +305,8 @@ def _more(text: str) -> str:
 def _table_lines(record: Record, keys: KeyTable) -> list[str]:
     location = ", ".join(f"{name} {value!r}" for name, value in record.location.items())
     out = [_row("table", f"{record.state}: {meaning(record, keys)}"), _more(f"record at {location}")]
+    if record.versions is not None:
+        out += [_more(line) for line in _version_lines(record)]
     if record.item:
         facts = [f"fingerprint {record.fingerprint or '- (written before fingerprints)'}"]
         if record.message_fingerprint and record.message_fingerprint != record.fingerprint:
@@ -189,6 +321,27 @@ def _table_lines(record: Record, keys: KeyTable) -> list[str]:
         if has_result(record.item):
             out.append(_more("the processor's result is stored with it (--json shows the item)"))
     return out
+
+
+def _version_lines(record: Record) -> list[str]:
+    """Versioned mode: ``version 5 (number); this body's 3; a tombstone: the entity is deleted``."""
+    versions = record.versions
+    assert versions is not None
+    stored, message = versions.stored, versions.message
+    facts = []
+    if stored is not None:
+        facts.append(f"version {stored.text} ({stored.kind})")
+    elif record.item:
+        facts.append("no version (no versioned write made this item)")
+    if message is not None:
+        facts.append(
+            f"this body's {message.text}"
+            if stored
+            else f"this body's version {message.text} ({message.kind})"
+        )
+    if versions.deleted:
+        facts.append("a tombstone: the entity is deleted")
+    return ["; ".join(facts)] if facts else []
 
 
 def _letters_lines(found: list[Letters]) -> list[str]:
@@ -272,15 +425,16 @@ def _queue_lines(queue: InFlight) -> list[str]:
     return out
 
 
-def _logs_command(context: Context, record: Record, args: argparse.Namespace) -> str:
+def _logs_command(context: Context, record: Record, args: argparse.Namespace, *, name_function: bool) -> str:
     from idempotent_cli.local import invoked_as
 
     words = [invoked_as(), "logs"]
     pipeline = context.target.pipeline
     if pipeline.stack:
         words += ["--stack", pipeline.stack]
-    if args.function:
-        words += ["--function", args.function]
+    function = args.function or (pipeline.function if name_function else None)
+    if function:
+        words += ["--function", function]
     if args.local:
         words.append("--local")
     if args.app_dir:

@@ -17,6 +17,7 @@ from typing import Any
 
 import boto3
 from idempotent_runtime import contract
+from idempotent_runtime.relay import RELAY_HANDLER
 
 from idempotent_cli.dlq import main
 from idempotent_cli.dlq.console import Console
@@ -189,6 +190,118 @@ class Pipeline:
     environment: dict[str, str]
 
 
+def _pipeline_resources(
+    name: str, prefix: str, *, fifo: bool, variables: dict[str, Any], max_receive_count: int, role: str
+) -> dict[str, Any]:
+    """The resources of one pipeline (queue + DLQ + table + consumer function + event source mapping), their
+    logical ids starting with ``prefix``."""
+    suffix = ".fifo" if fifo else ""
+    fifo_props = {"FifoQueue": True} if fifo else {}
+    dead_letter_queue, queue, table, function = (
+        f"{prefix}{part}" for part in ("DeadLetterQueue", "Queue", "Table", "Function")
+    )
+    return {
+        dead_letter_queue: {
+            "Type": "AWS::SQS::Queue",
+            "Properties": {"QueueName": f"{name}-dlq{suffix}", **fifo_props},
+        },
+        queue: {
+            "Type": "AWS::SQS::Queue",
+            "Properties": {
+                "QueueName": f"{name}{suffix}",
+                **fifo_props,
+                "RedrivePolicy": {
+                    "deadLetterTargetArn": {"Fn::GetAtt": [dead_letter_queue, "Arn"]},
+                    "maxReceiveCount": max_receive_count,
+                },
+            },
+        },
+        table: {
+            "Type": "AWS::DynamoDB::Table",
+            "Properties": {
+                "TableName": f"{name}-table",
+                "BillingMode": "PAY_PER_REQUEST",
+                "AttributeDefinitions": [
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                "KeySchema": [
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                "StreamSpecification": {"StreamViewType": "NEW_IMAGE"},
+            },
+        },
+        function: {
+            "Type": "AWS::Lambda::Function",
+            "Properties": {
+                "Handler": contract.HANDLER,
+                "Runtime": "python3.12",
+                "Role": role,
+                "Code": {"ZipFile": "handler = None"},
+                "Environment": {
+                    "Variables": {
+                        "TABLE_NAME": {"Ref": table},
+                        "DLQ_URL": {"Ref": dead_letter_queue},
+                        "IDEMPOTENCY_MODE": "document",
+                        "KEY_SOURCE": "fields",
+                        "QUEUE_TYPE": "fifo" if fifo else "standard",
+                        "MAX_RECEIVE_COUNT": str(max_receive_count),
+                        **variables,
+                    }
+                },
+            },
+        },
+        f"{prefix}Mapping": {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Properties": {
+                "FunctionName": {"Ref": function},
+                "EventSourceArn": {"Fn::GetAtt": [queue, "Arn"]},
+                "BatchSize": 10,
+            },
+        },
+    }
+
+
+def _pipeline_outputs(prefix: str) -> dict[str, Any]:
+    """The outputs the reference stack names a pipeline by (``prefix`` first: none for the main one)."""
+    return {
+        f"{prefix}QueueUrl": {"Value": {"Ref": f"{prefix}Queue"}},
+        f"{prefix}DeadLetterQueueUrl": {"Value": {"Ref": f"{prefix}DeadLetterQueue"}},
+        f"{prefix}TableName": {"Value": {"Ref": f"{prefix}Table"}},
+        f"{prefix}FunctionName": {"Value": {"Ref": f"{prefix}Function"}},
+    }
+
+
+def _role() -> str:
+    return client("iam").create_role(RoleName=unique("role"), AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+
+
+def _create_stack(name: str, template: dict[str, Any]) -> dict[str, str]:
+    """Create the stack; returns each resource's physical id by logical id."""
+    cloudformation = client("cloudformation")
+    cloudformation.create_stack(StackName=name, TemplateBody=json.dumps(template))
+    return {
+        r["LogicalResourceId"]: r["PhysicalResourceId"]
+        for r in cloudformation.list_stack_resources(StackName=name)["StackResourceSummaries"]
+    }
+
+
+def _deployed(stack: str, name: str, resources: dict[str, str], prefix: str, fifo: bool) -> Pipeline:
+    suffix = ".fifo" if fifo else ""
+    sqs = client("sqs")
+    function = resources[f"{prefix}Function"]
+    env = client("lambda").get_function_configuration(FunctionName=function)["Environment"]["Variables"]
+    return Pipeline(
+        stack=stack,
+        queue_url=sqs.get_queue_url(QueueName=f"{name}{suffix}")["QueueUrl"],
+        dlq_url=sqs.get_queue_url(QueueName=f"{name}-dlq{suffix}")["QueueUrl"],
+        table=resources[f"{prefix}Table"],
+        function=function,
+        environment=env,
+    )
+
+
 def deploy_pipeline(
     *,
     outputs: bool = True,
@@ -201,94 +314,97 @@ def deploy_pipeline(
     created through CloudFormation; ``outputs=False`` leaves out the outputs (the tool then reads the
     resources)."""
     name = stack or unique("pipeline")
-    suffix = ".fifo" if fifo else ""
-    iam = client("iam")
-    role = iam.create_role(RoleName=unique("role"), AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    fifo_props = {"FifoQueue": True} if fifo else {}
-    variables = {
-        "TABLE_NAME": {"Ref": "Table"},
-        "DLQ_URL": {"Ref": "DeadLetterQueue"},
-        "IDEMPOTENCY_MODE": "document",
-        "KEY_SOURCE": "fields",
-        "QUEUE_TYPE": "fifo" if fifo else "standard",
-        "MAX_RECEIVE_COUNT": str(max_receive_count),
-        **(environment or {}),
-    }
     template: dict[str, Any] = {
-        "Resources": {
-            "DeadLetterQueue": {
-                "Type": "AWS::SQS::Queue",
-                "Properties": {"QueueName": f"{name}-dlq{suffix}", **fifo_props},
-            },
-            "Queue": {
-                "Type": "AWS::SQS::Queue",
-                "Properties": {
-                    "QueueName": f"{name}{suffix}",
-                    **fifo_props,
-                    "RedrivePolicy": {
-                        "deadLetterTargetArn": {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]},
-                        "maxReceiveCount": max_receive_count,
-                    },
-                },
-            },
-            "Table": {
-                "Type": "AWS::DynamoDB::Table",
-                "Properties": {
-                    "TableName": f"{name}-table",
-                    "BillingMode": "PAY_PER_REQUEST",
-                    "AttributeDefinitions": [
-                        {"AttributeName": "pk", "AttributeType": "S"},
-                        {"AttributeName": "sk", "AttributeType": "S"},
-                    ],
-                    "KeySchema": [
-                        {"AttributeName": "pk", "KeyType": "HASH"},
-                        {"AttributeName": "sk", "KeyType": "RANGE"},
-                    ],
-                },
-            },
-            "Function": {
-                "Type": "AWS::Lambda::Function",
-                "Properties": {
-                    "Handler": contract.HANDLER,
-                    "Runtime": "python3.12",
-                    "Role": role,
-                    "Code": {"ZipFile": "handler = None"},
-                    "Environment": {"Variables": variables},
-                },
-            },
-            "Mapping": {
-                "Type": "AWS::Lambda::EventSourceMapping",
-                "Properties": {
-                    "FunctionName": {"Ref": "Function"},
-                    "EventSourceArn": {"Fn::GetAtt": ["Queue", "Arn"]},
-                    "BatchSize": 10,
-                },
-            },
-        }
+        "Resources": _pipeline_resources(
+            name,
+            "",
+            fifo=fifo,
+            variables=environment or {},
+            max_receive_count=max_receive_count,
+            role=_role(),
+        )
     }
     if outputs:
-        template["Outputs"] = {
-            "QueueUrl": {"Value": {"Ref": "Queue"}},
-            "DeadLetterQueueUrl": {"Value": {"Ref": "DeadLetterQueue"}},
-            "TableName": {"Value": {"Ref": "Table"}},
-            "FunctionName": {"Value": {"Ref": "Function"}},
-        }
-    cloudformation = client("cloudformation")
-    cloudformation.create_stack(StackName=name, TemplateBody=json.dumps(template))
+        template["Outputs"] = _pipeline_outputs("")
+    return _deployed(name, name, _create_stack(name, template), "", fifo)
+
+
+@dataclass
+class Hops:
+    """A stack of two pipelines like the reference app with ``-c outbox=true``: orders (the outputs without
+    prefix) emits to the payments queue through an outbox relay; payments (``Payments...`` outputs) keys by
+    the deduplication id."""
+
+    stack: str
+    orders: Pipeline
+    payments: Pipeline
+    relay: str  # the relay's function
+    relay_dlq_url: str
+
+
+def deploy_hops(*, outputs: bool = True) -> Hops:
+    name = unique("hops")
+    role = _role()
+    payments = f"{name}-payments"
     resources = {
-        r["LogicalResourceId"]: r["PhysicalResourceId"]
-        for r in cloudformation.list_stack_resources(StackName=name)["StackResourceSummaries"]
+        **_pipeline_resources(
+            name,
+            "",
+            fifo=True,
+            variables={
+                "PARTITION_KEY_FIELD": "order_id",
+                "SORT_KEY_FIELD": "line_id",
+                "IDEMPOTENCY_MODE": "transaction",
+                "PROCESSOR": "dlq_processors:add_to_order",
+                "EMIT_TARGET_ARN": {"Fn::GetAtt": ["PaymentsQueue", "Arn"]},
+            },
+            max_receive_count=3,
+            role=role,
+        ),
+        **_pipeline_resources(
+            payments,
+            "Payments",
+            fifo=True,
+            variables={"KEY_SOURCE": "dedup_id"},
+            max_receive_count=3,
+            role=role,
+        ),
+        "RelayDeadLetterQueue": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": f"{name}-relay-dlq"}},
+        "RelayFunction": {
+            "Type": "AWS::Lambda::Function",
+            "Properties": {
+                "Handler": RELAY_HANDLER,
+                "Runtime": "python3.12",
+                "Role": role,
+                "Code": {"ZipFile": "handler = None"},
+                "Environment": {
+                    "Variables": {
+                        "EMIT_TARGET_ARN": {"Fn::GetAtt": ["PaymentsQueue", "Arn"]},
+                        "DLQ_URL": {"Ref": "RelayDeadLetterQueue"},
+                    }
+                },
+            },
+        },
+        "RelayMapping": {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Properties": {
+                "FunctionName": {"Ref": "RelayFunction"},
+                "EventSourceArn": {"Fn::GetAtt": ["Table", "StreamArn"]},
+                "StartingPosition": "TRIM_HORIZON",
+            },
+        },
     }
-    sqs = client("sqs")
-    function = resources["Function"]
-    env = client("lambda").get_function_configuration(FunctionName=function)["Environment"]["Variables"]
-    return Pipeline(
+    template: dict[str, Any] = {"Resources": resources}
+    if outputs:
+        template["Outputs"] = {**_pipeline_outputs(""), **_pipeline_outputs("Payments")}
+        del template["Outputs"]["PaymentsQueueUrl"], template["Outputs"]["PaymentsDeadLetterQueueUrl"]
+    made = _create_stack(name, template)
+    return Hops(
         stack=name,
-        queue_url=sqs.get_queue_url(QueueName=f"{name}{suffix}")["QueueUrl"],
-        dlq_url=sqs.get_queue_url(QueueName=f"{name}-dlq{suffix}")["QueueUrl"],
-        table=resources["Table"],
-        function=function,
-        environment=env,
+        orders=_deployed(name, name, made, "", True),
+        payments=_deployed(name, payments, made, "Payments", True),
+        relay=made["RelayFunction"],
+        relay_dlq_url=client("sqs").get_queue_url(QueueName=f"{name}-relay-dlq")["QueueUrl"],
     )
 
 

@@ -50,6 +50,21 @@ def add_to_balance(message: Any) -> list[dict[str, Any]]:
     ]
 
 
+# transaction mode, for an order line (the first hop of deploy_hops): add its amount to the order's total.
+def add_to_order(message: Any) -> list[dict[str, Any]]:
+    body = _checked(message)
+    return [
+        {
+            "Update": {
+                "Key": {"pk": {"S": f"order#{body['order_id']}"}, "sk": {"S": "total"}},
+                "UpdateExpression": "ADD #total :amount",
+                "ExpressionAttributeNames": {"#total": "total"},
+                "ExpressionAttributeValues": {":amount": {"N": str(body.get("amount", 0))}},
+            }
+        }
+    ]
+
+
 # guarded mode: an effect outside DynamoDB.
 def claim_and_run(message: Any) -> dict[str, Any]:
     body = _checked(message)

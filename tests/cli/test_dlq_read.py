@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from dlq_helpers import (
+    Terminal,
     body,
     by_group,
     client,
@@ -13,8 +15,11 @@ from dlq_helpers import (
     deploy_pipeline,
     dlq,
     drain,
+    hooked,
 )
 from idempotent_runtime.contract import DeadLetterKind
+
+from idempotent_cli.dlq import main
 
 pytestmark = pytest.mark.usefixtures("cloud")
 
@@ -272,3 +277,75 @@ def test_messages_sqs_moved_are_each_their_own_dead_letter():
     assert code == 0, terminal.error
     report = json.loads(terminal.out.getvalue())
     assert (report["read"], report["matching"]) == (2, 2)
+
+
+class _SlowReceives:
+    """A ``connect`` for the DLQ tool whose ReceiveMessage takes ``latency`` seconds more (a slow network),
+    and fails once the walk has received more often than any walk of ``messages`` messages needs: a walk that
+    would never end fails instead of hanging."""
+
+    def __init__(self, messages: int, latency: float = 0.0) -> None:
+        self.left, self.latency = 2 * (messages + 10), latency
+
+    def __call__(self, args):
+        return hooked("before-call.sqs.ReceiveMessage", self._receive)(args)
+
+    def _receive(self, **_):
+        self.left -= 1
+        if self.left < 0:
+            raise RuntimeError("the walk does not end: it keeps receiving the messages it holds")
+        time.sleep(self.latency)
+
+
+def _four_dead_letters(fifo: bool):
+    pipeline = deploy_pipeline(fifo=fifo)
+    for n in range(3):
+        dead_letter(body(f"a{n}"), queue_url=pipeline.dlq_url, group_id="a")
+    dead_letter(body("b0"), queue_url=pipeline.dlq_url, group_id="b")
+    return pipeline
+
+
+def _listed_groups(terminal: Terminal) -> list[str]:
+    lines = terminal.lines
+    listed = lines[lines.index("messages, oldest first:") + 1 :]
+    return sorted(line.split()[1] for line in listed if line.startswith("  "))
+
+
+@pytest.mark.parametrize("fifo", [True, False], ids=["fifo", "standard"])
+@pytest.mark.parametrize("hold", [1, 2])
+def test_list_ends_and_counts_each_message_once_when_the_hold_is_shorter_than_the_long_poll(hold, fifo):
+    # The default long poll (1 s) outlasts a hold of 1 or 2 seconds: the held messages become visible again
+    # during the poll and come back.
+    pipeline = _four_dead_letters(fifo)
+    terminal = Terminal()
+
+    code = main(
+        ["list", "--stack", pipeline.stack, "--visibility-timeout", str(hold), "--messages"],
+        console=terminal.console(),
+        connect=_SlowReceives(4),
+    )
+
+    assert code == 0, terminal.error
+    assert "4 read" in terminal.lines
+    assert _listed_groups(terminal) == ["a", "a", "a", "b"]
+    assert len(drain(pipeline.dlq_url)) == 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fifo", [True, False], ids=["fifo", "standard"])
+def test_list_ends_when_a_receive_takes_longer_than_the_hold(fifo):
+    # Each receive takes longer than the 1-second hold: what the walk holds is visible again by the time the
+    # next receive answers, and comes back with it.
+    pipeline = _four_dead_letters(fifo)
+    terminal = Terminal()
+
+    code = main(
+        ["list", "--stack", pipeline.stack, "--visibility-timeout", "1", "--messages", "--wait-seconds", "0"],
+        console=terminal.console(),
+        connect=_SlowReceives(4, latency=1.5),
+    )
+
+    assert code == 0, terminal.error
+    assert "4 read" in terminal.lines
+    assert _listed_groups(terminal) == ["a", "a", "a", "b"]
+    assert len(drain(pipeline.dlq_url)) == 4

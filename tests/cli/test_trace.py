@@ -180,10 +180,105 @@ def test_a_versioned_key_holding_a_newer_version_is_stale_for_an_older_body():
 
     assert (older["state"], older["meaning"]) == (
         "stale",
-        "holds a newer version: a delivery of this body is stale, it writes nothing",
+        "holds version 5, newer than this body's 3: a delivery of this body is stale, it writes nothing",
     )
     assert same["state"] == "stored"
-    assert same["meaning"].startswith("this version of the entity's state is in the table (the same payload")
+    assert same["meaning"].startswith("version 5 of the entity's state is in the table (the same payload")
+
+
+def _versioned(*states: dict[str, Any]):
+    """A versioned pipeline (VERSION_FIELD ``version``) that has stored each of ``states`` (tea's order line
+    with these fields) in turn."""
+    pipeline = deploy_pipeline(
+        fifo=False, environment={**ORDERS, "IDEMPOTENCY_MODE": "versioned", "VERSION_FIELD": "version"}
+    )
+    handler = consumer(pipeline)
+    for state in states:
+        publish(pipeline, json.dumps({**json.loads(TEA), **state}))
+        assert [outcome for _, outcome in consume(pipeline, handler)] == ["processed"]
+    return pipeline
+
+
+def _tea(**fields: Any) -> str:
+    return json.dumps({**json.loads(TEA), **fields})
+
+
+def test_trace_of_a_versioned_key_shows_the_stored_version_and_the_body_s():
+    pipeline = _versioned({"version": 5})
+
+    by_key = _traced("o-1", "1", "--stack", pipeline.stack)["table"]
+    older = _traced("--body", _tea(version=3), "--stack", pipeline.stack)["table"]
+    same = _traced("--body", _tea(version=5), "--stack", pipeline.stack)["table"]
+
+    assert (by_key["state"], by_key["version"], by_key["deleted"]) == (
+        "stored",
+        {"kind": "number", "text": "5"},
+        False,
+    )
+    assert by_key["message_version"] is None
+    assert by_key["meaning"].startswith("version 5 of the entity's state is in the table; ")
+    assert (older["state"], older["version"]["text"], older["message_version"]) == (
+        "stale",
+        "5",
+        {"kind": "number", "text": "3"},
+    )
+    assert older["meaning"] == (
+        "holds version 5, newer than this body's 3: a delivery of this body is stale, it writes nothing"
+    )
+    assert same["meaning"].startswith(
+        "version 5 of the entity's state is in the table (the same payload as this body); "
+    )
+    screen = _screen("--body", _tea(version=3), "--stack", pipeline.stack)
+    assert "              version 5 (number); this body's 3" in screen
+
+
+def test_trace_of_a_body_newer_than_the_stored_version_says_a_delivery_writes_it():
+    pipeline = _versioned({"version": 5})
+
+    newer = _traced("--body", _tea(version=7), "--stack", pipeline.stack)["table"]
+
+    # Not "expired": the stored state has no TTL; a delivery of this body replaces it.
+    assert (newer["state"], newer["record_state"], newer["expires_at"]) == ("older", "new", None)
+    assert newer["meaning"] == (
+        "holds version 5, older than this body's 7: a delivery of this body writes its state over it"
+    )
+    assert (newer["version"]["text"], newer["message_version"]["text"]) == ("5", "7")
+
+
+def test_trace_of_a_versioned_key_shows_a_timestamp_version_in_utc_and_a_tombstone():
+    pipeline = _versioned(
+        {"version": "2026-11-26T10:00:00+02:00"}, {"version": "2026-11-26T09:30:00Z", "deleted": True}
+    )
+
+    traced = _traced("o-1", "1", "--stack", pipeline.stack)["table"]
+    older = _traced("--body", _tea(version="2026-11-26T10:00:00+02:00"), "--stack", pipeline.stack)["table"]
+
+    assert (traced["state"], traced["version"], traced["deleted"]) == (
+        "stored",
+        {"kind": "timestamp", "text": "2026-11-26T09:30:00.000000000Z"},
+        True,
+    )
+    assert traced["meaning"].startswith(
+        "the entity is deleted: its tombstone at version 2026-11-26T09:30:00.000000000Z is in the table; "
+    )
+    # The body's offset is read as the consumer reads it: 10:00+02:00 is 08:00Z, older than the tombstone.
+    assert (older["state"], older["message_version"]["text"]) == ("stale", "2026-11-26T08:00:00.000000000Z")
+    screen = _screen("o-1", "1", "--stack", pipeline.stack)
+    assert (
+        "              version 2026-11-26T09:30:00.000000000Z (timestamp); a tombstone: the entity is deleted"
+        in (screen)
+    )
+
+
+def test_trace_of_a_body_whose_version_the_consumer_refuses_says_why():
+    pipeline = _versioned({"version": 5})
+
+    naive = _traced("--body", _tea(version="2026-11-26T10:00:00"), "--stack", pipeline.stack)["table"]
+
+    assert naive["state"] == "invalid"
+    assert naive["version"] == {"kind": "number", "text": "5"}
+    assert naive["message_version"] is None
+    assert "a timestamp without a UTC offset" in naive["meaning"]
 
 
 def test_key_prefix_and_a_transaction_marker_are_where_the_consumer_writes_them():
