@@ -28,11 +28,14 @@ require_moto()
 from moto.cloudformation import parsing
 from moto.core.common_models import CloudFormationModel
 
+from idempotent_local.cloudformation.apigateway_stage import ApiGatewayStage
 from idempotent_local.cloudformation.cdk_metadata import CdkMetadata
 from idempotent_local.cloudformation.cloudwatch_alarm import CloudWatchAlarm
 from idempotent_local.cloudformation.dynamodb_table import DynamoDbTable
 from idempotent_local.cloudformation.kms_key import KmsKey
 from idempotent_local.cloudformation.lambda_event_source_mapping import LambdaEventSourceMapping
+from idempotent_local.cloudformation.s3_bucket_policy import S3BucketPolicy
+from idempotent_local.cloudformation.secretsmanager_secret import SecretsManagerSecret
 from idempotent_local.cloudformation.sns_subscription import SnsSubscription
 from idempotent_local.cloudformation.sns_topic import SnsTopic
 from idempotent_local.cloudformation.sns_topic_policy import SnsTopicPolicy
@@ -54,6 +57,9 @@ TAUGHT: dict[str, type[CloudFormationModel]] = {
         CloudWatchAlarm,
         LambdaEventSourceMapping,
         StepFunctionsStateMachine,
+        S3BucketPolicy,
+        SecretsManagerSecret,
+        ApiGatewayStage,
     )
 }
 TAUGHT_TYPES = tuple(TAUGHT)
