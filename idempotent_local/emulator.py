@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from idempotent_local.errors import LocalCloudError
 
@@ -75,20 +76,48 @@ class Emulator:
         )
         return env
 
-    def client(self, service: str):
-        import boto3
+    def client(self, service: str) -> Any:
+        """A boto3 client of ``service`` aimed at this emulator: one per service and endpoint in a process
+        (a client is thread-safe; making one reads the service's model, about 0.1 s)."""
+        return _client(self.endpoint, service)
 
-        return boto3.session.Session(
-            aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            region_name=REGION,
-        ).client(service, endpoint_url=self.endpoint)
+    @property
+    def control(self) -> Any:
+        """The emulator's control API (:class:`idempotent_local.control.Control`): its inventory, and the
+        streams' clock a test moves ahead."""
+        from idempotent_local.control import Control
+
+        return Control(self.endpoint)
 
     def reset(self) -> None:
         """Forget every resource (``POST /moto-api/reset``); the server keeps running."""
         request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST", data=b"")
         with urllib.request.urlopen(request, timeout=10):
             pass
+
+
+_CLIENTS: dict[tuple[str, str], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _client(endpoint: str, service: str) -> Any:
+    """botocore's client (what boto3 returns, without importing boto3 and s3transfer: 0.1 s of a command
+    that should answer within a second)."""
+    with _CLIENTS_LOCK:  # a botocore session is not thread-safe; the clients it makes are
+        if (endpoint, service) not in _CLIENTS:
+            import botocore.session
+
+            session = _CLIENTS.get(("", "session"))
+            if session is None:
+                session = _CLIENTS["", "session"] = botocore.session.get_session()
+            _CLIENTS[endpoint, service] = session.create_client(
+                service,
+                region_name=REGION,
+                endpoint_url=endpoint,
+                aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            )
+        return _CLIENTS[endpoint, service]
 
 
 def _state_path(state_dir: Path | str) -> Path:
@@ -229,14 +258,16 @@ def stop(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 15.0) ->
 
 
 def install(endpoint: str | None = None) -> None:
-    """The emulator's install step: the taught CloudFormation types, then the named moto patches.
+    """The emulator's install step: the taught CloudFormation types, the named moto patches and the
+    emulator's control API (:mod:`idempotent_local.control`).
 
     Runs in the process that serves the emulator, before the first request; again with ``endpoint`` once the
     port is known (a patch that names the emulator's own address needs it).
     """
-    from idempotent_local import cloudformation
+    from idempotent_local import cloudformation, control
 
     cloudformation.install(endpoint)
+    control.install()
 
 
 def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce: bool = True) -> None:

@@ -69,6 +69,13 @@ __all__ = [
 ]
 
 WORKER = Path(__file__).with_name("worker.py")
+TRIMMED = "TrimmedDataAccessException"  # DynamoDB Streams: the position asked for has left the stream
+
+
+class Trimmed(Exception):
+    """The records after a stream mapping's checkpoint have left the stream before it delivered them."""
+
+
 CHECKPOINTS = (
     "stream-checkpoints.json"  # in the emulator's state directory: where stream mappings have read to
 )
@@ -764,26 +771,109 @@ class EventSourceRunner:
             if position
             else {"ShardIteratorType": "TRIM_HORIZON"}
         )
-        iterator = self._streams.get_shard_iterator(StreamArn=mapping.stream_arn, ShardId=shard_id, **where)
-        page = self._streams.get_records(
-            ShardIterator=iterator["ShardIterator"], Limit=streams.MAX_RECORDS_PER_READ
-        )
+        if position is None and self._expired_for(mapping, shard_id, None):
+            raise Trimmed(shard_id)  # written after the mapping, gone before its first read
+        try:
+            iterator = self._streams.get_shard_iterator(
+                StreamArn=mapping.stream_arn, ShardId=shard_id, **where
+            )
+            page = self._streams.get_records(
+                ShardIterator=iterator["ShardIterator"], Limit=streams.MAX_RECORDS_PER_READ
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] == TRIMMED:
+                raise Trimmed(shard_id) from None
+            raise
         return list(page["Records"])
 
     def _step(self, mapping: StreamMapping, shard_id: str, worker: Worker) -> int:
         state = self._shards.setdefault((mapping.uuid, shard_id), streams.Shard())
         if not state.pending:
-            passed = self._read(mapping, shard_id, state)
+            try:
+                passed = self._read(mapping, shard_id, state)
+            except Trimmed:
+                return self._give_up_expired(mapping, shard_id)
             if passed or not state.pending:
                 return passed
         batch, now = state.pending[0], self.clock()
         if now < batch.not_before:
             return 0
-        old = streams.expired(batch, mapping.maximum_record_age, now)
+        horizon = self._trim_horizon(mapping, shard_id, batch)
+        old = streams.expired(batch, mapping.maximum_record_age, now, horizon)
         if old:
             self._discard_old(mapping, shard_id, state, old)
             return old
         return self._invoke_stream_batch(mapping, shard_id, state, worker)
+
+    def _trim_horizon(self, mapping: StreamMapping, shard_id: str, batch: streams.Pending) -> int | None:
+        """The sequence number of the shard's oldest record still held, when the stream no longer holds the
+        batch's first record (it waited for a retry past the stream's 24 hours), else None."""
+        first = streams.sequence_number(batch.records[0])
+        try:
+            self._streams.get_shard_iterator(
+                StreamArn=mapping.stream_arn,
+                ShardId=shard_id,
+                ShardIteratorType="AT_SEQUENCE_NUMBER",
+                SequenceNumber=first,
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != TRIMMED:
+                raise
+            horizon = self.emulator.control.expired_records(mapping.stream_arn, shard_id, None)["TrimHorizon"]
+            # None: the stream holds none of the shard's records, the batch's included
+            return int(horizon if horizon is not None else streams.sequence_number(batch.records[-1])) + (
+                0 if horizon is not None else 1
+            )
+        return None
+
+    def _expired_for(
+        self, mapping: StreamMapping, shard_id: str, after: str | None, found: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """The shard's records after ``after`` that left the stream and were the mapping's to deliver (for
+        a LATEST mapping, those written after it), as Lambda records."""
+        if found is None:
+            found = self.emulator.control.expired_records(mapping.stream_arn, shard_id, after)
+        records = [lambda_dynamodb_record(raw, mapping.stream_arn) for raw in found["Records"]]
+        if mapping.starting_position == "LATEST" and after is None:
+            records = [
+                r for r in records if r["dynamodb"]["ApproximateCreationDateTime"] >= int(mapping.created)
+            ]
+        return records
+
+    def _give_up_expired(self, mapping: StreamMapping, shard_id: str) -> int:
+        """The records after the mapping's checkpoint left the stream (24 hours) before it delivered them:
+        give them up as Lambda does, one batch of up to ``BatchSize`` at a time, the invocation record of
+        each to the on-failure destination (``RecordAgeExceeded``, never invoked); the checkpoint moves past
+        them. In AWS Lambda's poller had read them while they were held; the runner, which polls only while
+        ``local run`` runs, reads them from the emulator (its control API)."""
+        position = self.checkpoints.get(mapping.uuid, shard_id)
+        after = None
+        if position is not None:
+            number = int(position.sequence_number)
+            after = str(number if position.iterator_type == "AFTER_SEQUENCE_NUMBER" else number - 1)
+        found = self.emulator.control.expired_records(mapping.stream_arn, shard_id, after)
+        records = self._expired_for(mapping, shard_id, after, found)
+        delivered = [r for r in records if matches(mapping.filters, r)]
+        with self.stats.lock:
+            self.stats.filtered += len(records) - len(delivered)
+        for start in range(0, len(delivered), mapping.batch_size):
+            chunk = delivered[start : start + mapping.batch_size]
+            pending = streams.Pending(chunk, streams.sequence_number(chunk[-1]))
+            then = self._discard(mapping, shard_id, chunk, streams.RECORD_AGE_EXCEEDED, pending)
+            self._account(
+                self._stream_batch(mapping, shard_id, chunk, ["failed"] * len(chunk), {}, then),
+                [],
+                failed=len(chunk),
+                given_up={r["eventID"] for r in chunk},
+                invoked=False,
+                stream=True,
+            )
+        if records:
+            last = streams.sequence_number(records[-1])
+            self.checkpoints.set(mapping.uuid, shard_id, streams.Position.after(last))
+        elif found["TrimHorizon"] is not None:
+            self.checkpoints.set(mapping.uuid, shard_id, streams.Position.at(found["TrimHorizon"]))
+        return len(records) or 1
 
     def _read(self, mapping: StreamMapping, shard_id: str, state: streams.Shard) -> int:
         """Read the shard past its checkpoint. Up to ``BatchSize`` records the filters match become the
@@ -961,7 +1051,13 @@ class EventSourceRunner:
         """What the mapping has yet to hand over: the queue's messages (visible, in flight or delayed), or
         the stream's records after the mapping's checkpoints (a batch waiting for its retry included)."""
         if isinstance(mapping, StreamMapping):
-            return sum(len(self._unread(mapping, shard_id)) for shard_id in self._shard_ids(mapping))
+            left = 0
+            for shard_id in self._shard_ids(mapping):
+                try:
+                    left += len(self._unread(mapping, shard_id))
+                except Trimmed:  # records it has yet to give up
+                    left += 1
+            return left
         attributes = self._sqs.get_queue_attributes(
             QueueUrl=mapping.queue_url,
             AttributeNames=[
