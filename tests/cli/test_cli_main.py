@@ -80,6 +80,7 @@ def test_local_commands_are_the_local_tools_with_its_alias() -> None:
         "demo",
         "diff",
         "status",
+        "age-streams",
         "output",
         "env",
         "destroy",
