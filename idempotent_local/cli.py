@@ -8,6 +8,7 @@ status   is the app's emulator running, and what is deployed in it
 output   print one stack output's value, for scripts: TOPIC_ARN=$(... output TopicArn)
 env      print the variables that point the AWS CLI / SDKs at the emulator: eval "$(... env)"; --unset undoes
 age-streams  make the DynamoDB stream records written so far older (for tests: 24 hours and they expire)
+request  send an HTTP request to a deployed REST API: its Lambda proxy integration runs the function
 destroy  cdk destroy the app, then stop its emulator
 serve    run the emulator in the foreground until Ctrl-C (deploy starts it in the background)
 stop     stop the emulator
@@ -27,7 +28,9 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from idempotent_local import emulator as emulators
@@ -255,9 +258,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from idempotent_local import mappings
     from idempotent_local.cdk import BOOTSTRAP_STACK
-    from idempotent_local.runner import EventSourceRunner
-    from idempotent_local.stacks import deployed_stacks
+    from idempotent_local.stacks import Inventory, deployed_stacks
 
     location = _location(args)
     emulator = emulators.find(location.state_dir)
@@ -266,19 +269,21 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 3
     print(f"emulator: {emulator.endpoint} (pid {emulator.pid}) for {location.describe()}")
     print(f"state:    {location.state_dir}/")
-    problems = 0
-    for stack in deployed_stacks(emulator, include_bootstrap=True):
+    problems, inventory = 0, Inventory(emulator)
+    for stack in deployed_stacks(emulator, include_bootstrap=True, inventory=inventory):
         print(f"  {stack.name}: {stack.status}, {stack.resources} resources")
         if stack.status_reason:
             print(f"    ({stack.status_reason})")
         for problem in stack.problems():
             problems += 1
             print(f"    ! {problem}")
+        for note in stack.notes:
+            print(f"    note: {note}")
         if stack.name != BOOTSTRAP_STACK:
             for name, value in sorted(stack.outputs.items()):
                 print(f"    {name} = {value}")
-    for mapping in _mappings(EventSourceRunner(emulator)):
-        print(f"  mapping {mapping.describe()}")
+    for mapping in mappings.read(inventory.mappings()):
+        print(f"  mapping {mapping.describe()}{'' if mapping.enabled else ' (disabled)'}")
     return 1 if problems else 0
 
 
@@ -301,6 +306,42 @@ def cmd_output(args: argparse.Namespace) -> int:
     raise emulators.EmulatorError(
         f"no deployed stack has an output {args.name!r}; the outputs are: {', '.join(known) or 'none'}"
     )
+
+
+def _body(data: str | None) -> bytes | None:
+    """``--data``: the text, or the bytes of the file named after ``@`` (``@-``: stdin)."""
+    if data is None:
+        return None
+    if data.startswith("@"):
+        return sys.stdin.buffer.read() if data == "@-" else Path(data[1:]).read_bytes()
+    return data.encode("utf-8")
+
+
+def cmd_request(args: argparse.Namespace) -> int:
+    from idempotent_local import api_gateway
+    from idempotent_local.runner import EventSourceRunner
+
+    emulator = _running(args, _location(args))
+    route = api_gateway.resolve(emulator, args.url, args.method)
+    headers = {}
+    for header in args.header or []:
+        name, separator, value = header.partition(":")
+        if not separator:
+            raise LocalCloudError(f"not a header: {header!r}; expected 'Name: value'")
+        headers[name.strip()] = value.strip()
+    event = api_gateway.proxy_event(
+        route, query=urllib.parse.urlsplit(args.url).query, headers=headers, body=_body(args.data)
+    )
+    with EventSourceRunner(emulator) as runner:
+        response = api_gateway.response_of(runner.invoke(route.function_arn, event))
+    function = route.function_arn.rsplit(":", 1)[-1]
+    print(f"HTTP {response.status} ({route.method} {route.resource_path} -> {function})", file=sys.stderr)
+    if response.error:
+        print(f"local: {response.error}", file=sys.stderr)
+    sys.stdout.write(response.body.decode("utf-8", errors="replace"))
+    if response.body and not response.body.endswith(b"\n"):
+        sys.stdout.write("\n")
+    return 0 if response.status < 400 else 1
 
 
 DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
@@ -458,6 +499,17 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
         cmd_age_streams,
     )
     age.add_argument("duration", type=duration, help="how much older: 25h, 30m, 90000 (seconds)")
+    request = command(
+        "request",
+        "send an HTTP request to a deployed REST API (the URL its stack outputs): its Lambda proxy "
+        "integration runs the function, as API Gateway would; the response body is printed, its status on "
+        "stderr, exit code 1 for 4xx and 5xx",
+        cmd_request,
+    )
+    request.add_argument("method", help="GET, POST, ...")
+    request.add_argument("url", help="https://ID.execute-api.REGION.amazonaws.com/STAGE/PATH[?QUERY]")
+    request.add_argument("-d", "--data", help="the body: text, or @FILE (@- reads stdin)")
+    request.add_argument("-H", "--header", action="append", metavar="'NAME: VALUE'", help="a header (repeat)")
     output = command("output", "print the value of one stack output (for scripts)", cmd_output)
     output.add_argument("name", help="the output's name, e.g. TopicArn")
     output.add_argument("--stack", help="the stack (default: the only one with that output)")

@@ -5,8 +5,9 @@ uses to make time pass for the emulator's streams.
 
 - ``GET inventory``: what exists, per CloudFormation type that ``local status`` checks (queue names, topic,
   subscription and stream ARNs, table, function, alarm and role names, key states, each event source
-  mapping's source), read from moto's backends in the emulator's process: ``local status`` checks every
-  resource of every stack with it, whatever their number (one request per resource took minutes).
+  mapping's configuration), and each stack's notes on what the emulator did not model in its last operation,
+  read from moto's backends in the emulator's process: ``local status`` checks every resource of every
+  stack with it, whatever their number (one request per resource took minutes).
 - ``GET streams/clock`` / ``POST streams/clock {"advance_seconds": N}``: the DynamoDB streams' clock, which a
   test moves ahead to make the records in the streams N seconds older (see
   :mod:`idempotent_local.dynamodb_streams`: records leave a stream 24 hours after they were written, a closed
@@ -29,7 +30,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from idempotent_local.emulator import ACCOUNT_ID, REGION
+from idempotent_local.emulator import ACCOUNT_ID, NOTE_PREFIX, REGION
 
 PATH = "/moto-api/local-cloud"
 
@@ -38,6 +39,7 @@ PATH = "/moto-api/local-cloud"
 
 def _inventory() -> dict[str, Any]:
     from moto.awslambda.models import lambda_backends
+    from moto.cloudformation.models import cloudformation_backends
     from moto.cloudwatch.models import cloudwatch_backends
     from moto.dynamodb.models import dynamodb_backends
     from moto.iam.models import iam_backends
@@ -56,14 +58,34 @@ def _inventory() -> dict[str, Any]:
         "AWS::SNS::Subscription": sorted(sns.subscriptions),
         "AWS::DynamoDB::Table": sorted(tables),
         "AWS::Lambda::Function": sorted(f.function_name for f in lambdas.list_functions()),
+        # each mapping as ListEventSourceMappings gives it (LastModified in epoch seconds)
         "AWS::Lambda::EventSourceMapping": {
-            uuid: esm.event_source_arn for uuid, esm in lambdas._event_source_mappings.items()
+            uuid: json.loads(json.dumps(esm.get_configuration(), default=str))
+            for uuid, esm in lambdas._event_source_mappings.items()
         },
         "AWS::KMS::Key": {key.id: key.key_state for key in kms_backends[ACCOUNT_ID][REGION].keys.values()},
         "AWS::CloudWatch::Alarm": sorted(cloudwatch_backends[ACCOUNT_ID][REGION].alarms),
         "AWS::IAM::Role": sorted(role.name for role in iam_backends[ACCOUNT_ID]["aws"].roles.values()),
         "streams": sorted(arn for table in tables.values() for arn in dynamodb_streams.listed_arns(table)),
+        "notes": {
+            stack.name: stack_notes(stack.events, stack.name)
+            for stack in cloudformation_backends[ACCOUNT_ID][REGION].stacks.values()
+        },
     }
+
+
+def stack_notes(events: list[Any], stack_name: str) -> list[str]:
+    """The emulator's notes on a stack's last operation (its events since its last *_IN_PROGRESS), one per
+    note and type, naming the resources it concerns. ``events`` are moto's, oldest first."""
+    concerned: dict[tuple[str, str], list[str]] = {}
+    for event in reversed(events):
+        if event.logical_resource_id == stack_name and event.resource_status.endswith("_IN_PROGRESS"):
+            break
+        reason = event.resource_status_reason or ""
+        if reason.startswith(NOTE_PREFIX):
+            key = (event.resource_type, reason.removeprefix(NOTE_PREFIX))
+            concerned.setdefault(key, []).insert(0, event.logical_resource_id)
+    return [f"{', '.join(ids)} ({kind}): {note}" for (kind, note), ids in reversed(concerned.items())]
 
 
 def _json(status: int, body: Any) -> tuple[int, dict[str, str], bytes]:

@@ -17,7 +17,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from idempotent_local.cdk import BOOTSTRAP_STACK
-from idempotent_local.emulator import NOTE_PREFIX, Emulator
+from idempotent_local.emulator import Emulator
 from idempotent_local.template import direct, needed_by
 
 # The resources a pipeline starts from: what polls a queue or stream, and what delivers to a queue.
@@ -113,10 +113,14 @@ class Inventory:
             return self._mapping(listed, physical)
         return None if physical in listed else physical
 
-    def _mapping(self, mappings: dict[str, str], physical: str) -> str | None:
-        source = mappings.get(physical)
-        if source is None:
+    def mappings(self) -> list[dict[str, Any]]:
+        """Every event source mapping's configuration, as ``ListEventSourceMappings`` gives it."""
+        return list(self._of("AWS::Lambda::EventSourceMapping").values())
+
+    def _mapping(self, mappings: dict[str, dict[str, Any]], physical: str) -> str | None:
+        if physical not in mappings:
             return physical
+        source = mappings[physical]["EventSourceArn"]
         service = source.split(":")[2]
         if service == "sqs" and source.rsplit(":", 1)[-1] not in self._of("AWS::SQS::Queue"):
             return f"the queue it reads, {source},"
@@ -131,20 +135,6 @@ def _template(cloudformation: Any, name: str) -> dict[str, Any]:
         return json.loads(body) if isinstance(body, str) else dict(body)
     except ValueError:
         return {}  # a YAML template (the bootstrap stack's): not checked
-
-
-def _notes(cloudformation: Any, name: str) -> list[str]:
-    """The emulator's notes on the stack's last operation (its events since its last *_IN_PROGRESS), one
-    per note and type, naming the resources it concerns."""
-    concerned: dict[tuple[str, str], list[str]] = {}
-    for event in cloudformation.describe_stack_events(StackName=name)["StackEvents"]:  # newest first
-        if event["LogicalResourceId"] == name and event["ResourceStatus"].endswith("_IN_PROGRESS"):
-            break
-        reason = event.get("ResourceStatusReason") or ""
-        if reason.startswith(NOTE_PREFIX):
-            key = (event["ResourceType"], reason.removeprefix(NOTE_PREFIX))
-            concerned.setdefault(key, []).insert(0, event["LogicalResourceId"])
-    return [f"{', '.join(ids)} ({kind}): {note}" for (kind, note), ids in reversed(concerned.items())]
 
 
 def left_out(resources: dict[str, Any], created: set[str], conditions: dict[str, Any]) -> list[LeftOut]:
@@ -187,7 +177,9 @@ def stack_outputs(emulator: Emulator, stack: str | None = None) -> dict[str, dic
     }
 
 
-def deployed_stacks(emulator: Emulator, *, include_bootstrap: bool = False) -> list[StackSummary]:
+def deployed_stacks(
+    emulator: Emulator, *, include_bootstrap: bool = False, inventory: Inventory | None = None
+) -> list[StackSummary]:
     """Every live stack, with the template resources the emulator did not create and the listed resources
     that do not exist in it (both should be none). The stacks are read at the same time (the emulator
     serves requests on many threads), and their resources checked against one inventory."""
@@ -197,7 +189,7 @@ def deployed_stacks(emulator: Emulator, *, include_bootstrap: bool = False) -> l
         if stack["StackStatus"] != "DELETE_COMPLETE"
         and (include_bootstrap or stack["StackName"] != BOOTSTRAP_STACK)
     ]
-    inventory = Inventory(emulator)
+    inventory = inventory or Inventory(emulator)
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
         listing = pool.submit(inventory._of, "")  # the inventory, while the stacks are read
         summaries = list(pool.map(lambda stack: _summary(emulator, stack, inventory, listing), stacks))
@@ -212,9 +204,9 @@ def _summary(emulator: Emulator, stack: dict[str, Any], inventory: Inventory, li
         for r in _pages(cloudformation, "list_stack_resources", "StackResourceSummaries", StackName=name)
         if r.get("PhysicalResourceId")
     ]
-    notes = _notes(cloudformation, name)
     created = {r["LogicalResourceId"] for r in listed}
     listing.result()
+    notes = inventory._of("notes").get(name, [])
     missing = []
     for r in listed:
         kind, physical = r["ResourceType"], r["PhysicalResourceId"]

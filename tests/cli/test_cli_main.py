@@ -81,6 +81,7 @@ def test_local_commands_are_the_local_tools_with_its_alias() -> None:
         "diff",
         "status",
         "age-streams",
+        "request",
         "output",
         "env",
         "destroy",
