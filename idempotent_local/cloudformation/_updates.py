@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +131,8 @@ BEGINS_OPERATION = frozenset(
 USER_INITIATED = "User Initiated"
 REPLACING = "Requested update requires the creation of a new physical resource; hence creating one."
 _OPERATIONS: dict[str, str] = {}  # stack id -> the OperationId of its current operation
+# stack id -> the stack (moto takes a stack out of its backend's list before deleting its resources)
+_STACKS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 
 
 def operation_of(stack_id: str) -> str | None:
@@ -143,6 +146,7 @@ def stack_event(original: Any) -> Any:
     def add_stack_event(
         self: Any, resource_status: str, resource_status_reason: str | None = None, **kw: Any
     ) -> None:
+        _STACKS[self.stack_id] = self
         if resource_status in BEGINS_OPERATION:
             _OPERATIONS[self.stack_id] = str(uuid.uuid4())
             if resource_status_reason is None and not resource_status.endswith("ROLLBACK_IN_PROGRESS"):
@@ -173,10 +177,9 @@ def resource_event(
 ) -> None:
     """Record one resource's event on the stack that ``resources`` (moto's ResourceMap) belongs to; its type
     from ``spec`` and physical id from ``resource`` (default: the stack's current ones)."""
-    from moto.cloudformation.models import Event, cloudformation_backends
+    from moto.cloudformation.models import Event
 
-    backend = cloudformation_backends[resources._account_id][resources._region_name]
-    stack = backend.stacks.get(resources.stack_id)
+    stack = _STACKS.get(resources.stack_id)
     if stack is None:
         return
     spec = spec if spec is not None else resources._resource_json_map.get(logical_id) or {}

@@ -886,3 +886,11 @@ TEMPLATES.update(
         },
     }
 )
+
+TEMPLATES["AWS::ApiGateway::Account"] = {
+    "Role": ROLE,
+    "Subject": {
+        "Type": "AWS::ApiGateway::Account",
+        "Properties": {"CloudWatchRoleArn": {"Fn::GetAtt": ["Role", "Arn"]}},
+    },
+}
