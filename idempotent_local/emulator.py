@@ -31,6 +31,10 @@ STATE_FILE = "state.json"
 LOG_FILE = "emulator.log"
 # How a stack event that is a note of the emulator (what it does not model) begins its reason.
 NOTE_PREFIX = "Emulator note: "
+# A process id: an emulator started with this variable set stops when that process ends, however it ends
+# (killed by a timeout, SIGTERM, Ctrl-C). The test suite sets it to itself; `local deploy` leaves it unset,
+# its emulator outlives it.
+OWNER_VARIABLE = "IDEMPOTENT_PIPELINE_EMULATOR_OWNER"
 
 # Fake credentials: the emulator accepts any; real ones must never reach it (or leave this machine).
 FAKE_CREDENTIALS = {
@@ -160,11 +164,14 @@ def find(state_dir: Path | str = DEFAULT_STATE_DIR) -> Emulator | None:
     return None
 
 
-def start(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 60.0) -> tuple[Emulator, bool]:
+def start(
+    state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 60.0, owner: int | None = None
+) -> tuple[Emulator, bool]:
     """Start the emulator in the background, or reuse the one already running.
 
     Returns the emulator and whether this call started it. The process is detached (its own session), so it
-    outlives the caller until :func:`stop`; its output goes to ``emulator.log`` in ``state_dir``.
+    outlives the caller until :func:`stop` — or, with ``owner`` (else :data:`OWNER_VARIABLE` of the
+    environment), until the process ``owner`` ends; its output goes to ``emulator.log`` in ``state_dir``.
     """
     state_dir = Path(state_dir)
     running = find(state_dir)
@@ -179,7 +186,11 @@ def start(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 60.0) -
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "MOTO_ACCOUNT_ID": ACCOUNT_ID},
+            env={
+                **os.environ,
+                "MOTO_ACCOUNT_ID": ACCOUNT_ID,
+                **({OWNER_VARIABLE: str(owner)} if owner is not None else {}),
+            },
         )
     try:
         deadline = time.monotonic() + timeout
@@ -211,6 +222,45 @@ def _terminate(process: subprocess.Popen[bytes], state_dir: Path) -> None:
         path = _state_path(state_dir)
         if json.loads(path.read_text())["pid"] == process.pid:
             path.unlink()
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The process an emulator belongs to (:data:`OWNER_VARIABLE`), known by its pid and, where /proc
+    says, its start time: a pid the system gives to another process later is not the owner."""
+
+    pid: int
+    started: str | None
+
+    @staticmethod
+    def _stat(pid: int) -> list[str] | None:
+        """``/proc/PID/stat`` after the command name (state first), or None where there is none."""
+        with contextlib.suppress(OSError, IndexError):
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return None
+
+    @classmethod
+    def _start_time(cls, pid: int) -> str | None:
+        stat = cls._stat(pid)
+        return stat[19] if stat else None
+
+    def alive(self) -> bool:
+        if not _alive(self.pid):
+            return False
+        stat = self._stat(self.pid)
+        if stat is None:  # no /proc: the pid answers
+            return self.started is None
+        return stat[0] != "Z" and stat[19] == self.started  # a zombie has ended; a new start time is another
+
+
+def _owner() -> Owner | None:
+    """This process's owner, from :data:`OWNER_VARIABLE` (None when unset); an owner already gone at start
+    is one that ended."""
+    try:
+        pid = int(os.environ.get(OWNER_VARIABLE, ""))
+    except ValueError:
+        return None
+    return Owner(pid, Owner._start_time(pid))
 
 
 def _command_line(pid: int) -> str | None:
@@ -288,6 +338,7 @@ def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce:
     install(endpoint=emulator.endpoint)
 
     stopping = threading.Event()
+    owner = _owner()
 
     def _stop(signum: int, frame: object) -> None:
         stopping.set()
@@ -302,7 +353,10 @@ def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce:
         print(f"emulator listening on {emulator.endpoint} (pid {emulator.pid}); Ctrl-C stops it", flush=True)
     try:
         while not stopping.wait(0.5):
-            pass
+            if owner is not None and not owner.alive():
+                if announce:
+                    print(f"the process {owner.pid} that owned the emulator ended", flush=True)
+                break
     finally:
         with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
             if json.loads(path.read_text())["pid"] == emulator.pid:
