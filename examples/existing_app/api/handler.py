@@ -1,5 +1,5 @@
-"""POST /orders: keep the order's upload, then publish each of its lines to the pipeline's topic (FIFO: grouped
-by order, deduplicated by order and line), and answer with the shop's greeting."""
+"""POST /orders: keep the order's upload, then publish each of its lines to the pipeline's topic (FIFO:
+grouped by order, deduplicated by order and line), and answer with the shop's greeting."""
 
 import json
 import os
@@ -27,8 +27,5 @@ def handle(event, context):
             MessageDeduplicationId=f"{order['order_id']}#{line['line_id']}",
         )
     greeting = ssm.get_parameter(Name=os.environ["GREETING_PARAMETER"])["Parameter"]["Value"]
-    return {
-        "statusCode": 202,
-        "headers": {"Content-Type": "application/json"},
-        "body": json.dumps({"accepted": order["order_id"], "lines": len(order["lines"]), "message": greeting}),
-    }
+    accepted = {"accepted": order["order_id"], "lines": len(order["lines"]), "message": greeting}
+    return {"statusCode": 202, "headers": {"Content-Type": "application/json"}, "body": json.dumps(accepted)}
