@@ -593,6 +593,26 @@ def test_local_run_drain_processes_everything_then_exits_with_a_summary(clean_em
     assert "1 failed" in out.strip().splitlines()[-1]
 
 
+def test_local_run_drain_lists_a_disabled_mapping_as_not_polled(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator)
+    sqs, lambda_ = clean_emulator.client("sqs"), clean_emulator.client("lambda")
+    paused = sqs.create_queue(QueueName="paused.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    paused_arn = sqs.get_queue_attributes(QueueUrl=paused, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    lambda_.create_event_source_mapping(EventSourceArn=paused_arn, FunctionName="consumer", Enabled=False)
+    deployed.send("ok-1")
+
+    drained = _local_run(clean_emulator, "--drain", "--retry-delay", "0")
+    out, err = drained.communicate(timeout=300)
+
+    assert drained.returncode == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].startswith("polling 1 event source mapping(s) on ")
+    assert lines[1] == f"    {deployed.queue_arn} -> consumer (batch 10)"
+    assert lines[2] == f"    not polled (disabled): {paused_arn} -> consumer (batch 10)"
+
+
 def test_run_polls_every_mapping_at_the_same_time(clean_emulator: Emulator) -> None:
     deployed = _deploy(clean_emulator)
     sqs, lambda_ = clean_emulator.client("sqs"), clean_emulator.client("lambda")
