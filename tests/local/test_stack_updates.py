@@ -514,7 +514,7 @@ def _operations(emulator: Emulator, stack: str) -> list[list[tuple[str, str, str
     grouped: dict[str, list[tuple[str, str, str]]] = {}
     for event in events:  # newest first
         row = (event["LogicalResourceId"], event["ResourceStatus"], event.get("ResourceStatusReason", ""))
-        grouped.setdefault(event["OperationId"], []).append(row)
+        grouped.setdefault(event.get("OperationId", "none"), []).append(row)
     return list(grouped.values())
 
 
@@ -526,7 +526,9 @@ def test_an_update_through_a_change_set_is_user_initiated_and_reports_each_resou
     _change_set(clean_emulator, "Evented", "create", created, "CREATE")
     _change_set(clean_emulator, "Evented", "update", updated, "UPDATE")
 
-    update, create, review = _operations(clean_emulator, "Evented")
+    operations = _operations(clean_emulator, "Evented")
+    assert len(operations) == 3, operations  # review, create, update: each its own OperationId
+    update, create, review = operations
     assert list(reversed(update)) == [
         ("Evented", "UPDATE_IN_PROGRESS", "User Initiated"),
         ("Queue", "UPDATE_IN_PROGRESS", ""),
@@ -558,7 +560,9 @@ def test_a_failed_update_holds_only_its_own_failure_in_the_operations_the_cdk_cl
     _change_set(clean_emulator, "Failing", "second", template("expires_at", key="id"), "UPDATE")  # named
 
     # The CDK CLI reports the newest operation, and the one before it when the newest is a rollback.
-    rollback, update, *earlier = _operations(clean_emulator, "Failing")
+    operations = _operations(clean_emulator, "Failing")
+    assert len(operations) == 6, operations  # review, create, then each update and its rollback
+    rollback, update, *earlier = operations
     assert [status for _, status, _ in rollback] == [
         "UPDATE_ROLLBACK_COMPLETE",
         "UPDATE_ROLLBACK_IN_PROGRESS",
