@@ -410,6 +410,28 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _driving_commands(command: Any) -> None:
+    """The commands that drive a deployed app: a request to its REST API, time for its streams."""
+    age = command(
+        "age-streams",
+        "make every DynamoDB stream record written so far older (the streams' clock moves ahead): records "
+        "older than 24 hours leave their stream, and a stream mapping gives up what it had not delivered",
+        cmd_age_streams,
+    )
+    age.add_argument("duration", type=duration, help="how much older: 25h, 30m, 90000 (seconds)")
+    request = command(
+        "request",
+        "send an HTTP request to a deployed REST API (the URL its stack outputs): its Lambda proxy "
+        "integration runs the function, as API Gateway would; the response body is printed, its status on "
+        "stderr, exit code 1 for 4xx and 5xx",
+        cmd_request,
+    )
+    request.add_argument("method", help="GET, POST, ...")
+    request.add_argument("url", help="https://ID.execute-api.REGION.amazonaws.com/STAGE/PATH[?QUERY]")
+    request.add_argument("-d", "--data", help="the body: text, or @FILE (@- reads stdin)")
+    request.add_argument("-H", "--header", action="append", metavar="'NAME: VALUE'", help="a header (repeat)")
+
+
 def add_commands(subparsers: Any, prog_name: str) -> None:
     """The commands, added to ``subparsers`` (of ``idempotent-pipeline local`` or the alias)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -492,24 +514,7 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
     run.add_argument("--wait", type=int, default=5, help="long-poll wait in seconds (default: 5)")
     run.add_argument("-q", "--quiet", action="store_true", help="only the summary, no line per batch")
     command("status", "what is running and deployed", cmd_status)
-    age = command(
-        "age-streams",
-        "make every DynamoDB stream record written so far older (the streams' clock moves ahead): records "
-        "older than 24 hours leave their stream, and a stream mapping gives up what it had not delivered",
-        cmd_age_streams,
-    )
-    age.add_argument("duration", type=duration, help="how much older: 25h, 30m, 90000 (seconds)")
-    request = command(
-        "request",
-        "send an HTTP request to a deployed REST API (the URL its stack outputs): its Lambda proxy "
-        "integration runs the function, as API Gateway would; the response body is printed, its status on "
-        "stderr, exit code 1 for 4xx and 5xx",
-        cmd_request,
-    )
-    request.add_argument("method", help="GET, POST, ...")
-    request.add_argument("url", help="https://ID.execute-api.REGION.amazonaws.com/STAGE/PATH[?QUERY]")
-    request.add_argument("-d", "--data", help="the body: text, or @FILE (@- reads stdin)")
-    request.add_argument("-H", "--header", action="append", metavar="'NAME: VALUE'", help="a header (repeat)")
+    _driving_commands(command)
     output = command("output", "print the value of one stack output (for scripts)", cmd_output)
     output.add_argument("name", help="the output's name, e.g. TopicArn")
     output.add_argument("--stack", help="the stack (default: the only one with that output)")
