@@ -1,6 +1,7 @@
 """A test run that is interrupted leaves no emulator behind: a pytest process is killed (SIGKILL, as a timeout
 does; SIGTERM; SIGINT, Ctrl-C) while its test holds two emulators — one it started itself, one a command it
-ran started (as `local deploy` does, detached) — and both stop on their own."""
+ran started (as `local deploy` does, detached) — and both stop on their own, also when the test runs in an
+xdist worker whose parent is killed (the suite runs on two workers)."""
 
 from __future__ import annotations
 
@@ -51,14 +52,20 @@ def _wait_for(condition: object, seconds: float) -> bool:
     return False
 
 
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
-def test_the_emulators_of_an_interrupted_test_run_stop(tmp_path: Path, signum: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    ("signum", "workers"),
+    [(signal.SIGKILL, "0"), (signal.SIGTERM, "0"), (signal.SIGINT, "0"), (signal.SIGKILL, "2")],
+    ids=["SIGKILL", "SIGTERM", "SIGINT", "SIGKILL-xdist"],  # xdist: the suite's workers, their parent killed
+)
+def test_the_emulators_of_an_interrupted_test_run_stop(
+    tmp_path: Path, signum: signal.Signals, workers: str
+) -> None:
     state = tmp_path / "state"
     state.mkdir()
     (tmp_path / "test_held.py").write_text(HELD.format(state=str(state), detached=str(state / "detached")))
     env = {k: v for k, v in os.environ.items() if k != OWNER_VARIABLE}  # the inner run names itself
     # The suite's conftest as a plugin (the test file lies outside tests/): what every test process loads.
-    inner = ["-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "tests.conftest", "-n", "0"]
+    inner = ["-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "tests.conftest", "-n", workers]
     run = subprocess.Popen(
         [sys.executable, *inner, str(tmp_path / "test_held.py")],
         cwd=ROOT,
@@ -75,7 +82,7 @@ def test_the_emulators_of_an_interrupted_test_run_stop(tmp_path: Path, signum: s
         run.wait(60)  # reaped, as the shell or `timeout` that ran it would
 
         assert _wait_for(lambda: not any(emulators._alive(e.pid) for e in held if e), 30), (
-            f"emulators still running after the test run got {signum.name}: {held}"
+            f"emulators still running after the test run (-n {workers}) got {signum.name}: {held}"
         )
     finally:
         if run.poll() is None:
