@@ -17,6 +17,10 @@ uses to make time pass for the emulator's streams.
   mapping had not delivered when they expired. In AWS Lambda's poller reads a shard continuously, so it
   still holds the batch it gives up to the mapping's on-failure destination; the runner polls only while
   ``local run`` runs and reads them here.
+- ``GET functions/code?function=ARN``: the zip of a function whose code the template gives inline
+  (``Code.ZipFile``), which moto keeps in no bucket: where its ``GetFunction`` ``Code.Location`` leads
+  (:func:`code_location`; the ``code-location-served`` patch), so that ``local run`` and ``local request``
+  run it as they run any other.
 
 :func:`install` adds the routes (in the process that serves the emulator, before it starts); the client side
 is :class:`Control`, ``Emulator.control``.
@@ -139,10 +143,29 @@ def expired_records(request: Any, full_url: str, headers: Any) -> tuple[int, dic
     return _json(200, found)
 
 
+def function_code(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], bytes]:
+    from moto.awslambda.exceptions import UnknownFunctionException
+    from moto.awslambda.models import lambda_backends
+
+    arn = _query(full_url).get("function", "")
+    name, _, qualifier = arn.partition(":function:")[2].partition(":")
+    try:
+        function = lambda_backends[ACCOUNT_ID][REGION].get_function(name, qualifier or None)
+    except UnknownFunctionException:
+        return _json(404, {"message": f"no function {arn!r}"})
+    return 200, {"Content-Type": "application/zip"}, function.code_bytes
+
+
+def code_location(endpoint: str, function_arn: str) -> str:
+    """Where the zip of the function ``function_arn`` (qualified for a version) downloads from."""
+    return f"{endpoint}{PATH}/functions/code?" + urllib.parse.urlencode({"function": function_arn})
+
+
 ROUTES = {
     "inventory": inventory,
     "streams/clock": stream_clock,
     "streams/expired": expired_records,
+    "functions/code": function_code,
 }
 
 
@@ -199,4 +222,4 @@ class Control:
         return dict(self._call("streams/expired", stream=stream_arn, shard=shard_id, after=after))
 
 
-__all__ = ["PATH", "ROUTES", "Control", "ControlError", "install"]
+__all__ = ["PATH", "ROUTES", "Control", "ControlError", "code_location", "install"]

@@ -47,7 +47,7 @@ from moto.sqs.exceptions import SQSException
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 from moto.sqs.responses import SQSResponse
 
-from idempotent_local import dynamodb_streams, event_filter, message_move_tasks, queue_index
+from idempotent_local import control, dynamodb_streams, event_filter, message_move_tasks, queue_index
 from idempotent_local.cloudformation import _moto_types, _updates, _validation
 from idempotent_local.cloudformation._updates import REPLACING_PROPERTIES
 
@@ -379,8 +379,12 @@ def _code_location_served(endpoint: str | None) -> None:
     def make(original: Any) -> Any:
         def get_code(self: Any) -> dict[str, Any]:
             response = original(self)
-            if "S3Bucket" in self.code and "S3Key" in self.code and "Code" in response:
+            if "Code" not in response:
+                return response  # an image
+            if "S3Bucket" in self.code and "S3Key" in self.code:
                 response["Code"]["Location"] = f"{endpoint}/{self.code['S3Bucket']}/{self.code['S3Key']}"
+            elif "ZipFile" in self.code:  # inline code (CloudFormation's Code.ZipFile): kept by moto alone
+                response["Code"]["Location"] = control.code_location(endpoint, self.function_arn)
             return response
 
         return get_code
@@ -918,7 +922,8 @@ PATCHES: tuple[Patch, ...] = (
     ),
     Patch(
         "code-location-served",
-        "GetFunction returns a Code.Location that downloads the deployed zip (from the emulator's S3)",
+        "GetFunction returns a Code.Location that downloads the deployed zip (from the emulator's S3, or, "
+        "for inline code, from its control API; moto: an awslambda-REGION-tasks URL that leads nowhere)",
         _code_location_served,
     ),
     Patch(

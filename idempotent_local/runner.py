@@ -406,7 +406,8 @@ class EventSourceRunner:
 
     def _download(self, location: str) -> bytes:
         parsed = urllib.parse.urlparse(location)
-        if f"{parsed.scheme}://{parsed.netloc}" == self.emulator.endpoint:
+        served = f"{parsed.scheme}://{parsed.netloc}" == self.emulator.endpoint
+        if served and not parsed.path.startswith("/moto-api/"):  # a bucket's object, not the control API's
             bucket, _, key = parsed.path.lstrip("/").partition("/")
             return self._s3.get_object(Bucket=bucket, Key=urllib.parse.unquote(key))["Body"].read()
         with urllib.request.urlopen(location, timeout=30) as response:
