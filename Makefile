@@ -28,12 +28,13 @@ TARGET ?= aws
 endif
 TARGET ?= local
 
-.PHONY: help setup deploy destroy demo synth test test-floor release-check lint bench clean
+.PHONY: help setup deploy destroy demo synth test test-floor wheel release-check lint bench clean
 
 help:
 	@echo "make deploy    deploy the reference stack (local emulator by default; TARGET=aws for a real account)"
 	@echo "make test      install what is missing and run the whole test suite"
 	@echo "make test-floor  the construct tests against the oldest aws-cdk-lib supported (part of make test)"
+	@echo "make wheel     build the wheel into dist/ (no venv, no Node: pip builds it in an isolated environment)"
 	@echo "make release-check  build dist/ (sdist + wheel) and check it: twine, contents, install next to the floor"
 	@echo "make destroy   destroy the stack and stop the local emulator"
 	@echo "make integ     the integration tests on a real account: make integ AWS_PROFILE=... (deploys, asserts, destroys)"
@@ -122,6 +123,12 @@ test: setup $(FLOOR_VENV)/.installed
 
 test-floor: setup $(FLOOR_VENV)/.installed
 	$(FLOOR_PY) -m pytest $(FLOOR_PYTEST_ARGS)
+
+# The wheel alone, for installing the package elsewhere (README "Your own app"): pip builds it with the
+# build-system of pyproject.toml in an isolated environment; nothing of `make setup` is needed.
+wheel:
+	$(PYTHON) -m pip wheel --no-deps --quiet --wheel-dir dist .
+	@ls dist/*.whl
 
 # The release: a clean sdist and wheel in dist/ (the venv's setuptools and wheel, no download), then
 # tests/release/: twine check, contents and metadata, and an install by name next to an app pinned to the floor.

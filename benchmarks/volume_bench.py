@@ -7,6 +7,12 @@ table must have grown by exactly N items, and both dead-letter queues must have 
 loses or doubles a message raises instead of reporting a time. Sizes run in the order given (run.py: 1,000
 before and after the 10,000, so drift over the run weighs on both sides).
 
+What a machine's speed does not change is the ratio of CPU times measured in one run: the emulator's CPU
+per message against plain moto's (:func:`plain_moto_cpu`: a moto server without the emulator's changes,
+serving the same API calls per message — PublishBatch to a FIFO topic delivering to a FIFO queue, receive,
+the consumer's conditional PutItem, DeleteMessageBatch — a hundred messages at a time, so that its queue
+stays as shallow as a consumer keeps it), and its CPU per message at 10,000 against 1,000.
+
     .venv/bin/python benchmarks/run.py --only volume --output-dir /tmp/bench   # this row alone, ~3 minutes
 """
 
@@ -95,7 +101,7 @@ def deployed_reference_stack() -> Iterator[tuple[Any, Any]]:
 
     with tempfile.TemporaryDirectory(prefix="volume-bench-") as directory:
         state = Path(directory)
-        emulator, _ = emulators.start(state)
+        emulator, _ = emulators.start(state, owner=os.getpid())  # stopped with the benchmark, however it ends
         try:
             cdk = Cdk(emulator, REPO_ROOT, output=state / "cdk.out")
             cdk.bootstrap()
@@ -163,4 +169,147 @@ def measure(sizes: Sequence[int]) -> list[Drained]:
         return [publish_and_drain(emulator, pipeline, size) for size in sizes]
 
 
-__all__ = ["GROUPS", "Drained", "deployed_reference_stack", "measure", "publish_and_drain"]
+PLAIN_MOTO = """
+import sys
+from moto.server import ThreadedMotoServer
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+server.start()
+print(server.get_host_and_port()[1], flush=True)
+sys.stdin.read()  # until the benchmark closes it
+server.stop()
+"""
+
+
+@contextmanager
+def plain_moto_server() -> Iterator[tuple[str, int]]:
+    """A moto server with none of the emulator's changes, in its own process: (endpoint, pid)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MOTO_ACCOUNT_ID": "000000000000"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", PLAIN_MOTO],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # its request log
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        yield f"http://localhost:{port}", process.pid
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _plain_clients(endpoint: str) -> tuple[Any, Any, Any]:
+    import botocore.session
+
+    session = botocore.session.get_session()
+    return tuple(  # type: ignore[return-value]
+        session.create_client(
+            service,
+            region_name="us-east-1",
+            endpoint_url=endpoint,
+            aws_access_key_id="plain",
+            aws_secret_access_key="plain",
+        )
+        for service in ("sns", "sqs", "dynamodb")
+    )
+
+
+def plain_moto_cpu(messages: int, groups: int = GROUPS, chunk: int = 100) -> float | None:
+    """CPU seconds of a plain moto server serving, for ``messages`` messages, the calls the local cloud's
+    pipeline makes per message: PublishBatch (10 a call) to a FIFO topic subscribed by a FIFO queue (raw
+    delivery), ReceiveMessage (10 at most), one conditional PutItem per message as the consumer writes it
+    (``attribute_not_exists``), DeleteMessageBatch; ``chunk`` messages published, then drained, at a time."""
+    import hashlib
+    import json
+
+    with plain_moto_server() as (endpoint, pid):
+        sns, sqs, dynamodb = _plain_clients(endpoint)
+        topic = sns.create_topic(
+            Name="plain.fifo", Attributes={"FifoTopic": "true", "ContentBasedDeduplication": "false"}
+        )["TopicArn"]
+        queue = sqs.create_queue(QueueName="plain.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        sns.subscribe(
+            TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
+        )
+        dynamodb.create_table(
+            TableName="plain",
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        run = uuid.uuid4().hex[:8]
+        start = _process_cpu_s(pid)
+        for first in range(0, messages, chunk):
+            numbers = range(first, min(first + chunk, messages))
+            for tens in range(numbers.start, numbers.stop, 10):
+                entries = [
+                    {
+                        "Id": str(n),
+                        "Message": json.dumps({"id": f"{run}-{n}", "line": "1", "n": n}),
+                        "MessageGroupId": f"{run}-g{n % groups}",
+                        "MessageDeduplicationId": f"{run}-{n}",
+                    }
+                    for n in range(tens, min(tens + 10, numbers.stop))
+                ]
+                sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=entries)
+            left = len(numbers)
+            while left:
+                received = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+                for message in received:
+                    body = json.loads(message["Body"])
+                    dynamodb.put_item(
+                        TableName="plain",
+                        Item={
+                            "pk": {"S": body["id"]},
+                            "sk": {"S": body["line"]},
+                            "n": {"N": str(body["n"])},
+                            "fingerprint": {"S": hashlib.sha256(message["Body"].encode()).hexdigest()},
+                        },
+                        ConditionExpression="attribute_not_exists(pk)",
+                        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    )
+                if received:
+                    sqs.delete_message_batch(
+                        QueueUrl=queue,
+                        Entries=[
+                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                            for i, m in enumerate(received)
+                        ],
+                    )
+                left -= len(received)
+        end = _process_cpu_s(pid)
+        stored = dynamodb.scan(TableName="plain", Select="COUNT")["Count"]
+        if stored != messages:
+            raise BenchmarkError(f"plain moto stored {stored} of {messages} messages")
+    return None if start is None or end is None else end - start
+
+
+__all__ = [
+    "GROUPS",
+    "Drained",
+    "deployed_reference_stack",
+    "measure",
+    "plain_moto_cpu",
+    "plain_moto_server",
+    "publish_and_drain",
+]

@@ -7,6 +7,8 @@ diff     cdk diff the app against what is deployed in its emulator
 status   is the app's emulator running, and what is deployed in it
 output   print one stack output's value, for scripts: TOPIC_ARN=$(... output TopicArn)
 env      print the variables that point the AWS CLI / SDKs at the emulator: eval "$(... env)"; --unset undoes
+age-streams  make the DynamoDB stream records written so far older (for tests: 24 hours and they expire)
+request  send an HTTP request to a deployed REST API: its Lambda proxy integration runs the function
 destroy  cdk destroy the app, then stop its emulator
 serve    run the emulator in the foreground until Ctrl-C (deploy starts it in the background)
 stop     stop the emulator
@@ -26,7 +28,9 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from idempotent_local import emulator as emulators
@@ -131,7 +135,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         for note in stack.notes:
             print(f"    note: {note}")
     if problems:
-        print(f"    {problems} resource(s) missing; the pipeline may not be wired", flush=True)
+        print(f"    {problems} resource(s) missing: the pipeline is not wired as the template says")
     if args.demo:
         from idempotent_local.demo import run_demo
 
@@ -228,12 +232,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         wait_seconds=args.wait,
         report=(lambda line: print(line, flush=True)) if not args.quiet else None,
     )
-    mappings = _mappings(runner)
+    every = _mappings(runner)
+    mappings = [mapping for mapping in every if mapping.enabled]
+    disabled = [mapping for mapping in every if not mapping.enabled]
     until = "until every queue is empty and every stream is read to its end" if args.drain else "Ctrl-C stops"
     try:  # from the first line on: Ctrl-C as soon as it says it polls stops it cleanly
         print(f"polling {len(mappings)} event source mapping(s) on {emulator.endpoint}; {until}", flush=True)
         for mapping in mappings:
             print(f"    {mapping.describe()}", flush=True)
+        for mapping in disabled:
+            print(f"    not polled (disabled): {mapping.describe()}", flush=True)
         if args.drain:
             runner.drain(timeout=args.timeout, mappings=mappings)
         else:
@@ -250,9 +258,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from idempotent_local import mappings
     from idempotent_local.cdk import BOOTSTRAP_STACK
-    from idempotent_local.runner import EventSourceRunner
-    from idempotent_local.stacks import deployed_stacks
+    from idempotent_local.stacks import Inventory, deployed_stacks
 
     location = _location(args)
     emulator = emulators.find(location.state_dir)
@@ -261,44 +269,101 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 3
     print(f"emulator: {emulator.endpoint} (pid {emulator.pid}) for {location.describe()}")
     print(f"state:    {location.state_dir}/")
-    problems = 0
-    for stack in deployed_stacks(emulator, include_bootstrap=True):
+    problems, inventory = 0, Inventory(emulator)
+    for stack in deployed_stacks(emulator, include_bootstrap=True, inventory=inventory):
         print(f"  {stack.name}: {stack.status}, {stack.resources} resources")
         if stack.status_reason:
             print(f"    ({stack.status_reason})")
         for problem in stack.problems():
             problems += 1
             print(f"    ! {problem}")
+        for note in stack.notes:
+            print(f"    note: {note}")
         if stack.name != BOOTSTRAP_STACK:
             for name, value in sorted(stack.outputs.items()):
                 print(f"    {name} = {value}")
-    for mapping in _mappings(EventSourceRunner(emulator)):
-        print(f"  mapping {mapping.describe()}")
+    for mapping in mappings.read(inventory.mappings()):
+        print(f"  mapping {mapping.describe()}{'' if mapping.enabled else ' (disabled)'}")
     return 1 if problems else 0
 
 
 def cmd_output(args: argparse.Namespace) -> int:
-    from idempotent_local.stacks import deployed_stacks
+    from idempotent_local.stacks import stack_outputs
 
     location = _location(args)
-    stacks = deployed_stacks(_running(args, location))
-    if args.stack:
-        stacks = [stack for stack in stacks if stack.name == args.stack]
-        if not stacks:
-            raise emulators.EmulatorError(f"no stack named {args.stack!r} is deployed in the emulator")
-    having = [stack for stack in stacks if args.name in stack.outputs]
+    stacks = stack_outputs(_running(args, location), args.stack)
+    if args.stack and not stacks:
+        raise emulators.EmulatorError(f"no stack named {args.stack!r} is deployed in the emulator")
+    having = [name for name, outputs in stacks.items() if args.name in outputs]
     if len(having) == 1:
-        print(having[0].outputs[args.name])
+        print(stacks[having[0]][args.name])
         return 0
     if having:
-        names = ", ".join(stack.name for stack in having)
         raise emulators.EmulatorError(
-            f"stacks {names} each have an output {args.name}: name one with --stack"
+            f"stacks {', '.join(having)} each have an output {args.name}: name one with --stack"
         )
-    known = sorted({f"{stack.name}.{name}" for stack in stacks for name in stack.outputs})
+    known = sorted({f"{stack}.{name}" for stack, outputs in stacks.items() for name in outputs})
     raise emulators.EmulatorError(
         f"no deployed stack has an output {args.name!r}; the outputs are: {', '.join(known) or 'none'}"
     )
+
+
+def _body(data: str | None) -> bytes | None:
+    """``--data``: the text, or the bytes of the file named after ``@`` (``@-``: stdin)."""
+    if data is None:
+        return None
+    if data.startswith("@"):
+        return sys.stdin.buffer.read() if data == "@-" else Path(data[1:]).read_bytes()
+    return data.encode("utf-8")
+
+
+def cmd_request(args: argparse.Namespace) -> int:
+    from idempotent_local import api_gateway
+    from idempotent_local.runner import EventSourceRunner
+
+    emulator = _running(args, _location(args))
+    route = api_gateway.resolve(emulator, args.url, args.method)
+    headers = {}
+    for header in args.header or []:
+        name, separator, value = header.partition(":")
+        if not separator:
+            raise LocalCloudError(f"not a header: {header!r}; expected 'Name: value'")
+        headers[name.strip()] = value.strip()
+    event = api_gateway.proxy_event(
+        route, query=urllib.parse.urlsplit(args.url).query, headers=headers, body=_body(args.data)
+    )
+    with EventSourceRunner(emulator) as runner:
+        response = api_gateway.response_of(runner.invoke(route.function_arn, event))
+    function = route.function_arn.rsplit(":", 1)[-1]
+    print(f"HTTP {response.status} ({route.method} {route.resource_path} -> {function})", file=sys.stderr)
+    if response.error:
+        print(f"local: {response.error}", file=sys.stderr)
+    sys.stdout.write(response.body.decode("utf-8", errors="replace"))
+    if response.body and not response.body.endswith(b"\n"):
+        sys.stdout.write("\n")
+    return 0 if response.status < 400 else 1
+
+
+DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+SECONDS_PER = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> float:
+    """``90000``, ``90s``, ``30m``, ``25h`` or ``2d``, in seconds."""
+    match = DURATION.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 25h, 30m, 90000)")
+    return float(match.group(1)) * SECONDS_PER[match.group(2)]
+
+
+def cmd_age_streams(args: argparse.Namespace) -> int:
+    emulator = _running(args, _location(args))
+    offset = emulator.control.advance_stream_clock(args.duration)
+    print(
+        f"the streams' clock is {offset / 3600:g} h ahead: every stream record written before now is "
+        f"{args.duration / 3600:g} h older (a record leaves its stream 24 h after it was written)"
+    )
+    return 0
 
 
 # The tool's own processes also get AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE naming files that do not
@@ -343,6 +408,28 @@ def cmd_stop(args: argparse.Namespace) -> int:
     stopped = emulators.stop(location.state_dir)
     print(f"emulator of {location.describe()} stopped" if stopped else "no emulator was running")
     return 0
+
+
+def _driving_commands(command: Any) -> None:
+    """The commands that drive a deployed app: a request to its REST API, time for its streams."""
+    age = command(
+        "age-streams",
+        "make every DynamoDB stream record written so far older (the streams' clock moves ahead): records "
+        "older than 24 hours leave their stream, and a stream mapping gives up what it had not delivered",
+        cmd_age_streams,
+    )
+    age.add_argument("duration", type=duration, help="how much older: 25h, 30m, 90000 (seconds)")
+    request = command(
+        "request",
+        "send an HTTP request to a deployed REST API (the URL its stack outputs): its Lambda proxy "
+        "integration runs the function, as API Gateway would; the response body is printed, its status on "
+        "stderr, exit code 1 for 4xx and 5xx",
+        cmd_request,
+    )
+    request.add_argument("method", help="GET, POST, ...")
+    request.add_argument("url", help="https://ID.execute-api.REGION.amazonaws.com/STAGE/PATH[?QUERY]")
+    request.add_argument("-d", "--data", help="the body: text, or @FILE (@- reads stdin)")
+    request.add_argument("-H", "--header", action="append", metavar="'NAME: VALUE'", help="a header (repeat)")
 
 
 def add_commands(subparsers: Any, prog_name: str) -> None:
@@ -427,6 +514,7 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
     run.add_argument("--wait", type=int, default=5, help="long-poll wait in seconds (default: 5)")
     run.add_argument("-q", "--quiet", action="store_true", help="only the summary, no line per batch")
     command("status", "what is running and deployed", cmd_status)
+    _driving_commands(command)
     output = command("output", "print the value of one stack output (for scripts)", cmd_output)
     output.add_argument("name", help="the output's name, e.g. TopicArn")
     output.add_argument("--stack", help="the stack (default: the only one with that output)")

@@ -5,30 +5,91 @@ What DynamoDB does (``UpdateTable``, ``DescribeStream``, ``GetShardIterator``, `
 - enabling a stream creates a *new* stream: a new label (the time, to the millisecond), so a new
   ``LatestStreamArn``, and a new shard; enabling it while it is enabled is refused (``ResourceInUse``);
 - disabling it closes it: ``StreamStatus`` ``DISABLED``, its shard gets an ``EndingSequenceNumber``, writes
-  are no longer recorded; its records stay readable through its ARN (for 24 hours in AWS: here, until the
-  table goes), and ``DescribeTable`` still names it as the latest stream;
-- reading a closed shard to its end gives no ``NextShardIterator``.
+  are no longer recorded; it stays listed (``ListStreams``) and readable through its ARN for 24 hours, and
+  ``DescribeTable`` still names it as the latest stream;
+- reading a closed shard to its end gives no ``NextShardIterator``;
+- a record stays in its stream 24 hours (:data:`RETENTION_SECONDS`): ``TRIM_HORIZON`` starts at the oldest
+  record still held, and an iterator at or after an older sequence number, or one that falls behind while
+  it waits, is refused with ``TrimmedDataAccessException``.
 
 Moto 5.2.5 keeps one shard per table: disabling leaves it recording and ``ENABLED``, enabling again is refused
-(its test is whether a stream label was ever set), and every stream of every table has the same shard id.
-The functions here replace moto's; the ``stream-disable-and-re-enable`` patch
-(:mod:`idempotent_local.patches`) installs them. A table's streams are kept on it, by label, beside moto's
+(its test is whether a stream label was ever set), every stream of every table has the same shard id, a
+stream vanishes from ``ListStreams`` once another replaces it, and records stay as long as the table. The
+functions here replace moto's; the ``stream-disable-and-re-enable`` and ``stream-retention`` patches
+(:mod:`idempotent_local.patches`) install them. A table's streams are kept on it, by label, beside moto's
 ``stream_shard`` (the enabled one, or None: moto records writes only when it is set).
+
+**The streams' clock.** Retention is judged by a clock a test can move ahead (:func:`advance_clock`, through
+the deployed emulator ``POST /moto-api/local-cloud/streams/clock``, ``local age-streams``): moving it N
+seconds makes every record already written N seconds older, and a stream closed N seconds earlier. Records
+keep their ``ApproximateCreationDateTime`` (when they were written); records written afterwards are new.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import time
 import uuid
 from typing import Any
 
+from moto.core.exceptions import JsonRESTError
 from moto.dynamodb.exceptions import ResourceNotFoundException, StreamAlreadyEnabledException
+from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import StreamShard, Table
 from moto.dynamodbstreams.models import ShardIterator
 
 STREAM_VIEW_TYPES = ("KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES")
 RECORD_VERSION = "1.1"  # DynamoDB Streams' record format (moto writes 1.0)
+RETENTION_SECONDS = 24 * 3600  # DynamoDB Streams keeps a record, and a closed stream, 24 hours
+
+
+class TrimmedDataAccessException(JsonRESTError):
+    """An iterator at a record the stream no longer holds (DynamoDB Streams' error)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("com.amazonaws.dynamodb.v20120810#TrimmedDataAccessException", message)
+
+
+# --- the streams' clock --------------------------------------------------------------------------------
+
+
+def _clock(account_id: str, region_name: str) -> dict[str, float]:
+    """The clock of the account and region's streams, kept on its DynamoDB backend (a reset forgets it)."""
+    return vars(dynamodb_backends[account_id][region_name]).setdefault("_stream_clock", {"offset": 0.0})
+
+
+def now(table: Table) -> float:
+    """The time by the streams' clock of ``table``'s account and region (this machine's, moved ahead)."""
+    return time.time() + _clock(table.account_id, table.region_name)["offset"]
+
+
+def clock_offset(account_id: str, region_name: str) -> float:
+    return _clock(account_id, region_name)["offset"]
+
+
+def advance_clock(account_id: str, region_name: str, seconds: float) -> float:
+    """Move the streams' clock ``seconds`` ahead; returns its new offset."""
+    clock = _clock(account_id, region_name)
+    clock["offset"] += seconds
+    return clock["offset"]
+
+
+def _trimmed(shard: Any) -> int:
+    """How many of the shard's first records the stream no longer holds (older than 24 hours)."""
+    cutoff = now(shard.table) - RETENTION_SECONDS
+    return bisect.bisect_right(shard.items, cutoff, key=lambda record: vars(record).get("written_at", 0.0))
+
+
+def trim_horizon(shard: Any) -> int:
+    """The sequence number of the shard's oldest record still held (or of its next record)."""
+    return int(shard.starting_sequence_number) + _trimmed(shard)
+
+
+def _held(shard: Any) -> bool:
+    """Whether the stream of ``shard`` still exists: enabled, or closed less than 24 hours ago."""
+    closed = vars(shard).get("closed_at")
+    return closed is None or now(shard.table) - closed < RETENTION_SECONDS
 
 
 def streams(table: Table) -> dict[str, StreamShard]:
@@ -61,6 +122,7 @@ def _enable(table: Table, view_type: str) -> None:
 def _close(shard: Any) -> None:
     """No more records: ``end`` is the sequence number a next record would have had."""
     shard.end = shard.starting_sequence_number + len(shard.items)
+    shard.closed_at = now(shard.table)
 
 
 def set_stream_specification(table: Table, specification: dict[str, Any] | None) -> None:
@@ -87,9 +149,25 @@ def update_table_streams(backend: Any, table: Table, specification: dict[str, An
 
 def _stream(table: Table, arn: str) -> Any:
     shard = streams(table).get(arn.rsplit("/stream/", 1)[-1])
-    if shard is None:
+    if shard is None or not _held(shard):
         raise ResourceNotFoundException(f"Requested resource not found: Stream: {arn} not found")
     return shard
+
+
+def listed_arns(table: Table) -> list[str]:
+    """The ARNs of the table's streams that still exist (the enabled one, and those closed less than 24
+    hours ago), oldest first."""
+    return [f"{table.table_arn}/stream/{label}" for label, shard in streams(table).items() if _held(shard)]
+
+
+def list_streams(backend: Any, table_name: str | None = None) -> list[dict[str, Any]]:
+    """``ListStreams``: every stream that still exists, also a closed one (moto lists only the latest)."""
+    return [
+        {"StreamArn": arn, "TableName": table.name, "StreamLabel": arn.rsplit("/stream/", 1)[-1]}
+        for table in backend.dynamodb.tables.values()
+        if table_name is None or table.name == table_name
+        for arn in listed_arns(table)
+    ]
 
 
 def describe_stream(backend: Any, arn: str) -> dict[str, Any]:
@@ -120,8 +198,49 @@ def get_shard_iterator(
     if shard.id != shard_id:
         raise ResourceNotFoundException(f"Requested resource not found: Shard: {shard_id} in Stream: {arn}")
     iterator = ShardIterator(backend, shard, shard_iterator_type, sequence_number)  # type: ignore[arg-type]
+    horizon = trim_horizon(shard)
+    if shard_iterator_type == "TRIM_HORIZON":
+        iterator.sequence_number = horizon
+    elif iterator.sequence_number < horizon:
+        raise TrimmedDataAccessException(
+            f"Requested sequence number {sequence_number} is older than the shard's trim horizon {horizon} "
+            "(stream records are kept 24 hours)"
+        )
     backend.shard_iterators[iterator.arn] = iterator
     return iterator
+
+
+def records_get(iterator: ShardIterator, get: Any, limit: int) -> dict[str, Any]:
+    """``GetRecords`` with ``get`` (moto's read): refused once the iterator's position has been trimmed while
+    it waited, and without a next iterator once a closed shard is read to its end."""
+    if iterator.sequence_number < trim_horizon(iterator.stream_shard):
+        raise TrimmedDataAccessException(
+            f"The records at sequence number {iterator.sequence_number} and after it up to "
+            f"{trim_horizon(iterator.stream_shard) - 1} have left the stream (records are kept 24 hours)"
+        )
+    return records_read(iterator, get(iterator, limit))
+
+
+def expired(backend: Any, arn: str, shard_id: str, after: int | None) -> dict[str, Any] | None:
+    """The records of a shard after sequence number ``after`` that the stream no longer holds, in
+    ``GetRecords``' JSON (``ApproximateCreationDateTime`` in epoch seconds), and its trim horizon; None when
+    the table, stream or shard does not exist."""
+    table = backend.tables.get(arn.split(":", 5)[-1].split("/")[1] if arn.count(":") >= 5 else "")
+    if table is None:
+        return None
+    shard = streams(table).get(arn.rsplit("/stream/", 1)[-1])
+    if shard is None or shard.id != shard_id:
+        return None
+    first = 0 if after is None else max(0, after + 1 - int(shard.starting_sequence_number))
+    records = []
+    for record in shard.items[first : _trimmed(shard)]:
+        as_json = dict(record.to_json())
+        dynamodb = dict(as_json["dynamodb"])
+        created = dynamodb["ApproximateCreationDateTime"]
+        dynamodb["ApproximateCreationDateTime"] = created.replace(tzinfo=datetime.UTC).timestamp()
+        records.append({**as_json, "dynamodb": dynamodb})
+    held = trim_horizon(shard) < int(shard.starting_sequence_number) + len(shard.items)
+    return {"Records": records, "TrimHorizon": str(trim_horizon(shard)) if held else None}
 
 
 def records_read(iterator: ShardIterator, result: dict[str, Any]) -> dict[str, Any]:
@@ -139,16 +258,25 @@ def records_read(iterator: ShardIterator, result: dict[str, Any]) -> dict[str, A
 
 def record_fields(record: Any, table: Table) -> None:
     """A new stream record as DynamoDB writes it: ``eventVersion`` 1.1, the table's region (moto: 1.0 and
-    ``us-east-1`` whatever the region)."""
+    ``us-east-1`` whatever the region), and when it was written by the streams' clock (for its retention)."""
     record.record["eventVersion"] = RECORD_VERSION
     record.record["awsRegion"] = table.region_name
+    record.written_at = now(table)
 
 
 __all__ = [
+    "RETENTION_SECONDS",
     "STREAM_VIEW_TYPES",
+    "TrimmedDataAccessException",
+    "advance_clock",
+    "clock_offset",
     "describe_stream",
+    "expired",
     "get_shard_iterator",
+    "list_streams",
+    "listed_arns",
     "record_fields",
+    "records_get",
     "records_read",
     "set_stream_specification",
     "streams",

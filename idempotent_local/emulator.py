@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from idempotent_local.errors import LocalCloudError
 
@@ -30,6 +31,10 @@ STATE_FILE = "state.json"
 LOG_FILE = "emulator.log"
 # How a stack event that is a note of the emulator (what it does not model) begins its reason.
 NOTE_PREFIX = "Emulator note: "
+# A process id: an emulator started with this variable set stops when that process ends, however it ends
+# (killed by a timeout, SIGTERM, Ctrl-C). The test suite sets it to itself; `local deploy` leaves it unset,
+# its emulator outlives it.
+OWNER_VARIABLE = "IDEMPOTENT_PIPELINE_EMULATOR_OWNER"
 
 # Fake credentials: the emulator accepts any; real ones must never reach it (or leave this machine).
 FAKE_CREDENTIALS = {
@@ -75,20 +80,48 @@ class Emulator:
         )
         return env
 
-    def client(self, service: str):
-        import boto3
+    def client(self, service: str) -> Any:
+        """A boto3 client of ``service`` aimed at this emulator: one per service and endpoint in a process
+        (a client is thread-safe; making one reads the service's model, about 0.1 s)."""
+        return _client(self.endpoint, service)
 
-        return boto3.session.Session(
-            aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            region_name=REGION,
-        ).client(service, endpoint_url=self.endpoint)
+    @property
+    def control(self) -> Any:
+        """The emulator's control API (:class:`idempotent_local.control.Control`): its inventory, and the
+        streams' clock a test moves ahead."""
+        from idempotent_local.control import Control
+
+        return Control(self.endpoint)
 
     def reset(self) -> None:
         """Forget every resource (``POST /moto-api/reset``); the server keeps running."""
         request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST", data=b"")
         with urllib.request.urlopen(request, timeout=10):
             pass
+
+
+_CLIENTS: dict[tuple[str, str], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _client(endpoint: str, service: str) -> Any:
+    """botocore's client (what boto3 returns, without importing boto3 and s3transfer: 0.1 s of a command
+    that should answer within a second)."""
+    with _CLIENTS_LOCK:  # a botocore session is not thread-safe; the clients it makes are
+        if (endpoint, service) not in _CLIENTS:
+            import botocore.session
+
+            session = _CLIENTS.get(("", "session"))
+            if session is None:
+                session = _CLIENTS["", "session"] = botocore.session.get_session()
+            _CLIENTS[endpoint, service] = session.create_client(
+                service,
+                region_name=REGION,
+                endpoint_url=endpoint,
+                aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            )
+        return _CLIENTS[endpoint, service]
 
 
 def _state_path(state_dir: Path | str) -> Path:
@@ -131,11 +164,14 @@ def find(state_dir: Path | str = DEFAULT_STATE_DIR) -> Emulator | None:
     return None
 
 
-def start(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 60.0) -> tuple[Emulator, bool]:
+def start(
+    state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 60.0, owner: int | None = None
+) -> tuple[Emulator, bool]:
     """Start the emulator in the background, or reuse the one already running.
 
     Returns the emulator and whether this call started it. The process is detached (its own session), so it
-    outlives the caller until :func:`stop`; its output goes to ``emulator.log`` in ``state_dir``.
+    outlives the caller until :func:`stop` — or, with ``owner`` (else :data:`OWNER_VARIABLE` of the
+    environment), until the process ``owner`` ends; its output goes to ``emulator.log`` in ``state_dir``.
     """
     state_dir = Path(state_dir)
     running = find(state_dir)
@@ -150,7 +186,11 @@ def start(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 60.0) -
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "MOTO_ACCOUNT_ID": ACCOUNT_ID},
+            env={
+                **os.environ,
+                "MOTO_ACCOUNT_ID": ACCOUNT_ID,
+                **({OWNER_VARIABLE: str(owner)} if owner is not None else {}),
+            },
         )
     try:
         deadline = time.monotonic() + timeout
@@ -182,6 +222,45 @@ def _terminate(process: subprocess.Popen[bytes], state_dir: Path) -> None:
         path = _state_path(state_dir)
         if json.loads(path.read_text())["pid"] == process.pid:
             path.unlink()
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The process an emulator belongs to (:data:`OWNER_VARIABLE`), known by its pid and, where /proc
+    says, its start time: a pid the system gives to another process later is not the owner."""
+
+    pid: int
+    started: str | None
+
+    @staticmethod
+    def _stat(pid: int) -> list[str] | None:
+        """``/proc/PID/stat`` after the command name (state first), or None where there is none."""
+        with contextlib.suppress(OSError, IndexError):
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return None
+
+    @classmethod
+    def _start_time(cls, pid: int) -> str | None:
+        stat = cls._stat(pid)
+        return stat[19] if stat else None
+
+    def alive(self) -> bool:
+        if not _alive(self.pid):
+            return False
+        stat = self._stat(self.pid)
+        if stat is None:  # no /proc: the pid answers
+            return self.started is None
+        return stat[0] != "Z" and stat[19] == self.started  # a zombie has ended; a new start time is another
+
+
+def _owner() -> Owner | None:
+    """This process's owner, from :data:`OWNER_VARIABLE` (None when unset); an owner already gone at start
+    is one that ended."""
+    try:
+        pid = int(os.environ.get(OWNER_VARIABLE, ""))
+    except ValueError:
+        return None
+    return Owner(pid, Owner._start_time(pid))
 
 
 def _command_line(pid: int) -> str | None:
@@ -229,14 +308,16 @@ def stop(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 15.0) ->
 
 
 def install(endpoint: str | None = None) -> None:
-    """The emulator's install step: the taught CloudFormation types, then the named moto patches.
+    """The emulator's install step: the taught CloudFormation types, the named moto patches and the
+    emulator's control API (:mod:`idempotent_local.control`).
 
     Runs in the process that serves the emulator, before the first request; again with ``endpoint`` once the
     port is known (a patch that names the emulator's own address needs it).
     """
-    from idempotent_local import cloudformation
+    from idempotent_local import cloudformation, control
 
     cloudformation.install(endpoint)
+    control.install()
 
 
 def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce: bool = True) -> None:
@@ -257,6 +338,7 @@ def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce:
     install(endpoint=emulator.endpoint)
 
     stopping = threading.Event()
+    owner = _owner()
 
     def _stop(signum: int, frame: object) -> None:
         stopping.set()
@@ -271,7 +353,10 @@ def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce:
         print(f"emulator listening on {emulator.endpoint} (pid {emulator.pid}); Ctrl-C stops it", flush=True)
     try:
         while not stopping.wait(0.5):
-            pass
+            if owner is not None and not owner.alive():
+                if announce:
+                    print(f"the process {owner.pid} that owned the emulator ended", flush=True)
+                break
     finally:
         with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
             if json.loads(path.read_text())["pid"] == emulator.pid:

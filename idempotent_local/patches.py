@@ -47,8 +47,8 @@ from moto.sqs.exceptions import SQSException
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 from moto.sqs.responses import SQSResponse
 
-from idempotent_local import dynamodb_streams, event_filter, message_move_tasks, queue_index
-from idempotent_local.cloudformation import _updates, _validation
+from idempotent_local import control, dynamodb_streams, event_filter, message_move_tasks, queue_index
+from idempotent_local.cloudformation import _moto_types, _updates, _validation
 from idempotent_local.cloudformation._updates import REPLACING_PROPERTIES
 
 log = logging.getLogger(__name__)
@@ -206,6 +206,13 @@ def _ssm_parameter_kept(endpoint: str | None) -> None:
     _replace(parsing.ResourceMap, "parse_ssm_parameter", make)
 
 
+def _stack_events(endpoint: str | None) -> None:
+    from moto.cloudformation.models import Event
+
+    _replace(Stack, "_add_stack_event", _updates.stack_event)
+    _replace(Event, "__init__", _updates.event_operation)
+
+
 def _stack_updates(endpoint: str | None) -> None:
     _replace(parsing.ResourceMap, "update", _always(_updates.update))
     _replace(Stack, "update", _updates.stack_update)
@@ -215,6 +222,60 @@ def _stack_updates(endpoint: str | None) -> None:
 def _templates_checked(endpoint: str | None) -> None:
     for name in ("create_stack", "update_stack", "create_change_set"):
         _replace(CloudFormationBackend, name, _validation.checked)
+
+
+def _is_skipped(resource_type: str) -> bool:
+    return resource_type.startswith("Custom::") or resource_type == "AWS::CloudFormation::CustomResource"
+
+
+def _skipped_types(endpoint: str | None) -> None:
+    def make_class(original: Any) -> Any:
+        def resource_class_from_type(resource_type: str) -> Any:
+            return None if _is_skipped(resource_type) else original(resource_type)
+
+        return resource_class_from_type
+
+    def left_out(value: Any, resources: dict[str, Any]) -> bool:
+        """Whether ``value`` is a ``Fn::GetAtt`` of a resource the emulator leaves out."""
+        if not isinstance(value, dict) or "Fn::GetAtt" not in value:
+            return False
+        target = value["Fn::GetAtt"]
+        spec = resources.get(target.split(".", 1)[0] if isinstance(target, str) else target[0])
+        return isinstance(spec, dict) and parsing.resource_class_from_type(spec.get("Type", "")) is None
+
+    def make_clean(original: Any) -> Any:
+        def clean_json(resource_json: Any, resources_map: Any) -> Any:
+            if left_out(resource_json, getattr(resources_map, "_resource_json_map", {})):
+                return None  # what reads it is created without the value
+            return original(resource_json, resources_map)
+
+        return clean_json
+
+    def make_outputs(original: Any) -> Any:
+        def validate_outputs(self: Any) -> None:
+            # moto checks an output's Fn::GetAtt against the type's class, which a left-out type lacks
+            template, outputs = self._template, self._template.get("Outputs") or {}
+            kept = {k: v for k, v in outputs.items() if not left_out(v.get("Value"), self._resource_json_map)}
+            self._template = {**template, "Outputs": kept}
+            try:
+                original(self)
+            finally:
+                self._template = template
+
+        return validate_outputs
+
+    _replace(parsing, "resource_class_from_type", make_class)
+    _replace(parsing, "clean_json", make_clean)
+    _replace(parsing.ResourceMap, "validate_outputs", make_outputs)
+
+
+def _stack_deletion_order(endpoint: str | None) -> None:
+    _replace(parsing.ResourceMap, "delete", _always(_updates.delete))
+
+
+def _moto_types_deployable(endpoint: str | None) -> None:
+    """See :mod:`idempotent_local.cloudformation._moto_types`."""
+    _moto_types.install(_replace)
 
 
 # --- DynamoDB -------------------------------------------------------------------------------------------
@@ -318,8 +379,12 @@ def _code_location_served(endpoint: str | None) -> None:
     def make(original: Any) -> Any:
         def get_code(self: Any) -> dict[str, Any]:
             response = original(self)
-            if "S3Bucket" in self.code and "S3Key" in self.code and "Code" in response:
+            if "Code" not in response:
+                return response  # an image
+            if "S3Bucket" in self.code and "S3Key" in self.code:
                 response["Code"]["Location"] = f"{endpoint}/{self.code['S3Bucket']}/{self.code['S3Key']}"
+            elif "ZipFile" in self.code:  # inline code (CloudFormation's Code.ZipFile): kept by moto alone
+                response["Code"]["Location"] = control.code_location(endpoint, self.function_arn)
             return response
 
         return get_code
@@ -359,11 +424,12 @@ def _stream_disable_and_re_enable(endpoint: str | None) -> None:
 
     def make_get(original: Any) -> Any:
         def get(self: Any, limit: int = 1000) -> dict[str, Any]:
-            return dynamodb_streams.records_read(self, original(self, limit))
+            return dynamodb_streams.records_get(self, original, limit)
 
         return get
 
     _replace(ShardIterator, "get", make_get)
+    _replace(DynamoDBStreamsBackend, "list_streams", _always(dynamodb_streams.list_streams))
 
 
 def _stream_record_fields(endpoint: str | None) -> None:
@@ -707,6 +773,31 @@ def _message_move_tasks(endpoint: str | None) -> None:
         _replace(SQSResponse, name, _always(handler))
 
 
+# --- S3 -------------------------------------------------------------------------------------------------
+
+
+def _bucket_policy_conditions(endpoint: str | None) -> None:
+    from moto.s3.models import FakeBucket
+
+    def get_permission(self: Any, action: str, resource: str) -> Any:
+        from moto.iam.access_control import IAMPolicy, PermissionResult
+
+        if self.policy is None:
+            return PermissionResult.NEUTRAL
+        document = json.loads(self.policy)
+        statements = document.get("Statement") or []
+        statements = [statements] if isinstance(statements, dict) else statements
+        # moto cannot evaluate a Condition: a statement that has one is not applied
+        unconditional = [s for s in statements if "Condition" not in s]
+        if not unconditional:
+            return PermissionResult.NEUTRAL
+        return IAMPolicy(json.dumps({**document, "Statement": unconditional})).is_action_permitted(
+            action, resource
+        )
+
+    _replace(FakeBucket, "get_permission", _always(get_permission))
+
+
 # --- the server ---------------------------------------------------------------------------------------
 
 
@@ -747,11 +838,45 @@ PATCHES: tuple[Patch, ...] = (
         _stack_updates,
     ),
     Patch(
+        "stack-events",
+        "a stack's events are CloudFormation's: each operation (create, update, delete, rollback) has its "
+        "own OperationId, its first event says User Initiated, and each resource it creates, updates, "
+        "replaces or deletes has its *_IN_PROGRESS and *_COMPLETE events (moto writes a change set's "
+        "UPDATE_IN_PROGRESS without a reason, no OperationId and no resource events, so `cdk deploy` "
+        "printed the reasons of earlier failed deploys beside the current one)",
+        _stack_events,
+    ),
+    Patch(
         "templates-checked",
         "CreateStack, UpdateStack and CreateChangeSet refuse a template whose Fn::GetAtt names an "
         "attribute its resource type does not have, or whose resources depend on each other in a cycle, "
         "with a ValidationError (moto creates the stack, and DescribeStacks then fails for every stack)",
         _templates_checked,
+    ),
+    Patch(
+        "skipped-types",
+        "a resource of a type the emulator does not create — one moto does not know, or a custom resource, "
+        "whose provider function would have to run during the deploy — is left out, and what reads its "
+        "Fn::GetAtt is created without the value; `local deploy` names both (moto invokes a custom "
+        "resource's function in Docker and waits for its answer, so without Docker the stack stays "
+        "CREATE_IN_PROGRESS and `cdk deploy` never returns; a Fn::GetAtt of a left-out resource fails the "
+        "stack)",
+        _skipped_types,
+    ),
+    Patch(
+        "stack-deletion-order",
+        "DeleteStack deletes each resource after those that refer to it, and keeps every resource whose "
+        "DeletionPolicy retains it (moto tries them in any order, so a route deleted after its table fails "
+        "the deletion, and deletes a RetainExceptOnCreate resource)",
+        _stack_deletion_order,
+    ),
+    Patch(
+        "moto-types-deployable",
+        "every type moto's CloudFormation lists deploys and deletes: properties CloudFormation treats as "
+        "optional get its defaults (moto fails with a KeyError, or an SSM parameter without a Name with "
+        "'NoneType' object has no attribute 'lower'), each resource has the physical id Ref returns (moto "
+        "leaves 19 types without one, so the stack cannot delete them), and route tables can be deleted",
+        _moto_types_deployable,
     ),
     Patch(
         "ttl-moves-refused",
@@ -784,8 +909,10 @@ PATCHES: tuple[Patch, ...] = (
         "stream-disable-and-re-enable",
         "disabling a table's stream closes it (DISABLED, an EndingSequenceNumber, no more records, still "
         "readable; a closed shard read to its end gives no NextShardIterator) and enabling it again creates "
-        "a new stream with a new ARN and shard (moto keeps recording into the one shard, says ENABLED, "
-        "refuses to enable again, and gives every stream the same shard id)",
+        "a new stream with a new ARN and shard; a closed stream stays listed and readable 24 hours and a "
+        "record stays in its stream 24 hours by the streams' clock, which a test can move ahead (moto keeps "
+        "recording into the one shard, says ENABLED, refuses to enable again, gives every stream the same "
+        "shard id, lists only the latest stream, and keeps records as long as the table)",
         _stream_disable_and_re_enable,
     ),
     Patch(
@@ -795,7 +922,8 @@ PATCHES: tuple[Patch, ...] = (
     ),
     Patch(
         "code-location-served",
-        "GetFunction returns a Code.Location that downloads the deployed zip (from the emulator's S3)",
+        "GetFunction returns a Code.Location that downloads the deployed zip (from the emulator's S3, or, "
+        "for inline code, from its control API; moto: an awslambda-REGION-tasks URL that leads nowhere)",
         _code_location_served,
     ),
     Patch(
@@ -850,6 +978,13 @@ PATCHES: tuple[Patch, ...] = (
         "message-move-tasks",
         "StartMessageMoveTask, ListMessageMoveTasks and CancelMessageMoveTask work (moto answers HTTP 500)",
         _message_move_tasks,
+    ),
+    Patch(
+        "bucket-policy-conditions",
+        "a bucket policy's statement with a Condition is not applied by the emulator, which cannot evaluate "
+        "conditions (moto applies it unconditionally: the TLS-only deny of enforce_ssl, also on the CDK "
+        "bootstrap bucket, refuses every object request, the CDK CLI's asset uploads too)",
+        _bucket_policy_conditions,
     ),
     Patch(
         "routing-without-listing",

@@ -54,6 +54,7 @@ from idempotent_local.emulator import Emulator
 from idempotent_local.errors import RunnerError
 from idempotent_local.event_filter import matches
 from idempotent_local.events import lambda_dynamodb_record, lambda_sqs_event, stream_invocation_record
+from idempotent_local.mappings import Mapping, StreamMapping, plural, read
 from idempotent_local.node import quiet_environment
 from idempotent_local.wheels import foreign, this_python
 
@@ -69,6 +70,13 @@ __all__ = [
 ]
 
 WORKER = Path(__file__).with_name("worker.py")
+TRIMMED = "TrimmedDataAccessException"  # DynamoDB Streams: the position asked for has left the stream
+
+
+class Trimmed(Exception):
+    """The records after a stream mapping's checkpoint have left the stream before it delivered them."""
+
+
 CHECKPOINTS = (
     "stream-checkpoints.json"  # in the emulator's state directory: where stream mappings have read to
 )
@@ -79,69 +87,6 @@ def function_log_path(state_dir: str | Path, function: str) -> Path:
     return Path(state_dir).resolve() / "logs" / f"{function}.log"
 
 
-@dataclass(frozen=True)
-class Mapping:
-    """An SQS event source mapping, as read back from the emulator."""
-
-    uuid: str
-    function_arn: str
-    queue_arn: str
-    queue_url: str
-    batch_size: int
-    report_batch_item_failures: bool
-    enabled: bool
-    max_receive_count: int | None = None  # the queue's redrive policy: after this many receives, the DLQ
-
-    @property
-    def function_name(self) -> str:
-        return self.function_arn.rsplit(":", 1)[-1]
-
-    @property
-    def source_arn(self) -> str:
-        return self.queue_arn
-
-    def describe(self) -> str:
-        return f"{self.queue_arn} -> {self.function_name} (batch {self.batch_size})"
-
-
-@dataclass(frozen=True)
-class StreamMapping:
-    """A DynamoDB stream event source mapping, as read back from the emulator (Lambda's defaults where it
-    sets nothing: ``-1`` is "until the record leaves the stream")."""
-
-    uuid: str
-    function_arn: str
-    stream_arn: str
-    batch_size: int
-    report_batch_item_failures: bool
-    enabled: bool
-    starting_position: str  # TRIM_HORIZON or LATEST
-    created: float  # LastModified, epoch seconds: where a LATEST mapping without a checkpoint starts
-    filters: tuple[str, ...] = ()  # FilterCriteria patterns
-    maximum_retry_attempts: int = -1
-    maximum_record_age: int = -1
-    bisect: bool = False
-    on_failure: str | None = None  # DestinationConfig.OnFailure: an SQS queue or SNS topic ARN
-    batching_window: int = 0
-    parallelization_factor: int = 1
-
-    @property
-    def function_name(self) -> str:
-        return self.function_arn.rsplit(":", 1)[-1]
-
-    @property
-    def source_arn(self) -> str:
-        return self.stream_arn
-
-    def describe(self) -> str:
-        settings = [f"batch {self.batch_size}", f"from {self.starting_position}"]
-        if self.filters:
-            settings.append(_plural(len(self.filters), "filter"))
-        if self.parallelization_factor > 1:
-            settings.append(f"parallelization factor {self.parallelization_factor} run as 1")
-        return f"{self.stream_arn} -> {self.function_name} ({', '.join(settings)})"
-
-
 # A record's final outcome in the runner's accounts: the runtime's (contract.Outcome), or "succeeded" for a
 # function that does not say (no Embedded Metric Format line).
 OUTCOMES = (*(outcome.value for outcome in Outcome), "succeeded")
@@ -149,10 +94,6 @@ OUTCOMES = (*(outcome.value for outcome in Outcome), "succeeded")
 _METRIC_OUTCOME = {
     metric.value: outcome.value for outcome, metric in OUTCOME_METRIC.items() if outcome != Outcome.FAILED
 }
-
-
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 @dataclass
@@ -200,7 +141,7 @@ class Stats:
         conflicts = int(self.metrics.get("conflicts", 0))
         records = len(self.stream_records)
         kinds = ((len(self.outcomes) - records, "message"), (records, "stream record"))
-        units = " and ".join(_plural(n, unit) for n, unit in kinds if n) or _plural(0, "message")
+        units = " and ".join(plural(n, unit) for n, unit in kinds if n) or plural(0, "message")
         text = f"{units}: " + ", ".join(parts)
         if conflicts:
             text += f" ({conflicts} conflict{'s' if conflicts != 1 else ''})"
@@ -208,8 +149,8 @@ class Stats:
 
     def summary(self) -> str:
         """The final outcome of every message the runner saw (one per message, not per attempt)."""
-        deliveries = _plural(self.records, "delivery", "deliveries")
-        text = f"{self.describe_totals()}; {deliveries} in {_plural(self.invocations, 'invocation')}"
+        deliveries = plural(self.records, "delivery", "deliveries")
+        text = f"{self.describe_totals()}; {deliveries} in {plural(self.invocations, 'invocation')}"
         failed = [m for m, outcome in self.outcomes.items() if outcome == "failed"]
         if failed:
             exhausted, discarded = (
@@ -232,7 +173,7 @@ class Stats:
             again = len(failed) - exhausted - discarded
             text += f"; of the {len(failed)} failed, {', '.join(said)} and {again} will be delivered again"
         if self.filtered:
-            text += f"; {_plural(self.filtered, 'stream record')} matched no filter (never delivered)"
+            text += f"; {plural(self.filtered, 'stream record')} matched no filter (never delivered)"
         for function, why in sorted(self.unable.items()):
             text += f"\n{function} could not run, its messages wait in the queue: {why}"
         return text
@@ -402,28 +343,6 @@ def _record_outcomes(ids: list[str], failed_ids: set[str], logs: list[dict[str, 
     return outcomes
 
 
-def _stream_mapping(esm: dict[str, Any]) -> StreamMapping:
-    modified = esm.get("LastModified")
-    destination = (esm.get("DestinationConfig") or {}).get("OnFailure", {}).get("Destination")
-    return StreamMapping(
-        uuid=esm["UUID"],
-        function_arn=esm["FunctionArn"],
-        stream_arn=esm["EventSourceArn"],
-        batch_size=int(esm.get("BatchSize", 100)),
-        report_batch_item_failures="ReportBatchItemFailures" in (esm.get("FunctionResponseTypes") or []),
-        enabled=esm.get("State", "Enabled") == "Enabled",
-        starting_position=esm.get("StartingPosition") or "TRIM_HORIZON",
-        created=modified.timestamp() if isinstance(modified, datetime.datetime) else 0.0,
-        filters=tuple(f["Pattern"] for f in (esm.get("FilterCriteria") or {}).get("Filters", [])),
-        maximum_retry_attempts=int(esm.get("MaximumRetryAttempts", -1)),
-        maximum_record_age=int(esm.get("MaximumRecordAgeInSeconds", -1)),
-        bisect=bool(esm.get("BisectBatchOnFunctionError", False)),
-        on_failure=destination or None,
-        batching_window=int(esm.get("MaximumBatchingWindowInSeconds", 0)),
-        parallelization_factor=int(esm.get("ParallelizationFactor", 1)),
-    )
-
-
 class EventSourceRunner:
     """Polls every enabled SQS and DynamoDB stream event source mapping of the emulator and invokes the
     mapped functions.
@@ -453,49 +372,42 @@ class EventSourceRunner:
         self.report = report
         self.clock = clock
         self.checkpoints = streams.Checkpoints(Path(emulator.state_dir).resolve() / CHECKPOINTS)
-        self._sqs = emulator.client("sqs")
-        self._lambda = emulator.client("lambda")
-        self._s3 = emulator.client("s3")
-        self._streams = emulator.client("dynamodbstreams")
         self._workers: dict[str, Worker] = {}
         self._workers_lock = threading.Lock()
         self._timeouts: dict[str, float] = {}
         self._shards: dict[tuple[str, str], streams.Shard] = {}  # (mapping uuid, shard id) -> state
         self._stream_locks: dict[str, threading.Lock] = {}  # one poller per stream mapping at a time
 
-    # --- reading back what is deployed -------------------------------------------------------------
-    def mappings(self) -> list[Mapping | StreamMapping]:
-        """Every SQS and DynamoDB stream event source mapping (other sources are not run)."""
-        found: list[Mapping | StreamMapping] = []
-        for page in self._lambda.get_paginator("list_event_source_mappings").paginate():
-            for esm in page["EventSourceMappings"]:
-                service = esm["EventSourceArn"].split(":")[2]
-                if service == "sqs":
-                    found.append(self._queue_mapping(esm))
-                elif service == "dynamodb":
-                    found.append(_stream_mapping(esm))
-        return found
+    # The emulator's clients, made when first used (``local status`` lists mappings and needs no other).
+    @property
+    def _sqs(self) -> Any:
+        return self.emulator.client("sqs")
 
-    def _queue_mapping(self, esm: dict[str, Any]) -> Mapping:
-        arn = esm["EventSourceArn"]
-        _, _, _, _, account, name = arn.split(":", 5)
-        url = self._sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
-        redrive = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
-        policy = redrive.get("Attributes", {}).get("RedrivePolicy")
-        return Mapping(
-            uuid=esm["UUID"],
-            function_arn=esm["FunctionArn"],
-            queue_arn=arn,
-            queue_url=url,
-            batch_size=int(esm.get("BatchSize", 10)),
-            report_batch_item_failures="ReportBatchItemFailures" in (esm.get("FunctionResponseTypes") or []),
-            enabled=esm.get("State", "Enabled") == "Enabled",
-            max_receive_count=int(json.loads(policy)["maxReceiveCount"]) if policy else None,
+    @property
+    def _lambda(self) -> Any:
+        return self.emulator.client("lambda")
+
+    @property
+    def _s3(self) -> Any:
+        return self.emulator.client("s3")
+
+    @property
+    def _streams(self) -> Any:
+        return self.emulator.client("dynamodbstreams")
+
+    # --- reading back what is deployed -------------------------------------------------------------
+    def mappings(self, *, resolve: bool = True) -> list[Mapping | StreamMapping]:
+        """Every SQS and DynamoDB stream event source mapping (other sources are not run); see
+        :func:`idempotent_local.mappings.read`."""
+        found = self._lambda.get_paginator("list_event_source_mappings").paginate()
+        return read(
+            (esm for page in found for esm in page["EventSourceMappings"]), self._sqs if resolve else None
         )
 
     def _download(self, location: str) -> bytes:
         parsed = urllib.parse.urlparse(location)
-        if f"{parsed.scheme}://{parsed.netloc}" == self.emulator.endpoint:
+        served = f"{parsed.scheme}://{parsed.netloc}" == self.emulator.endpoint
+        if served and not parsed.path.startswith("/moto-api/"):  # a bucket's object, not the control API's
             bucket, _, key = parsed.path.lstrip("/").partition("/")
             return self._s3.get_object(Bucket=bucket, Key=urllib.parse.unquote(key))["Body"].read()
         with urllib.request.urlopen(location, timeout=30) as response:
@@ -585,6 +497,17 @@ class EventSourceRunner:
         if isinstance(mapping, StreamMapping):
             return self._poll_stream(mapping, worker, wait_seconds, abandon)
         return self._poll_queue(mapping, worker, wait_seconds)
+
+    def invoke(self, function_arn: str, event: dict[str, Any]) -> dict[str, Any]:
+        """Invoke a function once with ``event`` and return its reply, as Lambda's synchronous ``Invoke``
+        would (what API Gateway's proxy integration does: ``local request``): ``{"result": ...}``, or
+        ``{"error": ...}``, ``{"timeout": True}``, ``{"crash": ...}``; ``"logs"`` beside. A function that
+        cannot start raises :class:`RunnerError`."""
+        worker = self._started_worker(function_arn, None)
+        reply, cold_start = self._invoke(worker, function_arn, event)
+        if cold_start is not None:
+            raise cold_start
+        return reply
 
     def _started_worker(self, function_arn: str, abandon: threading.Event | None) -> Worker:
         worker = self._worker(function_arn)
@@ -764,26 +687,109 @@ class EventSourceRunner:
             if position
             else {"ShardIteratorType": "TRIM_HORIZON"}
         )
-        iterator = self._streams.get_shard_iterator(StreamArn=mapping.stream_arn, ShardId=shard_id, **where)
-        page = self._streams.get_records(
-            ShardIterator=iterator["ShardIterator"], Limit=streams.MAX_RECORDS_PER_READ
-        )
+        if position is None and self._expired_for(mapping, shard_id, None):
+            raise Trimmed(shard_id)  # written after the mapping, gone before its first read
+        try:
+            iterator = self._streams.get_shard_iterator(
+                StreamArn=mapping.stream_arn, ShardId=shard_id, **where
+            )
+            page = self._streams.get_records(
+                ShardIterator=iterator["ShardIterator"], Limit=streams.MAX_RECORDS_PER_READ
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] == TRIMMED:
+                raise Trimmed(shard_id) from None
+            raise
         return list(page["Records"])
 
     def _step(self, mapping: StreamMapping, shard_id: str, worker: Worker) -> int:
         state = self._shards.setdefault((mapping.uuid, shard_id), streams.Shard())
         if not state.pending:
-            passed = self._read(mapping, shard_id, state)
+            try:
+                passed = self._read(mapping, shard_id, state)
+            except Trimmed:
+                return self._give_up_expired(mapping, shard_id)
             if passed or not state.pending:
                 return passed
         batch, now = state.pending[0], self.clock()
         if now < batch.not_before:
             return 0
-        old = streams.expired(batch, mapping.maximum_record_age, now)
+        horizon = self._trim_horizon(mapping, shard_id, batch)
+        old = streams.expired(batch, mapping.maximum_record_age, now, horizon)
         if old:
             self._discard_old(mapping, shard_id, state, old)
             return old
         return self._invoke_stream_batch(mapping, shard_id, state, worker)
+
+    def _trim_horizon(self, mapping: StreamMapping, shard_id: str, batch: streams.Pending) -> int | None:
+        """The sequence number of the shard's oldest record still held, when the stream no longer holds the
+        batch's first record (it waited for a retry past the stream's 24 hours), else None."""
+        first = streams.sequence_number(batch.records[0])
+        try:
+            self._streams.get_shard_iterator(
+                StreamArn=mapping.stream_arn,
+                ShardId=shard_id,
+                ShardIteratorType="AT_SEQUENCE_NUMBER",
+                SequenceNumber=first,
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != TRIMMED:
+                raise
+            horizon = self.emulator.control.expired_records(mapping.stream_arn, shard_id, None)["TrimHorizon"]
+            # None: the stream holds none of the shard's records, the batch's included
+            return int(horizon if horizon is not None else streams.sequence_number(batch.records[-1])) + (
+                0 if horizon is not None else 1
+            )
+        return None
+
+    def _expired_for(
+        self, mapping: StreamMapping, shard_id: str, after: str | None, found: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """The shard's records after ``after`` that left the stream and were the mapping's to deliver (for
+        a LATEST mapping, those written after it), as Lambda records."""
+        if found is None:
+            found = self.emulator.control.expired_records(mapping.stream_arn, shard_id, after)
+        records = [lambda_dynamodb_record(raw, mapping.stream_arn) for raw in found["Records"]]
+        if mapping.starting_position == "LATEST" and after is None:
+            records = [
+                r for r in records if r["dynamodb"]["ApproximateCreationDateTime"] >= int(mapping.created)
+            ]
+        return records
+
+    def _give_up_expired(self, mapping: StreamMapping, shard_id: str) -> int:
+        """The records after the mapping's checkpoint left the stream (24 hours) before it delivered them:
+        give them up as Lambda does, one batch of up to ``BatchSize`` at a time, the invocation record of
+        each to the on-failure destination (``RecordAgeExceeded``, never invoked); the checkpoint moves past
+        them. In AWS Lambda's poller had read them while they were held; the runner, which polls only while
+        ``local run`` runs, reads them from the emulator (its control API)."""
+        position = self.checkpoints.get(mapping.uuid, shard_id)
+        after = None
+        if position is not None:
+            number = int(position.sequence_number)
+            after = str(number if position.iterator_type == "AFTER_SEQUENCE_NUMBER" else number - 1)
+        found = self.emulator.control.expired_records(mapping.stream_arn, shard_id, after)
+        records = self._expired_for(mapping, shard_id, after, found)
+        delivered = [r for r in records if matches(mapping.filters, r)]
+        with self.stats.lock:
+            self.stats.filtered += len(records) - len(delivered)
+        for start in range(0, len(delivered), mapping.batch_size):
+            chunk = delivered[start : start + mapping.batch_size]
+            pending = streams.Pending(chunk, streams.sequence_number(chunk[-1]))
+            then = self._discard(mapping, shard_id, chunk, streams.RECORD_AGE_EXCEEDED, pending)
+            self._account(
+                self._stream_batch(mapping, shard_id, chunk, ["failed"] * len(chunk), {}, then),
+                [],
+                failed=len(chunk),
+                given_up={r["eventID"] for r in chunk},
+                invoked=False,
+                stream=True,
+            )
+        if records:
+            last = streams.sequence_number(records[-1])
+            self.checkpoints.set(mapping.uuid, shard_id, streams.Position.after(last))
+        elif found["TrimHorizon"] is not None:
+            self.checkpoints.set(mapping.uuid, shard_id, streams.Position.at(found["TrimHorizon"]))
+        return len(records) or 1
 
     def _read(self, mapping: StreamMapping, shard_id: str, state: streams.Shard) -> int:
         """Read the shard past its checkpoint. Up to ``BatchSize`` records the filters match become the
@@ -907,7 +913,7 @@ class EventSourceRunner:
             if condition == streams.RECORD_AGE_EXCEEDED
             else f"MaximumRetryAttempts {mapping.maximum_retry_attempts} reached"
         )
-        discarded = f"{_plural(len(records), 'record')} discarded ({why})"
+        discarded = f"{plural(len(records), 'record')} discarded ({why})"
         destination = mapping.on_failure
         if not destination:
             return f"{discarded}, no on-failure destination"
@@ -961,7 +967,13 @@ class EventSourceRunner:
         """What the mapping has yet to hand over: the queue's messages (visible, in flight or delayed), or
         the stream's records after the mapping's checkpoints (a batch waiting for its retry included)."""
         if isinstance(mapping, StreamMapping):
-            return sum(len(self._unread(mapping, shard_id)) for shard_id in self._shard_ids(mapping))
+            left = 0
+            for shard_id in self._shard_ids(mapping):
+                try:
+                    left += len(self._unread(mapping, shard_id))
+                except Trimmed:  # records it has yet to give up
+                    left += 1
+            return left
         attributes = self._sqs.get_queue_attributes(
             QueueUrl=mapping.queue_url,
             AttributeNames=[
@@ -1072,7 +1084,7 @@ def _retrying(pending: list[streams.Pending], retry: int, limit: int) -> str:
     split = "split in two, " if len(pending) > 1 else ""
     records = pending[0].records
     return (
-        f"{split}retrying {_plural(len(records), 'record')} from {streams.sequence_number(records[0])} "
+        f"{split}retrying {plural(len(records), 'record')} from {streams.sequence_number(records[0])} "
         f"(retry {retry} of {limit if limit >= 0 else 'unlimited'})"
     )
 

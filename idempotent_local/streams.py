@@ -11,8 +11,11 @@ invokes the function and reports; this module holds the state and the rules, as 
   first with ``BisectBatchOnFunctionError`` (each half carries the retries the batch had);
 - after ``MaximumRetryAttempts`` retries, or once a record is older than ``MaximumRecordAgeInSeconds``,
   the batch is discarded: its invocation record goes to the ``OnFailure`` destination and the checkpoint
-  moves past it. ``-1`` (the default) retries until the record leaves the stream (24 hours in AWS; the
-  emulator keeps records as long as the table).
+  moves past it. ``-1`` (the default) retries until the record leaves the stream (24 hours, by the
+  emulator's streams' clock: :mod:`idempotent_local.dynamodb_streams`);
+- records that leave the stream before the mapping delivered them (it retried a batch that long, or
+  ``local run`` did not run) are given up the same way, ``RecordAgeExceeded``, one batch of up to
+  ``BatchSize`` at a time, and the mapping goes on with the oldest record the stream holds.
 
 Lambda keeps a mapping's checkpoints with the mapping; the runner keeps them in the emulator's state
 directory (:class:`Checkpoints`), so a second ``local run`` goes on where the first stopped.
@@ -150,13 +153,19 @@ def settle(
     return Settled(moved, [], None, [remaining])
 
 
-def expired(batch: Pending, maximum_record_age: int, now: float) -> int:
-    """How many of the batch's first records are older than ``MaximumRecordAgeInSeconds`` (``-1``: none
-    ever are); records come in the order they were written, so the old ones come first."""
-    if maximum_record_age < 0:
-        return 0
-    old = [now - r["dynamodb"]["ApproximateCreationDateTime"] >= maximum_record_age for r in batch.records]
-    return old.index(False) if False in old else len(old)
+def expired(batch: Pending, maximum_record_age: int, now: float, trim_horizon: int | None = None) -> int:
+    """How many of the batch's first records are older than ``MaximumRecordAgeInSeconds`` (``-1``: no limit
+    of its own), or have left the stream (a sequence number below ``trim_horizon``, the oldest the stream
+    still holds: records stay 24 hours); records come in the order they were written, so the old ones come
+    first."""
+
+    def old(record: dict[str, Any]) -> bool:
+        age = now - record["dynamodb"]["ApproximateCreationDateTime"]
+        gone = trim_horizon is not None and int(sequence_number(record)) < trim_horizon
+        return gone or 0 <= maximum_record_age <= age
+
+    ages = [old(r) for r in batch.records]
+    return ages.index(False) if False in ages else len(ages)
 
 
 __all__ = [

@@ -49,6 +49,21 @@ def test_make_deploy_goes_to_the_local_emulator_by_default_and_asks_for_the_demo
     assert not any("cdk deploy" in line for line in commands)
 
 
+def test_make_wheel_builds_with_pip_alone_without_the_dev_environment(checkout: Path):
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-n", "wheel"],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        env=SUB_MAKE,
+    )
+    commands = [line.strip() for line in result.stdout.splitlines()]
+    assert (
+        result.returncode == 0 and commands[0] == "python3 -m pip wheel --no-deps --quiet --wheel-dir dist ."
+    )
+    assert not any(".venv" in line or "npm" in line for line in commands)  # no `make setup`
+
+
 def test_make_demo_runs_the_demo_through_the_command_line(checkout: Path):
     assert ".venv/bin/idempotent-pipeline local demo" in dry_run(checkout, "demo")
 

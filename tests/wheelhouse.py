@@ -5,10 +5,23 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import shutil
+import subprocess
 import sys
 import sysconfig
 import zipfile
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# What the wheel is built from (a copy, so that nothing is written into the checkout).
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "idempotent_pipeline",
+    "idempotent_local",
+    "idempotent_cli",
+)
 
 
 def this_python_tag() -> str:
@@ -39,3 +52,52 @@ def write_wheel(directory: Path, name: str, version: str, tag: str, files: dict[
             archive.writestr(path, text)
         archive.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
     return wheel
+
+
+def build_wheel(work: Path) -> Path:
+    """The package's wheel, built from a copy of the checkout into ``work/dist`` (no download: the build
+    tools of the running venv)."""
+    source = work / "source"
+    source.mkdir()
+    for name in SOURCES:
+        origin = REPO / name
+        if origin.is_dir():
+            shutil.copytree(origin, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(origin, source / name)
+    shutil.copytree(REPO / "lambda_src", source / "lambda_src", ignore=shutil.ignore_patterns("__pycache__"))
+    command = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--skip-dependency-check"]
+    result = subprocess.run(
+        [*command, "--outdir", str(work / "dist"), str(source)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, f"wheel build failed:\n{result.stdout}\n{result.stderr}"
+    (wheel,) = (work / "dist").glob("idempotent_pipeline-*-py3-none-any.whl")
+    return wheel
+
+
+def install_wheel(wheel: Path, venv: Path, dependencies: list[Path]) -> Path:
+    """A fresh venv with ``wheel`` and its ``local`` extra installed as the README says (``pip install
+    "<wheel>[local]"``), without the network: pip installs the package alone, and its dependencies are
+    borrowed from the ``dependencies`` site-packages directories, the first first (a .pth file)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(python),
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-index",
+    ]
+    subprocess.run([*pip, f"{wheel}[local]"], check=True, capture_output=True)
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (Path(site) / "project_dependencies.pth").write_text("".join(f"{d}\n" for d in dependencies))
+    return venv

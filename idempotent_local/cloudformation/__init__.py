@@ -1,7 +1,9 @@
 """CloudFormation resource types the emulator is taught, so a CDK template deploys *wired*.
 
 Moto 5.2.5's CloudFormation skips ``AWS::SNS::Subscription``, ``AWS::SQS::QueuePolicy``,
-``AWS::SNS::TopicPolicy``, ``AWS::CloudWatch::Alarm`` and ``AWS::CDK::Metadata``, ignores a table's
+``AWS::SNS::TopicPolicy``, ``AWS::CloudWatch::Alarm`` and ``AWS::CDK::Metadata``, does not know the types
+an ordinary app holds beside a pipeline (``AWS::S3::BucketPolicy``, ``AWS::SecretsManager::Secret``,
+``AWS::ApiGateway::Stage`` and ``Account``), ignores a table's
 ``TimeToLiveSpecification`` and point-in-time recovery, never turns a table's stream off, creates every
 state machine as STANDARD, gets generated queue names wrong, replaces a topic (dropping its subscriptions)
 on any change, keeps a KMS key policy in a shape ``DescribeKey`` fails on, leaves a property dropped from
@@ -28,11 +30,15 @@ require_moto()
 from moto.cloudformation import parsing
 from moto.core.common_models import CloudFormationModel
 
+from idempotent_local.cloudformation.apigateway_account import ApiGatewayAccount
+from idempotent_local.cloudformation.apigateway_stage import ApiGatewayStage
 from idempotent_local.cloudformation.cdk_metadata import CdkMetadata
 from idempotent_local.cloudformation.cloudwatch_alarm import CloudWatchAlarm
 from idempotent_local.cloudformation.dynamodb_table import DynamoDbTable
 from idempotent_local.cloudformation.kms_key import KmsKey
 from idempotent_local.cloudformation.lambda_event_source_mapping import LambdaEventSourceMapping
+from idempotent_local.cloudformation.s3_bucket_policy import S3BucketPolicy
+from idempotent_local.cloudformation.secretsmanager_secret import SecretsManagerSecret
 from idempotent_local.cloudformation.sns_subscription import SnsSubscription
 from idempotent_local.cloudformation.sns_topic import SnsTopic
 from idempotent_local.cloudformation.sns_topic_policy import SnsTopicPolicy
@@ -54,6 +60,10 @@ TAUGHT: dict[str, type[CloudFormationModel]] = {
         CloudWatchAlarm,
         LambdaEventSourceMapping,
         StepFunctionsStateMachine,
+        S3BucketPolicy,
+        SecretsManagerSecret,
+        ApiGatewayStage,
+        ApiGatewayAccount,
     )
 }
 TAUGHT_TYPES = tuple(TAUGHT)

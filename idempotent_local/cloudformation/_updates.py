@@ -21,14 +21,15 @@ queue); and it stops half-way on a failure, with no rollback. CloudFormation ins
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Iterator
+import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 from moto.cloudformation import parsing
 
 from idempotent_local.emulator import NOTE_PREFIX
+from idempotent_local.template import attribute_reads, dependency_order, references
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,9 @@ REPLACING_PROPERTIES: dict[str, frozenset[str]] = {
     "AWS::CloudWatch::Dashboard": frozenset({"DashboardName"}),
     "AWS::KMS::Key": frozenset(),
     "AWS::StepFunctions::StateMachine": frozenset({"StateMachineName", "StateMachineType"}),
+    "AWS::S3::BucketPolicy": frozenset({"Bucket"}),
+    "AWS::SecretsManager::Secret": frozenset({"Name"}),
+    "AWS::ApiGateway::Stage": frozenset({"StageName", "RestApiId"}),
 }
 
 # What the emulator does not model, said (as a stack event) when an update changes the property: (type,
@@ -72,8 +76,6 @@ NOT_MODELLED: dict[tuple[str, str], tuple[str, bool]] = {
     ),
 }
 RETAINED_ON_DELETE = ("Retain", "RetainExceptOnCreate")  # DeletionPolicy values that keep the resource
-PSEUDO_PARAMETER = "AWS::"
-SUB_VARIABLE = re.compile(r"\$\{([^!}][^}]*)\}")  # ${Name} or ${Name.Attribute} in Fn::Sub; ${!x} is literal
 CUSTOM_NAME = (
     "CloudFormation cannot update a stack when a custom-named resource requires replacing. "
     "Rename {name} and update the stack again."
@@ -102,70 +104,6 @@ def _reason(error: Exception) -> str:
     return message if isinstance(message, str) and message else str(error)
 
 
-def references(value: Any) -> set[str]:
-    """The logical ids and parameters ``value`` refers to (``Ref``, ``Fn::GetAtt``, ``Fn::Sub``)."""
-    found: set[str] = set()
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "Ref" and isinstance(item, str):
-                found.add(item)
-            elif key == "Fn::GetAtt":
-                target = item.split(".", 1)[0] if isinstance(item, str) else item[0]
-                found.add(target)
-            elif key == "Fn::Sub":
-                text = item[0] if isinstance(item, list) else item
-                found |= {name.split(".", 1)[0] for name in SUB_VARIABLE.findall(str(text))}
-                if isinstance(item, list):
-                    found |= references(item[1:])
-            else:
-                found |= references(item)
-    elif isinstance(value, list):
-        for item in value:
-            found |= references(item)
-    return {name for name in found if not name.startswith(PSEUDO_PARAMETER)}
-
-
-def attribute_reads(value: Any) -> Iterator[tuple[str, Any]]:
-    """Every ``(logical id, attribute)`` that ``value`` reads with ``Fn::GetAtt`` or ``Fn::Sub``."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "Fn::GetAtt":
-                yield tuple(item.split(".", 1)) if isinstance(item, str) else (item[0], item[1])  # type: ignore[misc]
-            elif key == "Fn::Sub":
-                text = item[0] if isinstance(item, list) else item
-                for name in SUB_VARIABLE.findall(str(text)):
-                    if "." in name:
-                        yield tuple(name.split(".", 1))  # type: ignore[misc]
-                yield from attribute_reads(item)
-            else:
-                yield from attribute_reads(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from attribute_reads(item)
-
-
-def dependency_order(resources: dict[str, Any]) -> list[str]:
-    """The logical ids of ``resources``, each after every resource it refers to or ``DependsOn``."""
-    ordered: list[str] = []
-    visiting: set[str] = set()
-
-    def visit(logical_id: str) -> None:
-        if logical_id in ordered or logical_id in visiting:
-            return  # a cycle is the template's error (refused when the template is checked)
-        visiting.add(logical_id)
-        spec = resources[logical_id]
-        depends = spec.get("DependsOn", [])
-        for target in sorted(references(spec) | set([depends] if isinstance(depends, str) else depends)):
-            if target in resources:
-                visit(target)
-        visiting.discard(logical_id)
-        ordered.append(logical_id)
-
-    for logical_id in resources:
-        visit(logical_id)
-    return ordered
-
-
 def _properties(spec: dict[str, Any]) -> dict[str, Any]:
     return spec.get("Properties") or {}
 
@@ -176,6 +114,88 @@ def _attribute(resource: Any, name: str) -> Any:
         return resource.get_cfn_attribute(name)
     except Exception:
         return None
+
+
+# A stack operation's first event, which starts a new OperationId (the CDK CLI reads a failed deployment's
+# reasons from the events of its last operation, and of the one a rollback follows).
+BEGINS_OPERATION = frozenset(
+    {
+        "CREATE_IN_PROGRESS",
+        "UPDATE_IN_PROGRESS",
+        "DELETE_IN_PROGRESS",
+        "REVIEW_IN_PROGRESS",
+        "ROLLBACK_IN_PROGRESS",
+        "UPDATE_ROLLBACK_IN_PROGRESS",
+    }
+)
+USER_INITIATED = "User Initiated"
+REPLACING = "Requested update requires the creation of a new physical resource; hence creating one."
+_OPERATIONS: dict[str, str] = {}  # stack id -> the OperationId of its current operation
+# stack id -> the stack (moto takes a stack out of its backend's list before deleting its resources)
+_STACKS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+
+def operation_of(stack_id: str) -> str | None:
+    return _OPERATIONS.get(stack_id)
+
+
+def stack_event(original: Any) -> Any:
+    """``Stack._add_stack_event``: an operation's first event starts a new OperationId and, when it has no
+    reason (moto writes an update's change set without one), says "User Initiated", as CloudFormation's."""
+
+    def add_stack_event(
+        self: Any, resource_status: str, resource_status_reason: str | None = None, **kw: Any
+    ) -> None:
+        _STACKS[self.stack_id] = self
+        if resource_status in BEGINS_OPERATION:
+            _OPERATIONS[self.stack_id] = str(uuid.uuid4())
+            if resource_status_reason is None and not resource_status.endswith("ROLLBACK_IN_PROGRESS"):
+                resource_status_reason = USER_INITIATED
+        original(self, resource_status, resource_status_reason=resource_status_reason, **kw)
+
+    return add_stack_event
+
+
+def event_operation(original: Any) -> Any:
+    """``Event.__init__``: each event carries the OperationId of its stack's current operation."""
+
+    def __init__(self: Any, stack_id: str, *args: Any, **kwargs: Any) -> None:
+        original(self, stack_id, *args, **kwargs)
+        self.operation_id = _OPERATIONS.get(stack_id)
+
+    return __init__
+
+
+def resource_event(
+    resources: Any,
+    logical_id: str,
+    status: str,
+    reason: str | None = None,
+    *,
+    spec: dict[str, Any] | None = None,
+    resource: Any = None,
+) -> None:
+    """Record one resource's event on the stack that ``resources`` (moto's ResourceMap) belongs to; its type
+    from ``spec`` and physical id from ``resource`` (default: the stack's current ones)."""
+    from moto.cloudformation.models import Event
+
+    stack = _STACKS.get(resources.stack_id)
+    if stack is None:
+        return
+    spec = spec if spec is not None else resources._resource_json_map.get(logical_id) or {}
+    resource = resource if resource is not None else resources._parsed_resources.get(logical_id)
+    physical = getattr(resource, "physical_resource_id", "") if not isinstance(resource, str) else ""
+    event = Event(
+        stack_id=stack.stack_id,
+        stack_name=stack.name,
+        logical_resource_id=logical_id,
+        physical_resource_id=physical if isinstance(physical, str) else "",
+        resource_type=spec.get("Type", ""),
+        resource_status=status,
+        resource_status_reason=reason,
+        resource_properties=None,
+    )
+    stack.events.append(event)
 
 
 @dataclass
@@ -238,8 +258,11 @@ class StackUpdate:
         previous = self.old_parsed.get(logical_id)
         if previous is None or logical_id not in self.old_specs:
             self.action = "CREATE"
+            if self._wanted(spec) and parsing.resource_class_from_type(spec.get("Type", "")) is not None:
+                resource_event(rm, logical_id, "CREATE_IN_PROGRESS")
             if rm[logical_id] is not None:  # moto creates on first access (None: a condition or no type)
                 self.steps.append(_Step("created", logical_id))
+                resource_event(rm, logical_id, "CREATE_COMPLETE")
             return
         if not self._wanted(spec):
             return  # its condition no longer holds: removed when the update succeeded
@@ -267,8 +290,10 @@ class StackUpdate:
                 )
             rm._parsed_resources.pop(logical_id, None)
             self.action = "CREATE"
+            resource_event(rm, logical_id, "UPDATE_IN_PROGRESS", REPLACING, resource=previous)
             rm[logical_id]  # moto creates it on first access, with a new generated name
             self.steps.append(_Step("replaced", logical_id, previous))
+            resource_event(rm, logical_id, "UPDATE_COMPLETE")
             self.replaced.add(logical_id)
             log.info("replaced %s (%s): %s", logical_id, kind, ", ".join(sorted(changed)))
             return
@@ -276,7 +301,9 @@ class StackUpdate:
         self.steps.append(_Step("updated", logical_id, previous))  # undone even if it fails half-way
         read = {attribute for target, attribute in attribute_reads(self.template) if target == logical_id}
         before = {attribute: _attribute(previous, attribute) for attribute in read}
+        resource_event(rm, logical_id, "UPDATE_IN_PROGRESS")
         rm._parsed_resources[logical_id] = updated = self._update_in_place(logical_id, spec, previous)
+        resource_event(rm, logical_id, "UPDATE_COMPLETE")
         self.changed_attributes |= {(logical_id, a) for a in read if _attribute(updated, a) != before[a]}
 
     def _update_in_place(self, logical_id: str, spec: dict[str, Any], previous: Any) -> Any:
@@ -308,21 +335,29 @@ class StackUpdate:
         for logical_id in dropped:
             spec = self.old_specs[logical_id]
             rm._parsed_resources.pop(logical_id, None)
-            self._delete(self.old_parsed[logical_id], spec, spec.get("DeletionPolicy") in RETAINED_ON_DELETE)
+            retained = spec.get("DeletionPolicy") in RETAINED_ON_DELETE
+            self._delete(logical_id, self.old_parsed[logical_id], spec, retained)
         for step in self.steps:
             if step.kind == "replaced":
                 spec = self.old_specs[step.logical_id]
-                self._delete(step.previous, spec, spec.get("UpdateReplacePolicy") == "Retain")
+                retained = spec.get("UpdateReplacePolicy") == "Retain"
+                self._delete(step.logical_id, step.previous, spec, retained)
 
-    def _delete(self, resource: Any, spec: dict[str, Any], retained: bool) -> None:
+    def _delete(self, logical_id: str, resource: Any, spec: dict[str, Any], retained: bool) -> None:
         name = getattr(resource, "physical_resource_id", resource)
+        event = {"spec": spec, "resource": resource}
         if retained:
             log.info("kept %s (%s): its policy retains it", name, spec.get("Type"))
+            resource_event(self.resources, logical_id, "DELETE_SKIPPED", **event)
             return
+        resource_event(self.resources, logical_id, "DELETE_IN_PROGRESS", **event)
         try:
             self.resources._delete_resource(resource, spec)
         except Exception as error:  # CloudFormation: DELETE_FAILED, the update still succeeded
             log.warning("could not delete %s (%s): %s", name, spec.get("Type"), error)
+            resource_event(self.resources, logical_id, "DELETE_FAILED", _reason(error), **event)
+        else:
+            resource_event(self.resources, logical_id, "DELETE_COMPLETE", **event)
 
     def _restore(self) -> None:
         rm = self.resources
@@ -346,7 +381,8 @@ class StackUpdate:
                         step.logical_id, spec, step.previous
                     )
                 elif step.logical_id in created:
-                    self._delete(created[step.logical_id], self.specs[step.logical_id], self._kept(step))
+                    spec = self.specs[step.logical_id]
+                    self._delete(step.logical_id, created[step.logical_id], spec, self._kept(step))
             except Exception as error:
                 failures.append(f"{step.logical_id}: {error}")
         return failures
@@ -359,6 +395,33 @@ class StackUpdate:
         if step.kind == "replaced":
             return spec.get("UpdateReplacePolicy") == "Retain"
         return spec.get("DeletionPolicy") == "Retain"
+
+
+def delete(resources: Any) -> None:
+    """``ResourceMap.delete`` (DeleteStack) as CloudFormation does it: each resource after every resource that
+    refers to it, except those ``DeletionPolicy`` keeps. Moto tries them in any order and again while fewer
+    remain, so a resource it cannot delete before another (a route before its table) stops the deletion."""
+    specs = resources._resource_json_map
+    failures: list[tuple[str, Exception]] = []
+    for logical_id in reversed(dependency_order(specs)):
+        spec, resource = specs[logical_id], resources._parsed_resources.get(logical_id)
+        if resource is None or isinstance(resource, str):
+            continue
+        if spec.get("DeletionPolicy") in RETAINED_ON_DELETE:
+            resource_event(resources, logical_id, "DELETE_SKIPPED")
+            continue
+        resource_event(resources, logical_id, "DELETE_IN_PROGRESS")
+        try:
+            resources._delete_resource(resource, spec)
+        except Exception as error:  # CloudFormation: DELETE_FAILED, and the stack too
+            failures.append((logical_id, error))
+            resource_event(resources, logical_id, "DELETE_FAILED", _reason(error))
+        else:
+            resource_event(resources, logical_id, "DELETE_COMPLETE")
+            resources._parsed_resources.pop(logical_id)
+    if failures:
+        log.warning("could not delete %s: %s", ", ".join(f for f, _ in failures), failures[0][1])
+        raise failures[0][1]
 
 
 def update(resources: Any, template: dict[str, Any], parameters: dict[str, Any] | None = None) -> None:

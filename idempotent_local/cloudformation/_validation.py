@@ -15,7 +15,7 @@ from moto.cloudformation import parsing
 from moto.cloudformation.exceptions import ValidationError
 from moto.cloudformation.models import Stack
 
-from idempotent_local.cloudformation._updates import attribute_reads, references
+from idempotent_local.template import attribute_reads, references
 
 
 def _cycle(resources: dict[str, Any]) -> list[str] | None:

@@ -1,8 +1,11 @@
 """``AWS::StepFunctions::StateMachine``: moto 5.2.5 creates every state machine of a template as STANDARD,
-ignoring ``StateMachineType``."""
+ignoring ``StateMachineType``, and drops ``LoggingConfiguration``, ``TracingConfiguration`` and
+``EncryptionConfiguration`` (logging ``OFF``, tracing off, whatever the template says), on create and on
+update."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from moto.core.common_models import CloudFormationModel
@@ -12,11 +15,44 @@ from moto.stepfunctions.utils import cfn_to_api_tags
 
 from idempotent_local.cloudformation._common import adopt, properties
 
+# Template property -> (the API's field, the service's value when the template has none).
+CONFIGURATIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "LoggingConfiguration": ("loggingConfiguration", {"level": "OFF", "includeExecutionData": False}),
+    "TracingConfiguration": ("tracingConfiguration", {"enabled": False}),
+    "EncryptionConfiguration": ("encryptionConfiguration", {"type": "AWS_OWNED_KEY"}),
+}
+
+
+def api_shape(value: Any) -> Any:
+    """A template value in the API's shape: ``{"Level": "ALL"}`` -> ``{"level": "ALL"}``, at every depth."""
+    if isinstance(value, dict):
+        return {key[:1].lower() + key[1:]: api_shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [api_shape(item) for item in value]
+    return value
+
+
+def configurations(props: dict[str, Any]) -> dict[str, Any]:
+    """Each configuration the state machine has: the template's, else the service's default."""
+    return {
+        field: api_shape(props[name]) if name in props else dict(default)
+        for name, (field, default) in CONFIGURATIONS.items()
+    }
+
+
+def definition(props: dict[str, Any]) -> str:
+    """``DefinitionString``, or ``Definition`` (the same as an object)."""
+    if "Definition" in props and "DefinitionString" not in props:
+        return json.dumps(props["Definition"])
+    return str(props.get("DefinitionString", ""))
+
 
 class StepFunctionsStateMachine(MotoStateMachine, CloudFormationModel):
     """``AWS::StepFunctions::StateMachine``: a moto state machine of the template's type (STANDARD unless
-    ``StateMachineType`` says EXPRESS), so what refuses an Express workflow in AWS refuses it here. Updates
-    and deletion are moto's; a new type replaces it (see ``_updates``)."""
+    ``StateMachineType`` says EXPRESS), so what refuses an Express workflow in AWS refuses it here, with the
+    template's logging, tracing and encryption configurations (``DescribeStateMachine`` shows them). An
+    update changes them in place (one the template drops goes back to the service's default); a new type
+    or name replaces it (see ``_updates``). Deletion is moto's."""
 
     @classmethod
     def create_from_cloudformation_json(  # type: ignore[misc]
@@ -30,9 +66,28 @@ class StepFunctionsStateMachine(MotoStateMachine, CloudFormationModel):
         props = properties(cloudformation_json)
         machine = stepfunctions_backends[account_id][region_name].create_state_machine(
             props.get("StateMachineName", resource_name),
-            props.get("DefinitionString", ""),
+            definition(props),
             props.get("RoleArn", ""),
             tags=cfn_to_api_tags(props.get("Tags") or []),
             sm_type=props.get("StateMachineType"),
+            **configurations(props),
         )
+        return adopt(machine, cls)
+
+    @classmethod
+    def update_from_cloudformation_json(  # type: ignore[misc]
+        cls,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> StepFunctionsStateMachine:
+        props = properties(cloudformation_json)
+        backend = stepfunctions_backends[account_id][region_name]
+        machine = backend.update_state_machine(
+            original_resource.arn, definition=definition(props), role_arn=props.get("RoleArn")
+        )
+        machine.update(**configurations(props))
+        backend.tagger.tag_resource(machine.arn, cfn_to_api_tags(props.get("Tags") or []))
         return adopt(machine, cls)

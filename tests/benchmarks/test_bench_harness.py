@@ -14,7 +14,7 @@ from moto import mock_aws
 from benchmarks import contenders, run, runtime_bench, synth_bench, volume_bench
 from benchmarks.events import fifo_batch, redelivery
 from benchmarks.instruments import LatencyInjector, RequestCounter, StandingStubber
-from benchmarks.report import Metric, Target, render_markdown, unmeasured
+from benchmarks.report import TIMES, Metric, Target, render_markdown, unmeasured
 
 REQUIRED_KEYS = {"name", "unit", "ours", "reference", "reference_name", "ratio", "method"}
 
@@ -374,16 +374,36 @@ def test_a_skipped_test_suite_keeps_the_previous_measurement_marked_as_carried_o
     assert run._carried_over(tmp_path / "missing.json", {"test_suite_s"}) == []
 
 
-def test_the_volume_row_holds_the_largest_size_to_its_time_and_to_the_smallest_sizes_cost_per_message():
+def test_the_volume_rows_hold_the_emulators_cpu_to_plain_motos_and_to_its_own_at_the_smallest_size():
     runs = [
         volume_bench.Drained(1000, publish_s=2.0, drain_s=4.0, emulator_cpu_s=2.4, deliveries=1000),
         volume_bench.Drained(10000, publish_s=20.0, drain_s=50.0, emulator_cpu_s=30.0, deliveries=10000),
         volume_bench.Drained(1000, publish_s=2.0, drain_s=6.0, emulator_cpu_s=2.6, deliveries=1000),
     ]
-    total, per_message = run.volume_metrics(runs)
+    total, per_message, against_moto, at_scale = run.volume_metrics(
+        runs, plain_cpu_s=5.0, plain_messages=1000
+    )
 
-    assert (total.ours, total.target.text, total.met) == (70.0, "≤ 60 s for 10,000", False)
-    assert (per_message.ours, per_message.reference) == (7.0, 7.0)  # ms; the 1,000 runs averaged
-    assert (per_message.ratio, per_message.met) == (1.0, True)
-    assert per_message.extra["emulator_cpu_ms_per_message"]["ratio"] == 1.2  # 3.0 ms against 2.5 ms
+    assert (total.ours, total.target, total.met) == (70.0, None, None)  # wall time: recorded, no target
+    assert (per_message.ours, per_message.reference, per_message.target) == (7.0, 7.0, None)
+    assert (against_moto.ours, against_moto.reference) == (2.5, 5.0)  # ms: the 1,000 runs against plain moto
+    assert (against_moto.ratio, against_moto.target.text, against_moto.met) == (
+        0.5,
+        f"≤ 1.5{TIMES} plain moto",
+        True,
+    )
+    assert (at_scale.ours, at_scale.reference, at_scale.ratio, at_scale.met) == (3.0, 2.5, 1.2, True)
     assert [r["drained_per_s"] for r in total.extra["runs"]] == [250.0, 200.0, 166.7]
+
+
+def test_the_local_tools_rows_hold_each_commands_median_to_a_second():
+    from benchmarks import local_tools_bench
+
+    timed = [
+        local_tools_bench.Timed("local output TopicArn --stack BenchTwo", [0.6, 0.9, 0.7], 3, 294),
+        local_tools_bench.Timed("local status", [1.2, 0.95, 1.4], 3, 294),
+    ]
+    output, status = run.local_tools_metrics(timed)
+    assert (output.name, output.ours, output.met) == ("local_output_s", 0.7, True)
+    assert (status.name, status.ours, status.met) == ("local_status_s", 1.2, False)
+    assert "with 3 stacks of app.py -c outbox=true deployed (294 resources)" in status.method

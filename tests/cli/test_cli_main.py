@@ -80,6 +80,8 @@ def test_local_commands_are_the_local_tools_with_its_alias() -> None:
         "demo",
         "diff",
         "status",
+        "age-streams",
+        "request",
         "output",
         "env",
         "destroy",

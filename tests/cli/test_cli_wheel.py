@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,20 +23,12 @@ import pytest
 
 from idempotent_local import emulator as emulators
 from idempotent_local.cdk import CACHE_ENV, CDK_CLI_VERSION
-from tests.wheelhouse import this_python_tag, write_wheel
+from tests.wheelhouse import build_wheel, install_wheel, this_python_tag, write_wheel
 
 # One app shared by the module's tests, in order: they run on one xdist worker (make test: --dist loadfile).
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = (
-    "pyproject.toml",
-    "README.md",
-    "LICENSE",
-    "idempotent_pipeline",
-    "idempotent_local",
-    "idempotent_cli",
-)
 
 if not (REPO / "node_modules" / ".bin" / "cdk").exists():
     pytest.skip("the pinned CDK CLI is not installed (make setup installs it)", allow_module_level=True)
@@ -82,52 +72,11 @@ class Shop:
         return {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
 
 
-def _build_wheel(work: Path) -> Path:
-    source = work / "source"
-    source.mkdir()
-    for name in SOURCES:
-        origin = REPO / name
-        if origin.is_dir():
-            shutil.copytree(origin, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(origin, source / name)
-    shutil.copytree(REPO / "lambda_src", source / "lambda_src", ignore=shutil.ignore_patterns("__pycache__"))
-    command = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--skip-dependency-check"]
-    result = subprocess.run(
-        [*command, "--outdir", str(work / "dist"), str(source)], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, f"wheel build failed:\n{result.stdout}\n{result.stderr}"
-    (wheel,) = (work / "dist").glob("idempotent_pipeline-*-py3-none-any.whl")
-    return wheel
-
-
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
     work = tmp_path_factory.mktemp("new-user")
-    wheel = _build_wheel(work)
-    venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    # The README's install line, without the network: the extra is named, its packages are borrowed below.
-    pip = [
-        sys.executable,
-        "-m",
-        "pip",
-        "--python",
-        str(python),
-        "install",
-        "--quiet",
-        "--no-deps",
-        "--no-index",
-    ]
-    subprocess.run([*pip, f"{wheel}[local]"], check=True, capture_output=True)
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    (Path(site) / "project_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    wheel = build_wheel(work)
+    venv = install_wheel(wheel, work / "venv", [Path(sysconfig.get_paths()["purelib"])])
     cache = work / "cache"
     (cache / f"cdk-{CDK_CLI_VERSION}").mkdir(parents=True)
     (cache / f"cdk-{CDK_CLI_VERSION}" / "node_modules").symlink_to(REPO / "node_modules")

@@ -96,7 +96,10 @@ def _deploy(
     batch_size: int = 10,
     visibility_timeout: int = 30,
     max_receive_count: int = 2,
+    inline: bool = False,
 ) -> Deployed:
+    """The queue, its DLQ, the table and the function mapped to the queue; its code from a bucket, or
+    ``inline`` (``Code.ZipFile``, as a template's inline code is deployed)."""
     sqs, dynamodb, s3 = emulator.client("sqs"), emulator.client("dynamodb"), emulator.client("s3")
     iam, lambda_ = emulator.client("iam"), emulator.client("lambda")
     dlq = sqs.create_queue(QueueName="dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
@@ -123,8 +126,9 @@ def _deploy(
             {"AttributeName": "sk", "AttributeType": "S"},
         ],
     )
+    package = _zip(code or {"probe.py": PROBE})
     s3.create_bucket(Bucket="assets")
-    s3.put_object(Bucket="assets", Key="code.zip", Body=_zip(code or {"probe.py": PROBE}))
+    s3.put_object(Bucket="assets", Key="code.zip", Body=package)
     role = iam.create_role(RoleName="consumer", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     lambda_.create_function(
         FunctionName="consumer",
@@ -132,7 +136,7 @@ def _deploy(
         Role=role,
         Handler=handler,
         Timeout=10,
-        Code={"S3Bucket": "assets", "S3Key": "code.zip"},
+        Code={"ZipFile": package} if inline else {"S3Bucket": "assets", "S3Key": "code.zip"},
         Environment={"Variables": {"TABLE_NAME": "items", "MARKER": "from-the-emulator"}},
     )
     lambda_.create_event_source_mapping(
@@ -333,6 +337,22 @@ def test_redeployed_code_replaces_the_warm_worker(clean_emulator: Emulator) -> N
         runner.drain(timeout=60)
     markers = {item["sk"]["S"]: item["marker"]["S"] for item in deployed.items("record")}
     assert markers == {"before": "from-the-emulator", "after": "second version"}
+
+
+def test_a_function_whose_code_is_inline_runs_and_its_new_inline_code_replaces_the_worker(
+    clean_emulator: Emulator,
+) -> None:
+    deployed = _deploy(clean_emulator, inline=True)  # moto keeps inline code in no bucket
+    with deployed.runner() as runner:
+        deployed.send("before")
+        runner.drain(timeout=60)
+        second = _zip({"probe.py": PROBE.replace('os.environ["MARKER"]', '"second version"')})
+        clean_emulator.client("lambda").update_function_code(FunctionName="consumer", ZipFile=second)
+        deployed.send("after")
+        stats = runner.drain(timeout=60)
+    markers = {item["sk"]["S"]: item["marker"]["S"] for item in deployed.items("record")}
+    assert markers == {"before": "from-the-emulator", "after": "second version"}
+    assert (stats.delivered, stats.succeeded, stats.unable) == (2, 2, {})
 
 
 # A function that reports as the runtime does: one Embedded Metric Format line per batch, and a log line
@@ -591,6 +611,26 @@ def test_local_run_drain_processes_everything_then_exits_with_a_summary(clean_em
     out, err = failing.communicate(timeout=300)
     assert failing.returncode == 1, out + err
     assert "1 failed" in out.strip().splitlines()[-1]
+
+
+def test_local_run_drain_lists_a_disabled_mapping_as_not_polled(clean_emulator: Emulator) -> None:
+    deployed = _deploy(clean_emulator)
+    sqs, lambda_ = clean_emulator.client("sqs"), clean_emulator.client("lambda")
+    paused = sqs.create_queue(QueueName="paused.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    paused_arn = sqs.get_queue_attributes(QueueUrl=paused, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    lambda_.create_event_source_mapping(EventSourceArn=paused_arn, FunctionName="consumer", Enabled=False)
+    deployed.send("ok-1")
+
+    drained = _local_run(clean_emulator, "--drain", "--retry-delay", "0")
+    out, err = drained.communicate(timeout=300)
+
+    assert drained.returncode == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].startswith("polling 1 event source mapping(s) on ")
+    assert lines[1] == f"    {deployed.queue_arn} -> consumer (batch 10)"
+    assert lines[2] == f"    not polled (disabled): {paused_arn} -> consumer (batch 10)"
 
 
 def test_run_polls_every_mapping_at_the_same_time(clean_emulator: Emulator) -> None:

@@ -498,3 +498,120 @@ def test_an_update_of_what_the_emulator_does_not_model_is_noted_on_the_stack(
     deploy(clean_emulator, template(ttl=True, retention=14, keyed=False))  # dropping the key needs no note
     (stack,) = deployed_stacks(clean_emulator)
     assert stack.notes == []
+
+
+def _change_set(emulator: Emulator, stack: str, name: str, template: dict[str, Any], kind: str) -> None:
+    cloudformation = emulator.client("cloudformation")
+    cloudformation.create_change_set(
+        StackName=stack, ChangeSetName=name, ChangeSetType=kind, TemplateBody=json.dumps(template)
+    )
+    cloudformation.execute_change_set(StackName=stack, ChangeSetName=name)
+
+
+def _operations(emulator: Emulator, stack: str) -> list[list[tuple[str, str, str]]]:
+    """The stack's events grouped by OperationId, newest operation first: (logical id, status, reason)."""
+    events = emulator.client("cloudformation").describe_stack_events(StackName=stack)["StackEvents"]
+    grouped: dict[str, list[tuple[str, str, str]]] = {}
+    for event in events:  # newest first
+        row = (event["LogicalResourceId"], event["ResourceStatus"], event.get("ResourceStatusReason", ""))
+        grouped.setdefault(event.get("OperationId", "none"), []).append(row)
+    return list(grouped.values())
+
+
+def test_an_update_through_a_change_set_is_user_initiated_and_reports_each_resource(
+    clean_emulator: Emulator,
+) -> None:
+    created = {"Resources": {"Queue": _queue(), "Dropped": _queue()}}
+    updated = {"Resources": {"Queue": _queue(VisibilityTimeout=60), "Added": _queue()}}
+    _change_set(clean_emulator, "Evented", "create", created, "CREATE")
+    _change_set(clean_emulator, "Evented", "update", updated, "UPDATE")
+
+    operations = _operations(clean_emulator, "Evented")
+    assert len(operations) == 3, operations  # review, create, update: each its own OperationId
+    update, create, review = operations
+    assert list(reversed(update)) == [
+        ("Evented", "UPDATE_IN_PROGRESS", "User Initiated"),
+        ("Queue", "UPDATE_IN_PROGRESS", ""),
+        ("Queue", "UPDATE_COMPLETE", ""),
+        ("Added", "CREATE_IN_PROGRESS", ""),
+        ("Added", "CREATE_COMPLETE", ""),
+        ("Dropped", "DELETE_IN_PROGRESS", ""),
+        ("Dropped", "DELETE_COMPLETE", ""),
+        ("Evented", "UPDATE_COMPLETE", ""),
+    ]
+    assert create[-1] == ("Evented", "CREATE_IN_PROGRESS", "User Initiated")
+    assert {("Queue", "CREATE_COMPLETE", ""), ("Dropped", "CREATE_COMPLETE", "")} <= set(create)
+    assert review == [("Evented", "REVIEW_IN_PROGRESS", "User Initiated")]
+
+
+def test_a_failed_update_holds_only_its_own_failure_in_the_operations_the_cdk_cli_reads(
+    clean_emulator: Emulator,
+) -> None:
+    def template(ttl_attribute: str, key: str = "pk") -> dict[str, Any]:
+        table = _table(
+            TableName="named", TimeToLiveSpecification={"AttributeName": ttl_attribute, "Enabled": True}
+        )
+        table["Properties"]["KeySchema"][0]["AttributeName"] = key
+        table["Properties"]["AttributeDefinitions"][0]["AttributeName"] = key
+        return {"Resources": {"Table": table, "Queue": _queue()}}
+
+    _change_set(clean_emulator, "Failing", "create", template("expires_at"), "CREATE")
+    _change_set(clean_emulator, "Failing", "first", template("ttl_one"), "UPDATE")  # refused: TTL moves
+    _change_set(clean_emulator, "Failing", "second", template("expires_at", key="id"), "UPDATE")  # named
+
+    # The CDK CLI reports the newest operation, and the one before it when the newest is a rollback.
+    operations = _operations(clean_emulator, "Failing")
+    assert len(operations) == 6, operations  # review, create, then each update and its rollback
+    rollback, update, *earlier = operations
+    assert [status for _, status, _ in rollback] == [
+        "UPDATE_ROLLBACK_COMPLETE",
+        "UPDATE_ROLLBACK_IN_PROGRESS",
+    ]
+    failures = [(logical, reason) for logical, status, reason in update if status.endswith("_FAILED")]
+    assert len(failures) == 1 and "custom-named resource" in failures[0][1], update
+    assert any("TimeToLive is active" in reason for operation in earlier for _, _, reason in operation)
+
+
+def test_a_state_machine_keeps_the_templates_logging_and_tracing_configurations(
+    clean_emulator: Emulator,
+) -> None:
+    role = {
+        "Type": "AWS::IAM::Role",
+        "Properties": {"AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": []}},
+    }
+    logging = {
+        "Level": "ALL",
+        "IncludeExecutionData": True,
+        "Destinations": [{"CloudWatchLogsLogGroup": {"LogGroupArn": {"Fn::GetAtt": ["Logs", "Arn"]}}}],
+    }
+
+    def template(configured: bool) -> dict[str, Any]:
+        machine: dict[str, Any] = {
+            "RoleArn": {"Fn::GetAtt": ["Role", "Arn"]},
+            "DefinitionString": '{"StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}',
+        }
+        if configured:
+            machine |= {"LoggingConfiguration": logging, "TracingConfiguration": {"Enabled": True}}
+        return {
+            "Resources": {
+                "Role": role,
+                "Logs": {"Type": "AWS::Logs::LogGroup", "Properties": {}},
+                "Machine": {"Type": "AWS::StepFunctions::StateMachine", "Properties": machine},
+            }
+        }
+
+    ids = deploy(clean_emulator, template(configured=True))
+    stepfunctions = clean_emulator.client("stepfunctions")
+    described = stepfunctions.describe_state_machine(stateMachineArn=ids["Machine"])
+    log_group = f"arn:aws:logs:us-east-1:000000000000:log-group:{ids['Logs']}"  # its Fn::GetAtt Arn here
+    assert described["loggingConfiguration"] == {
+        "level": "ALL",
+        "includeExecutionData": True,
+        "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": log_group}}],
+    }
+    assert described["tracingConfiguration"] == {"enabled": True}
+
+    deploy(clean_emulator, template(configured=False))  # an update that drops them: the defaults again
+    described = stepfunctions.describe_state_machine(stateMachineArn=ids["Machine"])
+    assert described["loggingConfiguration"] == {"level": "OFF", "includeExecutionData": False}
+    assert described["tracingConfiguration"] == {"enabled": False}

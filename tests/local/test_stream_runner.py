@@ -6,153 +6,18 @@ from __future__ import annotations
 
 import base64
 import datetime
-import io
 import json
 import subprocess
 import sys
-import textwrap
 import time
-import zipfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from idempotent_local.emulator import Emulator
 from idempotent_local.events import lambda_dynamodb_event, stream_invocation_record
-from idempotent_local.runner import EventSourceRunner, RunnerError, StreamMapping
-
-# Writes each invocation's event to $OUT (one JSON line), then acts on each record's `mode` attribute:
-# "raise" fails the whole batch, "fail" reports the record as a batch item failure, "fail-once" does so
-# the first time the function sees the record only.
-PROBE = textwrap.dedent(
-    """
-    import json
-    import os
-
-    OUT = os.environ["OUT"]
-
-
-    def handler(event, context):
-        records = event["Records"]
-        seen = []
-        if os.path.exists(OUT):
-            with open(OUT) as log:
-                seen = [r["eventID"] for line in log for r in json.loads(line)["records"]]
-        with open(OUT, "a") as log:
-            log.write(json.dumps({"request_id": context.aws_request_id, "records": records}) + "\\n")
-        failures = []
-        for record in records:
-            image = record["dynamodb"].get("NewImage", {})
-            mode = image.get("mode", {}).get("S", "ok")
-            if mode == "raise":
-                raise RuntimeError("poison " + record["dynamodb"]["Keys"]["pk"]["S"])
-            if mode == "fail" or (mode == "fail-once" and record["eventID"] not in seen):
-                failures.append({"itemIdentifier": record["dynamodb"]["SequenceNumber"]})
-        return {"batchItemFailures": failures}
-    """
-)
-OUTBOX_ONLY = json.dumps({"dynamodb": {"NewImage": {"kind": {"S": ["outbox"]}}}})
-
-
-def _zip(files: dict[str, str]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-    return buffer.getvalue()
-
-
-@dataclass
-class Deployed:
-    emulator: Emulator
-    table: str
-    stream_arn: str
-    out: Path
-    on_failure_url: str
-
-    def put(self, key: str, kind: str = "outbox", mode: str = "ok") -> None:
-        item = {"pk": {"S": key}, "kind": {"S": kind}, "mode": {"S": mode}}
-        self.emulator.client("dynamodb").put_item(TableName=self.table, Item=item)
-
-    def invocations(self) -> list[list[str]]:
-        """The keys of the records of each invocation, in order."""
-        if not self.out.exists():
-            return []
-        lines = [json.loads(line) for line in self.out.read_text().splitlines()]
-        return [[r["dynamodb"]["Keys"]["pk"]["S"] for r in line["records"]] for line in lines]
-
-    def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.out.read_text().splitlines()] if self.out.exists() else []
-
-    def on_failure(self) -> list[dict[str, Any]]:
-        received = self.emulator.client("sqs").receive_message(
-            QueueUrl=self.on_failure_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
-        )
-        return [json.loads(m["Body"]) for m in received.get("Messages", [])]
-
-    def mapping(self, runner: EventSourceRunner) -> StreamMapping:
-        (mapping,) = runner.mappings()
-        assert isinstance(mapping, StreamMapping)
-        return mapping
-
-    def shard_id(self) -> str:
-        described = self.emulator.client("dynamodbstreams").describe_stream(StreamArn=self.stream_arn)
-        return str(described["StreamDescription"]["Shards"][0]["ShardId"])
-
-    def runner(self, **kwargs: Any) -> EventSourceRunner:
-        return EventSourceRunner(self.emulator, retry_delay=0, **kwargs)
-
-
-def _deploy(
-    emulator: Emulator, out: Path, code: str = PROBE, *, mapping: bool = True, **settings: Any
-) -> Deployed:
-    """A table with a NEW_AND_OLD_IMAGES stream, a queue for discarded batches, the function, and (unless
-    ``mapping`` is False) its stream mapping from TRIM_HORIZON with ``settings`` (FilterCriteria, ...)."""
-    dynamodb, sqs, s3, lambda_ = (emulator.client(s) for s in ("dynamodb", "sqs", "s3", "lambda"))
-    stream_arn = dynamodb.create_table(
-        TableName="outbox",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-    )["TableDescription"]["LatestStreamArn"]
-    on_failure = sqs.create_queue(QueueName="stream-failures")["QueueUrl"]
-    s3.create_bucket(Bucket="assets")
-    s3.put_object(Bucket="assets", Key="relay.zip", Body=_zip({"relay.py": code}))
-    role = emulator.client("iam").create_role(RoleName="relay", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    lambda_.create_function(
-        FunctionName="relay",
-        Runtime="python3.12",
-        Role=role,
-        Handler="relay.handler",
-        Timeout=10,
-        Code={"S3Bucket": "assets", "S3Key": "relay.zip"},
-        Environment={"Variables": {"OUT": str(out)}},
-    )
-    deployed = Deployed(emulator, "outbox", stream_arn, out, on_failure)
-    if mapping:
-        _map(deployed, **settings)
-    return deployed
-
-
-def _map(deployed: Deployed, **settings: Any) -> None:
-    queue_arn = deployed.emulator.client("sqs").get_queue_attributes(
-        QueueUrl=deployed.on_failure_url, AttributeNames=["QueueArn"]
-    )["Attributes"]["QueueArn"]
-    deployed.emulator.client("lambda").create_event_source_mapping(
-        **{
-            "EventSourceArn": deployed.stream_arn,
-            "FunctionName": "relay",
-            "StartingPosition": "TRIM_HORIZON",
-            "BatchSize": 10,
-            "FunctionResponseTypes": ["ReportBatchItemFailures"],
-            "DestinationConfig": {"OnFailure": {"Destination": queue_arn}},
-            **settings,
-        }
-    )
-
+from idempotent_local.runner import RunnerError
+from tests.local.stream_helpers import OUTBOX_ONLY, deploy, map_stream
 
 # --- the event and the invocation record ------------------------------------------------------------------
 
@@ -243,7 +108,7 @@ def test_the_invocation_record_names_the_discarded_batchs_place_in_the_stream() 
 
 
 def test_stream_mappings_are_read_back_from_the_emulator(clean_emulator: Emulator, tmp_path: Path) -> None:
-    deployed = _deploy(
+    deployed = deploy(
         clean_emulator,
         tmp_path / "out",
         FilterCriteria={"Filters": [{"Pattern": OUTBOX_ONLY}]},
@@ -277,7 +142,7 @@ def test_stream_mappings_are_read_back_from_the_emulator(clean_emulator: Emulato
 def test_only_matching_records_reach_the_function_in_sequence_order_and_the_rest_are_read_past(
     clean_emulator: Emulator, tmp_path: Path
 ) -> None:
-    deployed = _deploy(
+    deployed = deploy(
         clean_emulator, tmp_path / "out", BatchSize=3, FilterCriteria={"Filters": [{"Pattern": OUTBOX_ONLY}]}
     )
     for n in range(7):
@@ -311,10 +176,10 @@ def test_only_matching_records_reach_the_function_in_sequence_order_and_the_rest
 def test_a_latest_mapping_starts_with_the_records_written_after_it(
     clean_emulator: Emulator, tmp_path: Path
 ) -> None:
-    deployed = _deploy(clean_emulator, tmp_path / "out", mapping=False)
+    deployed = deploy(clean_emulator, tmp_path / "out", mapping=False)
     deployed.put("before")
     time.sleep(0.05)
-    _map(deployed, StartingPosition="LATEST")
+    map_stream(deployed, StartingPosition="LATEST")
     deployed.put("after")
     with deployed.runner() as runner:
         runner.drain(timeout=60)
@@ -324,7 +189,7 @@ def test_a_latest_mapping_starts_with_the_records_written_after_it(
 def test_the_batching_window_gathers_records_written_apart_into_one_batch(
     clean_emulator: Emulator, tmp_path: Path
 ) -> None:
-    deployed = _deploy(clean_emulator, tmp_path / "out", MaximumBatchingWindowInSeconds=1)
+    deployed = deploy(clean_emulator, tmp_path / "out", MaximumBatchingWindowInSeconds=1)
     deployed.put("first")
     with deployed.runner() as runner:
         mapping = deployed.mapping(runner)
@@ -340,7 +205,7 @@ def test_the_batching_window_gathers_records_written_apart_into_one_batch(
 def test_reported_item_failures_move_the_checkpoint_to_the_lowest_and_retry_from_it(
     clean_emulator: Emulator, tmp_path: Path
 ) -> None:
-    deployed = _deploy(clean_emulator, tmp_path / "out")
+    deployed = deploy(clean_emulator, tmp_path / "out")
     deployed.put("a")
     deployed.put("b", mode="fail-once")
     deployed.put("c")
@@ -365,7 +230,7 @@ def test_reported_item_failures_move_the_checkpoint_to_the_lowest_and_retry_from
 def test_an_error_retries_the_whole_batch_then_sends_its_place_to_the_on_failure_queue_and_moves_on(
     clean_emulator: Emulator, tmp_path: Path
 ) -> None:
-    deployed = _deploy(clean_emulator, tmp_path / "out", MaximumRetryAttempts=2)
+    deployed = deploy(clean_emulator, tmp_path / "out", MaximumRetryAttempts=2)
     deployed.put("a")
     deployed.put("poison", mode="raise")
     lines: list[str] = []
@@ -402,7 +267,7 @@ def test_an_error_retries_the_whole_batch_then_sends_its_place_to_the_on_failure
 def test_bisecting_a_failing_batch_isolates_the_poison_record(
     clean_emulator: Emulator, tmp_path: Path
 ) -> None:
-    deployed = _deploy(
+    deployed = deploy(
         clean_emulator, tmp_path / "out", BisectBatchOnFunctionError=True, MaximumRetryAttempts=4
     )
     for key in ("a", "b", "c"):
@@ -433,7 +298,7 @@ def test_records_older_than_the_maximum_record_age_are_discarded_to_a_topic_with
 ) -> None:
     sns, sqs = clean_emulator.client("sns"), clean_emulator.client("sqs")
     topic = sns.create_topic(Name="stream-failures")["TopicArn"]
-    deployed = _deploy(clean_emulator, tmp_path / "out", mapping=False)
+    deployed = deploy(clean_emulator, tmp_path / "out", mapping=False)
     queue_arn = sqs.get_queue_attributes(QueueUrl=deployed.on_failure_url, AttributeNames=["QueueArn"])
     sns.subscribe(
         TopicArn=topic,
@@ -441,7 +306,9 @@ def test_records_older_than_the_maximum_record_age_are_discarded_to_a_topic_with
         Endpoint=queue_arn["Attributes"]["QueueArn"],
         Attributes={"RawMessageDelivery": "true"},
     )
-    _map(deployed, MaximumRecordAgeInSeconds=60, DestinationConfig={"OnFailure": {"Destination": topic}})
+    map_stream(
+        deployed, MaximumRecordAgeInSeconds=60, DestinationConfig={"OnFailure": {"Destination": topic}}
+    )
     deployed.put("a")
     deployed.put("b")
     an_hour_later = lambda: time.time() + 3600  # noqa: E731
@@ -458,7 +325,7 @@ def test_records_older_than_the_maximum_record_age_are_discarded_to_a_topic_with
 def test_a_function_that_cannot_start_leaves_the_stream_unread(
     clean_emulator: Emulator, tmp_path: Path
 ) -> None:
-    deployed = _deploy(clean_emulator, tmp_path / "out", 'raise RuntimeError("OUTBOX_TOPIC is required")\n')
+    deployed = deploy(clean_emulator, tmp_path / "out", 'raise RuntimeError("OUTBOX_TOPIC is required")\n')
     deployed.put("a")
     with deployed.runner() as runner:
         mapping = deployed.mapping(runner)
@@ -472,7 +339,7 @@ def test_a_function_that_cannot_start_leaves_the_stream_unread(
 def test_local_run_drain_reads_every_stream_to_its_end_and_says_so(
     clean_emulator: Emulator, tmp_path: Path
 ) -> None:
-    deployed = _deploy(
+    deployed = deploy(
         clean_emulator, tmp_path / "out", FilterCriteria={"Filters": [{"Pattern": OUTBOX_ONLY}]}
     )
     deployed.put("m-1")

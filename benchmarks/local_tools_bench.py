@@ -1,0 +1,98 @@
+"""The local cloud's tools with several stacks deployed: ``local output NAME --stack S`` (for scripts) and
+``local status``, each run as a user runs it (the console script, a new process), timed from start to exit.
+
+Three stacks of ``app.py`` with its two extra hops (``-c outbox=true``, a ``stack_name`` each) are deployed
+into a fresh emulator with the real CDK CLI (about a minute each, not timed); then each command runs
+``REPEATS`` times and the median is kept. Before the inventory request, ``local output`` read every stack's
+template and checked every resource first: 2 min 56 s with three stacks.
+
+    .venv/bin/python benchmarks/run.py --only local_tools --output-dir /tmp/bench   # this row alone
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.runtime_bench import REPO_ROOT, BenchmarkError
+
+STACKS = ("BenchOne", "BenchTwo", "BenchThree")
+REPEATS = 7
+TOOL = Path(sys.executable).with_name("idempotent-pipeline")
+
+
+@dataclass(frozen=True)
+class Timed:
+    command: str
+    samples_s: list[float]
+    stacks: int
+    resources: int
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.samples_s)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "samples_s": [round(s, 3) for s in self.samples_s],
+            "stacks": self.stacks,
+            "resources": self.resources,
+        }
+
+
+def _timed(command: list[str], state: Path, check: str) -> list[float]:
+    samples = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        samples.append(time.perf_counter() - start)
+        if done.returncode != 0 or check not in done.stdout:
+            raise BenchmarkError(
+                f"{' '.join(command)} answered {done.returncode}: {done.stdout}{done.stderr}"
+            )
+    return samples
+
+
+def measure() -> list[Timed]:
+    """Deploy the three stacks into a fresh emulator, then time each command."""
+    from idempotent_local import emulator as emulators
+    from idempotent_local.cdk import Cdk
+    from idempotent_local.stacks import deployed_stacks
+
+    with tempfile.TemporaryDirectory(prefix="local-tools-bench-") as directory:
+        state = Path(directory)
+        emulator, _ = emulators.start(state, owner=os.getpid())  # stopped with the benchmark, however it ends
+        try:
+            cdk = Cdk(emulator, REPO_ROOT, output=state / "cdk.out")
+            cdk.bootstrap()
+            for name in STACKS:
+                cdk.deploy((), ["--context", "outbox=true", "--context", f"stack_name={name}"])
+            stacks = deployed_stacks(emulator)
+            if sorted(s.name for s in stacks) != sorted(STACKS) or any(s.problems() for s in stacks):
+                raise BenchmarkError(f"expected the three stacks deployed whole, found {stacks}")
+            resources = sum(s.resources for s in stacks)
+            where = ["--state-dir", str(state)]
+            output = [str(TOOL), "local", "output", "TopicArn", "--stack", STACKS[1], *where]
+            status = [str(TOOL), "local", "status", *where]
+            return [
+                Timed(
+                    "local output TopicArn --stack " + STACKS[1],
+                    _timed(output, state, "arn:aws:sns:"),
+                    3,
+                    resources,
+                ),
+                Timed("local status", _timed(status, state, f"{STACKS[2]}: CREATE_COMPLETE"), 3, resources),
+            ]
+        finally:
+            emulators.stop(state)
+
+
+__all__ = ["REPEATS", "STACKS", "Timed", "measure"]

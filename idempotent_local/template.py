@@ -1,0 +1,99 @@
+"""What a CloudFormation template's resources refer to, read from the template alone (no moto): the emulator's
+updates and deletions order resources by it, and ``local deploy`` / ``local status`` name what needs a
+resource the emulator did not create."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+PSEUDO_PARAMETER = "AWS::"
+SUB_VARIABLE = re.compile(r"\$\{([^!}][^}]*)\}")  # ${Name} or ${Name.Attribute} in Fn::Sub; ${!x} is literal
+
+
+def references(value: Any) -> set[str]:
+    """The logical ids and parameters ``value`` refers to (``Ref``, ``Fn::GetAtt``, ``Fn::Sub``)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "Ref" and isinstance(item, str):
+                found.add(item)
+            elif key == "Fn::GetAtt":
+                target = item.split(".", 1)[0] if isinstance(item, str) else item[0]
+                found.add(target)
+            elif key == "Fn::Sub":
+                text = item[0] if isinstance(item, list) else item
+                found |= {name.split(".", 1)[0] for name in SUB_VARIABLE.findall(str(text))}
+                if isinstance(item, list):
+                    found |= references(item[1:])
+            else:
+                found |= references(item)
+    elif isinstance(value, list):
+        for item in value:
+            found |= references(item)
+    return {name for name in found if not name.startswith(PSEUDO_PARAMETER)}
+
+
+def attribute_reads(value: Any) -> Iterator[tuple[str, Any]]:
+    """Every ``(logical id, attribute)`` that ``value`` reads with ``Fn::GetAtt`` or ``Fn::Sub``."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "Fn::GetAtt":
+                yield tuple(item.split(".", 1)) if isinstance(item, str) else (item[0], item[1])  # type: ignore[misc]
+            elif key == "Fn::Sub":
+                text = item[0] if isinstance(item, list) else item
+                for name in SUB_VARIABLE.findall(str(text)):
+                    if "." in name:
+                        yield tuple(name.split(".", 1))  # type: ignore[misc]
+                yield from attribute_reads(item)
+            else:
+                yield from attribute_reads(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from attribute_reads(item)
+
+
+def dependency_order(resources: dict[str, Any]) -> list[str]:
+    """The logical ids of ``resources``, each after every resource it refers to or ``DependsOn``."""
+    ordered: list[str] = []
+    visiting: set[str] = set()
+
+    def visit(logical_id: str) -> None:
+        if logical_id in ordered or logical_id in visiting:
+            return  # a cycle is the template's error (refused when the template is checked)
+        visiting.add(logical_id)
+        spec = resources[logical_id]
+        depends = spec.get("DependsOn", [])
+        for target in sorted(references(spec) | set([depends] if isinstance(depends, str) else depends)):
+            if target in resources:
+                visit(target)
+        visiting.discard(logical_id)
+        ordered.append(logical_id)
+
+    for logical_id in resources:
+        visit(logical_id)
+    return ordered
+
+
+def needed_by(resources: dict[str, Any], roots: set[str]) -> set[str]:
+    """``roots`` and every resource they refer to (``Ref``, ``Fn::GetAtt``, ``Fn::Sub``, ``DependsOn``),
+    transitively."""
+    found: set[str] = set()
+    pending = [r for r in roots if r in resources]
+    while pending:
+        logical_id = pending.pop()
+        if logical_id in found:
+            continue
+        found.add(logical_id)
+        pending += [t for t in direct(resources[logical_id]) if t in resources and t not in found]
+    return found
+
+
+def direct(spec: dict[str, Any]) -> set[str]:
+    """What one resource refers to or ``DependsOn``."""
+    depends = spec.get("DependsOn", [])
+    return references(spec) | set([depends] if isinstance(depends, str) else depends)
+
+
+__all__ = ["attribute_reads", "dependency_order", "direct", "needed_by", "references"]
