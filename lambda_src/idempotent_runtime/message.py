@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 _UNPARSED: Any = object()
 # 1-128 printable ASCII characters: what SNS accepts as a MessageDeduplicationId, and what third-party APIs
 # accept as an idempotency key.
-_PLAIN_KEY = re.compile(r"^[!-~]{1,128}$")
+_PLAIN_KEY = re.compile(r"[!-~]{1,128}")
 
 
 def join_key(parts: Sequence[str], separator: str = "#", plain: re.Pattern[str] = _PLAIN_KEY) -> str:
@@ -27,13 +27,13 @@ def join_key(parts: Sequence[str], separator: str = "#", plain: re.Pattern[str] 
 
     When a part contains the separator (``"acct#1" + "p"`` and ``"acct" + "1#p"`` would both join to
     ``acct#1#p``), or the joined text is over 128 characters or not printable ASCII (does not match
-    ``plain``), it is the SHA-256 (hex) of ``json.dumps(parts)`` instead, which no two different lists of
-    parts share; two or more parts joined hold the separator, so they are never a digest unless it is a hex
-    digit.
+    ``plain``, matched against the whole text: a trailing newline is no exception), it is the SHA-256 (hex)
+    of ``json.dumps(parts)`` instead, which no two different lists of parts share; two or more parts joined
+    hold the separator, so they are never a digest unless it is a hex digit.
     """
     text = separator.join(parts)
     unambiguous = len(parts) == 1 or (separator and not any(separator in part for part in parts))
-    if unambiguous and plain.match(text):
+    if unambiguous and plain.fullmatch(text):
         return text
     return hashlib.sha256(json.dumps(list(parts)).encode("ascii")).hexdigest()
 
