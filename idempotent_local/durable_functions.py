@@ -145,7 +145,7 @@ class Executor:
 
     def __init__(self) -> None:
         self.endpoint: str | None = None
-        self._workers: dict[str, Worker] = {}
+        self._workers: dict[str, tuple[str, Worker]] = {}  # by function version: (deployment, worker)
         self._lock = threading.Lock()
 
     def base(self) -> Path:
@@ -155,10 +155,15 @@ class Executor:
         return Path(state) if state else Path(tempfile.gettempdir()) / "idempotent-local-durable"
 
     def worker(self, fn: LambdaFunction) -> Worker:
-        key = f"{fn.function_arn}:{fn.version}:{fn.code_sha_256}"
+        # A function deployed again (another code, environment or configuration) gets a new worker.
+        version = f"{fn.function_arn}:{fn.version}"
+        deployment = json.dumps([fn.code_sha_256, fn.last_modified, fn.environment_vars], sort_keys=True)
         with self._lock:
-            worker = self._workers.get(key)
-            if worker is None:
+            known, worker = self._workers.get(version, (None, None))
+            if known != deployment and worker is not None:
+                with worker.lock:
+                    worker.stop()
+            if known != deployment or worker is None:
                 base = self.base()
                 sha = hashlib.sha256(fn.code_bytes).hexdigest()[:16]
                 code_dir = base / "durable-functions" / f"{fn.function_name}-{sha}"
@@ -174,7 +179,7 @@ class Executor:
                     self.environment(fn, code_dir),
                     function_log_path(base, fn.function_name),
                 )
-                self._workers[key] = worker
+                self._workers[version] = (deployment, worker)
             return worker
 
     def environment(self, fn: LambdaFunction, code_dir: Path) -> dict[str, str]:
@@ -230,7 +235,7 @@ class Executor:
 
     def stop(self) -> None:
         with self._lock:
-            for worker in self._workers.values():
+            for _, worker in self._workers.values():
                 with worker.lock:
                     worker.stop()
             self._workers.clear()
