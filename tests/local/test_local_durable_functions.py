@@ -195,7 +195,7 @@ def test_a_durable_function_is_invoked_qualified_only_and_by_valid_names(
     assert _listed(lam) == [] and _runs(tmp_path) == []
 
 
-def test_a_template_s_durable_config_deploys_with_the_function_and_its_version(clean_emulator: Emulator):
+def test_a_template_s_durable_config_and_version_deploy_as_in_aws(clean_emulator: Emulator):
     trust = {"Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}}]}
     template = {
         "Resources": {
@@ -214,10 +214,22 @@ def test_a_template_s_durable_config_deploys_with_the_function_and_its_version(c
                 "Type": "AWS::Lambda::Version",
                 "Properties": {"FunctionName": {"Ref": "Fulfil"}},
             },
-        }
+        },
+        "Outputs": {
+            "Version": {"Value": {"Fn::GetAtt": ["FulfilVersion", "Version"]}},
+            "FunctionArn": {"Value": {"Fn::GetAtt": ["FulfilVersion", "FunctionArn"]}},
+        },
     }
     ids = deploy(clean_emulator, template, stack="Durable")
     lam = clean_emulator.client("lambda")
+    # A version's Ref is its ARN (what a consumer invokes), its attributes AWS's.
+    arn = lam.get_function_configuration(FunctionName=ids["Fulfil"])["FunctionArn"]
+    assert ids["FulfilVersion"] == f"{arn}:1"
+    stack = clean_emulator.client("cloudformation").describe_stacks(StackName="Durable")["Stacks"][0]
+    assert {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]} == {
+        "Version": "1",
+        "FunctionArn": f"{arn}:1",
+    }
     for qualified in (ids["Fulfil"], f"{ids['Fulfil']}:1"):
         configuration = lam.get_function_configuration(FunctionName=qualified)
         assert configuration["DurableConfig"] == {"ExecutionTimeout": 900, "RetentionPeriodInDays": 14}
