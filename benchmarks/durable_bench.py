@@ -106,7 +106,7 @@ def count_durable_requests() -> list[DurableCounts]:
             dead = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])
             if int(dead["Attributes"]["ApproximateNumberOfMessages"]) != 2 * RECORDS:
                 raise BenchmarkError(f"expected {2 * RECORDS} conflicts in the DLQ: {dead['Attributes']}")
-            listed = lam.list_durable_executions_by_function(FunctionName="bench-fulfil")["DurableExecutions"]
+            listed = lam.list_durable_executions_by_function(FunctionName=function)["DurableExecutions"]
             if len(listed) != 2 * RECORDS:  # the warm-up's and the measured batch's keys, once each
                 raise BenchmarkError(f"{len(listed)} durable executions for {2 * RECORDS} keys")
     finally:

@@ -21,7 +21,10 @@
   checkpoint APIs are not modelled: a handler built on the durable execution SDK fails at its first durable
   operation (a step, a wait), so local durable functions read the input themselves.
 - ``GetDurableExecution`` (with its input when ``IncludeExecutionData``) and
-  ``ListDurableExecutionsByFunction`` (filters: name, statuses, qualifier) read the executions back.
+  ``ListDurableExecutionsByFunction`` read the executions back; the latter, as in AWS, one version at a
+  time: the ``Qualifier``'s (an alias: the version it points to), ``$LATEST``'s without one; its name
+  filter keeps the names that contain it (filters: name, statuses). ``ListVersionsByFunction`` takes the
+  function's ARN as well as its name (moto: a name only).
 
 Installed by the named patch ``lambda-durable-executions`` of :mod:`idempotent_local.patches`.
 """
@@ -342,10 +345,7 @@ def start(
                 raise DurableExecutionAlreadyStarted(name or "")
             return held, False
         name = name or str(uuid.uuid4())
-        function_arn = (
-            fn.function_arn.rsplit(":", 1)[0] if fn.function_arn.count(":") > 6 else fn.function_arn
-        )
-        version = str(fn.version) if str(fn.version) != "$LATEST" else "$LATEST"
+        function_arn, version = _function_arn(fn), str(fn.version)
         execution = Execution(
             arn=f"{function_arn}:{version}/durable-execution/{name}/{uuid.uuid4()}",
             name=name,
@@ -360,6 +360,11 @@ def start(
 _STORE_LOCK = threading.Lock()
 
 
+def _function_arn(fn: LambdaFunction) -> str:
+    """The unqualified ARN of a function or of one of its versions."""
+    return fn.function_arn.rsplit(":", 1)[0] if fn.function_arn.count(":") > 6 else fn.function_arn
+
+
 def get_durable_execution(self: LambdaResponse) -> Any:
     arn = unquote(self.path.split("/durable-executions/", 1)[1])
     with_data = self.querystring.get("IncludeExecutionData", ["false"])[0].lower() == "true"
@@ -370,21 +375,33 @@ def get_durable_execution(self: LambdaResponse) -> Any:
 
 
 def list_durable_executions_by_function(self: LambdaResponse) -> Any:
+    """One version's executions, as AWS lists them: the qualifier's (a version, ``$LATEST`` or an alias,
+    read as the version it points to), ``$LATEST``'s without one; the name filter keeps the names that
+    contain it."""
     function = unquote(self.path.split("/functions/", 1)[1].rsplit("/durable-executions", 1)[0])
     unqualified, qualifier = _qualified(self, function)
-    fn = self.backend.get_function(unqualified)
+    fn = self.backend.get_function(unqualified, qualifier or "$LATEST")
+    function_arn, version = _function_arn(fn), str(fn.version)
     name = self.querystring.get("DurableExecutionName", [None])[0]
     statuses = set(self.querystring.get("Statuses", []))
     found = [
         e.summary()
         for e in executions(self.backend).values()
-        if e.function_arn == fn.function_arn
-        and (name is None or e.name == name)
+        if e.function_arn == function_arn
+        and e.version == version
+        and (name is None or name in e.name)
         and (not statuses or e.status in statuses)
-        and (qualifier is None or e.version == qualifier)
     ]
     found.sort(key=lambda e: e["StartTimestamp"], reverse=True)
     return 200, {}, json.dumps({"DurableExecutions": found})
+
+
+def list_versions_by_function(self: LambdaResponse) -> Any:
+    """``ListVersionsByFunction`` by a function's name or ARN, as AWS takes either (moto: a name; an ARN
+    lists no version) - how a dispatcher finds the version whose execution holds a name."""
+    function = self.backend.get_function(unquote(self.path.split("/")[-2]))
+    versions = self.backend.list_versions_by_function(function.function_name)
+    return 200, {}, json.dumps({"Versions": [fn.get_configuration() for fn in versions]})
 
 
 # --- the function's DurableConfig ---------------------------------------------------------------------
@@ -455,6 +472,7 @@ def install(endpoint: str | None, replace: Callable[[Any, str, Callable[[Any], A
     replace(
         LambdaResponse, "list_durable_executions_by_function", lambda _: list_durable_executions_by_function
     )
+    replace(LambdaResponse, "list_versions_by_function", lambda _: list_versions_by_function)
 
 
 __all__ = ["EXECUTOR", "STATE_DIR_VARIABLE", "Execution", "executions", "install"]

@@ -809,8 +809,9 @@ PATCHES: tuple[Patch, ...] = (
         "a function keeps its DurableConfig; Invoke of a durable function (qualified only) starts one "
         "durable execution per DurableExecutionName - the same name and payload return it, another payload "
         "is DurableExecutionAlreadyStartedException - and runs its handler once per execution; "
-        "GetDurableExecution and ListDurableExecutionsByFunction read them (moto drops DurableConfig, "
-        "ignores the name and needs Docker to invoke)",
+        "GetDurableExecution and ListDurableExecutionsByFunction (one version at a time) read them, "
+        "ListVersionsByFunction takes an ARN (moto drops DurableConfig, ignores the name, needs Docker to "
+        "invoke and lists no version of an ARN)",
         _durable_executions,
     ),
     Patch(

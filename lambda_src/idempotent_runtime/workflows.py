@@ -20,8 +20,10 @@ Not part of the function's code asset unless your code names it.
 
 from __future__ import annotations
 
+import itertools
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from typing import Any, ClassVar, NoReturn
 
 from idempotent_runtime.clients import LazyClient
@@ -60,12 +62,13 @@ STANDARD = "STANDARD"
 STATE_MACHINE_ACTIONS = ("states:StartExecution", "states:DescribeStateMachine")
 EXECUTION_ACTIONS = ("states:DescribeExecution",)
 # What start_durable_execution_once asks Lambda (IdempotentConsumer.grant_start_durable_execution grants
-# exactly these): on the function version or alias it invokes; on the function, to find the execution that
-# holds a name; on its executions (arn:...:function:NAME:VERSION/durable-execution/...), to read one's
-# input - with kms:Decrypt on the function's customer managed key, through Lambda, when it has one.
+# exactly these): on the function version or alias it invokes; on the function, its versions and their
+# executions (arn:...:function:NAME:VERSION/durable-execution/..., matched by function:NAME:*), to find the
+# execution that holds a name - Lambda lists one version's executions at a time - and read its input, with
+# kms:Decrypt on the function's customer managed key, through Lambda, when it has one.
 DURABLE_FUNCTION_ACTIONS = ("lambda:InvokeFunction", "lambda:GetFunctionConfiguration")
-DURABLE_LIST_ACTIONS = ("lambda:ListDurableExecutionsByFunction",)
-DURABLE_EXECUTION_ACTIONS = ("lambda:GetDurableExecution",)
+DURABLE_LIST_ACTIONS = ("lambda:ListDurableExecutionsByFunction", "lambda:ListVersionsByFunction")
+DURABLE_EXECUTION_ACTIONS = ("lambda:ListDurableExecutionsByFunction", "lambda:GetDurableExecution")
 DURABLE_KEY_ACTIONS = ("kms:Decrypt",)
 
 _calls = Retrier()
@@ -359,41 +362,76 @@ class DurableFunctions(ExecutionService):
         return arn
 
     def existing(self, lam: Any, function: str, name: str) -> tuple[str, str]:
-        """The execution of the function that holds ``name``, found by name (across its versions) and read
-        with its input."""
+        """The execution of the function that holds ``name``, read with its input."""
         unqualified = function.rsplit(":", 1)[0]
-        listed = self.call(
-            lam.list_durable_executions_by_function,
-            "ListDurableExecutionsByFunction",
-            unqualified,
-            FunctionName=unqualified,
-            DurableExecutionName=name,
-        )
-        arns = [
-            e["DurableExecutionArn"]
-            for e in listed.get("DurableExecutions", [])
-            if e.get("DurableExecutionName") == name
-        ]
-        if not arns:  # listed once visible; or held by another function's execution
+        arn = self._holder(lam, function, unqualified, name)
+        if arn is None:  # listed once visible; or held by another function's execution
             raise TransientError(
                 f"lambda refused execution name {name} for {function} (another payload) but lists no "
-                f"execution of that name for {unqualified} yet"
+                f"execution of that name in any version of {unqualified}: not visible yet, or held by "
+                "another function's execution"
             )
         described = self.call(
             lam.get_durable_execution,
             "GetDurableExecution",
-            arns[0],
-            DurableExecutionArn=arns[0],
+            arn,
+            DurableExecutionArn=arn,
             IncludeExecutionData=True,
         )
         stored = described.get("InputPayload")
         if not isinstance(stored, str):
             raise Misconfiguration(
-                f"GetDurableExecution of {arns[0]} returned no input",
+                f"GetDurableExecution of {arn} returned no input",
                 "the function cannot read the execution's input: with a customer managed key on the durable "
                 "function it needs kms:Decrypt on that key through Lambda",
             )
-        return arns[0], stored
+        return arn, stored
+
+    def _holder(self, lam: Any, function: str, unqualified: str, name: str) -> str | None:
+        """The ARN of the function's execution named ``name``. Lambda lists a function's executions one
+        version at a time (``$LATEST``'s without a qualifier): the version ``function`` resolves to first,
+        then, for an execution started before a deploy, the function's other versions, newest first."""
+        qualifier = function_name(function)[1]
+        tried: set[str] = set()
+        for version in itertools.chain([qualifier], self._versions(lam, unqualified)):
+            if version in tried:
+                continue
+            tried.add(version)
+            for execution in self._pages(
+                lam.list_durable_executions_by_function,
+                "ListDurableExecutionsByFunction",
+                "DurableExecutions",
+                FunctionName=unqualified,
+                Qualifier=version,
+                DurableExecutionName=name,  # the names that contain it: "o-1" lists "o-10" too
+                MaxItems=1000,
+            ):
+                if execution.get("DurableExecutionName") == name:
+                    return str(execution["DurableExecutionArn"])
+        return None
+
+    def _versions(self, lam: Any, unqualified: str) -> Iterator[str]:
+        """The function's versions, newest first (``$LATEST`` first), asked only when needed."""
+        versions = [
+            str(v["Version"])
+            for v in self._pages(
+                lam.list_versions_by_function,
+                "ListVersionsByFunction",
+                "Versions",
+                FunctionName=unqualified,
+                MaxItems=10_000,
+            )
+        ]
+        yield from sorted(versions, key=lambda v: (v != "$LATEST", -int(v) if v.isdigit() else 0))
+
+    def _pages(self, operation: Any, name: str, field: str, **request: Any) -> Iterator[dict[str, Any]]:
+        """The items of every page a Lambda list operation answers (``Marker`` / ``NextMarker``)."""
+        while True:
+            page = self.call(operation, name, str(request["FunctionName"]), **request)
+            yield from page.get(field, [])
+            if not page.get("NextMarker"):
+                return
+            request["Marker"] = page["NextMarker"]
 
 
 def function_name(function: str) -> tuple[str, str]:

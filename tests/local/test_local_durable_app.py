@@ -28,7 +28,9 @@ def _closed(lam, function: str) -> list[dict]:
     """The function's executions once none is RUNNING (its handler runs in the emulator's worker)."""
     deadline = time.monotonic() + 60
     while True:
-        found = lam.list_durable_executions_by_function(FunctionName=function)["DurableExecutions"]
+        found = lam.list_durable_executions_by_function(FunctionName=function, Qualifier="1")[
+            "DurableExecutions"
+        ]
         if all(e["Status"] != "RUNNING" for e in found) or time.monotonic() > deadline:
             return found
         time.sleep(0.2)

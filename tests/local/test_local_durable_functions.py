@@ -97,7 +97,7 @@ def _runs(tmp_path: Path) -> list[str]:
 
 
 def _listed(lam) -> list[tuple[str, str]]:
-    found = lam.list_durable_executions_by_function(FunctionName="orders")["DurableExecutions"]
+    found = lam.list_durable_executions_by_function(FunctionName="orders", Qualifier="1")["DurableExecutions"]
     return sorted((e["DurableExecutionName"], e["Status"]) for e in found)
 
 
@@ -178,6 +178,33 @@ def test_names_are_unique_per_account_and_region_across_functions(lam, role, fun
     with pytest.raises(ClientError, match="DurableExecutionAlreadyStartedException"):
         _start(lam, "invoices:$LATEST", OTHER)
     assert _start(lam, "invoices:$LATEST", ORDER)["DurableExecutionArn"] == arn
+
+
+def test_executions_are_listed_one_version_at_a_time_as_aws_lists_them(lam, function, tmp_path):
+    """ListDurableExecutionsByFunction: the Qualifier's version (an alias: the version it points to),
+    $LATEST's without one; the name filter keeps the names that contain it."""
+    (tmp_path / "release").touch()
+    first = _start(lam, function, ORDER)["DurableExecutionArn"]
+    lam.update_function_configuration(FunctionName="orders", Description="the second version")
+    lam.get_waiter("function_updated_v2").wait(FunctionName="orders")
+    second = lam.publish_version(FunctionName="orders")["FunctionArn"]
+    lam.create_alias(FunctionName="orders", Name="live", FunctionVersion="2")
+    later = _start(lam, "orders:live", OTHER, "order-10")["DurableExecutionArn"]
+    assert later.startswith(f"{second}/durable-execution/order-10/")
+
+    def listed(**request: Any) -> list[str]:
+        found = lam.list_durable_executions_by_function(FunctionName="orders", **request)
+        return sorted(e["DurableExecutionArn"] for e in found["DurableExecutions"])
+
+    assert listed() == []  # $LATEST started none
+    assert listed(Qualifier="1") == [first]
+    assert listed(Qualifier="2") == listed(Qualifier="live") == [later]
+    by_arn = lam.list_durable_executions_by_function(FunctionName=function)["DurableExecutions"]
+    assert [e["DurableExecutionArn"] for e in by_arn] == [first]  # a qualified ARN names its version
+    assert listed(Qualifier="1", DurableExecutionName="order") == [first]  # "order-1" contains "order"
+    versions = lam.list_versions_by_function(FunctionName=function.rsplit(":", 1)[0])["Versions"]
+    assert [v["Version"] for v in versions] == ["$LATEST", "1", "2"]  # by ARN as by name
+    assert listed(Qualifier="2", DurableExecutionName="order-1") == [later]  # "order-10" contains it too
 
 
 def test_a_durable_function_is_invoked_qualified_only_and_by_valid_names(

@@ -145,10 +145,12 @@ def function(lam, tmp_path, monkeypatch) -> str:
 
 
 def _executions(lam, function_name: str = "fulfil", wait: bool = True) -> list[dict[str, Any]]:
-    """The function's executions (name, status, input), once none is RUNNING (``wait``)."""
+    """The executions of the function's version 1 (name, status, input), once none is RUNNING (``wait``)."""
     deadline = time.monotonic() + 30
     while True:
-        listed = lam.list_durable_executions_by_function(FunctionName=function_name)["DurableExecutions"]
+        listed = lam.list_durable_executions_by_function(FunctionName=function_name, Qualifier="1")[
+            "DurableExecutions"
+        ]
         if not wait or all(e["Status"] != "RUNNING" for e in listed) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
@@ -225,7 +227,9 @@ def test_a_crash_between_the_invoke_and_the_completion_starts_nothing_new_on_red
     handler, _ = _guarded(make_handler, clock, client=fresh_dynamodb, lease_seconds=30)
     delivery = record(ORDER)
     _invoke_then_die(handler, fresh_dynamodb, delivery)
-    (started,) = lam.list_durable_executions_by_function(FunctionName="fulfil")["DurableExecutions"]
+    (started,) = lam.list_durable_executions_by_function(FunctionName="fulfil", Qualifier="1")[
+        "DurableExecutions"
+    ]
 
     clock.now += 30 + 10 + 1  # the claim's lease (and its margin) expires; SQS delivers the message again
     delivery["attributes"]["ApproximateReceiveCount"] = "2"
@@ -274,6 +278,46 @@ def test_the_same_key_with_another_payload_is_a_conflict_quarantined_naming_both
         f"{theirs}), this message's input fingerprint is {ours}"
     )
     assert log_lines(stream)[-1]["conflicts"] == 1
+
+
+def test_a_conflict_after_a_deploy_finds_the_execution_an_older_version_started(
+    make_handler, lam, function, sqs, dlq_url, monkeypatch
+):
+    """Lambda lists one version's executions at a time: the name the new version is refused is held by
+    version 1's execution, and version 2 holds a longer name that contains it."""
+    clock = Clock()
+    handler, _ = _guarded(make_handler, clock, dlq_url=dlq_url)
+    (first,) = handler.process_batch(event(record(ORDER)), None)
+    lam.update_function_configuration(FunctionName="fulfil", Description="deployed again")
+    second = lam.publish_version(FunctionName="fulfil")["FunctionArn"]
+    monkeypatch.setenv("DURABLE_FUNCTION_ARN", second)
+    (longer,) = handler.process_batch(event(record({**ORDER, "y": "order-10"})), None)
+    assert longer.result.startswith(f"{second}/durable-execution/cust-7_order-10/")
+
+    clock.now += 8 * DAY  # the key's record expired; version 2 is invoked now
+    other = {**ORDER, "cents": 9999}
+    asked: list[str] = []  # the Lambda operations the dispatcher sends: each one granted by the construct
+
+    def ask(model, **_):
+        asked.append("lambda:InvokeFunction" if model.name == "Invoke" else f"lambda:{model.name}")
+
+    events = workflows.DURABLE_FUNCTIONS.client().meta.events
+    events.register("before-call.lambda", ask)
+    try:
+        (result,) = handler.process_batch(event(record(other)), None)
+    finally:
+        events.unregister("before-call.lambda", ask)
+    assert (result.outcome, result.conflict) == ("quarantined", True), result.reason
+    granted = {*workflows.DURABLE_FUNCTION_ACTIONS, *workflows.DURABLE_LIST_ACTIONS}
+    assert set(asked) <= granted | set(workflows.DURABLE_EXECUTION_ACTIONS), asked
+    assert "lambda:ListVersionsByFunction" in asked  # version 2 holds no such execution: the others looked at
+    (dead,) = drain(sqs, dlq_url)
+    theirs = sha256_hex(execution_input(ORDER).encode())
+    assert dlq_reason(dead) == (
+        f"conflict: execution {first.result} of key cust-7#order-1 exists with another input (fingerprint "
+        f"{theirs}), this message's input fingerprint is {sha256_hex(execution_input(other).encode())}"
+    )
+    assert [e["name"] for e in _executions(lam)] == ["cust-7_order-1"]  # version 1: nothing new started
 
 
 def test_an_execution_started_with_other_json_text_of_the_same_value_counts_as_the_same(lam, function):
