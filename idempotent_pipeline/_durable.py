@@ -22,9 +22,9 @@ from idempotent_pipeline._rules import warn
 
 KEY_UNNAMED = "idempotent-pipeline:durable-key-not-granted"
 EXECUTIONS_REASON = (
-    "start_durable_execution_once reads the input of the execution that holds a key's name (a conflict): "
-    "lambda:GetDurableExecution on the executions of this one durable function, whose ARNs hold the "
-    "version and the execution's name and id"
+    "start_durable_execution_once finds and reads the input of the execution that holds a key's name (a "
+    "conflict): lambda:ListDurableExecutionsByFunction and lambda:GetDurableExecution on the versions and "
+    "executions of this one durable function, whose ARNs hold the version and the execution's name and id"
 )
 
 
@@ -59,9 +59,10 @@ def durable_config(function: lambda_.IFunction | None) -> Any:
 def grant(
     grantee: lambda_.IFunction, scope: Any, function: lambda_.IFunction, key: kms.IKey | None, method: str
 ) -> iam.Grant:
-    """Invoke and GetFunctionConfiguration on the qualified function, ListDurableExecutionsByFunction on the
-    function, GetDurableExecution on its executions (``function:NAME:*``, acknowledged for cdk-nag) and
-    kms:Decrypt through Lambda on ``key``."""
+    """Invoke and GetFunctionConfiguration on the qualified function; ListDurableExecutionsByFunction and
+    ListVersionsByFunction on the function; ListDurableExecutionsByFunction and GetDurableExecution on its
+    versions' executions (``function:NAME:*``, acknowledged for cdk-nag); kms:Decrypt through Lambda on
+    ``key``."""
     underlying, arn = qualified(function, method)
     config = durable_config(underlying)
     if config is None:

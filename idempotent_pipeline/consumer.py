@@ -866,7 +866,8 @@ class IdempotentConsumer(Construct):
         """What ``idempotent_runtime.durable.start_durable_execution_once`` asks of a Lambda durable function:
         ``function`` is the version or alias it invokes (``function.current_version``, a ``lambda_.Alias``,
         ``function.latest_version``). ``lambda:InvokeFunction`` and ``lambda:GetFunctionConfiguration`` on
-        it, ``lambda:ListDurableExecutionsByFunction`` on the function, ``lambda:GetDurableExecution`` on its
+        it, ``lambda:ListDurableExecutionsByFunction`` and ``lambda:ListVersionsByFunction`` on the function,
+        ``lambda:ListDurableExecutionsByFunction`` and ``lambda:GetDurableExecution`` on its versions'
         executions; ``key``: the function's customer managed key for durable execution data
         (``DurableConfig.KMSKeyArn``), used through Lambda (``kms:Decrypt``). Default: none (Lambda's own
         encryption). Refused at synth: an unqualified function (Lambda invokes durable functions by version,

@@ -101,8 +101,8 @@ def test_grant_start_durable_execution_grants_exactly_what_the_dispatcher_asks(u
     unqualified, executions = _of(stack, version.function_arn)
     assert _lambda_statements(stack) == [
         (sorted(DURABLE_FUNCTION_ACTIONS), stack.resolve(version.function_arn)),
-        (list(DURABLE_LIST_ACTIONS), unqualified),
-        (list(DURABLE_EXECUTION_ACTIONS), executions),
+        (sorted(DURABLE_LIST_ACTIONS), unqualified),
+        (sorted(DURABLE_EXECUTION_ACTIONS), executions),
     ]
 
 
@@ -123,10 +123,14 @@ def test_an_imported_qualified_function_is_granted_by_its_arn(user_code):
     _pipeline(stack, user_code).consumer.grant_start_durable_execution(imported)
     statements = _lambda_statements(stack)
     assert statements[0] == (sorted(DURABLE_FUNCTION_ACTIONS), f"{ARN}:live")
+    # Lambda lists one version's executions at a time: the function's versions, then each one's executions.
     assert statements[1:] == [
-        (list(DURABLE_LIST_ACTIONS), stack.resolve(f"arn:{AWS}:lambda:{REGION}:{ACCOUNT}:function:fulfil")),
         (
-            list(DURABLE_EXECUTION_ACTIONS),
+            ["lambda:ListDurableExecutionsByFunction", "lambda:ListVersionsByFunction"],
+            stack.resolve(f"arn:{AWS}:lambda:{REGION}:{ACCOUNT}:function:fulfil"),
+        ),
+        (
+            ["lambda:GetDurableExecution", "lambda:ListDurableExecutionsByFunction"],
             stack.resolve(f"arn:{AWS}:lambda:{REGION}:{ACCOUNT}:function:fulfil:*"),
         ),
     ]
