@@ -454,8 +454,8 @@ def test_the_app_switched_to_a_durable_function_starts_one_execution_per_key_and
         function = next(
             f["FunctionName"] for f in lam.list_functions()["Functions"] if "Fulfil" in f["FunctionName"]
         )
-        listed = {"FunctionName": function, "Qualifier": "1"}  # the version app.py deployed
-        executions = lam.list_durable_executions_by_function(**listed)["DurableExecutions"]
+        version_one = {"FunctionName": function, "Qualifier": "1"}  # the version app.py deployed
+        executions = lam.list_durable_executions_by_function(**version_one)["DurableExecutions"]
         assert sorted(e["DurableExecutionName"] for e in executions) == ["o-21_1", "o-22_1"]
 
         sent = _send(shop, [{**lines[0], "quantity": 5}])  # the same key, another payload
@@ -466,7 +466,7 @@ def test_the_app_switched_to_a_durable_function_starts_one_execution_per_key_and
         listed = shop.command("dlq", "list", "--local", "--json")
         reasons = json.loads(listed.stdout)["reasons"]
         assert any(r["kind"] == "conflict" and "o-21#1" in json.dumps(r) for r in reasons), reasons
-        assert len(lam.list_durable_executions_by_function(**listed)["DurableExecutions"]) == 2
+        assert len(lam.list_durable_executions_by_function(**version_one)["DurableExecutions"]) == 2
     finally:
         app_py.write_text(original)
         dispatcher.unlink()
