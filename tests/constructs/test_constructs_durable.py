@@ -258,11 +258,17 @@ def test_the_reference_durable_function_is_refused_in_another_mode():
 
 
 @needs_reference_app
-@pytest.mark.skipif(HAS_DURABLE, reason="this aws-cdk-lib has durable functions")
-def test_the_reference_durable_function_is_refused_on_an_aws_cdk_lib_without_durable_functions():
-    installed = importlib.metadata.version("aws-cdk-lib")
+def test_the_reference_durable_function_is_refused_on_an_aws_cdk_lib_without_durable_functions(monkeypatch):
+    """As on aws-cdk-lib 2.231.0, the last without lambda_.DurableConfig (the library's floor, 2.156.0, cannot
+    run the reference app at all): refused at synth, naming the installed version."""
+    version = importlib.metadata.version
+    monkeypatch.delattr(lambda_, "DurableConfig", raising=False)
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "2.231.0" if name == "aws-cdk-lib" else version(name)
+    )
     with pytest.raises(
         ConfigurationError,
-        match=rf"durable=true needs aws-cdk-lib 2\.232\.0 or later .* this is aws-cdk-lib {installed}",
+        match=r"^context durable=true needs aws-cdk-lib 2\.232\.0 or later \(lambda_\.DurableConfig\); "
+        r"this is aws-cdk-lib 2\.231\.0: upgrade it, or leave durable unset$",
     ):
         _reference({"durable": "true"})
