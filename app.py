@@ -6,6 +6,7 @@
     npx cdk synth -c fifo=false -c dashboard=true -c tracing=true -c vpc=true -c customer_managed_keys=true
     npx cdk synth -c outbox=true                    # two hops: orders -> payments -> shipping
     npx cdk synth -c workflow=true                  # guarded mode starting a demo workflow once per message
+    npx cdk synth -c durable=true                   # guarded mode starting a demo durable function once
     npx cdk synth -c fifo=false -c mode=versioned -c version_field=updated_at   # the latest state per entity
 
 Every context key, the option it sets and its kind is in CONTEXT below (the runtime's settings come from their
@@ -16,6 +17,7 @@ defaults.
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ from idempotent_pipeline import (
     MessagingOptions,
     TableOptions,
 )
+from idempotent_pipeline.options import DEFAULT_RUNTIME
 
 
 class Flag(Kind):
@@ -174,6 +177,7 @@ CONTEXT: dict[str, Key] = {
     "alarm_topic": Key("stack", "alarm_topic", FLAG),
     "outbox": Key("stack", "outbox", FLAG),
     "workflow": Key("stack", "workflow", FLAG),
+    "durable": Key("stack", "durable", FLAG),
     "ttl_seconds": Key(
         "retired",
         "ttl_seconds",
@@ -229,6 +233,12 @@ HOP_OWN: dict[str, frozenset[str]] = {
 # The processor `-c workflow=true` ships unless `processor` names another.
 WORKFLOW_CODE = Path(__file__).resolve().parent / "examples" / "workflow"
 WORKFLOW_PROCESSOR = "order_workflow:start"
+# `-c durable=true`: the dispatcher the consumer ships unless `processor` names another, and the durable
+# function's code; durable functions are in aws-cdk-lib from this version (lambda_.DurableConfig).
+DURABLE_CODE = Path(__file__).resolve().parent / "examples" / "durable"
+DURABLE_PROCESSOR = "order_dispatch:start"
+DURABLE_FUNCTION_CODE = Path(__file__).resolve().parent / "examples" / "durable_function"
+DURABLE_CDK = "2.232.0"
 
 
 def read(key: str, kind: Kind, value: Any) -> Any:
@@ -296,12 +306,15 @@ class ReferenceStack(cdk.Stack):
         if stack.get("tracing"):
             options["consumer"].update(tracing=lambda_.Tracing.ACTIVE)
         if stack.get("vpc"):
-            vpc, security_group = self._vpc(workflow=bool(stack.get("workflow")))
+            vpc, security_group = self._vpc(
+                workflow=bool(stack.get("workflow")), durable=bool(stack.get("durable"))
+            )
             options["consumer"].update(vpc=vpc, security_groups=[security_group])
         pipeline = dict(settings.get("pipeline", {}))
         if stack.get("outbox"):
             pipeline["emit_target"] = self._downstream(options)
         workflow = self._workflow(options["consumer"]) if stack.get("workflow") else None
+        durable = self._durable(options["consumer"]) if stack.get("durable") else None
         self.pipeline = IdempotentPipeline(
             self,
             "Pipeline",
@@ -323,9 +336,13 @@ class ReferenceStack(cdk.Stack):
             "TableName": self.pipeline.table.table_name,
             "FunctionName": self.pipeline.function.function_name,
             "StateMachineArn": workflow.state_machine_arn if workflow is not None else None,
+            "DurableFunctionArn": durable.function_arn if durable is not None else None,
+            "DurableFunctionName": durable.lambda_.function_name if durable is not None else None,
         }
         if workflow is not None:
             self.pipeline.consumer.grant_start_execution(workflow)
+        if durable is not None:
+            self.pipeline.consumer.grant_start_durable_execution(durable)
         for name, value in outputs.items():
             if value is not None:
                 cdk.CfnOutput(self, name, value=value)
@@ -345,7 +362,11 @@ class ReferenceStack(cdk.Stack):
             **_hop(
                 options,
                 "payments",
-                {"mode": contract.Mode.TRANSACTION, "processor": "hops:payment", "code_directory": TWO_HOP_CODE}
+                {
+                    "mode": contract.Mode.TRANSACTION,
+                    "processor": "hops:payment",
+                    "code_directory": TWO_HOP_CODE,
+                }
                 | by_dedup_id,
             ),
             emit_target=self.shipping.topic,
@@ -391,10 +412,56 @@ class ReferenceStack(cdk.Stack):
         consumer["environment"] = environment
         return workflow
 
-    def _vpc(self, workflow: bool) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
+    def _durable(self, consumer: dict[str, Any]) -> lambda_.IVersion:
+        """A demo durable function (its version, which the dispatcher invokes) that guarded mode starts once
+        per message: with the shipped dispatcher (examples/durable) unless ``processor`` names another, which
+        reads the version's ARN from ``DURABLE_FUNCTION_ARN``. Refused on an aws-cdk-lib without durable
+        functions, and in another mode."""
+        if not hasattr(lambda_, "DurableConfig"):
+            raise ConfigurationError(
+                f"context durable=true needs aws-cdk-lib {DURABLE_CDK} or later (lambda_.DurableConfig); "
+                f"this is aws-cdk-lib {importlib.metadata.version('aws-cdk-lib')}: upgrade it, or leave "
+                "durable unset"
+            )
+        mode = consumer.setdefault("mode", "guarded")
+        if mode != "guarded":
+            raise ConfigurationError(
+                f"context durable=true starts the durable function from guarded mode; got mode={mode!r}: "
+                "leave mode unset or set mode=guarded"
+            )
+        if "processor" not in consumer:
+            consumer.update(processor=DURABLE_PROCESSOR, code_directory=str(DURABLE_CODE))
+        function = lambda_.Function(
+            self,
+            "Fulfilment",
+            runtime=DEFAULT_RUNTIME,
+            architecture=lambda_.Architecture.ARM_64,
+            handler="fulfilment.handler",
+            code=lambda_.Code.from_asset(str(DURABLE_FUNCTION_CODE)),
+            description="Demo durable function: one execution per order, started by the consumer",
+            durable_config=lambda_.DurableConfig(
+                execution_timeout=Duration.minutes(15), retention_period=Duration.days(14)
+            ),
+            log_group=logs.LogGroup(self, "FulfilmentLogs", retention=logs.RetentionDays.ONE_MONTH),
+        )
+        cdk.Validations.of(function).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AWSLambdaBasicDurableExecutionRolePolicy]",
+                reason="AWS's managed policy for durable functions: checkpoints and state of the function's "
+                "own executions, and its logs (what CDK attaches to a durable function's role)",
+            )
+        )
+        version = function.current_version
+        environment = dict(consumer.get("environment") or {})
+        environment["DURABLE_FUNCTION_ARN"] = version.function_arn
+        consumer["environment"] = environment
+        return version
+
+    def _vpc(self, workflow: bool, durable: bool = False) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
         """Private subnets without internet access: the function reaches DynamoDB through a gateway endpoint
-        and SQS (and with ``workflow``, Step Functions) through interface endpoints that admit only the
-        function's security group."""
+        and SQS (with ``workflow``, Step Functions; with ``durable``, Lambda) through interface endpoints that
+        admit only the function's security group."""
         flow_logs = logs.LogGroup(self, "VpcFlowLogs", retention=logs.RetentionDays.ONE_MONTH)
         vpc = ec2.Vpc(
             self,
@@ -419,6 +486,8 @@ class ReferenceStack(cdk.Stack):
         endpoints = {"Sqs": ("SQS", ec2.InterfaceVpcEndpointAwsService.SQS)}
         if workflow:
             endpoints["StepFunctions"] = ("Step Functions", ec2.InterfaceVpcEndpointAwsService.STEP_FUNCTIONS)
+        if durable:
+            endpoints["Lambda"] = ("Lambda", ec2.InterfaceVpcEndpointAwsService.LAMBDA_)
         for name, (service_name, service) in endpoints.items():
             endpoint_group = ec2.SecurityGroup(
                 self,

@@ -29,7 +29,7 @@ from moto import mock_aws
 
 from benchmarks.contenders import Contender, Handler
 from benchmarks.events import fifo_batch, redelivery
-from benchmarks.instruments import FakeLambdaContext, LatencyInjector, RequestCounter, StandingStubber
+from benchmarks.instruments import FakeLambdaContext, RequestCounter, StandingStubber
 
 REGION = "us-east-1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -396,42 +396,36 @@ def batch_latency(
     delay_s: float = 0.010,
     repeats: int = 7,
 ) -> LatencySamples:
-    """Wall time of one handler call on a `records`-message batch over N groups, every request delayed.
+    """Wall time of one handler call on a `records`-message batch over N groups of new messages.
 
-    All contenders share one moto backend (one table each) and are alternated within every repeat.
+    DynamoDB answers as in the CPU rows: a standing botocore Stubber returns the validated response of each
+    operation after ``delay_s`` (a sleep, which releases the GIL as DynamoDB's round trip does). No moto in
+    the measured process: its CPU, behind one lock, would be counted as DynamoDB's latency. Contenders are
+    alternated within every repeat.
     """
     _ensure_region()
     out = LatencySamples(delay_s=delay_s, records=records)
-    with moto_backend():
-        handlers = {}
-        by_name = {contender.name: contender for contender in contenders}
+    handlers = {}
+    with isolated_aws_environment():
         for contender in contenders:
             client = contender.make_client()
-            contender.create_table(client, _table_name(contender))
-            handlers[contender.name] = (contender.build(_table_name(contender), client), client)
+            StandingStubber(client, contender.new_record_responses, delay_s).activate()
+            handlers[contender.name] = contender.build(_table_name(contender), client)
             out.samples[contender.name] = {groups: [] for groups in group_counts}
-        injectors = {name: LatencyInjector(client, delay_s) for name, (_, client) in handlers.items()}
-        with quiet_output():
-            for name, (handler, _) in handlers.items():  # warm-up: lazy imports, first client use
+    with quiet_output():
+        for name, handler in handlers.items():  # warm-up: lazy imports, first client use, thread pools
+            for _ in range(2):
                 _check_all_succeeded(handler(fifo_batch(records, records), FakeLambdaContext()), name)
-            for repeat in range(repeats):
-                for groups in group_counts:
-                    for name in rotated(list(handlers), repeat):
-                        handler, client = handlers[name]
-                        # An empty table each time: moto's cost per request grows with the data it holds
-                        # (TransactWriteItems deep-copies every table), DynamoDB's does not.
-                        injectors[name].delay_s = 0
-                        _recreate_table(client, by_name[name])
-                        injectors[name].delay_s = delay_s
-                        event = fifo_batch(records, groups)
-                        context = FakeLambdaContext()
-                        start = time.perf_counter()
-                        result = handler(event, context)
-                        elapsed = time.perf_counter() - start
-                        _check_all_succeeded(result, name)
-                        out.samples[name][groups].append(elapsed)
-        for injector in injectors.values():
-            injector.detach()
+        for repeat in range(repeats):
+            for groups in group_counts:
+                for name in rotated(list(handlers), repeat):
+                    event = fifo_batch(records, groups)
+                    context = FakeLambdaContext()
+                    start = time.perf_counter()
+                    result = handlers[name](event, context)
+                    elapsed = time.perf_counter() - start
+                    _check_all_succeeded(result, name)
+                    out.samples[name][groups].append(elapsed)
     return out
 
 

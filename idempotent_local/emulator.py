@@ -29,6 +29,8 @@ REGION = "us-east-1"
 DEFAULT_STATE_DIR = Path(".local-cloud")
 STATE_FILE = "state.json"
 LOG_FILE = "emulator.log"
+# The emulator process's own state directory (durable_functions reads it; set by serve).
+STATE_DIR_VARIABLE = "IDEMPOTENT_LOCAL_STATE_DIR"
 # How a stack event that is a note of the emulator (what it does not model) begins its reason.
 NOTE_PREFIX = "Emulator note: "
 # A process id: an emulator started with this variable set stops when that process ends, however it ends
@@ -330,6 +332,8 @@ def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce:
     os.environ.setdefault("MOTO_ACCOUNT_ID", ACCOUNT_ID)
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
+    # Where the code that runs in this process's own workers lives (durable functions' handlers).
+    os.environ[STATE_DIR_VARIABLE] = str(state_dir.resolve())
     install()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

@@ -47,7 +47,14 @@ from moto.sqs.exceptions import SQSException
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 from moto.sqs.responses import SQSResponse
 
-from idempotent_local import control, dynamodb_streams, event_filter, message_move_tasks, queue_index
+from idempotent_local import (
+    control,
+    durable_functions,
+    dynamodb_streams,
+    event_filter,
+    message_move_tasks,
+    queue_index,
+)
 from idempotent_local.cloudformation import _moto_types, _updates, _validation
 from idempotent_local.cloudformation._updates import REPLACING_PROPERTIES
 
@@ -370,6 +377,11 @@ def _event_source_mapping_last_modified(endpoint: str | None) -> None:
         return float(vars(self).get("_last_modified_at", 0.0))
 
     _replace(EventSourceMapping, "last_modified", lambda original: property(stamped, stamp))
+
+
+def _durable_executions(endpoint: str | None) -> None:
+    """See :mod:`idempotent_local.durable_functions`."""
+    durable_functions.install(endpoint, _replace)
 
 
 def _code_location_served(endpoint: str | None) -> None:
@@ -919,6 +931,16 @@ PATCHES: tuple[Patch, ...] = (
         "stream-record-fields",
         "a stream record has eventVersion 1.1 and its table's region as awsRegion (moto: 1.0, us-east-1)",
         _stream_record_fields,
+    ),
+    Patch(
+        "lambda-durable-executions",
+        "a function keeps its DurableConfig; Invoke of a durable function (qualified only) starts one "
+        "durable execution per DurableExecutionName - the same name and payload return it, another payload "
+        "is DurableExecutionAlreadyStartedException - and runs its handler once per execution; "
+        "GetDurableExecution and ListDurableExecutionsByFunction (one version at a time) read them, "
+        "ListVersionsByFunction takes an ARN (moto drops DurableConfig, ignores the name, needs Docker to "
+        "invoke and lists no version of an ARN)",
+        _durable_executions,
     ),
     Patch(
         "code-location-served",

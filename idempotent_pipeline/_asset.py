@@ -458,9 +458,9 @@ def install_requirements(requirements: Path, target: Target) -> Path:
 # -- staging ----------------------------------------------------------------------------------------------
 
 # Modules of the runtime package the function never imports - the producer helper, the DLQ tool's record
-# inspection, the processors' test helper and the workflow starter: the asset holds them only when the
-# user's code names them.
-NOT_RUN_BY_THE_FUNCTION = ("publisher", "records", "testing", "workflows")
+# inspection, the processors' test helper and the workflow and durable execution starters: the asset holds
+# them only when the user's code names them (with those of them they import).
+NOT_RUN_BY_THE_FUNCTION = ("publisher", "records", "testing", "workflows", "durable")
 
 
 def _runtime_modules_imported(files: Iterable[tuple[Path, PurePosixPath]]) -> set[str]:
@@ -475,6 +475,22 @@ def _runtime_modules_imported(files: Iterable[tuple[Path, PurePosixPath]]) -> se
             found.update(
                 name for name in NOT_RUN_BY_THE_FUNCTION if re.search(rb"\b%s\b" % name.encode(), text)
             )
+    pending = sorted(found)
+    while pending:  # and those they import: the durable starter runs the workflow starter's mechanism
+        more = _runtime_imports(pending.pop()) & set(NOT_RUN_BY_THE_FUNCTION) - found
+        found.update(more)
+        pending.extend(more)
+    return found
+
+
+def _runtime_imports(module: str) -> set[str]:
+    """The runtime's modules a module of the runtime imports (its import statements)."""
+    tree = ast.parse((runtime_source() / f"{module}.py").read_bytes())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(RUNTIME_PACKAGE):
+            parts = (node.module or "").split(".")
+            found.update([alias.name for alias in node.names] if len(parts) == 1 else [parts[1]])
     return found
 
 

@@ -33,7 +33,7 @@ from idempotent_runtime.contract import (
 )
 from idempotent_runtime.workflows import EXECUTION_ACTIONS, STATE_MACHINE_ACTIONS, STATE_MACHINE_KEY_ACTIONS
 
-from idempotent_pipeline import _compat, _keys
+from idempotent_pipeline import _compat, _durable, _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters, message_age
 from idempotent_pipeline._asset import HANDLER, Target, check_processor, left_out_note, stage_asset
 from idempotent_pipeline._facts import LAMBDA_MIN_MAX_RECEIVE_COUNT, QueueFacts, describe_queue
@@ -857,7 +857,9 @@ class IdempotentConsumer(Construct):
         ``states:DescribeExecution`` on its executions, and on its customer managed key (``key``; default: the
         key of a state machine this app defines) ``kms:GenerateDataKey`` (a start encrypts the input) and
         ``kms:Decrypt`` (a describe reads it), through Step Functions for this state machine only. An Express
-        state machine is refused: Step Functions does not check its execution names."""
+        state machine is refused: Step Functions does not check its execution names; so is a consumer not in
+        guarded mode (the starter runs in it)."""
+        self._require_guarded("grant_start_execution")
         kind = getattr(state_machine, "state_machine_type", None)  # known for a StateMachine defined here
         if kind is not None and kind != sfn.StateMachineType.STANDARD:
             raise ConfigurationError(
@@ -868,9 +870,7 @@ class IdempotentConsumer(Construct):
         grant = state_machine.grant_start_execution(self.function)
         grant = grant.combine(state_machine.grant(self.function, *STATE_MACHINE_ACTIONS))
         executions = state_machine.grant_execution(self.function, *EXECUTION_ACTIONS)
-        for statement in executions.principal_statements:
-            for resource in statement.resources:
-                _compat.acknowledge(self.role, _wildcard_finding(self, resource), EXECUTIONS_REASON)
+        self._acknowledge_wildcards(executions, EXECUTIONS_REASON)
         key_arn = key.key_arn if key is not None else _keys.state_machine_key(state_machine)
         if key_arn is not None:
             context = {"aws:states:stateMachineArn": state_machine.state_machine_arn}
@@ -878,6 +878,38 @@ class IdempotentConsumer(Construct):
                 _keys.grant_through(self.function, key_arn, STATE_MACHINE_KEY_ACTIONS, "states", context)
             )
         return grant.combine(executions)
+
+    def grant_start_durable_execution(
+        self, function: lambda_.IFunction, *, key: kms.IKey | None = None
+    ) -> iam.Grant:
+        """What ``idempotent_runtime.durable.start_durable_execution_once`` asks of a Lambda durable function:
+        ``function`` is the version or alias it invokes (``function.current_version``, a ``lambda_.Alias``,
+        ``function.latest_version``). ``lambda:InvokeFunction`` and ``lambda:GetFunctionConfiguration`` on
+        it, ``lambda:ListDurableExecutionsByFunction`` and ``lambda:ListVersionsByFunction`` on the function,
+        ``lambda:ListDurableExecutionsByFunction`` and ``lambda:GetDurableExecution`` on its versions'
+        executions; ``key``: the function's customer managed key for durable execution data
+        (``DurableConfig.KMSKeyArn``), used through Lambda (``kms:Decrypt``). Default: none (Lambda's own
+        encryption). Refused at synth: an unqualified function (Lambda invokes durable functions by version,
+        alias or $LATEST only), a function of the app without durable_config, a consumer not in guarded
+        mode."""
+        self._require_guarded("grant_start_durable_execution")
+        grant = _durable.grant(self.function, self, function, key, "grant_start_durable_execution")
+        self._acknowledge_wildcards(grant, _durable.EXECUTIONS_REASON)
+        return grant
+
+    def _require_guarded(self, method: str) -> None:
+        if self.mode != Mode.GUARDED:
+            raise ConfigurationError(
+                f"{method}: the execution starters run in guarded mode (their effect is outside DynamoDB); "
+                f"the consumer's mode is {self.mode.value!r}: use ConsumerOptions(mode='guarded')"
+            )
+
+    def _acknowledge_wildcards(self, grant: iam.Grant, reason: str) -> None:
+        """The cdk-nag IAM5 finding of each wildcard resource the grant gives, with ``reason``."""
+        for statement in grant.principal_statements:
+            for resource in statement.resources:
+                if "*" in str(Stack.of(self).resolve(resource)):
+                    _compat.acknowledge(self.role, _wildcard_finding(self, resource), reason)
 
     # -- metrics: the runtime's Embedded Metric Format counters ---------------------------------------------
 

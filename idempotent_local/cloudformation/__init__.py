@@ -8,11 +8,12 @@ an ordinary app holds beside a pipeline (``AWS::S3::BucketPolicy``, ``AWS::Secre
 state machine as STANDARD, gets generated queue names wrong, replaces a topic (dropping its subscriptions)
 on any change, keeps a KMS key policy in a shape ``DescribeKey`` fails on, leaves a property dropped from
 the template at its old value (an event source mapping's filter too), and lacks attributes AWS has
-(``QueueUrl``, ``TopicArn``, ``KeyId``). Each public module of this package is a moto ``CloudFormationModel``
-for one type that does what CloudFormation does, through moto's own backends, so the deployed template stays
-the single source of truth: nothing is created beside it. Its ``has_cfn_attr`` / ``get_cfn_attribute``
-declare exactly the ``Fn::GetAtt`` attributes AWS has. How a stack is updated (order, replacement,
-rollback) is in ``_updates``; what a template must not do, in ``_validation``.
+(``QueueUrl``, ``TopicArn``, ``KeyId``; a Lambda version's ``Ref`` is no ARN). Each public module of this
+package is a moto ``CloudFormationModel`` for one type that does what CloudFormation does, through moto's
+own backends, so the deployed template stays the single source of truth: nothing is created beside it. Its
+``has_cfn_attr`` / ``get_cfn_attribute`` declare exactly the ``Fn::GetAtt`` attributes AWS has. How a stack
+is updated (order, replacement, rollback) is in ``_updates``; what a template must not do, in
+``_validation``.
 
 Moto finds CloudFormation types through ``CloudFormationModel.__subclasses__()``; a later class for the same
 type wins. Importing this package defines the classes; :func:`teach` clears moto's type caches so they take
@@ -37,6 +38,7 @@ from idempotent_local.cloudformation.cloudwatch_alarm import CloudWatchAlarm
 from idempotent_local.cloudformation.dynamodb_table import DynamoDbTable
 from idempotent_local.cloudformation.kms_key import KmsKey
 from idempotent_local.cloudformation.lambda_event_source_mapping import LambdaEventSourceMapping
+from idempotent_local.cloudformation.lambda_version import LambdaVersion
 from idempotent_local.cloudformation.s3_bucket_policy import S3BucketPolicy
 from idempotent_local.cloudformation.secretsmanager_secret import SecretsManagerSecret
 from idempotent_local.cloudformation.sns_subscription import SnsSubscription
@@ -59,6 +61,7 @@ TAUGHT: dict[str, type[CloudFormationModel]] = {
         KmsKey,
         CloudWatchAlarm,
         LambdaEventSourceMapping,
+        LambdaVersion,
         StepFunctionsStateMachine,
         S3BucketPolicy,
         SecretsManagerSecret,

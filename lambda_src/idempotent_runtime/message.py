@@ -27,9 +27,9 @@ def join_key(parts: Sequence[str], separator: str = "#", plain: re.Pattern[str] 
 
     When a part contains the separator (``"acct#1" + "p"`` and ``"acct" + "1#p"`` would both join to
     ``acct#1#p``), or the joined text is over 128 characters or not printable ASCII (does not match
-    ``plain``), it is the SHA-256 (hex) of ``json.dumps(parts)`` instead, which no two different lists of
-    parts share; two or more parts joined hold the separator, so they are never a digest unless it is a hex
-    digit.
+    ``plain``, matched against the whole text: a trailing newline is no exception), it is the SHA-256 (hex)
+    of ``json.dumps(parts)`` instead, which no two different lists of parts share; two or more parts joined
+    hold the separator, so they are never a digest unless it is a hex digit.
     """
     text = separator.join(parts)
     unambiguous = len(parts) == 1 or (separator and not any(separator in part for part in parts))

@@ -38,8 +38,8 @@ from idempotent_runtime.contract import (
     QUARANTINE_TTL_SECONDS,
     REASON_ATTRIBUTE,
     REDRIVE_ATTRIBUTE,
-    SQS_MAX_MESSAGE_BYTES,
     SQS_CHARACTERS,
+    SQS_MAX_MESSAGE_BYTES,
     SQS_MESSAGE_BYTES,
     STATUS_ATTRIBUTE,
     DeadLetterKind,
@@ -156,9 +156,9 @@ class Quarantine:
             ):
                 warnings.append(
                     (
-                        "the message leaves no room beside it in the dlq for its whole reason and details: "
-                        "the dead letter carries what fitted (see idempotency.details 'shortened'); the whole "
-                        "reason is this line's",
+                        "the message leaves no room beside it in the dlq for its whole reason and "
+                        "details: the dead letter carries what fitted (see idempotency.details "
+                        "'shortened'); the whole reason is this line's",
                         {"reason": safe_reason, "sent": sorted(sent)},
                     )
                 )
@@ -333,7 +333,9 @@ def _tightest(details: dict[str, Any], reason: str, room: int) -> dict[str, Any]
     reason_name = len(DLQ_REASON_ATTRIBUTE) + len("String")
     least = {"kind": details["kind"], "source_message_id": details["source_message_id"], "shortened": "all"}
     for kept in (least, None):
-        attributes = {} if kept is None else {DLQ_DETAILS_ATTRIBUTE: _text(json.dumps(kept, separators=(",", ":")))}
+        attributes = (
+            {} if kept is None else {DLQ_DETAILS_ATTRIBUTE: _text(json.dumps(kept, separators=(",", ":")))}
+        )
         left = room - size("", attributes) - reason_name
         if left >= MIN_REASON_BYTES:
             return {DLQ_REASON_ATTRIBUTE: _text(_cut(reason, left)), **attributes}

@@ -1,23 +1,30 @@
-"""Start a Step Functions execution exactly once per message key, from a guarded-mode processor::
+"""Start an execution exactly once per message key, from a guarded-mode processor: a Step Functions
+execution (:func:`start_execution_once`) or a Lambda durable function's
+(:func:`idempotent_runtime.durable.start_durable_execution_once`)::
 
     from idempotent_runtime.workflows import start_execution_once
 
     def start_order_workflow(message):
         return start_execution_once(message, os.environ["STATE_MACHINE_ARN"], message.json_object())
 
-The execution's name is the key's (:func:`execution_name`), so Step Functions itself refuses a second
-execution for a key for 90 days: a re-run of the processor after its environment died between the start
-and the key's completion, or a delivery after the key's record expired, finds the execution and returns its
-ARN. Standard workflows only: an Express state machine is refused before anything starts (Step Functions
-does not check Express execution names). docs/runtime.md, "Start a workflow exactly once".
+One mechanism, two services (:class:`ExecutionService`): the execution's name is the key's
+(:func:`execution_name`), so the service itself refuses a second execution for a key while it keeps the
+name - a re-run of the processor after its environment died between the start and the key's completion, or
+a delivery after the key's record expired, finds the execution and returns its ARN; an execution of the name
+with another input is a conflict. Step Functions keeps names 90 days and checks them for STANDARD workflows
+only: an Express state machine is refused before anything starts. docs/runtime.md, "Start a workflow exactly
+once" and "Start a durable function exactly once".
 
 Not part of the function's code asset unless your code names it.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-from typing import Any, NoReturn
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import Any, ClassVar, NoReturn
 
 from idempotent_runtime.clients import LazyClient
 from idempotent_runtime.errors import (
@@ -33,15 +40,21 @@ from idempotent_runtime.message import Key, Message, join_key
 from idempotent_runtime.payload import canonical_json, parse_json, raw_fingerprint, sha256_hex
 from idempotent_runtime.retries import Retrier
 
-__all__ = ["ExecutionConflict", "execution_input", "execution_name", "start_execution_once"]
+__all__ = [
+    "DurableFunctions",
+    "ExecutionConflict",
+    "ExecutionService",
+    "StepFunctions",
+    "execution_input",
+    "execution_name",
+    "start_execution_once",
+]
 
-# Step Functions' execution names: 1-80 characters, none of whitespace, brackets, wildcards, most
-# punctuation or control characters; with CloudWatch Logs logging only 0-9, A-Z, a-z, - and _ work. A key
-# is written as its name when it fits the narrow set, its parts joined with `_`; otherwise the name is the
-# SHA-256 (hex) of the key, as its idempotency key is when that does not fit (64 characters).
+# A key is written as its execution name when its parts hold only ASCII letters, digits and `-` (joined
+# with `_`, within the service's length); otherwise the name is the SHA-256 (hex) of the key, as its
+# idempotency key is when that does not fit (64 characters: within both services' limits).
 NAME_SEPARATOR = "_"
-_PLAIN_NAME = re.compile(r"[0-9A-Za-z_-]{1,80}")
-# The execution input's limit: 256 KiB of UTF-8 (canonical JSON is ASCII: one byte a character).
+# Step Functions' execution input: 256 KiB of UTF-8 (canonical JSON is ASCII: one byte a character).
 MAX_INPUT_BYTES = 262_144
 STANDARD = "STANDARD"
 # What start_execution_once asks Step Functions, on the state machine and on its executions
@@ -51,19 +64,21 @@ EXECUTION_ACTIONS = ("states:DescribeExecution",)
 # On a state machine's customer managed key, through Step Functions: a start encrypts the input, a describe
 # decrypts it.
 STATE_MACHINE_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
+# What start_durable_execution_once asks Lambda (IdempotentConsumer.grant_start_durable_execution grants
+# exactly these): on the function version or alias it invokes; on the function, its versions and their
+# executions (arn:...:function:NAME:VERSION/durable-execution/..., matched by function:NAME:*), to find the
+# execution that holds a name - Lambda lists one version's executions at a time - and read its input, with
+# kms:Decrypt on the function's customer managed key, through Lambda, when it has one.
+DURABLE_FUNCTION_ACTIONS = ("lambda:InvokeFunction", "lambda:GetFunctionConfiguration")
+DURABLE_LIST_ACTIONS = ("lambda:ListDurableExecutionsByFunction", "lambda:ListVersionsByFunction")
+DURABLE_EXECUTION_ACTIONS = ("lambda:ListDurableExecutionsByFunction", "lambda:GetDurableExecution")
+DURABLE_KEY_ACTIONS = ("kms:Decrypt",)
 
-# Errors that say the state machine or the function's permissions are wrong, not the message.
-_MISCONFIGURED = frozenset(
-    {"StateMachineDoesNotExist", "StateMachineDeleting", "InvalidArn", "ResourceNotFound"}
-)
-# Errors about the request's content: the same message fails the same way every time.
-_PERMANENT = frozenset({"InvalidExecutionInput", "InvalidName", "ValidationException"})
-_TRANSIENT = frozenset({"ExecutionLimitExceeded", "ExecutionDoesNotExist"})
-
-_client = LazyClient("stepfunctions")
 _calls = Retrier()
-# State machines seen to be STANDARD by this execution environment (a type cannot change).
+# State machines seen to be STANDARD, durable functions seen to be durable, by this execution environment
+# (a type cannot change; a function's durable configuration is set when it is created).
 _standard: set[str] = set()
+_durable: set[str] = set()
 
 
 class ExecutionConflict(Conflict):
@@ -82,17 +97,387 @@ class ExecutionConflict(Conflict):
         self.stored_fingerprint = stored_fingerprint
 
 
-def execution_name(key: Key) -> str:
-    """The execution name of ``key``: ``partition_sort`` when both hold only ASCII letters, digits and
-    ``-`` and it is ≤ 80 characters, else the SHA-256 (hex) of the key (that of ``key.idempotency_key``'s
-    hashed form). The same for the same key, different for different keys, always valid."""
-    return join_key((key.partition, key.sort), NAME_SEPARATOR, _PLAIN_NAME)
-
-
 def execution_input(value: Any) -> str:
     """The text sent as the input: canonical JSON (keys sorted, compact, numbers by value, ASCII escapes),
-    so the same value is always the same text, the text Step Functions compares."""
+    so the same value is always the same text, the text the service compares."""
     return canonical_json(value)
+
+
+class ExecutionService(ABC):
+    """A service that starts an execution under a name and refuses a second one with that name: its name
+    rule, input limit and errors, and how to start, check and read back. :meth:`start_once` is the one
+    mechanism both services run."""
+
+    what: ClassVar[str]  # what the target is, in errors: "state machine"
+    title: ClassVar[str]  # the service, in a failed call's text: "step functions"
+    limit: ClassVar[tuple[str, str, int]]  # what the input is called, whose limit ("Lambda's"), its bytes
+    max_name_length: ClassVar[int]
+    grant: ClassVar[str]  # the IdempotentConsumer method that grants what the service is asked
+    misconfigured: ClassVar[frozenset[str]]  # codes: the target or the function's permissions are wrong
+    permanent: ClassVar[frozenset[str]]  # codes about the request's content: the same every time
+    transient: ClassVar[frozenset[str]]  # codes worth a later delivery beyond throttling and 5xx
+    client_service: ClassVar[str]  # the boto3 service name of its client
+
+    def __init__(self) -> None:
+        self.client = LazyClient(self.client_service)
+        self.plain_name = re.compile(f"[0-9A-Za-z_-]{{1,{self.max_name_length}}}")
+
+    @abstractmethod
+    def prepare(self, client: Any, target: str) -> None:
+        """Refuse (``Misconfiguration``) a target whose executions the service would not name."""
+
+    @abstractmethod
+    def start(self, client: Any, key: Key, target: str, name: str, text: str) -> str | None:
+        """The ARN of the execution the service started, or holds, for ``name`` and ``text``; None when the
+        name is taken by an execution it will not return (then :meth:`existing` decides)."""
+
+    @abstractmethod
+    def existing(self, client: Any, target: str, name: str) -> tuple[str, str]:
+        """The ARN and input text of the execution that holds ``name``."""
+
+    def name(self, key: Key) -> str:
+        """The execution name of ``key``: ``partition_sort`` when both hold only ASCII letters, digits and
+        ``-`` and it fits the service's length, else the SHA-256 (hex) of the key (that of
+        ``key.idempotency_key``'s hashed form). The same for the same key, different for different keys,
+        always valid."""
+        return join_key((key.partition, key.sort), NAME_SEPARATOR, self.plain_name)
+
+    def start_once(self, message: Message, target: str, value: Any, client: Any = None) -> str:
+        """Start an execution of ``target`` with ``value`` under the key's name, once; its ARN."""
+        key = message.key
+        if key is None:
+            raise ValueError("starting an execution once needs the message's key: call it from a processor")
+        name, text = self.name(key), execution_input(value)
+        called, whose, limit = self.limit
+        if len(text) > limit:
+            raise PermanentError(f"{called} of key {key} is {len(text)} bytes as JSON, over {whose} {limit}")
+        client = client if client is not None else self.client()
+        self.prepare(client, target)
+        arn = self.start(client, key, target, name, text)
+        if arn is not None:
+            return arn
+        arn, stored = self.existing(client, target, name)
+        if stored != text and not _same_value(stored, text):
+            raise ExecutionConflict(key, arn, sha256_hex(text.encode("ascii")), _fingerprint(stored))
+        return arn
+
+    def call(self, operation: Any, name: str, arn: str, **request: Any) -> Any:
+        """``operation(**request)`` with the runtime's retries; a failure raised as :meth:`fail` says."""
+        try:
+            return _calls(operation, **request)
+        except Exception as exc:
+            self.fail(exc, name, arn)
+
+    def fail(self, exc: Exception, operation: str, arn: str) -> NoReturn:
+        """Raise what a failed call means for the record: transient, misconfigured or permanent; an error
+        the service's lists do not name is raised as it is (retried, logged with its traceback)."""
+        code = error_code(exc)
+        text = f"{self.title} {operation} of {arn}: {error_text(exc)}"
+        if is_retryable(exc) or code in self.transient:
+            raise TransientError(text) from exc
+        if code is None:
+            raise exc
+        if code in self.misconfigured or code.startswith("AccessDenied") or code.upper().startswith("KMS"):
+            raise Misconfiguration(
+                text,
+                f"the function cannot use {self.what} {arn}: check that it exists in this account and region "
+                f"and that the consumer has IdempotentConsumer.{self.grant} on it",
+            ) from exc
+        if code in self.permanent:
+            raise PermanentError(text) from exc
+        raise exc
+
+
+def _same_value(stored: str, text: str) -> bool:
+    """Whether an execution's input text is the same JSON value as ``text`` (another tool's spacing)."""
+    try:
+        return execution_input(parse_json(stored)) == text
+    except (ValueError, RecursionError):
+        return False
+
+
+def _fingerprint(text: str) -> str:
+    """The fingerprint of an execution's input: of its canonical JSON, or of its text when not JSON."""
+    try:
+        return sha256_hex(execution_input(parse_json(text)).encode("ascii"))
+    except (ValueError, RecursionError):
+        return raw_fingerprint(text)
+
+
+# --- Step Functions ---------------------------------------------------------------------------------------
+
+
+class StepFunctions(ExecutionService):
+    """STANDARD state machines: names unique per state machine for 90 days; the name and input of a running
+    execution return it, a closed one (any input) or another input fail ``ExecutionAlreadyExists``."""
+
+    what = "state machine"
+    title = "step functions"
+    limit = ("workflow input", "Step Functions'", MAX_INPUT_BYTES)
+    max_name_length = 80
+    grant = "grant_start_execution"
+    misconfigured = frozenset(
+        {"StateMachineDoesNotExist", "StateMachineDeleting", "InvalidArn", "ResourceNotFound"}
+    )
+    permanent = frozenset({"InvalidExecutionInput", "InvalidName", "ValidationException"})
+    transient = frozenset({"ExecutionLimitExceeded", "ExecutionDoesNotExist"})
+    client_service = "stepfunctions"
+
+    def prepare(self, sfn: Any, state_machine_arn: str) -> None:
+        """Refuse an Express state machine: Step Functions neither checks its execution names nor describes
+        its executions, so nothing would stop a second start. Asked once per state machine and
+        environment."""
+        unqualified = ":".join(_state_machine_arn_parts(state_machine_arn)[:7])  # without version or alias
+        if unqualified in _standard:
+            return
+        described = self.call(
+            sfn.describe_state_machine,
+            "DescribeStateMachine",
+            unqualified,
+            stateMachineArn=unqualified,
+            includedData="METADATA_ONLY",
+        )
+        kind = described.get("type", STANDARD)
+        if kind != STANDARD:
+            raise Misconfiguration(
+                f"state machine {unqualified} is {kind}: start_execution_once starts STANDARD workflows only",
+                f"state machine {unqualified} is an {kind} workflow, whose execution names Step Functions "
+                "does not check: use a STANDARD state machine",
+            )
+        _standard.add(unqualified)
+
+    def start(self, sfn: Any, key: Key, state_machine_arn: str, name: str, text: str) -> str | None:
+        try:
+            started = _calls(sfn.start_execution, stateMachineArn=state_machine_arn, name=name, input=text)
+        except Exception as exc:
+            if error_code(exc) == "ExecutionAlreadyExists":
+                return None  # closed (any input), or running with another input: its input decides
+            self.fail(exc, "StartExecution", state_machine_arn)
+        return str(started["executionArn"])
+
+    def existing(self, sfn: Any, state_machine_arn: str, name: str) -> tuple[str, str]:
+        """``arn:PARTITION:states:REGION:ACCOUNT:execution:STATE_MACHINE:NAME``, as Step Functions names a
+        STANDARD workflow's executions (of a version or alias too), described."""
+        parts = _state_machine_arn_parts(state_machine_arn)
+        arn = ":".join([*parts[:5], "execution", parts[6], name])
+        described = self.call(sfn.describe_execution, "DescribeExecution", arn, executionArn=arn)
+        stored = described.get("input")
+        if not isinstance(stored, str):
+            raise Misconfiguration(
+                f"DescribeExecution of {arn} returned no input",
+                "the function cannot read the execution's input: with a customer managed key on the state "
+                "machine it needs kms:Decrypt on that key",
+            )
+        return str(described["executionArn"]), stored
+
+
+def _state_machine_arn_parts(state_machine_arn: str) -> list[str]:
+    parts = state_machine_arn.split(":") if isinstance(state_machine_arn, str) else []
+    if len(parts) < 7 or parts[2] != "states" or parts[5] != "stateMachine":
+        raise Misconfiguration(
+            f"{state_machine_arn!r} is not a state machine ARN",
+            "start_execution_once takes a state machine's ARN: "
+            "arn:aws:states:REGION:ACCOUNT:stateMachine:NAME",
+        )
+    return parts
+
+
+# --- Lambda durable functions -----------------------------------------------------------------------------
+
+# Lambda's asynchronous invocation payload: 1 MB (canonical JSON is ASCII: one byte a character).
+MAX_DURABLE_PAYLOAD_BYTES = 1_048_576
+# The first botocore that knows Invoke's DurableExecutionName (and boto3 of the same version).
+DURABLE_SDK = "1.42.1"
+
+
+class DurableFunctions(ExecutionService):
+    """Lambda durable functions, invoked asynchronously by a version, an alias or ``$LATEST``: the name and
+    payload of an execution, running or closed (within the function's retention, 1-90 days), return it;
+    another payload fails ``DurableExecutionAlreadyStartedException``."""
+
+    what = "durable function"
+    title = "lambda"
+    limit = (
+        "durable execution payload",
+        "Lambda's asynchronous invocation limit,",
+        MAX_DURABLE_PAYLOAD_BYTES,
+    )
+    max_name_length = 64
+    grant = "grant_start_durable_execution"
+    misconfigured = frozenset(
+        {
+            "ResourceNotFoundException",
+            "InvalidParameterValueException",
+            "InvalidRuntimeException",
+            "InvalidZipFileException",
+        }
+    )
+    permanent = frozenset(
+        {"RequestTooLargeException", "InvalidRequestContentException", "UnsupportedMediaTypeException"}
+    )
+    transient = frozenset({"ResourceNotReadyException", "ResourceConflictException"})
+    client_service = "lambda"
+
+    def prepare(self, lam: Any, function: str) -> None:
+        """Refuse an SDK that cannot name executions, an unqualified function (Lambda invokes durable
+        functions only by version, alias or $LATEST) and a function that is not durable (its invocations
+        are not named: every delivery would run it again). Asked once per function and environment."""
+        gap = sdk_gap(lam.meta.service_model)
+        if gap is not None:
+            raise Misconfiguration(*gap)
+        function_name(function)
+        if function in _durable:
+            return
+        described = self.call(
+            lam.get_function_configuration, "GetFunctionConfiguration", function, FunctionName=function
+        )
+        if not described.get("DurableConfig"):
+            raise Misconfiguration(
+                f"function {function} is not durable: start_durable_execution_once starts durable functions "
+                "only",
+                f"function {function} has no DurableConfig, so Lambda does not name its invocations and "
+                "would run it again for every delivery: give it durable_config (a durable function)",
+            )
+        _durable.add(function)
+
+    def start(self, lam: Any, key: Key, function: str, name: str, text: str) -> str | None:
+        try:
+            invoked = _calls(
+                lam.invoke,
+                FunctionName=function,
+                InvocationType="Event",
+                DurableExecutionName=name,
+                Payload=text.encode("ascii"),
+            )
+        except Exception as exc:
+            if error_code(exc) == "DurableExecutionAlreadyStartedException":
+                return None  # another payload: the execution's decides
+            self.fail(exc, "Invoke", function)
+        arn = invoked.get("DurableExecutionArn")
+        if not isinstance(arn, str):  # a retry names the same execution: nothing can start twice
+            raise TransientError(f"lambda Invoke of {function} returned no DurableExecutionArn")
+        owner = arn.split("/", 1)[0].split(":")[6:7]
+        if owner != [function_name(function)[0]]:
+            raise PermanentError(
+                f"execution name {name} of key {key} is held by {arn}, an execution of another function "
+                "(Lambda's durable execution names are unique per account and region): nothing started"
+            )
+        return arn
+
+    def existing(self, lam: Any, function: str, name: str) -> tuple[str, str]:
+        """The execution of the function that holds ``name``, read with its input."""
+        unqualified = function.rsplit(":", 1)[0]
+        arn = self._holder(lam, function, unqualified, name)
+        if arn is None:  # listed once visible; or held by another function's execution
+            raise TransientError(
+                f"lambda refused execution name {name} for {function} (another payload) but lists no "
+                f"execution of that name in any version of {unqualified}: not visible yet, or held by "
+                "another function's execution"
+            )
+        described = self.call(
+            lam.get_durable_execution,
+            "GetDurableExecution",
+            arn,
+            DurableExecutionArn=arn,
+            IncludeExecutionData=True,
+        )
+        stored = described.get("InputPayload")
+        if not isinstance(stored, str):
+            raise Misconfiguration(
+                f"GetDurableExecution of {arn} returned no input",
+                "the function cannot read the execution's input: with a customer managed key on the durable "
+                "function it needs kms:Decrypt on that key through Lambda",
+            )
+        return arn, stored
+
+    def _holder(self, lam: Any, function: str, unqualified: str, name: str) -> str | None:
+        """The ARN of the function's execution named ``name``. Lambda lists a function's executions one
+        version at a time (``$LATEST``'s without a qualifier): the version ``function`` resolves to first,
+        then, for an execution started before a deploy, the function's other versions, newest first."""
+        qualifier = function_name(function)[1]
+        tried: set[str] = set()
+        for version in itertools.chain([qualifier], self._versions(lam, unqualified)):
+            if version in tried:
+                continue
+            tried.add(version)
+            for execution in self._pages(
+                lam.list_durable_executions_by_function,
+                "ListDurableExecutionsByFunction",
+                "DurableExecutions",
+                FunctionName=unqualified,
+                Qualifier=version,
+                DurableExecutionName=name,  # the names that contain it: "o-1" lists "o-10" too
+                MaxItems=1000,
+            ):
+                if execution.get("DurableExecutionName") == name:
+                    return str(execution["DurableExecutionArn"])
+        return None
+
+    def _versions(self, lam: Any, unqualified: str) -> Iterator[str]:
+        """The function's versions, newest first (``$LATEST`` first), asked only when needed."""
+        versions = [
+            str(v["Version"])
+            for v in self._pages(
+                lam.list_versions_by_function,
+                "ListVersionsByFunction",
+                "Versions",
+                FunctionName=unqualified,
+                MaxItems=10_000,
+            )
+        ]
+        yield from sorted(versions, key=lambda v: (v != "$LATEST", -int(v) if v.isdigit() else 0))
+
+    def _pages(self, operation: Any, name: str, field: str, **request: Any) -> Iterator[dict[str, Any]]:
+        """The items of every page a Lambda list operation answers (``Marker`` / ``NextMarker``)."""
+        while True:
+            page = self.call(operation, name, str(request["FunctionName"]), **request)
+            yield from page.get(field, [])
+            if not page.get("NextMarker"):
+                return
+            request["Marker"] = page["NextMarker"]
+
+
+def function_name(function: str) -> tuple[str, str]:
+    """``(name, qualifier)`` of a qualified function - an ARN, ``ACCOUNT:function:NAME:QUALIFIER`` or
+    ``NAME:QUALIFIER``; an unqualified one is a misconfiguration."""
+    parts = function.split(":") if isinstance(function, str) else []
+    if parts[:1] == ["arn"]:
+        parts = parts[6:] if len(parts) >= 7 and parts[2] == "lambda" and parts[5] == "function" else []
+    elif len(parts) >= 3 and parts[1] == "function":
+        parts = parts[2:]
+    if len(parts) != 2 or not all(parts):
+        raise Misconfiguration(
+            f"{function!r} is not a qualified function: Lambda invokes durable functions by version, alias "
+            "or $LATEST only",
+            "start_durable_execution_once takes a function version's or alias's ARN "
+            "(arn:aws:lambda:REGION:ACCOUNT:function:NAME:QUALIFIER; Version.function_arn, "
+            "Alias.function_arn in the app), or NAME:QUALIFIER",
+        )
+    return parts[0], parts[1]
+
+
+def sdk_gap(service_model: Any) -> tuple[str, str] | None:
+    """Why a Lambda client of this service model cannot name a durable execution (reason, hint), or None."""
+    members = service_model.operation_model("Invoke").input_shape.members
+    if "DurableExecutionName" in members:
+        return None
+    import botocore
+
+    return (
+        f"this runtime's botocore {botocore.__version__} does not know Lambda Invoke's DurableExecutionName: "
+        "no durable execution can be started by name",
+        f"bundle boto3>={DURABLE_SDK} with the function (a requirements.txt line in its code directory): the "
+        "SDK in Lambda's runtime is older",
+    )
+
+
+STEP_FUNCTIONS = StepFunctions()
+DURABLE_FUNCTIONS = DurableFunctions()
+
+
+def execution_name(key: Key) -> str:
+    """The Step Functions execution name of ``key`` (:meth:`ExecutionService.name`; ≤ 80 characters)."""
+    return STEP_FUNCTIONS.name(key)
 
 
 def start_execution_once(message: Message, state_machine_arn: str, input: Any, *, client: Any = None) -> str:
@@ -106,115 +491,4 @@ def start_execution_once(message: Message, state_machine_arn: str, input: Any, *
     missing permissions, ``PermanentError`` for an input Step Functions refuses. ``client``: a
     ``stepfunctions`` client (default: one per execution environment, with the runtime's settings).
     """
-    key = message.key
-    if key is None:
-        raise ValueError("start_execution_once needs the message's key: call it from a processor")
-    name = execution_name(key)
-    text = execution_input(input)
-    if len(text) > MAX_INPUT_BYTES:
-        raise PermanentError(
-            f"workflow input of key {key} is {len(text)} bytes as JSON, over Step Functions' "
-            f"{MAX_INPUT_BYTES}"
-        )
-    sfn = client if client is not None else _client()
-    _require_standard(sfn, state_machine_arn)
-    try:
-        started = _calls(sfn.start_execution, stateMachineArn=state_machine_arn, name=name, input=text)
-    except Exception as exc:
-        if error_code(exc) != "ExecutionAlreadyExists":
-            _raise_failure(exc, "StartExecution", state_machine_arn)
-    else:
-        return str(started["executionArn"])
-    # Closed (any input), or running with another input: its input decides.
-    return _existing(sfn, key, _execution_arn(state_machine_arn, name), text)
-
-
-def _existing(sfn: Any, key: Key, execution_arn: str, text: str) -> str:
-    try:
-        described = _calls(sfn.describe_execution, executionArn=execution_arn)
-    except Exception as exc:
-        _raise_failure(exc, "DescribeExecution", execution_arn)
-    stored = described.get("input")
-    if not isinstance(stored, str):
-        raise Misconfiguration(
-            f"DescribeExecution of {execution_arn} returned no input",
-            "the function cannot read the execution's input: with a customer managed key on the state "
-            "machine it needs kms:Decrypt on that key",
-        )
-    if stored != text:
-        try:
-            same = execution_input(parse_json(stored)) == text
-        except (ValueError, RecursionError):
-            same = False
-        if not same:
-            ours = sha256_hex(text.encode("ascii"))
-            raise ExecutionConflict(key, execution_arn, ours, _fingerprint(stored))
-    return str(described["executionArn"])
-
-
-def _fingerprint(text: str) -> str:
-    """The fingerprint of an execution's input: of its canonical JSON, or of its text when not JSON."""
-    try:
-        return sha256_hex(execution_input(parse_json(text)).encode("ascii"))
-    except (ValueError, RecursionError):
-        return raw_fingerprint(text)
-
-
-def _require_standard(sfn: Any, state_machine_arn: str) -> None:
-    """Refuse an Express state machine: Step Functions neither checks its execution names nor describes its
-    executions, so nothing would stop a second start. Asked once per state machine and environment."""
-    unqualified = ":".join(_arn_parts(state_machine_arn)[:7])  # without a version or alias
-    if unqualified in _standard:
-        return
-    try:
-        described = _calls(
-            sfn.describe_state_machine, stateMachineArn=unqualified, includedData="METADATA_ONLY"
-        )
-    except Exception as exc:
-        _raise_failure(exc, "DescribeStateMachine", unqualified)
-    kind = described.get("type", STANDARD)
-    if kind != STANDARD:
-        raise Misconfiguration(
-            f"state machine {unqualified} is {kind}: start_execution_once starts STANDARD workflows only",
-            f"state machine {unqualified} is an {kind} workflow, whose execution names Step Functions does "
-            "not check: use a STANDARD state machine",
-        )
-    _standard.add(unqualified)
-
-
-def _arn_parts(state_machine_arn: str) -> list[str]:
-    parts = state_machine_arn.split(":") if isinstance(state_machine_arn, str) else []
-    if len(parts) < 7 or parts[2] != "states" or parts[5] != "stateMachine":
-        raise Misconfiguration(
-            f"{state_machine_arn!r} is not a state machine ARN",
-            "start_execution_once takes a state machine's ARN: "
-            "arn:aws:states:REGION:ACCOUNT:stateMachine:NAME",
-        )
-    return parts
-
-
-def _execution_arn(state_machine_arn: str, name: str) -> str:
-    """``arn:PARTITION:states:REGION:ACCOUNT:execution:STATE_MACHINE:NAME``, as Step Functions names a
-    STANDARD workflow's executions (of a version or alias too)."""
-    parts = _arn_parts(state_machine_arn)
-    return ":".join([*parts[:5], "execution", parts[6], name])
-
-
-def _raise_failure(exc: Exception, operation: str, arn: str) -> NoReturn:
-    """Raise what a failed Step Functions call means for the record: transient, misconfigured or
-    permanent; an error this module does not know is raised as it is (retried, logged with its traceback)."""
-    code = error_code(exc)
-    text = f"step functions {operation} of {arn}: {error_text(exc)}"
-    if is_retryable(exc) or code in _TRANSIENT:
-        raise TransientError(text) from exc
-    if code is None:
-        raise exc
-    if code in _MISCONFIGURED or code.startswith("AccessDenied") or code.upper().startswith("KMS"):
-        raise Misconfiguration(
-            text,
-            f"the function cannot use state machine {arn}: check that it exists in this account and region "
-            "and that the consumer has IdempotentConsumer.grant_start_execution on it",
-        ) from exc
-    if code in _PERMANENT:
-        raise PermanentError(text) from exc
-    raise exc
+    return STEP_FUNCTIONS.start_once(message, state_machine_arn, input, client)

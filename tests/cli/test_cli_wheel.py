@@ -321,6 +321,106 @@ def test_the_app_switched_to_versioned_mode_keeps_the_newest_state_and_counts_ol
         app_py.write_text(original)
 
 
+# The worked example of docs/local-cloud.md, "An init app that starts a durable function": the dispatcher and
+# the durable function's code as the user writes them, and the lines app.py gains.
+DISPATCHER = """import os
+
+from idempotent_runtime.durable import start_durable_execution_once
+
+
+def start(message):
+    return start_durable_execution_once(message, os.environ["DURABLE_FUNCTION_ARN"], message.json_object())
+"""
+FULFILMENT = """import json
+
+
+def handler(event, context):
+    line = json.loads(event["InitialExecutionState"]["Operations"][0]["ExecutionDetails"]["InputPayload"])
+    print(json.dumps({"fulfilling": line}))
+    return {"Status": "SUCCEEDED", "Result": json.dumps({"packed": line["sku"]})}
+"""
+DURABLE_FUNCTION = """        fulfil = lambda_.Function(
+            self,
+            "Fulfil",
+            runtime=lambda_.Runtime.PYTHON_3_13,
+            handler="fulfil.handler",
+            code=lambda_.Code.from_asset(str(HERE / "fulfilment")),
+            durable_config=lambda_.DurableConfig(
+                execution_timeout=cdk.Duration.minutes(15), retention_period=cdk.Duration.days(14)
+            ),
+        )
+        pipeline = IdempotentPipeline("""
+
+
+def test_the_app_switched_to_a_durable_function_starts_one_execution_per_key_and_dead_letters_a_conflict(
+    shop: Shop,
+) -> None:
+    """As a user would: the generated app switched to a durable function (guarded mode, a dispatcher),
+    deployed, every line delivered twice, then another payload for a used key."""
+    app_py, dispatcher = shop.app / "app.py", shop.app / "src" / "dispatch.py"
+    original = app_py.read_text()
+    dispatcher.write_text(DISPATCHER)
+    (shop.app / "fulfilment").mkdir()
+    (shop.app / "fulfilment" / "fulfil.py").write_text(FULFILMENT)
+    app_py.write_text(
+        original.replace(
+            "import aws_cdk as cdk  # noqa: E402",
+            "import aws_cdk as cdk  # noqa: E402\nfrom aws_cdk import aws_lambda as lambda_  # noqa: E402",
+        )
+        .replace("        pipeline = IdempotentPipeline(", DURABLE_FUNCTION)
+        .replace(
+            'processor="orders:handle",',
+            'processor="dispatch:start", mode="guarded",\n'
+            '                environment={"DURABLE_FUNCTION_ARN": fulfil.current_version.function_arn},',
+        )
+        .replace(
+            "        outputs = {",
+            "        pipeline.consumer.grant_start_durable_execution(fulfil.current_version)\n"
+            "        outputs = {",
+        )
+    )
+    try:
+        deployed = shop.command("local", "deploy")
+        assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+        outputs, emulator = shop.outputs(), shop.emulator
+        sns, lam = emulator.client("sns"), emulator.client("lambda")
+        lines = [
+            {"order_id": "o-21", "line_id": "1", "sku": "tea", "quantity": 2},
+            {"order_id": "o-22", "line_id": "1", "sku": "coffee", "quantity": 1},
+        ]
+        for copy, line in [(copy, line) for copy in range(2) for line in lines]:  # each line delivered twice
+            sns.publish(
+                TopicArn=outputs["TopicArn"],
+                Message=json.dumps(line),
+                MessageGroupId=line["order_id"],
+                MessageDeduplicationId=f"{line['order_id']}-{copy}",
+            )
+        ran = shop.command("local", "run", "--drain", "--wait", "1", "--retry-delay", "0")
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert ran.stdout.strip().splitlines()[-1].startswith("4 messages: 2 processed, 2 duplicate"), (
+            ran.stdout
+        )
+        function = next(
+            f["FunctionName"] for f in lam.list_functions()["Functions"] if "Fulfil" in f["FunctionName"]
+        )
+        version_one = {"FunctionName": function, "Qualifier": "1"}  # the version app.py deployed
+        executions = lam.list_durable_executions_by_function(**version_one)["DurableExecutions"]
+        assert sorted(e["DurableExecutionName"] for e in executions) == ["o-21_1", "o-22_1"]
+
+        sent = _send(shop, [{**lines[0], "quantity": 5}])  # the same key, another payload
+        assert sent.returncode == 0, sent.stdout + sent.stderr
+        ran = shop.command("local", "run", "--drain", "--wait", "1", "--retry-delay", "0")
+        assert ran.returncode == 1, ran.stdout + ran.stderr  # a message reached the DLQ
+        assert "1 quarantined" in ran.stdout and "(1 conflict)" in ran.stdout, ran.stdout
+        listed = shop.command("dlq", "list", "--local", "--json")
+        reasons = json.loads(listed.stdout)["reasons"]
+        assert any(r["kind"] == "conflict" and "o-21#1" in json.dumps(r) for r in reasons), reasons
+        assert len(lam.list_durable_executions_by_function(**version_one)["DurableExecutions"]) == 2
+    finally:
+        app_py.write_text(original)
+        dispatcher.unlink()
+
+
 def test_outside_the_app_the_tool_refuses_instead_of_starting_another_emulator(shop: Shop) -> None:
     refused = shop.command("local", "deploy", cwd=shop.work)
     assert refused.returncode == 1

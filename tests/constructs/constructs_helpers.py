@@ -111,12 +111,17 @@ def cdk_env() -> dict[str, str]:
     return env
 
 
-def function_asset_dir(stack: Any) -> Path:
-    """The directory of the (single) Lambda code asset in the stack's synthesized cloud assembly."""
+def function_asset_dir(stack: Any, handler: str | None = None) -> Path:
+    """The directory of the (single, or the one with ``handler``) Lambda code asset in the stack's
+    synthesized cloud assembly."""
     import aws_cdk as cdk
 
     template = stack.node.root.synth().get_stack_by_name(stack.stack_name).template
-    functions = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    functions = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function" and handler in (None, r["Properties"].get("Handler"))
+    ]
     assert len(functions) == 1, functions
     key = functions[0]["Properties"]["Code"]["S3Key"]
     asset_hash = key.removesuffix(".zip")

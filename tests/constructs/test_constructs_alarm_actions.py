@@ -10,7 +10,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs_helpers import NO_ALARM_ACTION, cdk_json_context, warnings_of
 
-from idempotent_pipeline import AlarmOptions, IdempotentConsumer, IdempotentPipeline, IdempotencyTable
+from idempotent_pipeline import AlarmOptions, IdempotencyTable, IdempotentConsumer, IdempotentPipeline
 
 
 def _stack() -> cdk.Stack:
@@ -59,7 +59,9 @@ def test_an_action_the_app_adds_after_the_constructs_counts(unpaged):
     found = _alarm_warnings(stack)
     if unpaged:
         (text,) = found.values()
-        assert text.startswith(f"1 alarm(s) of Alarms/Consumer ({consumer.alarms[-1].node.id}) have no action")
+        assert text.startswith(
+            f"1 alarm(s) of Alarms/Consumer ({consumer.alarms[-1].node.id}) have no action"
+        )
     else:
         assert found == {}
 

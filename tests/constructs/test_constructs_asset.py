@@ -66,7 +66,8 @@ def consumer(**options: Any) -> IdempotentConsumer:
 
 def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
     """The runtime's files as the asset holds them: without the modules the function never imports (the
-    producer helper, the DLQ tool's record inspection, the test helper, the workflow starter) unless the
+    producer helper, the DLQ tool's record inspection, the test helper, the workflow and durable execution
+    starters) unless the
     user's code names them, and without the other modes' modules (all modes when it names the record
     inspection); never the outbox or the relay (a consumer that does not emit)."""
     shipped = {mode, "document"} if mode == "versioned" else {mode}  # versioned builds on document mode
@@ -75,7 +76,7 @@ def _runtime_files(*imported: str, mode: str = "document") -> set[str]:
         f"idempotent_runtime/{p.relative_to(RUNTIME_SOURCE).as_posix()}"
         for p in RUNTIME_SOURCE.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-        if p.stem not in ("publisher", "records", "testing", "workflows") or p.stem in imported
+        if p.stem not in ("publisher", "records", "testing", "workflows", "durable") or p.stem in imported
         if not (p.parent.name == "modes" and p.stem in other_modes)
         if p.stem not in ("outbox", "relay")
     }
@@ -565,6 +566,8 @@ def test_code_directory_may_be_a_path(tmp_path):
         ("from idempotent_runtime import \\\n    records\n", ("records",)),
         ("from idempotent_runtime.testing import message\n", ("testing",)),
         ("from idempotent_runtime.workflows import start_execution_once\n", ("workflows",)),
+        # the durable starter runs the workflow starter's mechanism: both ship
+        ("from idempotent_runtime.durable import start_durable_execution_once\n", ("durable", "workflows")),
         (
             "import importlib\nP = importlib.import_module('idempotent_runtime.' + 'publisher')\n",
             ("publisher",),
@@ -578,6 +581,7 @@ def test_code_directory_may_be_a_path(tmp_path):
         "continuation",
         "testing",
         "workflows",
+        "durable",
         "import-module",
     ],
 )

@@ -755,14 +755,14 @@ def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> No
         (
             {"partition_key_field": "order", "sort_key_field": "order.id"},
             "ConsumerOptions.partition_key_field 'order' and ConsumerOptions.sort_key_field 'order.id': one "
-            "field lies inside the other, so no body holds both (a key or a version is a string, number or boolean, not an object) and every message would be refused; "
-            "name two separate fields",
+            "field lies inside the other, so no body holds both (a key or a version is a string, number or "
+            "boolean, not an object) and every message would be refused; name two separate fields",
         ),
         (
             {"mode": "versioned", "version_field": "order", "partition_key_field": "order.id"},
             "ConsumerOptions.version_field 'order' and ConsumerOptions.partition_key_field 'order.id': one "
-            "field lies inside the other, so no body holds both (a key or a version is a string, number or boolean, not an object) and every message would be refused; "
-            "name two separate fields",
+            "field lies inside the other, so no body holds both (a key or a version is a string, number or "
+            "boolean, not an object) and every message would be refused; name two separate fields",
         ),
         (
             {"fingerprint_fields": ["f" * 200] * 25},

@@ -115,7 +115,8 @@ def _through_step_functions(machine_arn: object, stack: cdk.Stack) -> dict:
 
 
 @pytest.mark.skipif(
-    not hasattr(sfn, "CustomerManagedEncryptionConfiguration"), reason="this aws-cdk-lib has no state machine key"
+    not hasattr(sfn, "CustomerManagedEncryptionConfiguration"),
+    reason="this aws-cdk-lib has no state machine key",
 )
 def test_a_state_machine_with_a_customer_managed_key_grants_the_key_for_start_and_describe(user_code):
     from aws_cdk import aws_kms as kms

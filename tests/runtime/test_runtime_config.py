@@ -285,4 +285,3 @@ def test_a_value_with_a_trailing_newline_is_refused_not_read_as_the_value_before
     env = {"TABLE_NAME": "t", "IDEMPOTENCY_MODE": "transaction", "PROCESSOR": "orders:handle", name: value}
     with pytest.raises(ConfigurationError, match=f"^{name} must "):
         Config.from_env(env)
-

@@ -209,7 +209,9 @@ def test_a_poison_message_near_the_limit_reaches_the_dlq_on_its_first_receive_wi
     they fit too, else the reason alone, else nothing - never a loop without a reason."""
     sizes = limit_like_sqs(strict_sqs, SQS_MESSAGE_BYTES)
     poison = _poison(SQS_MESSAGE_BYTES - short_of_limit, **attributes)
-    poison["body"] = poison["body"][: len(poison["body"]) - _original_size(poison) + SQS_MESSAGE_BYTES - short_of_limit]
+    poison["body"] = poison["body"][
+        : len(poison["body"]) - _original_size(poison) + SQS_MESSAGE_BYTES - short_of_limit
+    ]
     assert _original_size(poison) == SQS_MESSAGE_BYTES - short_of_limit  # the source queue took it
     stream = io.StringIO()
     handler = _handler(table, dynamodb, strict_sqs, dlq_url, log_stream=stream)

@@ -68,6 +68,12 @@ def test_idempotency_key_is_the_joined_key_in_the_common_case():
     assert Key("o-1", "receipt").idempotency_key == "o-1#receipt"
 
 
+def test_an_idempotency_key_ending_in_a_newline_is_hashed_not_handed_on_with_it():
+    """Third-party APIs take printable ASCII: a value ending in a newline makes the key a digest."""
+    expected = hashlib.sha256(json.dumps(["o-1", "receipt\n"]).encode()).hexdigest()
+    assert Key("o-1", "receipt\n").idempotency_key == expected
+
+
 def test_idempotency_keys_of_parts_holding_the_separator_do_not_collide():
     first, second = Key("acct#1", "p").idempotency_key, Key("acct", "1#p").idempotency_key
     assert str(Key("acct#1", "p")) == str(Key("acct", "1#p"))  # the display form is ambiguous...

@@ -91,8 +91,8 @@ REFUSED: list[tuple[dict[str, Any], dict[str, Any], str]] = [
         {"partition_key_field": "order", "sort_key_field": "order.id"},
         {"order": {"id": "o-1"}},
         "PARTITION_KEY_FIELD 'order' and SORT_KEY_FIELD 'order.id': one field lies inside the other, so no "
-        "body holds both (a key or a version is a string, number or boolean, not an object) and every message "
-        "would be refused; name two separate fields",
+        "body holds both (a key or a version is a string, number or boolean, not an object) and every "
+        "message would be refused; name two separate fields",
     ),
     (
         {"partition_key_field": "order.line.no", "sort_key_field": "order.line"},
@@ -189,7 +189,11 @@ def test_a_key_prefix_leaves_half_the_partition_key_to_the_keys_own_value():
         {"partition_key_field": "order.pk", "sort_key_field": "line.sk"},
         {"partition_key_field": "order.id", "sort_key_field": "order.idx"},  # a prefix of the text only
         {"partition_key_field": "order", "sort_key_field": "order"},  # one field for both keys
-        {"partition_key_field": "order", "sort_key_field": "order.id", "key_source": "message_id"},  # not read
+        {
+            "partition_key_field": "order",
+            "sort_key_field": "order.id",
+            "key_source": "message_id",
+        },  # not read
         {"key_prefix": "p" * 1024},
     ],
 )

@@ -285,6 +285,7 @@ KEYS = [
     ("cust/7", "order*1"),
     ("café", "order-1"),
     ("cust-7", "\u0085order"),
+    ("cust-7\t", "order-1"),
     ("a_b", "c"),
     ("a", "b_c"),
     ("a#b", "c"),
