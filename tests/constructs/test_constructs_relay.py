@@ -398,6 +398,7 @@ def test_each_relay_on_a_shared_table_is_invoked_only_for_its_own_consumers_outb
     fall inside the partitions and sort keys of orders' outbox (0.4's and 0.3's). Each relay's synthesized
     filter, applied by the local cloud's event filter to the table's real stream, passes its own outbox
     items and nothing else - and a 0.3 outbox item of orders still in the stream reaches orders' relay."""
+    pytest.importorskip("moto", reason="the runtime's writes come from moto, in the newest environment")
     stack = new_stack()
     table = IdempotencyTable(stack, "Shared")
     topic = sns.Topic(stack, "Payments", fifo=True)
