@@ -245,6 +245,10 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
         raise DlqError(f"--limit must be at least 1, got {limit}")
     clients = (connect or clients_for)(args)
     handler = args.dlq_handler
+    if args.function and not args.queue_url and handler in RELAY_HANDLERS:
+        relay = locate.relay_named(clients, stack=args.stack, function=args.function)
+        if relay is not None:
+            return _relay_command(args, clients, console, relay)
     if handler == "show" and not (args.function or args.queue_url):
         pipelines = locate.one_stack(locate.candidates(clients, stack=args.stack, function=None))
         if len(pipelines) > 1:
@@ -281,6 +285,22 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
             limit=args.limit,
         )
     return commands.cmd_purge(context, filters=filters, yes=args.yes, dry_run=args.dry_run)
+
+
+# What `--function RELAY` does on an outbox relay's dead-letter queue (idempotent_cli.dlq.relayed); purge
+# takes the queue's URL (--queue-url), as for any queue.
+RELAY_HANDLERS = ("list", "show", "redrive")
+
+
+def _relay_command(args: argparse.Namespace, clients: Any, console: Any, relay: Any) -> int:
+    from idempotent_cli.dlq import relayed
+
+    context = relayed.RelayContext(clients, console, relay, args.visibility_timeout, args.wait_seconds)
+    if args.dlq_handler == "list":
+        return relayed.cmd_list(context, as_json=args.json)
+    if args.dlq_handler == "show":
+        return relayed.cmd_show(context, message_id=args.message_id, as_json=args.json)
+    return relayed.cmd_redrive(context, dry_run=args.dry_run, limit=args.limit)
 
 
 def _context(args: argparse.Namespace, clients: Any, console: Any, target: Any) -> Any:

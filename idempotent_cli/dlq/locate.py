@@ -332,12 +332,28 @@ def candidates(clients: Clients, *, stack: str | None, function: str | None) -> 
     )
 
 
+def relay_named(clients: Clients, *, stack: str | None, function: str) -> Relay | None:
+    """The outbox relay ``function`` names (any of its names) among the deployed stacks (``stack``), or None
+    when it names none (a consumer, or nothing)."""
+    found = [r for s in deployed(clients, stack) for r in s.relays if r.answers_to(function)]
+    if len({r.label for r in found}) > 1:
+        raise DlqError(
+            f"{function} names {len(found)} relays ({', '.join(r.label for r in found)}): choose with --stack"
+        )
+    return found[0] if found else None
+
+
 def _not_a_consumer(relay: Relay, relayed: list[Pipeline]) -> str:
     of = f" of {relayed[0].label}" if len(relayed) == 1 else ""
     dlq = relay.dead_letter_queue_url
     return (
         f"{relay.label} is the outbox relay{of} (it publishes to {relay.target_arn or '?'}), not a consumer"
-        + (f": its dead-letter queue is {dlq} (--queue-url {dlq})" if dlq else "")
+        + (
+            f": `dlq list|show|redrive --function {relay.function}` read its dead-letter queue and "
+            f"publish what it stands for again; purge it with --queue-url {dlq}"
+            if dlq
+            else ""
+        )
     )
 
 

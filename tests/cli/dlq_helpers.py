@@ -381,6 +381,7 @@ def deploy_hops(*, outputs: bool = True) -> Hops:
                     "Variables": {
                         "EMIT_TARGET_ARN": {"Fn::GetAtt": ["PaymentsQueue", "Arn"]},
                         "DLQ_URL": {"Ref": "RelayDeadLetterQueue"},
+                        "TABLE_NAME": {"Ref": "Table"},
                     }
                 },
             },

@@ -323,17 +323,21 @@ def test_dlq_show_finds_the_message_in_the_dlq_of_any_consumer_and_says_which():
 # -- the relay, names that are no consumer's, a stack without outputs -------------------------------------
 
 
-def test_the_relay_is_no_consumer_and_its_dlq_stays_reachable_by_url():
+def test_the_relays_dlq_is_read_by_its_function_name_and_purged_by_url():
     hops = deploy_hops()
     dead_letter(PAYMENT, queue_url=hops.relay_dlq_url, group_id=None, reason="the emit target refused it")
 
     code, terminal = dlq("list", "--stack", hops.stack, "--function", hops.relay)
 
+    assert code == 0, terminal.error
+    assert f"-relay-dlq of the outbox relay {hops.stack}/{hops.relay}" in terminal.lines[0]
+    assert terminal.lines[-1] == "1 unknown"  # a dead letter neither the relay nor Lambda wrote
+    code, terminal = dlq("purge", "--stack", hops.stack, "--function", hops.relay, "--yes")
     assert code == 1
     assert terminal.error.startswith(
         f"error: {hops.stack}/{hops.relay} is the outbox relay of {hops.stack}/{hops.orders.function} (it "
-        f"publishes to {queue_arn(hops.payments.queue_url)}), "
-        "not a consumer: its dead-letter queue is "
+        f"publishes to {queue_arn(hops.payments.queue_url)}), not a consumer: `dlq list|show|redrive "
+        f"--function {hops.relay}` read its dead-letter queue"
     )
     code, terminal = dlq("list", "--queue-url", hops.relay_dlq_url, "--json")
     assert code == 0, terminal.error
