@@ -81,6 +81,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"how long the trace holds each dead letter it reads (default: {DEFAULT_VISIBILITY_SECONDS})",
     )
+    trace.add_argument(
+        "--next-stack",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a stack whose consumers read what the key emitted (repeatable; the key's own stack is always "
+        "looked at): each emitted message is followed there, hop by hop",
+    )
     trace.add_argument("--json", action="store_true", help="print JSON")
     add_wait_argument(trace)
     trace.set_defaults(func=run)
@@ -138,7 +146,7 @@ def _look(args: argparse.Namespace, clients: Any, console: Any, pipeline: Any, *
     from idempotent_cli.dlq import locate
     from idempotent_cli.dlq.commands import Context
     from idempotent_cli.dlq.errors import DlqError
-    from idempotent_cli.trace import look, screen, wanted
+    from idempotent_cli.trace import hops, look, screen, wanted
 
     try:
         context = Context(
@@ -160,6 +168,9 @@ def _look(args: argparse.Namespace, clients: Any, console: Any, pipeline: Any, *
         table=record,
         dead_letters=look.dead_letters(context, keys, record.key),
         queue=look.in_flight(context, keys, record.key, peek=args.peek),
+        emitted=hops.Follower(context, args.next_stack).follow(keys, record.item, (pipeline.label,))
+        if record.item and keys.config.emit_target_arn
+        else [],
     )
     return screen.Traced(context, keys, given, found)
 

@@ -358,3 +358,4 @@ class Trace:
     table: Record
     dead_letters: list[Letters]
     queue: InFlight
+    emitted: list[Any] = field(default_factory=list)  # trace.hops.Item: what the key emitted, hop by hop

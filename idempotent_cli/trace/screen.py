@@ -13,6 +13,7 @@ from idempotent_cli.dlq.commands import Context, letter_summary, message_line
 from idempotent_cli.dlq.keystate import KeyTable
 from idempotent_cli.dlq.letters import Which
 from idempotent_cli.dlq.locate import Pipeline, listing
+from idempotent_cli.trace import hops
 from idempotent_cli.trace.look import (
     InFlight,
     Letters,
@@ -185,6 +186,7 @@ def document(traced: Traced) -> dict[str, Any]:
             for letters in found.dead_letters
         ],
         "queue": _queue_document(found.queue),
+        "emitted": hops.document(found.emitted),
     }
 
 
@@ -249,6 +251,9 @@ def lines(traced: Traced, args: argparse.Namespace, *, name_function: bool = Fal
     out += _table_lines(record, keys)
     out += _letters_lines(found.dead_letters)
     out += _queue_lines(found.queue)
+    if found.emitted:
+        out.append(_row("emitted", f"{sum(len(i.messages) for i in found.emitted)} message(s), hop by hop:"))
+        out += ["  " + line for line in hops.lines(found.emitted)]
     out.append(_row("logs", _logs_command(context, record, args, name_function=name_function)))
     return out
 

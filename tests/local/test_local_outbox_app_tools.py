@@ -135,3 +135,63 @@ def test_dlq_list_without_function_reads_the_main_consumer_and_names_all_three(d
         f"(ShippingFunctionName); this is {outputs['FunctionName']} (the one the stack's unprefixed outputs "
         "name): --function NAME chooses another\n"
     )
+
+
+def test_trace_follows_an_order_from_the_first_hop_to_the_last(deployed, capsys):
+    outputs = deployed["outputs"]
+    where = ("--stack", STACK, "--function", "FunctionName", *FAST)
+
+    code, out, err = _run(deployed, capsys, "trace", "order-1", "1", *where, "--json")
+
+    assert code == 0, err
+    document = json.loads(out)
+    (item,) = document["emitted"]
+    assert item["target"] == outputs["PaymentsTopicArn"] and item["state"] == "in the outbox"
+    (payment,) = item["messages"]
+    assert payment["group_id"] == "order-1"
+    assert payment["dedup_id"] == f"{outputs['TableName']}#order-1#1#000"
+    assert (payment["consumer"], payment["state"]) == (f"{STACK}/{outputs['PaymentsFunctionName']}", "stored")
+    (shipping_item,) = payment["emitted"]
+    assert shipping_item["target"] == outputs["ShippingTopicArn"]
+    (shipment,) = shipping_item["messages"]
+    assert (shipment["consumer"], shipment["state"]) == (
+        f"{STACK}/{outputs['ShippingFunctionName']}",
+        "stored",
+    )
+    assert shipment["emitted"] == []  # shipping emits nothing: the last hop
+
+    code, out, err = _run(deployed, capsys, "trace", "order-1", "1", *where)
+    assert code == 0, err
+    assert f"-> {STACK}/{outputs['PaymentsFunctionName']}: stored" in out
+    assert f"-> {STACK}/{outputs['ShippingFunctionName']}: stored" in out
+
+
+def test_trace_shows_an_emitted_message_not_yet_arrived_and_one_in_conflict(deployed, capsys):
+    """Last in this module: it leaves messages in flight."""
+    emulator, outputs = deployed["emulator"], deployed["outputs"]
+    sns = emulator.client("sns")
+    for order in ("order-2", "order-3"):
+        sns.publish(
+            TopicArn=outputs["TopicArn"],
+            Message=json.dumps({"x": order, "y": "1", "cents": 300}),
+            MessageGroupId=order,
+            MessageDeduplicationId=f"{order}-1",
+        )
+    # Another payload already stored under order-3's payment request's deduplication id.
+    sns.publish(
+        TopicArn=outputs["PaymentsTopicArn"],
+        Message=json.dumps({"order": "order-3", "line": "1", "cents": 999}),
+        MessageGroupId="order-3",
+        MessageDeduplicationId=f"{outputs['TableName']}#order-3#1#000",
+    )
+    with EventSourceRunner(emulator) as runner:
+        consumers = {outputs[output] for output in CONSUMERS.values()}
+        runner.drain(mappings=[m for m in runner.mappings() if m.function_name in consumers])  # relays down
+
+    where = ("--stack", STACK, "--function", "FunctionName", "--json", *FAST)
+    code, out, err = _run(deployed, capsys, "trace", "order-2", "1", *where)
+    assert code == 0, err
+    assert [m["state"] for i in json.loads(out)["emitted"] for m in i["messages"]] == ["not yet arrived"]
+    code, out, err = _run(deployed, capsys, "trace", "order-3", "1", *where)
+    assert code == 0, err
+    assert [m["state"] for i in json.loads(out)["emitted"] for m in i["messages"]] == ["conflict"]
