@@ -76,7 +76,6 @@ def test_an_order_line_and_its_return_from_two_pipelines_both_reach_the_ledger_o
     state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     app = fan_in_app(tmp_path / "fan-in")
-    capsys.readouterr()
     emulator, _ = emulators.start(state_dir)
     emulator.reset()  # other tests leave resources behind
     deploy = ["local", "deploy", "--state-dir", str(state_dir), "--app-dir", str(app)]
@@ -132,6 +131,7 @@ def test_an_order_line_and_its_return_from_two_pipelines_both_reach_the_ledger_o
     # trace follows the order line from the first hop to the ledger.
     state = ["--local", "--state-dir", str(state_dir), "--wait-seconds", "0"]
     where = ["--function", "FunctionName", "--json", *state]
+    capsys.readouterr()  # what the deploy printed
     assert cli_main(["trace", "o-1", "1", *where]) == 0
     (item,) = json.loads(capsys.readouterr().out)["emitted"]
     assert [(m["group_id"], m["state"]) for m in item["messages"]] == [("c-7", "stored")]
