@@ -31,7 +31,7 @@ import datetime
 import io
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -283,38 +283,36 @@ class Publisher:
         """Publish ``records``; whether all went out (or, with ``dead_letters``, to the relay's DLQ), the
         relay's counts, and its log (the reasons of what did not)."""
         service = self.config.target_arn.split(":")[2]
-        config = self.config if dead_letters else _without_dlq(self.config)
+        config = self.config if dead_letters else replace(self.config, dlq_url=None)
         log = io.StringIO()
         relay = runtime.Relay(
             config, target_client=self.clients(service), sqs_client=self.clients("sqs"), log_stream=log
         )
         answer = relay({"Records": records})
+        entries = _entries(log.getvalue())
         counts: Counter[str] = Counter()
-        for line in log.getvalue().splitlines():
-            try:
-                fields = json.loads(line)
-            except ValueError:
-                continue
+        for fields in entries:
             for metric in runtime.RelayMetric:
                 if isinstance(fields.get(metric.value), int):
                     counts[metric.value] += fields[metric.value]
-        return not answer["batchItemFailures"], counts, _reasons(log.getvalue())
+        return not answer["batchItemFailures"], counts, _reasons(entries)
 
 
-def _without_dlq(config: runtime.RelayConfig) -> runtime.RelayConfig:
-    from dataclasses import replace
-
-    return replace(config, dlq_url=None)
-
-
-def _reasons(log: str) -> str:
-    """The relay's warnings and errors, one line each (what did not go out, and why)."""
-    lines = []
+def _entries(log: str) -> list[dict[str, Any]]:
+    """The relay's JSON log lines, read once."""
+    entries = []
     for line in log.splitlines():
         try:
-            fields = json.loads(line)
+            entries.append(json.loads(line))
         except ValueError:
             continue
+    return entries
+
+
+def _reasons(entries: list[dict[str, Any]]) -> str:
+    """The relay's warnings and errors, one line each (what did not go out, and why)."""
+    lines = []
+    for fields in entries:
         if fields.get("level") in ("WARNING", "ERROR") and "message" in fields:
             error = fields.get("error") or fields.get("reason") or ""
             lines.append(f"{fields['message']}" + (f" ({fields.get('dedup_id')}: {error})" if error else ""))

@@ -70,7 +70,7 @@ class Follower:
         self.pipelines = [
             p
             for name in dict.fromkeys(filter(None, stacks))
-            for d in _deployed(self.clients, name)
+            for d in locate.deployed(self.clients, name)
             for p in d.pipelines
         ]
         self.tables: dict[str, tuple[Context, KeyTable]] = {}
@@ -187,10 +187,6 @@ class Follower:
             assert keys is not None
             self.tables[pipeline.label] = (context, keys)
         return self.tables[pipeline.label]
-
-
-def _deployed(clients: Any, stack: str) -> list[locate.Deployed]:
-    return locate.deployed(clients, stack)
 
 
 def document(items: list[Item]) -> list[dict[str, Any]]:
