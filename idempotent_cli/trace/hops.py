@@ -7,7 +7,9 @@ TTL) or gone. The next consumer is the one whose queue the target is, or is subs
 topic), among the consumers of the emitter's stack and of the stacks given with ``--next-stack``. Each
 emitted message is keyed as that consumer keys it (its body, its deduplication id) and looked up there:
 
-  stored           its record holds this message's payload (the message, or an identical one, was applied)
+  stored           its record holds this message's payload, written for this message (its deduplication id)
+  duplicate        its record holds this message's payload, written for another message (the record names
+                   that one's deduplication id): this message was taken for a duplicate and changed nothing
   conflict         another payload is stored for its key (a delivery of this one is a conflict)
   dead-lettered    not in the table; in the consumer's dead-letter queue (its reason shown)
   not yet arrived  neither: still in flight (queue, relay, stream), or never published (see the relay's DLQ)
@@ -32,7 +34,8 @@ from idempotent_cli.trace import look
 from idempotent_cli.trace.wanted import TRACE_MESSAGE_ID, Wanted, _message
 
 MAX_HOPS = 10
-STORED, CONFLICT, DEAD_LETTERED, NOT_ARRIVED = "stored", "conflict", "dead-lettered", "not yet arrived"
+STORED, DUPLICATE, CONFLICT = "stored", "duplicate", "conflict"
+DEAD_LETTERED, NOT_ARRIVED = "dead-lettered", "not yet arrived"
 
 
 @dataclass
@@ -132,6 +135,11 @@ class Follower:
             emitted.state, emitted.reason = "invalid", str(exc)
             return
         if record.state in ("stored", "completed", "stale", "older"):
+            # A versioned state another version replaced (stale) names that version's message.
+            if record.state in ("stored", "completed") and record.dedup_id not in (None, emitted.dedup_id):
+                emitted.state = DUPLICATE
+                emitted.reason = f"the same payload was stored for {record.dedup_id}"
+                return
             emitted.state = STORED
             if keys.config.emit_target_arn:
                 emitted.then = self.follow(keys, record.item, seen)

@@ -17,6 +17,7 @@ from typing import Any
 
 from idempotent_runtime.contract import (
     ATTRIBUTE_PREFIX,
+    DEDUP_ID_ATTRIBUTE,
     DELETED_ATTRIBUTE,
     FINGERPRINT_ATTRIBUTE,
     LEASE_ATTRIBUTE,
@@ -83,6 +84,7 @@ class Record:
     owner: str | None  # guarded: the claim's owner token
     lease_expires_at: float | None  # guarded: epoch seconds
     message_id: str | None  # the message that wrote it, where the mode records it
+    dedup_id: str | None  # the deduplication id it was written for (0.4: a FIFO message's, or a redrive's)
     reason: str | None = None
     versions: Versions | None = None  # versioned mode only
 
@@ -116,6 +118,7 @@ def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record
         owner=_text(item, OWNER_ATTRIBUTE, LEGACY_OWNER_ATTRIBUTE),
         lease_expires_at=lease_ms / 1000 if lease_ms is not None else None,
         message_id=_text(item, MESSAGE_ID_ATTRIBUTE, LEGACY_MESSAGE_ID_ATTRIBUTE),
+        dedup_id=_text(item, DEDUP_ID_ATTRIBUTE),
         reason=inspection.reason,
         versions=versions,
     )

@@ -165,6 +165,7 @@ def document(traced: Traced) -> dict[str, Any]:
             "owner": record.owner,
             "lease_expires_at": when(record.lease_expires_at),
             "message_id": record.message_id,
+            "dedup_id": record.dedup_id,
             **_versions_document(record.versions),
             "attributes": stored_attributes(record.item, list(record.location), keys.config.ttl_attribute),
             "item": record.item,
@@ -318,8 +319,10 @@ def _table_lines(record: Record, keys: KeyTable) -> list[str]:
             facts.append(f"this body's {record.message_fingerprint}")
         facts.append(f"expires {when(record.expires_at)}" if record.expires_at else "never expires (no TTL)")
         out.append(_more("; ".join(facts)))
-        if record.message_id:
-            out.append(_more(f"written for message {record.message_id}"))
+        written = [f"message {record.message_id}"] if record.message_id else []
+        written += [f"deduplication id {record.dedup_id}"] if record.dedup_id else []
+        if written:
+            out.append(_more(f"written for {', '.join(written)}"))
         names = stored_attributes(record.item, list(record.location), keys.config.ttl_attribute)
         if names:
             out.append(_more(f"attributes: {', '.join(names)}"))

@@ -175,6 +175,10 @@ OWNER_ATTRIBUTE = ATTRIBUTE_PREFIX + "owner"
 LEASE_ATTRIBUTE = ATTRIBUTE_PREFIX + "lease_expires_at"
 RESULT_ATTRIBUTE = ATTRIBUTE_PREFIX + "result"
 MESSAGE_ID_ATTRIBUTE = ATTRIBUTE_PREFIX + "message_id"
+# The MessageDeduplicationId of the message a record was written for (a redriven message's original one),
+# on every record of a message that has one (FIFO): trace tells the emitted message that was applied from
+# one taken for a duplicate of another message's identical payload.
+DEDUP_ID_ATTRIBUTE = ATTRIBUTE_PREFIX + "dedup_id"
 # On a transaction marker or a guarded completion that emitted: where the emitted messages' outbox items are
 # (idempotent_runtime.outbox.outbox_keys reads it).
 OUTBOX_ATTRIBUTE = ATTRIBUTE_PREFIX + "outbox"

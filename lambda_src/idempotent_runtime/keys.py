@@ -126,6 +126,17 @@ def redrive_of(message: Message) -> dict[str, Any] | None:
     return value
 
 
+def written_for(message: Message) -> str | None:
+    """The deduplication id a record of ``message`` names (``DEDUP_ID_ATTRIBUTE``): a redriven message's
+    original one, else its own (None on a standard queue). A redrive attribute the runtime cannot read names
+    nothing here: keying the message says why, where the key source reads it."""
+    try:
+        redriven = _redriven(message, "dedup_id")
+    except InvalidMessage:
+        redriven = None
+    return redriven or message.dedup_id
+
+
 def _redriven_what(field: str) -> str:
     return f"partition key {field} of message attribute {REDRIVE_ATTRIBUTE}"
 

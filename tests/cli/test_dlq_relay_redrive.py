@@ -293,7 +293,7 @@ RECORDS = [
 
 
 @pytest.mark.parametrize(
-    ("record", "relayed"), zip(RECORDS, [True, False, True, False, False, False, False], strict=True)
+    ("record", "relayed"), list(zip(RECORDS, [True, False, True, False, False, False, False], strict=True))
 )
 def test_the_tools_read_the_stream_through_the_relays_own_filter_as_lambda_applies_it(record, relayed):
     from idempotent_runtime.outbox import matches_any, stream_filters

@@ -6,6 +6,7 @@ is shown as gone."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -92,3 +93,36 @@ def test_a_key_that_emitted_nothing_shows_no_hop():
     }
 
     assert _trace(hops, "o-9")["emitted"] == []
+
+
+def test_a_message_taken_for_a_duplicate_of_another_messages_payload_is_duplicate_not_stored():
+    """payments keyed by the body (order and line): the same payment, sent to payments by another sender
+    before orders emitted it, is stored for that sender's message; orders' emitted message changed nothing
+    and trace says so, naming the message the record was written for. A line only orders sent is stored."""
+    hops = deploy_hops()
+    keyed = {**hops.payments.environment, "KEY_SOURCE": "fields"}
+    keyed |= {"PARTITION_KEY_FIELD": "order_id", "SORT_KEY_FIELD": "line_id"}
+    client("lambda").update_function_configuration(
+        FunctionName=hops.payments.function, Environment={"Variables": keyed}
+    )
+    payments = dataclasses.replace(hops.payments, environment=keyed)
+    body = json.dumps({"order_id": "o-1", "line_id": "1", "cents": 2500})
+    publish(payments, body, group="o-1", dedup_id="billing#o-1#1")
+    assert [o for _, o in consume(payments, consumer(payments, refuse_free_payments))] == ["processed"]
+    _lines(hops, ("o-1", "1", 2500), ("o-2", "1", 40))
+    _relay(hops)
+    outcomes = consume(payments, consumer(payments, refuse_free_payments))
+    assert sorted(o for _, o in outcomes) == ["duplicate", "processed"]
+
+    taken = _trace(hops, "o-1")
+    (message,) = taken["emitted"][0]["messages"]
+    assert message["dedup_id"] == f"{hops.orders.table}#o-1#1#000"
+    assert message["state"] == "duplicate"
+    assert message["reason"] == "the same payload was stored for billing#o-1#1"
+    assert _states(_trace(hops, "o-2")) == [("stored", None)]
+    code, terminal = command("trace", "o-1", "1", "--stack", hops.stack, "--function", "FunctionName")
+    assert code == 0, terminal.error
+    assert (
+        f"{hops.orders.table}#o-1#1#000 group o-1 -> {hops.stack}/{hops.payments.function}: duplicate "
+        "(the same payload was stored for billing#o-1#1)"
+    ) in terminal.out.getvalue()

@@ -17,9 +17,10 @@ def _count_requests(dynamodb) -> list[str]:
 def test_new_message_stores_the_body_fields_under_the_business_key(make_handler, dynamodb):
     handler, _ = make_handler()
     body = {"x": "a1", "y": "b1", "amount": 12.5, "tags": ["t"], "nested": {"ok": True}, "none": None}
-    assert failures(handler(event(record(body)), None)) == []
+    assert failures(handler(event(record(body, dedup_id="d-1")), None)) == []
     (item,) = scan(dynamodb)
     assert item["pk"] == {"S": "a1"} and item["sk"] == {"S": "b1"}
+    assert item["idempotency:dedup_id"] == {"S": "d-1"}  # the message it was written for
     assert item["amount"] == {"N": "12.5"}
     assert item["tags"] == {"L": [{"S": "t"}]}
     assert item["nested"] == {"M": {"ok": {"BOOL": True}}}
@@ -29,6 +30,7 @@ def test_new_message_stores_the_body_fields_under_the_business_key(make_handler,
     assert set(item) == {"pk", "sk", "x", "y", "amount", "tags", "nested", "none"} | {
         "idempotency:fingerprint",
         "idempotency:token",
+        "idempotency:dedup_id",
     }
 
 

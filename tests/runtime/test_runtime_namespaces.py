@@ -162,6 +162,7 @@ def test_guarded_bookkeeping_is_namespaced_so_no_result_or_body_can_clash(make_h
         "idempotency:owner",
         "idempotency:result",
         "idempotency:message_id",
+        "idempotency:dedup_id",
         "idempotency:fingerprint",
     }
 

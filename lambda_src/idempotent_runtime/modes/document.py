@@ -6,8 +6,15 @@ from collections.abc import Callable
 from typing import Any
 
 from idempotent_runtime.attributes import check_item_size, to_item
-from idempotent_runtime.contract import FINGERPRINT_ATTRIBUTE, TOKEN_ATTRIBUTE, Mode, Outcome
+from idempotent_runtime.contract import (
+    DEDUP_ID_ATTRIBUTE,
+    FINGERPRINT_ATTRIBUTE,
+    TOKEN_ATTRIBUTE,
+    Mode,
+    Outcome,
+)
 from idempotent_runtime.errors import InvalidMessage, is_conditional_check_failed, old_item
+from idempotent_runtime.keys import written_for
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.modes.base import ABSENT, BaseMode, Done, RecordState, new_token
 
@@ -90,8 +97,8 @@ class DocumentMode(BaseMode):
         extra: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any], str]:
         """The item ``message`` stores - what the processor returns (None: the body) + the key, the TTL
-        ``expires``, the runtime's ``extra`` attributes, fingerprint and a new write token - with its key
-        attributes and the token; the processor runs here."""
+        ``expires``, the runtime's ``extra`` attributes, fingerprint, a new write token and the deduplication
+        id it is written for - with its key attributes and the token; the processor runs here."""
         attributes = self.processor(message) if self.processor is not None else None
         if attributes is None:
             attributes, source = message.json_object(), "body field"
@@ -114,6 +121,9 @@ class DocumentMode(BaseMode):
         token = new_token()
         item[FINGERPRINT_ATTRIBUTE] = {"S": fingerprint}
         item[TOKEN_ATTRIBUTE] = {"S": token}
+        dedup_id = written_for(message)
+        if dedup_id:
+            item[DEDUP_ID_ATTRIBUTE] = {"S": dedup_id}
         if self.processor is not None or _needs_size_check(message.body):
             check_item_size(item)
         return item, own, token

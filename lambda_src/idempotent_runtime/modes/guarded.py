@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from idempotent_runtime.contract import (
+    DEDUP_ID_ATTRIBUTE,
     FINGERPRINT_ATTRIBUTE,
     LEASE_ATTRIBUTE,
     LEGACY_LEASE_ATTRIBUTE,
@@ -37,6 +38,7 @@ from idempotent_runtime.errors import (
     old_item,
     safe_error_text,
 )
+from idempotent_runtime.keys import written_for
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.modes.base import (
     ABSENT,
@@ -187,11 +189,12 @@ class GuardedMode(BaseMode):
             "#message_id": MESSAGE_ID_ATTRIBUTE,
             "#result": RESULT_ATTRIBUTE,
             "#outbox": OUTBOX_ATTRIBUTE,
+            "#dedup_id": DEDUP_ID_ATTRIBUTE,
         }
         # The claim writes the whole record, removing what a record it takes over held beyond it: its
-        # result, where its emitted messages were, 0.1's attributes - except a name the table uses for its
-        # key or TTL (DynamoDB refuses to remove a key attribute, or to set and remove one path) - and the
-        # TTL when there is none.
+        # result, where its emitted messages were, the deduplication id it was written for when this message
+        # has none, 0.1's attributes - except a name the table uses for its key or TTL (DynamoDB refuses to
+        # remove a key attribute, or to set and remove one path) - and the TTL when there is none.
         claim_set = "#status = :in_progress, #owner = :token, #lease = :lease, #message_id = :message_id, "
         claim_set += "#fingerprint = :fingerprint"
         removed = ["#result", "#outbox"]
@@ -204,7 +207,11 @@ class GuardedMode(BaseMode):
             claim_set += ", #ttl = :ttl"
         else:
             removed.append("#ttl")
-        self.claim_update = f"SET {claim_set} REMOVE {', '.join(removed)}"
+        # (claim of a message without a deduplication id, claim of one with)
+        self.claim_updates = (
+            f"SET {claim_set} REMOVE {', '.join([*removed, '#dedup_id'])}",
+            f"SET {claim_set}, #dedup_id = :dedup_id REMOVE {', '.join(removed)}",
+        )
 
     def location(self, key: Key) -> dict[str, Any]:
         return self.item_key(key)
@@ -254,6 +261,9 @@ class GuardedMode(BaseMode):
             ":lease": {"N": str(recorded_ms)},
             ":message_id": {"S": message.message_id},
         }
+        dedup_id = written_for(message)
+        if dedup_id:
+            values[":dedup_id"] = {"S": dedup_id}
         if self.config.dedup_ttl_seconds:
             values[":ttl"] = {"N": str(claim_expiry(now, self.config.dedup_ttl_seconds, recorded_ms))}
         try:
@@ -263,7 +273,7 @@ class GuardedMode(BaseMode):
                 self.dynamodb().update_item,
                 TableName=self.table,
                 Key=item_key,
-                UpdateExpression=self.claim_update,
+                UpdateExpression=self.claim_updates[bool(dedup_id)],
                 ConditionExpression=CLAIM,
                 ExpressionAttributeNames=self.claim_names,
                 ExpressionAttributeValues=values,

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from idempotent_runtime.contract import (
+    DEDUP_ID_ATTRIBUTE,
     FINGERPRINT_ATTRIBUTE,
     MARKER_SORT_PREFIX,
     MAX_TRANSACTION_ITEMS,
@@ -24,6 +25,7 @@ from idempotent_runtime.errors import (
     TransientError,
     error_code,
 )
+from idempotent_runtime.keys import written_for
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.modes.base import (
     ABSENT,
@@ -94,6 +96,9 @@ class TransactionMode(BaseMode):
             FINGERPRINT_ATTRIBUTE: {"S": fingerprint},
             TOKEN_ATTRIBUTE: {"S": token},
         }
+        dedup_id = written_for(message)
+        if dedup_id:
+            marker[DEDUP_ID_ATTRIBUTE] = {"S": dedup_id}
         expires = self.expiry(self.config.dedup_ttl_seconds, now)
         if expires is not None:
             marker[self.ttl] = expires
