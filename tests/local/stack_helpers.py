@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from botocore.exceptions import ClientError
+from idempotent_runtime.relay import RELAY_HANDLER
 
 from idempotent_local.emulator import Emulator
 
@@ -44,3 +45,23 @@ def failure_reasons(emulator: Emulator, stack: str = "Taught") -> dict[str, str]
 
 def queue_attributes(emulator: Emulator, url: str) -> dict[str, str]:
     return emulator.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+
+
+def relays(emulator: Emulator) -> dict[str, dict[str, Any]]:
+    """The outbox relay functions, by the table whose stream feeds them: {"function", "mapping"}."""
+    client = emulator.client("lambda")
+    found = {}
+    for function in client.list_functions()["Functions"]:
+        if function["Handler"] != RELAY_HANDLER:
+            continue
+        (mapping,) = client.list_event_source_mappings(FunctionName=function["FunctionName"])[
+            "EventSourceMappings"
+        ]
+        table = mapping["EventSourceArn"].split(":table/")[1].split("/stream/")[0]
+        found[table] = {"function": function, "mapping": mapping}
+    return found
+
+
+def relay_of(emulator: Emulator, table: str) -> str:
+    """The name of the relay that reads ``table``'s stream."""
+    return str(relays(emulator)[table]["function"]["FunctionName"])

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stack_helpers import relay_of
 
 from idempotent_cli.main import main as cli_main
 from idempotent_local import emulator as emulators
@@ -63,6 +64,14 @@ def _items(emulator: Any, table: str) -> list[dict[str, Any]]:
     return emulator.client("dynamodb").scan(TableName=table, ConsistentRead=True)["Items"]
 
 
+def _entries(emulator: Any, table: str) -> list[tuple[str, str, str, int]]:
+    return sorted(
+        (i["order_id"]["S"], i["line_id"]["S"], i["kind"]["S"], int(i["cents"]["N"]))
+        for i in _items(emulator, table)
+        if "kind" in i
+    )
+
+
 def _publish(sns: Any, topic: str, line: dict[str, Any], copy: int) -> None:
     sns.publish(
         TopicArn=topic,
@@ -80,8 +89,8 @@ def test_an_order_line_and_its_return_from_two_pipelines_both_reach_the_ledger_o
     emulator.reset()  # other tests leave resources behind
     deploy = ["local", "deploy", "--state-dir", str(state_dir), "--app-dir", str(app)]
     assert cli_main([*deploy, "--output", str(tmp_path / "cdk.out")]) == 0
-    (outputs,) = [
-        {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    ((stack, outputs),) = [
+        (stack["StackName"], {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])})
         for stack in emulator.client("cloudformation").describe_stacks()["Stacks"]
         if any(o["OutputKey"] == "ReturnsTopicArn" for o in stack.get("Outputs", []))
     ]
@@ -100,11 +109,7 @@ def test_an_order_line_and_its_return_from_two_pipelines_both_reach_the_ledger_o
         runner.drain()  # what the relays published, through the ledger
         totals = runner.stats.totals()
 
-    entries = sorted(
-        (i["order_id"]["S"], i["line_id"]["S"], i["kind"]["S"], int(i["cents"]["N"]))
-        for i in _items(emulator, outputs["LedgerTableName"])
-        if "kind" in i
-    )
+    entries = _entries(emulator, outputs["LedgerTableName"])
     assert entries == [("o-1", "1", "charge", 900), ("o-1", "1", "refund", -900), ("o-2", "1", "charge", 380)]
     # The second copy of each good source message is a duplicate; the relays' messages each arrive once.
     assert totals["duplicate"] == 3, runner.stats.summary()
@@ -135,3 +140,38 @@ def test_an_order_line_and_its_return_from_two_pipelines_both_reach_the_ledger_o
     assert cli_main(["trace", "o-1", "1", *where]) == 0
     (item,) = json.loads(capsys.readouterr().out)["emitted"]
     assert [(m["group_id"], m["state"]) for m in item["messages"]] == [("c-7", "stored")]
+
+    # The orders relay is down longer than the stream keeps records (its records age past 24 hours): Lambda
+    # gives the batch up to the relay's dead-letter queue and the ledger never hears of o-4. The returns
+    # relay is up: its message goes through. `dlq redrive --function RELAY` publishes o-4's charge again
+    # from the orders table, with its deduplication id; the ledger stores it once, and nothing else twice.
+    relay = relay_of(emulator, outputs["TableName"])
+    late = {"order_id": "o-4", "line_id": "1", "customer": "c-9", "quantity": 3, "unit_cents": 100}
+    _publish(sns, outputs["TopicArn"], late, 0)
+    _publish(sns, outputs["ReturnsTopicArn"], other, 0)
+    with EventSourceRunner(emulator) as runner:
+        runner.drain(mappings=[m for m in runner.mappings() if m.function_name != relay])
+        runner.drain(mappings=[m for m in runner.mappings() if m.function_name != relay])
+    assert cli_main(["local", "age-streams", "25h", "--state-dir", str(state_dir)]) == 0
+    with EventSourceRunner(emulator) as runner:
+        runner.drain()  # the relay is back: its records are too old, the batch is given up
+    refunded = [*entries, ("o-2", "1", "refund", -380)]
+    assert _entries(emulator, outputs["LedgerTableName"]) == sorted(refunded)
+    on_relay = ["--stack", stack, "--function", relay, *state]
+    capsys.readouterr()
+    assert cli_main(["dlq", "list", *on_relay]) == 0
+    listed = capsys.readouterr().out
+    assert "RecordAgeExceeded" in listed and "1 batch" in listed, listed
+    assert cli_main(["dlq", "redrive", *on_relay]) == 0
+    redriven = capsys.readouterr().out
+    assert "the stream no longer holds the batch" in redriven and "deleted" in redriven, redriven
+    with EventSourceRunner(emulator) as runner:
+        runner.drain()
+        runner.drain()
+        assert not runner.stats.discarded, runner.stats.summary()
+    assert _entries(emulator, outputs["LedgerTableName"]) == sorted([*refunded, ("o-4", "1", "charge", 300)])
+    assert cli_main(["trace", "o-4", "1", *where]) == 0
+    (item,) = json.loads(capsys.readouterr().out)["emitted"]
+    assert [(m["group_id"], m["state"]) for m in item["messages"]] == [("c-9", "stored")]
+    assert cli_main(["dlq", "redrive", *on_relay]) == 0
+    assert "no message" in capsys.readouterr().out

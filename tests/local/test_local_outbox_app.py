@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import stack_helpers
 
 from idempotent_cli.main import main as cli_main
 from idempotent_local import emulator as emulators
@@ -22,7 +23,6 @@ pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = "IdempotentPipeline"
-RELAY_HANDLER = "idempotent_runtime.relay.handler"
 
 if not (ROOT / "node_modules" / ".bin" / "cdk").exists():
     pytest.skip("the pinned CDK CLI is not installed (make setup installs it)", allow_module_level=True)
@@ -30,21 +30,6 @@ if not (ROOT / "node_modules" / ".bin" / "cdk").exists():
 
 def _items(emulator: Emulator, table: str) -> list[dict[str, Any]]:
     return emulator.client("dynamodb").scan(TableName=table, ConsistentRead=True)["Items"]
-
-
-def _relays(emulator: Emulator) -> dict[str, dict[str, Any]]:
-    """The relay functions, by the table whose stream feeds them."""
-    client = emulator.client("lambda")
-    found = {}
-    for function in client.list_functions()["Functions"]:
-        if function["Handler"] != RELAY_HANDLER:
-            continue
-        (mapping,) = client.list_event_source_mappings(FunctionName=function["FunctionName"])[
-            "EventSourceMappings"
-        ]
-        table = mapping["EventSourceArn"].split(":table/")[1].split("/stream/")[0]
-        found[table] = {"function": function, "mapping": mapping}
-    return found
 
 
 def _stream_event(emulator: Emulator, table: str) -> dict[str, Any]:
@@ -74,7 +59,7 @@ def test_two_hops_give_one_downstream_effect_per_emitted_message(state_dir: Path
     assert cli_main([*deploy, "--output", str(tmp_path), "-c", "outbox=true"]) == 0
     stack = emulator.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
-    relays = _relays(emulator)
+    relays = stack_helpers.relays(emulator)
     assert set(relays) == {outputs["TableName"], outputs["PaymentsTableName"]}
 
     orders = [{"x": "order-1", "y": "1", "cents": 2500}, {"x": "order-1", "y": "2", "cents": 5}]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stack_helpers import relay_of
 
 from idempotent_cli.main import main as cli_main
 from idempotent_local import emulator as emulators
@@ -25,7 +26,6 @@ pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = "IdempotentPipeline"
-RELAY_HANDLER = "idempotent_runtime.relay.handler"
 ORDERS = [{"x": "order-1", "y": "1", "cents": 2500}, {"x": "order-1", "y": "2", "cents": 5}]
 ORDERS.append({"x": "order-2", "y": "1", "cents": 700})
 
@@ -35,19 +35,6 @@ if not (ROOT / "node_modules" / ".bin" / "cdk").exists():
 
 def _items(emulator: Emulator, table: str) -> list[dict[str, Any]]:
     return emulator.client("dynamodb").scan(TableName=table, ConsistentRead=True)["Items"]
-
-
-def _orders_relay(emulator: Emulator, table: str) -> str:
-    client = emulator.client("lambda")
-    for function in client.list_functions()["Functions"]:
-        if function["Handler"] != RELAY_HANDLER:
-            continue
-        (mapping,) = client.list_event_source_mappings(FunctionName=function["FunctionName"])[
-            "EventSourceMappings"
-        ]
-        if f":table/{table}/stream/" in mapping["EventSourceArn"]:
-            return str(function["FunctionName"])
-    raise AssertionError(f"no relay reads {table}'s stream")
 
 
 def _dlq(state_dir: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -65,7 +52,7 @@ def test_a_relay_down_longer_than_the_stream_is_brought_back_by_dlq_redrive(
     assert cli_main([*deploy, "--output", str(tmp_path), "-c", "outbox=true"]) == 0
     stack = emulator.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
-    relay = _orders_relay(emulator, outputs["TableName"])
+    relay = relay_of(emulator, outputs["TableName"])
     for order in ORDERS:
         emulator.client("sns").publish(
             TopicArn=outputs["TopicArn"],
