@@ -290,11 +290,21 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
 # What `--function RELAY` does on an outbox relay's dead-letter queue (idempotent_cli.dlq.relayed); purge
 # takes the queue's URL (--queue-url), as for any queue.
 RELAY_HANDLERS = ("list", "show", "redrive")
+# The consumer DLQ's options that mean nothing there (its entries are batches and emitted messages, not a
+# consumer's messages with a key): refused, never ignored.
+NOT_ON_RELAY = ("group", "reason", "reason_text", "messages", "force", "rate")
 
 
 def _relay_command(args: argparse.Namespace, clients: Any, console: Any, relay: Any) -> int:
     from idempotent_cli.dlq import relayed
 
+    given = [f"--{name.replace('_', '-')}" for name in NOT_ON_RELAY if getattr(args, name, None)]
+    if given:
+        raise DlqError(
+            f"{', '.join(given)}: not an option on an outbox relay's dead-letter queue ({relay.function}): "
+            "its entries are batches and emitted messages, redriven whole (redrive takes --dry-run and "
+            "--limit, list and show --json)"
+        )
     context = relayed.RelayContext(clients, console, relay, args.visibility_timeout, args.wait_seconds)
     if args.dlq_handler == "list":
         return relayed.cmd_list(context, as_json=args.json)

@@ -151,6 +151,35 @@ def test_a_batch_lambda_gave_up_is_published_again_from_the_stream_in_order_and_
     assert drain(hops.payments.queue_url) == []
 
 
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        ("list", ("--group", "o-1")),
+        ("list", ("--reason", "permanent")),
+        ("list", ("--messages",)),
+        ("redrive", ("--reason-text", "RecordAge")),
+        ("redrive", ("--force", "--yes")),
+        ("redrive", ("--rate", "5")),
+    ],
+)
+def test_a_consumer_dlq_option_that_means_nothing_on_the_relays_is_refused_not_ignored(
+    cloud, command, option
+):
+    """A filter the relay's DLQ cannot apply would otherwise redrive (or list) every entry: refused, naming
+    it, and nothing moves."""
+    hops = deploy_hops()
+    _committed(hops)
+    _given_up(hops)
+    code, refused = dlq(command, "--stack", hops.stack, "--function", hops.relay, *option)
+    assert code != 0
+    assert refused.error.startswith(f"error: {option[0]}: not an option on an outbox relay's dead-letter queue"), (
+        refused.error
+    )
+    assert drain(hops.payments.queue_url) == []
+    (left,) = _relay_dlq(hops)
+    assert "RecordAgeExceeded" in json.dumps(left)
+
+
 def test_a_batch_the_stream_no_longer_holds_is_published_from_the_table_by_commit_time(cloud):
     hops = deploy_hops()
     _committed(hops)
