@@ -31,7 +31,7 @@ from idempotent_cli.dlq.commands import Context
 from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import KeyTable
 from idempotent_cli.trace import look
-from idempotent_cli.trace.wanted import TRACE_MESSAGE_ID, Wanted, _message
+from idempotent_cli.trace.wanted import TRACE_MESSAGE_ID, Wanted, as_received
 
 MAX_HOPS = 10
 STORED, DUPLICATE, CONFLICT = "stored", "duplicate", "conflict"
@@ -127,7 +127,7 @@ class Follower:
             )
             return
         wanted = Wanted(
-            _message(emitted.body, dedup_id=emitted.dedup_id), TRACE_MESSAGE_ID, emitted.dedup_id, True
+            as_received(emitted.body, dedup_id=emitted.dedup_id), TRACE_MESSAGE_ID, emitted.dedup_id, True
         )
         try:
             record = look.table(keys, wanted)

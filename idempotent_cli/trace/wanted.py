@@ -54,7 +54,7 @@ def from_args(args: argparse.Namespace, config: Any) -> Wanted:
                 f"the consumer keys messages by the SHA-256 of their body ({KEY_SOURCE.name}=body_sha256): "
                 f"give the body with --body, got {_shown(parts, given)}"
             )
-        return Wanted(_message(args.body), TRACE_MESSAGE_ID, "this body", True)
+        return Wanted(as_received(args.body), TRACE_MESSAGE_ID, "this body", True)
     option = "--message-id" if source is KeySource.MESSAGE_ID else "--dedup-id"
     other = [name for name in given if name != option]
     value = named[option]
@@ -71,9 +71,12 @@ def from_args(args: argparse.Namespace, config: Any) -> Wanted:
         )
     body = args.body if args.body is not None else "{}"
     if source is KeySource.MESSAGE_ID:
-        return Wanted(_message(body), value, f"message id {value!r}", args.body is not None)
+        return Wanted(as_received(body), value, f"message id {value!r}", args.body is not None)
     return Wanted(
-        _message(body, dedup_id=value), TRACE_MESSAGE_ID, f"deduplication id {value!r}", args.body is not None
+        as_received(body, dedup_id=value),
+        TRACE_MESSAGE_ID,
+        f"deduplication id {value!r}",
+        args.body is not None,
     )
 
 
@@ -90,7 +93,7 @@ def _fields(parts: list[str], args: argparse.Namespace, given: list[str], config
             raise DlqError(
                 f"give the key's values or --body, not both (got {_shown(parts, given)} and --body)"
             )
-        return Wanted(_message(args.body), TRACE_MESSAGE_ID, "this body", True)
+        return Wanted(as_received(args.body), TRACE_MESSAGE_ID, "this body", True)
     if given and parts:
         raise DlqError(
             "give the key's values as KEY KEY or with --partition/--sort, not both "
@@ -104,7 +107,7 @@ def _fields(parts: list[str], args: argparse.Namespace, given: list[str], config
         )
     body = _body_at(paths, values)
     shown = f"{paths[0]} {values[0]!r}, {paths[1]} {values[1]!r}"
-    return Wanted(_message(json.dumps(body)), TRACE_MESSAGE_ID, shown, False)
+    return Wanted(as_received(json.dumps(body)), TRACE_MESSAGE_ID, shown, False)
 
 
 def _body_at(paths: tuple[str, str], values: list[str]) -> dict[str, Any]:
@@ -127,7 +130,8 @@ def _body_at(paths: tuple[str, str], values: list[str]) -> dict[str, Any]:
     return body
 
 
-def _message(body: str, *, dedup_id: str | None = None) -> Outgoing:
+def as_received(body: str, *, dedup_id: str | None = None) -> Outgoing:
+    """``body`` as the consumer would receive it: no attributes, ``dedup_id`` on a FIFO queue."""
     return Outgoing(
         body=body, attributes={}, group_id=None, dedup_id=dedup_id, dedup_restored=False, redrive=None
     )
