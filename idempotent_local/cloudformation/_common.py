@@ -102,9 +102,22 @@ class StackResource:
 
 class StateOnlyType(Declared):
     """A mixin for a taught type that lives only as stack state (:class:`StackResource`): named by
-    ``TYPE``, no physical name, its properties kept on create and update, undone by the resource's own
-    ``delete``. A mixin, not a ``CloudFormationModel`` subclass: moto finds types among that class's direct
-    subclasses, so each type is declared ``class X(StateOnlyType, CloudFormationModel)``."""
+    ``TYPE``, its effect made by :meth:`create` and changed by :meth:`update` (by default none: the
+    properties are only kept), undone by the resource's own ``delete``. A mixin, not a
+    ``CloudFormationModel`` subclass: moto finds types among that class's direct subclasses, so each type
+    is declared ``class X(StateOnlyType, CloudFormationModel)``."""
+
+    @classmethod
+    def create(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> StackResource:
+        """The resource ``props`` (resolved) make; ``name`` is the logical id's physical name."""
+        return StackResource(name, props)
+
+    @classmethod
+    def update(
+        cls, resource: StackResource, props: dict[str, Any], account_id: str, region_name: str
+    ) -> None:
+        """Change ``resource``'s effect in place to what ``props`` say (``resource.properties`` are the
+        previous ones; the new ones are kept after)."""
 
     @classmethod
     def create_from_cloudformation_json(
@@ -115,7 +128,7 @@ class StateOnlyType(Declared):
         region_name: str,
         **kw: Any,
     ) -> StackResource:
-        return StackResource(resource_name, properties(cloudformation_json))
+        return cls.create(resource_name, properties(cloudformation_json), account_id, region_name)
 
     @classmethod
     def update_from_cloudformation_json(
@@ -126,7 +139,9 @@ class StateOnlyType(Declared):
         account_id: str,
         region_name: str,
     ) -> StackResource:
-        original_resource.properties = properties(cloudformation_json)
+        props = properties(cloudformation_json)
+        cls.update(original_resource, props, account_id, region_name)
+        original_resource.properties = props
         return original_resource
 
     @classmethod
@@ -153,35 +168,19 @@ class AttachedPolicy(StateOnlyType):
         raise NotImplementedError
 
     @classmethod
-    def create_from_cloudformation_json(
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
+    def create(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> StackResource:
         cls.attach(props[cls.TARGETS], props["PolicyDocument"], account_id, region_name)
 
         def undo(resolved: dict[str, Any], _: str, account: str, region: str) -> None:
             cls.detach(resolved.get(cls.TARGETS, []), account, region)
 
-        return StackResource(resource_name, props, undo, {"Id": resource_name})
+        return StackResource(name, props, undo, {"Id": name})
 
     @classmethod
-    def update_from_cloudformation_json(
-        cls,
-        original_resource: StackResource,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
+    def update(
+        cls, resource: StackResource, props: dict[str, Any], account_id: str, region_name: str
+    ) -> None:
         kept = set(props[cls.TARGETS])
-        dropped = [t for t in original_resource.properties.get(cls.TARGETS, []) if t not in kept]
+        dropped = [t for t in resource.properties.get(cls.TARGETS, []) if t not in kept]
         cls.detach(dropped, account_id, region_name)
         cls.attach(props[cls.TARGETS], props["PolicyDocument"], account_id, region_name)
-        original_resource.properties = props
-        return original_resource

@@ -8,7 +8,7 @@ from typing import Any
 from moto.apigateway.models import apigateway_backends
 from moto.core.common_models import CloudFormationModel
 
-from idempotent_local.cloudformation._common import StackResource, StateOnlyType, properties
+from idempotent_local.cloudformation._common import StackResource, StateOnlyType
 
 
 def _set_role(role_arn: str | None, account_id: str, region_name: str) -> None:
@@ -28,28 +28,12 @@ class ApiGatewayAccount(StateOnlyType, CloudFormationModel):
     GET_ATT = {"Id": "physical_id"}
 
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
+    def create(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> StackResource:
         _set_role(props.get("CloudWatchRoleArn"), account_id, region_name)
-        return StackResource(resource_name, props, _unset_role, {"Id": resource_name})
+        return StackResource(name, props, _unset_role, {"Id": name})
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        original_resource: StackResource,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
+    def update(
+        cls, resource: StackResource, props: dict[str, Any], account_id: str, region_name: str
+    ) -> None:
         _set_role(props.get("CloudWatchRoleArn"), account_id, region_name)
-        original_resource.properties = props
-        return original_resource

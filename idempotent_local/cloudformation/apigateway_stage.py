@@ -7,7 +7,7 @@ from typing import Any
 from moto.apigateway.models import apigateway_backends
 from moto.core.common_models import CloudFormationModel
 
-from idempotent_local.cloudformation._common import StackResource, StateOnlyType, properties, tags
+from idempotent_local.cloudformation._common import StackResource, StateOnlyType, tags
 
 
 def _delete(resolved: dict[str, Any], name: str, account_id: str, region_name: str) -> None:
@@ -26,16 +26,8 @@ class ApiGatewayStage(StateOnlyType, CloudFormationModel):
     NAME = "StageName"
 
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
-        name = props.get("StageName", resource_name)
+    def create(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> StackResource:
+        name = props.get("StageName", name)
         apigateway_backends[account_id][region_name].create_stage(
             props["RestApiId"],
             name,
@@ -50,21 +42,13 @@ class ApiGatewayStage(StateOnlyType, CloudFormationModel):
         return StackResource(name, props, _delete)
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        original_resource: StackResource,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
+    def update(
+        cls, resource: StackResource, props: dict[str, Any], account_id: str, region_name: str
+    ) -> None:
         stage = apigateway_backends[account_id][region_name].get_stage(
-            props["RestApiId"], original_resource.physical_id
+            props["RestApiId"], resource.physical_id
         )
         stage.deployment_id = props.get("DeploymentId", "")
         stage.variables = props.get("Variables") or {}
         stage.description = props.get("Description", "")
         stage.tracing_enabled = props.get("TracingEnabled")
-        original_resource.properties = props
-        return original_resource

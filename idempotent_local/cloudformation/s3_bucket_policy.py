@@ -9,7 +9,7 @@ from moto.core.common_models import CloudFormationModel
 from moto.s3.models import s3_backends
 from moto.utilities.utils import get_partition
 
-from idempotent_local.cloudformation._common import StackResource, StateOnlyType, properties
+from idempotent_local.cloudformation._common import StackResource, StateOnlyType
 
 
 def _set_policy(bucket: str, document: Any, account_id: str, region_name: str) -> None:
@@ -32,28 +32,12 @@ class S3BucketPolicy(StateOnlyType, CloudFormationModel):
     GET_ATT: dict[str, str] = {}  # none in AWS (its Ref is the bucket's name)
 
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
+    def create(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> StackResource:
         _set_policy(props["Bucket"], props["PolicyDocument"], account_id, region_name)
         return StackResource(props["Bucket"], props, _remove_policy)
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        original_resource: StackResource,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
+    def update(
+        cls, resource: StackResource, props: dict[str, Any], account_id: str, region_name: str
+    ) -> None:
         _set_policy(props["Bucket"], props["PolicyDocument"], account_id, region_name)
-        original_resource.properties = props
-        return original_resource

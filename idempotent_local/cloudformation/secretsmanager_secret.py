@@ -8,7 +8,7 @@ from typing import Any
 from moto.core.common_models import CloudFormationModel
 from moto.secretsmanager.models import secretsmanager_backends
 
-from idempotent_local.cloudformation._common import StackResource, StateOnlyType, properties, tags
+from idempotent_local.cloudformation._common import StackResource, StateOnlyType, tags
 
 # GenerateSecretString's options and Secrets Manager's defaults (GetRandomPassword).
 PASSWORD_OPTIONS = {
@@ -60,19 +60,11 @@ class SecretsManagerSecret(StateOnlyType, CloudFormationModel):
     GET_ATT = {"Id": "physical_id"}
 
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
+    def create(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> StackResource:
         backend = secretsmanager_backends[account_id][region_name]
         created = json.loads(
             backend.create_secret(
-                name=props.get("Name", resource_name),
+                name=props.get("Name", name),
                 secret_string=secret_string(backend, props),
                 secret_binary=None,
                 description=props.get("Description"),
@@ -86,23 +78,15 @@ class SecretsManagerSecret(StateOnlyType, CloudFormationModel):
         return StackResource(created["ARN"], props, _delete, {"Id": created["ARN"]})
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        original_resource: StackResource,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
+    def update(
+        cls, resource: StackResource, props: dict[str, Any], account_id: str, region_name: str
+    ) -> None:
         backend = secretsmanager_backends[account_id][region_name]
-        old = original_resource.properties
+        old = resource.properties
         changed_value = any(old.get(k) != props.get(k) for k in ("SecretString", "GenerateSecretString"))
         backend.update_secret(
-            _name(backend, original_resource.physical_id) or original_resource.physical_id,
+            _name(backend, resource.physical_id) or resource.physical_id,
             secret_string=secret_string(backend, props) if changed_value else None,
             kms_key_id=props.get("KmsKeyId"),
             description=props.get("Description", ""),
         )
-        original_resource.properties = props
-        return original_resource
