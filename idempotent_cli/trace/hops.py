@@ -11,6 +11,8 @@ emitted message is keyed as that consumer keys it (its body, its deduplication i
   duplicate        its record holds this message's payload, written for another message (the record names
                    that one's deduplication id): this message was taken for a duplicate and changed nothing
   conflict         another payload is stored for its key (a delivery of this one is a conflict)
+  stale            versioned consumer: a newer version is stored (this message was replaced, or arrived after
+                   it and changed nothing); a record of an older version means this one is not applied (below)
   dead-lettered    not in the table; in the consumer's dead-letter queue (its reason shown)
   not yet arrived  neither: still in flight (queue, relay, stream), or never published (see the relay's DLQ)
 
@@ -34,7 +36,7 @@ from idempotent_cli.trace import look
 from idempotent_cli.trace.wanted import TRACE_MESSAGE_ID, Wanted, as_received
 
 MAX_HOPS = 10
-STORED, DUPLICATE, CONFLICT = "stored", "duplicate", "conflict"
+STORED, DUPLICATE, CONFLICT, STALE = "stored", "duplicate", "conflict", "stale"
 DEAD_LETTERED, NOT_ARRIVED = "dead-lettered", "not yet arrived"
 
 
@@ -134,9 +136,12 @@ class Follower:
         except DlqError as exc:
             emitted.state, emitted.reason = "invalid", str(exc)
             return
-        if record.state in ("stored", "completed", "stale", "older"):
-            # A versioned state another version replaced (stale) names that version's message.
-            if record.state in ("stored", "completed") and record.dedup_id not in (None, emitted.dedup_id):
+        if record.state == "stale":
+            stored = record.versions.stored if record.versions else None
+            emitted.state, emitted.reason = STALE, f"a newer version is stored: {stored}"
+            return
+        if record.state in ("stored", "completed"):
+            if record.dedup_id not in (None, emitted.dedup_id):
                 emitted.state = DUPLICATE
                 emitted.reason = f"the same payload was stored for {record.dedup_id}"
                 return

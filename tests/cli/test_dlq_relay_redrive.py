@@ -172,9 +172,8 @@ def test_a_consumer_dlq_option_that_means_nothing_on_the_relays_is_refused_not_i
     _given_up(hops)
     code, refused = dlq(command, "--stack", hops.stack, "--function", hops.relay, *option)
     assert code != 0
-    assert refused.error.startswith(f"error: {option[0]}: not an option on an outbox relay's dead-letter queue"), (
-        refused.error
-    )
+    named = f"error: {option[0]}: not an option on an outbox relay's dead-letter queue"
+    assert refused.error.startswith(named), refused.error
     assert drain(hops.payments.queue_url) == []
     (left,) = _relay_dlq(hops)
     assert "RecordAgeExceeded" in json.dumps(left)

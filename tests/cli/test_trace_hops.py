@@ -126,3 +126,29 @@ def test_a_message_taken_for_a_duplicate_of_another_messages_payload_is_duplicat
         f"{hops.orders.table}#o-1#1#000 group o-1 -> {hops.stack}/{hops.payments.function}: duplicate "
         "(the same payload was stored for billing#o-1#1)"
     ) in terminal.out.getvalue()
+
+
+def test_a_versioned_next_consumer_shows_stale_under_a_newer_state_and_not_arrived_over_an_older_one():
+    """payments keeps the latest state per line (versioned, version field `cents`): under a newer stored
+    version orders' emitted message is stale, naming it; over an older one it is not applied yet (it was
+    `stored` before: the walk took any record for this message's)."""
+    hops = deploy_hops()
+    versioned = {**hops.payments.environment, "KEY_SOURCE": "fields", "IDEMPOTENCY_MODE": "versioned"}
+    versioned |= {"PARTITION_KEY_FIELD": "order_id", "SORT_KEY_FIELD": "line_id", "VERSION_FIELD": "cents"}
+    client("lambda").update_function_configuration(
+        FunctionName=hops.payments.function, Environment={"Variables": versioned}
+    )
+    payments = dataclasses.replace(hops.payments, environment=versioned)
+    for order, cents in (("o-1", 9000), ("o-2", 10)):
+        body = json.dumps({"order_id": order, "line_id": "1", "cents": cents})
+        publish(payments, body, group=order, dedup_id=f"billing#{order}")
+    assert [o for _, o in consume(payments, consumer(payments, refuse_free_payments))] == ["processed"] * 2
+    _lines(hops, ("o-1", "1", 2500), ("o-2", "1", 40))  # committed; the relay has not run
+
+    assert _states(_trace(hops, "o-1")) == [("stale", "a newer version is stored: number 9000")]
+    assert _states(_trace(hops, "o-2")) == [("not yet arrived", None)]
+    _relay(hops)
+    outcomes = consume(payments, consumer(payments, refuse_free_payments))
+    assert sorted(o for _, o in outcomes) == ["processed", "stale"]
+    assert _states(_trace(hops, "o-1")) == [("stale", "a newer version is stored: number 9000")]
+    assert _states(_trace(hops, "o-2")) == [("stored", None)]
