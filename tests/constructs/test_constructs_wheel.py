@@ -25,7 +25,7 @@ from idempotent_pipeline._asset import NOT_RUN_BY_THE_FUNCTION, without_docs
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        importlib.util.find_spec("build") is None,
+        importlib.util.find_spec("build.__main__") is None,  # not a build/ directory where pytest runs
         reason="python -m build is not installed (make release-check tests the wheel next to the floor)",
     ),
 ]
