@@ -18,6 +18,7 @@ from idempotent_runtime.attributes import lone_surrogate
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
     FIELD_PATH_SEPARATOR,
+    FIFO_ID_PATTERN,
     FIFO_ONLY_KEY_SOURCES,
     KEY_SOURCE,
     MAX_PARTITION_KEY_BYTES,
@@ -128,13 +129,16 @@ def redrive_of(message: Message) -> dict[str, Any] | None:
 
 def written_for(message: Message) -> str | None:
     """The deduplication id a record of ``message`` names (``DEDUP_ID_ATTRIBUTE``): a redriven message's
-    original one, else its own (None on a standard queue). A redrive attribute the runtime cannot read names
-    nothing here: keying the message says why, where the key source reads it."""
+    original one, else its own (None on a standard queue). A redrive attribute the runtime cannot read, or
+    whose id SQS could never have given (``FIFO_ID_PATTERN``), names nothing here: keying the message says
+    why, where the key source reads it."""
     try:
         redriven = _redriven(message, "dedup_id")
     except InvalidMessage:
         redriven = None
-    return redriven or message.dedup_id
+    if redriven is not None and FIFO_ID_PATTERN.fullmatch(redriven):
+        return redriven
+    return message.dedup_id
 
 
 def _redriven_what(field: str) -> str:

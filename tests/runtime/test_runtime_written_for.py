@@ -61,10 +61,21 @@ def test_a_message_of_a_standard_queue_names_none(make_handler, dynamodb, mode):
     assert DEDUP not in _written(dynamodb, mode)
 
 
-def test_an_unreadable_redrive_attribute_names_the_messages_own_id_and_stores_it(make_handler, dynamodb):
+@pytest.mark.parametrize(
+    "attribute",
+    [
+        "not json",
+        json.dumps({"source_message_id": "m-0", "dedup_id": "x" * 300_000}),  # no id SQS gives: 1-128
+        json.dumps({"source_message_id": "m-0", "dedup_id": "o-1\n"}),
+        json.dumps({"source_message_id": "m-0", "dedup_id": "commande-été"}),
+    ],
+)
+def test_a_redrive_attribute_with_no_id_sqs_could_give_names_the_messages_own_and_stores_it(
+    make_handler, dynamodb, attribute
+):
     handler, _ = make_handler()
     redriven = _redriven(None)
-    redriven["messageAttributes"]["idempotency.redrive"]["stringValue"] = "not json"
+    redriven["messageAttributes"]["idempotency.redrive"]["stringValue"] = attribute
     assert failures(handler(event(redriven), None)) == []
     assert _written(dynamodb, "document")[DEDUP] == {"S": "assigned-by-the-dlq"}
 
