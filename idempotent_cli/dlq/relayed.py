@@ -44,6 +44,7 @@ from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.letters import DeadLetter, Which
 from idempotent_cli.dlq.locate import Relay
 from idempotent_cli.dlq.queue import Decision, Queue, walk
+from idempotent_local.events import lambda_dynamodb_record
 
 # Widening of a batch's arrival times when its records are looked up by commit time in the table.
 MARGIN_SECONDS = 60
@@ -166,7 +167,7 @@ class Outbox:
                     if int(record["dynamodb"]["SequenceNumber"]) > end:
                         return found
                     if layout.matches_any(self.filters, record):
-                        found.append(_clean(record))
+                        found.append(lambda_dynamodb_record(record, info["streamArn"]))
                 if not records:
                     return found
                 iterator = response.get("NextShardIterator")
@@ -213,23 +214,13 @@ class Outbox:
 
     def record(self, image: dict[str, Any], sequence: str) -> dict[str, Any]:
         """A stream record of ``image``, as the relay reads one."""
-        keys = {name: image[name] for name in (self.partition_key, self.sort_key) if name in image}
-        return {
-            "eventName": "INSERT",
-            "dynamodb": {"Keys": keys, "NewImage": image, "SequenceNumber": sequence},
-        }
+        return _inserted(image, (self.partition_key, self.sort_key), sequence)
 
 
-def _clean(record: dict[str, Any]) -> dict[str, Any]:
-    stream = record["dynamodb"]
-    return {
-        "eventName": record.get("eventName"),
-        "dynamodb": {
-            "Keys": stream.get("Keys", {}),
-            "NewImage": stream.get("NewImage", {}),
-            "SequenceNumber": stream["SequenceNumber"],
-        },
-    }
+def _inserted(image: dict[str, Any], key_names: tuple[str, ...], sequence: str) -> dict[str, Any]:
+    """The stream record of ``image`` written (an outbox item, or a message rebuilt from its dead letter)."""
+    keys = {name: image[name] for name in key_names if name in image}
+    return {"eventName": "INSERT", "dynamodb": {"Keys": keys, "NewImage": image, "SequenceNumber": sequence}}
 
 
 def _window(info: dict[str, Any]) -> tuple[int, int]:
@@ -268,13 +259,6 @@ class Publisher:
         self.clients, self.relay = clients, relay
         self.config = runtime.RelayConfig.from_env(relay.environment)
         self.fifo = self.config.target_arn.endswith(contract.FIFO_QUEUE_SUFFIX)
-
-    def problems(self, records: list[dict[str, Any]]) -> list[str]:
-        """Why messages of ``records`` can never be published (the relay's check), if any."""
-        found = []
-        for index, record in enumerate(records):
-            found += [m.problem for m in runtime.outgoing(index, record, self.fifo) if m.problem]
-        return found
 
     def messages(self, records: list[dict[str, Any]]) -> list[runtime.Outgoing]:
         return [m for index, r in enumerate(records) for m in runtime.outgoing(index, r, self.fifo)]
@@ -487,8 +471,7 @@ class Redriver:
         image = {layout.OUTBOX_MESSAGES_ATTRIBUTE: {"L": [layout.stored(emitted)]}}
         if emitted.group_id is not None:
             image[layout.OUTBOX_GROUP_ATTRIBUTE] = {"S": emitted.group_id}
-        record = {"eventName": "INSERT", "dynamodb": {"Keys": {}, "NewImage": image, "SequenceNumber": "dlq"}}
-        return [record], "the dead letter (its outbox item is gone)"
+        return [_inserted(image, (), "dlq")], "the dead letter (its outbox item is gone)"
 
     def _keep(self, entry: Entry, why: str) -> Decision:
         self.tally["kept"] += 1

@@ -79,6 +79,7 @@ class Follower:
             for p in d.pipelines
         ]
         self.tables: dict[str, tuple[Context, KeyTable]] = {}
+        self.subscribed: dict[str, set[str]] = {}
 
     def follow(self, keys: KeyTable, item: dict[str, Any], seen: tuple[str, ...] = ()) -> list[Item]:
         """The outbox items ``item`` (a key's record in ``keys``' table) names, each message followed."""
@@ -171,6 +172,12 @@ class Follower:
         return None
 
     def _subscribed(self, topic: str) -> set[str]:
+        """The queues subscribed to ``topic``, read once per walk (every outbox item names its target)."""
+        if topic not in self.subscribed:
+            self.subscribed[topic] = self._subscriptions(topic)
+        return self.subscribed[topic]
+
+    def _subscriptions(self, topic: str) -> set[str]:
         names: set[str] = set()
         request = {"TopicArn": topic}
         while True:

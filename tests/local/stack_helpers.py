@@ -65,3 +65,20 @@ def relays(emulator: Emulator) -> dict[str, dict[str, Any]]:
 def relay_of(emulator: Emulator, table: str) -> str:
     """The name of the relay that reads ``table``'s stream."""
     return str(relays(emulator)[table]["function"]["FunctionName"])
+
+
+def paid_and_shipped(emulator: Emulator, outputs: dict[str, str]) -> tuple[list[tuple[str, str]], list[int]]:
+    """What the reference app's later hops stored: payments as (partition key, cents), sorted, and the
+    shipments' paid cents, sorted."""
+    dynamodb = emulator.client("dynamodb")
+
+    def items(table: str) -> list[dict[str, Any]]:
+        return dynamodb.scan(TableName=outputs[table], ConsistentRead=True)["Items"]
+
+    payments = sorted(
+        (i["pk"]["S"], i["cents"]["N"])
+        for i in items("PaymentsTableName")
+        if i["pk"]["S"].startswith("payment#")
+    )
+    shipments = sorted(int(i["paid_cents"]["N"]) for i in items("ShippingTableName") if "paid_cents" in i)
+    return payments, shipments
