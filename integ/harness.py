@@ -90,7 +90,8 @@ def _asset_hashes(assembly: Path) -> set[str]:
 
 
 def compared(assembly: Path) -> dict[str, Any]:
-    """What a comparison looks at: ``integ.json`` and every template, asset hashes and salts replaced."""
+    """What a comparison looks at: ``integ.json`` and every template, asset hashes and salts replaced, without
+    the schema versions the installed cloud-assembly-schema writes (a newer release raises them)."""
     hashes = _asset_hashes(assembly)
     found: dict[str, Any] = {}
     for path in sorted([assembly / "integ.json", *assembly.glob("*.template.json")]):
@@ -100,6 +101,8 @@ def compared(assembly: Path) -> dict[str, Any]:
         for asset_hash in hashes:
             text = text.replace(asset_hash, ASSET_HASH)
         document = json.loads(text)
+        for written_by_the_schema in ("version", "minimumCliVersion"):
+            document.pop(written_by_the_schema, None)
         for resource in document.get("Resources", {}).values():
             if resource.get("Type", "").startswith(ASSERTION_RESOURCE) and "salt" in resource["Properties"]:
                 resource["Properties"]["salt"] = SALT

@@ -7,11 +7,9 @@ fingerprint: a resend with a new ``sent_at`` is a duplicate, and the stored line
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import RemovalPolicy
-from aws_cdk.integ_tests_alpha import IntegTest
-from steps import DeadLetter, Item, Message, Scenario, prove
+from steps import DeadLetter, Item, Message, Scenario, build_test
 
-from idempotent_pipeline import ConsumerOptions, IdempotentPipeline, MessagingOptions, TableOptions
+from idempotent_pipeline import ConsumerOptions
 
 # A price of 19 significant digits: stored exactly, not as the nearest float.
 TEA = (
@@ -61,19 +59,10 @@ SCENARIO = Scenario(
 
 
 def build(app: cdk.App) -> None:
-    stack = cdk.Stack(app, "IdempotentPipelineIntegFifoDocument")
-    pipeline = IdempotentPipeline(
-        stack,
-        "Orders",
-        # a test stack leaves nothing behind: the table and the dead-letter queues go with it
-        messaging_options=MessagingOptions(dead_letter_removal_policy=RemovalPolicy.DESTROY),
-        table_options=TableOptions(removal_policy=RemovalPolicy.DESTROY),
-        consumer_options=ConsumerOptions(
-            partition_key_field="order_id", sort_key_field="line_id", fingerprint_exclude=["sent_at"]
-        ),
+    consumer = ConsumerOptions(
+        partition_key_field="order_id", sort_key_field="line_id", fingerprint_exclude=["sent_at"]
     )
-    pipeline.consumer.log_group.apply_removal_policy(RemovalPolicy.DESTROY)
-    prove(IntegTest(app, "FifoDocument", test_cases=[stack], stack_update_workflow=False), pipeline, SCENARIO)
+    build_test(app, "FifoDocument", "Orders", SCENARIO, consumer)
 
 
 if __name__ == "__main__":

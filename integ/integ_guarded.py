@@ -8,11 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import aws_cdk as cdk
-from aws_cdk import RemovalPolicy
-from aws_cdk.integ_tests_alpha import IntegTest
-from steps import DeadLetter, Item, Message, Scenario, prove
+from steps import DeadLetter, Item, Message, Scenario, build_test
 
-from idempotent_pipeline import ConsumerOptions, IdempotentPipeline, MessagingOptions, Mode, TableOptions
+from idempotent_pipeline import ConsumerOptions, Mode
 
 TEA = '{"customer":"cust-7","payment":"pay-1","cents":250}'
 CAKE = '{"customer":"cust-7","payment":"pay-2","cents":100}'
@@ -50,23 +48,14 @@ SCENARIO = Scenario(
 
 
 def build(app: cdk.App) -> None:
-    stack = cdk.Stack(app, "IdempotentPipelineIntegGuarded")
-    pipeline = IdempotentPipeline(
-        stack,
-        "Charges",
-        # a test stack leaves nothing behind: the table and the dead-letter queues go with it
-        messaging_options=MessagingOptions(dead_letter_removal_policy=RemovalPolicy.DESTROY),
-        table_options=TableOptions(removal_policy=RemovalPolicy.DESTROY),
-        consumer_options=ConsumerOptions(
-            mode=Mode.GUARDED,
-            partition_key_field="customer",
-            sort_key_field="payment",
-            processor="charges:charge",
-            code_directory=str(Path(__file__).resolve().parent / "src"),
-        ),
+    consumer = ConsumerOptions(
+        mode=Mode.GUARDED,
+        partition_key_field="customer",
+        sort_key_field="payment",
+        processor="charges:charge",
+        code_directory=str(Path(__file__).resolve().parent / "src"),
     )
-    pipeline.consumer.log_group.apply_removal_policy(RemovalPolicy.DESTROY)
-    prove(IntegTest(app, "Guarded", test_cases=[stack], stack_update_workflow=False), pipeline, SCENARIO)
+    build_test(app, "Guarded", "Charges", SCENARIO, consumer)
 
 
 if __name__ == "__main__":

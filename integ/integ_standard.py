@@ -7,11 +7,9 @@ Readings keyed by ``device`` + ``reading``; ``sent_at`` is set per send and stay
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import RemovalPolicy
-from aws_cdk.integ_tests_alpha import IntegTest
-from steps import DeadLetter, Item, Message, Scenario, prove
+from steps import DeadLetter, Item, Message, Scenario, build_test
 
-from idempotent_pipeline import ConsumerOptions, IdempotentPipeline, MessagingOptions, TableOptions
+from idempotent_pipeline import ConsumerOptions
 
 KITCHEN = '{"device":"d-1","reading":"r-1","celsius":21.5,"sent_at":"10:00"}'
 HALL = '{"device":"d-1","reading":"r-2","celsius":19.25,"sent_at":"10:00"}'
@@ -48,19 +46,10 @@ SCENARIO = Scenario(
 
 
 def build(app: cdk.App) -> None:
-    stack = cdk.Stack(app, "IdempotentPipelineIntegStandard")
-    pipeline = IdempotentPipeline(
-        stack,
-        "Readings",
-        # a test stack leaves nothing behind: the table and the dead-letter queues go with it
-        messaging_options=MessagingOptions(fifo=False, dead_letter_removal_policy=RemovalPolicy.DESTROY),
-        table_options=TableOptions(removal_policy=RemovalPolicy.DESTROY),
-        consumer_options=ConsumerOptions(
-            partition_key_field="device", sort_key_field="reading", fingerprint_exclude=["sent_at"]
-        ),
+    consumer = ConsumerOptions(
+        partition_key_field="device", sort_key_field="reading", fingerprint_exclude=["sent_at"]
     )
-    pipeline.consumer.log_group.apply_removal_policy(RemovalPolicy.DESTROY)
-    prove(IntegTest(app, "Standard", test_cases=[stack], stack_update_workflow=False), pipeline, SCENARIO)
+    build_test(app, "Standard", "Readings", SCENARIO, consumer, fifo=False)
 
 
 if __name__ == "__main__":

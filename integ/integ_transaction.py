@@ -8,11 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import aws_cdk as cdk
-from aws_cdk import RemovalPolicy
-from aws_cdk.integ_tests_alpha import IntegTest
-from steps import DeadLetter, Item, Message, Scenario, prove
+from steps import DeadLetter, Item, Message, Scenario, build_test
 
-from idempotent_pipeline import ConsumerOptions, IdempotentPipeline, MessagingOptions, Mode, TableOptions
+from idempotent_pipeline import ConsumerOptions, Mode
 
 RENT = '{"account":"a-1","payment":"p-1","cents":250}'
 FEE = '{"account":"a-1","payment":"p-2","cents":100}'
@@ -50,23 +48,14 @@ SCENARIO = Scenario(
 
 
 def build(app: cdk.App) -> None:
-    stack = cdk.Stack(app, "IdempotentPipelineIntegTransaction")
-    pipeline = IdempotentPipeline(
-        stack,
-        "Payments",
-        # a test stack leaves nothing behind: the table and the dead-letter queues go with it
-        messaging_options=MessagingOptions(dead_letter_removal_policy=RemovalPolicy.DESTROY),
-        table_options=TableOptions(removal_policy=RemovalPolicy.DESTROY),
-        consumer_options=ConsumerOptions(
-            mode=Mode.TRANSACTION,
-            partition_key_field="account",
-            sort_key_field="payment",
-            processor="ledger:apply_payment",
-            code_directory=str(Path(__file__).resolve().parent / "src"),
-        ),
+    consumer = ConsumerOptions(
+        mode=Mode.TRANSACTION,
+        partition_key_field="account",
+        sort_key_field="payment",
+        processor="ledger:apply_payment",
+        code_directory=str(Path(__file__).resolve().parent / "src"),
     )
-    pipeline.consumer.log_group.apply_removal_policy(RemovalPolicy.DESTROY)
-    prove(IntegTest(app, "Transaction", test_cases=[stack], stack_update_workflow=False), pipeline, SCENARIO)
+    build_test(app, "Transaction", "Payments", SCENARIO, consumer)
 
 
 if __name__ == "__main__":

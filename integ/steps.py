@@ -38,10 +38,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Duration
+import aws_cdk as cdk
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk.integ_tests_alpha import ExpectedResult, IntegTest, Match
 
-from idempotent_pipeline import IdempotentPipeline
+from idempotent_pipeline import ConsumerOptions, IdempotentPipeline, MessagingOptions, TableOptions
 
 # The first checks wait for the event source mapping of a fresh deployment to start polling (about a minute)
 # and for a cold start; later checks pass on their first or second try.
@@ -133,6 +134,29 @@ def dead_letter_pattern(letter: DeadLetter) -> dict[str, Any]:
             },
         },
     }
+
+
+def build_test(
+    app: cdk.App,
+    name: str,
+    pipeline_id: str,
+    scenario: Scenario,
+    consumer: ConsumerOptions,
+    *,
+    fifo: bool = True,
+) -> None:
+    """Stack ``IdempotentPipelineInteg<name>``: one pipeline ``pipeline_id`` and the scenario's steps. A
+    test stack leaves nothing behind: the table, the dead-letter queues and the log group go with it."""
+    stack = cdk.Stack(app, f"IdempotentPipelineInteg{name}")
+    pipeline = IdempotentPipeline(
+        stack,
+        pipeline_id,
+        messaging_options=MessagingOptions(fifo=fifo, dead_letter_removal_policy=RemovalPolicy.DESTROY),
+        table_options=TableOptions(removal_policy=RemovalPolicy.DESTROY),
+        consumer_options=consumer,
+    )
+    pipeline.consumer.log_group.apply_removal_policy(RemovalPolicy.DESTROY)
+    prove(IntegTest(app, name, test_cases=[stack], stack_update_workflow=False), pipeline, scenario)
 
 
 def prove(integ: IntegTest, pipeline: IdempotentPipeline, scenario: Scenario) -> None:
