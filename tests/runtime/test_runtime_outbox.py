@@ -428,6 +428,44 @@ def test_every_emit_to_one_group_keeps_its_own_outbox_item_unchanged(make_handle
     assert [r["eventName"] for r in stream.new()] == ["INSERT", "INSERT", "INSERT"]
 
 
+@pytest.mark.parametrize("mode", ["transaction", "guarded"])
+def test_a_commit_retried_for_long_sorts_after_what_committed_meanwhile_in_its_group(
+    make_handler, fresh_dynamodb, dynamodb, stream, mode
+):
+    """o-2's commit is throttled for 70 s while o-1, emitting to the same downstream group, commits: its
+    outbox item takes the time of the attempt that committed, so the table sorts the group as the stream
+    delivers it (commit order) - what a redrive from the table publishes."""
+    from botocore.exceptions import ClientError
+
+    clock = Clock()
+    ships = ship if mode == "transaction" else lambda message: ship(message) or "shipped"
+    other, _ = make_handler(fn=ships, mode=mode, emit_target_arn=TARGET, clock=clock)
+    throttled: list[bool] = []
+
+    def throttle(**_):
+        if not throttled:
+            throttled.append(True)
+            clock.now += 35
+            assert failures(other(event(record({"x": "o-1", "y": "1"}, group="customer-a")), None)) == []
+            clock.now += 35
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
+            raise ClientError({"Error": error}, "TransactWriteItems")
+
+    fresh_dynamodb.meta.events.register("before-call.dynamodb.TransactWriteItems", throttle)
+    slow, _ = make_handler(
+        fn=ships, mode=mode, emit_target_arn=TARGET, client=fresh_dynamodb, clock=clock, lease_seconds=300
+    )
+    assert failures(slow(event(record({"x": "o-2", "y": "1"}, group="customer-b")), None)) == []
+    assert throttled == [True]
+    in_the_stream = [r["dynamodb"]["NewImage"]["idempotency:message_id"]["S"] for r in stream.new()]
+    in_the_table = [item["idempotency:message_id"]["S"] for item in outbox_items(dynamodb)]  # by sort key
+    assert in_the_table == in_the_stream
+    assert [item["sk"]["S"] for item in outbox_items(dynamodb)] == [
+        "idempotency#outbox#1800000035000#o-1#1",
+        "idempotency#outbox#1800000070000#o-2#1",  # the attempt that committed, not the first
+    ]
+
+
 def test_emits_to_one_group_from_two_source_groups_arrive_in_commit_order(
     make_handler, dynamodb, sqs, stream
 ):

@@ -207,6 +207,16 @@ class BaseMode(ABC):
         names = (self.pk, self.sk, self.ttl)
         return outbox.items(self.table, names, self.config.dedup_ttl_seconds, now)
 
+    def transact(self, request: Callable[[float], list[dict[str, Any]]], **retry: Any) -> None:
+        """One TransactWriteItems of ``request(now)``, retried with ``now`` taken again at each attempt: the
+        outbox items' commit time (their sort key) is the attempt's that commits, so a commit retried for
+        long sorts after what committed meanwhile. Each attempt is a request of its own (no
+        ClientRequestToken): a retry after an attempt whose answer was lost meets that attempt's record,
+        with this invocation's token."""
+        client = self.dynamodb()
+        attempt = lambda: client.transact_write_items(TransactItems=request(self.clock()))  # noqa: E731
+        self.calls(attempt, retryable=transaction_retryable, **retry)
+
     def delivery_state(
         self, message: Message | None, item: dict[str, Any], fingerprint: str, now: float
     ) -> tuple[RecordState, str | None]:
