@@ -258,10 +258,10 @@ class Publisher:
     def __init__(self, clients: Any, relay: Relay) -> None:
         self.clients, self.relay = clients, relay
         self.config = runtime.RelayConfig.from_env(relay.environment)
-        self.fifo = self.config.target_arn.endswith(contract.FIFO_QUEUE_SUFFIX)
+        self.target = self.config.target_arn
 
     def messages(self, records: list[dict[str, Any]]) -> list[runtime.Outgoing]:
-        return [m for index, r in enumerate(records) for m in runtime.outgoing(index, r, self.fifo)]
+        return [m for index, r in enumerate(records) for m in runtime.outgoing(index, r, self.target)]
 
     def publish(self, records: list[dict[str, Any]], *, dead_letters: bool) -> tuple[bool, Counter[str], str]:
         """Publish ``records``; whether all went out (or, with ``dead_letters``, to the relay's DLQ), the

@@ -45,8 +45,13 @@ from idempotent_runtime.contract import (
     MAX_TRANSACTION_ITEMS,
     MESSAGE_ID_ATTRIBUTE,
     OUTBOX_ATTRIBUTE,
+    RESERVED_ATTRIBUTE_PREFIXES,
     RESERVED_KEY_PREFIX,
+    SNS_NUMBER_DECIMALS,
+    SNS_NUMBER_MAGNITUDE,
     SQS_CHARACTERS,
+    SQS_NUMBER_DIGITS,
+    SQS_NUMBER_MAGNITUDES,
     TOKEN_ATTRIBUTE,
 )
 from idempotent_runtime.errors import InvalidMessage
@@ -72,9 +77,11 @@ MAX_EMITS = 100  # per message
 EMIT_POSITION_DIGITS = 3
 MAX_TRANSACTION_BYTES = 4 * 1024 * 1024  # TransactWriteItems
 MAX_EMITTED_BYTES = 262_144  # SNS and SQS: the body and every attribute's name, type and value
-# SNS and SQS message attribute names (the whole name: re.fullmatch).
-ATTRIBUTE_NAME_PATTERN = re.compile(r"(?!(?:AWS|Amazon)\.)(?!\.)(?!.*\.\.)(?!.*\.$)[\w.-]{1,256}", re.ASCII)
+# SNS and SQS message attribute names (the whole name: re.fullmatch; and RESERVED_ATTRIBUTE_PREFIXES).
+ATTRIBUTE_NAME_PATTERN = re.compile(r"(?!\.)(?!.*\.\.)(?!.*\.$)[\w.-]{1,256}", re.ASCII)
 ATTRIBUTE_TYPES = ("String", "Number", "Binary")  # each may carry a custom suffix: "String.money"
+# A Number attribute's text (then SQS_NUMBER_* and, to a topic, SNS_NUMBER_*).
+NUMBER_PATTERN = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 # Compiled on first use (see quarantine.UNSAFE).
 _REFUSED_CHARACTER = f"[^{SQS_CHARACTERS}]"
 
@@ -189,9 +196,11 @@ class Emitted(NamedTuple):
         return total
 
 
-def check(message: Emitted, fifo: bool, what: str) -> None:
-    """Raise InvalidMessage, naming ``what``, for anything SNS or SQS would refuse for good in ``message``:
-    the one check of ``emit()`` and of the relay before it publishes."""
+def check(message: Emitted, target: str, what: str) -> None:
+    """Raise InvalidMessage, naming ``what``, for anything SNS or SQS would refuse for good in ``message``
+    published to ``target`` (an ARN; "": a standard queue): the one check of ``emit()`` and of the relay
+    before it publishes."""
+    fifo, sns = target.endswith(FIFO_QUEUE_SUFFIX), target.split(":")[2:3] == ["sns"]
     _check_text(message.body, f"{what}'s body")
     if fifo and message.group_id is None:
         raise InvalidMessage(f"{what} needs a group_id: the emit target is FIFO")
@@ -207,7 +216,7 @@ def check(message: Emitted, fifo: bool, what: str) -> None:
             f"{len(message.attributes)}"
         )
     for name, attribute in message.attributes.items():
-        _check_attribute(name, attribute, what)
+        _check_attribute(name, attribute, what, sns)
     if message.size > MAX_EMITTED_BYTES:
         raise InvalidMessage(
             f"{what} is {message.size} bytes with its attributes, over the {MAX_EMITTED_BYTES} bytes SNS and "
@@ -233,11 +242,16 @@ def _check_text(text: Any, what: str) -> None:
         )
 
 
-def _check_attribute(name: Any, value: Any, what: str) -> None:
+def _check_attribute(name: Any, value: Any, what: str, sns: bool) -> None:
     if not isinstance(name, str) or not ATTRIBUTE_NAME_PATTERN.fullmatch(name):
         raise InvalidMessage(
             f"{what}: attribute name {name!r:.80} is not one SNS and SQS take (1-256 letters, digits, '_', "
-            "'-', '.'; not 'AWS.' or 'Amazon.' first, no '..', no '.' first or last)"
+            "'-', '.'; no '..', no '.' first or last)"
+        )
+    if name.lower().startswith(RESERVED_ATTRIBUTE_PREFIXES):
+        raise InvalidMessage(
+            f"{what}: attribute name {name!r:.80} begins with {name[: name.index('.') + 1]!r}: SNS and SQS "
+            "reserve 'AWS.' and 'Amazon.' in any casing; name it otherwise"
         )
     data_type = value.get("DataType") if isinstance(value, Mapping) else None
     if not isinstance(data_type, str) or data_type.split(".", 1)[0] not in ATTRIBUTE_TYPES:
@@ -247,6 +261,29 @@ def _check_attribute(name: Any, value: Any, what: str) -> None:
             raise InvalidMessage(f"{what}: attribute {name} is Binary without a non-empty BinaryValue")
         return
     _check_text(value.get("StringValue"), f"{what}: attribute {name}'s value")
+    refused = _number_refused(value["StringValue"], sns) if data_type.startswith("Number") else None
+    if refused:
+        number = value["StringValue"]
+        raise InvalidMessage(f"{what}: attribute {name} is the Number {number!r:.60}, {refused}; send a str")
+
+
+def _number_refused(text: str, sns: bool) -> str | None:
+    """Why SQS (and SNS: ``sns``) refuse ``text`` as a Number attribute's value; None when they take it."""
+    if not NUMBER_PATTERN.fullmatch(text):
+        return "which is not a number"
+    value = Decimal(text).copy_abs()  # exact: abs() would round to the context's 28 digits
+    if not value:
+        return None
+    _, digits, exponent = numeric.normalized(value)
+    low, high = (Decimal(bound) for bound in SQS_NUMBER_MAGNITUDES)
+    if len(digits) > SQS_NUMBER_DIGITS or not low <= value <= high:
+        return f"which SQS refuses (at most {SQS_NUMBER_DIGITS} digits, a magnitude from {low} to {high})"
+    if sns and (value > Decimal(SNS_NUMBER_MAGNITUDE) or exponent < -SNS_NUMBER_DECIMALS):
+        return (
+            f"which SNS refuses (from -{SNS_NUMBER_MAGNITUDE} to {SNS_NUMBER_MAGNITUDE}, at most "
+            f"{SNS_NUMBER_DECIMALS} digits after the point)"
+        )
+    return None
 
 
 def _attributes(attributes: Any, what: str) -> dict[str, dict[str, Any]]:
@@ -266,9 +303,9 @@ def _attributes(attributes: Any, what: str) -> dict[str, dict[str, Any]]:
             converted[name] = {"DataType": "Binary", "BinaryValue": value}
         elif isinstance(value, int | float | Decimal) and not isinstance(value, bool):
             try:
-                converted[name] = {"DataType": "Number", "StringValue": numeric.dynamodb(value)}
+                converted[name] = {"DataType": "Number", "StringValue": numeric.exact(value)}
             except ValueError as exc:
-                raise InvalidMessage(f"{what}: attribute {name} {exc}") from None
+                raise InvalidMessage(f"{what}: attribute {name}: {exc}") from None
         elif isinstance(value, str) and value:
             converted[name] = {"DataType": "String", "StringValue": value}
         else:
@@ -355,6 +392,7 @@ class Outbox:
 
     def __init__(self, target_arn: str, table_name: str, key_prefix: str, message: Message) -> None:
         assert message.key is not None
+        self.target = target_arn
         self.fifo = target_arn.endswith(FIFO_QUEUE_SUFFIX)
         self.key: Key = message.key
         self.table_name = table_name
@@ -385,7 +423,7 @@ class Outbox:
             dedup_id(self.table_name, self.key, position),
             _attributes(attributes, what),
         )
-        check(emitted, self.fifo, what)
+        check(emitted, self.target, what)
         lane = group_id if self.fifo else self.key.idempotency_key
         if lane not in self.lanes and len(self.lanes) >= MAX_TRANSACTION_ITEMS - 1:
             raise TransactionTooLarge(

@@ -172,7 +172,7 @@ class Outgoing(NamedTuple):
         return self.message.size if self.message is not None else 0
 
 
-def outgoing(index: int, record: dict[str, Any], fifo: bool) -> list[Outgoing]:
+def outgoing(index: int, record: dict[str, Any], target: str) -> list[Outgoing]:
     """The messages of one stream record (its NewImage), in emit order, each checked as ``emit()`` checks
     (``problem``); one unreadable entry when the record is not an outbox item."""
     stream = record.get("dynamodb") or {}
@@ -192,7 +192,7 @@ def outgoing(index: int, record: dict[str, Any], fifo: bool) -> list[Outgoing]:
     found = []
     for position, message in enumerate(messages):
         try:
-            check(message, fifo, f"emitted message {position}")
+            check(message, target, f"emitted message {position}")
             problem = None
         except InvalidMessage as exc:
             problem = f"SNS and SQS would refuse it: {exc}"
@@ -271,7 +271,7 @@ def _travels(message: Emitted) -> bool:
     if len(message.attributes) > MAX_MESSAGE_ATTRIBUTES - 2:
         return False
     try:
-        check(message._replace(group_id=None, dedup_id="x"), False, "")
+        check(message._replace(group_id=None, dedup_id="x"), "", "")  # to a standard queue
     except InvalidMessage:
         return False
     return not any(name.startswith(DLQ_ATTRIBUTE_PREFIX) for name in message.attributes)
@@ -373,7 +373,7 @@ class Relay:
         """Publish every record's messages; the index of the first record not wholly published, or None."""
         messages: list[Outgoing] = []
         for index, record in enumerate(records):
-            messages += outgoing(index, record, self.fifo)
+            messages += outgoing(index, record, self.config.target_arn)
         for request in requests(messages):
             first = request[0]
             if first.problem is not None:

@@ -4,6 +4,7 @@ one TransactWriteItems, as outbox items; they exist exactly when the effect comm
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 from idempotent_runtime import outbox
@@ -176,6 +177,23 @@ def test_an_emitted_message_too_large_for_sns_refuses_the_message_before_anythin
             "begins with 'idempotency.', the runtime's own attributes",
         ),
         ({"body": ""}, "emitted message 0's body is empty"),
+        (
+            {"body": "ok", "attributes": {"aws.trace-id": "t-1"}},
+            "attribute name 'aws.trace-id' begins with 'aws.': SNS and SQS reserve 'AWS.' and 'Amazon.' in any "
+            "casing",
+        ),
+        ({"body": "ok", "attributes": {"AMAZON.source": "orders"}}, "begins with 'AMAZON.'"),
+        # DynamoDB holds 1E-129; SQS takes magnitudes from 1E-128 only.
+        (
+            {"body": "ok", "attributes": {"rate": Decimal("1E-129")}},
+            "attribute rate is the Number '1E-129', which SQS",
+        ),
+        # The target is a topic: SNS takes -10^9 to 10^9 with 5 decimals.
+        (
+            {"body": "ok", "attributes": {"cents": 10**10}},
+            "attribute cents is the Number '10000000000', which SNS",
+        ),
+        ({"body": "ok", "attributes": {"rate": Decimal("0.000001")}}, "at most 5 digits after the point"),
     ],
 )
 def test_an_emit_sns_or_sqs_would_refuse_is_rejected_naming_it_before_anything_commits(
@@ -193,6 +211,36 @@ def test_an_emit_sns_or_sqs_would_refuse_is_rejected_naming_it_before_anything_c
     (dead,) = drain(sqs, dlq_url)
     assert reason in dlq_reason(dead)
     assert dlq_details(dead)["kind"] == "invalid"
+
+
+@pytest.mark.parametrize(
+    ("target", "number", "refused"),
+    [
+        ("arn:aws:sqs:us-east-1:123456789012:payments.fifo", 10**126, None),  # over DynamoDB's 9.99E+125
+        ("arn:aws:sqs:us-east-1:123456789012:payments.fifo", Decimal("1.0E-128"), None),
+        ("arn:aws:sqs:us-east-1:123456789012:payments.fifo", Decimal("1E+127"), "which SQS refuses"),
+        ("arn:aws:sqs:us-east-1:123456789012:payments.fifo", Decimal("1." + "1" * 38), "which SQS refuses"),
+        (TARGET, Decimal("-999999999.12345"), None),
+        (TARGET, Decimal("1000000000.5"), "which SNS refuses"),
+    ],
+)
+def test_a_number_attribute_is_judged_by_its_targets_range_not_dynamodbs(
+    make_handler, dynamodb, dlq_url, sqs, target, number, refused
+):
+    def emit(message):
+        message.emit({"ok": True}, attributes={"n": number})
+        return []
+
+    handler, _ = make_handler(fn=emit, mode="transaction", emit_target_arn=target, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "1"})), None)
+    if refused is None:
+        assert result.outcome == "processed"
+        (item,) = outbox_items(dynamodb)
+        stored = item[outbox.OUTBOX_MESSAGES_ATTRIBUTE]["L"][0]["M"]["attributes"]["M"]["n"]["M"]
+        assert stored["StringValue"]["S"] == str(number)  # exactly as given
+    else:
+        assert result.outcome == "quarantined" and refused in result.reason
+        assert outbox_items(dynamodb) == []
 
 
 def test_an_emit_without_a_target_is_a_misconfiguration_retried_never_quarantined(

@@ -326,6 +326,35 @@ def test_poison_outbox_items_between_good_ones_are_dead_lettered_decodably_and_t
     )
 
 
+def test_attributes_an_earlier_emit_let_through_are_dead_lettered_with_the_reason_and_the_group_goes_on(
+    make_handler, stream, target, sqs, dynamodb, table, relay_dlq
+):
+    """0.4's emit() took 'aws.'-prefixed names and DynamoDB's numbers: the relay checks as emit() now does,
+    dead-letters such a message naming the attribute, and publishes the others."""
+    topic, queue_url, _ = target
+    handler = commit(make_handler, [("o-1", "1")])
+
+    def attribute(data_type, value):
+        return {"M": {"DataType": {"S": data_type}, "StringValue": {"S": value}}}
+
+    for n, (name, value) in enumerate([("aws.trace-id", attribute("String", "t-1")),
+                                       ("cents", attribute("Number", "1E+125"))]):  # fmt: skip
+        item = _hand_written(f"idempotency#outbox#180000000000{n}#o-1#9", "pay", f"o-1#9#00{n}")
+        item["idempotency:messages"]["L"][0]["M"]["attributes"] = {"M": {name: value}}
+        dynamodb.put_item(TableName=table, Item={**item, "idempotency:emitter": {"S": "idempotency#outbox#"}})
+    assert failures(handler(event(record({"x": "o-1", "y": "2"}, group="o-1")), None)) == []
+    relay = Relay(RelayConfig(target_arn=topic, dlq_url=relay_dlq), target_client=boto3.client("sns"))
+    assert relay(stream_event(stream.new())) == {"batchItemFailures": []}
+    assert [body["line"] for body, _ in arrived(sqs, queue_url)] == ["1", "2"]
+    reasons = [d["MessageAttributes"]["idempotency.reason"]["StringValue"] for d in drain(sqs, relay_dlq)]
+    assert reasons == [
+        "never published: SNS and SQS would refuse it: emitted message 0: attribute name 'aws.trace-id' "
+        "begins with 'aws.': SNS and SQS reserve 'AWS.' and 'Amazon.' in any casing; name it otherwise",
+        "never published: SNS and SQS would refuse it: emitted message 0: attribute cents is the Number "
+        "'1E+125', which SNS refuses (from -1E+9 to 1E+9, at most 5 digits after the point); send a str",
+    ]
+
+
 def test_a_03_outbox_item_still_in_the_stream_at_the_upgrade_is_published_as_stored_in_commit_order(
     make_handler, stream, target, sqs, dynamodb, table
 ):
