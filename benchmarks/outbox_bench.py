@@ -9,7 +9,10 @@ message, 10-message batches over 10 groups), the table's stream read as Lambda h
 downstream group, against one downstream group each, and the transaction conflicts per commit. DynamoDB is
 :class:`~benchmarks.instruments.ContendedStubber`: a round trip of milliseconds, off the GIL, and
 ``TransactionConflict`` for a transaction touching an item another in-flight transaction writes (moto
-serializes every request and never refuses one for that)."""
+serializes every request and never refuses one for that).
+
+:func:`lane_ceiling`: what one downstream group can carry at all. Its outbox items share a partition key, and
+a partition takes about :data:`PARTITION_WRITE_UNITS_PER_SECOND`: divided by one emit's write units."""
 
 from __future__ import annotations
 
@@ -30,6 +33,9 @@ MESSAGES = 100
 STREAM_BATCH = 10
 # DynamoDB: a transactional write of an item costs 2 write units per KB (rounded up) of the item.
 TRANSACTIONAL_UNITS_PER_KB = 2
+# DynamoDB: one partition takes about 1,000 write units a second; past it writes are throttled, or the
+# partition is split for heat (by sort key range: a lane's items then come from two shards).
+PARTITION_WRITE_UNITS_PER_SECOND = 1000
 
 
 @dataclass
@@ -52,6 +58,11 @@ class OutboxCost:
     @property
     def relay_dynamodb_per_emit(self) -> float:
         return self.relay_dynamodb_requests / self.emitted
+
+
+def lane_ceiling(cost: OutboxCost) -> float:
+    """Emitting commits a second that one downstream group (one partition key) takes at most."""
+    return PARTITION_WRITE_UNITS_PER_SECOND / cost.write_units_per_emit
 
 
 def _order(message: Any) -> list[dict[str, Any]]:

@@ -5,9 +5,10 @@ its stream filter (the constructs) and operators' tools all read from here:
 * **One item per emitting message and lane, never overwritten.** The lane is the downstream MessageGroupId
   on a FIFO target, the emitting key's ``idempotency_key`` on a standard one. Key: (KEY_PREFIX +
   :data:`OUTBOX_PARTITION_PREFIX` + lane, :data:`OUTBOX_SORT_PREFIX` + commit time in epoch milliseconds,
-  13 digits, + ``#`` + the emitting key's ``idempotency_key``). A lane's items share a partition key, so
-  DynamoDB Streams keeps their records in one shard in write (commit) order, and the table sorts them in
-  commit order too. No item is shared by two commits: concurrent commits to one lane never conflict.
+  13 digits, taken at the attempt that commits, + ``#`` + the emitting key's ``idempotency_key``). A lane's
+  items share a partition key: one partition, one shard in practice (DynamoDB Streams promises order per
+  item only: docs/runtime.md, "Order"), and the table sorts them by commit time. No item is shared by two
+  commits: concurrent commits to one lane never conflict.
 * **Attributes**: :data:`OUTBOX_MESSAGES_ATTRIBUTE` (L of M in emit order: :data:`OUTBOX_BODY`,
   :data:`OUTBOX_DEDUP_ID`, :data:`OUTBOX_ATTRIBUTES`), :data:`OUTBOX_GROUP_ATTRIBUTE` (FIFO), the emitting
   message's id, the TTL (max(2 days, DEDUP_TTL_SECONDS) after the commit) and :data:`OUTBOX_EMITTER_ATTRIBUTE`
@@ -97,6 +98,15 @@ def outbox_partition(key_prefix: str, lane: str) -> str:
 
 def outbox_sort(commit_ms: int, idempotency_key: str) -> str:
     return f"{OUTBOX_SORT_PREFIX}{commit_ms:0{COMMIT_TIME_DIGITS}d}#{idempotency_key}"
+
+
+def commit_ms(item_key: Mapping[str, str], key_prefix: str, lane: str) -> int | None:
+    """The commit time in the sort key of ``lane``'s outbox item ``item_key`` (attribute name -> value);
+    None for 0.3's item, whose sort key has none."""
+    partition = outbox_partition(key_prefix, lane)
+    sort = next((value for value in item_key.values() if value != partition), "")
+    digits = sort.removeprefix(OUTBOX_SORT_PREFIX)[:COMMIT_TIME_DIGITS]
+    return int(digits) if sort.startswith(OUTBOX_SORT_PREFIX) and digits.isdigit() else None
 
 
 def dedup_id(table_name: str, key: Key, position: int) -> str:

@@ -21,6 +21,11 @@ queue), and reads nothing else: no DynamoDB request.
 * SNS and SQS report each entry of a request on their own: an entry refused while a later entry of the same
   group in the same request is accepted lets the later one through first. The relay counts that
   (``reordered``) and writes a WARNING line naming both deduplication ids.
+* DynamoDB Streams orders records per item, not across the items of a lane (docs/runtime.md, "Order"): a
+  lane's item committed before one the relay already published in that lane (by the commit times in their
+  sort keys, a later record of the shard: not a redelivery) is counted as ``reordered`` too, with a WARNING
+  line naming both items. The relay remembers the newest item of each lane it published in this execution
+  environment (at most :data:`MAX_REMEMBERED_LANES` lanes).
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from idempotent_runtime.outbox import (
     Emitted,
     Unreadable,
     check,
+    commit_ms,
     read_messages,
     refused_character,
 )
@@ -83,6 +89,7 @@ TOPIC_ACTIONS = ("sns:Publish",)
 TOPIC_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 QUEUE_ACTIONS = ("sqs:SendMessage",)
 STREAM_ACTIONS = ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator")
+MAX_REMEMBERED_LANES = 10_000  # lanes whose newest published item the relay remembers (then it forgets all)
 
 
 class RelayMetric(StrEnum):
@@ -91,7 +98,9 @@ class RelayMetric(StrEnum):
     PUBLISHED = "published"  # emitted messages the target accepted
     DEAD_LETTERED = "dead_lettered"  # never publishable: sent to the relay's DLQ with the reason
     FAILED = "failed"  # left for the stream to deliver again (from the first record not published)
-    REORDERED = "reordered"  # accepted after an earlier message of its group was refused in one request
+    # Accepted after an earlier message of its group was refused in one request, or committed before one of
+    # its lane already published.
+    REORDERED = "reordered"
 
 
 REFUSED = "the emit target refused it for good: "
@@ -145,6 +154,16 @@ class RelayConfig:
             if env.get(variable.name):
                 values[field] = variable.parse(env[variable.name])
         return cls(**values)
+
+
+@dataclass
+class Lane:
+    """What the relay published of a lane: its newest item (commit ms, dedup id, key), the latest record."""
+
+    committed: int
+    position: int | None  # the sequence number of the latest record published (None: not a number)
+    dedup_id: str | None
+    item_key: dict[str, str]
 
 
 class Outgoing(NamedTuple):
@@ -341,6 +360,7 @@ class Relay:
         self.calls = Retrier(sleep)
         self.log = Log(config.log_level, config.function_name, log_stream)
         self.records: list[dict[str, Any]] = []
+        self.newest: dict[str, Lane] = {}  # FIFO group -> what the relay published of it
 
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, list[dict[str, str]]]:
         started = time.monotonic()
@@ -408,6 +428,7 @@ class Relay:
                 counts[RelayMetric.PUBLISHED.value] += 1
                 if self.fifo and message.group in held:
                     self._reordered(held[message.group], message, counts)
+                self._in_commit_order(message, counts)
                 continue
             reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
             for_good = bad.get("SenderFault") and bad.get("Code") in REFUSED_FOR_GOOD
@@ -516,6 +537,36 @@ class Relay:
             refused=refused.dedup_id,
             accepted=accepted.dedup_id,
         )
+
+    def _in_commit_order(self, message: Outgoing, counts: Counter[str]) -> None:
+        """Count and name ``message`` (just published) when its lane's newest published item committed after
+        it and came from an earlier record of the shard (see the module)."""
+        group = message.group
+        committed = commit_ms(message.item_key, self.config.key_prefix, group) if group else None
+        if group is None or committed is None:
+            return
+        sequence = str((self.records[message.record].get("dynamodb") or {}).get("SequenceNumber"))
+        position = int(sequence) if sequence.isdigit() else None
+        lane = self.newest.get(group)
+        later = position is None or lane is None or lane.position is None or position > lane.position
+        if lane is not None and later and committed < lane.committed:
+            counts[RelayMetric.REORDERED.value] += 1
+            self.log.warn(
+                "order: published after an item of its group that committed later (DynamoDB Streams orders "
+                "records per item only)",
+                group_id=group,
+                published_first=lane.dedup_id,
+                published_first_item=lane.item_key,
+                committed_first=message.dedup_id,
+                committed_first_item=message.item_key,
+            )
+        if lane is None or committed >= lane.committed:
+            if len(self.newest) >= MAX_REMEMBERED_LANES and group not in self.newest:
+                self.newest.clear()
+            latest = position if later or lane is None else lane.position
+            self.newest[group] = Lane(committed, latest, message.dedup_id, message.item_key)
+        elif later:
+            lane.position = position
 
 
 def _oldest_age(records: list[dict[str, Any]]) -> float | None:

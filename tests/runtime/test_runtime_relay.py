@@ -195,6 +195,43 @@ def test_a_later_entry_of_a_group_accepted_after_an_earlier_was_refused_is_count
     assert [body["line"] for body, _ in arrived(sqs, queue_url)] == ["2", "1"]
 
 
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_item_of_a_group_committed_before_one_already_published_is_counted_as_reordered(
+    make_handler, stream, target, sqs
+):
+    """DynamoDB Streams orders records per item: a lane's item arriving after one that committed later
+    (here: two hosts' clocks 5 s apart) is counted and named, once, not for a redelivery."""
+    topic, queue_url, _ = target
+    ahead, behind = Clock(1_800_000_005.0), Clock(1_800_000_000.0)
+    for clock, line in ((ahead, "1"), (behind, "2")):
+        handler, _ = make_handler(fn=emit_each, mode="transaction", emit_target_arn=TARGET, clock=clock)
+        assert failures(handler(event(record({"x": "o-1", "y": line}, group="o-1")), None)) == []
+    records = stream.new()
+    log = io.StringIO()
+    relay = relay_for(topic, sqs, log=log)
+    assert relay(stream_event(records[:1])) == {"batchItemFailures": []}
+    assert relay(stream_event(records[1:])) == {"batchItemFailures": []}  # the next batch of the shard
+    assert relay(stream_event(records)) == {"batchItemFailures": []}  # delivered again: no new count
+    lines = log_lines(log)
+    assert [line["reordered"] for line in lines if "_aws" in line] == [0, 1, 0]
+    (warning,) = [line for line in lines if line.get("message", "").startswith("order:")]
+    assert (warning["group_id"], warning["published_first"], warning["committed_first"]) == (
+        "o-1",
+        "documents#o-1#1#000",
+        "documents#o-1#2#000",
+    )
+    assert warning["committed_first_item"]["sk"] == "idempotency#outbox#1800000000000#o-1#2"
+    assert warning["published_first_item"]["sk"] == "idempotency#outbox#1800000005000#o-1#1"
+    assert [body["line"] for body, _ in arrived(sqs, queue_url)] == ["1", "2"]
+
+
 def test_a_request_the_target_refuses_as_a_whole_is_retried_without_losing_anything(
     make_handler, stream, target, sqs
 ):
