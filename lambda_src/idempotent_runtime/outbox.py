@@ -100,11 +100,8 @@ def outbox_sort(commit_ms: int, idempotency_key: str) -> str:
     return f"{OUTBOX_SORT_PREFIX}{commit_ms:0{COMMIT_TIME_DIGITS}d}#{idempotency_key}"
 
 
-def commit_ms(item_key: Mapping[str, str], key_prefix: str, lane: str) -> int | None:
-    """The commit time in the sort key of ``lane``'s outbox item ``item_key`` (attribute name -> value);
-    None for 0.3's item, whose sort key has none."""
-    partition = outbox_partition(key_prefix, lane)
-    sort = next((value for value in item_key.values() if value != partition), "")
+def commit_ms(sort: str) -> int | None:
+    """The commit time in an outbox item's sort key (:func:`outbox_sort`); None for 0.3's, which has none."""
     digits = sort.removeprefix(OUTBOX_SORT_PREFIX)[:COMMIT_TIME_DIGITS]
     return int(digits) if sort.startswith(OUTBOX_SORT_PREFIX) and digits.isdigit() else None
 

@@ -72,6 +72,7 @@ from idempotent_runtime.outbox import (
     Unreadable,
     check,
     commit_ms,
+    outbox_partition,
     read_messages,
     refused_character,
 )
@@ -542,7 +543,9 @@ class Relay:
         """Count and name ``message`` (just published) when its lane's newest published item committed after
         it and came from an earlier record of the shard (see the module)."""
         group = message.group
-        committed = commit_ms(message.item_key, self.config.key_prefix, group) if group else None
+        partition = outbox_partition(self.config.key_prefix, group or "")
+        sort = next((value for value in message.item_key.values() if value != partition), "")
+        committed = commit_ms(sort)
         if group is None or committed is None:
             return
         sequence = str((self.records[message.record].get("dynamodb") or {}).get("SequenceNumber"))
