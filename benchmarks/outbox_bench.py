@@ -16,8 +16,6 @@ a partition takes about :data:`PARTITION_WRITE_UNITS_PER_SECOND`: divided by one
 
 from __future__ import annotations
 
-import base64
-import datetime
 import io
 import json
 import math
@@ -92,27 +90,19 @@ def _record(order: str, group: str) -> dict[str, Any]:
     }
 
 
-def _wire(value: Any) -> Any:
-    """A stream record as Lambda delivers it (bytes in base64, times in epoch seconds)."""
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    if isinstance(value, datetime.datetime):
-        return value.replace(tzinfo=datetime.UTC).timestamp()
-    if isinstance(value, dict):
-        return {k: _wire(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_wire(v) for v in value]
-    return value
-
-
 def _stream_records(dynamodb: Any) -> list[dict[str, Any]]:
-    from moto.dynamodbstreams.models import dynamodbstreams_backends
+    """The table's stream as Lambda hands it to a function."""
+    import boto3
+
+    from idempotent_local.events import lambda_dynamodb_record
 
     arn = dynamodb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
-    backend = dynamodbstreams_backends["123456789012"][REGION]
-    shard = backend.describe_stream(arn)["Shards"][0]["ShardId"]
-    iterator = backend.get_shard_iterator(arn, shard, "TRIM_HORIZON", None)
-    return [_wire(r) for r in backend.get_records(iterator.arn, 10_000)["Records"]]
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    (shard,) = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    iterator = streams.get_shard_iterator(
+        StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    return [lambda_dynamodb_record(r, arn) for r in streams.get_records(ShardIterator=iterator)["Records"]]
 
 
 def _transactional_units(item: dict[str, Any]) -> int:

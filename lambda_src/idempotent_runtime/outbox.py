@@ -58,6 +58,7 @@ from idempotent_runtime.contract import (
 from idempotent_runtime.errors import InvalidMessage
 from idempotent_runtime.message import Key, Message, join_key
 from idempotent_runtime.payload import encode_result
+from idempotent_runtime.quarantine import size
 
 # --- the layout ----------------------------------------------------------------------------------------
 OUTBOX_PARTITION_PREFIX = RESERVED_KEY_PREFIX + "outbox#"  # after KEY_PREFIX, before the lane
@@ -195,12 +196,7 @@ class Emitted(NamedTuple):
     @property
     def size(self) -> int:
         """What SNS and SQS count: the body, every attribute's name, type and value."""
-        total = len(self.body.encode("utf-8", "surrogatepass"))
-        for name, value in self.attributes.items():
-            data = value.get("StringValue")
-            raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else value.get("BinaryValue")
-            total += len(name) + len(str(value.get("DataType", ""))) + len(raw or b"")
-        return total
+        return size(self.body, self.attributes)
 
 
 def check(message: Emitted, target: str, what: str) -> None:

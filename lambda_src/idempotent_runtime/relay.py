@@ -76,7 +76,7 @@ from idempotent_runtime.outbox import (
     read_messages,
     refused_character,
 )
-from idempotent_runtime.quarantine import size, sqs_safe
+from idempotent_runtime.quarantine import as_string, sendable, size, sqs_safe
 from idempotent_runtime.retries import Retrier
 
 RELAY_HANDLER = RUNTIME_PACKAGE + ".relay.handler"  # the relay's entry point
@@ -250,8 +250,8 @@ def letters(letter: Outgoing, reason: str, details: dict[str, Any], budget: int)
     bytes (the outbox item named in ``details`` holds it until its TTL)."""
     reason = sqs_safe(reason)
     ours = {
-        DLQ_REASON_ATTRIBUTE: _string(reason),
-        DLQ_DETAILS_ATTRIBUTE: _string(json.dumps(details, separators=(",", ":"))),
+        DLQ_REASON_ATTRIBUTE: as_string(reason),
+        DLQ_DETAILS_ATTRIBUTE: as_string(json.dumps(details, separators=(",", ":"))),
     }
     found = []
     message = letter.message
@@ -276,10 +276,10 @@ def letters(letter: Outgoing, reason: str, details: dict[str, Any], budget: int)
     )
     text = json.dumps(payload, separators=(",", ":"))  # ASCII: lone surrogates too, exactly
     encoded = base64.b64encode(zlib.compress(text.encode("ascii"), 9)).decode("ascii")
-    encoding = {**ours, DLQ_ENCODING_ATTRIBUTE: _string(DeadLetterEncoding.JSON_ZLIB_BASE64.value)}
+    encoding = {**ours, DLQ_ENCODING_ATTRIBUTE: as_string(DeadLetterEncoding.JSON_ZLIB_BASE64.value)}
     if size(encoded, encoding) <= budget:
         found.append((encoded, encoding))
-    omitted = {**ours, DLQ_ENCODING_ATTRIBUTE: _string(DeadLetterEncoding.OMITTED.value)}
+    omitted = {**ours, DLQ_ENCODING_ATTRIBUTE: as_string(DeadLetterEncoding.OMITTED.value)}
     found.append(("omitted: the outbox item in idempotency.details holds this message", omitted))
     return found
 
@@ -297,10 +297,6 @@ def _travels(message: Emitted) -> bool:
     return not any(name.startswith(DLQ_ATTRIBUTE_PREFIX) for name in message.attributes)
 
 
-def _string(value: str) -> dict[str, str]:
-    return {"DataType": "String", "StringValue": value}
-
-
 def read_dead_letter(body: str, attributes: Mapping[str, Any]) -> dict[str, Any] | None:
     """What a relay dead letter carries, from its body and message attributes (ReceiveMessage's shape):
     ``{"body": text, "attributes": {name: {DataType, StringValue | BinaryValue (bytes)}}}`` (the emitted
@@ -314,7 +310,7 @@ def read_dead_letter(body: str, attributes: Mapping[str, Any]) -> dict[str, Any]
         kept = {
             name: value for name, value in attributes.items() if not name.startswith(DLQ_ATTRIBUTE_PREFIX)
         }
-        return {"body": body, "attributes": {name: _publishable(value) for name, value in kept.items()}}
+        return {"body": body, "attributes": {name: sendable(value) for name, value in kept.items()}}
     payload: dict[str, Any] = json.loads(zlib.decompress(base64.b64decode(body, validate=True)))
     if "attributes" in payload:
         payload["attributes"] = {
@@ -322,15 +318,6 @@ def read_dead_letter(body: str, attributes: Mapping[str, Any]) -> dict[str, Any]
             for name, value in payload["attributes"].items()
         }
     return payload
-
-
-def _publishable(value: Mapping[str, Any]) -> dict[str, Any]:
-    kept = {"DataType": value["DataType"]}
-    if value.get("StringValue") is not None:
-        kept["StringValue"] = value["StringValue"]
-    else:
-        kept["BinaryValue"] = value["BinaryValue"]
-    return kept
 
 
 class Relay:
@@ -428,7 +415,14 @@ class Relay:
             if bad is None:
                 counts[RelayMetric.PUBLISHED.value] += 1
                 if self.fifo and message.group in held:
-                    self._reordered(held[message.group], message, counts)
+                    self._reordered(
+                        counts,
+                        "the target accepted a message after refusing an earlier one of its group in one "
+                        "request",
+                        group_id=message.group,
+                        refused=held[message.group].dedup_id,
+                        accepted=message.dedup_id,
+                    )
                 self._in_commit_order(message, counts)
                 continue
             reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
@@ -530,14 +524,9 @@ class Relay:
             **fields,
         )
 
-    def _reordered(self, refused: Outgoing, accepted: Outgoing, counts: Counter[str]) -> None:
+    def _reordered(self, counts: Counter[str], why: str, **named: Any) -> None:
         counts[RelayMetric.REORDERED.value] += 1
-        self.log.warn(
-            "order: the target accepted a message after refusing an earlier one of its group in one request",
-            group_id=accepted.group,
-            refused=refused.dedup_id,
-            accepted=accepted.dedup_id,
-        )
+        self.log.warn(f"order: {why}", **named)
 
     def _in_commit_order(self, message: Outgoing, counts: Counter[str]) -> None:
         """Count and name ``message`` (just published) when its lane's newest published item committed after
@@ -553,10 +542,10 @@ class Relay:
         lane = self.newest.get(group)
         later = position is None or lane is None or lane.position is None or position > lane.position
         if lane is not None and later and committed < lane.committed:
-            counts[RelayMetric.REORDERED.value] += 1
-            self.log.warn(
-                "order: published after an item of its group that committed later (DynamoDB Streams orders "
-                "records per item only)",
+            self._reordered(
+                counts,
+                "published after an item of its group that committed later (DynamoDB Streams orders records "
+                "per item only)",
                 group_id=group,
                 published_first=lane.dedup_id,
                 published_first_item=lane.item_key,

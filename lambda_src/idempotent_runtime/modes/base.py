@@ -185,11 +185,6 @@ class BaseMode(ABC):
     def location(self, key: Key) -> dict[str, Any]:
         """The DynamoDB key of the item that records whether ``key`` is done."""
 
-    @abstractmethod
-    def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
-        """What the stored idempotency record ``item`` (``{}``: none) means for a message with
-        ``fingerprint``: the state and the stored fingerprint."""
-
     def open_outbox(self, message: Message) -> Outbox | None:
         """Before the processor: where ``message.emit()`` collects (None without EMIT_TARGET_ARN)."""
         if not self.config.emit_target_arn:
@@ -297,10 +292,10 @@ class BaseMode(ABC):
         """The old item is this invocation's own write (applied, but its response was lost)."""
         return text_of(old, TOKEN_ATTRIBUTE) == token
 
-    def stored_state(
-        self, item: dict[str, Any], fingerprint: str, now: float
-    ) -> tuple[RecordState, str | None]:
-        """Document and transaction records: present and unexpired means done (or conflict)."""
+    def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
+        """What the stored idempotency record ``item`` (``{}``: none) means for a message with
+        ``fingerprint``: the state and the stored fingerprint. Document and transaction records: present and
+        unexpired means done (or conflict)."""
         if not item or self.expired(item, now):
             return RecordState.NEW, None
         stored = text_of(item, FINGERPRINT_ATTRIBUTE)

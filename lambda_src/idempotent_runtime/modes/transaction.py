@@ -31,7 +31,6 @@ from idempotent_runtime.modes.base import (
     ABSENT,
     BaseMode,
     Done,
-    RecordState,
     cancellation_reasons,
     new_token,
     reason_code,
@@ -63,9 +62,6 @@ class TransactionMode(BaseMode):
 
     def location(self, key: Key) -> dict[str, Any]:
         return {self.pk: {"S": key.partition}, self.sk: {"S": MARKER_SORT_PREFIX + key.sort}}
-
-    def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
-        return self.stored_state(item, fingerprint, now)
 
     def process(self, message: Message, context: object | None = None) -> Done:
         key = message.key
