@@ -70,26 +70,6 @@ def _order(message: Any) -> list[dict[str, Any]]:
     return [{"Put": {"Item": item}}]
 
 
-def _record(order: str, group: str) -> dict[str, Any]:
-    return {
-        "messageId": str(uuid.uuid4()),
-        "receiptHandle": "rh",
-        "body": json.dumps({"x": order, "y": "1"}),
-        "attributes": {
-            "ApproximateReceiveCount": "1",
-            "SentTimestamp": "1700000000000",
-            "MessageGroupId": group,
-            "MessageDeduplicationId": uuid.uuid4().hex,
-            "SequenceNumber": "1",
-        },
-        "messageAttributes": {},
-        "md5OfBody": "",
-        "eventSource": "aws:sqs",
-        "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:orders.fifo",
-        "awsRegion": REGION,
-    }
-
-
 def _stream_records(dynamodb: Any) -> list[dict[str, Any]]:
     """The table's stream as Lambda hands it to a function."""
     import boto3
@@ -120,6 +100,7 @@ def measure() -> OutboxCost:
     from idempotent_runtime.relay import Relay, RelayConfig
     from moto import mock_aws
 
+    from benchmarks.events import sqs_record
     from idempotent_local.event_filter import matches
 
     with mock_aws():
@@ -163,7 +144,10 @@ def measure() -> OutboxCost:
             log_stream=io.StringIO(),
         )
         for start in range(0, MESSAGES, 10):
-            batch = [_record(f"o-{n}", f"g-{n % 10}") for n in range(start, start + 10)]
+            lines = [
+                (json.dumps({"x": f"o-{n}", "y": "1"}), f"g-{n % 10}", n) for n in range(start, start + 10)
+            ]
+            batch = [sqs_record(body, group, n, uuid.uuid4().hex) for body, group, n in lines]
             assert handler({"Records": batch}, None) == {"batchItemFailures": []}
         # What the relay's event filter lets through: writes of outbox items.
         patterns = [json.dumps(pattern) for pattern in stream_filters("pk", "sk", "")]

@@ -45,7 +45,7 @@ from idempotent_runtime.clients import CONNECT_TIMEOUT, READ_TIMEOUT
 
 from idempotent_cli.dlq.console import Console
 from idempotent_cli.dlq.errors import DlqError
-from idempotent_cli.dlq.letters import DeadLetter, Which
+from idempotent_cli.dlq.letters import DeadLetter, Which, utc_text
 from idempotent_cli.dlq.locate import Relay
 from idempotent_cli.dlq.queue import Decision, Queue, walk
 from idempotent_local.events import lambda_dynamodb_record
@@ -157,8 +157,8 @@ class Outbox:
         items = self._from_table(low, high)
         where = (
             f"table {self.table}: the stream no longer holds the batch; outbox items committed "
-            f"{_iso(low)}..{_iso(high)} (the arrivals - {COMMIT_LAG_SECONDS} s, ± {MARGIN_SECONDS} s)"
-            + _unknown_order(items, self.sort_key)
+            f"{utc_text(low / 1000)}..{utc_text(high / 1000)} (the arrivals - {COMMIT_LAG_SECONDS} s, "
+            f"± {MARGIN_SECONDS} s)" + _unknown_order(items, self.sort_key)
         )
         size = info.get("batchSize")
         short = isinstance(size, int) and len(items) < size
@@ -282,11 +282,6 @@ def _arrival(text: Any) -> float | None:
     return moment.timestamp()
 
 
-def _iso(milliseconds: int) -> str:
-    moment = datetime.datetime.fromtimestamp(milliseconds / 1000, datetime.UTC)
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 # -- publishing: the relay's own code ---------------------------------------------------------------------
 
 
@@ -311,13 +306,7 @@ class Publisher:
             config, target_client=self.clients(service), sqs_client=self.clients("sqs"), log_stream=log
         )
         answer = relay({"Records": records})
-        entries = _entries(log.getvalue())
-        counts: Counter[str] = Counter()
-        for fields in entries:
-            for metric in runtime.RelayMetric:
-                if isinstance(fields.get(metric.value), int):
-                    counts[metric.value] += fields[metric.value]
-        return not answer["batchItemFailures"], counts, _reasons(entries)
+        return not answer["batchItemFailures"], relay.counts, _reasons(_entries(log.getvalue()))
 
 
 def _entries(log: str) -> list[dict[str, Any]]:

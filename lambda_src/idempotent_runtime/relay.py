@@ -74,7 +74,6 @@ from idempotent_runtime.outbox import (
     commit_ms,
     outbox_partition,
     read_messages,
-    refused_character,
 )
 from idempotent_runtime.quarantine import as_string, sendable, size, sqs_safe
 from idempotent_runtime.retries import Retrier
@@ -286,15 +285,16 @@ def letters(letter: Outgoing, reason: str, details: dict[str, Any], budget: int)
 
 def _travels(message: Emitted) -> bool:
     """Whether the queue takes ``message``'s body and attributes as they are, beside the runtime's two."""
-    if not message.body or refused_character(message.body) is not None:
-        return False
-    if len(message.attributes) > MAX_MESSAGE_ATTRIBUTES - 2:
+    names = message.attributes
+    if len(names) > MAX_MESSAGE_ATTRIBUTES - 2 or any(
+        name.startswith(DLQ_ATTRIBUTE_PREFIX) for name in names
+    ):
         return False
     try:
         check(message._replace(group_id=None, dedup_id="x"), "", "")  # to a standard queue
     except InvalidMessage:
         return False
-    return not any(name.startswith(DLQ_ATTRIBUTE_PREFIX) for name in message.attributes)
+    return True
 
 
 def read_dead_letter(body: str, attributes: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -348,6 +348,7 @@ class Relay:
         self.calls = Retrier(sleep)
         self.log = Log(config.log_level, config.function_name, log_stream)
         self.records: list[dict[str, Any]] = []
+        self.counts: Counter[str] = Counter()  # the last batch's (:class:`RelayMetric`)
         self.newest: dict[str, Lane] = {}  # FIFO group -> what the relay published of it
 
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, list[dict[str, str]]]:
@@ -355,7 +356,7 @@ class Relay:
         previous = deadline.bind(context)
         try:
             records = self.records = event.get("Records") or []
-            counts: Counter[str] = Counter()
+            counts = self.counts = Counter()
             stopped = self._relay(records, counts)
         finally:
             deadline.restore(previous)

@@ -123,7 +123,7 @@ def metrics(stream: io.StringIO) -> list[dict[str, Any]]:
 CLAIM, COMPLETION, EXTENSION = "claim", "completion", "extension"
 _STEP_OF_UPDATE = (
     ("SET #status = :in_progress", CLAIM),
-    ("SET #status = :completed", COMPLETION),
+    ("SET #status = :status", COMPLETION),
     ("SET #lease", EXTENSION),
 )
 

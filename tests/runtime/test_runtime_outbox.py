@@ -179,8 +179,8 @@ def test_an_emitted_message_too_large_for_sns_refuses_the_message_before_anythin
         ({"body": ""}, "emitted message 0's body is empty"),
         (
             {"body": "ok", "attributes": {"aws.trace-id": "t-1"}},
-            "attribute name 'aws.trace-id' begins with 'aws.': SNS and SQS reserve 'AWS.' and 'Amazon.' in any "
-            "casing",
+            "attribute name 'aws.trace-id' begins with 'aws.': SNS and SQS reserve 'AWS.' and 'Amazon.' in "
+            "any casing",
         ),
         ({"body": "ok", "attributes": {"AMAZON.source": "orders"}}, "begins with 'AMAZON.'"),
         # DynamoDB holds 1E-129; SQS takes magnitudes from 1E-128 only.

@@ -88,6 +88,25 @@ OWNED = "#owner = :token AND #status = :in_progress"
 OWNER_NAMES = {"#owner": OWNER_ATTRIBUTE, "#status": STATUS_ATTRIBUTE}
 
 
+def owned_update(token: str, assigned: dict[str, tuple[str, Any]], then: str = "") -> dict[str, Any]:
+    """An UpdateItem's expression, condition, names and values setting ``assigned`` (placeholder ->
+    (attribute, value)), ``then`` after (REMOVE #lease), only while ``token`` owns the live claim."""
+    return {
+        "UpdateExpression": "SET " + ", ".join(f"#{p} = :{p}" for p in assigned) + then,
+        "ConditionExpression": OWNED,
+        "ExpressionAttributeNames": {
+            **OWNER_NAMES,
+            "#lease": LEASE_ATTRIBUTE,
+            **{f"#{p}": name for p, (name, _) in assigned.items()},
+        },
+        "ExpressionAttributeValues": {
+            ":token": {"S": token},
+            ":in_progress": {"S": IN_PROGRESS},
+            **{f":{p}": value for p, (_, value) in assigned.items()},
+        },
+    }
+
+
 def _refused(exc: BaseException) -> dict[str, Any] | None:
     """The record a refused completion found (alone or as a transaction's first entry), or None."""
     if is_conditional_check_failed(exc):
@@ -137,26 +156,16 @@ class Lease:
         now = mode.clock()
         horizon_ms = max(self.horizon_ms, int((now + seconds) * 1000))
         recorded_ms = horizon_ms + mode.margin_ms
-        update = "SET #lease = :lease"
-        names = {**OWNER_NAMES, "#lease": LEASE_ATTRIBUTE}
-        values = {
-            ":lease": {"N": str(recorded_ms)},
-            ":token": {"S": self.token},
-            ":in_progress": {"S": IN_PROGRESS},
-        }
+        assigned = {"lease": (LEASE_ATTRIBUTE, {"N": str(recorded_ms)})}
         if mode.config.dedup_ttl_seconds:
-            update += ", #ttl = :ttl"
-            names["#ttl"] = mode.ttl
-            values[":ttl"] = {"N": str(claim_expiry(now, mode.config.dedup_ttl_seconds, recorded_ms))}
+            expires = claim_expiry(now, mode.config.dedup_ttl_seconds, recorded_ms)
+            assigned["ttl"] = (mode.ttl, {"N": str(expires)})
         try:
             mode.calls(
                 mode.dynamodb().update_item,
                 TableName=mode.table,
                 Key=mode.item_key(self.key),
-                UpdateExpression=update,
-                ConditionExpression=OWNED,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
+                **owned_update(self.token, assigned),
             )
         except Exception as exc:
             if is_conditional_check_failed(exc):
@@ -331,32 +340,17 @@ class GuardedMode(BaseMode):
 
         def completion(now: float) -> dict[str, Any]:
             """The completion's UpdateItem of an attempt at ``now`` (with where its outbox items are)."""
-            values: dict[str, Any] = {
-                ":completed": {"S": COMPLETED},
-                ":token": {"S": lease.token},
-                ":in_progress": {"S": IN_PROGRESS},
-            }
-            names = {**OWNER_NAMES, "#lease": LEASE_ATTRIBUTE}
-            update = "SET #status = :completed"
+            assigned: dict[str, tuple[str, Any]] = {"status": (STATUS_ATTRIBUTE, {"S": COMPLETED})}
             if emits is not None:
-                update += ", #outbox = :outbox"
-                names["#outbox"] = OUTBOX_ATTRIBUTE
-                values[":outbox"] = emits.where(now)
+                assigned["outbox"] = (OUTBOX_ATTRIBUTE, emits.where(now))
             if stored is not None:
-                update += ", #result = :result"
-                names["#result"] = RESULT_ATTRIBUTE
-                values[":result"] = {"S": stored}
+                assigned["result"] = (RESULT_ATTRIBUTE, {"S": stored})
             if self.config.dedup_ttl_seconds:
-                update += ", #ttl = :ttl"
-                names["#ttl"] = self.ttl
-                values[":ttl"] = {"N": str(int(now) + self.config.dedup_ttl_seconds)}
+                assigned["ttl"] = (self.ttl, {"N": str(int(now) + self.config.dedup_ttl_seconds)})
             return {
                 "TableName": self.table,
                 "Key": self.item_key(key),
-                "UpdateExpression": update + " REMOVE #lease",
-                "ConditionExpression": OWNED,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
+                **owned_update(lease.token, assigned, " REMOVE #lease"),
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
 
