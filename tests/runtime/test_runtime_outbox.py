@@ -15,6 +15,9 @@ from idempotent_runtime.retries import MAX_ATTEMPTS
 from outbox_helpers import Stream, fifo_target, stream_event
 from runtime_helpers import (
     REGION,
+    Clock,
+    EnvironmentDied,
+    create_table,
     dlq_details,
     dlq_reason,
     drain,
@@ -346,18 +349,6 @@ def test_guarded_without_emits_completes_with_one_update_as_before(make_handler,
     assert calls == ["UpdateItem", "UpdateItem"]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class EnvironmentDied(BaseException):
-    """The execution environment disappears: nothing after this point runs."""
-
-
 def _die_at(client, operation):
     died: list[bool] = []
 
@@ -613,18 +604,6 @@ def test_an_emits_deduplication_id_is_the_same_on_every_delivery(make_handler, f
     assert (first.outcome, second.outcome) == ("failed", "processed")
     ((_, committed),) = messages_of(outbox_items(fresh_dynamodb)[0])
     assert returned == [committed, committed] == ["documents#o-1#1#000", "documents#o-1#1#000"]
-
-
-def create_table(dynamodb, name):
-    dynamodb.create_table(
-        TableName=name,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
 
 
 def _sns():

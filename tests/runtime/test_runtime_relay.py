@@ -14,7 +14,7 @@ from idempotent_runtime import contract
 from idempotent_runtime.relay import Relay, RelayConfig, read_dead_letter
 from idempotent_runtime.relay import handler as relay_handler
 from outbox_helpers import FlakyPublisher, Stream, StrictSqs, fifo_target, stream_event
-from runtime_helpers import REGION, drain, event, failures, log_lines, receive_event, record
+from runtime_helpers import REGION, Clock, drain, event, failures, log_lines, receive_event, record
 
 TARGET = f"arn:aws:sns:{REGION}:123456789012:payments.fifo"
 
@@ -193,14 +193,6 @@ def test_a_later_entry_of_a_group_accepted_after_an_earlier_was_refused_is_count
     relay(stream_event(records))  # the stream delivers from o-1#1 again
     # What downstream sees, exactly: line 2 before line 1 (its republish dropped by SNS's deduplication).
     assert [body["line"] for body, _ in arrived(sqs, queue_url)] == ["2", "1"]
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_an_item_of_a_group_committed_before_one_already_published_is_counted_as_reordered(
