@@ -363,19 +363,25 @@ class RelayContext:
         )
 
 
+def _entries_of(context: RelayContext, dlq: Queue, message_id: str | None = None) -> tuple[list[Entry], Any]:
+    """The entries of the relay's DLQ, read (with ``message_id``: that one only), and the walk's result."""
+    found: list[Entry] = []
+
+    def visit(letter: DeadLetter) -> Decision:
+        if message_id is None or letter.message_id == message_id:
+            found.append(read(letter))
+        return Decision.LEAVE if message_id is None or not found else Decision.STOP
+
+    return found, walk(dlq, Which.DLQ, visit, clock=context.console.clock, sleep=context.console.sleep)
+
+
 def cmd_list(context: RelayContext, *, as_json: bool) -> int:
     from idempotent_cli.dlq.commands import report_walk
 
     dlq = context.dlq()
     if not as_json:
         context.header(dlq)
-    entries: list[Entry] = []
-
-    def visit(letter: DeadLetter) -> Decision:
-        entries.append(read(letter))
-        return Decision.LEAVE
-
-    result = walk(dlq, Which.DLQ, visit, clock=context.console.clock, sleep=context.console.sleep)
+    entries, result = _entries_of(context, dlq)
     if as_json:
         context.console.print(json.dumps([entry.summary() for entry in entries], indent=2, default=str))
         return 0
@@ -389,15 +395,7 @@ def cmd_list(context: RelayContext, *, as_json: bool) -> int:
 
 def cmd_show(context: RelayContext, *, message_id: str, as_json: bool) -> int:
     dlq = context.dlq()
-    found: list[Entry] = []
-
-    def visit(letter: DeadLetter) -> Decision:
-        if letter.message_id == message_id:
-            found.append(read(letter))
-            return Decision.STOP
-        return Decision.LEAVE
-
-    walk(dlq, Which.DLQ, visit, clock=context.console.clock, sleep=context.console.sleep)
+    found, _ = _entries_of(context, dlq, message_id)
     if not found:
         raise DlqError(
             f"no message {message_id} in {dlq.url}; `dlq list --function {context.relay.function}`"

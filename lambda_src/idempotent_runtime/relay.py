@@ -144,15 +144,9 @@ class RelayConfig:
             "target_arn": EMIT_TARGET_ARN.parse(target),
             "function_name": env.get("AWS_LAMBDA_FUNCTION_NAME") or "local",
         }
-        for variable, field in (
-            (DLQ_URL, "dlq_url"),
-            (TABLE_NAME, "table_name"),
-            (KEY_PREFIX, "key_prefix"),
-            (METRICS_NAMESPACE, "metrics_namespace"),
-            (LOG_LEVEL, "log_level"),
-        ):
+        for variable in RELAY_ENVIRONMENT[1:]:  # each sets the field of its name (DLQ_URL: dlq_url)
             if env.get(variable.name):
-                values[field] = variable.parse(env[variable.name])
+                values[variable.name.lower()] = variable.parse(env[variable.name])
         return cls(**values)
 
 
