@@ -48,6 +48,7 @@ from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.letters import DeadLetter, Which, utc_text
 from idempotent_cli.dlq.locate import Relay
 from idempotent_cli.dlq.queue import Decision, Queue, walk
+from idempotent_local.event_filter import matches
 from idempotent_local.events import lambda_dynamodb_record
 
 # Widening of a batch's arrival times when its records are looked up by commit time in the table.
@@ -146,7 +147,9 @@ class Outbox:
         schema = clients("dynamodb").describe_table(TableName=self.table)["Table"]["KeySchema"]
         names = {entry["KeyType"]: entry["AttributeName"] for entry in schema}
         self.partition_key, self.sort_key = names["HASH"], names.get("RANGE", "")
-        self.filters = layout.stream_filters(self.partition_key, self.sort_key, self.key_prefix)
+        # The relay's event filter, applied as the local cloud applies Lambda's: the stream as it is given.
+        filters = layout.stream_filters(self.partition_key, self.sort_key, self.key_prefix)
+        self.filters = [json.dumps(pattern) for pattern in filters]
 
     def batch(self, info: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str | None]:
         """The batch's outbox records in commit order, where they were read, and what is missing (None)."""
@@ -182,8 +185,9 @@ class Outbox:
                 for record in records:
                     if int(record["dynamodb"]["SequenceNumber"]) > end:
                         return found
-                    if layout.matches_any(self.filters, record):
-                        found.append(lambda_dynamodb_record(record, info["streamArn"]))
+                    given = lambda_dynamodb_record(record, info["streamArn"])
+                    if matches(self.filters, given):
+                        found.append(given)
                 if not records:
                     return found
                 iterator = response.get("NextShardIterator")

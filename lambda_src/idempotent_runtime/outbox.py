@@ -150,37 +150,6 @@ def stream_filters(partition_key: str, sort_key: str, key_prefix: str) -> list[d
     ]
 
 
-def matches_any(patterns: list[dict[str, Any]], record: Mapping[str, Any]) -> bool:
-    """Whether the stream ``record`` matches one of ``patterns`` (:func:`stream_filters`'), as Lambda's
-    event filter does for the forms they use: a list of values, of which one matches (a string equal to the
-    field, ``{"prefix": ...}``, ``{"exists": bool}``), and nested objects. Operators' tools read the stream
-    as the relay is given it."""
-    return any(_matches(pattern, record) for pattern in patterns)
-
-
-def _matches(pattern: Any, value: Any) -> bool:
-    if isinstance(pattern, dict):
-        if value is _MISSING:  # an absent object: only what may be absent matches ({"exists": False})
-            return all(_matches(expected, _MISSING) for expected in pattern.values())
-        if not isinstance(value, Mapping):
-            return False
-        return all(_matches(expected, value.get(name, _MISSING)) for name, expected in pattern.items())
-    return any(_one(rule, value) for rule in pattern)
-
-
-_MISSING = object()
-
-
-def _one(rule: Any, value: Any) -> bool:
-    if isinstance(rule, dict) and "exists" in rule:
-        return (value is not _MISSING) == rule["exists"]
-    if value is _MISSING:
-        return False
-    if isinstance(rule, dict) and "prefix" in rule:
-        return isinstance(value, str) and value.startswith(rule["prefix"])
-    return value == rule
-
-
 # --- one emitted message --------------------------------------------------------------------------------
 
 
