@@ -288,12 +288,8 @@ def size(body: str, attributes: dict[str, Any]) -> int:
     total = len(body.encode("utf-8", "surrogatepass"))
     for name, value in attributes.items():
         data = value.get("StringValue")
-        raw = (
-            data.encode("utf-8", "surrogatepass")
-            if isinstance(data, str)
-            else value.get("BinaryValue") or b""
-        )
-        total += len(name) + len(str(value.get("DataType", ""))) + len(raw)
+        data = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else value.get("BinaryValue")
+        total += len(name) + len(str(value.get("DataType", ""))) + len(data or b"")
     return total
 
 
@@ -308,11 +304,7 @@ def fit(body: str, kept: dict[str, Any], details: dict[str, Any], reason: str, b
 
     def copy() -> dict[str, Any]:
         text = json.dumps(details, separators=(",", ":"))  # ASCII: always safe
-        return {
-            **kept,
-            DLQ_REASON_ATTRIBUTE: as_string(reason),
-            DLQ_DETAILS_ATTRIBUTE: as_string(text),
-        }
+        return {**kept, DLQ_REASON_ATTRIBUTE: string(reason), DLQ_DETAILS_ATTRIBUTE: string(text)}
 
     largest = sorted(kept, key=lambda name: (name == REDRIVE_ATTRIBUTE, -size("", {name: kept[name]})))
     for name in largest:
@@ -343,13 +335,11 @@ def _tightest(details: dict[str, Any], reason: str, room: int) -> dict[str, Any]
     least = {"kind": details["kind"], "source_message_id": details["source_message_id"], "shortened": "all"}
     for kept in (least, None):
         attributes = (
-            {}
-            if kept is None
-            else {DLQ_DETAILS_ATTRIBUTE: as_string(json.dumps(kept, separators=(",", ":")))}
+            {} if kept is None else {DLQ_DETAILS_ATTRIBUTE: string(json.dumps(kept, separators=(",", ":")))}
         )
         left = room - size("", attributes) - reason_name
         if left >= MIN_REASON_BYTES:
-            return {DLQ_REASON_ATTRIBUTE: as_string(_cut(reason, left)), **attributes}
+            return {DLQ_REASON_ATTRIBUTE: string(_cut(reason, left)), **attributes}
     return {}
 
 
@@ -361,7 +351,7 @@ def _cut(text: str, limit: int) -> str:
     return data[: limit - len(_SAY_SO)].decode("utf-8", "ignore") + _SAY_SO
 
 
-def as_string(value: str) -> dict[str, str]:
+def string(value: str) -> dict[str, str]:
     """A String message attribute."""
     return {"DataType": "String", "StringValue": value}
 

@@ -21,11 +21,10 @@ queue), and reads nothing else: no DynamoDB request.
 * SNS and SQS report each entry of a request on their own: an entry refused while a later entry of the same
   group in the same request is accepted lets the later one through first. The relay counts that
   (``reordered``) and writes a WARNING line naming both deduplication ids.
-* DynamoDB Streams orders records per item, not across the items of a lane (docs/runtime.md, "Order"): a
-  lane's item committed before one the relay already published in that lane (by the commit times in their
-  sort keys, a later record of the shard: not a redelivery) is counted as ``reordered`` too, with a WARNING
-  line naming both items. The relay remembers the newest item of each lane it published in this execution
-  environment (at most :data:`MAX_REMEMBERED_LANES` lanes).
+* DynamoDB Streams orders records per item, not across a lane's items (docs/runtime.md, "Order"): a lane's
+  item committed before one already published in that lane (commit times in their sort keys), from a later
+  record of the shard (not a redelivery), is counted as ``reordered`` too, with a WARNING naming both items.
+  The relay remembers the lanes it published in this execution environment (:data:`MAX_REMEMBERED_LANES`).
 """
 
 from __future__ import annotations
@@ -75,7 +74,7 @@ from idempotent_runtime.outbox import (
     outbox_partition,
     read_messages,
 )
-from idempotent_runtime.quarantine import as_string, sendable, size, sqs_safe
+from idempotent_runtime.quarantine import sendable, size, sqs_safe, string
 from idempotent_runtime.retries import Retrier
 
 RELAY_HANDLER = RUNTIME_PACKAGE + ".relay.handler"  # the relay's entry point
@@ -98,9 +97,9 @@ class RelayMetric(StrEnum):
     PUBLISHED = "published"  # emitted messages the target accepted
     DEAD_LETTERED = "dead_lettered"  # never publishable: sent to the relay's DLQ with the reason
     FAILED = "failed"  # left for the stream to deliver again (from the first record not published)
-    # Accepted after an earlier message of its group was refused in one request, or committed before one of
-    # its lane already published.
-    REORDERED = "reordered"
+    REORDERED = (
+        "reordered"  # out of its group's order: refused, then a later one accepted; or committed earlier
+    )
 
 
 REFUSED = "the emit target refused it for good: "
@@ -243,8 +242,8 @@ def letters(letter: Outgoing, reason: str, details: dict[str, Any], budget: int)
     bytes (the outbox item named in ``details`` holds it until its TTL)."""
     reason = sqs_safe(reason)
     ours = {
-        DLQ_REASON_ATTRIBUTE: as_string(reason),
-        DLQ_DETAILS_ATTRIBUTE: as_string(json.dumps(details, separators=(",", ":"))),
+        DLQ_REASON_ATTRIBUTE: string(reason),
+        DLQ_DETAILS_ATTRIBUTE: string(json.dumps(details, separators=(",", ":"))),
     }
     found = []
     message = letter.message
@@ -269,26 +268,23 @@ def letters(letter: Outgoing, reason: str, details: dict[str, Any], budget: int)
     )
     text = json.dumps(payload, separators=(",", ":"))  # ASCII: lone surrogates too, exactly
     encoded = base64.b64encode(zlib.compress(text.encode("ascii"), 9)).decode("ascii")
-    encoding = {**ours, DLQ_ENCODING_ATTRIBUTE: as_string(DeadLetterEncoding.JSON_ZLIB_BASE64.value)}
+    encoding = {**ours, DLQ_ENCODING_ATTRIBUTE: string(DeadLetterEncoding.JSON_ZLIB_BASE64.value)}
     if size(encoded, encoding) <= budget:
         found.append((encoded, encoding))
-    omitted = {**ours, DLQ_ENCODING_ATTRIBUTE: as_string(DeadLetterEncoding.OMITTED.value)}
+    omitted = {**ours, DLQ_ENCODING_ATTRIBUTE: string(DeadLetterEncoding.OMITTED.value)}
     found.append(("omitted: the outbox item in idempotency.details holds this message", omitted))
     return found
 
 
 def _travels(message: Emitted) -> bool:
     """Whether the queue takes ``message``'s body and attributes as they are, beside the runtime's two."""
-    names = message.attributes
-    if len(names) > MAX_MESSAGE_ATTRIBUTES - 2 or any(
-        name.startswith(DLQ_ATTRIBUTE_PREFIX) for name in names
-    ):
+    if len(message.attributes) > MAX_MESSAGE_ATTRIBUTES - 2:
         return False
     try:
         check(message._replace(group_id=None, dedup_id="x"), "", "")  # to a standard queue
     except InvalidMessage:
         return False
-    return True
+    return not any(name.startswith(DLQ_ATTRIBUTE_PREFIX) for name in message.attributes)
 
 
 def read_dead_letter(body: str, attributes: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -410,14 +406,7 @@ class Relay:
             if bad is None:
                 counts[RelayMetric.PUBLISHED.value] += 1
                 if self.fifo and message.group in held:
-                    self._reordered(
-                        counts,
-                        "the target accepted a message after refusing an earlier one of its group in one "
-                        "request",
-                        group_id=message.group,
-                        refused=held[message.group].dedup_id,
-                        accepted=message.dedup_id,
-                    )
+                    self._reordered(held[message.group], message, counts)
                 self._in_commit_order(message, counts)
                 continue
             reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
@@ -519,9 +508,14 @@ class Relay:
             **fields,
         )
 
-    def _reordered(self, counts: Counter[str], why: str, **named: Any) -> None:
+    def _reordered(self, refused: Outgoing, accepted: Outgoing, counts: Counter[str]) -> None:
         counts[RelayMetric.REORDERED.value] += 1
-        self.log.warn(f"order: {why}", **named)
+        self.log.warn(
+            "order: the target accepted a message after refusing an earlier one of its group in one request",
+            group_id=accepted.group,
+            refused=refused.dedup_id,
+            accepted=accepted.dedup_id,
+        )
 
     def _in_commit_order(self, message: Outgoing, counts: Counter[str]) -> None:
         """Count and name ``message`` (just published) when its lane's newest published item committed after
@@ -537,10 +531,10 @@ class Relay:
         lane = self.newest.get(group)
         later = position is None or lane is None or lane.position is None or position > lane.position
         if lane is not None and later and committed < lane.committed:
-            self._reordered(
-                counts,
-                "published after an item of its group that committed later (DynamoDB Streams orders records "
-                "per item only)",
+            counts[RelayMetric.REORDERED.value] += 1
+            self.log.warn(
+                "order: published after an item of its group that committed later (DynamoDB Streams orders "
+                "records per item only)",
                 group_id=group,
                 published_first=lane.dedup_id,
                 published_first_item=lane.item_key,
