@@ -255,12 +255,8 @@ def _unknown_order(items: list[dict[str, Any]], sort_key: str) -> str:
         if group and committed is not None and before is not None:
             close += committed - before < ATTEMPT_SECONDS * 1000
         previous[group] = committed
-    if not close:
-        return ""
-    return (
-        f"; {close} of them committed within {ATTEMPT_SECONDS} s of the one before in their group, an order "
-        "the table cannot tell (published by commit time)"
-    )
+    said = f"; {close} of them committed within {ATTEMPT_SECONDS} s of the one before in their group"
+    return said + ", an order the table cannot tell (published by commit time)" if close else ""
 
 
 def _window(info: dict[str, Any]) -> tuple[int, int]:
@@ -310,24 +306,17 @@ class Publisher:
             config, target_client=self.clients(service), sqs_client=self.clients("sqs"), log_stream=log
         )
         answer = relay({"Records": records})
-        return not answer["batchItemFailures"], relay.counts, _reasons(_entries(log.getvalue()))
+        return not answer["batchItemFailures"], relay.counts, _reasons(log.getvalue())
 
 
-def _entries(log: str) -> list[dict[str, Any]]:
-    """The relay's JSON log lines, read once."""
-    entries = []
+def _reasons(log: str) -> str:
+    """The relay's warnings and errors in its JSON ``log``, one line each (what did not go out, and why)."""
+    lines = []
     for line in log.splitlines():
         try:
-            entries.append(json.loads(line))
+            fields = json.loads(line)
         except ValueError:
             continue
-    return entries
-
-
-def _reasons(entries: list[dict[str, Any]]) -> str:
-    """The relay's warnings and errors, one line each (what did not go out, and why)."""
-    lines = []
-    for fields in entries:
         if fields.get("level") in ("WARNING", "ERROR") and "message" in fields:
             error = fields.get("error") or fields.get("reason") or ""
             lines.append(f"{fields['message']}" + (f" ({fields.get('dedup_id')}: {error})" if error else ""))

@@ -75,9 +75,7 @@ class Claim(Protocol):
 
     @property
     def expires_at(self) -> float: ...
-
     def remaining(self) -> float: ...
-
     def extend(self, seconds: float) -> float: ...
 
 

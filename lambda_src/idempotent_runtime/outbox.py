@@ -233,10 +233,10 @@ def _check_attribute(name: Any, value: Any, what: str, sns: bool) -> None:
             raise InvalidMessage(f"{what}: attribute {name} is Binary without a non-empty BinaryValue")
         return
     _check_text(value.get("StringValue"), f"{what}: attribute {name}'s value")
-    refused = _number_refused(value["StringValue"], sns) if data_type.startswith("Number") else None
+    text = value["StringValue"]
+    refused = _number_refused(text, sns) if data_type.startswith("Number") else None
     if refused:
-        number = value["StringValue"]
-        raise InvalidMessage(f"{what}: attribute {name} is the Number {number!r:.60}, {refused}; send a str")
+        raise InvalidMessage(f"{what}: attribute {name} is the Number {text!r:.60}, {refused}; send a str")
 
 
 def _number_refused(text: str, sns: bool) -> str | None:

@@ -149,12 +149,12 @@ class RelayConfig:
         return cls(**values)
 
 
-@dataclass
-class Lane:
-    """What the relay published of a lane: its newest item (commit ms, dedup id, key), the latest record."""
+class Lane(NamedTuple):
+    """What the relay published of a lane: its newest item (commit ms, dedup id, key) and the sequence number
+    of the latest record (None: not a number)."""
 
     committed: int
-    position: int | None  # the sequence number of the latest record published (None: not a number)
+    position: int | None
     dedup_id: str | None
     item_key: dict[str, str]
 
@@ -522,8 +522,7 @@ class Relay:
         it and came from an earlier record of the shard (see the module)."""
         group = message.group
         partition = outbox_partition(self.config.key_prefix, group or "")
-        sort = next((value for value in message.item_key.values() if value != partition), "")
-        committed = commit_ms(sort)
+        committed = commit_ms(next((key for key in message.item_key.values() if key != partition), ""))
         if group is None or committed is None:
             return
         sequence = str((self.records[message.record].get("dynamodb") or {}).get("SequenceNumber"))
@@ -547,7 +546,7 @@ class Relay:
             latest = position if later or lane is None else lane.position
             self.newest[group] = Lane(committed, latest, message.dedup_id, message.item_key)
         elif later:
-            lane.position = position
+            self.newest[group] = lane._replace(position=position)
 
 
 def _oldest_age(records: list[dict[str, Any]]) -> float | None:

@@ -203,14 +203,13 @@ class BaseMode(ABC):
         return outbox.items(self.table, names, self.config.dedup_ttl_seconds, now)
 
     def transact(self, request: Callable[[float], list[dict[str, Any]]], **retry: Any) -> None:
-        """One TransactWriteItems of ``request(now)``, retried with ``now`` taken again at each attempt: the
-        outbox items' commit time (their sort key) is the attempt's that commits, so a commit retried for
-        long sorts after what committed meanwhile. Each attempt is a request of its own (no
-        ClientRequestToken): a retry after an attempt whose answer was lost meets that attempt's record,
-        with this invocation's token."""
-        client = self.dynamodb()
-        attempt = lambda: client.transact_write_items(TransactItems=request(self.clock()))  # noqa: E731
-        self.calls(attempt, retryable=transaction_retryable, **retry)
+        """One TransactWriteItems of ``request(now)``, ``now`` taken again at each attempt: the outbox items'
+        commit time (their sort key) is the attempt's that commits. Each attempt is a request of its own (no
+        ClientRequestToken): a retry after a lost answer meets that attempt's record, with our token."""
+        write = self.dynamodb().transact_write_items
+        self.calls(
+            lambda: write(TransactItems=request(self.clock())), retryable=transaction_retryable, **retry
+        )
 
     def delivery_state(
         self, message: Message | None, item: dict[str, Any], fingerprint: str, now: float
