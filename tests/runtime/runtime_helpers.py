@@ -152,13 +152,11 @@ class Clock:
 
 def create_table(dynamodb: Any, name: str) -> str:
     """A table keyed (pk, sk), on demand, as the constructs make one; returns its name."""
+    keys = (("pk", "HASH"), ("sk", "RANGE"))
     dynamodb.create_table(
         TableName=name,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key, _ in keys],
+        KeySchema=[{"AttributeName": key, "KeyType": kind} for key, kind in keys],
         BillingMode="PAY_PER_REQUEST",
     )
     return name
