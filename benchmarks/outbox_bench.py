@@ -9,12 +9,13 @@ message, 10-message batches over 10 groups), the table's stream read as Lambda h
 downstream group, against one downstream group each, and the transaction conflicts per commit. DynamoDB is
 :class:`~benchmarks.instruments.ContendedStubber`: a round trip of milliseconds, off the GIL, and
 ``TransactionConflict`` for a transaction touching an item another in-flight transaction writes (moto
-serializes every request and never refuses one for that)."""
+serializes every request and never refuses one for that).
+
+:func:`lane_ceiling`: what one downstream group can carry at all. Its outbox items share a partition key, and
+a partition takes about :data:`PARTITION_WRITE_UNITS_PER_SECOND`: divided by one emit's write units."""
 
 from __future__ import annotations
 
-import base64
-import datetime
 import io
 import json
 import math
@@ -30,6 +31,9 @@ MESSAGES = 100
 STREAM_BATCH = 10
 # DynamoDB: a transactional write of an item costs 2 write units per KB (rounded up) of the item.
 TRANSACTIONAL_UNITS_PER_KB = 2
+# DynamoDB: one partition takes about 1,000 write units a second; past it writes are throttled, or the
+# partition is split for heat (by sort key range: a lane's items then come from two shards).
+PARTITION_WRITE_UNITS_PER_SECOND = 1000
 
 
 @dataclass
@@ -54,6 +58,11 @@ class OutboxCost:
         return self.relay_dynamodb_requests / self.emitted
 
 
+def lane_ceiling(cost: OutboxCost) -> float:
+    """Emitting commits a second that one downstream group (one partition key) takes at most."""
+    return PARTITION_WRITE_UNITS_PER_SECOND / cost.write_units_per_emit
+
+
 def _order(message: Any) -> list[dict[str, Any]]:
     line = message.json_object()
     message.emit({"order": line["x"], "line": line["y"], "cents": 250})
@@ -61,47 +70,19 @@ def _order(message: Any) -> list[dict[str, Any]]:
     return [{"Put": {"Item": item}}]
 
 
-def _record(order: str, group: str) -> dict[str, Any]:
-    return {
-        "messageId": str(uuid.uuid4()),
-        "receiptHandle": "rh",
-        "body": json.dumps({"x": order, "y": "1"}),
-        "attributes": {
-            "ApproximateReceiveCount": "1",
-            "SentTimestamp": "1700000000000",
-            "MessageGroupId": group,
-            "MessageDeduplicationId": uuid.uuid4().hex,
-            "SequenceNumber": "1",
-        },
-        "messageAttributes": {},
-        "md5OfBody": "",
-        "eventSource": "aws:sqs",
-        "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:orders.fifo",
-        "awsRegion": REGION,
-    }
-
-
-def _wire(value: Any) -> Any:
-    """A stream record as Lambda delivers it (bytes in base64, times in epoch seconds)."""
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    if isinstance(value, datetime.datetime):
-        return value.replace(tzinfo=datetime.UTC).timestamp()
-    if isinstance(value, dict):
-        return {k: _wire(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_wire(v) for v in value]
-    return value
-
-
 def _stream_records(dynamodb: Any) -> list[dict[str, Any]]:
-    from moto.dynamodbstreams.models import dynamodbstreams_backends
+    """The table's stream as Lambda hands it to a function."""
+    import boto3
+
+    from idempotent_local.events import lambda_dynamodb_record
 
     arn = dynamodb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
-    backend = dynamodbstreams_backends["123456789012"][REGION]
-    shard = backend.describe_stream(arn)["Shards"][0]["ShardId"]
-    iterator = backend.get_shard_iterator(arn, shard, "TRIM_HORIZON", None)
-    return [_wire(r) for r in backend.get_records(iterator.arn, 10_000)["Records"]]
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    (shard,) = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    iterator = streams.get_shard_iterator(
+        StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    return [lambda_dynamodb_record(r, arn) for r in streams.get_records(ShardIterator=iterator)["Records"]]
 
 
 def _transactional_units(item: dict[str, Any]) -> int:
@@ -119,6 +100,7 @@ def measure() -> OutboxCost:
     from idempotent_runtime.relay import Relay, RelayConfig
     from moto import mock_aws
 
+    from benchmarks.events import sqs_record
     from idempotent_local.event_filter import matches
 
     with mock_aws():
@@ -162,7 +144,10 @@ def measure() -> OutboxCost:
             log_stream=io.StringIO(),
         )
         for start in range(0, MESSAGES, 10):
-            batch = [_record(f"o-{n}", f"g-{n % 10}") for n in range(start, start + 10)]
+            lines = [
+                (json.dumps({"x": f"o-{n}", "y": "1"}), f"g-{n % 10}", n) for n in range(start, start + 10)
+            ]
+            batch = [sqs_record(body, group, n, uuid.uuid4().hex) for body, group, n in lines]
             assert handler({"Records": batch}, None) == {"batchItemFailures": []}
         # What the relay's event filter lets through: writes of outbox items.
         patterns = [json.dumps(pattern) for pattern in stream_filters("pk", "sk", "")]

@@ -226,6 +226,21 @@ def outbox_section(settings: Settings) -> list[Metric]:
             details,
         ),
     ]
+    metrics.append(
+        Metric(
+            "outbox_one_downstream_group_ceiling_commits_per_second",
+            "commits/s",
+            ob.lane_ceiling(cost),
+            None,
+            "",
+            f"a downstream group's outbox items share one partition key, which takes about "
+            f"{ob.PARTITION_WRITE_UNITS_PER_SECOND:,} write units a second: that over the measured write "
+            "units per emitted message (the row above); past it DynamoDB throttles, or splits the partition "
+            "for heat. The way past it: more downstream groups (a group per entity), each its own partition",
+            None,
+            details | {"partition_write_units_per_second": ob.PARTITION_WRITE_UNITS_PER_SECOND},
+        )
+    )
     metrics.append(outbox_contention(settings))
     log("outbox: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
     return metrics

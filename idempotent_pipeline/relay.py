@@ -329,7 +329,8 @@ class OutboxRelay(Construct):
         return self.metric(RelayMetric.FAILED, **options)
 
     def metric_reordered(self, **options: Any) -> cloudwatch.IMetric:
-        """Messages the target accepted after refusing an earlier one of their group in one request."""
+        """Messages published out of their group's order: accepted after an earlier one was refused in one
+        request, or committed before one of their group already published (docs/runtime.md, "Order")."""
         return self.metric(RelayMetric.REORDERED, **options)
 
     def metric_iterator_age(self, **options: Any) -> cloudwatch.IMetric:

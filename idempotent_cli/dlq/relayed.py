@@ -6,11 +6,14 @@ It holds two kinds of entry:
 - **batch**: Lambda's on-failure record of a stream batch it gave up on (the relay failed until
   ``retry_attempts`` ran out, or its records outlived the stream's 24 hours: ``RecordAgeExceeded``). The
   body names the batch (``DDBStreamBatchInfo``: stream, shard, first and last sequence numbers, arrival
-  times), not its messages. They are in the relay's outbox, unchanged until their TTL: ``redrive`` reads the
-  batch's records from the stream while it still holds them, else the relay's outbox items whose commit
-  time (in their sort key) lies between the batch's first and last arrival, widened by
-  :data:`MARGIN_SECONDS` on each side (the commit time is the committing function's clock, the arrival
-  DynamoDB's). Outbox items of other batches in that window are published again too: harmless, as below.
+  times, size), not its messages. They are in the relay's outbox, unchanged until their TTL: ``redrive``
+  reads the batch's records from the stream while it still holds them, else the relay's outbox items whose
+  commit time (in their sort key) lies between the batch's first arrival less :data:`COMMIT_LAG_SECONDS`
+  and its last arrival, widened by :data:`MARGIN_SECONDS` on each side (the commit time is the committing
+  function's clock, the arrival DynamoDB's), in commit time order. Outbox items of other batches in that
+  window are published again too: harmless, as below. Fewer items than the batch's size: those found are
+  published and the entry stays, saying so. Items of one group committed within :data:`ATTEMPT_SECONDS` of
+  each other have no order the table can tell: the redrive says how many.
 - **unpublishable**: an emitted message the relay could not publish for good (its reason in
   ``idempotency.reason``, the outbox item and the message's position in ``idempotency.details``, the
   message itself, maybe encoded: :func:`idempotent_runtime.relay.read_dead_letter`). ``redrive`` publishes it
@@ -38,16 +41,24 @@ from botocore.exceptions import BotoCoreError, ClientError
 from idempotent_runtime import contract
 from idempotent_runtime import outbox as layout
 from idempotent_runtime import relay as runtime
+from idempotent_runtime.clients import CONNECT_TIMEOUT, READ_TIMEOUT
 
 from idempotent_cli.dlq.console import Console
 from idempotent_cli.dlq.errors import DlqError
-from idempotent_cli.dlq.letters import DeadLetter, Which
+from idempotent_cli.dlq.letters import DeadLetter, Which, utc_text
 from idempotent_cli.dlq.locate import Relay
 from idempotent_cli.dlq.queue import Decision, Queue, walk
+from idempotent_local.event_filter import matches
 from idempotent_local.events import lambda_dynamodb_record
 
 # Widening of a batch's arrival times when its records are looked up by commit time in the table.
 MARGIN_SECONDS = 60
+# How long a commit may follow the time in its sort key: one attempt since the time is taken at each, the
+# invocation (Lambda's longest, 15 minutes) for items committed by 0.4, which took it before the first.
+COMMIT_LAG_SECONDS = 900
+# Two commits of one group closer than one attempt may last (the runtime's client timeouts) have no order
+# the table can tell.
+ATTEMPT_SECONDS = CONNECT_TIMEOUT + READ_TIMEOUT
 BATCH_INFO = "DDBStreamBatchInfo"
 BATCH, UNPUBLISHABLE, UNKNOWN = "batch", "unpublishable", "unknown"
 # The stream no longer holds what was asked (trimmed after 24 hours, the stream deleted or replaced).
@@ -136,18 +147,26 @@ class Outbox:
         schema = clients("dynamodb").describe_table(TableName=self.table)["Table"]["KeySchema"]
         names = {entry["KeyType"]: entry["AttributeName"] for entry in schema}
         self.partition_key, self.sort_key = names["HASH"], names.get("RANGE", "")
-        self.filters = layout.stream_filters(self.partition_key, self.sort_key, self.key_prefix)
+        # The relay's event filter, applied as the local cloud applies Lambda's: the stream as it is given.
+        filters = layout.stream_filters(self.partition_key, self.sort_key, self.key_prefix)
+        self.filters = [json.dumps(pattern) for pattern in filters]
 
-    def batch(self, info: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
-        """The batch's outbox records in commit order, and where they were read."""
+    def batch(self, info: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str | None]:
+        """The batch's outbox records in commit order, where they were read, and what is missing (None)."""
         records = self._from_stream(info)
         if records is not None:
-            return records, f"stream {info['streamArn']}"
+            return records, f"stream {info['streamArn']}", None
         low, high = _window(info)
-        return self._from_table(low, high), (
+        items = self._from_table(low, high)
+        where = (
             f"table {self.table}: the stream no longer holds the batch; outbox items committed "
-            f"{_iso(low)}..{_iso(high)} (the arrivals ± {MARGIN_SECONDS} s)"
+            f"{utc_text(low / 1000)}..{utc_text(high / 1000)} (the arrivals - {COMMIT_LAG_SECONDS} s, "
+            f"± {MARGIN_SECONDS} s)" + _unknown_order(items, self.sort_key)
         )
+        size = info.get("batchSize")
+        short = isinstance(size, int) and len(items) < size
+        missing = f"the batch had {size} record(s), the table holds {len(items)} (expired by their TTL?)"
+        return [self.record(item, f"table:{self.table}") for item in items], where, missing if short else None
 
     def _from_stream(self, info: dict[str, Any]) -> list[dict[str, Any]] | None:
         streams = self.clients("dynamodbstreams")
@@ -166,8 +185,9 @@ class Outbox:
                 for record in records:
                     if int(record["dynamodb"]["SequenceNumber"]) > end:
                         return found
-                    if layout.matches_any(self.filters, record):
-                        found.append(lambda_dynamodb_record(record, info["streamArn"]))
+                    given = lambda_dynamodb_record(record, info["streamArn"])
+                    if matches(self.filters, given):
+                        found.append(given)
                 if not records:
                     return found
                 iterator = response.get("NextShardIterator")
@@ -178,6 +198,7 @@ class Outbox:
         return found
 
     def _from_table(self, low: int, high: int) -> list[dict[str, Any]]:
+        """The relay's outbox items committed between ``low`` and ``high`` (epoch ms), by commit time."""
         client = self.clients("dynamodb")
         request: dict[str, Any] = {
             "TableName": self.table,
@@ -199,7 +220,7 @@ class Outbox:
                 break
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         items.sort(key=lambda item: (item[self.sort_key]["S"], item[self.partition_key]["S"]))
-        return [self.record(item, f"table:{self.table}") for item in items]
+        return items
 
     def item(self, key: dict[str, Any]) -> dict[str, Any] | None:
         """The outbox item a dead letter names (``outbox_item``: attribute name -> string), or None."""
@@ -223,13 +244,30 @@ def _inserted(image: dict[str, Any], key_names: tuple[str, ...], sequence: str) 
     return {"eventName": "INSERT", "dynamodb": {"Keys": keys, "NewImage": image, "SequenceNumber": sequence}}
 
 
+def _unknown_order(items: list[dict[str, Any]], sort_key: str) -> str:
+    """What ``items`` (by commit time) cannot tell: how many committed within ATTEMPT_SECONDS of the item
+    before them in their group."""
+    close = 0
+    previous: dict[str | None, int | None] = {}  # group -> the commit time of its item before
+    for item in items:
+        group = (item.get(layout.OUTBOX_GROUP_ATTRIBUTE) or {}).get("S")
+        committed, before = layout.commit_ms(item[sort_key]["S"]), previous.get(group)
+        if group and committed is not None and before is not None:
+            close += committed - before < ATTEMPT_SECONDS * 1000
+        previous[group] = committed
+    said = f"; {close} of them committed within {ATTEMPT_SECONDS} s of the one before in their group"
+    return said + ", an order the table cannot tell (published by commit time)" if close else ""
+
+
 def _window(info: dict[str, Any]) -> tuple[int, int]:
-    """Epoch milliseconds: the batch's first arrival - MARGIN, its last + MARGIN (arrivals are in seconds)."""
+    """Epoch milliseconds: the batch's first arrival - COMMIT_LAG - MARGIN, its last + MARGIN (arrivals are
+    in seconds)."""
     first = _arrival(info.get("approximateArrivalOfFirstRecord"))
     last = _arrival(info.get("approximateArrivalOfLastRecord")) or first
     if first is None or last is None:
         raise DlqError(f"the batch's arrival times are missing or unreadable: {info}")
-    return round((first - MARGIN_SECONDS) * 1000), round((last + 1 + MARGIN_SECONDS) * 1000)
+    low = first - COMMIT_LAG_SECONDS - MARGIN_SECONDS
+    return round(low * 1000), round((last + 1 + MARGIN_SECONDS) * 1000)
 
 
 def _arrival(text: Any) -> float | None:
@@ -244,11 +282,6 @@ def _arrival(text: Any) -> float | None:
     return moment.timestamp()
 
 
-def _iso(milliseconds: int) -> str:
-    moment = datetime.datetime.fromtimestamp(milliseconds / 1000, datetime.UTC)
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 # -- publishing: the relay's own code ---------------------------------------------------------------------
 
 
@@ -258,10 +291,10 @@ class Publisher:
     def __init__(self, clients: Any, relay: Relay) -> None:
         self.clients, self.relay = clients, relay
         self.config = runtime.RelayConfig.from_env(relay.environment)
-        self.fifo = self.config.target_arn.endswith(contract.FIFO_QUEUE_SUFFIX)
+        self.target = self.config.target_arn
 
     def messages(self, records: list[dict[str, Any]]) -> list[runtime.Outgoing]:
-        return [m for index, r in enumerate(records) for m in runtime.outgoing(index, r, self.fifo)]
+        return [m for index, r in enumerate(records) for m in runtime.outgoing(index, r, self.target)]
 
     def publish(self, records: list[dict[str, Any]], *, dead_letters: bool) -> tuple[bool, Counter[str], str]:
         """Publish ``records``; whether all went out (or, with ``dead_letters``, to the relay's DLQ), the
@@ -273,30 +306,17 @@ class Publisher:
             config, target_client=self.clients(service), sqs_client=self.clients("sqs"), log_stream=log
         )
         answer = relay({"Records": records})
-        entries = _entries(log.getvalue())
-        counts: Counter[str] = Counter()
-        for fields in entries:
-            for metric in runtime.RelayMetric:
-                if isinstance(fields.get(metric.value), int):
-                    counts[metric.value] += fields[metric.value]
-        return not answer["batchItemFailures"], counts, _reasons(entries)
+        return not answer["batchItemFailures"], relay.counts, _reasons(log.getvalue())
 
 
-def _entries(log: str) -> list[dict[str, Any]]:
-    """The relay's JSON log lines, read once."""
-    entries = []
+def _reasons(log: str) -> str:
+    """The relay's warnings and errors in its JSON ``log``, one line each (what did not go out, and why)."""
+    lines = []
     for line in log.splitlines():
         try:
-            entries.append(json.loads(line))
+            fields = json.loads(line)
         except ValueError:
             continue
-    return entries
-
-
-def _reasons(entries: list[dict[str, Any]]) -> str:
-    """The relay's warnings and errors, one line each (what did not go out, and why)."""
-    lines = []
-    for fields in entries:
         if fields.get("level") in ("WARNING", "ERROR") and "message" in fields:
             error = fields.get("error") or fields.get("reason") or ""
             lines.append(f"{fields['message']}" + (f" ({fields.get('dedup_id')}: {error})" if error else ""))
@@ -336,19 +356,25 @@ class RelayContext:
         )
 
 
+def _entries_of(context: RelayContext, dlq: Queue, message_id: str | None = None) -> tuple[list[Entry], Any]:
+    """The entries of the relay's DLQ, read (with ``message_id``: that one only), and the walk's result."""
+    found: list[Entry] = []
+
+    def visit(letter: DeadLetter) -> Decision:
+        if message_id is None or letter.message_id == message_id:
+            found.append(read(letter))
+        return Decision.LEAVE if message_id is None or not found else Decision.STOP
+
+    return found, walk(dlq, Which.DLQ, visit, clock=context.console.clock, sleep=context.console.sleep)
+
+
 def cmd_list(context: RelayContext, *, as_json: bool) -> int:
     from idempotent_cli.dlq.commands import report_walk
 
     dlq = context.dlq()
     if not as_json:
         context.header(dlq)
-    entries: list[Entry] = []
-
-    def visit(letter: DeadLetter) -> Decision:
-        entries.append(read(letter))
-        return Decision.LEAVE
-
-    result = walk(dlq, Which.DLQ, visit, clock=context.console.clock, sleep=context.console.sleep)
+    entries, result = _entries_of(context, dlq)
     if as_json:
         context.console.print(json.dumps([entry.summary() for entry in entries], indent=2, default=str))
         return 0
@@ -362,15 +388,7 @@ def cmd_list(context: RelayContext, *, as_json: bool) -> int:
 
 def cmd_show(context: RelayContext, *, message_id: str, as_json: bool) -> int:
     dlq = context.dlq()
-    found: list[Entry] = []
-
-    def visit(letter: DeadLetter) -> Decision:
-        if letter.message_id == message_id:
-            found.append(read(letter))
-            return Decision.STOP
-        return Decision.LEAVE
-
-    walk(dlq, Which.DLQ, visit, clock=context.console.clock, sleep=context.console.sleep)
+    found, _ = _entries_of(context, dlq, message_id)
     if not found:
         raise DlqError(
             f"no message {message_id} in {dlq.url}; `dlq list --function {context.relay.function}`"
@@ -405,7 +423,7 @@ class Redriver:
         entry = read(letter)
         say = self.context.console.print
         try:
-            records, where = self._records(entry)
+            records, where, missing = self._records(entry)
         except (ClientError, BotoCoreError, DlqError) as exc:
             return self._keep(entry, f"cannot read what it stands for: {exc}")
         if records is None:
@@ -419,51 +437,59 @@ class Redriver:
             for message in messages:
                 state = f"never publishable: {message.problem}" if message.problem else "would publish"
                 say(f"    {message.dedup_id} group {message.group}: {state}")
+            if missing:
+                say(f"    would stay: {missing}")
             return Decision.LEAVE
         if entry.kind == UNPUBLISHABLE and messages and messages[0].problem:
             return self._keep(entry, f"still refused: {messages[0].problem}")
         ok, counts, reasons = self.publisher.publish(records, dead_letters=entry.kind == BATCH)
         if not ok:
             return self._keep(entry, f"not all published ({reasons or 'see the relay log'}): it stays")
-        self.dlq.delete(letter)
-        self.done += 1
-        self.tally["redriven"] += 1
         dead = counts.get(runtime.RelayMetric.DEAD_LETTERED.value, 0)
         say(
             f"{head}: published {counts.get(runtime.RelayMetric.PUBLISHED.value, 0)}"
             + (f", {dead} refused for good sent back to this DLQ with the reason" if dead else "")
-            + "; deleted from the DLQ"
+            + ("" if missing else "; deleted from the DLQ")
         )
+        if missing:
+            return self._keep(entry, f"not every message of it was found: {missing}")
+        self.dlq.delete(letter)
+        self.done += 1
+        self.tally["redriven"] += 1
         return Decision.DELETED
 
-    def _records(self, entry: Entry) -> tuple[list[dict[str, Any]] | None, str]:
+    def _records(self, entry: Entry) -> tuple[list[dict[str, Any]] | None, str, str | None]:
+        """What ``entry`` stands for as stream records (None: nothing to publish), where they were read,
+        and what of it is missing (None: nothing)."""
         if entry.kind == BATCH:
             assert entry.batch is not None
-            records, where = self.outbox.batch(entry.batch)
+            records, where, missing = self.outbox.batch(entry.batch)
             if not records:
-                return None, f"no outbox record of this batch found ({where})"
-            return records, where
+                return None, f"no outbox record of this batch found ({where})", None
+            return records, where, missing
         if entry.kind == UNPUBLISHABLE:
-            return self._dead_letter(entry)
-        return None, entry.problem or "unreadable"
+            return *self._dead_letter(entry), None
+        return None, entry.problem or "unreadable", None
 
     def _dead_letter(self, entry: Entry) -> tuple[list[dict[str, Any]] | None, str]:
-        """The one message of an unpublishable entry: from its outbox item while it exists, else from the
-        dead letter."""
+        """The one message of an unpublishable entry: from its outbox item while it holds it at its position
+        (checked by its deduplication id: 0.3's item was replaced by every emit), else from the dead
+        letter."""
         details = entry.details
         position = details.get("position")
         item = self.outbox.item(details.get("outbox_item") or {})
-        if item is not None and isinstance(position, int):
-            messages = (item.get(layout.OUTBOX_MESSAGES_ATTRIBUTE) or {}).get("L") or []
-            if 0 <= position < len(messages):
-                image = {**item, layout.OUTBOX_MESSAGES_ATTRIBUTE: {"L": [messages[position]]}}
-                where = f"outbox item {details.get('outbox_item')} of table {self.outbox.table}"
-                return [self.outbox.record(image, f"dlq:{entry.letter.message_id}")], where
+        messages = ((item or {}).get(layout.OUTBOX_MESSAGES_ATTRIBUTE) or {}).get("L") or []
+        held = messages[position] if isinstance(position, int) and 0 <= position < len(messages) else {}
+        named = details.get("dedup_id")
+        if item is not None and named and (held.get("M") or {}).get(layout.OUTBOX_DEDUP_ID) == {"S": named}:
+            image = {**item, layout.OUTBOX_MESSAGES_ATTRIBUTE: {"L": [held]}}
+            where = f"outbox item {details.get('outbox_item')} of table {self.outbox.table}"
+            return [self.outbox.record(image, f"dlq:{entry.letter.message_id}")], where
         carried = runtime.read_dead_letter(entry.letter.body, entry.letter.attributes)
         if not carried or "body" not in carried or not details.get("dedup_id"):
             return None, (
-                "the message is in neither its outbox item (expired) nor the dead letter (omitted, or a "
-                "record that was not an outbox item): nothing to publish"
+                "the message is in neither its outbox item (expired, or replaced by a later emit) nor the "
+                "dead letter (omitted, or a record that was not an outbox item): nothing to publish"
             )
         emitted = layout.Emitted(
             carried["body"], details.get("group_id"), details["dedup_id"], carried.get("attributes") or {}
@@ -471,7 +497,8 @@ class Redriver:
         image = {layout.OUTBOX_MESSAGES_ATTRIBUTE: {"L": [layout.stored(emitted)]}}
         if emitted.group_id is not None:
             image[layout.OUTBOX_GROUP_ATTRIBUTE] = {"S": emitted.group_id}
-        return [_inserted(image, (), "dlq")], "the dead letter (its outbox item is gone)"
+        now = "is gone" if item is None else f"holds another message at {position} now"
+        return [_inserted(image, (), "dlq")], f"the dead letter (its outbox item {now})"
 
     def _keep(self, entry: Entry, why: str) -> Decision:
         self.tally["kept"] += 1

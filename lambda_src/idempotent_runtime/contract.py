@@ -274,6 +274,18 @@ STANDARD_MAX_BATCH_SIZE = 10_000
 SQS_MAX_RETENTION_SECONDS = 14 * 24 * 3600
 SQS_MAX_VISIBILITY_SECONDS = 12 * 3600
 
+# --- message attributes SNS and SQS take (emit() and the relay check them: outbox.check) --------------
+# Names: both refuse these prefixes "or any casing variants" (SQS Developer Guide, message attributes).
+RESERVED_ATTRIBUTE_PREFIXES = ("aws.", "amazon.")  # compared with the name in lower case
+# Number values, SQS Developer Guide ("Message attribute data types"): "up to 38 digits of precision, and it
+# can be between 10^-128 and 10^+126" (read as magnitudes, and 0). SNS Developer Guide ("Message attribute
+# data types and validation"): "a value from -10^9 to 10^9, with 5 digits of accuracy after the decimal
+# point" (its subscription filter policies match numbers within the same bounds).
+SQS_NUMBER_DIGITS = 38
+SQS_NUMBER_MAGNITUDES = ("1E-128", "1E+126")
+SNS_NUMBER_MAGNITUDE = "1E+9"
+SNS_NUMBER_DECIMALS = 5
+
 # --- formats -------------------------------------------------------------------------------------------
 
 # module:function, the function possibly an attribute path (module:Class.method).

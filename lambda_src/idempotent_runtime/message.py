@@ -6,15 +6,11 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from idempotent_runtime.contract import FIFO_QUEUE_SUFFIX
 from idempotent_runtime.errors import InvalidMessage, Misconfiguration
 from idempotent_runtime.payload import NotANumber, RepeatedName, constant_path, parse_json, repeated_path
-
-if TYPE_CHECKING:
-    from idempotent_runtime.modes.guarded import Lease
-    from idempotent_runtime.outbox import Outbox
 
 _UNPARSED: Any = object()
 # 1-128 printable ASCII characters: what SNS accepts as a MessageDeduplicationId, and what third-party APIs
@@ -74,6 +70,22 @@ class Key:
         return hash((self.partition, self.sort))
 
 
+class Claim(Protocol):
+    """What guarded mode hands a message as ``message.lease``: the claim the invocation holds on its key."""
+
+    @property
+    def expires_at(self) -> float: ...
+    def remaining(self) -> float: ...
+    def extend(self, seconds: float) -> float: ...
+
+
+class Emitter(Protocol):
+    """What the outbox hands a message as ``message.outbox``: ``add`` checks one emit and returns its
+    deduplication id. The message type knows neither the modes nor the outbox: they attach these to it."""
+
+    def add(self, body: Any, group_id: Any, attributes: Any) -> str: ...
+
+
 class Message:
     """An SQS record from Lambda's event, with its parsed body and idempotency key.
 
@@ -94,8 +106,8 @@ class Message:
         self.attributes: dict[str, str] = attributes if isinstance(attributes, dict) else {}
         self.group_id: str | None = self.attributes.get("MessageGroupId")
         self.key: Key | None = None
-        self.lease: Lease | None = None
-        self.outbox: Outbox | None = None
+        self.lease: Claim | None = None
+        self.outbox: Emitter | None = None
         self._data: Any = _UNPARSED
 
     @property

@@ -5,9 +5,10 @@ its stream filter (the constructs) and operators' tools all read from here:
 * **One item per emitting message and lane, never overwritten.** The lane is the downstream MessageGroupId
   on a FIFO target, the emitting key's ``idempotency_key`` on a standard one. Key: (KEY_PREFIX +
   :data:`OUTBOX_PARTITION_PREFIX` + lane, :data:`OUTBOX_SORT_PREFIX` + commit time in epoch milliseconds,
-  13 digits, + ``#`` + the emitting key's ``idempotency_key``). A lane's items share a partition key, so
-  DynamoDB Streams keeps their records in one shard in write (commit) order, and the table sorts them in
-  commit order too. No item is shared by two commits: concurrent commits to one lane never conflict.
+  13 digits, taken at the attempt that commits, + ``#`` + the emitting key's ``idempotency_key``). A lane's
+  items share a partition key: one partition, one shard in practice (DynamoDB Streams promises order per
+  item only: docs/runtime.md, "Order"), and the table sorts them by commit time. No item is shared by two
+  commits: concurrent commits to one lane never conflict.
 * **Attributes**: :data:`OUTBOX_MESSAGES_ATTRIBUTE` (L of M in emit order: :data:`OUTBOX_BODY`,
   :data:`OUTBOX_DEDUP_ID`, :data:`OUTBOX_ATTRIBUTES`), :data:`OUTBOX_GROUP_ATTRIBUTE` (FIFO), the emitting
   message's id, the TTL (max(2 days, DEDUP_TTL_SECONDS) after the commit) and :data:`OUTBOX_EMITTER_ATTRIBUTE`
@@ -45,13 +46,19 @@ from idempotent_runtime.contract import (
     MAX_TRANSACTION_ITEMS,
     MESSAGE_ID_ATTRIBUTE,
     OUTBOX_ATTRIBUTE,
+    RESERVED_ATTRIBUTE_PREFIXES,
     RESERVED_KEY_PREFIX,
+    SNS_NUMBER_DECIMALS,
+    SNS_NUMBER_MAGNITUDE,
     SQS_CHARACTERS,
+    SQS_NUMBER_DIGITS,
+    SQS_NUMBER_MAGNITUDES,
     TOKEN_ATTRIBUTE,
 )
 from idempotent_runtime.errors import InvalidMessage
 from idempotent_runtime.message import Key, Message, join_key
 from idempotent_runtime.payload import encode_result
+from idempotent_runtime.quarantine import size
 
 # --- the layout ----------------------------------------------------------------------------------------
 OUTBOX_PARTITION_PREFIX = RESERVED_KEY_PREFIX + "outbox#"  # after KEY_PREFIX, before the lane
@@ -72,9 +79,11 @@ MAX_EMITS = 100  # per message
 EMIT_POSITION_DIGITS = 3
 MAX_TRANSACTION_BYTES = 4 * 1024 * 1024  # TransactWriteItems
 MAX_EMITTED_BYTES = 262_144  # SNS and SQS: the body and every attribute's name, type and value
-# SNS and SQS message attribute names (the whole name: re.fullmatch).
-ATTRIBUTE_NAME_PATTERN = re.compile(r"(?!(?:AWS|Amazon)\.)(?!\.)(?!.*\.\.)(?!.*\.$)[\w.-]{1,256}", re.ASCII)
+# SNS and SQS message attribute names (the whole name: re.fullmatch; and RESERVED_ATTRIBUTE_PREFIXES).
+ATTRIBUTE_NAME_PATTERN = re.compile(r"(?!\.)(?!.*\.\.)(?!.*\.$)[\w.-]{1,256}", re.ASCII)
 ATTRIBUTE_TYPES = ("String", "Number", "Binary")  # each may carry a custom suffix: "String.money"
+# A Number attribute's text (then SQS_NUMBER_* and, to a topic, SNS_NUMBER_*).
+NUMBER_PATTERN = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 # Compiled on first use (see quarantine.UNSAFE).
 _REFUSED_CHARACTER = f"[^{SQS_CHARACTERS}]"
 
@@ -90,6 +99,12 @@ def outbox_partition(key_prefix: str, lane: str) -> str:
 
 def outbox_sort(commit_ms: int, idempotency_key: str) -> str:
     return f"{OUTBOX_SORT_PREFIX}{commit_ms:0{COMMIT_TIME_DIGITS}d}#{idempotency_key}"
+
+
+def commit_ms(sort: str) -> int | None:
+    """The commit time in an outbox item's sort key (:func:`outbox_sort`); None for 0.3's, which has none."""
+    digits = sort.removeprefix(OUTBOX_SORT_PREFIX)[:COMMIT_TIME_DIGITS]
+    return int(digits) if sort.startswith(OUTBOX_SORT_PREFIX) and digits.isdigit() else None
 
 
 def dedup_id(table_name: str, key: Key, position: int) -> str:
@@ -135,37 +150,6 @@ def stream_filters(partition_key: str, sort_key: str, key_prefix: str) -> list[d
     ]
 
 
-def matches_any(patterns: list[dict[str, Any]], record: Mapping[str, Any]) -> bool:
-    """Whether the stream ``record`` matches one of ``patterns`` (:func:`stream_filters`'), as Lambda's
-    event filter does for the forms they use: a list of values, of which one matches (a string equal to the
-    field, ``{"prefix": ...}``, ``{"exists": bool}``), and nested objects. Operators' tools read the stream
-    as the relay is given it."""
-    return any(_matches(pattern, record) for pattern in patterns)
-
-
-def _matches(pattern: Any, value: Any) -> bool:
-    if isinstance(pattern, dict):
-        if value is _MISSING:  # an absent object: only what may be absent matches ({"exists": False})
-            return all(_matches(expected, _MISSING) for expected in pattern.values())
-        if not isinstance(value, Mapping):
-            return False
-        return all(_matches(expected, value.get(name, _MISSING)) for name, expected in pattern.items())
-    return any(_one(rule, value) for rule in pattern)
-
-
-_MISSING = object()
-
-
-def _one(rule: Any, value: Any) -> bool:
-    if isinstance(rule, dict) and "exists" in rule:
-        return (value is not _MISSING) == rule["exists"]
-    if value is _MISSING:
-        return False
-    if isinstance(rule, dict) and "prefix" in rule:
-        return isinstance(value, str) and value.startswith(rule["prefix"])
-    return value == rule
-
-
 # --- one emitted message --------------------------------------------------------------------------------
 
 
@@ -181,17 +165,14 @@ class Emitted(NamedTuple):
     @property
     def size(self) -> int:
         """What SNS and SQS count: the body, every attribute's name, type and value."""
-        total = len(self.body.encode("utf-8", "surrogatepass"))
-        for name, value in self.attributes.items():
-            data = value.get("StringValue")
-            raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else value.get("BinaryValue")
-            total += len(name) + len(str(value.get("DataType", ""))) + len(raw or b"")
-        return total
+        return size(self.body, self.attributes)
 
 
-def check(message: Emitted, fifo: bool, what: str) -> None:
-    """Raise InvalidMessage, naming ``what``, for anything SNS or SQS would refuse for good in ``message``:
-    the one check of ``emit()`` and of the relay before it publishes."""
+def check(message: Emitted, target: str, what: str) -> None:
+    """Raise InvalidMessage, naming ``what``, for anything SNS or SQS would refuse for good in ``message``
+    published to ``target`` (an ARN; "": a standard queue): the one check of ``emit()`` and of the relay
+    before it publishes."""
+    fifo, sns = target.endswith(FIFO_QUEUE_SUFFIX), target.split(":")[2:3] == ["sns"]
     _check_text(message.body, f"{what}'s body")
     if fifo and message.group_id is None:
         raise InvalidMessage(f"{what} needs a group_id: the emit target is FIFO")
@@ -207,7 +188,7 @@ def check(message: Emitted, fifo: bool, what: str) -> None:
             f"{len(message.attributes)}"
         )
     for name, attribute in message.attributes.items():
-        _check_attribute(name, attribute, what)
+        _check_attribute(name, attribute, what, sns)
     if message.size > MAX_EMITTED_BYTES:
         raise InvalidMessage(
             f"{what} is {message.size} bytes with its attributes, over the {MAX_EMITTED_BYTES} bytes SNS and "
@@ -233,11 +214,16 @@ def _check_text(text: Any, what: str) -> None:
         )
 
 
-def _check_attribute(name: Any, value: Any, what: str) -> None:
+def _check_attribute(name: Any, value: Any, what: str, sns: bool) -> None:
     if not isinstance(name, str) or not ATTRIBUTE_NAME_PATTERN.fullmatch(name):
         raise InvalidMessage(
             f"{what}: attribute name {name!r:.80} is not one SNS and SQS take (1-256 letters, digits, '_', "
-            "'-', '.'; not 'AWS.' or 'Amazon.' first, no '..', no '.' first or last)"
+            "'-', '.'; no '..', no '.' first or last)"
+        )
+    if name.lower().startswith(RESERVED_ATTRIBUTE_PREFIXES):
+        raise InvalidMessage(
+            f"{what}: attribute name {name!r:.80} begins with {name[: name.index('.') + 1]!r}: SNS and SQS "
+            "reserve 'AWS.' and 'Amazon.' in any casing; name it otherwise"
         )
     data_type = value.get("DataType") if isinstance(value, Mapping) else None
     if not isinstance(data_type, str) or data_type.split(".", 1)[0] not in ATTRIBUTE_TYPES:
@@ -247,6 +233,29 @@ def _check_attribute(name: Any, value: Any, what: str) -> None:
             raise InvalidMessage(f"{what}: attribute {name} is Binary without a non-empty BinaryValue")
         return
     _check_text(value.get("StringValue"), f"{what}: attribute {name}'s value")
+    text = value["StringValue"]
+    refused = _number_refused(text, sns) if data_type.startswith("Number") else None
+    if refused:
+        raise InvalidMessage(f"{what}: attribute {name} is the Number {text!r:.60}, {refused}; send a str")
+
+
+def _number_refused(text: str, sns: bool) -> str | None:
+    """Why SQS (and SNS: ``sns``) refuse ``text`` as a Number attribute's value; None when they take it."""
+    if not NUMBER_PATTERN.fullmatch(text):
+        return "which is not a number"
+    value = Decimal(text).copy_abs()  # exact: abs() would round to the context's 28 digits
+    if not value:
+        return None
+    _, digits, exponent = numeric.normalized(value)
+    low, high = (Decimal(bound) for bound in SQS_NUMBER_MAGNITUDES)
+    if len(digits) > SQS_NUMBER_DIGITS or not low <= value <= high:
+        return f"which SQS refuses (at most {SQS_NUMBER_DIGITS} digits, a magnitude from {low} to {high})"
+    if sns and (value > Decimal(SNS_NUMBER_MAGNITUDE) or exponent < -SNS_NUMBER_DECIMALS):
+        return (
+            f"which SNS refuses (from -{SNS_NUMBER_MAGNITUDE} to {SNS_NUMBER_MAGNITUDE}, at most "
+            f"{SNS_NUMBER_DECIMALS} digits after the point)"
+        )
+    return None
 
 
 def _attributes(attributes: Any, what: str) -> dict[str, dict[str, Any]]:
@@ -266,9 +275,9 @@ def _attributes(attributes: Any, what: str) -> dict[str, dict[str, Any]]:
             converted[name] = {"DataType": "Binary", "BinaryValue": value}
         elif isinstance(value, int | float | Decimal) and not isinstance(value, bool):
             try:
-                converted[name] = {"DataType": "Number", "StringValue": numeric.dynamodb(value)}
+                converted[name] = {"DataType": "Number", "StringValue": numeric.exact(value)}
             except ValueError as exc:
-                raise InvalidMessage(f"{what}: attribute {name} {exc}") from None
+                raise InvalidMessage(f"{what}: attribute {name}: {exc}") from None
         elif isinstance(value, str) and value:
             converted[name] = {"DataType": "String", "StringValue": value}
         else:
@@ -355,6 +364,7 @@ class Outbox:
 
     def __init__(self, target_arn: str, table_name: str, key_prefix: str, message: Message) -> None:
         assert message.key is not None
+        self.target = target_arn
         self.fifo = target_arn.endswith(FIFO_QUEUE_SUFFIX)
         self.key: Key = message.key
         self.table_name = table_name
@@ -385,7 +395,7 @@ class Outbox:
             dedup_id(self.table_name, self.key, position),
             _attributes(attributes, what),
         )
-        check(emitted, self.fifo, what)
+        check(emitted, self.target, what)
         lane = group_id if self.fifo else self.key.idempotency_key
         if lane not in self.lanes and len(self.lanes) >= MAX_TRANSACTION_ITEMS - 1:
             raise TransactionTooLarge(

@@ -274,7 +274,7 @@ class Quarantine:
             if name.startswith(DLQ_ATTRIBUTE_PREFIX) and name != REDRIVE_ATTRIBUTE:
                 dropped.append(name)  # the runtime's own names: never taken from the input
                 continue
-            converted = _attribute(value)
+            converted = sendable(value)
             if converted is None or len(attributes) >= room:
                 dropped.append(name)
                 continue
@@ -283,12 +283,13 @@ class Quarantine:
 
 
 def size(body: str, attributes: dict[str, Any]) -> int:
-    """What SQS counts against a queue's maximum size: the body, every attribute's name, type, value."""
+    """What SNS and SQS count against a message's maximum size: the body, every attribute's name, type and
+    value (of attributes not yet checked too)."""
     total = len(body.encode("utf-8", "surrogatepass"))
     for name, value in attributes.items():
         data = value.get("StringValue")
-        data = data.encode("utf-8", "surrogatepass") if data is not None else value.get("BinaryValue", b"")
-        total += len(name) + len(value["DataType"]) + len(data)
+        data = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else value.get("BinaryValue")
+        total += len(name) + len(str(value.get("DataType", ""))) + len(data or b"")
     return total
 
 
@@ -303,7 +304,7 @@ def fit(body: str, kept: dict[str, Any], details: dict[str, Any], reason: str, b
 
     def copy() -> dict[str, Any]:
         text = json.dumps(details, separators=(",", ":"))  # ASCII: always safe
-        return {**kept, DLQ_REASON_ATTRIBUTE: _text(reason), DLQ_DETAILS_ATTRIBUTE: _text(text)}
+        return {**kept, DLQ_REASON_ATTRIBUTE: string(reason), DLQ_DETAILS_ATTRIBUTE: string(text)}
 
     largest = sorted(kept, key=lambda name: (name == REDRIVE_ATTRIBUTE, -size("", {name: kept[name]})))
     for name in largest:
@@ -334,11 +335,11 @@ def _tightest(details: dict[str, Any], reason: str, room: int) -> dict[str, Any]
     least = {"kind": details["kind"], "source_message_id": details["source_message_id"], "shortened": "all"}
     for kept in (least, None):
         attributes = (
-            {} if kept is None else {DLQ_DETAILS_ATTRIBUTE: _text(json.dumps(kept, separators=(",", ":")))}
+            {} if kept is None else {DLQ_DETAILS_ATTRIBUTE: string(json.dumps(kept, separators=(",", ":")))}
         )
         left = room - size("", attributes) - reason_name
         if left >= MIN_REASON_BYTES:
-            return {DLQ_REASON_ATTRIBUTE: _text(_cut(reason, left)), **attributes}
+            return {DLQ_REASON_ATTRIBUTE: string(_cut(reason, left)), **attributes}
     return {}
 
 
@@ -350,7 +351,8 @@ def _cut(text: str, limit: int) -> str:
     return data[: limit - len(_SAY_SO)].decode("utf-8", "ignore") + _SAY_SO
 
 
-def _text(value: str) -> dict[str, str]:
+def string(value: str) -> dict[str, str]:
+    """A String message attribute."""
     return {"DataType": "String", "StringValue": value}
 
 
@@ -358,16 +360,18 @@ def _key(key: Key | None) -> dict[str, str] | None:
     return key.as_dict() if key is not None else None
 
 
-def _attribute(value: Any) -> dict[str, Any] | None:
-    """Lambda's event shape (stringValue, binaryValue in base64) back to SendMessage's shape."""
+def sendable(value: Any) -> dict[str, Any] | None:
+    """A message attribute as Lambda's event (stringValue, binaryValue in base64) or ReceiveMessage gives
+    it, in SendMessage's shape; None when it is neither."""
     if not isinstance(value, dict):
         return None
     data_type = value.get("dataType") or value.get("DataType")
     if not data_type:
         return None
-    if value.get("stringValue") is not None:
-        return {"DataType": data_type, "StringValue": value["stringValue"]}
-    binary = value.get("binaryValue")
+    text = value.get("stringValue", value.get("StringValue"))
+    if text is not None:
+        return {"DataType": data_type, "StringValue": text}
+    binary = value.get("binaryValue", value.get("BinaryValue"))
     if binary is not None:
         try:
             raw = base64.b64decode(binary) if isinstance(binary, str) else bytes(binary)

@@ -21,6 +21,10 @@ queue), and reads nothing else: no DynamoDB request.
 * SNS and SQS report each entry of a request on their own: an entry refused while a later entry of the same
   group in the same request is accepted lets the later one through first. The relay counts that
   (``reordered``) and writes a WARNING line naming both deduplication ids.
+* DynamoDB Streams orders records per item, not across a lane's items (docs/runtime.md, "Order"): a lane's
+  item committed before one already published in that lane (commit times in their sort keys), from a later
+  record of the shard (not a redelivery), is counted as ``reordered`` too, with a WARNING naming both items.
+  The relay remembers the lanes it published in this execution environment (:data:`MAX_REMEMBERED_LANES`).
 """
 
 from __future__ import annotations
@@ -66,10 +70,11 @@ from idempotent_runtime.outbox import (
     Emitted,
     Unreadable,
     check,
+    commit_ms,
+    outbox_partition,
     read_messages,
-    refused_character,
 )
-from idempotent_runtime.quarantine import size, sqs_safe
+from idempotent_runtime.quarantine import sendable, size, sqs_safe, string
 from idempotent_runtime.retries import Retrier
 
 RELAY_HANDLER = RUNTIME_PACKAGE + ".relay.handler"  # the relay's entry point
@@ -83,6 +88,7 @@ TOPIC_ACTIONS = ("sns:Publish",)
 TOPIC_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 QUEUE_ACTIONS = ("sqs:SendMessage",)
 STREAM_ACTIONS = ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator")
+MAX_REMEMBERED_LANES = 10_000  # lanes whose newest published item the relay remembers (then it forgets all)
 
 
 class RelayMetric(StrEnum):
@@ -91,7 +97,9 @@ class RelayMetric(StrEnum):
     PUBLISHED = "published"  # emitted messages the target accepted
     DEAD_LETTERED = "dead_lettered"  # never publishable: sent to the relay's DLQ with the reason
     FAILED = "failed"  # left for the stream to deliver again (from the first record not published)
-    REORDERED = "reordered"  # accepted after an earlier message of its group was refused in one request
+    REORDERED = (
+        "reordered"  # out of its group's order: refused, then a later one accepted; or committed earlier
+    )
 
 
 REFUSED = "the emit target refused it for good: "
@@ -135,16 +143,20 @@ class RelayConfig:
             "target_arn": EMIT_TARGET_ARN.parse(target),
             "function_name": env.get("AWS_LAMBDA_FUNCTION_NAME") or "local",
         }
-        for variable, field in (
-            (DLQ_URL, "dlq_url"),
-            (TABLE_NAME, "table_name"),
-            (KEY_PREFIX, "key_prefix"),
-            (METRICS_NAMESPACE, "metrics_namespace"),
-            (LOG_LEVEL, "log_level"),
-        ):
+        for variable in RELAY_ENVIRONMENT[1:]:  # each sets the field of its name (DLQ_URL: dlq_url)
             if env.get(variable.name):
-                values[field] = variable.parse(env[variable.name])
+                values[variable.name.lower()] = variable.parse(env[variable.name])
         return cls(**values)
+
+
+class Lane(NamedTuple):
+    """What the relay published of a lane: its newest item (commit ms, dedup id, key) and the sequence number
+    of the latest record (None: not a number)."""
+
+    committed: int
+    position: int | None
+    dedup_id: str | None
+    item_key: dict[str, str]
 
 
 class Outgoing(NamedTuple):
@@ -172,7 +184,7 @@ class Outgoing(NamedTuple):
         return self.message.size if self.message is not None else 0
 
 
-def outgoing(index: int, record: dict[str, Any], fifo: bool) -> list[Outgoing]:
+def outgoing(index: int, record: dict[str, Any], target: str) -> list[Outgoing]:
     """The messages of one stream record (its NewImage), in emit order, each checked as ``emit()`` checks
     (``problem``); one unreadable entry when the record is not an outbox item."""
     stream = record.get("dynamodb") or {}
@@ -192,7 +204,7 @@ def outgoing(index: int, record: dict[str, Any], fifo: bool) -> list[Outgoing]:
     found = []
     for position, message in enumerate(messages):
         try:
-            check(message, fifo, f"emitted message {position}")
+            check(message, target, f"emitted message {position}")
             problem = None
         except InvalidMessage as exc:
             problem = f"SNS and SQS would refuse it: {exc}"
@@ -230,8 +242,8 @@ def letters(letter: Outgoing, reason: str, details: dict[str, Any], budget: int)
     bytes (the outbox item named in ``details`` holds it until its TTL)."""
     reason = sqs_safe(reason)
     ours = {
-        DLQ_REASON_ATTRIBUTE: _string(reason),
-        DLQ_DETAILS_ATTRIBUTE: _string(json.dumps(details, separators=(",", ":"))),
+        DLQ_REASON_ATTRIBUTE: string(reason),
+        DLQ_DETAILS_ATTRIBUTE: string(json.dumps(details, separators=(",", ":"))),
     }
     found = []
     message = letter.message
@@ -256,29 +268,23 @@ def letters(letter: Outgoing, reason: str, details: dict[str, Any], budget: int)
     )
     text = json.dumps(payload, separators=(",", ":"))  # ASCII: lone surrogates too, exactly
     encoded = base64.b64encode(zlib.compress(text.encode("ascii"), 9)).decode("ascii")
-    encoding = {**ours, DLQ_ENCODING_ATTRIBUTE: _string(DeadLetterEncoding.JSON_ZLIB_BASE64.value)}
+    encoding = {**ours, DLQ_ENCODING_ATTRIBUTE: string(DeadLetterEncoding.JSON_ZLIB_BASE64.value)}
     if size(encoded, encoding) <= budget:
         found.append((encoded, encoding))
-    omitted = {**ours, DLQ_ENCODING_ATTRIBUTE: _string(DeadLetterEncoding.OMITTED.value)}
+    omitted = {**ours, DLQ_ENCODING_ATTRIBUTE: string(DeadLetterEncoding.OMITTED.value)}
     found.append(("omitted: the outbox item in idempotency.details holds this message", omitted))
     return found
 
 
 def _travels(message: Emitted) -> bool:
     """Whether the queue takes ``message``'s body and attributes as they are, beside the runtime's two."""
-    if not message.body or refused_character(message.body) is not None:
-        return False
     if len(message.attributes) > MAX_MESSAGE_ATTRIBUTES - 2:
         return False
     try:
-        check(message._replace(group_id=None, dedup_id="x"), False, "")
+        check(message._replace(group_id=None, dedup_id="x"), "", "")  # to a standard queue
     except InvalidMessage:
         return False
     return not any(name.startswith(DLQ_ATTRIBUTE_PREFIX) for name in message.attributes)
-
-
-def _string(value: str) -> dict[str, str]:
-    return {"DataType": "String", "StringValue": value}
 
 
 def read_dead_letter(body: str, attributes: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -294,7 +300,7 @@ def read_dead_letter(body: str, attributes: Mapping[str, Any]) -> dict[str, Any]
         kept = {
             name: value for name, value in attributes.items() if not name.startswith(DLQ_ATTRIBUTE_PREFIX)
         }
-        return {"body": body, "attributes": {name: _publishable(value) for name, value in kept.items()}}
+        return {"body": body, "attributes": {name: sendable(value) for name, value in kept.items()}}
     payload: dict[str, Any] = json.loads(zlib.decompress(base64.b64decode(body, validate=True)))
     if "attributes" in payload:
         payload["attributes"] = {
@@ -302,15 +308,6 @@ def read_dead_letter(body: str, attributes: Mapping[str, Any]) -> dict[str, Any]
             for name, value in payload["attributes"].items()
         }
     return payload
-
-
-def _publishable(value: Mapping[str, Any]) -> dict[str, Any]:
-    kept = {"DataType": value["DataType"]}
-    if value.get("StringValue") is not None:
-        kept["StringValue"] = value["StringValue"]
-    else:
-        kept["BinaryValue"] = value["BinaryValue"]
-    return kept
 
 
 class Relay:
@@ -341,13 +338,15 @@ class Relay:
         self.calls = Retrier(sleep)
         self.log = Log(config.log_level, config.function_name, log_stream)
         self.records: list[dict[str, Any]] = []
+        self.counts: Counter[str] = Counter()  # the last batch's (:class:`RelayMetric`)
+        self.newest: dict[str, Lane] = {}  # FIFO group -> what the relay published of it
 
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, list[dict[str, str]]]:
         started = time.monotonic()
         previous = deadline.bind(context)
         try:
             records = self.records = event.get("Records") or []
-            counts: Counter[str] = Counter()
+            counts = self.counts = Counter()
             stopped = self._relay(records, counts)
         finally:
             deadline.restore(previous)
@@ -373,7 +372,7 @@ class Relay:
         """Publish every record's messages; the index of the first record not wholly published, or None."""
         messages: list[Outgoing] = []
         for index, record in enumerate(records):
-            messages += outgoing(index, record, self.fifo)
+            messages += outgoing(index, record, self.config.target_arn)
         for request in requests(messages):
             first = request[0]
             if first.problem is not None:
@@ -408,6 +407,7 @@ class Relay:
                 counts[RelayMetric.PUBLISHED.value] += 1
                 if self.fifo and message.group in held:
                     self._reordered(held[message.group], message, counts)
+                self._in_commit_order(message, counts)
                 continue
             reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
             for_good = bad.get("SenderFault") and bad.get("Code") in REFUSED_FOR_GOOD
@@ -516,6 +516,37 @@ class Relay:
             refused=refused.dedup_id,
             accepted=accepted.dedup_id,
         )
+
+    def _in_commit_order(self, message: Outgoing, counts: Counter[str]) -> None:
+        """Count and name ``message`` (just published) when its lane's newest published item committed after
+        it and came from an earlier record of the shard (see the module)."""
+        group = message.group
+        partition = outbox_partition(self.config.key_prefix, group or "")
+        committed = commit_ms(next((key for key in message.item_key.values() if key != partition), ""))
+        if group is None or committed is None:
+            return
+        sequence = str((self.records[message.record].get("dynamodb") or {}).get("SequenceNumber"))
+        position = int(sequence) if sequence.isdigit() else None
+        lane = self.newest.get(group)
+        later = position is None or lane is None or lane.position is None or position > lane.position
+        if lane is not None and later and committed < lane.committed:
+            counts[RelayMetric.REORDERED.value] += 1
+            self.log.warn(
+                "order: published after an item of its group that committed later (DynamoDB Streams orders "
+                "records per item only)",
+                group_id=group,
+                published_first=lane.dedup_id,
+                published_first_item=lane.item_key,
+                committed_first=message.dedup_id,
+                committed_first_item=message.item_key,
+            )
+        if lane is None or committed >= lane.committed:
+            if len(self.newest) >= MAX_REMEMBERED_LANES and group not in self.newest:
+                self.newest.clear()
+            latest = position if later or lane is None else lane.position
+            self.newest[group] = Lane(committed, latest, message.dedup_id, message.item_key)
+        elif later:
+            self.newest[group] = lane._replace(position=position)
 
 
 def _oldest_age(records: list[dict[str, Any]]) -> float | None:

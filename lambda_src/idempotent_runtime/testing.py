@@ -106,7 +106,7 @@ def message(
     reserve = len(MARKER_SORT_PREFIX) if config.mode == Mode.TRANSACTION else 0
     built.key = KeyBuilder(config, sort_reserve=reserve)(built)
     if config.mode == Mode.GUARDED:
-        built.lease = LocalLease(built.key, lease_seconds, lost=lease_lost)  # type: ignore[assignment]
+        built.lease = LocalLease(built.key, lease_seconds, lost=lease_lost)
     if config.emit_target_arn:
         from idempotent_runtime.outbox import outbox_for  # the consumer's own outbox
 

@@ -27,6 +27,8 @@ def test_emitting_costs_two_write_units_and_a_tenth_of_a_publish_per_message_and
     assert cost.outbox_write_units == 200  # one Put of under 1 KB per message: 2 transactional units
     assert cost.transaction_write_units == 400  # the processor's Put and the marker, as without emitting
     assert (cost.relay_publish_requests, cost.relay_dynamodb_requests) == (10, 0)
+    # One downstream group is one partition key: about 1,000 write units a second, 2 per emit.
+    assert outbox_bench.lane_ceiling(cost) == 500
 
 
 # --- the contention row and its DynamoDB model ----------------------------------------------------------

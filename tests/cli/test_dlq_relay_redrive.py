@@ -12,15 +12,36 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 from typing import Any
 
+import boto3
 import pytest
-from dlq_helpers import Hops, client, consume, consumer, deploy_hops, dlq, drain, peek, publish
+from dlq_helpers import (
+    FAKE,
+    Hops,
+    client,
+    consume,
+    consumer,
+    deploy_hops,
+    dlq,
+    drain,
+    endpoint,
+    peek,
+    publish,
+)
 from idempotent_runtime.message import Key
+from idempotent_runtime.outbox import (
+    LEGACY_OUTBOX_SORT,
+    OUTBOX_MESSAGES_ATTRIBUTE,
+    OUTBOX_SORT_PREFIX,
+    dedup_id,
+    stream_filters,
+)
 from idempotent_runtime.outbox import OUTBOX_EMITTER_ATTRIBUTE as EMITTER
-from idempotent_runtime.outbox import OUTBOX_MESSAGES_ATTRIBUTE, OUTBOX_SORT_PREFIX, dedup_id
 from idempotent_runtime.relay import Relay, RelayConfig
 
+from idempotent_local.event_filter import matches
 from idempotent_local.events import lambda_dynamodb_record, stream_invocation_record
 
 pytestmark = pytest.mark.usefixtures("cloud")
@@ -31,18 +52,37 @@ LINES = [("o-1", "1", 2500), ("o-2", "1", 700), ("o-1", "2", 5)]
 def order_and_pay(message: Any) -> list[dict[str, Any]]:
     """orders: the line, and a payment request for it, in one transaction."""
     line = message.json_object()
-    message.emit({"order_id": line["order_id"], "line_id": line["line_id"], "cents": line["cents"]})
+    payment = {"order_id": line["order_id"], "line_id": line["line_id"], "cents": line["cents"]}
+    message.emit(payment, group_id=line["order_id"])
     item = {"pk": {"S": f"line#{line['order_id']}"}, "sk": {"S": line["line_id"]}}
     return [{"Put": {"Item": item}}]
 
 
-def _committed(hops: Hops) -> None:
-    """The three lines committed by orders (the relay down: nothing published)."""
+def _committed(hops: Hops, *, late: float = 0) -> None:
+    """The three lines committed by orders (the relay down: nothing published); with ``late``, o-2's commit
+    came ``late`` seconds after the time in its sort key (as 0.4 took it: once, before retrying)."""
     for order, line, cents in LINES:
         body = json.dumps({"order_id": order, "line_id": line, "cents": cents})
         publish(hops.orders, body, group=order)
-    outcomes = consume(hops.orders, consumer(hops.orders, order_and_pay))
-    assert [outcome for _, outcome in outcomes] == ["processed"] * 3
+        handler = consumer(hops.orders, order_and_pay)
+        if late and order == "o-2":
+            handler = _consumer(hops, clock=lambda: time.time() - late)
+        assert [outcome for _, outcome in consume(hops.orders, handler)] == ["processed"]
+
+
+def _consumer(hops: Hops, clock: Any, dynamodb: Any = None) -> Any:
+    """orders' bundled handler with its own clock (and DynamoDB client)."""
+    from idempotent_runtime.config import Config
+    from idempotent_runtime.flow import build_handler
+
+    return build_handler(
+        Config.from_env(hops.orders.environment),
+        dynamodb_client=dynamodb or client("dynamodb"),
+        sqs_client=client("sqs"),
+        processor=order_and_pay,
+        clock=clock,
+        sleep=lambda _: None,
+    )
 
 
 def _stream(hops: Hops) -> tuple[str, str, list[dict[str, Any]]]:
@@ -55,11 +95,9 @@ def _stream(hops: Hops) -> tuple[str, str, list[dict[str, Any]]]:
         StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
     )["ShardIterator"]
     records = streams.get_records(ShardIterator=iterator)["Records"]
-    outbox = [
-        lambda_dynamodb_record(r, arn)
-        for r in records
-        if r["dynamodb"]["Keys"]["sk"]["S"].startswith(OUTBOX_SORT_PREFIX)
-    ]
+    patterns = [json.dumps(p) for p in stream_filters("pk", "sk", "")]  # the relay's event filter
+    given = [lambda_dynamodb_record(r, arn) for r in records]
+    outbox = [r for r in given if matches(patterns, r)]
     return arn, shard["ShardId"], outbox
 
 
@@ -189,10 +227,109 @@ def test_a_batch_the_stream_no_longer_holds_is_published_from_the_table_by_commi
 
     assert code == 0, redriven.error
     assert any("the stream no longer holds the batch" in line for line in redriven.lines), redriven.lines
+    # o-1's two lines committed within a second: the table cannot tell their order, and says so.
+    unknown = (
+        "1 of them committed within 13 s of the one before in their group, an order the table cannot tell"
+    )
+    assert any(unknown in line for line in redriven.lines), redriven.lines
     found = _payments(hops)
     assert sorted(found) == sorted(_expected(hops))
     assert _by_group(found) == _by_group(_expected(hops))
     assert _relay_dlq(hops) == []
+
+
+GONE = "arn:aws:dynamodb:us-east-1:123456789012:table/gone/stream/2026-01-01T00:00:00.000"
+
+
+def test_a_batch_item_committed_70_s_after_the_time_in_its_key_is_found_in_the_table_and_published(cloud):
+    """0.4 took an outbox item's time once, before the commit, and guarded mode may retry a commit for long:
+    a record arriving 70 s after the time in its key is still the batch's, and published."""
+    hops = deploy_hops()
+    _committed(hops, late=70)
+    _given_up(hops, stream_arn=GONE)
+
+    code, redriven = dlq("redrive", "--stack", hops.stack, "--function", hops.relay)
+
+    assert code == 0, redriven.lines
+    assert any("published 3; deleted from the DLQ" in line for line in redriven.lines), redriven.lines
+    assert sorted(_payments(hops)) == sorted(_expected(hops))
+    assert _relay_dlq(hops) == []
+
+
+def test_a_batch_the_table_holds_only_part_of_is_published_as_far_as_found_and_stays_saying_what_is_missing(
+    cloud,
+):
+    hops = deploy_hops()
+    _committed(hops)
+    given_up = _given_up(hops, stream_arn=GONE)
+    expired = next(
+        i
+        for i in client("dynamodb").scan(TableName=hops.orders.table)["Items"]
+        if i["sk"]["S"].startswith(OUTBOX_SORT_PREFIX) and "o-2" in i["pk"]["S"]
+    )
+    client("dynamodb").delete_item(
+        TableName=hops.orders.table, Key={"pk": expired["pk"], "sk": expired["sk"]}
+    )
+    where = ("--stack", hops.stack, "--function", hops.relay)
+
+    code, checked = dlq("redrive", *where, "--dry-run")
+    assert any("would stay: the batch had 3 record(s), the table holds 2" in line for line in checked.lines)
+    code, redriven = dlq("redrive", *where)
+
+    assert code == 1
+    assert any(line.endswith(": published 2") for line in redriven.lines), redriven.lines
+    assert any(
+        "kept: not every message of it was found: the batch had 3 record(s), the table holds 2" in line
+        for line in redriven.lines
+    ), redriven.lines
+    assert sorted(_payments(hops)) == sorted(e for e in _expected(hops) if e[0] == "o-1")
+    assert [json.loads(m["Body"]) for m in _relay_dlq(hops)] == [given_up]
+
+
+def test_a_group_is_published_from_the_table_in_commit_order_after_a_throttled_commit(
+    cloud,
+):
+    """o-1 line 1's commit is throttled for 40 s while line 2 commits: the group is published in commit
+    order (line 2, then line 1) - as the stream held it."""
+    from botocore.exceptions import ClientError
+
+    hops = deploy_hops()
+    shift = {"s": 0.0}
+
+    def clock() -> float:
+        return time.time() + shift["s"]
+
+    def throttle(**_: Any) -> None:
+        if shift["s"] == 0:
+            shift["s"] = 20
+            body = json.dumps({"order_id": "o-1", "line_id": "2", "cents": 5})
+            publish(hops.orders, body, group="o-1/2")  # another source group, the same downstream group
+            assert [o for _, o in consume(hops.orders, _consumer(hops, clock))] == ["processed"]
+            shift["s"] = 40
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
+            raise ClientError({"Error": error}, "TransactWriteItems")
+
+    dynamodb = boto3.session.Session(**FAKE).client("dynamodb", endpoint_url=endpoint())
+    dynamodb.meta.events.register("before-call.dynamodb.TransactWriteItems", throttle)
+    publish(hops.orders, json.dumps({"order_id": "o-1", "line_id": "1", "cents": 2500}), group="o-1/1")
+    assert [o for _, o in consume(hops.orders, _consumer(hops, clock, dynamodb))] == ["processed"]
+    in_the_stream = [
+        r["dynamodb"]["NewImage"][OUTBOX_MESSAGES_ATTRIBUTE]["L"][0]["M"] for r in _stream(hops)[2]
+    ]
+    _given_up(hops, stream_arn=GONE)
+
+    code, redriven = dlq("redrive", "--stack", hops.stack, "--function", hops.relay)
+
+    assert code == 0, redriven.lines
+    table = hops.orders.table
+    assert (
+        [dedup for _, dedup, _ in _payments(hops)]
+        == [m["dedup_id"]["S"] for m in in_the_stream]
+        == [
+            dedup_id(table, Key("o-1", "2"), 0),
+            dedup_id(table, Key("o-1", "1"), 0),
+        ]
+    )
 
 
 def test_a_batch_whose_items_are_not_in_the_table_stays_with_the_reason(cloud):
@@ -298,6 +435,35 @@ def test_an_entry_the_target_still_refuses_stays_with_the_reason(cloud):
     )
 
 
+def test_a_dead_lettered_03_message_whose_item_a_later_emit_replaced_is_published_from_the_dead_letter(cloud):
+    """0.3 kept one item per group, replaced by every emit: the item no longer holds the dead letter's
+    message at its position. The redrive publishes what the dead letter names, checked by its id."""
+    hops = deploy_hops()
+    table = hops.orders.table
+
+    def emitted_by_03(body: str, dedup: str) -> dict[str, Any]:
+        return {
+            "pk": {"S": "idempotency#outbox#o-1"},
+            "sk": {"S": LEGACY_OUTBOX_SORT},
+            OUTBOX_MESSAGES_ATTRIBUTE: {"L": [{"M": {"body": {"S": body}, "dedup_id": {"S": dedup}}}]},
+            "idempotency:group": {"S": "o-1"},
+            "idempotency:message_id": {"S": "m-" + dedup},
+        }
+
+    client("dynamodb").put_item(TableName=table, Item=emitted_by_03("pay o-1 line 1", "o-1#1#000"))
+    _refused(hops)  # dead-lettered, its position (0) and id in the details
+    client("dynamodb").put_item(TableName=table, Item=emitted_by_03("pay o-1 line 2", "o-1#2#000"))
+
+    code, redriven = dlq("redrive", "--stack", hops.stack, "--function", hops.relay)
+
+    assert code == 0, redriven.lines
+    assert _payments(hops) == [("o-1", "o-1#1#000", "pay o-1 line 1")]
+    assert any(
+        "the dead letter (its outbox item holds another message at 0 now)" in x for x in redriven.lines
+    )
+    assert _relay_dlq(hops) == []
+
+
 def _record(pk: str, sk: str, image: dict[str, Any], event: str = "INSERT") -> dict[str, Any]:
     return {"eventName": event, "dynamodb": {"Keys": {"pk": {"S": pk}, "sk": {"S": sk}}, "NewImage": image}}
 
@@ -324,9 +490,6 @@ RECORDS = [
     ("record", "relayed"), list(zip(RECORDS, [True, False, True, False, False, False, False], strict=True))
 )
 def test_the_tools_read_the_stream_through_the_relays_own_filter_as_lambda_applies_it(record, relayed):
-    from idempotent_runtime.outbox import matches_any, stream_filters
-
-    from idempotent_local.event_filter import matches
-
-    patterns = stream_filters("pk", "sk", "shop")
-    assert matches_any(patterns, record) == matches([json.dumps(p) for p in patterns], record) == relayed
+    """The redrive reads the stream through the relay's filter (stream_filters), applied as the local cloud
+    applies Lambda's event filters."""
+    assert matches([json.dumps(p) for p in stream_filters("pk", "sk", "shop")], record) == relayed

@@ -18,7 +18,7 @@ from moto import mock_aws
 # The example processing functions (runtime_examples.py) import as a top-level module, as in a code asset.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from runtime_helpers import REGION, TABLE
+from runtime_helpers import REGION, TABLE, create_table
 
 
 @pytest.fixture(autouse=True)
@@ -87,16 +87,7 @@ def sqs(_shared_clients):
 
 @pytest.fixture
 def table(dynamodb) -> str:
-    dynamodb.create_table(
-        TableName=TABLE,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return TABLE
+    return create_table(dynamodb, TABLE)
 
 
 @pytest.fixture

@@ -123,7 +123,7 @@ def metrics(stream: io.StringIO) -> list[dict[str, Any]]:
 CLAIM, COMPLETION, EXTENSION = "claim", "completion", "extension"
 _STEP_OF_UPDATE = (
     ("SET #status = :in_progress", CLAIM),
-    ("SET #status = :completed", COMPLETION),
+    ("SET #status = :status", COMPLETION),
     ("SET #lease", EXTENSION),
 )
 
@@ -135,6 +135,51 @@ def guarded_step(params: dict[str, Any] | None) -> str | None:
     except ValueError:
         return None
     return next((step for prefix, step in _STEP_OF_UPDATE if update.startswith(prefix)), None)
+
+
+class Clock:
+    """A fake clock at ``now`` (epoch seconds); ``sleep`` moves it (retries wait with the injected sleep)."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def create_table(dynamodb: Any, name: str) -> str:
+    """A table keyed (pk, sk), on demand, as the constructs make one; returns its name."""
+    keys = (("pk", "HASH"), ("sk", "RANGE"))
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key, _ in keys],
+        KeySchema=[{"AttributeName": key, "KeyType": kind} for key, kind in keys],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return name
+
+
+class EnvironmentDied(BaseException):
+    """The execution environment disappears (a crash, a timeout): nothing after this point runs."""
+
+
+def die_before_completion(handler: Any, client: Any, delivery: dict[str, Any]) -> None:
+    """Deliver ``delivery``: the effect runs, then the environment dies before the key's completion."""
+    import pytest
+
+    died: list[bool] = []
+
+    def die(params: dict[str, Any], **_: Any) -> None:
+        if not died and guarded_step(params) == COMPLETION:
+            died.append(True)
+            raise EnvironmentDied()
+
+    client.meta.events.register("before-call.dynamodb.UpdateItem", die)
+    with pytest.raises(EnvironmentDied):
+        handler(event(delivery), None)
 
 
 def tag_guarded_steps(client: Any) -> None:

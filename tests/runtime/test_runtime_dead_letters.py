@@ -8,6 +8,7 @@ import re
 import pytest
 from runtime_helpers import (
     REGION,
+    EnvironmentDied,
     dlq_details,
     dlq_reason,
     drain,
@@ -20,10 +21,6 @@ from runtime_helpers import (
 )
 
 from idempotent_local.events import lambda_sqs_event
-
-
-class EnvironmentDied(BaseException):
-    """The execution environment disappears (a crash, a timeout): the invocation ends without a response."""
 
 
 def _nested(depth: int, leaf: str = "1") -> str:

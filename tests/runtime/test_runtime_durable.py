@@ -29,13 +29,13 @@ from idempotent_runtime.payload import sha256_hex
 from idempotent_runtime.testing import message
 from idempotent_runtime.workflows import PermanentError, execution_input
 from runtime_helpers import (
-    COMPLETION,
     REGION,
+    Clock,
+    die_before_completion,
     dlq_details,
     dlq_reason,
     drain,
     event,
-    guarded_step,
     log_lines,
     record,
     scan,
@@ -45,7 +45,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # The reference app's dispatcher, imported as a code asset holds it.
 sys.path.insert(0, str(ROOT / "examples" / "durable"))
 
-START = 1_800_000_000.0
 DAY = 24 * 3600
 ORDER = {"x": "cust-7", "y": "order-1", "cents": 2500}
 ACCOUNT = "123456789012"
@@ -59,18 +58,6 @@ def handler(event, context):
         time.sleep(0.05)
     return {"Status": "SUCCEEDED", "Result": "{}"}
 """
-
-
-class Clock:
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class EnvironmentDied(BaseException):
-    """The execution environment disappears (a crash, a timeout): nothing after this point runs."""
 
 
 @pytest.fixture(autouse=True)
@@ -206,27 +193,13 @@ def test_a_duplicate_delivery_while_the_execution_runs_and_after_it_closed_retur
     assert (tmp_path / "runs").read_text().splitlines() == [first.result]  # the handler ran once
 
 
-def _invoke_then_die(handler, client, delivery) -> None:
-    """Deliver: the execution starts, then the environment dies before the key's completion."""
-    died: list[bool] = []
-
-    def die_before_completion(params, **_):
-        if not died and guarded_step(params) == COMPLETION:
-            died.append(True)
-            raise EnvironmentDied()
-
-    client.meta.events.register("before-call.dynamodb.UpdateItem", die_before_completion)
-    with pytest.raises(EnvironmentDied):
-        handler(event(delivery), None)
-
-
 def test_a_crash_between_the_invoke_and_the_completion_starts_nothing_new_on_redelivery(
     make_handler, lam, function, fresh_dynamodb, tmp_path
 ):
     clock = Clock()
     handler, _ = _guarded(make_handler, clock, client=fresh_dynamodb, lease_seconds=30)
     delivery = record(ORDER)
-    _invoke_then_die(handler, fresh_dynamodb, delivery)
+    die_before_completion(handler, fresh_dynamodb, delivery)
     (started,) = lam.list_durable_executions_by_function(FunctionName="fulfil", Qualifier="1")[
         "DurableExecutions"
     ]

@@ -6,15 +6,7 @@ import threading
 
 import runtime_examples
 from idempotent_runtime import PermanentError, TransientError
-from runtime_helpers import COMPLETION, drain, event, failures, record, scan, tag_guarded_steps
-
-
-class Clock:
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from runtime_helpers import COMPLETION, Clock, drain, event, failures, record, scan, tag_guarded_steps
 
 
 class Effects:

@@ -10,6 +10,8 @@ import pytest
 import runtime_examples
 from runtime_helpers import (
     COMPLETION,
+    Clock,
+    die_before_completion,
     dlq_details,
     dlq_reason,
     drain,
@@ -23,19 +25,6 @@ from runtime_helpers import (
 )
 
 START = 1_800_000_000.0
-
-
-class Clock:
-    """A fake clock; ``sleep`` moves it (the runtime's retries wait with the injected sleep)."""
-
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def _item(dynamodb, pk="a1", sk="b1"):
@@ -336,10 +325,6 @@ def test_a_lease_extension_must_be_positive(make_handler):
     assert errors == ["lease extension must be a positive number of seconds, got 0"]
 
 
-class EnvironmentDied(BaseException):
-    """The execution environment disappears (a crash, a timeout): nothing after this point runs."""
-
-
 def test_an_effect_repeated_after_a_crash_keeps_its_idempotency_key_and_charges_once(
     make_handler, fresh_dynamodb
 ):
@@ -350,7 +335,7 @@ def test_an_effect_repeated_after_a_crash_keeps_its_idempotency_key_and_charges_
         lease_seconds=30,
     )  # fmt: skip
     payment = record({"x": "cust-7", "y": "pay-1", "cents": 2500})
-    _charge_then_die(handler, fresh_dynamodb, payment)
+    die_before_completion(handler, fresh_dynamodb, payment)
     assert _item(fresh_dynamodb, "cust-7", "pay-1")["idempotency:status"] == {"S": "IN_PROGRESS"}
 
     clock.now += 30 + 10 + 1  # the claim expires; SQS delivers the payment again
@@ -370,20 +355,6 @@ def _requests(client) -> list[str]:
     return calls
 
 
-def _charge_then_die(handler, client, payment) -> None:
-    """Deliver ``payment``: the provider charges it, then the environment dies before the completion."""
-    died: list[bool] = []
-
-    def die_before_completion(params, **_):
-        if not died and guarded_step(params) == COMPLETION:
-            died.append(True)
-            raise EnvironmentDied()
-
-    client.meta.events.register("before-call.dynamodb.UpdateItem", die_before_completion)
-    with pytest.raises(EnvironmentDied):
-        handler(event(payment), None)
-
-
 def test_an_expired_claim_is_not_taken_over_by_another_payload(make_handler, fresh_dynamodb, sqs, dlq_url):
     provider = runtime_examples.PROVIDER = runtime_examples.PaymentProvider()
     clock = Clock()
@@ -392,7 +363,7 @@ def test_an_expired_claim_is_not_taken_over_by_another_payload(make_handler, fre
         lease_seconds=30, dlq_url=dlq_url,
     )  # fmt: skip
     payment = record({"x": "cust-7", "y": "pay-1", "cents": 2500}, group="a")
-    _charge_then_die(handler, fresh_dynamodb, payment)
+    die_before_completion(handler, fresh_dynamodb, payment)
     claim = _item(fresh_dynamodb, "cust-7", "pay-1")
 
     clock.now += 30 + 10 + 1  # the claim expires; another payment with the same key arrives
@@ -434,7 +405,7 @@ def test_another_payload_at_an_expired_claim_is_a_duplicate_with_on_conflict_dup
         processor="runtime_examples:charge_payment", client=fresh_dynamodb, clock=clock, mode="guarded",
         lease_seconds=30, on_conflict="duplicate",
     )  # fmt: skip
-    _charge_then_die(handler, fresh_dynamodb, record({"x": "cust-7", "y": "pay-1", "cents": 2500}))
+    die_before_completion(handler, fresh_dynamodb, record({"x": "cust-7", "y": "pay-1", "cents": 2500}))
     claim = _item(fresh_dynamodb, "cust-7", "pay-1")
     clock.now += 30 + 10 + 1
     calls = _requests(fresh_dynamodb)
@@ -456,7 +427,7 @@ def test_inspect_sees_another_payloads_expired_claim_as_a_conflict(make_handler,
     config = dict(processor="runtime_examples:charge_payment", mode="guarded", lease_seconds=30)
     handler, _ = make_handler(client=fresh_dynamodb, clock=clock, **config)
     payment = {"x": "cust-7", "y": "pay-1", "cents": 2500}
-    _charge_then_die(handler, fresh_dynamodb, record(payment))
+    die_before_completion(handler, fresh_dynamodb, record(payment))
     later = clock.now + 30 + 10 + 1
     seen = Config(table_name=table, **config)
     same = inspect(seen, fresh_dynamodb, record(payment), now=later)

@@ -4,6 +4,7 @@ one TransactWriteItems, as outbox items; they exist exactly when the effect comm
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 from idempotent_runtime import outbox
@@ -14,6 +15,9 @@ from idempotent_runtime.retries import MAX_ATTEMPTS
 from outbox_helpers import Stream, fifo_target, stream_event
 from runtime_helpers import (
     REGION,
+    Clock,
+    EnvironmentDied,
+    create_table,
     dlq_details,
     dlq_reason,
     drain,
@@ -176,6 +180,23 @@ def test_an_emitted_message_too_large_for_sns_refuses_the_message_before_anythin
             "begins with 'idempotency.', the runtime's own attributes",
         ),
         ({"body": ""}, "emitted message 0's body is empty"),
+        (
+            {"body": "ok", "attributes": {"aws.trace-id": "t-1"}},
+            "attribute name 'aws.trace-id' begins with 'aws.': SNS and SQS reserve 'AWS.' and 'Amazon.' in "
+            "any casing",
+        ),
+        ({"body": "ok", "attributes": {"AMAZON.source": "orders"}}, "begins with 'AMAZON.'"),
+        # DynamoDB holds 1E-129; SQS takes magnitudes from 1E-128 only.
+        (
+            {"body": "ok", "attributes": {"rate": Decimal("1E-129")}},
+            "attribute rate is the Number '1E-129', which SQS",
+        ),
+        # The target is a topic: SNS takes -10^9 to 10^9 with 5 decimals.
+        (
+            {"body": "ok", "attributes": {"cents": 10**10}},
+            "attribute cents is the Number '10000000000', which SNS",
+        ),
+        ({"body": "ok", "attributes": {"rate": Decimal("0.000001")}}, "at most 5 digits after the point"),
     ],
 )
 def test_an_emit_sns_or_sqs_would_refuse_is_rejected_naming_it_before_anything_commits(
@@ -193,6 +214,36 @@ def test_an_emit_sns_or_sqs_would_refuse_is_rejected_naming_it_before_anything_c
     (dead,) = drain(sqs, dlq_url)
     assert reason in dlq_reason(dead)
     assert dlq_details(dead)["kind"] == "invalid"
+
+
+@pytest.mark.parametrize(
+    ("target", "number", "refused"),
+    [
+        ("arn:aws:sqs:us-east-1:123456789012:payments.fifo", 10**126, None),  # over DynamoDB's 9.99E+125
+        ("arn:aws:sqs:us-east-1:123456789012:payments.fifo", Decimal("1.0E-128"), None),
+        ("arn:aws:sqs:us-east-1:123456789012:payments.fifo", Decimal("1E+127"), "which SQS refuses"),
+        ("arn:aws:sqs:us-east-1:123456789012:payments.fifo", Decimal("1." + "1" * 38), "which SQS refuses"),
+        (TARGET, Decimal("-999999999.12345"), None),
+        (TARGET, Decimal("1000000000.5"), "which SNS refuses"),
+    ],
+)
+def test_a_number_attribute_is_judged_by_its_targets_range_not_dynamodbs(
+    make_handler, dynamodb, dlq_url, sqs, target, number, refused
+):
+    def emit(message):
+        message.emit({"ok": True}, attributes={"n": number})
+        return []
+
+    handler, _ = make_handler(fn=emit, mode="transaction", emit_target_arn=target, dlq_url=dlq_url)
+    (result,) = handler.process_batch(event(record({"x": "o-1", "y": "1"})), None)
+    if refused is None:
+        assert result.outcome == "processed"
+        (item,) = outbox_items(dynamodb)
+        stored = item[outbox.OUTBOX_MESSAGES_ATTRIBUTE]["L"][0]["M"]["attributes"]["M"]["n"]["M"]
+        assert stored["StringValue"]["S"] == str(number)  # exactly as given
+    else:
+        assert result.outcome == "quarantined" and refused in result.reason
+        assert outbox_items(dynamodb) == []
 
 
 def test_an_emit_without_a_target_is_a_misconfiguration_retried_never_quarantined(
@@ -296,18 +347,6 @@ def test_guarded_without_emits_completes_with_one_update_as_before(make_handler,
     )
     handler(event(record({"x": "c-1", "y": "p-1"})), None)
     assert calls == ["UpdateItem", "UpdateItem"]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class EnvironmentDied(BaseException):
-    """The execution environment disappears: nothing after this point runs."""
 
 
 def _die_at(client, operation):
@@ -428,6 +467,44 @@ def test_every_emit_to_one_group_keeps_its_own_outbox_item_unchanged(make_handle
     assert [r["eventName"] for r in stream.new()] == ["INSERT", "INSERT", "INSERT"]
 
 
+@pytest.mark.parametrize("mode", ["transaction", "guarded"])
+def test_a_commit_retried_for_long_sorts_after_what_committed_meanwhile_in_its_group(
+    make_handler, fresh_dynamodb, dynamodb, stream, mode
+):
+    """o-2's commit is throttled for 70 s while o-1, emitting to the same downstream group, commits: its
+    outbox item takes the time of the attempt that committed, so the table sorts the group as the stream
+    delivers it (commit order) - what a redrive from the table publishes."""
+    from botocore.exceptions import ClientError
+
+    clock = Clock()
+    ships = ship if mode == "transaction" else lambda message: ship(message) or "shipped"
+    other, _ = make_handler(fn=ships, mode=mode, emit_target_arn=TARGET, clock=clock)
+    throttled: list[bool] = []
+
+    def throttle(**_):
+        if not throttled:
+            throttled.append(True)
+            clock.now += 35
+            assert failures(other(event(record({"x": "o-1", "y": "1"}, group="customer-a")), None)) == []
+            clock.now += 35
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
+            raise ClientError({"Error": error}, "TransactWriteItems")
+
+    fresh_dynamodb.meta.events.register("before-call.dynamodb.TransactWriteItems", throttle)
+    slow, _ = make_handler(
+        fn=ships, mode=mode, emit_target_arn=TARGET, client=fresh_dynamodb, clock=clock, lease_seconds=300
+    )
+    assert failures(slow(event(record({"x": "o-2", "y": "1"}, group="customer-b")), None)) == []
+    assert throttled == [True]
+    in_the_stream = [r["dynamodb"]["NewImage"]["idempotency:message_id"]["S"] for r in stream.new()]
+    in_the_table = [item["idempotency:message_id"]["S"] for item in outbox_items(dynamodb)]  # by sort key
+    assert in_the_table == in_the_stream
+    assert [item["sk"]["S"] for item in outbox_items(dynamodb)] == [
+        "idempotency#outbox#1800000035000#o-1#1",
+        "idempotency#outbox#1800000070000#o-2#1",  # the attempt that committed, not the first
+    ]
+
+
 def test_emits_to_one_group_from_two_source_groups_arrive_in_commit_order(
     make_handler, dynamodb, sqs, stream
 ):
@@ -527,18 +604,6 @@ def test_an_emits_deduplication_id_is_the_same_on_every_delivery(make_handler, f
     assert (first.outcome, second.outcome) == ("failed", "processed")
     ((_, committed),) = messages_of(outbox_items(fresh_dynamodb)[0])
     assert returned == [committed, committed] == ["documents#o-1#1#000", "documents#o-1#1#000"]
-
-
-def create_table(dynamodb, name):
-    dynamodb.create_table(
-        TableName=name,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
 
 
 def _sns():

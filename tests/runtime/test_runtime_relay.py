@@ -14,7 +14,7 @@ from idempotent_runtime import contract
 from idempotent_runtime.relay import Relay, RelayConfig, read_dead_letter
 from idempotent_runtime.relay import handler as relay_handler
 from outbox_helpers import FlakyPublisher, Stream, StrictSqs, fifo_target, stream_event
-from runtime_helpers import REGION, drain, event, failures, log_lines, receive_event, record
+from runtime_helpers import REGION, Clock, drain, event, failures, log_lines, receive_event, record
 
 TARGET = f"arn:aws:sns:{REGION}:123456789012:payments.fifo"
 
@@ -195,6 +195,35 @@ def test_a_later_entry_of_a_group_accepted_after_an_earlier_was_refused_is_count
     assert [body["line"] for body, _ in arrived(sqs, queue_url)] == ["2", "1"]
 
 
+def test_an_item_of_a_group_committed_before_one_already_published_is_counted_as_reordered(
+    make_handler, stream, target, sqs
+):
+    """DynamoDB Streams orders records per item: a lane's item arriving after one that committed later
+    (here: two hosts' clocks 5 s apart) is counted and named, once, not for a redelivery."""
+    topic, queue_url, _ = target
+    ahead, behind = Clock(1_800_000_005.0), Clock(1_800_000_000.0)
+    for clock, line in ((ahead, "1"), (behind, "2")):
+        handler, _ = make_handler(fn=emit_each, mode="transaction", emit_target_arn=TARGET, clock=clock)
+        assert failures(handler(event(record({"x": "o-1", "y": line}, group="o-1")), None)) == []
+    records = stream.new()
+    log = io.StringIO()
+    relay = relay_for(topic, sqs, log=log)
+    assert relay(stream_event(records[:1])) == {"batchItemFailures": []}
+    assert relay(stream_event(records[1:])) == {"batchItemFailures": []}  # the next batch of the shard
+    assert relay(stream_event(records)) == {"batchItemFailures": []}  # delivered again: no new count
+    lines = log_lines(log)
+    assert [line["reordered"] for line in lines if "_aws" in line] == [0, 1, 0]
+    (warning,) = [line for line in lines if line.get("message", "").startswith("order:")]
+    assert (warning["group_id"], warning["published_first"], warning["committed_first"]) == (
+        "o-1",
+        "documents#o-1#1#000",
+        "documents#o-1#2#000",
+    )
+    assert warning["committed_first_item"]["sk"] == "idempotency#outbox#1800000000000#o-1#2"
+    assert warning["published_first_item"]["sk"] == "idempotency#outbox#1800000005000#o-1#1"
+    assert [body["line"] for body, _ in arrived(sqs, queue_url)] == ["1", "2"]
+
+
 def test_a_request_the_target_refuses_as_a_whole_is_retried_without_losing_anything(
     make_handler, stream, target, sqs
 ):
@@ -324,6 +353,35 @@ def test_poison_outbox_items_between_good_ones_are_dead_lettered_decodably_and_t
         "which SNS and SQS refuse (they take tab, line feed, carriage return and U+0020 to U+10FFFF but for "
         "surrogates, U+FFFE and U+FFFF)"
     )
+
+
+def test_attributes_an_earlier_emit_let_through_are_dead_lettered_with_the_reason_and_the_group_goes_on(
+    make_handler, stream, target, sqs, dynamodb, table, relay_dlq
+):
+    """0.4's emit() took 'aws.'-prefixed names and DynamoDB's numbers: the relay checks as emit() now does,
+    dead-letters such a message naming the attribute, and publishes the others."""
+    topic, queue_url, _ = target
+    handler = commit(make_handler, [("o-1", "1")])
+
+    def attribute(data_type, value):
+        return {"M": {"DataType": {"S": data_type}, "StringValue": {"S": value}}}
+
+    for n, (name, value) in enumerate([("aws.trace-id", attribute("String", "t-1")),
+                                       ("cents", attribute("Number", "1E+125"))]):  # fmt: skip
+        item = _hand_written(f"idempotency#outbox#180000000000{n}#o-1#9", "pay", f"o-1#9#00{n}")
+        item["idempotency:messages"]["L"][0]["M"]["attributes"] = {"M": {name: value}}
+        dynamodb.put_item(TableName=table, Item={**item, "idempotency:emitter": {"S": "idempotency#outbox#"}})
+    assert failures(handler(event(record({"x": "o-1", "y": "2"}, group="o-1")), None)) == []
+    relay = Relay(RelayConfig(target_arn=topic, dlq_url=relay_dlq), target_client=boto3.client("sns"))
+    assert relay(stream_event(stream.new())) == {"batchItemFailures": []}
+    assert [body["line"] for body, _ in arrived(sqs, queue_url)] == ["1", "2"]
+    reasons = [d["MessageAttributes"]["idempotency.reason"]["StringValue"] for d in drain(sqs, relay_dlq)]
+    assert reasons == [
+        "never published: SNS and SQS would refuse it: emitted message 0: attribute name 'aws.trace-id' "
+        "begins with 'aws.': SNS and SQS reserve 'AWS.' and 'Amazon.' in any casing; name it otherwise",
+        "never published: SNS and SQS would refuse it: emitted message 0: attribute cents is the Number "
+        "'1E+125', which SNS refuses (from -1E+9 to 1E+9, at most 5 digits after the point); send a str",
+    ]
 
 
 def test_a_03_outbox_item_still_in_the_stream_at_the_upgrade_is_published_as_stored_in_commit_order(

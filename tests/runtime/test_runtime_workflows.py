@@ -32,13 +32,13 @@ from idempotent_runtime.workflows import (
     start_execution_once,
 )
 from runtime_helpers import (
-    COMPLETION,
     REGION,
+    Clock,
+    die_before_completion,
     dlq_details,
     dlq_reason,
     drain,
     event,
-    guarded_step,
     log_lines,
     record,
     scan,
@@ -47,23 +47,10 @@ from runtime_helpers import (
 # The reference app's shipped processor (examples/workflow), imported as a code asset holds it.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "workflow"))
 
-START = 1_800_000_000.0
 DAY = 24 * 3600
 DEFINITION = json.dumps({"StartAt": "Ship", "States": {"Ship": {"Type": "Pass", "End": True}}})
 ROLE = "arn:aws:iam::123456789012:role/workflow"
 ORDER = {"x": "cust-7", "y": "order-1", "cents": 2500}
-
-
-class Clock:
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class EnvironmentDied(BaseException):
-    """The execution environment disappears (a crash, a timeout): nothing after this point runs."""
 
 
 def _client():
@@ -127,20 +114,6 @@ def _result(dynamodb, pk: str = "cust-7", sk: str = "order-1"):
     return item["idempotency:status"]["S"], json.loads(item["idempotency:result"]["S"])
 
 
-def _start_then_die(handler, client, delivery) -> None:
-    """Deliver: the execution starts, then the environment dies before the key's completion."""
-    died: list[bool] = []
-
-    def die_before_completion(params, **_):
-        if not died and guarded_step(params) == COMPLETION:
-            died.append(True)
-            raise EnvironmentDied()
-
-    client.meta.events.register("before-call.dynamodb.UpdateItem", die_before_completion)
-    with pytest.raises(EnvironmentDied):
-        handler(event(delivery), None)
-
-
 def test_a_new_key_starts_one_execution_named_for_the_key_and_stores_its_arn(
     make_handler, sfn, state_machine, dynamodb
 ):
@@ -180,7 +153,7 @@ def test_a_crash_between_the_start_and_the_completion_starts_nothing_new_on_rede
     clock = Clock()
     handler, _ = _guarded(make_handler, clock, client=fresh_dynamodb, lease_seconds=30)
     delivery = record(ORDER)
-    _start_then_die(handler, fresh_dynamodb, delivery)
+    die_before_completion(handler, fresh_dynamodb, delivery)
     (started,) = sfn.list_executions(stateMachineArn=state_machine)["executions"]
     if closed:  # StartExecution now refuses the name: the execution's input is looked up
         sfn.stop_execution(executionArn=started["executionArn"])

@@ -185,11 +185,6 @@ class BaseMode(ABC):
     def location(self, key: Key) -> dict[str, Any]:
         """The DynamoDB key of the item that records whether ``key`` is done."""
 
-    @abstractmethod
-    def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
-        """What the stored idempotency record ``item`` (``{}``: none) means for a message with
-        ``fingerprint``: the state and the stored fingerprint."""
-
     def open_outbox(self, message: Message) -> Outbox | None:
         """Before the processor: where ``message.emit()`` collects (None without EMIT_TARGET_ARN)."""
         if not self.config.emit_target_arn:
@@ -206,6 +201,15 @@ class BaseMode(ABC):
             return []
         names = (self.pk, self.sk, self.ttl)
         return outbox.items(self.table, names, self.config.dedup_ttl_seconds, now)
+
+    def transact(self, request: Callable[[float], list[dict[str, Any]]], **retry: Any) -> None:
+        """One TransactWriteItems of ``request(now)``, ``now`` taken again at each attempt: the outbox items'
+        commit time (their sort key) is the attempt's that commits. Each attempt is a request of its own (no
+        ClientRequestToken): a retry after a lost answer meets that attempt's record, with our token."""
+        write = self.dynamodb().transact_write_items
+        self.calls(
+            lambda: write(TransactItems=request(self.clock())), retryable=transaction_retryable, **retry
+        )
 
     def delivery_state(
         self, message: Message | None, item: dict[str, Any], fingerprint: str, now: float
@@ -287,10 +291,10 @@ class BaseMode(ABC):
         """The old item is this invocation's own write (applied, but its response was lost)."""
         return text_of(old, TOKEN_ATTRIBUTE) == token
 
-    def stored_state(
-        self, item: dict[str, Any], fingerprint: str, now: float
-    ) -> tuple[RecordState, str | None]:
-        """Document and transaction records: present and unexpired means done (or conflict)."""
+    def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
+        """What the stored idempotency record ``item`` (``{}``: none) means for a message with
+        ``fingerprint``: the state and the stored fingerprint. Document and transaction records: present and
+        unexpired means done (or conflict)."""
         if not item or self.expired(item, now):
             return RecordState.NEW, None
         stored = text_of(item, FINGERPRINT_ATTRIBUTE)

@@ -16,7 +16,7 @@ from idempotent_runtime.contract import (
 from idempotent_runtime.errors import InvalidMessage, is_conditional_check_failed, old_item
 from idempotent_runtime.keys import written_for
 from idempotent_runtime.message import Key, Message
-from idempotent_runtime.modes.base import ABSENT, BaseMode, Done, RecordState, new_token
+from idempotent_runtime.modes.base import ABSENT, BaseMode, Done, new_token
 
 # Bodies up to this many characters cannot make a 400 KB item (a character is at most 4 UTF-8 bytes and an
 # item is at most ~1.5x its JSON text), so their size is not computed...
@@ -42,9 +42,6 @@ class DocumentMode(BaseMode):
 
     def location(self, key: Key) -> dict[str, Any]:
         return self.item_key(key)
-
-    def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
-        return self.stored_state(item, fingerprint, now)
 
     def process(self, message: Message, context: object | None = None) -> Done:
         key = message.key

@@ -6,7 +6,7 @@ key's completion - with the same ``message.key.idempotency_key`` (docs/runtime.m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from idempotent_runtime.contract import (
     DEDUP_ID_ATTRIBUTE,
@@ -50,9 +50,11 @@ from idempotent_runtime.modes.base import (
     number_of,
     reason_code,
     text_of,
-    transaction_retryable,
 )
 from idempotent_runtime.payload import decode_result, encode_result
+
+if TYPE_CHECKING:
+    from idempotent_runtime.outbox import Outbox
 
 IN_PROGRESS = GuardedStatus.IN_PROGRESS.value
 COMPLETED = GuardedStatus.COMPLETED.value
@@ -84,6 +86,25 @@ LEGACY_ATTRIBUTES = (
 # Only the current owner (fencing token) of a live claim may complete, extend or release it.
 OWNED = "#owner = :token AND #status = :in_progress"
 OWNER_NAMES = {"#owner": OWNER_ATTRIBUTE, "#status": STATUS_ATTRIBUTE}
+
+
+def owned_update(token: str, assigned: dict[str, tuple[str, Any]], then: str = "") -> dict[str, Any]:
+    """An UpdateItem's expression, condition, names and values setting ``assigned`` (placeholder ->
+    (attribute, value)), ``then`` after (REMOVE #lease), only while ``token`` owns the live claim."""
+    return {
+        "UpdateExpression": "SET " + ", ".join(f"#{p} = :{p}" for p in assigned) + then,
+        "ConditionExpression": OWNED,
+        "ExpressionAttributeNames": {
+            **OWNER_NAMES,
+            "#lease": LEASE_ATTRIBUTE,
+            **{f"#{p}": name for p, (name, _) in assigned.items()},
+        },
+        "ExpressionAttributeValues": {
+            ":token": {"S": token},
+            ":in_progress": {"S": IN_PROGRESS},
+            **{f":{p}": value for p, (_, value) in assigned.items()},
+        },
+    }
 
 
 def _refused(exc: BaseException) -> dict[str, Any] | None:
@@ -135,26 +156,16 @@ class Lease:
         now = mode.clock()
         horizon_ms = max(self.horizon_ms, int((now + seconds) * 1000))
         recorded_ms = horizon_ms + mode.margin_ms
-        update = "SET #lease = :lease"
-        names = {**OWNER_NAMES, "#lease": LEASE_ATTRIBUTE}
-        values = {
-            ":lease": {"N": str(recorded_ms)},
-            ":token": {"S": self.token},
-            ":in_progress": {"S": IN_PROGRESS},
-        }
+        assigned = {"lease": (LEASE_ATTRIBUTE, {"N": str(recorded_ms)})}
         if mode.config.dedup_ttl_seconds:
-            update += ", #ttl = :ttl"
-            names["#ttl"] = mode.ttl
-            values[":ttl"] = {"N": str(claim_expiry(now, mode.config.dedup_ttl_seconds, recorded_ms))}
+            expires = claim_expiry(now, mode.config.dedup_ttl_seconds, recorded_ms)
+            assigned["ttl"] = (mode.ttl, {"N": str(expires)})
         try:
             mode.calls(
                 mode.dynamodb().update_item,
                 TableName=mode.table,
                 Key=mode.item_key(self.key),
-                UpdateExpression=update,
-                ConditionExpression=OWNED,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
+                **owned_update(self.token, assigned),
             )
         except Exception as exc:
             if is_conditional_check_failed(exc):
@@ -290,13 +301,13 @@ class GuardedMode(BaseMode):
 
         lease = Lease(self, key, token, horizon_ms)
         message.lease = lease
-        self.open_outbox(message)
+        outbox = self.open_outbox(message)
         try:
             result = self.processor(message)
         except Exception:
             self._release(lease)
             raise
-        self._complete(lease, message, result)
+        self._complete(lease, message, result, outbox)
         return Done(Outcome.PROCESSED, result)
 
     def _existing(self, key: Key, old: dict[str, Any], fingerprint: str, now_ms: int) -> Done:
@@ -322,44 +333,31 @@ class GuardedMode(BaseMode):
             f"key {key} is held by an item that is not an idempotency record (status {status!r})"
         )
 
-    def _complete(self, lease: Lease, message: Message, result: Any) -> None:
+    def _complete(self, lease: Lease, message: Message, result: Any, outbox: Outbox | None) -> None:
         key = lease.key
-        values: dict[str, Any] = {
-            ":completed": {"S": COMPLETED},
-            ":token": {"S": lease.token},
-            ":in_progress": {"S": IN_PROGRESS},
-        }
-        names = {**OWNER_NAMES, "#lease": LEASE_ATTRIBUTE}
-        update = "SET #status = :completed"
-        now = self.clock()
-        outbox = self.outbox_items(message.outbox, now)
-        if outbox and message.outbox is not None:
-            update += ", #outbox = :outbox"
-            names["#outbox"] = OUTBOX_ATTRIBUTE
-            values[":outbox"] = message.outbox.where(now)
         stored = self._encode(result, key, message)
-        if stored is not None:
-            update += ", #result = :result"
-            names["#result"] = RESULT_ATTRIBUTE
-            values[":result"] = {"S": stored}
-        if self.config.dedup_ttl_seconds:
-            update += ", #ttl = :ttl"
-            names["#ttl"] = self.ttl
-            values[":ttl"] = {"N": str(int(now) + self.config.dedup_ttl_seconds)}
-        update += " REMOVE #lease"
-        completion = {
-            "TableName": self.table,
-            "Key": self.item_key(key),
-            "UpdateExpression": update,
-            "ConditionExpression": OWNED,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
+        emits = outbox if outbox is not None and outbox.count else None
+
+        def completion(now: float) -> dict[str, Any]:
+            """The completion's UpdateItem of an attempt at ``now`` (with where its outbox items are)."""
+            assigned: dict[str, tuple[str, Any]] = {"status": (STATUS_ATTRIBUTE, {"S": COMPLETED})}
+            if emits is not None:
+                assigned["outbox"] = (OUTBOX_ATTRIBUTE, emits.where(now))
+            if stored is not None:
+                assigned["result"] = (RESULT_ATTRIBUTE, {"S": stored})
+            if self.config.dedup_ttl_seconds:
+                assigned["ttl"] = (self.ttl, {"N": str(int(now) + self.config.dedup_ttl_seconds)})
+            return {
+                "TableName": self.table,
+                "Key": self.item_key(key),
+                **owned_update(lease.token, assigned, " REMOVE #lease"),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+
         try:
             # Until shortly before the claim stops being ours (or the invocation ends): giving up earlier
             # would leave the key IN_PROGRESS, and the next delivery would run the effect again.
-            self._commit(lease, completion, outbox)
+            self._commit(lease, completion, emits)
         except Exception as exc:
             old = _refused(exc)
             if old is not None:
@@ -390,23 +388,17 @@ class GuardedMode(BaseMode):
             # Never permanent: the effect ran, so the message must not reach the DLQ as if it had not.
             raise TransientError(f"completion of key {key} failed: {failure.reason}") from exc
 
-    def _commit(self, lease: Lease, completion: dict[str, Any], outbox: list[dict[str, Any]]) -> None:
-        """The completion, with the outbox items in one TransactWriteItems (the owner token as its
-        ClientRequestToken: a retry of a committed attempt is answered as committed)."""
-        time_left = lambda: lease.expires_at - self.clock()  # noqa: E731
-        if not outbox:
-            self.calls(
-                self.dynamodb().update_item, attempts=COMPLETION_ATTEMPTS, time_left=time_left, **completion
-            )
+    def _commit(self, lease: Lease, completion: Callable[[float], dict], emits: Outbox | None) -> None:
+        """The completion of ``completion(now)``; with the outbox items, in one TransactWriteItems
+        (:meth:`transact`: a retry after a lost answer meets the record completed with the owner token)."""
+        retry: dict[str, Any] = {
+            "attempts": COMPLETION_ATTEMPTS,
+            "time_left": lambda: lease.expires_at - self.clock(),
+        }
+        if emits is None:
+            self.calls(self.dynamodb().update_item, **retry, **completion(self.clock()))
             return
-        self.calls(
-            self.dynamodb().transact_write_items,
-            attempts=COMPLETION_ATTEMPTS,
-            time_left=time_left,
-            retryable=transaction_retryable,
-            TransactItems=[{"Update": completion}, *outbox],
-            ClientRequestToken=lease.token,
-        )
+        self.transact(lambda now: [{"Update": completion(now)}, *self.outbox_items(emits, now)], **retry)
 
     def _encode(self, result: Any, key: Key, message: Message) -> str | None:
         try:

@@ -31,11 +31,9 @@ from idempotent_runtime.modes.base import (
     ABSENT,
     BaseMode,
     Done,
-    RecordState,
     cancellation_reasons,
     new_token,
     reason_code,
-    transaction_retryable,
 )
 
 ACTIONS = ("Put", "Update", "Delete", "ConditionCheck")
@@ -65,9 +63,6 @@ class TransactionMode(BaseMode):
     def location(self, key: Key) -> dict[str, Any]:
         return {self.pk: {"S": key.partition}, self.sk: {"S": MARKER_SORT_PREFIX + key.sort}}
 
-    def state(self, item: dict[str, Any], fingerprint: str, now: float) -> tuple[RecordState, str | None]:
-        return self.stored_state(item, fingerprint, now)
-
     def process(self, message: Message, context: object | None = None) -> Done:
         key = message.key
         assert key is not None
@@ -85,10 +80,8 @@ class TransactionMode(BaseMode):
                 f"transaction processor returned {len(entries)} entries, "
                 f"at most {MAX_TRANSACTION_ITEMS - 1} fit"
             )
-        now = self.clock()
         marker_key = self.location(key)
-        items = [self._entry(i, entry, marker_key) for i, entry in enumerate(entries)]
-        items += self.outbox_items(outbox, now)
+        written = [self._entry(i, entry, marker_key) for i, entry in enumerate(entries)]
         token = new_token()
         marker = {
             **marker_key,
@@ -99,34 +92,29 @@ class TransactionMode(BaseMode):
         dedup_id = written_for(message)
         if dedup_id:
             marker[DEDUP_ID_ATTRIBUTE] = {"S": dedup_id}
-        expires = self.expiry(self.config.dedup_ttl_seconds, now)
-        if expires is not None:
-            marker[self.ttl] = expires
-        if outbox is not None and outbox.count:
-            marker[OUTBOX_ATTRIBUTE] = outbox.where(now)
-        items.append(
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": marker,
-                    "ConditionExpression": ABSENT,
-                    "ExpressionAttributeNames": dict(self.names),
-                    "ExpressionAttributeValues": {":now": {"N": str(int(now))}},
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
+        emits = outbox if outbox is not None and outbox.count else None
+
+        def request(now: float) -> list[dict[str, Any]]:
+            """The transaction of an attempt at ``now``: the entries, the outbox items, the marker."""
+            expires = self.expiry(self.config.dedup_ttl_seconds, now)
+            stamped = {**marker, self.ttl: expires} if expires is not None else dict(marker)
+            if emits is not None:
+                stamped[OUTBOX_ATTRIBUTE] = emits.where(now)
+            put = {
+                "TableName": self.table,
+                "Item": stamped,
+                "ConditionExpression": ABSENT,
+                "ExpressionAttributeNames": dict(self.names),
+                "ExpressionAttributeValues": {":now": {"N": str(int(now))}},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
-        )
-        if outbox is not None and outbox.count:
+            return [*written, *self.outbox_items(emits, now), {"Put": put}]
+
+        items = request(self.clock())
+        if emits is not None:
             _check_limits(items, len(entries))
         try:
-            # The token doubles as the request's idempotency token: DynamoDB answers a retried request
-            # whose first attempt committed with success, without applying it twice.
-            self.calls(
-                self.dynamodb().transact_write_items,
-                retryable=transaction_retryable,
-                TransactItems=items,
-                ClientRequestToken=token,
-            )
+            self.transact(request)
         except Exception as exc:
             if error_code(exc) == "ValidationException" and _ONE_ITEM_TWICE in str(exc):
                 raise self._one_item_twice(items) from exc

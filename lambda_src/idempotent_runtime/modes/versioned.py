@@ -247,7 +247,7 @@ class VersionedMode(DocumentMode):
         """By versions first: an older one is stale, a newer one new (a delivery writes it), the same one
         done or a conflict by fingerprint; an item without a version is replaced (new). Raises
         InvalidMessage where a delivery would be quarantined as invalid."""
-        state, stored_fingerprint = self.stored_state(item, fingerprint, now)
+        state, stored_fingerprint = super().state(item, fingerprint, now)  # as a document's
         if state == RecordState.NEW:
             return state, stored_fingerprint
         stored = stored_version(item)
