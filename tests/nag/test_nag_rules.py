@@ -62,6 +62,7 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[tuple[st
 # -- building blocks ------------------------------------------------------------------------------------
 
 MAPPING = "Function/SqsEventSource:Queue/Resource"
+DLQ_DAYS = Duration.days(14)
 
 
 def consume(stack: cdk.Stack, queue: sqs.IQueue, *, timeout: int = 30, **source: Any) -> lambda_.Function:
@@ -96,9 +97,11 @@ def queue_with_dead_letters(
     alarmed: bool = True,
     **props: Any,
 ) -> sqs.Queue:
-    """A queue (visibility 180 s unless ``props`` say otherwise) redriving to "DeadLetterQueue" after 5
-    receives."""
-    dead_letters = sqs.Queue(stack, "DeadLetterQueue", fifo=dlq_fifo if dlq_fifo is not None else fifo)
+    """A queue (visibility 180 s unless ``props`` say otherwise) redriving to "DeadLetterQueue" (keeping
+    messages 14 days, longer than SQS's default 4) after 5 receives."""
+    dead_letters = sqs.Queue(
+        stack, "DeadLetterQueue", fifo=dlq_fifo if dlq_fifo is not None else fifo, retention_period=DLQ_DAYS
+    )
     if alarmed:
         alarm(stack, "DeadLetterQueueAlarm", visible(dead_letters))
     props.setdefault("visibility_timeout", Duration.seconds(180))
@@ -308,7 +311,7 @@ def dead_letter_queues_with_alarms(stack: cdk.Stack) -> None:
     reference), and one dead-letter queue acknowledged."""
     queue_with_dead_letters(stack)
     for name in ("Math", "Elsewhere", "Acknowledged"):
-        dead_letters = sqs.Queue(stack, f"{name}DeadLetterQueue")
+        dead_letters = sqs.Queue(stack, f"{name}DeadLetterQueue", retention_period=DLQ_DAYS)
         sqs.Queue(stack, name, dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=5))
         if name == "Math":
             expression = cloudwatch.MathExpression(
@@ -452,7 +455,7 @@ def settings_from_parameters(stack: cdk.Stack) -> None:
     seconds = cdk.CfnParameter(stack, "Visibility", type="Number").value_as_number
     receives = cdk.CfnParameter(stack, "Receives", type="Number").value_as_number
     batch = cdk.CfnParameter(stack, "Batch", type="Number").value_as_number
-    dead_letters = sqs.Queue(stack, "DeadLetterQueue", retention_period=Duration.days(14))
+    dead_letters = sqs.Queue(stack, "DeadLetterQueue", retention_period=DLQ_DAYS)
     alarm(stack, "DeadLetterQueueAlarm", visible(dead_letters))
     queue = sqs.Queue(
         stack,
