@@ -207,7 +207,11 @@ RULES: tuple[NagRule[Any], ...] = (
         "SqsDestination(queue), or dead_letter_queue=queue).",
         "Lambda retries a failed asynchronous invocation twice, then discards the event; the subscription's "
         "or the rule target's dead-letter queue only holds what could not be handed to Lambda.",
-        (f"{LAMBDA}invocation-async-error-handling.html", f"{LAMBDA}invocation-async-retain-records.html"),
+        (
+            f"{LAMBDA}invocation-async-error-handling.html",
+            f"{LAMBDA}invocation-async-retain-records.html",
+            f"{LAMBDA}lambda-services.html",
+        ),
     ),
     NagRule(
         "RuleTargetDeadLetterQueue",
