@@ -468,29 +468,28 @@ def _from(t: Templates, stack: str, statement: dict[str, Any], topic: Resource |
 
 
 def _may_decrypt(t: Templates, queue: Resource | None, role: Resource | None) -> Any:
-    """Whether ``role`` may kms:Decrypt with the customer managed key of ``queue`` (its key policy names the
-    role, or the role's policies allow it on the key): True, False, or TOKEN where the app cannot tell (no
-    key of the app, a role from outside it, a managed policy from outside it that may allow it)."""
+    """Whether ``role`` may kms:Decrypt with the customer managed key of ``queue`` (the key policy allows the
+    role or anyone, or the role's policies allow it on the key): True, False, or TOKEN where the app cannot
+    tell (no key of the app, a role from outside it, an ARN it cannot resolve, a managed policy from outside
+    it that may allow it)."""
     key = t.target(queue.stack, queue.get("KmsMasterKeyId"), KEY) if queue else None
     if key is None or role is None:
         return TOKEN
-    by_key = [  # key policy statements for the role, or for anyone (AWS managed keys' style)
+    by_key = [
         s
         for s in _statements(key.get("KeyPolicy"))
-        if _service_or_anyone(s.get("Principal"), "") or role in t.referred(key.stack, s.get("Principal"))
+        if _service_or_anyone(s.get("Principal"), "")
+        or role in t.referred(key.stack, list(document(s.get("Principal")).values()))
     ]
     inline = [document(policy).get("PolicyDocument") for policy in listed(role.get("Policies"))]
-    policies = [*inline, *_policies(t, role)]
     granted = [
         _names(t, role.stack, statement.get("Resource"), key)
-        for statement in [*by_key, *(s for policy in policies for s in _statements(policy))]
+        for statement in [*by_key, *(s for p in (*inline, *_policies(t, role)) for s in _statements(p))]
         if any(fnmatchcase("kms:decrypt", str(action).lower()) for action in listed(statement.get("Action")))
     ]
-    if True in granted:
-        return True
     foreign = [arn for arn in listed(role.get("ManagedPolicyArns")) if not t.referred(role.stack, arn)]
-    without_kms = all(any(name in json.dumps(arn) for name in NO_KMS_POLICIES) for arn in foreign)
-    return TOKEN if TOKEN in granted or not without_kms else False
+    unknown = TOKEN in granted or any(all(n not in json.dumps(a) for n in NO_KMS_POLICIES) for a in foreign)
+    return True if True in granted else TOKEN if unknown else False
 
 
 def _names(t: Templates, stack: str, resources: Any, wanted: Resource) -> Any:
