@@ -159,6 +159,7 @@ def may_publish(topic: sns.Topic) -> None:
 def orders_pipeline(
     stack: cdk.Stack,
     *,
+    topic: dict[str, Any] | None = None,
     queue: dict[str, Any] | None = None,
     max_receive_count: int | None = 5,
     dead_letters: dict[str, Any] | None = None,
@@ -171,82 +172,54 @@ def orders_pipeline(
     """Topic -> queue (dead-letter queue after 5 receives) -> function (partial batch responses, unless
     ``mapped`` is False: the caller maps it) -> an idempotency table; each dict overrides the props of its
     part (max_receive_count None: no DLQ)."""
-    topic = sns.Topic(stack, "Topic", enforce_ssl=True)
+    publish_to = sns.Topic(stack, "Topic", **{"enforce_ssl": True, **(topic or {})})
     redrive = None
     if max_receive_count is not None:
         dlq = dead_letter_queue(stack, "DeadLetterQueue", **(dead_letters or {}))
         redrive = sqs.DeadLetterQueue(queue=dlq, max_receive_count=max_receive_count)
-    orders = sqs.Queue(
-        stack,
-        "Queue",
-        **{
-            "enforce_ssl": True,
-            "visibility_timeout": VISIBILITY,
-            "dead_letter_queue": redrive,
-            **(queue or {}),
-        },
-    )
+    props = {
+        "enforce_ssl": True,
+        "visibility_timeout": VISIBILITY,
+        "dead_letter_queue": redrive,
+        **(queue or {}),
+    }
+    orders = sqs.Queue(stack, "Queue", **props)
     subscription_props = {"raw_message_delivery": True, **(subscription or {})}
     if "dead_letter_queue" not in subscription_props:
         subscription_props["dead_letter_queue"] = dead_letter_queue(stack, "SubscriptionDeadLetterQueue")
-    topic.add_subscription(subscriptions.SqsSubscription(orders, **subscription_props))
+    publish_to.add_subscription(subscriptions.SqsSubscription(orders, **subscription_props))
     records = idempotency_table(stack, **(table or {}))
     consumer = dict(consumer or {})
     environment = {"IDEMPOTENCY_TABLE": records.table_name, **consumer.pop("environment", {})}
     worker = function(stack, "Consumer", environment=environment, **consumer)
     records.grant_read_write_data(worker)
     if mapped:
-        worker.add_event_source(
-            sources.SqsEventSource(
-                orders, **{"batch_size": 10, "report_batch_item_failures": True, **(source or {})}
-            )
-        )
+        reading = {"batch_size": 10, "report_batch_item_failures": True, **(source or {})}
+        worker.add_event_source(sources.SqsEventSource(orders, **reading))
     return worker, orders
 
 
-def fifo_pipeline(
-    stack: cdk.Stack,
-    *,
-    dead_letters: dict[str, Any] | None = None,
-    consumer: dict[str, Any] | None = None,
-    **source: Any,
-) -> None:
-    """A high-throughput FIFO topic -> FIFO queue -> function with reserved concurrency and the mapping's
+THROUGHPUT_SCOPE = sns.FifoThroughputScope.MESSAGE_GROUP
+
+
+def fifo_pipeline(stack: cdk.Stack, *, dead_letters: dict[str, Any] | None = None, **source: Any) -> None:
+    """The orders pipeline, high-throughput FIFO, its function with reserved concurrency and the mapping's
     maximum concurrency at most that."""
     high_throughput = {
         "fifo": True,
         "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
         "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
     }
-    topic = sns.Topic(
+    orders_pipeline(
         stack,
-        "Topic",
-        fifo=True,
-        content_based_deduplication=True,
-        fifo_throughput_scope=sns.FifoThroughputScope.MESSAGE_GROUP,
-        enforce_ssl=True,
-    )
-    dlq = dead_letter_queue(stack, "DeadLetterQueue", **{**high_throughput, **(dead_letters or {})})
-    orders = sqs.Queue(
-        stack,
-        "Queue",
-        enforce_ssl=True,
-        visibility_timeout=VISIBILITY,
-        dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5),
-        **high_throughput,
-    )
-    topic.add_subscription(
-        subscriptions.SqsSubscription(
-            orders,
-            raw_message_delivery=True,
-            dead_letter_queue=dead_letter_queue(stack, "SubscriptionDeadLetterQueue", **high_throughput),
-        )
-    )
-    worker = function(stack, "Consumer", **{"reserved_concurrent_executions": 10, **(consumer or {})})
-    worker.add_event_source(
-        sources.SqsEventSource(
-            orders, **{"report_batch_item_failures": True, "max_concurrency": 10, **source}
-        )
+        topic={"fifo": True, "content_based_deduplication": True, "fifo_throughput_scope": THROUGHPUT_SCOPE},
+        queue=high_throughput,
+        dead_letters={**high_throughput, **(dead_letters or {})},
+        subscription={
+            "dead_letter_queue": dead_letter_queue(stack, "SubscriptionDeadLetterQueue", **high_throughput)
+        },
+        consumer={"reserved_concurrent_executions": 10},
+        source={"max_concurrency": 10, **source},
     )
 
 
@@ -454,16 +427,24 @@ def watched_by_alarms(stack: cdk.Stack, *, key: bool = False, cloudwatch_may_pub
 
 # The constructs the findings are on (paths inside the stack, without CDK's hashes).
 MAPPING, QUEUE, DLQ = "Consumer/SqsEventSource:Queue", "Queue", "DeadLetterQueue"
+REFUNDS = "Refunds/SqsEventSource:Queue"
 SUBSCRIPTION, RELAY = "Queue/Topic", "Relay/DynamoDBEventSource:Orders"
 ALIAS_MAPPING, PIPE = "Live/SqsEventSource:Shared", "OrdersPipe"
 # What the apps plant.
 NO_REPORTS = {"source": {"report_batch_item_failures": False}}
+VISIBILITY_60 = {"queue": {"visibility_timeout": SECONDS_60}}
 DAYS_4, DAYS_14 = {"retention_period": Duration.days(4)}, {"retention_period": Duration.days(14)}
+SHORTER_DLQ = {"queue": DAYS_14, "dead_letters": DAYS_4}
+WITHOUT_DLQ = {"subscription": {"dead_letter_queue": None}}
+NOT_RAW = {"subscription": {"raw_message_delivery": False}}
+NO_TTL, NO_PUBLISH = {"table": {"ttl": False}}, {"cloudwatch_may_publish": False}
+DLQ_BY_ARN = {"dead_letters_by_arn": True}
 HIGH_THROUGHPUT_OFF = {"deduplication_scope": None, "fifo_throughput_limit": None}
+LOW_THROUGHPUT_DLQ = {"dead_letters": HIGH_THROUGHPUT_OFF}
+STANDARD_DLQ = {"dead_letters": {"fifo": None, **HIGH_THROUGHPUT_OFF}}
 # This library's runtime settings, by hand: records kept 1 hour, messages (SQS's default) 4 days.
 SHORT_LIFETIME = {"environment": {"IDEMPOTENCY_MODE": "transaction", "DEDUP_TTL_SECONDS": "3600"}}
 UNBOUNDED = {"retry_attempts": None, "max_record_age": None}
-NO_SUBSCRIPTION_DLQ, NOT_RAW = {"dead_letter_queue": None}, {"raw_message_delivery": False}
 
 APPS: tuple[EvalApp, ...] = (
     EvalApp("correct-orders", watched_by_alarms, "SNS -> SQS -> Lambda -> DynamoDB, hardened"),
@@ -483,32 +464,16 @@ APPS: tuple[EvalApp, ...] = (
     *planted(
         orders_pipeline,
         ("no-partial-batch-responses", NO_REPORTS, ("PartialBatchResponses", MAPPING)),
-        (
-            "short-visibility-timeout",
-            {"queue": {"visibility_timeout": SECONDS_60}},
-            ("VisibilityTimeout", MAPPING),
-        ),
+        ("short-visibility-timeout", VISIBILITY_60, ("VisibilityTimeout", MAPPING)),
         ("no-dead-letter-queue", {"max_receive_count": None}, ("QueueDeadLetterQueue", QUEUE)),
         ("expires-before-dead-letter", {"queue": MINUTES_10}, ("ExpiresBeforeDeadLetter", QUEUE)),
-        (
-            "short-dead-letter-retention",
-            {"queue": DAYS_14, "dead_letters": DAYS_4},
-            ("DeadLetterQueueRetention", DLQ),
-        ),
+        ("short-dead-letter-retention", SHORTER_DLQ, ("DeadLetterQueueRetention", DLQ)),
         ("dead-letter-retention-equal", {"dead_letters": DAYS_4}, ("DeadLetterQueueRetention", DLQ)),
-        (
-            "subscription-without-dlq",
-            {"subscription": NO_SUBSCRIPTION_DLQ},
-            ("SubscriptionDeadLetterQueue", SUBSCRIPTION),
-        ),
+        ("subscription-without-dlq", WITHOUT_DLQ, ("SubscriptionDeadLetterQueue", SUBSCRIPTION)),
         ("short-dedup-lifetime", {"consumer": SHORT_LIFETIME}, ("DedupLifetime", "Consumer")),
         ("low-max-receive-count", {"max_receive_count": 2}, ("MaxReceiveCount", QUEUE)),
-        ("no-raw-message-delivery", {"subscription": NOT_RAW}, ("RawMessageDelivery", SUBSCRIPTION)),
-        (
-            "idempotency-table-without-ttl",
-            {"table": {"ttl": False}},
-            ("IdempotencyTableTtl", "IdempotencyTable"),
-        ),
+        ("no-raw-message-delivery", NOT_RAW, ("RawMessageDelivery", SUBSCRIPTION)),
+        ("idempotency-table-without-ttl", NO_TTL, ("IdempotencyTableTtl", "IdempotencyTable")),
     ),
     *planted(
         changes_relay,
@@ -523,34 +488,17 @@ APPS: tuple[EvalApp, ...] = (
     ),
     *planted(
         filtered_shared_queue,
-        (
-            "filtered-shared-queue",
-            {},
-            ("FilteredSharedQueue", MAPPING),
-            ("FilteredSharedQueue", "Refunds/SqsEventSource:Queue"),
-        ),
+        ("filtered-shared-queue", {}, ("FilteredSharedQueue", MAPPING), ("FilteredSharedQueue", REFUNDS)),
     ),
     *planted(
         fifo_pipeline,
         ("reserved-concurrency-without-maximum", {"max_concurrency": None}, ("ReservedConcurrency", MAPPING)),
-        (
-            "fifo-with-standard-dead-letter-queue",
-            {"dead_letters": {"fifo": None, **HIGH_THROUGHPUT_OFF}},
-            ("DeadLetterQueueType", QUEUE),
-        ),
-        (
-            "high-throughput-dead-letter-queue",
-            {"dead_letters": HIGH_THROUGHPUT_OFF},
-            ("HighThroughputDeadLetterQueue", QUEUE),
-        ),
+        ("fifo-with-standard-dead-letter-queue", STANDARD_DLQ, ("DeadLetterQueueType", QUEUE)),
+        ("high-throughput-dlq", LOW_THROUGHPUT_DLQ, ("HighThroughputDeadLetterQueue", QUEUE)),
     ),
     *planted(
         watched_by_alarms,
-        (
-            "alarm-topic-policy-without-cloudwatch",
-            {"cloudwatch_may_publish": False},
-            ("AlarmTopicPolicy", "AlarmTopic"),
-        ),
+        ("alarm-topic-policy-without-cloudwatch", NO_PUBLISH, ("AlarmTopicPolicy", "AlarmTopic")),
         ("alarm-topic-key-without-cloudwatch", {"key": True}, ("AlarmTopicKey", "AlarmTopic")),
     ),
     # production style
@@ -563,11 +511,7 @@ APPS: tuple[EvalApp, ...] = (
             ("ReservedConcurrency", ALIAS_MAPPING),
         ),
         ("queue-key-without-decrypt", {"key_known": False}, ("QueueKeyDecrypt", ALIAS_MAPPING)),
-        (
-            "subscription-dlq-without-policy",
-            {"dead_letters_by_arn": True},
-            ("SubscriptionDeadLetterQueue", SUBSCRIPTION),
-        ),
+        ("subscription-dlq-without-policy", DLQ_BY_ARN, ("SubscriptionDeadLetterQueue", SUBSCRIPTION)),
     ),
     *planted(
         stream_pipe,

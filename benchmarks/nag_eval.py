@@ -44,6 +44,7 @@ from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
 from benchmarks.nag_apps import APPS, normalized  # noqa: E402
 from idempotent_nag import PACK_NAME, IdempotentPipelineChecks  # noqa: E402
+from idempotent_nag.templates import Templates  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 TOOLS = ("idempotent_nag", "cdk-nag AwsSolutions", "serverless-rules", "cfn-lint")
@@ -127,7 +128,7 @@ def lint_findings(outdir: Path) -> list[Finding]:
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode not in (0, 2, 4, 6, 8, 10, 12, 14):  # cfn-lint's bit mask of error, warning, info
         raise RuntimeError(f"cfn-lint failed ({result.returncode}): {result.stderr[-2000:]}")
-    paths = {name: _construct_paths(file) for name, file in templates.items()}
+    read = Templates.read((name, name, str(file)) for name, file in templates.items())
     by_file = {str(file): name for name, file in templates.items()}
     found = []
     for match in json.loads(result.stdout or "[]"):
@@ -136,16 +137,10 @@ def lint_findings(outdir: Path) -> list[Finding]:
         logical = location[1] if len(location) > 1 and location[0] == "Resources" else ""
         rule = match["Rule"]["Id"]
         tool = TOOLS[2] if SERVERLESS_RULE.fullmatch(rule) else TOOLS[3]
-        found.append(Finding(tool, app, rule, normalized(app, paths[app].get(logical, logical))))
+        resource = read.resources.get((app, logical))
+        path = resource.path.partition("/")[2] if resource else logical  # construct path inside the stack
+        found.append(Finding(tool, app, rule, normalized(app, path)))
     return found
-
-
-def _construct_paths(template: Path) -> dict[str, str]:
-    resources = json.loads(template.read_text())["Resources"]
-    paths = {
-        logical: resource.get("Metadata", {}).get("aws:cdk:path") for logical, resource in resources.items()
-    }
-    return {logical: path.partition("/")[2] for logical, path in paths.items() if isinstance(path, str)}
 
 
 def score(findings: Iterable[Finding]) -> dict[str, Any]:

@@ -273,13 +273,11 @@ def subscription_with_a_dead_letter_queue(stack: cdk.Stack) -> None:
     topic.add_subscription(subscriptions.EmailSubscription("oncall@example.com"))  # not an application's
 
 
-def test_an_sqs_subscription_without_a_dead_letter_queue_is_reported_on_the_subscription(findings):
-    assert only(findings["subscription-without-a-dead-letter-queue"], "SubscriptionDeadLetterQueue") == {
-        "Queue/Topic/Resource"
-    }
-
-
-def test_an_sqs_subscription_with_a_dead_letter_queue_passes_and_email_is_not_checked(findings):
+def test_an_sqs_subscription_without_a_dead_letter_queue_is_reported_with_one_it_passes_email_is_not_checked(
+    findings,
+):
+    without = findings["subscription-without-a-dead-letter-queue"]
+    assert only(without, "SubscriptionDeadLetterQueue") == {"Queue/Topic/Resource"}
     assert findings["subscription-with-a-dead-letter-queue"] == set()
 
 
