@@ -118,18 +118,24 @@ def function(scope: cdk.Stack, id: str, **props: Any) -> lambda_.Function:
     )
 
 
-def idempotency_table(scope: cdk.Stack, *, ttl: bool = True, **props: Any) -> dynamodb.Table:
-    """Powertools' idempotency table: key ``id``, records expiring by ``expiration``."""
+def table(scope: cdk.Stack, id: str, key: str, **props: Any) -> dynamodb.Table:
+    """A pay-per-request table keyed by ``key``, with point-in-time recovery."""
     return dynamodb.Table(
         scope,
-        "IdempotencyTable",
-        partition_key=dynamodb.Attribute(name="id", type=dynamodb.AttributeType.STRING),
+        id,
+        partition_key=dynamodb.Attribute(name=key, type=dynamodb.AttributeType.STRING),
         billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-        time_to_live_attribute="expiration" if ttl else None,
         point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
             point_in_time_recovery_enabled=True
         ),
         **props,
+    )
+
+
+def idempotency_table(scope: cdk.Stack, *, ttl: bool = True, **props: Any) -> dynamodb.Table:
+    """Powertools' idempotency table: key ``id``, records expiring by ``expiration``."""
+    return table(
+        scope, "IdempotencyTable", "id", time_to_live_attribute="expiration" if ttl else None, **props
     )
 
 
@@ -224,17 +230,8 @@ def fifo_pipeline(stack: cdk.Stack, *, dead_letters: dict[str, Any] | None = Non
 
 
 def orders_table(stack: cdk.Stack) -> dynamodb.Table:
-    """An orders table with a stream of its new items, and point-in-time recovery."""
-    return dynamodb.Table(
-        stack,
-        "Orders",
-        partition_key=dynamodb.Attribute(name="order_id", type=dynamodb.AttributeType.STRING),
-        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-        stream=dynamodb.StreamViewType.NEW_IMAGE,
-        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-            point_in_time_recovery_enabled=True
-        ),
-    )
+    """An orders table with a stream of its new items."""
+    return table(stack, "Orders", "order_id", stream=dynamodb.StreamViewType.NEW_IMAGE)
 
 
 def changes_relay(stack: cdk.Stack, *, alarmed: bool = True, **source: Any) -> None:

@@ -41,15 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (assembly / "manifest.json").is_file():
         parser.error(f"{assembly} is not a cloud assembly (no manifest.json in it): synthesize the app first")
     templates = Templates.read(stacks(assembly))
-    found = sorted(
-        (
-            (templates.resources[resource], rule)
-            for resource, rules in findings(templates).items()
-            for rule in rules
-        ),
-        key=lambda finding: (finding[0].path, finding[1].id),
-    )
-    for resource, rule in found:
+    found = [(templates.resources[key], rule) for key, rules in findings(templates).items() for rule in rules]
+    for resource, rule in sorted(found, key=lambda finding: (finding[0].path, finding[1].id)):
         print(f"{LEVELS[rule.level]} {PACK_NAME}-{rule.id} {resource.path}: {rule.info}")
     errors = sum(rule.level == NagMessageLevel.ERROR for _, rule in found)
     print(f"{len(found)} findings, {errors} of them errors")

@@ -99,7 +99,7 @@ class _Finding:
 
     @property
     def explanation(self) -> str:
-        return f"{self._rule.explanation} It {self._rule.harm.what}. AWS: {' '.join(self._rule.sources)}"
+        return f"{self._rule.explanation} It {self._rule.harm.value[0]}. AWS: {' '.join(self._rule.sources)}"
 
     @property
     def level(self) -> NagMessageLevel:

@@ -62,10 +62,6 @@ class Harm(Enum):
     def level(self) -> NagMessageLevel:
         return self.value[1]
 
-    @property
-    def what(self) -> str:
-        return self.value[0]
-
 
 @dataclass(frozen=True)
 class NagRule(Generic[S]):
@@ -217,7 +213,7 @@ RULES: tuple[NagRule[Any], ...] = (
         "RuleTargetDeadLetterQueue",
         Harm.LOSES,
         attrgetter("rule_targets"),
-        lambda s: not s.has_dead_letter,
+        lambda s: not s.has_failure_destination,
         "A Lambda function or an SQS queue this EventBridge rule delivers to has no dead-letter queue: give "
         "the target a DeadLetterConfig (CDK: dead_letter_queue=queue on the target), and a RetryPolicy "
         "(retry_attempts, max_event_age) if 185 attempts over 24 hours do not suit it.",

@@ -162,14 +162,6 @@ class Subscription(Redrive):
 
 
 @dataclass(frozen=True)
-class RuleTarget:
-    """A Lambda function or an SQS queue an EventBridge rule delivers to."""
-
-    resource: Resource  # the rule
-    has_dead_letter: bool  # the target's DeadLetterConfig names a queue
-
-
-@dataclass(frozen=True)
 class DeadLetterQueue:
     """A queue something of the app gives up messages to: a RedrivePolicy, an on-failure destination, a
     function's, a pipe's or a rule target's dead-letter queue."""
@@ -186,11 +178,12 @@ class AlarmTopic:
 
 
 @dataclass(frozen=True)
-class AsyncFunction:
-    """A function an SNS subscription or an EventBridge rule invokes (asynchronously)."""
+class Delivery:
+    """What a service hands messages to and gives up on: a function an SNS subscription or an EventBridge
+    rule invokes (asynchronously), or a rule's Lambda or SQS target (``resource``: the rule)."""
 
     resource: Resource
-    has_failure_destination: bool  # a DeadLetterConfig, or an EventInvokeConfig with OnFailure
+    has_failure_destination: bool  # an on-failure destination, or a DeadLetterConfig
 
 
 @dataclass(frozen=True)
@@ -225,7 +218,7 @@ class Subjects:
         self.redrives: list[Redrive] = [*self.queues, *self.subscriptions]
         targets = [(rule, target) for rule in t.of_type(RULE) for target in listed(rule.get("Targets"))]
         self.rule_targets = [
-            RuleTarget(rule, failure_destination(target) is not None)
+            Delivery(rule, failure_destination(target) is not None)
             for rule, target in targets
             if _source_of(t, rule.stack, target.get("Arn"), TARGET_TYPES) is not None
         ]
@@ -503,7 +496,7 @@ def _names(t: Templates, stack: str, resources: Any, wanted: Resource) -> Any:
 
 def _async_functions(
     t: Templates, subscriptions: Iterable[Subscription], targets: Iterable[tuple[Resource, Any]]
-) -> list[AsyncFunction]:
+) -> list[Delivery]:
     """The functions SNS subscriptions and EventBridge rules invoke (asynchronously)."""
     invoked = [(s.resource.stack, s.resource.get("Endpoint")) for s in subscriptions if s.protocol == LAMBDA]
     invoked += [(rule.stack, target.get("Arn")) for rule, target in targets]
@@ -514,8 +507,7 @@ def _async_functions(
         if failure_destination(config.properties)
     }
     return [
-        AsyncFunction(f, f in with_destination or failure_destination(f.properties) is not None)
-        for f in functions
+        Delivery(f, f in with_destination or failure_destination(f.properties) is not None) for f in functions
     ]
 
 
