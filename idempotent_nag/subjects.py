@@ -474,13 +474,18 @@ def _may_decrypt(t: Templates, queue: Resource | None, role: Resource | None) ->
         if _service_or_anyone(s.get("Principal"), "")
         or role in t.referred(key.stack, list(document(s.get("Principal")).values()))
     ]
-    inline = [document(policy).get("PolicyDocument") for policy in listed(role.get("Policies"))]
+    managed = [(arn, t.referred(role.stack, arn)) for arn in listed(role.get("ManagedPolicyArns"))]
+    policies = [
+        *(document(policy).get("PolicyDocument") for policy in listed(role.get("Policies"))),
+        *(policy.get("PolicyDocument") for _, found in managed for policy in found),
+        *_policies(t, role),
+    ]
     granted = [
         _names(t, role.stack, statement.get("Resource"), key)
-        for statement in [*by_key, *(s for p in (*inline, *_policies(t, role)) for s in _statements(p))]
+        for statement in [*by_key, *(s for policy in policies for s in _statements(policy))]
         if any(fnmatchcase("kms:decrypt", str(action).lower()) for action in listed(statement.get("Action")))
     ]
-    foreign = [arn for arn in listed(role.get("ManagedPolicyArns")) if not t.referred(role.stack, arn)]
+    foreign = [arn for arn, found in managed if not found]
     unknown = TOKEN in granted or any(all(n not in json.dumps(a) for n in NO_KMS_POLICIES) for a in foreign)
     return True if True in granted else TOKEN if unknown else False
 

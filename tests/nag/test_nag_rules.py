@@ -702,22 +702,24 @@ def keyed_queue_read_without_decrypt(stack: cdk.Stack) -> None:
 
 @case
 def keyed_queue_read_with_decrypt(stack: cdk.Stack) -> None:
-    """Granted by the role's policy, by the key policy, or the role has a managed policy from outside the
-    app that may allow it."""
+    """Granted by the role's policy, by the key policy, by a managed policy of the app, or the role has a
+    managed policy from outside the app that may allow it."""
     queue, key = keyed_queue(stack)
-    consume(stack, sqs.Queue.from_queue_arn(stack, "ByArn", queue.queue_arn)).role.add_to_principal_policy(  # type: ignore[union-attr]
-        iam.PolicyStatement(actions=["kms:Decrypt"], resources=[key.key_arn])
-    )
-    for name, grant in (("KeyPolicy", True), ("ManagedPolicy", False)):
+    role: Any = consume(stack, sqs.Queue.from_queue_arn(stack, "ByArn", queue.queue_arn)).role
+    role.add_to_principal_policy(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[key.key_arn]))
+    for name in ("KeyPolicy", "AppManagedPolicy", "ManagedPolicy"):
         other = cdk.Stack(stack.node.scope, f"keyed-queue-decrypt-by-{name.lower()}")
         queue, key = keyed_queue(other)
         role = consume(other, sqs.Queue.from_queue_arn(other, "ByArn", queue.queue_arn)).role
-        if grant:
+        decrypt = iam.PolicyStatement(actions=["kms:Decrypt"], resources=[key.key_arn])
+        if name == "KeyPolicy":
             key.add_to_resource_policy(
                 iam.PolicyStatement(principals=[role], actions=["kms:Decrypt"], resources=["*"])
-            )  # type: ignore[list-item]
+            )
+        elif name == "AppManagedPolicy":  # attached through the role's ManagedPolicyArns
+            role.add_managed_policy(iam.ManagedPolicy(other, "Decrypt", statements=[decrypt]))
         else:
-            role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name("AdministratorAccess"))  # type: ignore[union-attr]
+            role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name("AdministratorAccess"))
 
 
 def test_a_poller_role_that_may_not_decrypt_the_queues_customer_key_is_reported_on_the_mapping(findings):
@@ -730,9 +732,10 @@ def test_decrypt_granted_by_the_role_or_the_key_policy_or_a_policy_from_outside_
     names = (
         "keyed-queue-read-with-decrypt",
         "keyed-queue-decrypt-by-keypolicy",
+        "keyed-queue-decrypt-by-appmanagedpolicy",
         "keyed-queue-decrypt-by-managedpolicy",
     )
-    assert [findings[name] for name in names] == [set(), set(), set()]
+    assert [findings[name] for name in names] == [set(), set(), set(), set()]
 
 
 @case
