@@ -1,6 +1,8 @@
 """The nag evaluation, tool against tool: the apps of benchmarks/nag_apps.py through idempotent_nag, cdk-nag
 AwsSolutions, cfn-lint and serverless-rules (cfn-lint-serverless, a cfn-lint plugin); writes
-benchmarks/nag_eval.json and nag_eval.md.
+benchmarks/nag_eval.json and nag_eval.md, which also show idempotent_nag on public sample apps: the
+"samples" of nag_eval.json, each app synthesized at the commit it names and checked with
+``python -m idempotent_nag cdk.out``, each finding judged against an AWS page (kept from one run to the next).
 
     .venv/bin/python -m benchmarks.nag_eval        (part of `make bench`)
 
@@ -42,6 +44,7 @@ from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
 from benchmarks.nag_apps import APPS, normalized  # noqa: E402
 from idempotent_nag import PACK_NAME, IdempotentPipelineChecks  # noqa: E402
+from idempotent_nag.templates import Templates  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 TOOLS = ("idempotent_nag", "cdk-nag AwsSolutions", "serverless-rules", "cfn-lint")
@@ -55,6 +58,7 @@ SAYS = {
     "ES7000": "SubscriptionDeadLetterQueue",  # an SNS subscription without a redrive policy
     "ES1001": "StreamFailureDestination",  # an event source mapping without an on-failure destination
     "ES1007": "AsyncFailureDestination",  # an asynchronously invoked function without an on-failure one
+    "ES4000": "RuleTargetDeadLetterQueue",  # an EventBridge rule's target without a dead-letter queue
     "E3502": "DeadLetterQueueType",  # cfn-lint: a FIFO queue's dead-letter queue of another type
 }
 
@@ -124,7 +128,7 @@ def lint_findings(outdir: Path) -> list[Finding]:
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode not in (0, 2, 4, 6, 8, 10, 12, 14):  # cfn-lint's bit mask of error, warning, info
         raise RuntimeError(f"cfn-lint failed ({result.returncode}): {result.stderr[-2000:]}")
-    paths = {name: _construct_paths(file) for name, file in templates.items()}
+    read = Templates.read((name, name, str(file)) for name, file in templates.items())
     by_file = {str(file): name for name, file in templates.items()}
     found = []
     for match in json.loads(result.stdout or "[]"):
@@ -133,16 +137,10 @@ def lint_findings(outdir: Path) -> list[Finding]:
         logical = location[1] if len(location) > 1 and location[0] == "Resources" else ""
         rule = match["Rule"]["Id"]
         tool = TOOLS[2] if SERVERLESS_RULE.fullmatch(rule) else TOOLS[3]
-        found.append(Finding(tool, app, rule, normalized(app, paths[app].get(logical, logical))))
+        resource = read.resources.get((app, logical))
+        path = resource.path.partition("/")[2] if resource else logical  # construct path inside the stack
+        found.append(Finding(tool, app, rule, normalized(app, path)))
     return found
-
-
-def _construct_paths(template: Path) -> dict[str, str]:
-    resources = json.loads(template.read_text())["Resources"]
-    paths = {
-        logical: resource.get("Metadata", {}).get("aws:cdk:path") for logical, resource in resources.items()
-    }
-    return {logical: path.partition("/")[2] for logical, path in paths.items() if isinstance(path, str)}
 
 
 def score(findings: Iterable[Finding]) -> dict[str, Any]:
@@ -189,7 +187,7 @@ def render(result: dict[str, Any]) -> str:
         f"{result['commit']}; {', '.join(f'{k} {v}' for k, v in result['versions'].items())}.",
         "",
         f"{len(APPS)} apps ([benchmarks/nag_apps.py](nag_apps.py)): {result['correct']} correct and "
-        f"hardened, {result['planted']} misconfigurations planted one per app. Found: a planted "
+        f"hardened, {result['planted']} misconfigurations planted in the others. Found: a planted "
         "misconfiguration reported by a rule that says it, on the construct it is planted in; false: a "
         "finding of a rule about lost, doubled or stalled messages that is not a planted misconfiguration; "
         "other: findings "
@@ -224,7 +222,35 @@ def render(result: dict[str, Any]) -> str:
     lines += ["", "False findings (rules about messages, where nothing was planted):", ""]
     for tool in TOOLS:
         lines.append(f"- {tool}: " + ("; ".join(tools[tool]["false_findings"]) or "none"))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + samples(result.get("samples", []))) + "\n"
+
+
+def samples(apps: list[dict[str, Any]]) -> list[str]:
+    """The table of idempotent_nag's findings on the public sample apps, each with its verdict."""
+    found = [finding for app in apps for finding in app["findings"]]
+    true = sum(finding["verdict"] == "true" for finding in found)
+    repositories = " and ".join(sorted({app["repository"] for app in apps}))
+    lines = [
+        "",
+        "## idempotent_nag on public sample apps",
+        "",
+        f"{len(apps)} apps nobody here wrote, from {repositories}, each synthesized at the commit named "
+        "(`npx cdk synth` in its folder, aws-cdk-lib of the version above) and checked with "
+        "`python -m idempotent_nag cdk.out`: "
+        f"{len(found)} findings, {true} true, {len(found) - true} false, each judged against the AWS page "
+        "named.",
+        "",
+        "| app (repository, commit, language) | finding (level) | on | verdict: why (AWS page) |",
+        "|---|---|---|---|",
+    ]
+    for app in apps:
+        name = f"{app['path']} ({app['repository'].split('/')[1]}, {app['commit'][:8]}, {app['language']})"
+        lines += [f"| {name} | none | | |"] if not app["findings"] else []
+        for f in app["findings"]:
+            page = f"[{f['aws'].rsplit('/', 1)[1].removesuffix('.html')}]({f['aws']})"
+            finding = f"{f['rule']} ({f['level']}) | {f['resource']}"
+            lines.append(f"| {name} | {finding} | {f['verdict']}: {f['why']} ({page}) |")
+    return lines
 
 
 def _commit() -> str:
@@ -238,7 +264,9 @@ def main() -> int:
         synthesize(outdir)
         findings = nag_findings(outdir) + lint_findings(outdir)
     result = score(findings)
+    kept = json.loads((OUT / "nag_eval.json").read_text()) if (OUT / "nag_eval.json").exists() else {}
     result.update(
+        samples=kept.get("samples", []),
         command="python -m benchmarks.nag_eval",
         date=dt.date.today().isoformat(),
         commit=_commit(),

@@ -19,8 +19,10 @@ class IdempotentPipelineChecks(NagPack):
     """The checks idempotent-pipeline applies to its own constructs, for any app with SNS, SQS and Lambda.
 
     ``Validations.of(app).add_plugins(IdempotentPipelineChecks(app))``: after the templates are written,
-    every finding is reported with its rule id (``IdempotentPipeline-<rule>``, see :data:`.RULES`) and the
-    resource's construct path, and the synth fails. Acknowledge one where you have weighed it:
+    every finding is reported with its rule id (``IdempotentPipeline-<rule>``, see :data:`.RULES`), its
+    level and the resource's construct path. A finding of level error (a configuration that loses messages
+    or processes them twice) fails the synth; one of level warning (stalled or delayed messages, a failure
+    left unseen, ...) is reported and the synth goes on. Acknowledge one where you have weighed it:
     ``Validations.of(construct).acknowledge(Acknowledgment(id="IdempotentPipeline-<rule>", reason=...))``.
 
     :param scope: the app (needed only with ``write_suppressions_to_cloud_formation``).
@@ -53,7 +55,10 @@ class IdempotentPipelineChecks(NagPack):
             for s in context.stack_templates
         )
         self._findings = findings(templates)
-        return super().validate(context)
+        report = super().validate(context)
+        # NagPack fails the synth on any finding: only an error fails it here, a warning is reported.
+        errors = [v for v in report.violations if v.severity == "error"]
+        return PolicyValidationPluginReport(success=not errors, violations=report.violations)
 
     def _check_resource(self, node: CfnResource) -> None:
         if self._findings is None:
@@ -94,7 +99,7 @@ class _Finding:
 
     @property
     def explanation(self) -> str:
-        return f"{self._rule.explanation} AWS: {' '.join(self._rule.sources)}"
+        return f"{self._rule.explanation} It {self._rule.harm.value[0]}. AWS: {' '.join(self._rule.sources)}"
 
     @property
     def level(self) -> NagMessageLevel:
