@@ -309,12 +309,12 @@ def invoke(self: LambdaResponse, original: Callable[[LambdaResponse], Any]) -> A
             f"1 validation error detected: Value '{name}' at 'durableExecutionName' failed to satisfy "
             "constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9-_]+ (length 1-64)"
         )
-    payload = self.body.decode("utf-8") if isinstance(self.body, bytes) else (self.body or "")
     kind = self.headers.get("X-Amz-Invocation-Type", "RequestResponse")
+    if kind == "DryRun":  # AWS: a dry run only validates the parameters (and permissions): nothing starts
+        return _answer(204, {"X-Amz-Executed-Version": str(fn.version)}, "")
+    payload = self.body.decode("utf-8") if isinstance(self.body, bytes) else (self.body or "")
     execution, new = start(self.backend, fn, name, payload)
     headers = {"X-Amz-Durable-Execution-Arn": execution.arn, "X-Amz-Executed-Version": execution.version}
-    if kind == "DryRun":
-        return _answer(204, headers, "")
     if new:
         if kind == "Event":
             threading.Thread(target=EXECUTOR.run, args=(fn, execution), daemon=True).start()
