@@ -102,6 +102,8 @@ def _cdk(args: argparse.Namespace, emulator: emulators.Emulator, location: Locat
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
+    from idempotent_local.cdk import synth_warnings
+    from idempotent_local.mappings import plural
     from idempotent_local.stacks import deployed_stacks
 
     location = _location(args)
@@ -123,8 +125,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         cdk.bootstrap()
         progress.done("bootstrapped")
     progress(f"deploying {' '.join(args.stacks) or 'every stack'} of {cdk.app_dir} (cdk deploy)")
-    cdk.deploy(args.stacks, _context(args))
+    warnings = synth_warnings(cdk.deploy(args.stacks, _context(args)))
     progress.done("deployed")
+    if warnings:
+        print(f"    {plural(len(warnings), 'synth warning')} (the CLI's output: {cdk.log_path('deploy')}):")
+        for warning in warnings:
+            print(f"    warning: {warning}")
     progress("checking that every resource of the templates exists in the emulator")
     problems = 0
     for stack in deployed_stacks(emulator):
