@@ -7,7 +7,8 @@ diff     cdk diff the app against what is deployed in its emulator
 status   is the app's emulator running, and what is deployed in it
 output   print one stack output's value, for scripts: TOPIC_ARN=$(... output TopicArn)
 env      print the variables that point the AWS CLI / SDKs at the emulator: eval "$(... env)"; --unset undoes
-age-streams  make the DynamoDB stream records written so far older (for tests: 24 hours and they expire)
+age      make time pass for the emulator: stream records (kept 24 h) and FIFO deduplication ids (5 min) age
+         (also: age-streams, age-dedup)
 request  send an HTTP request to a deployed REST API: its Lambda proxy integration runs the function
 destroy  cdk destroy the app, then stop its emulator
 serve    run the emulator in the foreground until Ctrl-C (deploy starts it in the background)
@@ -362,13 +363,21 @@ def duration(text: str) -> float:
     return float(match.group(1)) * SECONDS_PER[match.group(2)]
 
 
-def cmd_age_streams(args: argparse.Namespace) -> int:
-    emulator = _running(args, _location(args))
-    offset = emulator.control.advance_stream_clock(args.duration)
-    print(
-        f"the streams' clock is {offset / 3600:g} h ahead: every stream record written before now is "
-        f"{args.duration / 3600:g} h older (a record leaves its stream 24 h after it was written)"
+def _span(seconds: float) -> str:
+    return next(
+        f"{seconds / per:g} {unit}"
+        for unit, per in (("h", 3600), ("min", 60), ("s", 1))
+        if seconds >= per or per == 1
     )
+
+
+def cmd_age(args: argparse.Namespace) -> int:
+    emulator = _running(args, _location(args))
+    clock = emulator.control.clock(args.duration)
+    ahead, older = _span(clock["offset_seconds"]), _span(args.duration)
+    print(f"the emulator's clock is {ahead} ahead: what was written before now is {older} older:")
+    for aged in clock["ages"]:
+        print(f"    {aged}")
     return 0
 
 
@@ -417,12 +426,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def _driving_commands(command: Any) -> None:
-    """The commands that drive a deployed app: a request to its REST API, time for its streams."""
+    """The commands that drive a deployed app: a request to its REST API, time for the emulator."""
     age = command(
-        "age-streams",
-        "make every DynamoDB stream record written so far older (the streams' clock moves ahead): records "
-        "older than 24 hours leave their stream, and a stream mapping gives up what it had not delivered",
-        cmd_age_streams,
+        "age",
+        "make time pass for the emulator (its clock moves ahead): every DynamoDB stream record written so "
+        "far is older (after 24 hours it leaves its stream, and a stream mapping gives up what it had not "
+        "delivered), and every FIFO deduplication id (after 5 minutes the same id is delivered again)",
+        cmd_age,
+        aliases=["age-streams", "age-dedup"],
     )
     age.add_argument("duration", type=duration, help="how much older: 25h, 30m, 90000 (seconds)")
     request = command(
@@ -452,8 +463,8 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
         help="where the emulator keeps its state; default: <app dir>/.local-cloud",
     )
 
-    def command(name: str, help: str, func: Any) -> argparse.ArgumentParser:
-        parser = subparsers.add_parser(name, parents=[common], help=help, description=help)
+    def command(name: str, help: str, func: Any, aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
+        parser = subparsers.add_parser(name, parents=[common], help=help, description=help, aliases=aliases)
         # ``func`` is what a caller runs (the error handling around the command), ``handler`` the command.
         parser.set_defaults(func=run_command, handler=func, prog_name=prog_name)
         return parser

@@ -8,12 +8,12 @@ uses to make time pass for the emulator's streams.
   mapping's configuration), and each stack's notes on what the emulator did not model in its last operation,
   read from moto's backends in the emulator's process: ``local status`` checks every resource of every
   stack with it, whatever their number (one request per resource took minutes).
-- ``GET streams/clock`` / ``POST streams/clock {"advance_seconds": N}``: the DynamoDB streams' clock, which a
-  test moves ahead to make the records in the streams N seconds older (see
-  :mod:`idempotent_local.dynamodb_streams`: records leave a stream 24 hours after they were written, a closed
-  stream goes 24 hours after it closed).
+- ``GET clock`` / ``POST clock {"advance_seconds": N}``: the emulator's clock (:mod:`idempotent_local.clock`),
+  which a test or a user moves ahead to make everything written so far N seconds older; the answer says how
+  far it is ahead and what it ages (stream records leave a stream 24 hours after they were written, a FIFO
+  queue forgets a deduplication id 5 minutes after its first send). ``streams/clock`` is the same clock.
 - ``GET streams/expired?stream=ARN&shard=ID&after=SEQUENCE``: the records of a shard the stream no longer
-  holds (written more than 24 hours ago by the streams' clock), after a sequence number: what a stream
+  holds (written more than 24 hours ago by the emulator's clock), after a sequence number: what a stream
   mapping had not delivered when they expired. In AWS Lambda's poller reads a shard continuously, so it
   still holds the batch it gives up to the mapping's on-failure destination; the runner polls only while
   ``local run`` runs and reads them here.
@@ -34,6 +34,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from idempotent_local.clock import CLOCK
 from idempotent_local.emulator import ACCOUNT_ID, NOTE_PREFIX, REGION
 
 PATH = "/moto-api/local-cloud"
@@ -112,18 +113,15 @@ def inventory(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str,
     return _json(200, _inventory())
 
 
-def stream_clock(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], bytes]:
-    from idempotent_local import dynamodb_streams
-
+def clock(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], bytes]:
     if request.method == "POST":
         try:
-            seconds = float(_body(request, headers)["advance_seconds"])
-        except (ValueError, KeyError, TypeError):
+            CLOCK.advance(float(_body(request, headers)["advance_seconds"]))
+        except (KeyError, TypeError):
             return _json(400, {"message": 'the body must be {"advance_seconds": NUMBER}'})
-        if seconds < 0:
-            return _json(400, {"message": f"a clock does not go back: advance_seconds {seconds} < 0"})
-        dynamodb_streams.advance_clock(ACCOUNT_ID, REGION, seconds)
-    return _json(200, {"offset_seconds": dynamodb_streams.clock_offset(ACCOUNT_ID, REGION)})
+        except ValueError as refused:
+            return _json(400, {"message": str(refused)})
+    return _json(200, {"offset_seconds": CLOCK.offset, "ages": list(CLOCK.ages)})
 
 
 def expired_records(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], bytes]:
@@ -163,18 +161,29 @@ def code_location(endpoint: str, function_arn: str) -> str:
 
 ROUTES = {
     "inventory": inventory,
-    "streams/clock": stream_clock,
+    "clock": clock,
+    "streams/clock": clock,
     "streams/expired": expired_records,
     "functions/code": function_code,
 }
 
 
 def install() -> None:
-    """Add the routes to moto's own API (before the server serves its first request)."""
+    """Add the routes to moto's own API (before the server serves its first request); a reset of moto
+    (``POST /moto-api/reset``) also forgets how far the clock was moved."""
     from moto.moto_api._internal import urls
+    from moto.moto_api._internal.models import MotoAPIBackend
 
     for name, handler in ROUTES.items():
         urls.url_paths["{0}" + f"{PATH}/{name}$"] = handler
+    reset = vars(MotoAPIBackend).get("_reset_without_clock") or MotoAPIBackend.reset
+
+    def reset_with_clock(self: Any) -> None:
+        CLOCK.reset()
+        reset(self)
+
+    MotoAPIBackend._reset_without_clock = reset
+    MotoAPIBackend.reset = reset_with_clock
 
 
 # --- the client's side -----------------------------------------------------------------------------------
@@ -206,14 +215,22 @@ class Control:
     def inventory(self) -> dict[str, Any]:
         return dict(self._call("inventory"))
 
+    def clock(self, advance_seconds: float | None = None) -> dict[str, Any]:
+        """``{"offset_seconds": N, "ages": [...]}``: how far the emulator's clock is ahead of this machine's
+        (0 until something moves it) and what moving it makes older, after moving it ``advance_seconds``
+        ahead when given."""
+        return dict(
+            self._call("clock", None if advance_seconds is None else {"advance_seconds": advance_seconds})
+        )
+
     def stream_clock_offset(self) -> float:
-        """How far the streams' clock is ahead of this machine's (0 until a test moves it)."""
-        return float(self._call("streams/clock")["offset_seconds"])
+        """How far the emulator's clock (which the streams keep their records by) is ahead."""
+        return float(self.clock()["offset_seconds"])
 
     def advance_stream_clock(self, seconds: float) -> float:
-        """Move the streams' clock ``seconds`` ahead: every record in a stream is that much older. Returns the
-        new offset."""
-        return float(self._call("streams/clock", {"advance_seconds": seconds})["offset_seconds"])
+        """Move the emulator's clock ``seconds`` ahead (every record in a stream is that much older, and every
+        FIFO deduplication id); returns the new offset."""
+        return float(self.clock(seconds)["offset_seconds"])
 
     def expired_records(self, stream_arn: str, shard_id: str, after: str | None) -> dict[str, Any]:
         """``{"Records": [...], "TrimHorizon": SEQUENCE | None}``: the shard's records after ``after`` that

@@ -55,6 +55,7 @@ from idempotent_local import (
     message_move_tasks,
     queue_index,
 )
+from idempotent_local.clock import CLOCK
 from idempotent_local.cloudformation import _moto_types, _updates, _validation
 from idempotent_local.cloudformation._updates import REPLACING_PROPERTIES
 
@@ -71,6 +72,7 @@ class Patch:
     fixes: str
     apply: Callable[[str | None], None]  # called with the emulator's endpoint (None before it is known)
     moto_version: str = MOTO_VERSION
+    ages: str = ""  # what the emulator's clock makes older for this patch (idempotent_local.clock)
 
 
 # The originals of everything replaced, so that applying again wraps the original, not the last patch.
@@ -684,7 +686,7 @@ def _fifo_deduplication(endpoint: str | None) -> None:
                 # Oldest first (a dict keeps insertion order): expiring the window stops at the first id
                 # still in it, so a send costs the same with 10 or 10,000 ids remembered.
                 seen: dict[str, tuple[float, Any]] = vars(queue).setdefault("_deduplication_ids", {})
-                now = time.time()
+                now = CLOCK.now()
                 while seen:
                     oldest, (at, _) = next(iter(seen.items()))
                     if now - at < DEDUPLICATION_SECONDS:
@@ -922,10 +924,12 @@ PATCHES: tuple[Patch, ...] = (
         "disabling a table's stream closes it (DISABLED, an EndingSequenceNumber, no more records, still "
         "readable; a closed shard read to its end gives no NextShardIterator) and enabling it again creates "
         "a new stream with a new ARN and shard; a closed stream stays listed and readable 24 hours and a "
-        "record stays in its stream 24 hours by the streams' clock, which a test can move ahead (moto keeps "
-        "recording into the one shard, says ENABLED, refuses to enable again, gives every stream the same "
-        "shard id, lists only the latest stream, and keeps records as long as the table)",
+        "record stays in its stream 24 hours by the emulator's clock, which a test can move ahead (moto "
+        "keeps recording into the one shard, says ENABLED, refuses to enable again, gives every stream the "
+        "same shard id, lists only the latest stream, and keeps records as long as the table)",
         _stream_disable_and_re_enable,
+        ages="DynamoDB stream records (a record leaves its stream 24 h after it was written, a closed stream "
+        "24 h after it closed)",
     ),
     Patch(
         "stream-record-fields",
@@ -995,6 +999,8 @@ PATCHES: tuple[Patch, ...] = (
         "answers a duplicate send with the earlier message's id (moto forgets deleted messages' ids and "
         "answers with a new id for a message it drops)",
         _fifo_deduplication,
+        ages="FIFO deduplication ids (an SQS FIFO queue, and so an SNS FIFO topic delivering to it, drops a "
+        "repeated id only within 5 minutes of its first send)",
     ),
     Patch(
         "message-move-tasks",
@@ -1020,6 +1026,7 @@ PATCHES: tuple[Patch, ...] = (
 def apply(endpoint: str | None = None) -> tuple[Patch, ...]:
     """Apply every patch (again: each replaces its previous application). Returns the patches applied."""
     installed = importlib.metadata.version("moto")
+    CLOCK.ages = tuple(patch.ages for patch in PATCHES if patch.ages)
     for patch in PATCHES:
         patch.apply(endpoint)
         if installed != patch.moto_version:

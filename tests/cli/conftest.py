@@ -50,10 +50,10 @@ def cloud(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 @pytest.fixture
 def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deduplication]:
     """FIFO deduplication as AWS does it, on a clock the test moves (see :class:`Deduplication`)."""
-    from idempotent_local import patches
+    from idempotent_local import clock as emulator_clock
 
     clock = Deduplication()
-    monkeypatch.setattr(patches, "time", clock)
+    monkeypatch.setattr(emulator_clock, "time", clock)
     with emulated():
         yield clock
 
