@@ -182,8 +182,8 @@ def install() -> None:
         CLOCK.reset()
         reset(self)
 
-    MotoAPIBackend._reset_without_clock = reset
-    MotoAPIBackend.reset = reset_with_clock
+    setattr(MotoAPIBackend, "_reset_without_clock", reset)  # noqa: B010 (once, whatever installs again)
+    setattr(MotoAPIBackend, "reset", reset_with_clock)  # noqa: B010
 
 
 # --- the client's side -----------------------------------------------------------------------------------
