@@ -33,6 +33,7 @@ from idempotent_runtime import contract
 
 from idempotent_local.emulator import Emulator
 from idempotent_local.errors import DemoError
+from idempotent_local.pollers.sqs_poller import in_batches, queue_depth
 from idempotent_local.runner import EventSourceRunner, Mapping
 
 RETRY_DELAY_SECONDS = 1
@@ -359,17 +360,7 @@ def items_with_keys(
 
 def messages_in(emulator: Emulator, url: str | None) -> int:
     """Every message of a queue: visible, in flight and delayed (exact in the emulator)."""
-    if not url:
-        return 0
-    attributes = emulator.client("sqs").get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=[
-            "ApproximateNumberOfMessages",
-            "ApproximateNumberOfMessagesNotVisible",
-            "ApproximateNumberOfMessagesDelayed",
-        ],
-    )["Attributes"]
-    return sum(int(v) for v in attributes.values())
+    return queue_depth(emulator.client("sqs"), url) if url else 0
 
 
 def _string(attributes: dict[str, Any], name: str) -> str | None:
@@ -399,14 +390,8 @@ def _dead_letters(emulator: Emulator, url: str | None, run_id: str) -> list[Dead
         if not fresh:
             break
         received.update((m["MessageId"], m) for m in fresh)
-    for start in range(0, len(handles), 10):
-        sqs.change_message_visibility_batch(
-            QueueUrl=url,
-            Entries=[
-                {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": 0}
-                for i, handle in enumerate(handles[start : start + 10])
-            ],
-        )
+    visible = [{"ReceiptHandle": handle, "VisibilityTimeout": 0} for handle in handles]
+    in_batches(sqs.change_message_visibility_batch, url, visible)
     letters = []
     for message in received.values():
         attributes = message.get("MessageAttributes", {})

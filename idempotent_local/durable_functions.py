@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import io
 import json
 import os
 import re
@@ -41,7 +40,6 @@ import tempfile
 import threading
 import time
 import uuid
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,9 +51,9 @@ from moto.awslambda.exceptions import LambdaClientError
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda.responses import LambdaResponse
 
-from idempotent_local.emulator import STATE_DIR_VARIABLE, Emulator
-from idempotent_local.node import quiet_environment
-from idempotent_local.runner import Worker, function_log_path
+from idempotent_local.emulator import Emulator
+from idempotent_local.functions import Worker, environment, function_log_path, stop_all, unpack
+from idempotent_local.names import STATE_DIR_VARIABLE
 
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 RUNNING, SUCCEEDED, FAILED = "RUNNING", "SUCCEEDED", "FAILED"
@@ -158,58 +156,27 @@ class Executor:
         return Path(state) if state else Path(tempfile.gettempdir()) / "idempotent-local-durable"
 
     def worker(self, fn: LambdaFunction) -> Worker:
-        # A function deployed again (another code, environment or configuration) gets a new worker.
+        """The worker of the version an execution is pinned to, with the function's environment as the runner
+        gives it; a function deployed again (another code, environment or configuration) gets a new one."""
         version = f"{fn.function_arn}:{fn.version}"
         deployment = json.dumps([fn.code_sha_256, fn.last_modified, fn.environment_vars], sort_keys=True)
         with self._lock:
             known, worker = self._workers.get(version, (None, None))
-            if known != deployment and worker is not None:
-                with worker.lock:
-                    worker.stop()
-            if known != deployment or worker is None:
-                base = self.base()
-                sha = hashlib.sha256(fn.code_bytes).hexdigest()[:16]
-                code_dir = base / "durable-functions" / f"{fn.function_name}-{sha}"
-                if not code_dir.exists():
-                    staging = code_dir.with_name(f"{code_dir.name}.{uuid.uuid4().hex}.partial")
-                    with zipfile.ZipFile(io.BytesIO(fn.code_bytes)) as archive:
-                        archive.extractall(staging)
-                    staging.replace(code_dir)
-                worker = Worker(
-                    fn.function_name,
-                    code_dir,
-                    str(fn.handler),
-                    self.environment(fn, code_dir),
-                    function_log_path(base, fn.function_name),
-                )
-                self._workers[version] = (deployment, worker)
+            if known == deployment and worker is not None:
+                return worker
+            stop_all([worker] if worker is not None else [])
+            base = self.base()
+            sha = hashlib.sha256(fn.code_bytes).hexdigest()[:16]
+            code_dir = unpack(fn.code_bytes, base / "durable-functions" / f"{fn.function_name}-{sha}")
+            emulator = None
+            if self.endpoint:
+                port = int(self.endpoint.rsplit(":", 1)[1])
+                emulator = Emulator(pid=os.getpid(), port=port, state_dir=str(base))
+            env = environment(emulator, fn.get_configuration(), code_dir, version)
+            log = function_log_path(base, fn.function_name)
+            worker = Worker(fn.function_name, code_dir, str(fn.handler), env, log)
+            self._workers[version] = (deployment, worker)
             return worker
-
-    def environment(self, fn: LambdaFunction, code_dir: Path) -> dict[str, str]:
-        """The function's environment as the runner gives it (the emulator's endpoint, Lambda's own
-        variables), for the version the execution is pinned to."""
-        env = {"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"}
-        if self.endpoint:
-            port = int(self.endpoint.rsplit(":", 1)[1])
-            env = Emulator(pid=os.getpid(), port=port, state_dir=str(self.base())).client_environment(env)
-        env.update(quiet_environment(env["PATH"]))
-        env.update(fn.environment_vars or {})
-        env.update(
-            {
-                "AWS_LAMBDA_FUNCTION_NAME": fn.function_name,
-                "AWS_LAMBDA_FUNCTION_VERSION": str(fn.version),
-                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(fn.memory_size),
-                "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{fn.function_name}",
-                "AWS_LAMBDA_LOG_STREAM_NAME": "local-cloud",
-                "AWS_EXECUTION_ENV": f"AWS_Lambda_{fn.run_time or 'python'}",
-                "LAMBDA_TASK_ROOT": str(code_dir),
-                "_HANDLER": str(fn.handler),
-                "LOCAL_CLOUD_FUNCTION_ARN": f"{fn.function_arn}:{fn.version}",
-                "PYTHONUNBUFFERED": "1",
-                "PYTHONDONTWRITEBYTECODE": "1",
-            }
-        )
-        return env
 
     def run(self, fn: LambdaFunction, execution: Execution) -> None:
         """Invoke the handler with the durable invocation input and close the execution by its output."""
@@ -238,9 +205,7 @@ class Executor:
 
     def stop(self) -> None:
         with self._lock:
-            for _, worker in self._workers.values():
-                with worker.lock:
-                    worker.stop()
+            stop_all([worker for _, worker in self._workers.values()])
             self._workers.clear()
 
 

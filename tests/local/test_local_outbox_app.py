@@ -88,8 +88,8 @@ def test_two_hops_give_one_downstream_effect_per_emitted_message(state_dir: Path
         # answered): the same deduplication ids again.
         for table, relay in relays.items():
             arn = relay["function"]["FunctionArn"]
-            worker = runner._started_worker(arn, None)
-            reply, error = runner._invoke(worker, arn, _stream_event(emulator, table))
+            worker = runner.invoker.worker(arn)
+            reply, error = runner.invoker.invoke(worker, arn, _stream_event(emulator, table))
             assert error is None and reply["result"] == {"batchItemFailures": []}, reply
         runner.drain()
         assert not runner.stats.discarded, runner.stats.summary()
