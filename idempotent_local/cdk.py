@@ -24,8 +24,9 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from idempotent_local.emulator import ACCOUNT_ID, REGION, Emulator
+from idempotent_local.emulator import Emulator
 from idempotent_local.errors import LocalCloudError
+from idempotent_local.names import ACCOUNT_ID, REGION
 from idempotent_local.node import quiet_environment
 
 # The CDK CLI the tool runs; package.json (the reference app's) and the init template pin the same.

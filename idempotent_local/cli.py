@@ -414,7 +414,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"an emulator is already running for {location.describe()}: {running.endpoint}, "
             f"pid {running.pid}; stop it first (`{args.prog_name} stop`)"
         )
-    emulators.serve(location.state_dir, port=args.port)
+    from idempotent_local import server
+
+    server.serve(location.state_dir, port=args.port)
     return 0
 
 

@@ -5,8 +5,9 @@ against a newer moto and proposed upstream one by one. :func:`apply` (the emulat
 process that serves the emulator) applies all of them; applying twice replaces, never stacks. With a moto
 other than ``moto_version`` each patch still applies, and the emulator's log says which ones to re-check.
 
-The CloudFormation *types* the emulator is taught live in :mod:`idempotent_local.cloudformation` (one
-module per type); this module changes behaviour that is not a resource type.
+The CloudFormation *types* the emulator is taught live in :mod:`idempotent_local.cloudformation`; this module
+changes behaviour that is not a resource type. Both are services of the emulator (:data:`SERVICE`, listed in
+:mod:`idempotent_local.server`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from idempotent_local import (
 from idempotent_local.clock import CLOCK
 from idempotent_local.cloudformation import _moto_types, _updates, _validation
 from idempotent_local.cloudformation._updates import REPLACING_PROPERTIES
+from idempotent_local.emulator import Service
 
 log = logging.getLogger(__name__)
 
@@ -1026,7 +1028,6 @@ PATCHES: tuple[Patch, ...] = (
 def apply(endpoint: str | None = None) -> tuple[Patch, ...]:
     """Apply every patch (again: each replaces its previous application). Returns the patches applied."""
     installed = importlib.metadata.version("moto")
-    CLOCK.ages = tuple(patch.ages for patch in PATCHES if patch.ages)
     for patch in PATCHES:
         patch.apply(endpoint)
         if installed != patch.moto_version:
@@ -1049,4 +1050,6 @@ def revert() -> None:
             delattr(owner, name)  # it was inherited
 
 
-__all__ = ["MOTO_VERSION", "PATCHES", "Patch", "apply", "resource_change_details", "revert"]
+SERVICE = Service("moto patches", apply, ages=tuple(patch.ages for patch in PATCHES if patch.ages))
+
+__all__ = ["MOTO_VERSION", "PATCHES", "SERVICE", "Patch", "apply", "resource_change_details", "revert"]

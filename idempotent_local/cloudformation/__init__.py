@@ -17,8 +17,8 @@ is updated (order, replacement, rollback) is in ``_updates``; what a template mu
 
 Moto finds CloudFormation types through ``CloudFormationModel.__subclasses__()``; a later class for the same
 type wins. Importing this package defines the classes; :func:`teach` clears moto's type caches so they take
-over, and checks that they did. Behaviour that is not a resource type is changed by the named patches of
-:mod:`idempotent_local.patches`; :func:`install` does both (the emulator's install step).
+over, and checks that they did: the emulator's service :data:`SERVICE`. Behaviour that is not a resource
+type is changed by the named patches of :mod:`idempotent_local.patches`.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from idempotent_local.cloudformation.sns_topic_policy import SnsTopicPolicy
 from idempotent_local.cloudformation.sqs_queue import SqsQueue
 from idempotent_local.cloudformation.sqs_queue_policy import SqsQueuePolicy
 from idempotent_local.cloudformation.stepfunctions_state_machine import StepFunctionsStateMachine
+from idempotent_local.emulator import Service
 
 TAUGHT: dict[str, type[CloudFormationModel]] = {
     model.cloudformation_type(): model
@@ -72,15 +73,6 @@ TAUGHT: dict[str, type[CloudFormationModel]] = {
 TAUGHT_TYPES = tuple(TAUGHT)
 
 
-def install(endpoint: str | None = None) -> None:
-    """The emulator's install step, in the process that serves it: the taught types, then the named patches
-    of :mod:`idempotent_local.patches` (with ``endpoint``, ``http://localhost:PORT``, once it is known)."""
-    from idempotent_local import patches
-
-    teach()
-    patches.apply(endpoint)
-
-
 def teach() -> None:
     """Make this process's moto use the taught types (moto's type caches are cleared, then checked)."""
     parsing.get_model_list.cache_clear()
@@ -94,4 +86,6 @@ def teach() -> None:
             )
 
 
-__all__ = ["TAUGHT", "TAUGHT_TYPES", "install", "teach"]
+SERVICE = Service("CloudFormation types", lambda endpoint: teach())
+
+__all__ = ["SERVICE", "TAUGHT", "TAUGHT_TYPES", "teach"]

@@ -28,7 +28,7 @@ from typing import Any
 
 from moto.cloudformation import parsing
 
-from idempotent_local.emulator import NOTE_PREFIX
+from idempotent_local.names import NOTE_PREFIX
 from idempotent_local.template import attribute_reads, dependency_order, references
 
 log = logging.getLogger(__name__)

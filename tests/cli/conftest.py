@@ -18,10 +18,9 @@ def emulated() -> Iterator[None]:
     """The server behaves like the emulator (moto taught and patched) while a test uses it; after, moto is
     plain again: the patches are process-wide, and later tests of this process (benchmarks, the runtime's)
     use moto in-process as it is."""
-    from idempotent_local import emulator as emulators
-    from idempotent_local import patches
+    from idempotent_local import patches, server
 
-    emulators.install(endpoint=endpoint())
+    server.install(endpoint=endpoint())
     try:
         yield
     finally:
