@@ -316,7 +316,7 @@ class Service:
     clock makes older for it, said by the command that moves it."""
 
     name: str
-    install: Callable[[str | None], None]
+    install: Callable[[str | None], object]
     ages: tuple[str, ...] = ()
 
 
