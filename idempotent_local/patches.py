@@ -1,9 +1,10 @@
 """Named changes to moto's behaviour, each small, each for the moto version it was written against.
 
-Every entry of :data:`PATCHES` says what AWS does that moto (``moto_version``) does not, so it can be checked
-against a newer moto and proposed upstream one by one. :func:`apply` (the emulator's install step, in the
-process that serves the emulator) applies all of them; applying twice replaces, never stacks. With a moto
-other than ``moto_version`` each patch still applies, and the emulator's log says which ones to re-check.
+Every patch (``@patch(NAME)``, collected in :data:`PATCHES`) says in its docstring what AWS does that moto
+(``moto_version``) does not, so it can be checked against a newer moto and proposed upstream one by one.
+:func:`apply` (the emulator's install step, in the process that serves the emulator) applies all of them;
+applying twice replaces, never stacks. With a moto other than ``moto_version`` each patch still applies, and
+the emulator's log says which ones to re-check.
 
 The CloudFormation *types* the emulator is taught live in :mod:`idempotent_local.cloudformation`; this module
 changes behaviour that is not a resource type. Both are services of the emulator (:data:`SERVICE`, listed in
@@ -15,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import inspect
 import json
 import logging
 import threading
@@ -68,13 +70,26 @@ MOTO_VERSION = "5.2.5"
 
 @dataclass(frozen=True)
 class Patch:
-    """One behaviour of AWS that moto ``moto_version`` lacks, and the function that adds it."""
+    """One behaviour of AWS that moto ``moto_version`` lacks (``fixes``), and the function that adds it."""
 
     name: str
     fixes: str
     apply: Callable[[str | None], None]  # called with the emulator's endpoint (None before it is known)
     moto_version: str = MOTO_VERSION
     ages: str = ""  # what the emulator's clock makes older for this patch (idempotent_local.clock)
+
+
+PATCHES: list[Patch] = []  # every patch, in the order they are applied: the order they are defined below
+
+
+def patch(name: str, *, ages: str = "", moto_version: str = MOTO_VERSION) -> Callable[[Any], Any]:
+    """Register the function below as the patch ``name``; its docstring says what it fixes."""
+
+    def register(apply: Callable[[str | None], None]) -> Callable[[str | None], None]:
+        PATCHES.append(Patch(name, inspect.cleandoc(apply.__doc__ or ""), apply, moto_version, ages))
+        return apply
+
+    return register
 
 
 # The originals of everything replaced, so that applying again wraps the original, not the last patch.
@@ -111,7 +126,11 @@ def _change_set_of_stack(response: Any) -> tuple[str | None, Any]:
     return None, None
 
 
+@patch("change-sets-per-stack")
 def _change_sets_per_stack(endpoint: str | None) -> None:
+    """A change set is looked up within the stack the request names, a missing one is ChangeSetNotFound (moto
+    searches every stack and answers ValidationError, failing every CDK redeploy)"""
+
     def describe_change_set(self: Any) -> Any:
         _, change_set = _change_set_of_stack(self)
         if change_set is None:
@@ -172,7 +191,11 @@ def resource_change_details(resource_type: str, before: dict[str, Any], after: d
     return details
 
 
+@patch("change-set-details")
 def _change_set_details(endpoint: str | None) -> None:
+    """A change set lists, per modified resource, the properties that change and whether each replaces it
+    (Details, Replacement, Scope); without them `cdk diff` prints 'There were no differences'"""
+
     def make(original: Any) -> Any:
         def diff(self: Any) -> Any:
             changes = original(self)
@@ -202,7 +225,11 @@ def _change_set_details(endpoint: str | None) -> None:
     _replace(ChangeSet, "diff", make)
 
 
+@patch("ssm-parameter-kept")
 def _ssm_parameter_kept(endpoint: str | None) -> None:
+    """An SSM-typed parameter kept with UsePreviousValue (the CDK CLI's BootstrapVersion on every update) is
+    not looked up again as a parameter name"""
+
     def make(original: Any) -> Any:
         def parse_ssm_parameter(self: Any, value: str, value_type: str) -> Any:
             from moto.ssm import ssm_backends
@@ -217,20 +244,37 @@ def _ssm_parameter_kept(endpoint: str | None) -> None:
     _replace(parsing.ResourceMap, "parse_ssm_parameter", make)
 
 
+@patch("stack-events")
 def _stack_events(endpoint: str | None) -> None:
+    """A stack's events are CloudFormation's: each operation (create, update, delete, rollback) has its own
+    OperationId, its first event says User Initiated, and each resource it creates, updates, replaces or
+    deletes has its *_IN_PROGRESS and *_COMPLETE events (moto writes a change set's UPDATE_IN_PROGRESS without
+    a reason, no OperationId and no resource events, so `cdk deploy` printed the reasons of earlier failed
+    deploys beside the current one)"""
     from moto.cloudformation.models import Event
 
     _replace(Stack, "_add_stack_event", _updates.stack_event)
     _replace(Event, "__init__", _updates.event_operation)
 
 
+@patch("stack-updates")
 def _stack_updates(endpoint: str | None) -> None:
+    """An update changes resources in dependency order (a resource referring to a replaced one is updated
+    too), gives a replacement a new generated name, refuses to replace a custom-named resource, deletes
+    dropped and replaced resources only once everything else succeeded and keeps those their DeletionPolicy /
+    UpdateReplacePolicy retains, keeps a resource whose type moto cannot update, and rolls back on a failure
+    (UPDATE_ROLLBACK_COMPLETE); moto deletes first, keeps a dropped resource's record (adding it back creates
+    nothing), never rolls back, and leaves dependents pointing at replaced resources"""
     _replace(parsing.ResourceMap, "update", _always(_updates.update))
     _replace(Stack, "update", _updates.stack_update)
     _replace(CloudFormationBackend, "execute_change_set", _updates.change_set_execution)
 
 
+@patch("templates-checked")
 def _templates_checked(endpoint: str | None) -> None:
+    """CreateStack, UpdateStack and CreateChangeSet refuse a template whose Fn::GetAtt names an attribute its
+    resource type does not have, or whose resources depend on each other in a cycle, with a ValidationError
+    (moto creates the stack, and DescribeStacks then fails for every stack)"""
     for name in ("create_stack", "update_stack", "create_change_set"):
         _replace(CloudFormationBackend, name, _validation.checked)
 
@@ -239,7 +283,14 @@ def _is_skipped(resource_type: str) -> bool:
     return resource_type.startswith("Custom::") or resource_type == "AWS::CloudFormation::CustomResource"
 
 
+@patch("skipped-types")
 def _skipped_types(endpoint: str | None) -> None:
+    """A resource of a type the emulator does not create — one moto does not know, or a custom resource, whose
+    provider function would have to run during the deploy — is left out, and what reads its Fn::GetAtt is
+    created without the value; `local deploy` names both (moto invokes a custom resource's function in Docker
+    and waits for its answer, so without Docker the stack stays CREATE_IN_PROGRESS and `cdk deploy` never
+    returns; a Fn::GetAtt of a left-out resource fails the stack)"""
+
     def make_class(original: Any) -> Any:
         def resource_class_from_type(resource_type: str) -> Any:
             return None if _is_skipped(resource_type) else original(resource_type)
@@ -280,19 +331,32 @@ def _skipped_types(endpoint: str | None) -> None:
     _replace(parsing.ResourceMap, "validate_outputs", make_outputs)
 
 
+@patch("stack-deletion-order")
 def _stack_deletion_order(endpoint: str | None) -> None:
+    """DeleteStack deletes each resource after those that refer to it, and keeps every resource whose
+    DeletionPolicy retains it (moto tries them in any order, so a route deleted after its table fails the
+    deletion, and deletes a RetainExceptOnCreate resource)"""
     _replace(parsing.ResourceMap, "delete", _always(_updates.delete))
 
 
+@patch("moto-types-deployable")
 def _moto_types_deployable(endpoint: str | None) -> None:
-    """See :mod:`idempotent_local.cloudformation._moto_types`."""
+    """Every type moto's CloudFormation lists deploys and deletes: properties CloudFormation treats as
+    optional get its defaults (moto fails with a KeyError, or an SSM parameter without a Name with 'NoneType'
+    object has no attribute 'lower'), each resource has the physical id Ref returns (moto leaves 19 types
+    without one, so the stack cannot delete them), and route tables can be deleted. See
+    :mod:`idempotent_local.cloudformation._moto_types`."""
     _moto_types.install(_replace)
 
 
 # --- DynamoDB -------------------------------------------------------------------------------------------
 
 
+@patch("ttl-moves-refused")
 def _ttl_moves_refused(endpoint: str | None) -> None:
+    """UpdateTimeToLive refuses to enable TTL on another attribute while it is enabled on one (moto moves it),
+    so a stack update that moves it fails and rolls back, as in AWS"""
+
     def make(original: Any) -> Any:
         def update_time_to_live(self: Any, table_name: str, ttl_spec: dict[str, Any]) -> None:
             try:
@@ -318,7 +382,12 @@ def _ttl_moves_refused(endpoint: str | None) -> None:
 # --- Lambda ---------------------------------------------------------------------------------------------
 
 
+@patch("event-source-mappings-not-invoked")
 def _event_source_mappings_not_invoked(endpoint: str | None) -> None:
+    """An SQS or DynamoDB stream event source mapping does not make moto invoke the function (moto needs
+    Docker for that, and consumes the messages, or empties the stream, anyway); the event-source runner is the
+    one poller"""
+
     def make(original: Any) -> Any:
         def create_event_source_mapping(self: Any, spec: dict[str, Any]) -> Any:
             esm = original(self, spec)
@@ -348,7 +417,12 @@ def _checked_filter_criteria(spec: dict[str, Any]) -> None:
             raise InvalidParameterValueException(f"Invalid filter pattern definition. ({invalid})") from None
 
 
+@patch("event-source-mapping-filters-checked")
 def _event_source_mapping_filters_checked(endpoint: str | None) -> None:
+    """CreateEventSourceMapping and UpdateEventSourceMapping refuse a FilterCriteria pattern Lambda refuses
+    (InvalidParameterValueException), and an empty FilterCriteria removes the filters (moto stores anything,
+    and keeps an empty one)"""
+
     def make_init(original: Any) -> Any:
         def __init__(self: Any, spec: dict[str, Any]) -> None:
             _checked_filter_criteria(spec)
@@ -371,7 +445,11 @@ def _event_source_mapping_filters_checked(endpoint: str | None) -> None:
     _replace(LambdaBackend, "update_event_source_mapping", make_update)
 
 
+@patch("event-source-mapping-last-modified")
 def _event_source_mapping_last_modified(endpoint: str | None) -> None:
+    """An event source mapping's LastModified is the time it was created or last updated (moto reads UTC wall
+    time as local time: hours off outside UTC, which would move where a LATEST stream mapping starts)"""
+
     # moto computes LastModified from UTC wall time read as local time: hours off outside UTC. Whatever it
     # assigns, the mapping keeps the time of the assignment.
     def stamp(self: Any, value: float) -> None:
@@ -383,12 +461,21 @@ def _event_source_mapping_last_modified(endpoint: str | None) -> None:
     _replace(EventSourceMapping, "last_modified", lambda original: property(stamped, stamp))
 
 
+@patch("lambda-durable-executions")
 def _durable_executions(endpoint: str | None) -> None:
-    """See :mod:`idempotent_local.durable_functions`."""
+    """A function keeps its DurableConfig; Invoke of a durable function (qualified only) starts one durable
+    execution per DurableExecutionName - the same name and payload return it, another payload is
+    DurableExecutionAlreadyStartedException - and runs its handler once per execution; GetDurableExecution and
+    ListDurableExecutionsByFunction (one version at a time) read them, ListVersionsByFunction takes an ARN
+    (moto drops DurableConfig, ignores the name, needs Docker to invoke and lists no version of an ARN). See
+    :mod:`idempotent_local.durable_functions`."""
     durable_functions.install(endpoint, _replace)
 
 
+@patch("code-location-served")
 def _code_location_served(endpoint: str | None) -> None:
+    """GetFunction returns a Code.Location that downloads the deployed zip (from the emulator's S3, or, for
+    inline code, from its control API; moto: an awslambda-REGION-tasks URL that leads nowhere)"""
     if not endpoint:
         return
 
@@ -413,7 +500,12 @@ def _code_location_served(endpoint: str | None) -> None:
 _DYNAMODB_WRITES = threading.RLock()
 
 
+@patch("dynamodb-atomic-writes")
 def _dynamodb_atomic_writes(endpoint: str | None) -> None:
+    """A conditional write (PutItem, UpdateItem, DeleteItem, TransactWriteItems) is atomic: two writes of one
+    key at the same time cannot both pass their condition (moto checks, then writes, without a lock, and its
+    server runs requests on many threads)"""
+
     # moto reads the item, parses the condition, then writes, with nothing in between to stop another of the
     # server's request threads from doing the same: two writes of one key could both pass their condition.
     def make(original: Any) -> Any:
@@ -431,8 +523,18 @@ def _dynamodb_atomic_writes(endpoint: str | None) -> None:
 # --- DynamoDB Streams -----------------------------------------------------------------------------------
 
 
+@patch(
+    "stream-disable-and-re-enable",
+    ages="DynamoDB stream records (a record leaves its stream 24 h after it was written, a closed stream "
+    "24 h after it closed)",
+)
 def _stream_disable_and_re_enable(endpoint: str | None) -> None:
-    """See :mod:`idempotent_local.dynamodb_streams`."""
+    """Disabling a table's stream closes it (DISABLED, an EndingSequenceNumber, no more records, still
+    readable; a closed shard read to its end gives no NextShardIterator) and enabling it again creates a new
+    stream with a new ARN and shard; a closed stream stays listed and readable 24 hours and a record stays in
+    its stream 24 hours by the emulator's clock, which a test can move ahead (moto keeps recording into the
+    one shard, says ENABLED, refuses to enable again, gives every stream the same shard id, lists only the
+    latest stream, and keeps records as long as the table). See :mod:`idempotent_local.dynamodb_streams`."""
     _replace(Table, "set_stream_specification", _always(dynamodb_streams.set_stream_specification))
     _replace(DynamoDBBackend, "update_table_streams", _always(dynamodb_streams.update_table_streams))
     _replace(DynamoDBStreamsBackend, "describe_stream", _always(dynamodb_streams.describe_stream))
@@ -448,7 +550,10 @@ def _stream_disable_and_re_enable(endpoint: str | None) -> None:
     _replace(DynamoDBStreamsBackend, "list_streams", _always(dynamodb_streams.list_streams))
 
 
+@patch("stream-record-fields")
 def _stream_record_fields(endpoint: str | None) -> None:
+    """A stream record has eventVersion 1.1 and its table's region as awsRegion (moto: 1.0, us-east-1)"""
+
     def make(original: Any) -> Any:
         def __init__(self: Any, table: Any, *args: Any, **kwargs: Any) -> None:
             original(self, table, *args, **kwargs)
@@ -462,7 +567,11 @@ def _stream_record_fields(endpoint: str | None) -> None:
 # --- SNS ------------------------------------------------------------------------------------------------
 
 
+@patch("topic-content-based-deduplication")
 def _topic_content_based_deduplication(endpoint: str | None) -> None:
+    """A FIFO topic with content-based deduplication hands its subscribed queues a deduplication id (the
+    SHA-256 of the body), as SNS does"""
+
     def make(original: Any) -> Any:
         def publish(self: Any, message: str, *args: Any, **kwargs: Any) -> str:
             if (
@@ -501,34 +610,24 @@ def _sqs_attributes(message_attributes: dict[str, Any] | None) -> dict[str, dict
     return converted
 
 
+@patch("subscription-delivery")
 def _subscription_delivery(endpoint: str | None) -> None:
+    """A message SNS cannot deliver to a subscribed queue (queue gone, more than 10 message attributes with
+    raw delivery, any refusal by SQS) goes to the subscription's redrive-policy DLQ with
+    ErrorCode/ErrorMessage/RequestID attributes, or is dropped without one; the publisher never sees the
+    failure (moto fails the Publish call, or delivers what SQS would refuse)"""
+
     def make(original: Any) -> Any:
-        def publish(
-            self: Any,
-            message: str,
-            message_id: str,
-            subject: str | None = None,
-            message_attributes: dict[str, Any] | None = None,
-            group_id: str | None = None,
-            deduplication_id: str | None = None,
-            message_structure: str | None = None,
-        ) -> None:
+        def publish(self: Any, message: str, message_id: str, **published: Any) -> None:
             if self.protocol != "sqs":
-                return original(
-                    self,
-                    message,
-                    message_id,
-                    subject=subject,
-                    message_attributes=message_attributes,
-                    group_id=group_id,
-                    deduplication_id=deduplication_id,
-                    message_structure=message_structure,
-                )
+                return original(self, message, message_id, **published)
+            subject, message_attributes = published.get("subject"), published.get("message_attributes")
+            group_id, deduplication_id = published.get("group_id"), published.get("deduplication_id")
             if self._filter_policy_matcher is not None and not self._filter_policy_matcher.matches(
                 message_attributes, message
             ):
                 return None
-            if message_structure == "json":
+            if published.get("message_structure") == "json":
                 message = self._parse_message_structure(message, self.protocol)
             raw = str(self.attributes.get("RawMessageDelivery", "false")).lower() == "true"
             if raw:
@@ -619,7 +718,11 @@ def _to_subscription_dead_letter_queue(
 # --- SQS ------------------------------------------------------------------------------------------------
 
 
+@patch("fifo-group-order")
 def _fifo_group_order(endpoint: str | None) -> None:
+    """After a failed or expired receive, a FIFO message group is delivered again from its first message (moto
+    hands out a later message of the group first)"""
+
     def pending_message_groups(self: Any) -> set[str]:
         # A message whose visibility timeout ran out is no longer in flight: it must not block its group.
         # Moto releases such a message only when its receive loop reaches it, after it has already passed
@@ -636,6 +739,11 @@ DEDUPLICATION_SECONDS = 300  # SQS: the deduplication interval of a FIFO queue
 _DEDUPLICATION_LOCK = threading.Lock()
 
 
+@patch(
+    "fifo-deduplication",
+    ages="FIFO deduplication ids (an SQS FIFO queue, and so an SNS FIFO topic delivering to it, drops a "
+    "repeated id only within 5 minutes of its first send)",
+)
 def _fifo_deduplication(endpoint: str | None) -> None:
     """A FIFO queue remembers each deduplication id for 5 minutes from its first send, "even after the
     message has been received and deleted", and answers a send it drops with the *earlier* message's id
@@ -650,30 +758,11 @@ def _fifo_deduplication(endpoint: str | None) -> None:
     _replace(models, "DEDUPLICATION_TIME_IN_SECONDS", lambda _: 0)
 
     def make(original: Any) -> Any:
-        def send_message(
-            self: Any,
-            queue_name: str,
-            message_body: str,
-            message_attributes: dict[str, Any] | None = None,
-            delay_seconds: int | None = None,
-            deduplication_id: str | None = None,
-            group_id: str | None = None,
-            system_attributes: dict[str, Any] | None = None,
-            validate_group_id: bool = True,
-        ) -> Any:
+        def send_message(self: Any, queue_name: str, message_body: str, **sent: Any) -> Any:
             def send() -> Any:
-                return original(
-                    self,
-                    queue_name,
-                    message_body,
-                    message_attributes=message_attributes,
-                    delay_seconds=delay_seconds,
-                    deduplication_id=deduplication_id,
-                    group_id=group_id,
-                    system_attributes=system_attributes,
-                    validate_group_id=validate_group_id,
-                )
+                return original(self, queue_name, message_body, **sent)
 
+            deduplication_id, group_id = sent.get("deduplication_id"), sent.get("group_id")
             queue = self.get_queue(queue_name)
             if not queue.fifo_queue:
                 return send()
@@ -698,14 +787,14 @@ def _fifo_deduplication(endpoint: str | None) -> None:
                     self._validate_message(
                         queue,
                         message_body=message_body,
-                        delay_seconds=int(delay_seconds or 0),
+                        delay_seconds=int(sent.get("delay_seconds") or 0),
                         deduplication_id=deduplication_id,
                         group_id=group_id,
-                        validate_group_id=validate_group_id,
+                        validate_group_id=sent.get("validate_group_id", True),
                     )
                     earlier = seen[key][1]
-                    answer = Message(earlier.id, message_body, system_attributes)
-                    answer.message_attributes = message_attributes or {}
+                    answer = Message(earlier.id, message_body, sent.get("system_attributes"))
+                    answer.message_attributes = sent.get("message_attributes") or {}
                     answer.sequence_number = earlier.sequence_number
                     return answer  # accepted, not enqueued
                 message = send()
@@ -717,7 +806,12 @@ def _fifo_deduplication(endpoint: str | None) -> None:
     _replace(SQSBackend, "send_message", make)
 
 
+@patch("dead-letter-moves")
 def _dead_letter_moves(endpoint: str | None) -> None:
+    """A message the redrive policy moves to a dead-letter queue is never deduplicated there, and a FIFO DLQ
+    gives it its message id as deduplication id (moto drops a second dead letter with the same deduplication
+    id); the source queue is remembered for message move tasks"""
+
     def move(dead_letter_queue: Any, message: Any, source: Any) -> None:
         # SQS neither deduplicates a message its redrive policy moves nor keeps its deduplication id (a FIFO
         # DLQ gives it its message id), and remembers where it came from.
@@ -730,6 +824,7 @@ def _dead_letter_moves(endpoint: str | None) -> None:
     _replace(queue_index, "move_to_dead_letter_queue", _always(move))
 
 
+@patch("sqs-depth-independent")
 def _sqs_depth_independent(endpoint: str | None) -> None:
     """Each SQS request costs the same whatever the queue's depth: see :mod:`idempotent_local.queue_index`."""
 
@@ -779,7 +874,9 @@ def _always(value: Any) -> Callable[[Any], Any]:
     return lambda original: value
 
 
+@patch("message-move-tasks")
 def _message_move_tasks(endpoint: str | None) -> None:
+    """StartMessageMoveTask, ListMessageMoveTasks and CancelMessageMoveTask work (moto answers HTTP 500)"""
     handlers = {
         "start_message_move_task": message_move_tasks.start_message_move_task,
         "list_message_move_tasks": message_move_tasks.list_message_move_tasks,
@@ -792,7 +889,11 @@ def _message_move_tasks(endpoint: str | None) -> None:
 # --- S3 -------------------------------------------------------------------------------------------------
 
 
+@patch("bucket-policy-conditions")
 def _bucket_policy_conditions(endpoint: str | None) -> None:
+    """A bucket policy's statement with a Condition is not applied by the emulator, which cannot evaluate
+    conditions (moto applies it unconditionally: the TLS-only deny of enforce_ssl, also on the CDK bootstrap
+    bucket, refuses every object request, the CDK CLI's asset uploads too)"""
     from moto.s3.models import FakeBucket
 
     def get_permission(self: Any, action: str, resource: str) -> Any:
@@ -817,212 +918,13 @@ def _bucket_policy_conditions(endpoint: str | None) -> None:
 # --- the server ---------------------------------------------------------------------------------------
 
 
+@patch("routing-without-listing")
 def _routing_without_listing(endpoint: str | None) -> None:
+    """A request reaches its service without moto listing its own package directory first (moto does, on every
+    request, one request at a time: about 1 ms each)"""
     # moto lists its package directory (a listdir and a stat per service) to route every request, under the
     # server's one dispatch lock: about 1 ms each, in series. The list cannot change while the server runs.
     _replace(backends, "list_of_moto_modules", lambda original: functools.cache(lambda: tuple(original())))
-
-
-PATCHES: tuple[Patch, ...] = (
-    Patch(
-        "change-sets-per-stack",
-        "a change set is looked up within the stack the request names, a missing one is ChangeSetNotFound "
-        "(moto searches every stack and answers ValidationError, failing every CDK redeploy)",
-        _change_sets_per_stack,
-    ),
-    Patch(
-        "change-set-details",
-        "a change set lists, per modified resource, the properties that change and whether each replaces "
-        "it (Details, Replacement, Scope); without them `cdk diff` prints 'There were no differences'",
-        _change_set_details,
-    ),
-    Patch(
-        "ssm-parameter-kept",
-        "an SSM-typed parameter kept with UsePreviousValue (the CDK CLI's BootstrapVersion on every update) "
-        "is not looked up again as a parameter name",
-        _ssm_parameter_kept,
-    ),
-    Patch(
-        "stack-updates",
-        "an update changes resources in dependency order (a resource referring to a replaced one is "
-        "updated too), gives a replacement a new generated name, refuses to replace a custom-named "
-        "resource, deletes dropped and replaced resources only once everything else succeeded and keeps "
-        "those their DeletionPolicy / UpdateReplacePolicy retains, keeps a resource whose type moto cannot "
-        "update, and rolls back on a failure (UPDATE_ROLLBACK_COMPLETE); moto deletes first, keeps a "
-        "dropped resource's record (adding it back creates nothing), never rolls back, and leaves "
-        "dependents pointing at replaced resources",
-        _stack_updates,
-    ),
-    Patch(
-        "stack-events",
-        "a stack's events are CloudFormation's: each operation (create, update, delete, rollback) has its "
-        "own OperationId, its first event says User Initiated, and each resource it creates, updates, "
-        "replaces or deletes has its *_IN_PROGRESS and *_COMPLETE events (moto writes a change set's "
-        "UPDATE_IN_PROGRESS without a reason, no OperationId and no resource events, so `cdk deploy` "
-        "printed the reasons of earlier failed deploys beside the current one)",
-        _stack_events,
-    ),
-    Patch(
-        "templates-checked",
-        "CreateStack, UpdateStack and CreateChangeSet refuse a template whose Fn::GetAtt names an "
-        "attribute its resource type does not have, or whose resources depend on each other in a cycle, "
-        "with a ValidationError (moto creates the stack, and DescribeStacks then fails for every stack)",
-        _templates_checked,
-    ),
-    Patch(
-        "skipped-types",
-        "a resource of a type the emulator does not create — one moto does not know, or a custom resource, "
-        "whose provider function would have to run during the deploy — is left out, and what reads its "
-        "Fn::GetAtt is created without the value; `local deploy` names both (moto invokes a custom "
-        "resource's function in Docker and waits for its answer, so without Docker the stack stays "
-        "CREATE_IN_PROGRESS and `cdk deploy` never returns; a Fn::GetAtt of a left-out resource fails the "
-        "stack)",
-        _skipped_types,
-    ),
-    Patch(
-        "stack-deletion-order",
-        "DeleteStack deletes each resource after those that refer to it, and keeps every resource whose "
-        "DeletionPolicy retains it (moto tries them in any order, so a route deleted after its table fails "
-        "the deletion, and deletes a RetainExceptOnCreate resource)",
-        _stack_deletion_order,
-    ),
-    Patch(
-        "moto-types-deployable",
-        "every type moto's CloudFormation lists deploys and deletes: properties CloudFormation treats as "
-        "optional get its defaults (moto fails with a KeyError, or an SSM parameter without a Name with "
-        "'NoneType' object has no attribute 'lower'), each resource has the physical id Ref returns (moto "
-        "leaves 19 types without one, so the stack cannot delete them), and route tables can be deleted",
-        _moto_types_deployable,
-    ),
-    Patch(
-        "ttl-moves-refused",
-        "UpdateTimeToLive refuses to enable TTL on another attribute while it is enabled on one (moto "
-        "moves it), so a stack update that moves it fails and rolls back, as in AWS",
-        _ttl_moves_refused,
-    ),
-    Patch(
-        "event-source-mappings-not-invoked",
-        "an SQS or DynamoDB stream event source mapping does not make moto invoke the function (moto needs "
-        "Docker for that, and consumes the messages, or empties the stream, anyway); the event-source "
-        "runner is the one poller",
-        _event_source_mappings_not_invoked,
-    ),
-    Patch(
-        "event-source-mapping-filters-checked",
-        "CreateEventSourceMapping and UpdateEventSourceMapping refuse a FilterCriteria pattern Lambda "
-        "refuses (InvalidParameterValueException), and an empty FilterCriteria removes the filters (moto "
-        "stores anything, and keeps an empty one)",
-        _event_source_mapping_filters_checked,
-    ),
-    Patch(
-        "event-source-mapping-last-modified",
-        "an event source mapping's LastModified is the time it was created or last updated (moto reads UTC "
-        "wall time as local time: hours off outside UTC, which would move where a LATEST stream mapping "
-        "starts)",
-        _event_source_mapping_last_modified,
-    ),
-    Patch(
-        "stream-disable-and-re-enable",
-        "disabling a table's stream closes it (DISABLED, an EndingSequenceNumber, no more records, still "
-        "readable; a closed shard read to its end gives no NextShardIterator) and enabling it again creates "
-        "a new stream with a new ARN and shard; a closed stream stays listed and readable 24 hours and a "
-        "record stays in its stream 24 hours by the emulator's clock, which a test can move ahead (moto "
-        "keeps recording into the one shard, says ENABLED, refuses to enable again, gives every stream the "
-        "same shard id, lists only the latest stream, and keeps records as long as the table)",
-        _stream_disable_and_re_enable,
-        ages="DynamoDB stream records (a record leaves its stream 24 h after it was written, a closed stream "
-        "24 h after it closed)",
-    ),
-    Patch(
-        "stream-record-fields",
-        "a stream record has eventVersion 1.1 and its table's region as awsRegion (moto: 1.0, us-east-1)",
-        _stream_record_fields,
-    ),
-    Patch(
-        "lambda-durable-executions",
-        "a function keeps its DurableConfig; Invoke of a durable function (qualified only) starts one "
-        "durable execution per DurableExecutionName - the same name and payload return it, another payload "
-        "is DurableExecutionAlreadyStartedException - and runs its handler once per execution; "
-        "GetDurableExecution and ListDurableExecutionsByFunction (one version at a time) read them, "
-        "ListVersionsByFunction takes an ARN (moto drops DurableConfig, ignores the name, needs Docker to "
-        "invoke and lists no version of an ARN)",
-        _durable_executions,
-    ),
-    Patch(
-        "code-location-served",
-        "GetFunction returns a Code.Location that downloads the deployed zip (from the emulator's S3, or, "
-        "for inline code, from its control API; moto: an awslambda-REGION-tasks URL that leads nowhere)",
-        _code_location_served,
-    ),
-    Patch(
-        "dynamodb-atomic-writes",
-        "a conditional write (PutItem, UpdateItem, DeleteItem, TransactWriteItems) is atomic: two writes of "
-        "one key at the same time cannot both pass their condition (moto checks, then writes, without a "
-        "lock, and its server runs requests on many threads)",
-        _dynamodb_atomic_writes,
-    ),
-    Patch(
-        "topic-content-based-deduplication",
-        "a FIFO topic with content-based deduplication hands its subscribed queues a deduplication id (the "
-        "SHA-256 of the body), as SNS does",
-        _topic_content_based_deduplication,
-    ),
-    Patch(
-        "subscription-delivery",
-        "a message SNS cannot deliver to a subscribed queue (queue gone, more than 10 message attributes "
-        "with raw delivery, any refusal by SQS) goes to the subscription's redrive-policy DLQ with "
-        "ErrorCode/ErrorMessage/RequestID attributes, or is dropped without one; the publisher never sees "
-        "the failure (moto fails the Publish call, or delivers what SQS would refuse)",
-        _subscription_delivery,
-    ),
-    Patch(
-        "fifo-group-order",
-        "after a failed or expired receive, a FIFO message group is delivered again from its first message "
-        "(moto hands out a later message of the group first)",
-        _fifo_group_order,
-    ),
-    Patch(
-        "sqs-depth-independent",
-        "a send, receive, delete or visibility change costs the same whatever the queue's depth (moto walks "
-        "every message of the queue several times per request), and a long poll sleeps until something "
-        "changes (moto walks the queue in a loop while a busy FIFO group has visible messages)",
-        _sqs_depth_independent,
-    ),
-    Patch(
-        "dead-letter-moves",
-        "a message the redrive policy moves to a dead-letter queue is never deduplicated there, and a FIFO "
-        "DLQ gives it its message id as deduplication id (moto drops a second dead letter with the same "
-        "deduplication id); the source queue is remembered for message move tasks",
-        _dead_letter_moves,
-    ),
-    Patch(
-        "fifo-deduplication",
-        "a FIFO queue remembers a deduplication id for 5 minutes, also after the message was deleted, and "
-        "answers a duplicate send with the earlier message's id (moto forgets deleted messages' ids and "
-        "answers with a new id for a message it drops)",
-        _fifo_deduplication,
-        ages="FIFO deduplication ids (an SQS FIFO queue, and so an SNS FIFO topic delivering to it, drops a "
-        "repeated id only within 5 minutes of its first send)",
-    ),
-    Patch(
-        "message-move-tasks",
-        "StartMessageMoveTask, ListMessageMoveTasks and CancelMessageMoveTask work (moto answers HTTP 500)",
-        _message_move_tasks,
-    ),
-    Patch(
-        "bucket-policy-conditions",
-        "a bucket policy's statement with a Condition is not applied by the emulator, which cannot evaluate "
-        "conditions (moto applies it unconditionally: the TLS-only deny of enforce_ssl, also on the CDK "
-        "bootstrap bucket, refuses every object request, the CDK CLI's asset uploads too)",
-        _bucket_policy_conditions,
-    ),
-    Patch(
-        "routing-without-listing",
-        "a request reaches its service without moto listing its own package directory first (moto does, on "
-        "every request, one request at a time: about 1 ms each)",
-        _routing_without_listing,
-    ),
-)
 
 
 def apply(endpoint: str | None = None) -> tuple[Patch, ...]:
@@ -1037,7 +939,7 @@ def apply(endpoint: str | None = None) -> tuple[Patch, ...]:
                 patch.moto_version,
                 installed,
             )
-    return PATCHES
+    return tuple(PATCHES)
 
 
 def revert() -> None:

@@ -8,10 +8,12 @@ an ordinary app holds beside a pipeline (``AWS::S3::BucketPolicy``, ``AWS::Secre
 state machine as STANDARD, gets generated queue names wrong, replaces a topic (dropping its subscriptions)
 on any change, keeps a KMS key policy in a shape ``DescribeKey`` fails on, leaves a property dropped from
 the template at its old value (an event source mapping's filter too), and lacks attributes AWS has
-(``QueueUrl``, ``TopicArn``, ``KeyId``; a Lambda version's ``Ref`` is no ARN). Each public module of this
-package is a moto ``CloudFormationModel`` for one type that does what CloudFormation does, through moto's
-own backends, so the deployed template stays the single source of truth: nothing is created beside it. Its
-``has_cfn_attr`` / ``get_cfn_attribute`` declare exactly the ``Fn::GetAtt`` attributes AWS has. How a stack
+(``QueueUrl``, ``TopicArn``, ``KeyId``; a Lambda version's ``Ref`` is no ARN). Each type is a moto
+``CloudFormationModel`` that does what CloudFormation does, through moto's own backends, so the deployed
+template stays the single source of truth: nothing is created beside it. A type moto has a model for is its
+model adopted by a taught class (one module per type, on ``_common.Taught``); the types that live only as
+stack state share one shape and are declared as data, a row each (``stack_types``). Each declares exactly
+the ``Fn::GetAtt`` attributes AWS has. How a stack
 is updated (order, replacement, rollback) is in ``_updates``; what a template must not do, in
 ``_validation``.
 
@@ -31,44 +33,30 @@ require_moto()
 from moto.cloudformation import parsing
 from moto.core.common_models import CloudFormationModel
 
-from idempotent_local.cloudformation.apigateway_account import ApiGatewayAccount
-from idempotent_local.cloudformation.apigateway_stage import ApiGatewayStage
-from idempotent_local.cloudformation.cdk_metadata import CdkMetadata
-from idempotent_local.cloudformation.cloudwatch_alarm import CloudWatchAlarm
 from idempotent_local.cloudformation.dynamodb_table import DynamoDbTable
 from idempotent_local.cloudformation.kms_key import KmsKey
 from idempotent_local.cloudformation.lambda_event_source_mapping import LambdaEventSourceMapping
 from idempotent_local.cloudformation.lambda_version import LambdaVersion
-from idempotent_local.cloudformation.s3_bucket_policy import S3BucketPolicy
-from idempotent_local.cloudformation.secretsmanager_secret import SecretsManagerSecret
-from idempotent_local.cloudformation.sns_subscription import SnsSubscription
 from idempotent_local.cloudformation.sns_topic import SnsTopic
-from idempotent_local.cloudformation.sns_topic_policy import SnsTopicPolicy
 from idempotent_local.cloudformation.sqs_queue import SqsQueue
-from idempotent_local.cloudformation.sqs_queue_policy import SqsQueuePolicy
+from idempotent_local.cloudformation.stack_types import MODELS
 from idempotent_local.cloudformation.stepfunctions_state_machine import StepFunctionsStateMachine
 from idempotent_local.emulator import Service
 
 TAUGHT: dict[str, type[CloudFormationModel]] = {
-    model.cloudformation_type(): model
-    for model in (
-        CdkMetadata,
-        SnsSubscription,
-        SnsTopic,
-        SnsTopicPolicy,
-        SqsQueue,
-        SqsQueuePolicy,
-        DynamoDbTable,
-        KmsKey,
-        CloudWatchAlarm,
-        LambdaEventSourceMapping,
-        LambdaVersion,
-        StepFunctionsStateMachine,
-        S3BucketPolicy,
-        SecretsManagerSecret,
-        ApiGatewayStage,
-        ApiGatewayAccount,
-    )
+    **{
+        model.cloudformation_type(): model
+        for model in (
+            SnsTopic,
+            SqsQueue,
+            DynamoDbTable,
+            KmsKey,
+            LambdaEventSourceMapping,
+            LambdaVersion,
+            StepFunctionsStateMachine,
+        )
+    },
+    **MODELS,
 }
 TAUGHT_TYPES = tuple(TAUGHT)
 
