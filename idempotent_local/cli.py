@@ -133,14 +133,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         for warning in warnings:
             print(f"    warning: {warning}")
     progress("checking that every resource of the templates exists in the emulator")
-    problems = 0
-    for stack in deployed_stacks(emulator):
-        print(f"    {stack.name}: {stack.status}, {stack.resources} resources")
-        for problem in stack.problems():
-            problems += 1
-            print(f"    ! {problem}")
-        for note in stack.notes:
-            print(f"    note: {note}")
+    problems = _print_stacks(deployed_stacks(emulator), "    ")
     if problems:
         print(f"    {problems} resource(s) missing: the pipeline is not wired as the template says")
     if args.demo:
@@ -164,6 +157,27 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     for command, meaning in steps:
         print(f"    {command.ljust(width)}   {meaning}")
     return 1 if problems else 0
+
+
+def _print_stacks(stacks: list[Any], indent: str, detail: bool = False) -> int:
+    """Each stack's status and resources, what is missing from it (the number returned) and the emulator's
+    notes; with ``detail``, a failed operation's reason and the outputs (not the bootstrap stack's)."""
+    from idempotent_local.cdk import BOOTSTRAP_STACK
+
+    problems = 0
+    for stack in stacks:
+        print(f"{indent}{stack.name}: {stack.status}, {stack.resources} resources")
+        if detail and stack.status_reason:
+            print(f"    ({stack.status_reason})")
+        for problem in stack.problems():
+            problems += 1
+            print(f"    ! {problem}")
+        for note in stack.notes:
+            print(f"    note: {note}")
+        if detail and stack.name != BOOTSTRAP_STACK:
+            for name, value in sorted(stack.outputs.items()):
+                print(f"    {name} = {value}")
+    return problems
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
@@ -266,7 +280,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from idempotent_local import mappings
-    from idempotent_local.cdk import BOOTSTRAP_STACK
     from idempotent_local.stacks import Inventory, deployed_stacks
 
     location = _location(args)
@@ -276,19 +289,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 3
     print(f"emulator: {emulator.endpoint} (pid {emulator.pid}) for {location.describe()}")
     print(f"state:    {location.state_dir}/")
-    problems, inventory = 0, Inventory(emulator)
-    for stack in deployed_stacks(emulator, include_bootstrap=True, inventory=inventory):
-        print(f"  {stack.name}: {stack.status}, {stack.resources} resources")
-        if stack.status_reason:
-            print(f"    ({stack.status_reason})")
-        for problem in stack.problems():
-            problems += 1
-            print(f"    ! {problem}")
-        for note in stack.notes:
-            print(f"    note: {note}")
-        if stack.name != BOOTSTRAP_STACK:
-            for name, value in sorted(stack.outputs.items()):
-                print(f"    {name} = {value}")
+    inventory = Inventory(emulator)
+    problems = _print_stacks(
+        deployed_stacks(emulator, include_bootstrap=True, inventory=inventory), "  ", True
+    )
     for mapping in mappings.read(inventory.mappings()):
         print(f"  mapping {mapping.describe()}{'' if mapping.enabled else ' (disabled)'}")
     return 1 if problems else 0

@@ -104,6 +104,24 @@ def _replace(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
     setattr(owner, name, make(_ORIGINALS[key]))
 
 
+def _around(owner: Any, name: str) -> Callable[[Callable[..., Any]], Any]:
+    """Replace the function or method ``owner.name`` with the decorated one, which gets moto's own (the
+    original, see :func:`_replace`) as its first argument: ``def name(original, self, ...)``."""
+
+    def decorate(around: Callable[..., Any]) -> Any:
+        def make(original: Any) -> Any:
+            @functools.wraps(original)
+            def replaced(*args: Any, **kwargs: Any) -> Any:
+                return around(original, *args, **kwargs)
+
+            return replaced
+
+        _replace(owner, name, make)
+        return around
+
+    return decorate
+
+
 # --- CloudFormation -------------------------------------------------------------------------------------
 
 
@@ -196,33 +214,29 @@ def _change_set_details(endpoint: str | None) -> None:
     """A change set lists, per modified resource, the properties that change and whether each replaces it
     (Details, Replacement, Scope); without them `cdk diff` prints 'There were no differences'"""
 
-    def make(original: Any) -> Any:
-        def diff(self: Any) -> Any:
-            changes = original(self)
-            resource_map = self.stack.resource_map
-            before = getattr(resource_map, "_resource_json_map", {}) or {}
-            after = (self.template_dict or {}).get("Resources", {})
-            for change in changes:
-                parsed = resource_map._parsed_resources.get(change.logical_resource_id)
-                physical = getattr(parsed, "physical_resource_id", None)
-                if change.action != "Add" and isinstance(physical, str):
-                    change.physical_resource_id = physical
-                if change.action != "Modify":
-                    continue
-                details = resource_change_details(
-                    change.resource_type,
-                    before.get(change.logical_resource_id, {}),
-                    after.get(change.logical_resource_id, {}),
-                )
-                change.details = details
-                change.scope = ["Properties"] if details else []
-                replaces = any(d["Target"]["RequiresRecreation"] == "Always" for d in details)
-                change.replacement = "True" if replaces else "False"
-            return changes
-
-        return diff
-
-    _replace(ChangeSet, "diff", make)
+    @_around(ChangeSet, "diff")
+    def diff(original: Any, self: Any) -> Any:
+        changes = original(self)
+        resource_map = self.stack.resource_map
+        before = getattr(resource_map, "_resource_json_map", {}) or {}
+        after = (self.template_dict or {}).get("Resources", {})
+        for change in changes:
+            parsed = resource_map._parsed_resources.get(change.logical_resource_id)
+            physical = getattr(parsed, "physical_resource_id", None)
+            if change.action != "Add" and isinstance(physical, str):
+                change.physical_resource_id = physical
+            if change.action != "Modify":
+                continue
+            details = resource_change_details(
+                change.resource_type,
+                before.get(change.logical_resource_id, {}),
+                after.get(change.logical_resource_id, {}),
+            )
+            change.details = details
+            change.scope = ["Properties"] if details else []
+            replaces = any(d["Target"]["RequiresRecreation"] == "Always" for d in details)
+            change.replacement = "True" if replaces else "False"
+        return changes
 
 
 @patch("ssm-parameter-kept")
@@ -230,18 +244,14 @@ def _ssm_parameter_kept(endpoint: str | None) -> None:
     """An SSM-typed parameter kept with UsePreviousValue (the CDK CLI's BootstrapVersion on every update) is
     not looked up again as a parameter name"""
 
-    def make(original: Any) -> Any:
-        def parse_ssm_parameter(self: Any, value: str, value_type: str) -> Any:
-            from moto.ssm import ssm_backends
+    @_around(parsing.ResourceMap, "parse_ssm_parameter")
+    def parse_ssm_parameter(original: Any, self: Any, value: str, value_type: str) -> Any:
+        from moto.ssm import ssm_backends
 
-            backend = ssm_backends[self._account_id][self._region_name]
-            if backend.get_parameter(value) is None and not value.startswith("/"):
-                return value.split(",") if value_type.find("List") > 0 else value
-            return original(self, value, value_type)
-
-        return parse_ssm_parameter
-
-    _replace(parsing.ResourceMap, "parse_ssm_parameter", make)
+        backend = ssm_backends[self._account_id][self._region_name]
+        if backend.get_parameter(value) is None and not value.startswith("/"):
+            return value.split(",") if value_type.find("List") > 0 else value
+        return original(self, value, value_type)
 
 
 @patch("stack-events")
@@ -291,11 +301,9 @@ def _skipped_types(endpoint: str | None) -> None:
     and waits for its answer, so without Docker the stack stays CREATE_IN_PROGRESS and `cdk deploy` never
     returns; a Fn::GetAtt of a left-out resource fails the stack)"""
 
-    def make_class(original: Any) -> Any:
-        def resource_class_from_type(resource_type: str) -> Any:
-            return None if _is_skipped(resource_type) else original(resource_type)
-
-        return resource_class_from_type
+    @_around(parsing, "resource_class_from_type")
+    def resource_class_from_type(original: Any, resource_type: str) -> Any:
+        return None if _is_skipped(resource_type) else original(resource_type)
 
     def left_out(value: Any, resources: dict[str, Any]) -> bool:
         """Whether ``value`` is a ``Fn::GetAtt`` of a resource the emulator leaves out."""
@@ -326,7 +334,6 @@ def _skipped_types(endpoint: str | None) -> None:
 
         return validate_outputs
 
-    _replace(parsing, "resource_class_from_type", make_class)
     _replace(parsing, "clean_json", make_clean)
     _replace(parsing.ResourceMap, "validate_outputs", make_outputs)
 
@@ -357,26 +364,22 @@ def _ttl_moves_refused(endpoint: str | None) -> None:
     """UpdateTimeToLive refuses to enable TTL on another attribute while it is enabled on one (moto moves it),
     so a stack update that moves it fails and rolls back, as in AWS"""
 
-    def make(original: Any) -> Any:
-        def update_time_to_live(self: Any, table_name: str, ttl_spec: dict[str, Any]) -> None:
-            try:
-                current = self.get_table(table_name).ttl
-            except Exception:  # moto's own answer for a table that does not exist
-                return original(self, table_name, ttl_spec)
-            if (
-                current.get("TimeToLiveStatus") == "ENABLED"
-                and ttl_spec.get("Enabled")
-                and ttl_spec.get("AttributeName") != current.get("AttributeName")
-            ):
-                raise MockValidationException(
-                    "TimeToLive is active on a different AttributeName: current AttributeName is "
-                    f"{current.get('AttributeName')}"
-                )
+    @_around(DynamoDBBackend, "update_time_to_live")
+    def update_time_to_live(original: Any, self: Any, table_name: str, ttl_spec: dict[str, Any]) -> None:
+        try:
+            current = self.get_table(table_name).ttl
+        except Exception:  # moto's own answer for a table that does not exist
             return original(self, table_name, ttl_spec)
-
-        return update_time_to_live
-
-    _replace(DynamoDBBackend, "update_time_to_live", make)
+        if (
+            current.get("TimeToLiveStatus") == "ENABLED"
+            and ttl_spec.get("Enabled")
+            and ttl_spec.get("AttributeName") != current.get("AttributeName")
+        ):
+            raise MockValidationException(
+                "TimeToLive is active on a different AttributeName: current AttributeName is "
+                f"{current.get('AttributeName')}"
+            )
+        return original(self, table_name, ttl_spec)
 
 
 # --- Lambda ---------------------------------------------------------------------------------------------
@@ -388,18 +391,14 @@ def _event_source_mappings_not_invoked(endpoint: str | None) -> None:
     Docker for that, and consumes the messages, or empties the stream, anyway); the event-source runner is the
     one poller"""
 
-    def make(original: Any) -> Any:
-        def create_event_source_mapping(self: Any, spec: dict[str, Any]) -> Any:
-            esm = original(self, spec)
-            for queue in sqs_backends[self.account_id][self.region_name].queues.values():
-                queue.lambda_event_source_mappings.pop(esm.function_arn, None)
-            for table in dynamodb_backends[self.account_id][self.region_name].tables.values():
-                table.lambda_event_source_mappings.pop(esm.function_arn, None)
-            return esm
-
-        return create_event_source_mapping
-
-    _replace(LambdaBackend, "create_event_source_mapping", make)
+    @_around(LambdaBackend, "create_event_source_mapping")
+    def create_event_source_mapping(original: Any, self: Any, spec: dict[str, Any]) -> Any:
+        esm = original(self, spec)
+        for queue in sqs_backends[self.account_id][self.region_name].queues.values():
+            queue.lambda_event_source_mappings.pop(esm.function_arn, None)
+        for table in dynamodb_backends[self.account_id][self.region_name].tables.values():
+            table.lambda_event_source_mappings.pop(esm.function_arn, None)
+        return esm
 
 
 def _checked_filter_criteria(spec: dict[str, Any]) -> None:
@@ -423,13 +422,11 @@ def _event_source_mapping_filters_checked(endpoint: str | None) -> None:
     (InvalidParameterValueException), and an empty FilterCriteria removes the filters (moto stores anything,
     and keeps an empty one)"""
 
-    def make_init(original: Any) -> Any:
-        def __init__(self: Any, spec: dict[str, Any]) -> None:
-            _checked_filter_criteria(spec)
-            original(self, spec)
-            self.filter_criteria = spec.get("FilterCriteria") or None
-
-        return __init__
+    @_around(EventSourceMapping, "__init__")
+    def __init__(original: Any, self: Any, spec: dict[str, Any]) -> None:
+        _checked_filter_criteria(spec)
+        original(self, spec)
+        self.filter_criteria = spec.get("FilterCriteria") or None
 
     def make_update(original: Any) -> Any:
         def update_event_source_mapping(self: Any, uuid: str, spec: dict[str, Any]) -> Any:
@@ -441,7 +438,6 @@ def _event_source_mapping_filters_checked(endpoint: str | None) -> None:
 
         return update_event_source_mapping
 
-    _replace(EventSourceMapping, "__init__", make_init)
     _replace(LambdaBackend, "update_event_source_mapping", make_update)
 
 
@@ -479,20 +475,16 @@ def _code_location_served(endpoint: str | None) -> None:
     if not endpoint:
         return
 
-    def make(original: Any) -> Any:
-        def get_code(self: Any) -> dict[str, Any]:
-            response = original(self)
-            if "Code" not in response:
-                return response  # an image
-            if "S3Bucket" in self.code and "S3Key" in self.code:
-                response["Code"]["Location"] = f"{endpoint}/{self.code['S3Bucket']}/{self.code['S3Key']}"
-            elif "ZipFile" in self.code:  # inline code (CloudFormation's Code.ZipFile): kept by moto alone
-                response["Code"]["Location"] = control.code_location(endpoint, self.function_arn)
-            return response
-
-        return get_code
-
-    _replace(LambdaFunction, "get_code", make)
+    @_around(LambdaFunction, "get_code")
+    def get_code(original: Any, self: Any) -> dict[str, Any]:
+        response = original(self)
+        if "Code" not in response:
+            return response  # an image
+        if "S3Bucket" in self.code and "S3Key" in self.code:
+            response["Code"]["Location"] = f"{endpoint}/{self.code['S3Bucket']}/{self.code['S3Key']}"
+        elif "ZipFile" in self.code:  # inline code (CloudFormation's Code.ZipFile): kept by moto alone
+            response["Code"]["Location"] = control.code_location(endpoint, self.function_arn)
+        return response
 
 
 # --- DynamoDB -------------------------------------------------------------------------------------------
@@ -540,13 +532,10 @@ def _stream_disable_and_re_enable(endpoint: str | None) -> None:
     _replace(DynamoDBStreamsBackend, "describe_stream", _always(dynamodb_streams.describe_stream))
     _replace(DynamoDBStreamsBackend, "get_shard_iterator", _always(dynamodb_streams.get_shard_iterator))
 
-    def make_get(original: Any) -> Any:
-        def get(self: Any, limit: int = 1000) -> dict[str, Any]:
-            return dynamodb_streams.records_get(self, original, limit)
+    @_around(ShardIterator, "get")
+    def get(original: Any, self: Any, limit: int = 1000) -> dict[str, Any]:
+        return dynamodb_streams.records_get(self, original, limit)
 
-        return get
-
-    _replace(ShardIterator, "get", make_get)
     _replace(DynamoDBStreamsBackend, "list_streams", _always(dynamodb_streams.list_streams))
 
 
@@ -554,14 +543,10 @@ def _stream_disable_and_re_enable(endpoint: str | None) -> None:
 def _stream_record_fields(endpoint: str | None) -> None:
     """A stream record has eventVersion 1.1 and its table's region as awsRegion (moto: 1.0, us-east-1)"""
 
-    def make(original: Any) -> Any:
-        def __init__(self: Any, table: Any, *args: Any, **kwargs: Any) -> None:
-            original(self, table, *args, **kwargs)
-            dynamodb_streams.record_fields(self, table)
-
-        return __init__
-
-    _replace(StreamRecord, "__init__", make)
+    @_around(StreamRecord, "__init__")
+    def __init__(original: Any, self: Any, table: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, table, *args, **kwargs)
+        dynamodb_streams.record_fields(self, table)
 
 
 # --- SNS ------------------------------------------------------------------------------------------------
@@ -572,19 +557,15 @@ def _topic_content_based_deduplication(endpoint: str | None) -> None:
     """A FIFO topic with content-based deduplication hands its subscribed queues a deduplication id (the
     SHA-256 of the body), as SNS does"""
 
-    def make(original: Any) -> Any:
-        def publish(self: Any, message: str, *args: Any, **kwargs: Any) -> str:
-            if (
-                self.fifo_topic
-                and str(self.content_based_deduplication).lower() == "true"
-                and not kwargs.get("deduplication_id")
-            ):
-                kwargs["deduplication_id"] = hashlib.sha256(message.encode()).hexdigest()
-            return original(self, message, *args, **kwargs)
-
-        return publish
-
-    _replace(MotoTopic, "publish", make)
+    @_around(MotoTopic, "publish")
+    def publish(original: Any, self: Any, message: str, *args: Any, **kwargs: Any) -> str:
+        if (
+            self.fifo_topic
+            and str(self.content_based_deduplication).lower() == "true"
+            and not kwargs.get("deduplication_id")
+        ):
+            kwargs["deduplication_id"] = hashlib.sha256(message.encode()).hexdigest()
+        return original(self, message, *args, **kwargs)
 
 
 MAX_SQS_MESSAGE_ATTRIBUTES = 10
@@ -617,58 +598,52 @@ def _subscription_delivery(endpoint: str | None) -> None:
     ErrorCode/ErrorMessage/RequestID attributes, or is dropped without one; the publisher never sees the
     failure (moto fails the Publish call, or delivers what SQS would refuse)"""
 
-    def make(original: Any) -> Any:
-        def publish(self: Any, message: str, message_id: str, **published: Any) -> None:
-            if self.protocol != "sqs":
-                return original(self, message, message_id, **published)
-            subject, message_attributes = published.get("subject"), published.get("message_attributes")
-            group_id, deduplication_id = published.get("group_id"), published.get("deduplication_id")
-            if self._filter_policy_matcher is not None and not self._filter_policy_matcher.matches(
-                message_attributes, message
-            ):
-                return None
-            if published.get("message_structure") == "json":
-                message = self._parse_message_structure(message, self.protocol)
-            raw = str(self.attributes.get("RawMessageDelivery", "false")).lower() == "true"
-            if raw:
-                body, attributes = message, _sqs_attributes(message_attributes)
-            else:
-                envelope = self.get_post_data(
-                    message, message_id, subject, message_attributes=message_attributes
-                )
-                body = json.dumps(envelope, sort_keys=True, indent=2, separators=(",", ": "))
-                attributes = {}
-            _, _, _, region, account, queue = self.endpoint.split(":", 5)
-            backend = sqs_backends[account][region]
-            try:
-                if queue not in backend.queues:
-                    raise DeliveryFailed(
-                        "AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."
-                    )
-                if len(attributes) > MAX_SQS_MESSAGE_ATTRIBUTES:
-                    raise DeliveryFailed(
-                        "InvalidParameterValue",
-                        f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
-                        f"[{MAX_SQS_MESSAGE_ATTRIBUTES}].",
-                    )
-                try:
-                    backend.send_message(
-                        queue,
-                        body,
-                        message_attributes=attributes,
-                        deduplication_id=deduplication_id,
-                        group_id=group_id,
-                        validate_group_id=False,
-                    )
-                except SQSException as exc:
-                    raise DeliveryFailed(exc.code, exc.message) from exc
-            except DeliveryFailed as failure:
-                _to_subscription_dead_letter_queue(self, message_id, body, attributes, group_id, failure)
+    @_around(Subscription, "publish")
+    def publish(original: Any, self: Any, message: str, message_id: str, **published: Any) -> None:
+        if self.protocol != "sqs":
+            return original(self, message, message_id, **published)
+        subject, message_attributes = published.get("subject"), published.get("message_attributes")
+        group_id, deduplication_id = published.get("group_id"), published.get("deduplication_id")
+        if self._filter_policy_matcher is not None and not self._filter_policy_matcher.matches(
+            message_attributes, message
+        ):
             return None
-
-        return publish
-
-    _replace(Subscription, "publish", make)
+        if published.get("message_structure") == "json":
+            message = self._parse_message_structure(message, self.protocol)
+        raw = str(self.attributes.get("RawMessageDelivery", "false")).lower() == "true"
+        if raw:
+            body, attributes = message, _sqs_attributes(message_attributes)
+        else:
+            envelope = self.get_post_data(message, message_id, subject, message_attributes=message_attributes)
+            body = json.dumps(envelope, sort_keys=True, indent=2, separators=(",", ": "))
+            attributes = {}
+        _, _, _, region, account, queue = self.endpoint.split(":", 5)
+        backend = sqs_backends[account][region]
+        try:
+            if queue not in backend.queues:
+                raise DeliveryFailed(
+                    "AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."
+                )
+            if len(attributes) > MAX_SQS_MESSAGE_ATTRIBUTES:
+                raise DeliveryFailed(
+                    "InvalidParameterValue",
+                    f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
+                    f"[{MAX_SQS_MESSAGE_ATTRIBUTES}].",
+                )
+            try:
+                backend.send_message(
+                    queue,
+                    body,
+                    message_attributes=attributes,
+                    deduplication_id=deduplication_id,
+                    group_id=group_id,
+                    validate_group_id=False,
+                )
+            except SQSException as exc:
+                raise DeliveryFailed(exc.code, exc.message) from exc
+        except DeliveryFailed as failure:
+            _to_subscription_dead_letter_queue(self, message_id, body, attributes, group_id, failure)
+        return None
 
 
 def _to_subscription_dead_letter_queue(
@@ -757,53 +732,49 @@ def _fifo_deduplication(endpoint: str | None) -> None:
     # This patch decides alone: moto's own check (messages still in the queue, any group) is off.
     _replace(models, "DEDUPLICATION_TIME_IN_SECONDS", lambda _: 0)
 
-    def make(original: Any) -> Any:
-        def send_message(self: Any, queue_name: str, message_body: str, **sent: Any) -> Any:
-            def send() -> Any:
-                return original(self, queue_name, message_body, **sent)
+    @_around(SQSBackend, "send_message")
+    def send_message(original: Any, self: Any, queue_name: str, message_body: str, **sent: Any) -> Any:
+        def send() -> Any:
+            return original(self, queue_name, message_body, **sent)
 
-            deduplication_id, group_id = sent.get("deduplication_id"), sent.get("group_id")
-            queue = self.get_queue(queue_name)
-            if not queue.fifo_queue:
-                return send()
-            key = deduplication_id
-            if key is None and queue.content_based_deduplication:
-                key = hashlib.sha256(message_body.encode("utf-8")).hexdigest()
-            if key is None:
-                return send()  # moto's own checks answer a FIFO send without a deduplication id
-            if queue.deduplication_scope == "messageGroup":
-                key = f"{group_id}\n{key}"  # high-throughput FIFO: deduplicated within the group only
-            with _DEDUPLICATION_LOCK:
-                # Oldest first (a dict keeps insertion order): expiring the window stops at the first id
-                # still in it, so a send costs the same with 10 or 10,000 ids remembered.
-                seen: dict[str, tuple[float, Any]] = vars(queue).setdefault("_deduplication_ids", {})
-                now = CLOCK.now()
-                while seen:
-                    oldest, (at, _) = next(iter(seen.items()))
-                    if now - at < DEDUPLICATION_SECONDS:
-                        break
-                    del seen[oldest]
-                if key in seen:
-                    self._validate_message(
-                        queue,
-                        message_body=message_body,
-                        delay_seconds=int(sent.get("delay_seconds") or 0),
-                        deduplication_id=deduplication_id,
-                        group_id=group_id,
-                        validate_group_id=sent.get("validate_group_id", True),
-                    )
-                    earlier = seen[key][1]
-                    answer = Message(earlier.id, message_body, sent.get("system_attributes"))
-                    answer.message_attributes = sent.get("message_attributes") or {}
-                    answer.sequence_number = earlier.sequence_number
-                    return answer  # accepted, not enqueued
-                message = send()
-                seen[key] = (now, message)
-                return message
-
-        return send_message
-
-    _replace(SQSBackend, "send_message", make)
+        deduplication_id, group_id = sent.get("deduplication_id"), sent.get("group_id")
+        queue = self.get_queue(queue_name)
+        if not queue.fifo_queue:
+            return send()
+        key = deduplication_id
+        if key is None and queue.content_based_deduplication:
+            key = hashlib.sha256(message_body.encode("utf-8")).hexdigest()
+        if key is None:
+            return send()  # moto's own checks answer a FIFO send without a deduplication id
+        if queue.deduplication_scope == "messageGroup":
+            key = f"{group_id}\n{key}"  # high-throughput FIFO: deduplicated within the group only
+        with _DEDUPLICATION_LOCK:
+            # Oldest first (a dict keeps insertion order): expiring the window stops at the first id
+            # still in it, so a send costs the same with 10 or 10,000 ids remembered.
+            seen: dict[str, tuple[float, Any]] = vars(queue).setdefault("_deduplication_ids", {})
+            now = CLOCK.now()
+            while seen:
+                oldest, (at, _) = next(iter(seen.items()))
+                if now - at < DEDUPLICATION_SECONDS:
+                    break
+                del seen[oldest]
+            if key in seen:
+                self._validate_message(
+                    queue,
+                    message_body=message_body,
+                    delay_seconds=int(sent.get("delay_seconds") or 0),
+                    deduplication_id=deduplication_id,
+                    group_id=group_id,
+                    validate_group_id=sent.get("validate_group_id", True),
+                )
+                earlier = seen[key][1]
+                answer = Message(earlier.id, message_body, sent.get("system_attributes"))
+                answer.message_attributes = sent.get("message_attributes") or {}
+                answer.sequence_number = earlier.sequence_number
+                return answer  # accepted, not enqueued
+            message = send()
+            seen[key] = (now, message)
+            return message
 
 
 @patch("dead-letter-moves")
@@ -837,16 +808,13 @@ def _sqs_depth_independent(endpoint: str | None) -> None:
     # Queue.attributes turns each attribute name into a Python name, on every read: once is enough.
     _replace(sqs_models, "camelcase_to_underscores", functools.cache)
 
-    def make_add(original: Any) -> Any:
-        def add_message(self: Any, message: Any) -> None:
-            if self.lambda_event_source_mappings:  # moto invokes the mapped function (never in the emulator)
-                original(self, message)
-            else:
-                queue_index.add_message(self, message)
+    @_around(Queue, "add_message")
+    def add_message(original: Any, self: Any, message: Any) -> None:
+        if self.lambda_event_source_mappings:  # moto invokes the mapped function (never in the emulator)
+            original(self, message)
+        else:
+            queue_index.add_message(self, message)
 
-        return add_message
-
-    _replace(Queue, "add_message", make_add)
     _replace(Queue, "delete_message", _always(queue_index.delete_message))
 
     def receive_message(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
@@ -855,18 +823,15 @@ def _sqs_depth_independent(endpoint: str | None) -> None:
     def change_message_visibility(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> None:
         queue_index.change_message_visibility(self.get_queue(queue_name), *args, **kwargs)
 
-    def make_purge(original: Any) -> Any:
-        def purge_queue(self: Any, queue_name: str) -> None:
-            queue = self.get_queue(queue_name)
-            with queue._messages_lock:
-                original(self, queue_name)
-                queue_index.forget_all(queue)
-
-        return purge_queue
+    @_around(SQSBackend, "purge_queue")
+    def purge_queue(original: Any, self: Any, queue_name: str) -> None:
+        queue = self.get_queue(queue_name)
+        with queue._messages_lock:
+            original(self, queue_name)
+            queue_index.forget_all(queue)
 
     _replace(SQSBackend, "receive_message", _always(receive_message))
     _replace(SQSBackend, "change_message_visibility", _always(change_message_visibility))
-    _replace(SQSBackend, "purge_queue", make_purge)
 
 
 def _always(value: Any) -> Callable[[Any], Any]:

@@ -1,33 +1,18 @@
 """The event-source runner: what Lambda's event source mappings do, for functions in the emulator.
 
-The emulator stores functions but cannot run them (moto needs Docker for that). The runner reads everything
-back from the emulator, as Lambda's pollers would:
+The emulator stores functions but cannot run them (moto needs Docker for that). The runner reads the event
+source mappings back from the emulator (SQS queues and DynamoDB streams: :mod:`idempotent_local.mappings`)
+and runs a poller per mapping, each in its own thread as Lambda polls each mapping on its own, or until
+every queue is empty and every stream read. Each role has its own module, as LocalStack's event source
+mappings keep them: the pollers on one small base (:mod:`idempotent_local.pollers`, what each does with its
+source), the invoker and the functions' warm workers (:mod:`idempotent_local.functions`), the accounts
+(:mod:`idempotent_local.accounting`).
 
-- the event source mappings: SQS queues (``BatchSize``, ``FunctionResponseTypes``, enabled) and DynamoDB
-  streams (also ``StartingPosition``, ``FilterCriteria``, the retry, bisection and on-failure settings);
-- each function's configuration (handler, environment, timeout) and its deployed code (the zip);
-- it long-polls a queue for up to ``BatchSize`` messages with all attributes, builds Lambda's SQS event
-  (:func:`idempotent_local.events.lambda_sqs_event`, the runtime's own model of it),
-  invokes the handler in a worker process that imported the deployed code with the function's
-  environment (one warm worker per function, restarted after a crash or a timeout), deletes the records
-  that succeeded and leaves the rest on the queue;
-- it reads a stream's shards in sequence order, drops the records the mapping's filters do not match,
-  invokes the function with Lambda's DynamoDB stream event
-  (:func:`idempotent_local.events.lambda_dynamodb_record`) one batch at a time per shard, and checkpoints,
-  retries, bisects and discards as :mod:`idempotent_local.streams` describes.
-
-Queue records that failed (``batchItemFailures``, an exception, a timeout) come back after the queue's
-visibility timeout, and the queue's redrive policy moves them to the dead-letter queue after
-``maxReceiveCount`` receives, exactly as in AWS. **One deliberate difference, off by default:** with
-``retry_delay`` set, the runner makes failed records visible again after that many seconds instead of the
-full visibility timeout (``ChangeMessageVisibility``), so a demo does not wait 6 x the function timeout per
-retry. The number of receives before redrive is unchanged. A failed stream batch is retried after
+**One deliberate difference, off by default:** with ``retry_delay`` set, a failed queue record is visible
+again after that many seconds instead of the queue's full visibility timeout (``ChangeMessageVisibility``),
+so a demo does not wait 6 x the function timeout per retry; the number of receives before the queue's
+redrive policy moves it to the dead-letter queue is unchanged. A failed stream batch is retried after
 ``retry_delay`` too, or after :data:`idempotent_local.streams.STREAM_RETRY_SECONDS`.
-
-Each role has its own module, as LocalStack's event source mappings keep them: a poller per mapping on one
-small base (:mod:`idempotent_local.pollers`), the invoker and its warm workers
-(:mod:`idempotent_local.invoker`, :mod:`idempotent_local.functions`), the accounts
-(:mod:`idempotent_local.accounting`); this module runs the pollers, one thread each, or until drained.
 """
 
 from __future__ import annotations
@@ -46,8 +31,7 @@ from idempotent_local.accounting import Accounts, Batch, Stats
 from idempotent_local.emulator import Emulator
 from idempotent_local.errors import RunnerError
 from idempotent_local.events import lambda_sqs_event
-from idempotent_local.functions import Worker, function_log_path
-from idempotent_local.invoker import Invoker
+from idempotent_local.functions import Invoker, Worker, function_log_path
 from idempotent_local.mappings import Mapping, StreamMapping, read
 from idempotent_local.pollers.poller import Context, Poller
 from idempotent_local.pollers.sqs_poller import SqsPoller

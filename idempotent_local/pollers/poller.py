@@ -1,6 +1,6 @@
 """The poller of one event source mapping, after LocalStack's model: a small abstract base with a subclass
 per kind of source. A poller reads its source (``poll_events``), keeps what the mapping's filters match
-(``filter_events``), hands each batch to the invoker (:mod:`idempotent_local.invoker`), settles what the
+(``filter_events``), hands each batch to the invoker (:mod:`idempotent_local.functions`), settles what the
 function answered, sends what the mapping gives up where the mapping says (``send_events_to_dlq``), and
 counts each batch in the runner's accounts (:mod:`idempotent_local.accounting`). The runner
 (:mod:`idempotent_local.runner`) runs one poller per mapping."""
@@ -15,8 +15,7 @@ from typing import Any
 
 from idempotent_local.accounting import Accounts
 from idempotent_local.emulator import Emulator
-from idempotent_local.functions import Worker
-from idempotent_local.invoker import Invoker
+from idempotent_local.functions import Invoker, Worker
 from idempotent_local.mappings import Mapping, StreamMapping
 from idempotent_local.streams import Checkpoints
 
