@@ -33,6 +33,7 @@ from idempotent_runtime import contract
 
 from idempotent_local.emulator import Emulator
 from idempotent_local.errors import DemoError
+from idempotent_local.mappings import queue_url
 from idempotent_local.pollers.sqs_poller import in_batches, queue_depth
 from idempotent_local.runner import EventSourceRunner, Mapping
 
@@ -206,11 +207,6 @@ class Report:
         return "\n".join(lines)
 
 
-def _queue_url(sqs: Any, arn: str) -> str:
-    _, _, _, _, account, name = arn.split(":", 5)
-    return str(sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"])
-
-
 def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeline]:
     """Every SQS-mapped function whose queue is subscribed to a topic and whose environment names a table."""
     sns, sqs, lambda_ = emulator.client("sns"), emulator.client("sqs"), emulator.client("lambda")
@@ -234,7 +230,7 @@ def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeli
         queue = sqs.get_queue_attributes(QueueUrl=mapping.queue_url, AttributeNames=["All"])["Attributes"]
         dlq_url = variables.get(contract.DLQ_URL.name)
         if not dlq_url and "RedrivePolicy" in queue:
-            dlq_url = _queue_url(sqs, json.loads(queue["RedrivePolicy"])["deadLetterTargetArn"])
+            dlq_url = queue_url(sqs, json.loads(queue["RedrivePolicy"])["deadLetterTargetArn"])
         subscription = sns.get_subscription_attributes(SubscriptionArn=subscribed[0]["SubscriptionArn"])
         redrive = subscription["Attributes"].get("RedrivePolicy")
         subscription_dlq = json.loads(redrive).get("deadLetterTargetArn") if redrive else None
@@ -258,7 +254,7 @@ def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeli
                 processor=variable(contract.PROCESSOR),
                 fifo=queue.get("FifoQueue") == "true",
                 dead_letter_queue_url=dlq_url,
-                subscription_dead_letter_queue_url=_queue_url(sqs, subscription_dlq)
+                subscription_dead_letter_queue_url=queue_url(sqs, subscription_dlq)
                 if subscription_dlq
                 else None,
             )

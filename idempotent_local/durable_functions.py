@@ -11,7 +11,9 @@
   keeps it until the emulator is reset). The table of that page, row by row: a new name starts an
   execution; the name of a running or closed execution with the identical payload returns that execution
   (asynchronously: 202 and its ARN; synchronously: the run's result, waiting for a running one); another
-  payload is ``DurableExecutionAlreadyStartedException`` (409), whatever the execution's state.
+  payload is ``DurableExecutionAlreadyStartedException`` (409), whatever the execution's state. A ``DryRun``
+  invoke only validates (AWS: "validate parameter values and verify that the user or role has permission"):
+  it starts nothing, so a later invoke with its name starts the execution.
 - The function's handler runs **once per execution**, as the runner runs handlers (``worker.py``: the
   deployed code, the function's environment, one warm process per function version), with the durable
   invocation input (``DurableExecutionArn``, ``CheckpointToken``, ``InitialExecutionState`` whose EXECUTION
@@ -62,28 +64,18 @@ SYNC_WAIT_SECONDS = 900
 _API = "2025-12-01"
 
 
-class DurableExecutionAlreadyStarted(LambdaClientError):
-    code = 409
+def _error(error_type: str, status: int) -> Callable[[str], LambdaClientError]:
+    """A Lambda error, answered with HTTP ``status`` and its ``error_type``: ``raise Error(message)``."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(
-            "DurableExecutionAlreadyStartedException",
-            f"A durable execution named {name} has already been started with a different payload.",
-        )
+    def __init__(self: LambdaClientError, message: str) -> None:
+        LambdaClientError.__init__(self, error_type, message)
 
-
-class InvalidParameterValue(LambdaClientError):
-    code = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__("InvalidParameterValueException", message)
+    return type(error_type, (LambdaClientError,), {"code": status, "__init__": __init__})
 
 
-class ResourceNotFound(LambdaClientError):
-    code = 404
-
-    def __init__(self, message: str) -> None:
-        super().__init__("ResourceNotFoundException", message)
+InvalidParameterValue = _error("InvalidParameterValueException", 400)
+ResourceNotFound = _error("ResourceNotFoundException", 404)
+DurableExecutionAlreadyStarted = _error("DurableExecutionAlreadyStartedException", 409)
 
 
 @dataclass
@@ -307,7 +299,9 @@ def start(
         held = store.get(name) if name is not None else None
         if held is not None:
             if held.payload != payload:
-                raise DurableExecutionAlreadyStarted(name or "")
+                raise DurableExecutionAlreadyStarted(
+                    f"A durable execution named {name} has already been started with a different payload."
+                )
             return held, False
         name = name or str(uuid.uuid4())
         function_arn, version = _function_arn(fn), str(fn.version)

@@ -129,6 +129,20 @@ def _state_path(state_dir: Path | str) -> Path:
     return Path(state_dir) / STATE_FILE
 
 
+def _recorded(state_dir: Path | str) -> dict[str, Any]:
+    """What the state file says (pid, port); empty when there is none, or none that can be read."""
+    with contextlib.suppress(OSError, ValueError):
+        found = json.loads(_state_path(state_dir).read_text())
+        return found if isinstance(found, dict) else {}
+    return {}
+
+
+def _forget(state_dir: Path | str, pid: int) -> None:
+    """Remove the state file if it still names ``pid`` (an emulator started since keeps its own)."""
+    if _recorded(state_dir).get("pid") == pid:
+        _state_path(state_dir).unlink(missing_ok=True)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -154,10 +168,8 @@ def _responds(endpoint: str, timeout: float = 2.0) -> bool:
 
 def find(state_dir: Path | str = DEFAULT_STATE_DIR) -> Emulator | None:
     """The emulator recorded in ``state_dir`` if it is running and answering, else None."""
-    path = _state_path(state_dir)
-    try:
-        data = json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
+    data = _recorded(state_dir)
+    if "pid" not in data or "port" not in data:
         return None
     emulator = Emulator(pid=int(data["pid"]), port=int(data["port"]), state_dir=str(Path(state_dir)))
     if _alive(emulator.pid) and _responds(emulator.endpoint):
@@ -219,10 +231,7 @@ def _terminate(process: subprocess.Popen[bytes], state_dir: Path) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
-        path = _state_path(state_dir)
-        if json.loads(path.read_text())["pid"] == process.pid:
-            path.unlink()
+    _forget(state_dir, process.pid)
 
 
 @dataclass(frozen=True)
@@ -289,11 +298,10 @@ def stop(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 15.0) ->
 
     A state file left behind (a killed emulator, a reboot) may name a pid that another process has since
     taken: that process is left alone and the state file removed."""
-    path = _state_path(state_dir)
+    path, data = _state_path(state_dir), _recorded(state_dir)
     try:
-        data = json.loads(path.read_text())
         pid, port = int(data["pid"]), data.get("port")
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+    except (KeyError, ValueError, TypeError):
         return False
     if not _alive(pid) or not _serves(pid, port):
         path.unlink(missing_ok=True)
@@ -370,9 +378,7 @@ def serve(
                     print(f"the process {owner.pid} that owned the emulator ended", flush=True)
                 break
     finally:
-        with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
-            if json.loads(path.read_text())["pid"] == emulator.pid:
-                path.unlink()
+        _forget(state_dir, emulator.pid)
         server.stop()
         if announce:
             print("emulator stopped", flush=True)

@@ -112,10 +112,9 @@ def queue_mapping(esm: dict[str, Any], sqs: Any = None) -> Mapping:
     """An SQS mapping; with ``sqs`` (a client), its queue's URL and redrive policy are looked up too (a
     ClientError when the queue does not exist)."""
     arn = esm["EventSourceArn"]
-    _, _, _, _, account, name = arn.split(":", 5)
     url, policy = "", None
     if sqs is not None:
-        url = sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+        url = queue_url(sqs, arn)
         redrive = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
         policy = redrive.get("Attributes", {}).get("RedrivePolicy")
     return Mapping(
@@ -124,6 +123,12 @@ def queue_mapping(esm: dict[str, Any], sqs: Any = None) -> Mapping:
         queue_url=url,
         max_receive_count=int(json.loads(policy)["maxReceiveCount"]) if policy else None,
     )
+
+
+def queue_url(sqs: Any, arn: str) -> str:
+    """The URL of the queue ``arn`` names (``GetQueueUrl``, in its owner's account)."""
+    _, _, _, _, account, name = arn.split(":", 5)
+    return str(sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"])
 
 
 def read(configurations: Iterable[dict[str, Any]], sqs: Any = None) -> list[Mapping | StreamMapping]:
@@ -139,4 +144,4 @@ def read(configurations: Iterable[dict[str, Any]], sqs: Any = None) -> list[Mapp
     return found
 
 
-__all__ = ["Mapping", "StreamMapping", "plural", "queue_mapping", "read", "stream_mapping"]
+__all__ = ["Mapping", "StreamMapping", "plural", "queue_mapping", "queue_url", "read", "stream_mapping"]

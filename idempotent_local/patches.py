@@ -313,29 +313,22 @@ def _skipped_types(endpoint: str | None) -> None:
         spec = resources.get(target.split(".", 1)[0] if isinstance(target, str) else target[0])
         return isinstance(spec, dict) and parsing.resource_class_from_type(spec.get("Type", "")) is None
 
-    def make_clean(original: Any) -> Any:
-        def clean_json(resource_json: Any, resources_map: Any) -> Any:
-            if left_out(resource_json, getattr(resources_map, "_resource_json_map", {})):
-                return None  # what reads it is created without the value
-            return original(resource_json, resources_map)
+    @_around(parsing, "clean_json")
+    def clean_json(original: Any, resource_json: Any, resources_map: Any) -> Any:
+        if left_out(resource_json, getattr(resources_map, "_resource_json_map", {})):
+            return None  # what reads it is created without the value
+        return original(resource_json, resources_map)
 
-        return clean_json
-
-    def make_outputs(original: Any) -> Any:
-        def validate_outputs(self: Any) -> None:
-            # moto checks an output's Fn::GetAtt against the type's class, which a left-out type lacks
-            template, outputs = self._template, self._template.get("Outputs") or {}
-            kept = {k: v for k, v in outputs.items() if not left_out(v.get("Value"), self._resource_json_map)}
-            self._template = {**template, "Outputs": kept}
-            try:
-                original(self)
-            finally:
-                self._template = template
-
-        return validate_outputs
-
-    _replace(parsing, "clean_json", make_clean)
-    _replace(parsing.ResourceMap, "validate_outputs", make_outputs)
+    @_around(parsing.ResourceMap, "validate_outputs")
+    def validate_outputs(original: Any, self: Any) -> None:
+        # moto checks an output's Fn::GetAtt against the type's class, which a left-out type lacks
+        template, outputs = self._template, self._template.get("Outputs") or {}
+        kept = {k: v for k, v in outputs.items() if not left_out(v.get("Value"), self._resource_json_map)}
+        self._template = {**template, "Outputs": kept}
+        try:
+            original(self)
+        finally:
+            self._template = template
 
 
 @patch("stack-deletion-order")
@@ -428,17 +421,13 @@ def _event_source_mapping_filters_checked(endpoint: str | None) -> None:
         original(self, spec)
         self.filter_criteria = spec.get("FilterCriteria") or None
 
-    def make_update(original: Any) -> Any:
-        def update_event_source_mapping(self: Any, uuid: str, spec: dict[str, Any]) -> Any:
-            _checked_filter_criteria(spec)
-            esm = original(self, uuid, spec)
-            if esm is not None and not (esm.filter_criteria or {}).get("Filters"):
-                esm.filter_criteria = None  # `--filter-criteria '{}'` removes the filters
-            return esm
-
-        return update_event_source_mapping
-
-    _replace(LambdaBackend, "update_event_source_mapping", make_update)
+    @_around(LambdaBackend, "update_event_source_mapping")
+    def update_event_source_mapping(original: Any, self: Any, uuid: str, spec: dict[str, Any]) -> Any:
+        _checked_filter_criteria(spec)
+        esm = original(self, uuid, spec)
+        if esm is not None and not (esm.filter_criteria or {}).get("Filters"):
+            esm.filter_criteria = None  # `--filter-criteria '{}'` removes the filters
+        return esm
 
 
 @patch("event-source-mapping-last-modified")

@@ -135,10 +135,6 @@ _OPERATIONS: dict[str, str] = {}  # stack id -> the OperationId of its current o
 _STACKS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 
 
-def operation_of(stack_id: str) -> str | None:
-    return _OPERATIONS.get(stack_id)
-
-
 def stack_event(original: Any) -> Any:
     """``Stack._add_stack_event``: an operation's first event starts a new OperationId and, when it has no
     reason (moto writes an update's change set without one), says "User Initiated", as CloudFormation's."""

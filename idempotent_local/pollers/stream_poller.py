@@ -21,7 +21,7 @@ from idempotent_local.errors import RunnerError
 from idempotent_local.event_filter import matches
 from idempotent_local.events import lambda_dynamodb_record, stream_invocation_record
 from idempotent_local.functions import Worker
-from idempotent_local.mappings import StreamMapping, plural
+from idempotent_local.mappings import StreamMapping, plural, queue_url
 from idempotent_local.pollers.poller import Poller
 
 TRIMMED = "TrimmedDataAccessException"  # DynamoDB Streams: the position asked for has left the stream
@@ -314,10 +314,8 @@ class StreamPoller(Poller):
         )
         service, emulator = destination.split(":")[2], self.context.emulator
         if service == "sqs":
-            _, _, _, _, account, name = destination.split(":", 5)
             sqs = emulator.client("sqs")
-            url = sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
-            sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
+            sqs.send_message(QueueUrl=queue_url(sqs, destination), MessageBody=json.dumps(record))
         elif service == "sns":
             emulator.client("sns").publish(TopicArn=destination, Message=json.dumps(record))
         else:

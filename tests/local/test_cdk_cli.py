@@ -172,7 +172,7 @@ def test_a_synth_error_is_said_first_and_the_traceback_stays_in_the_log(tmp_path
     assert "Traceback (most recent call last):" in (state / "cdk-deploy.log").read_text()
 
 
-# An app adopting the library with its defaults: no alarm topic, no explicit table name (cdk.json sets no flag).
+# An app adopting the library with its defaults: no alarm topic, no explicit table name (no flag in cdk.json).
 WARNED_APP = """\
 import aws_cdk as cdk
 

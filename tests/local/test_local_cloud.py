@@ -53,6 +53,11 @@ class Deployment:
     exit_status: int
     report: Report  # the demo that `deploy` ran
 
+    @property
+    def where(self) -> list[str]:
+        """The command line's options that name this deployment: its emulator, app and cloud assembly."""
+        return ["--state-dir", str(self.state_dir), "--app-dir", str(ROOT), "--output", str(self.output)]
+
     def of_type(self, kind: str) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.template["Resources"].items() if v["Type"] == kind}
 
@@ -460,15 +465,9 @@ def test_a_standard_pipeline_deploys_and_runs_through_the_runner_and_the_demo(de
         3,
     )
     assert report.balanced, report.render()
-    where = [
-        "--state-dir",
-        str(deployment.state_dir),
-        "--app-dir",
-        str(ROOT),
-        "--output",
-        str(deployment.output),
-    ]
-    destroyed = main(["destroy", STANDARD, "--keep-emulator", *where, "-c", context[0], "-c", context[1]])
+    destroyed = main(
+        ["destroy", STANDARD, "--keep-emulator", *deployment.where, "-c", context[0], "-c", context[1]]
+    )
     assert destroyed == 0
     assert [s.name for s in deployed_stacks(deployment.emulator)] == [STACK]
 
@@ -502,20 +501,12 @@ def test_a_versioned_pipeline_keeps_the_newest_state_and_counts_older_ones_stale
         QueueUrl=outputs["DeadLetterQueueUrl"], MessageAttributeNames=["All"], MaxNumberOfMessages=10
     )["Messages"]
     assert [json.loads(m["Body"])["name"] for m in dead] == ["other"]
-    where = [
-        "--state-dir",
-        str(deployment.state_dir),
-        "--app-dir",
-        str(ROOT),
-        "--output",
-        str(deployment.output),
-    ]
     destroyed = main(
         [
             "destroy",
             "IdempotentVersioned",
             "--keep-emulator",
-            *where,
+            *deployment.where,
             *[arg for c in context for arg in ("-c", c)],
         ]
     )
@@ -543,9 +534,7 @@ def test_a_topic_dropped_by_a_redeploy_and_added_back_by_the_next_is_back_and_de
     sqs = deployment.emulator.client("sqs")
     (message,) = sqs.receive_message(QueueUrl=outputs["QueueUrl"], WaitTimeSeconds=1)["Messages"]
     assert message["Body"] == '{"back": true}'
-    where = ["--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
-    where += ["--output", str(deployment.output), "-c", f"stack_name={name}"]
-    assert main(["destroy", name, "--keep-emulator", *where]) == 0
+    assert main(["destroy", name, "--keep-emulator", *deployment.where, "-c", f"stack_name={name}"]) == 0
 
 
 def test_the_cli_demo_refuses_a_pipeline_with_a_processor_before_publishing(deployment: Deployment) -> None:
@@ -587,17 +576,7 @@ def test_destroy_removes_the_stack_and_stops_the_emulator(deployment: Deployment
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(emulators, "stop", stop_after_looking)
-        status = main(
-            [
-                "destroy",
-                "--state-dir",
-                str(deployment.state_dir),
-                "--app-dir",
-                str(ROOT),
-                "--output",
-                str(deployment.output),
-            ]
-        )
+        status = main(["destroy", *deployment.where])
     assert status == 0
     # The table and the dead letters are kept (RemovalPolicy.RETAIN, the constructs' default), as in AWS.
     assert retained == [[deployment.outputs["TableName"]]]
