@@ -30,23 +30,21 @@ def deploy(emulator: Emulator, template: dict[str, Any] | str, stack: str = "Tau
     return physical_ids(emulator, stack)
 
 
+def local_deploy(state_dir: Path, output: Path, *context: str, app: Path = ROOT, demo: bool = False) -> int:
+    """``idempotent-pipeline local deploy`` of ``app`` (the reference app unless named) with ``-c``
+    ``context`` into the emulator of ``state_dir``, the cloud assembly in ``output``; its exit code."""
+    options = ["--state-dir", str(state_dir), "--app-dir", str(app), "--output", str(output)]
+    contexts = [word for pair in context for word in ("-c", pair)]
+    return cli_main(["local", "deploy", *options, *contexts, *(["--demo"] if demo else [])])
+
+
 def deploy_reference(state_dir: Path, output: Path, *context: str) -> tuple[Emulator, dict[str, str]]:
     """The reference app deployed by ``local deploy`` (the real CDK CLI) with ``-c`` ``context`` into the
     emulator of ``state_dir``, reset first (other tests leave resources behind); the emulator and the stack's
     outputs."""
     emulator, _ = emulators.start(state_dir)
     emulator.reset()
-    deploy = [
-        "local",
-        "deploy",
-        "--state-dir",
-        str(state_dir),
-        "--app-dir",
-        str(ROOT),
-        "--output",
-        str(output),
-    ]
-    assert cli_main([*deploy, *(word for pair in context for word in ("-c", pair))]) == 0
+    assert local_deploy(state_dir, output, *context) == 0
     return emulator, outputs(emulator, REFERENCE)
 
 

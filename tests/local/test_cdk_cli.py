@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from stack_helpers import local_deploy
 
-from idempotent_cli.main import main as cli_main
 from idempotent_local import cdk
 from idempotent_local import emulator as emulators
 from idempotent_local.cdk import CDK_CLI_VERSION, CdkError, find_cdk
@@ -195,17 +195,7 @@ def test_local_deploy_shows_the_synth_warnings_of_the_library(
     app.mkdir()
     (app / "app.py").write_text(WARNED_APP)
     (app / "cdk.json").write_text('{"app": "python3 app.py"}')
-    deploy = [
-        "local",
-        "deploy",
-        "--state-dir",
-        str(state_dir),
-        "--app-dir",
-        str(app),
-        "--output",
-        str(tmp_path),
-    ]
-    assert cli_main(deploy) == 0
+    assert local_deploy(state_dir, tmp_path, app=app) == 0
     printed = capsys.readouterr().out.splitlines()
     log = Path(state_dir).resolve() / "cdk-deploy.log"
     assert f"    3 synth warnings (the CLI's output: {log}):" in printed

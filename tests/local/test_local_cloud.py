@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stack_helpers import local_deploy
 
 from benchmarks import volume_bench
 from idempotent_cli.main import main as cli_main
@@ -69,23 +70,6 @@ def main(args: list[str]) -> int:
     return cli_main(["local", *args])
 
 
-def _deploy(state_dir: Path, output: Path, *context: str, demo: bool = False) -> int:
-    args = [
-        "deploy",
-        "--state-dir",
-        str(state_dir),
-        "--app-dir",
-        str(ROOT),
-        "--output",
-        str(output),
-    ]
-    if demo:
-        args.append("--demo")
-    for pair in context:
-        args += ["-c", pair]
-    return main(args)
-
-
 def _read(emulator: Emulator, output: Path) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
     template = json.loads((output / f"{STACK}.template.json").read_text())
     cloudformation = emulator.client("cloudformation")
@@ -114,7 +98,7 @@ def deployment(state_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
         patch.setattr(demo, "run_demo", recording_run_demo)
         patch.delenv("MAKELEVEL", raising=False)  # as a user runs it (make's own run prints make targets)
-        status = _deploy(state_dir, output, demo=True)
+        status = local_deploy(state_dir, output, demo=True)
     assert len(reports) == 1, printed.getvalue()
     yield Deployment(
         emulator, state_dir, output, *_read(emulator, output), printed.getvalue(), status, reports[0]
@@ -408,7 +392,7 @@ def test_redeploy_with_changed_props_and_code_updates_the_stack(
     code_before = lambda_.get_function_configuration(FunctionName=deployment.outputs["FunctionName"])
     (tmp_path / "stamping.py").write_text(STAMP)
     changes = ["max_receive_count=7", "memory_size=256", "processor=stamping:stamp"]
-    assert _deploy(deployment.state_dir, deployment.output, *changes, f"code_directory={tmp_path}") == 0
+    assert local_deploy(deployment.state_dir, deployment.output, *changes, f"code_directory={tmp_path}") == 0
     template, physical, outputs = _read(deployment.emulator, deployment.output)
     cloudformation = deployment.emulator.client("cloudformation")
     assert cloudformation.describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"] == "UPDATE_COMPLETE"
@@ -439,7 +423,7 @@ STANDARD = "StandardPipeline"
 
 def test_a_standard_pipeline_deploys_and_runs_through_the_runner_and_the_demo(deployment: Deployment) -> None:
     context = [f"stack_name={STANDARD}", "fifo=false"]
-    assert _deploy(deployment.state_dir, deployment.output, *context) == 0
+    assert local_deploy(deployment.state_dir, deployment.output, *context) == 0
     cloudformation = deployment.emulator.client("cloudformation")
     stack = cloudformation.describe_stacks(StackName=STANDARD)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
@@ -476,7 +460,7 @@ def test_a_versioned_pipeline_keeps_the_newest_state_and_counts_older_ones_stale
     deployment: Deployment,
 ) -> None:
     context = ["stack_name=IdempotentVersioned", "fifo=false", "mode=versioned", "version_field=meta.version"]
-    assert _deploy(deployment.state_dir, deployment.output, *context) == 0
+    assert local_deploy(deployment.state_dir, deployment.output, *context) == 0
     cloudformation = deployment.emulator.client("cloudformation")
     stack = cloudformation.describe_stacks(StackName="IdempotentVersioned")["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
@@ -520,7 +504,9 @@ def test_a_topic_dropped_by_a_redeploy_and_added_back_by_the_next_is_back_and_de
     name = "Toggled"
     cloudformation, sns = deployment.emulator.client("cloudformation"), deployment.emulator.client("sns")
     for topic in ("true", "false", "true"):
-        assert _deploy(deployment.state_dir, deployment.output, f"stack_name={name}", f"topic={topic}") == 0
+        assert (
+            local_deploy(deployment.state_dir, deployment.output, f"stack_name={name}", f"topic={topic}") == 0
+        )
         stack = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
         if topic == "false":
