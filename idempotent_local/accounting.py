@@ -36,9 +36,7 @@ class Stats:
     message_ids: set[str] = field(default_factory=set)
     metrics: dict[str, float] = field(default_factory=dict)
     outcomes: dict[str, str] = field(default_factory=dict)  # message id -> last outcome
-    exhausted: set[str] = field(
-        default_factory=set
-    )  # failed on their last receive: SQS moves them to the DLQ
+    exhausted: set[str] = field(default_factory=set)  # failed on their last receive: moved to the DLQ
     stream_records: set[str] = field(default_factory=set)  # which of ``outcomes`` are stream records
     discarded: set[str] = field(default_factory=set)  # stream records a mapping gave up on
     filtered: int = 0  # stream records no filter matched: read past, never delivered
