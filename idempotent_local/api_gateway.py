@@ -30,8 +30,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from idempotent_local.emulator import ACCOUNT_ID, Emulator
+from idempotent_local.emulator import Emulator
 from idempotent_local.errors import LocalCloudError
+from idempotent_local.names import ACCOUNT_ID
 
 # https://API.execute-api.REGION.amazonaws.com/STAGE/PATH, as a stack outputs it.
 API_URL = re.compile(

@@ -24,8 +24,9 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from idempotent_local.emulator import ACCOUNT_ID, REGION, Emulator
+from idempotent_local.emulator import Emulator
 from idempotent_local.errors import LocalCloudError
+from idempotent_local.names import ACCOUNT_ID, REGION
 from idempotent_local.node import quiet_environment
 
 # The CDK CLI the tool runs; package.json (the reference app's) and the init template pin the same.
@@ -158,6 +159,33 @@ def _failure(command: str, code: int, lines: list[str], log_path: Path, streamed
     return f"`{command}` failed with exit code {code}; full output in {log_path}\n{tail}"
 
 
+# A warning of the app's synth, as CDK CLIs print it: `[Warning at /PATH] MESSAGE` (the classic line), or a
+# validation report's `WARNING MESSAGE (Construct Annotations)` followed by the construct's path and how to
+# acknowledge it, indented.
+_CLASSIC_WARNING = re.compile(r"^\[Warning at /?(?P<path>[^\]]*)\] (?P<message>.*)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def synth_warnings(output: str) -> list[str]:
+    """The synth's warnings in a CDK command's output, each once, as ``PATH: MESSAGE``."""
+    lines = [_ANSI.sub("", line).rstrip() for line in output.splitlines()]
+    found = []
+    for at, line in enumerate(lines):
+        classic = _CLASSIC_WARNING.match(line)
+        if classic:
+            found.append(f"{classic['path']}: {classic['message']}")
+        elif line.startswith("WARNING "):
+            details = []
+            for detail in lines[at + 1 :]:
+                if not detail.startswith("   "):
+                    break
+                details.append(detail.strip())
+            message = line.removeprefix("WARNING ").removesuffix(" (Construct Annotations)")
+            how = [d[0].lower() + d[1:] for d in details[1:] if d.startswith("Acknowledge")]
+            found.append(f"{details[0] if details else '?'}: {message}" + "".join(f" ({h})" for h in how))
+    return list(dict.fromkeys(found))
+
+
 def cdk_environment(emulator: Emulator) -> dict[str, str]:
     env = emulator.client_environment()
     # The app runs as `python3 app.py` (or similar): make it this interpreter, which has aws-cdk-lib.
@@ -196,12 +224,16 @@ class Cdk:
             self._command = find_cdk(self.app_dir, self.announce)
         return self._command
 
+    def log_path(self, name: str) -> Path:
+        """Where the CLI's output of the command ``name`` (``deploy``, ``diff``, ...) is kept."""
+        return self.log_dir / f"cdk-{name}.log"
+
     def _run(self, name: str, args: Sequence[str]) -> str:
         command = [*self.command, *args, "--no-notices"]
         if self.output is not None:
             command += ["--output", str(self.output)]
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.log_dir / f"cdk-{name}.log"
+        log_path = self.log_path(name)
         with open(log_path, "w") as log:
             process = subprocess.Popen(
                 command,

@@ -7,7 +7,8 @@ diff     cdk diff the app against what is deployed in its emulator
 status   is the app's emulator running, and what is deployed in it
 output   print one stack output's value, for scripts: TOPIC_ARN=$(... output TopicArn)
 env      print the variables that point the AWS CLI / SDKs at the emulator: eval "$(... env)"; --unset undoes
-age-streams  make the DynamoDB stream records written so far older (for tests: 24 hours and they expire)
+age      make time pass for the emulator: stream records (kept 24 h) and FIFO deduplication ids (5 min) age
+         (also: age-streams, age-dedup)
 request  send an HTTP request to a deployed REST API: its Lambda proxy integration runs the function
 destroy  cdk destroy the app, then stop its emulator
 serve    run the emulator in the foreground until Ctrl-C (deploy starts it in the background)
@@ -102,6 +103,8 @@ def _cdk(args: argparse.Namespace, emulator: emulators.Emulator, location: Locat
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
+    from idempotent_local.cdk import synth_warnings
+    from idempotent_local.mappings import plural
     from idempotent_local.stacks import deployed_stacks
 
     location = _location(args)
@@ -123,17 +126,14 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         cdk.bootstrap()
         progress.done("bootstrapped")
     progress(f"deploying {' '.join(args.stacks) or 'every stack'} of {cdk.app_dir} (cdk deploy)")
-    cdk.deploy(args.stacks, _context(args))
+    warnings = synth_warnings(cdk.deploy(args.stacks, _context(args)))
     progress.done("deployed")
+    if warnings:
+        print(f"    {plural(len(warnings), 'synth warning')} (the CLI's output: {cdk.log_path('deploy')}):")
+        for warning in warnings:
+            print(f"    warning: {warning}")
     progress("checking that every resource of the templates exists in the emulator")
-    problems = 0
-    for stack in deployed_stacks(emulator):
-        print(f"    {stack.name}: {stack.status}, {stack.resources} resources")
-        for problem in stack.problems():
-            problems += 1
-            print(f"    ! {problem}")
-        for note in stack.notes:
-            print(f"    note: {note}")
+    problems = _print_stacks(deployed_stacks(emulator), "    ")
     if problems:
         print(f"    {problems} resource(s) missing: the pipeline is not wired as the template says")
     if args.demo:
@@ -157,6 +157,27 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     for command, meaning in steps:
         print(f"    {command.ljust(width)}   {meaning}")
     return 1 if problems else 0
+
+
+def _print_stacks(stacks: list[Any], indent: str, detail: bool = False) -> int:
+    """Each stack's status and resources, what is missing from it (the number returned) and the emulator's
+    notes; with ``detail``, a failed operation's reason and the outputs (not the bootstrap stack's)."""
+    from idempotent_local.cdk import BOOTSTRAP_STACK
+
+    problems = 0
+    for stack in stacks:
+        print(f"{indent}{stack.name}: {stack.status}, {stack.resources} resources")
+        if detail and stack.status_reason:
+            print(f"    ({stack.status_reason})")
+        for problem in stack.problems():
+            problems += 1
+            print(f"    ! {problem}")
+        for note in stack.notes:
+            print(f"    note: {note}")
+        if detail and stack.name != BOOTSTRAP_STACK:
+            for name, value in sorted(stack.outputs.items()):
+                print(f"    {name} = {value}")
+    return problems
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
@@ -259,7 +280,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from idempotent_local import mappings
-    from idempotent_local.cdk import BOOTSTRAP_STACK
     from idempotent_local.stacks import Inventory, deployed_stacks
 
     location = _location(args)
@@ -269,19 +289,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 3
     print(f"emulator: {emulator.endpoint} (pid {emulator.pid}) for {location.describe()}")
     print(f"state:    {location.state_dir}/")
-    problems, inventory = 0, Inventory(emulator)
-    for stack in deployed_stacks(emulator, include_bootstrap=True, inventory=inventory):
-        print(f"  {stack.name}: {stack.status}, {stack.resources} resources")
-        if stack.status_reason:
-            print(f"    ({stack.status_reason})")
-        for problem in stack.problems():
-            problems += 1
-            print(f"    ! {problem}")
-        for note in stack.notes:
-            print(f"    note: {note}")
-        if stack.name != BOOTSTRAP_STACK:
-            for name, value in sorted(stack.outputs.items()):
-                print(f"    {name} = {value}")
+    inventory = Inventory(emulator)
+    problems = _print_stacks(
+        deployed_stacks(emulator, include_bootstrap=True, inventory=inventory), "  ", True
+    )
     for mapping in mappings.read(inventory.mappings()):
         print(f"  mapping {mapping.describe()}{'' if mapping.enabled else ' (disabled)'}")
     return 1 if problems else 0
@@ -356,13 +367,21 @@ def duration(text: str) -> float:
     return float(match.group(1)) * SECONDS_PER[match.group(2)]
 
 
-def cmd_age_streams(args: argparse.Namespace) -> int:
-    emulator = _running(args, _location(args))
-    offset = emulator.control.advance_stream_clock(args.duration)
-    print(
-        f"the streams' clock is {offset / 3600:g} h ahead: every stream record written before now is "
-        f"{args.duration / 3600:g} h older (a record leaves its stream 24 h after it was written)"
+def _span(seconds: float) -> str:
+    return next(
+        f"{seconds / per:g} {unit}"
+        for unit, per in (("h", 3600), ("min", 60), ("s", 1))
+        if seconds >= per or per == 1
     )
+
+
+def cmd_age(args: argparse.Namespace) -> int:
+    emulator = _running(args, _location(args))
+    clock = emulator.control.clock(args.duration)
+    ahead, older = _span(clock["offset_seconds"]), _span(args.duration)
+    print(f"the emulator's clock is {ahead} ahead: what was written before now is {older} older:")
+    for aged in clock["ages"]:
+        print(f"    {aged}")
     return 0
 
 
@@ -399,7 +418,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"an emulator is already running for {location.describe()}: {running.endpoint}, "
             f"pid {running.pid}; stop it first (`{args.prog_name} stop`)"
         )
-    emulators.serve(location.state_dir, port=args.port)
+    from idempotent_local import server
+
+    server.serve(location.state_dir, port=args.port)
     return 0
 
 
@@ -411,12 +432,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def _driving_commands(command: Any) -> None:
-    """The commands that drive a deployed app: a request to its REST API, time for its streams."""
+    """The commands that drive a deployed app: a request to its REST API, time for the emulator."""
     age = command(
-        "age-streams",
-        "make every DynamoDB stream record written so far older (the streams' clock moves ahead): records "
-        "older than 24 hours leave their stream, and a stream mapping gives up what it had not delivered",
-        cmd_age_streams,
+        "age",
+        "make time pass for the emulator (its clock moves ahead): every DynamoDB stream record written so "
+        "far is older (after 24 hours it leaves its stream, and a stream mapping gives up what it had not "
+        "delivered), and every FIFO deduplication id (after 5 minutes the same id is delivered again)",
+        cmd_age,
+        aliases=["age-streams", "age-dedup"],
     )
     age.add_argument("duration", type=duration, help="how much older: 25h, 30m, 90000 (seconds)")
     request = command(
@@ -446,8 +469,8 @@ def add_commands(subparsers: Any, prog_name: str) -> None:
         help="where the emulator keeps its state; default: <app dir>/.local-cloud",
     )
 
-    def command(name: str, help: str, func: Any) -> argparse.ArgumentParser:
-        parser = subparsers.add_parser(name, parents=[common], help=help, description=help)
+    def command(name: str, help: str, func: Any, aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
+        parser = subparsers.add_parser(name, parents=[common], help=help, description=help, aliases=aliases)
         # ``func`` is what a caller runs (the error handling around the command), ``handler`` the command.
         parser.set_defaults(func=run_command, handler=func, prog_name=prog_name)
         return parser

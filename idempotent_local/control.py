@@ -1,30 +1,6 @@
-"""The emulator's own control API, beside moto's (``/moto-api/local-cloud/...`` on the emulator's port).
-
-Not an AWS API: what the tools ask the emulator for in one request instead of many, and the hooks a test
-uses to make time pass for the emulator's streams.
-
-- ``GET inventory``: what exists, per CloudFormation type that ``local status`` checks (queue names, topic,
-  subscription and stream ARNs, table, function, alarm and role names, key states, each event source
-  mapping's configuration), and each stack's notes on what the emulator did not model in its last operation,
-  read from moto's backends in the emulator's process: ``local status`` checks every resource of every
-  stack with it, whatever their number (one request per resource took minutes).
-- ``GET streams/clock`` / ``POST streams/clock {"advance_seconds": N}``: the DynamoDB streams' clock, which a
-  test moves ahead to make the records in the streams N seconds older (see
-  :mod:`idempotent_local.dynamodb_streams`: records leave a stream 24 hours after they were written, a closed
-  stream goes 24 hours after it closed).
-- ``GET streams/expired?stream=ARN&shard=ID&after=SEQUENCE``: the records of a shard the stream no longer
-  holds (written more than 24 hours ago by the streams' clock), after a sequence number: what a stream
-  mapping had not delivered when they expired. In AWS Lambda's poller reads a shard continuously, so it
-  still holds the batch it gives up to the mapping's on-failure destination; the runner polls only while
-  ``local run`` runs and reads them here.
-- ``GET functions/code?function=ARN``: the zip of a function whose code the template gives inline
-  (``Code.ZipFile``), which moto keeps in no bucket: where its ``GetFunction`` ``Code.Location`` leads
-  (:func:`code_location`; the ``code-location-served`` patch), so that ``local run`` and ``local request``
-  run it as they run any other.
-
-:func:`install` adds the routes (in the process that serves the emulator, before it starts); the client side
-is :class:`Control`, ``Emulator.control``.
-"""
+"""The client of the emulator's control API (:mod:`idempotent_local.control_api`, beside moto's own API on
+the emulator's port): ``Emulator.control``. What the tools ask the emulator for in one request instead of
+many, and the clock a test or a user moves ahead."""
 
 from __future__ import annotations
 
@@ -34,150 +10,12 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from idempotent_local.emulator import ACCOUNT_ID, NOTE_PREFIX, REGION
-
-PATH = "/moto-api/local-cloud"
-
-# --- the emulator's side ---------------------------------------------------------------------------------
-
-
-def _inventory() -> dict[str, Any]:
-    from moto.awslambda.models import lambda_backends
-    from moto.cloudformation.models import cloudformation_backends
-    from moto.cloudwatch.models import cloudwatch_backends
-    from moto.dynamodb.models import dynamodb_backends
-    from moto.iam.models import iam_backends
-    from moto.kms.models import kms_backends
-    from moto.sns.models import sns_backends
-    from moto.sqs.models import sqs_backends
-
-    from idempotent_local import dynamodb_streams
-
-    sns = sns_backends[ACCOUNT_ID][REGION]
-    lambdas = lambda_backends[ACCOUNT_ID][REGION]
-    tables = dynamodb_backends[ACCOUNT_ID][REGION].tables
-    return {
-        "AWS::SQS::Queue": sorted(sqs_backends[ACCOUNT_ID][REGION].queues),
-        "AWS::SNS::Topic": sorted(sns.topics),
-        "AWS::SNS::Subscription": sorted(sns.subscriptions),
-        "AWS::DynamoDB::Table": sorted(tables),
-        "AWS::Lambda::Function": sorted(f.function_name for f in lambdas.list_functions()),
-        # each mapping as ListEventSourceMappings gives it (LastModified in epoch seconds)
-        "AWS::Lambda::EventSourceMapping": {
-            uuid: json.loads(json.dumps(esm.get_configuration(), default=str))
-            for uuid, esm in lambdas._event_source_mappings.items()
-        },
-        "AWS::KMS::Key": {key.id: key.key_state for key in kms_backends[ACCOUNT_ID][REGION].keys.values()},
-        "AWS::CloudWatch::Alarm": sorted(cloudwatch_backends[ACCOUNT_ID][REGION].alarms),
-        "AWS::IAM::Role": sorted(role.name for role in iam_backends[ACCOUNT_ID]["aws"].roles.values()),
-        "streams": sorted(arn for table in tables.values() for arn in dynamodb_streams.listed_arns(table)),
-        "notes": {
-            stack.name: stack_notes(stack.events, stack.name)
-            for stack in cloudformation_backends[ACCOUNT_ID][REGION].stacks.values()
-        },
-    }
-
-
-def stack_notes(events: list[Any], stack_name: str) -> list[str]:
-    """The emulator's notes on a stack's last operation (its events since its last *_IN_PROGRESS), one per
-    note and type, naming the resources it concerns. ``events`` are moto's, oldest first."""
-    concerned: dict[tuple[str, str], list[str]] = {}
-    for event in reversed(events):
-        if event.logical_resource_id == stack_name and event.resource_status.endswith("_IN_PROGRESS"):
-            break
-        reason = event.resource_status_reason or ""
-        if reason.startswith(NOTE_PREFIX):
-            key = (event.resource_type, reason.removeprefix(NOTE_PREFIX))
-            concerned.setdefault(key, []).insert(0, event.logical_resource_id)
-    return [f"{', '.join(ids)} ({kind}): {note}" for (kind, note), ids in reversed(concerned.items())]
-
-
-def _json(status: int, body: Any) -> tuple[int, dict[str, str], bytes]:
-    return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
-
-
-def _query(full_url: str) -> dict[str, str]:
-    return {k: v[0] for k, v in urllib.parse.parse_qs(urllib.parse.urlparse(full_url).query).items()}
-
-
-def _body(request: Any, headers: Any) -> Any:
-    """A request's JSON body (moto's server hands over a werkzeug request whose stream is unread)."""
-    if hasattr(request, "environ"):
-        size = int(headers.get("Content-Length") or 0)
-        return json.loads(request.environ["wsgi.input"].read(size) or b"{}")
-    return json.loads(request.body or b"{}")
-
-
-def inventory(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], bytes]:
-    return _json(200, _inventory())
-
-
-def stream_clock(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], bytes]:
-    from idempotent_local import dynamodb_streams
-
-    if request.method == "POST":
-        try:
-            seconds = float(_body(request, headers)["advance_seconds"])
-        except (ValueError, KeyError, TypeError):
-            return _json(400, {"message": 'the body must be {"advance_seconds": NUMBER}'})
-        if seconds < 0:
-            return _json(400, {"message": f"a clock does not go back: advance_seconds {seconds} < 0"})
-        dynamodb_streams.advance_clock(ACCOUNT_ID, REGION, seconds)
-    return _json(200, {"offset_seconds": dynamodb_streams.clock_offset(ACCOUNT_ID, REGION)})
-
-
-def expired_records(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], bytes]:
-    from moto.dynamodb.models import dynamodb_backends
-
-    from idempotent_local import dynamodb_streams
-
-    query = _query(full_url)
-    try:
-        arn, shard_id = query["stream"], query["shard"]
-        after = int(query["after"]) if query.get("after") else None
-    except (KeyError, ValueError):
-        return _json(400, {"message": "expected ?stream=ARN&shard=ID[&after=SEQUENCE_NUMBER]"})
-    found = dynamodb_streams.expired(dynamodb_backends[ACCOUNT_ID][REGION], arn, shard_id, after)
-    if found is None:
-        return _json(404, {"message": f"no shard {shard_id} in stream {arn}"})
-    return _json(200, found)
-
-
-def function_code(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], bytes]:
-    from moto.awslambda.exceptions import UnknownFunctionException
-    from moto.awslambda.models import lambda_backends
-
-    arn = _query(full_url).get("function", "")
-    name, _, qualifier = arn.partition(":function:")[2].partition(":")
-    try:
-        function = lambda_backends[ACCOUNT_ID][REGION].get_function(name, qualifier or None)
-    except UnknownFunctionException:
-        return _json(404, {"message": f"no function {arn!r}"})
-    return 200, {"Content-Type": "application/zip"}, function.code_bytes
+from idempotent_local.names import CONTROL_PATH as PATH
 
 
 def code_location(endpoint: str, function_arn: str) -> str:
     """Where the zip of the function ``function_arn`` (qualified for a version) downloads from."""
     return f"{endpoint}{PATH}/functions/code?" + urllib.parse.urlencode({"function": function_arn})
-
-
-ROUTES = {
-    "inventory": inventory,
-    "streams/clock": stream_clock,
-    "streams/expired": expired_records,
-    "functions/code": function_code,
-}
-
-
-def install() -> None:
-    """Add the routes to moto's own API (before the server serves its first request)."""
-    from moto.moto_api._internal import urls
-
-    for name, handler in ROUTES.items():
-        urls.url_paths["{0}" + f"{PATH}/{name}$"] = handler
-
-
-# --- the client's side -----------------------------------------------------------------------------------
 
 
 class ControlError(RuntimeError):
@@ -206,14 +44,22 @@ class Control:
     def inventory(self) -> dict[str, Any]:
         return dict(self._call("inventory"))
 
+    def clock(self, advance_seconds: float | None = None) -> dict[str, Any]:
+        """``{"offset_seconds": N, "ages": [...]}``: how far the emulator's clock is ahead of this machine's
+        (0 until something moves it) and what moving it makes older, after moving it ``advance_seconds``
+        ahead when given."""
+        return dict(
+            self._call("clock", None if advance_seconds is None else {"advance_seconds": advance_seconds})
+        )
+
     def stream_clock_offset(self) -> float:
-        """How far the streams' clock is ahead of this machine's (0 until a test moves it)."""
-        return float(self._call("streams/clock")["offset_seconds"])
+        """How far the emulator's clock (which the streams keep their records by) is ahead."""
+        return float(self.clock()["offset_seconds"])
 
     def advance_stream_clock(self, seconds: float) -> float:
-        """Move the streams' clock ``seconds`` ahead: every record in a stream is that much older. Returns the
-        new offset."""
-        return float(self._call("streams/clock", {"advance_seconds": seconds})["offset_seconds"])
+        """Move the emulator's clock ``seconds`` ahead (every record in a stream is that much older, and every
+        FIFO deduplication id); returns the new offset."""
+        return float(self.clock(seconds)["offset_seconds"])
 
     def expired_records(self, stream_arn: str, shard_id: str, after: str | None) -> dict[str, Any]:
         """``{"Records": [...], "TrimHorizon": SEQUENCE | None}``: the shard's records after ``after`` that
@@ -222,4 +68,4 @@ class Control:
         return dict(self._call("streams/expired", stream=stream_arn, shard=shard_id, after=after))
 
 
-__all__ = ["PATH", "ROUTES", "Control", "ControlError", "code_location", "install"]
+__all__ = ["PATH", "Control", "ControlError", "code_location"]

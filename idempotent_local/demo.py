@@ -33,6 +33,8 @@ from idempotent_runtime import contract
 
 from idempotent_local.emulator import Emulator
 from idempotent_local.errors import DemoError
+from idempotent_local.mappings import queue_url
+from idempotent_local.pollers.sqs_poller import in_batches, queue_depth
 from idempotent_local.runner import EventSourceRunner, Mapping
 
 RETRY_DELAY_SECONDS = 1
@@ -205,11 +207,6 @@ class Report:
         return "\n".join(lines)
 
 
-def _queue_url(sqs: Any, arn: str) -> str:
-    _, _, _, _, account, name = arn.split(":", 5)
-    return str(sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"])
-
-
 def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeline]:
     """Every SQS-mapped function whose queue is subscribed to a topic and whose environment names a table."""
     sns, sqs, lambda_ = emulator.client("sns"), emulator.client("sqs"), emulator.client("lambda")
@@ -233,7 +230,7 @@ def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeli
         queue = sqs.get_queue_attributes(QueueUrl=mapping.queue_url, AttributeNames=["All"])["Attributes"]
         dlq_url = variables.get(contract.DLQ_URL.name)
         if not dlq_url and "RedrivePolicy" in queue:
-            dlq_url = _queue_url(sqs, json.loads(queue["RedrivePolicy"])["deadLetterTargetArn"])
+            dlq_url = queue_url(sqs, json.loads(queue["RedrivePolicy"])["deadLetterTargetArn"])
         subscription = sns.get_subscription_attributes(SubscriptionArn=subscribed[0]["SubscriptionArn"])
         redrive = subscription["Attributes"].get("RedrivePolicy")
         subscription_dlq = json.loads(redrive).get("deadLetterTargetArn") if redrive else None
@@ -257,7 +254,7 @@ def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeli
                 processor=variable(contract.PROCESSOR),
                 fifo=queue.get("FifoQueue") == "true",
                 dead_letter_queue_url=dlq_url,
-                subscription_dead_letter_queue_url=_queue_url(sqs, subscription_dlq)
+                subscription_dead_letter_queue_url=queue_url(sqs, subscription_dlq)
                 if subscription_dlq
                 else None,
             )
@@ -359,17 +356,7 @@ def items_with_keys(
 
 def messages_in(emulator: Emulator, url: str | None) -> int:
     """Every message of a queue: visible, in flight and delayed (exact in the emulator)."""
-    if not url:
-        return 0
-    attributes = emulator.client("sqs").get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=[
-            "ApproximateNumberOfMessages",
-            "ApproximateNumberOfMessagesNotVisible",
-            "ApproximateNumberOfMessagesDelayed",
-        ],
-    )["Attributes"]
-    return sum(int(v) for v in attributes.values())
+    return queue_depth(emulator.client("sqs"), url) if url else 0
 
 
 def _string(attributes: dict[str, Any], name: str) -> str | None:
@@ -399,14 +386,8 @@ def _dead_letters(emulator: Emulator, url: str | None, run_id: str) -> list[Dead
         if not fresh:
             break
         received.update((m["MessageId"], m) for m in fresh)
-    for start in range(0, len(handles), 10):
-        sqs.change_message_visibility_batch(
-            QueueUrl=url,
-            Entries=[
-                {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": 0}
-                for i, handle in enumerate(handles[start : start + 10])
-            ],
-        )
+    visible = [{"ReceiptHandle": handle, "VisibilityTimeout": 0} for handle in handles]
+    in_batches(sqs.change_message_visibility_batch, url, visible)
     letters = []
     for message in received.values():
         attributes = message.get("MessageAttributes", {})

@@ -11,7 +11,9 @@
   keeps it until the emulator is reset). The table of that page, row by row: a new name starts an
   execution; the name of a running or closed execution with the identical payload returns that execution
   (asynchronously: 202 and its ARN; synchronously: the run's result, waiting for a running one); another
-  payload is ``DurableExecutionAlreadyStartedException`` (409), whatever the execution's state.
+  payload is ``DurableExecutionAlreadyStartedException`` (409), whatever the execution's state. A ``DryRun``
+  invoke only validates (AWS: "validate parameter values and verify that the user or role has permission"):
+  it starts nothing, so a later invoke with its name starts the execution.
 - The function's handler runs **once per execution**, as the runner runs handlers (``worker.py``: the
   deployed code, the function's environment, one warm process per function version), with the durable
   invocation input (``DurableExecutionArn``, ``CheckpointToken``, ``InitialExecutionState`` whose EXECUTION
@@ -33,7 +35,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import io
 import json
 import os
 import re
@@ -41,7 +42,6 @@ import tempfile
 import threading
 import time
 import uuid
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,9 +53,9 @@ from moto.awslambda.exceptions import LambdaClientError
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda.responses import LambdaResponse
 
-from idempotent_local.emulator import STATE_DIR_VARIABLE, Emulator
-from idempotent_local.node import quiet_environment
-from idempotent_local.runner import Worker, function_log_path
+from idempotent_local.emulator import Emulator
+from idempotent_local.functions import Worker, environment, function_log_path, stop_all, unpack
+from idempotent_local.names import STATE_DIR_VARIABLE
 
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 RUNNING, SUCCEEDED, FAILED = "RUNNING", "SUCCEEDED", "FAILED"
@@ -64,28 +64,18 @@ SYNC_WAIT_SECONDS = 900
 _API = "2025-12-01"
 
 
-class DurableExecutionAlreadyStarted(LambdaClientError):
-    code = 409
+def _error(error_type: str, status: int) -> Callable[[str], LambdaClientError]:
+    """A Lambda error, answered with HTTP ``status`` and its ``error_type``: ``raise Error(message)``."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(
-            "DurableExecutionAlreadyStartedException",
-            f"A durable execution named {name} has already been started with a different payload.",
-        )
+    def __init__(self: LambdaClientError, message: str) -> None:
+        LambdaClientError.__init__(self, error_type, message)
 
-
-class InvalidParameterValue(LambdaClientError):
-    code = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__("InvalidParameterValueException", message)
+    return type(error_type, (LambdaClientError,), {"code": status, "__init__": __init__})
 
 
-class ResourceNotFound(LambdaClientError):
-    code = 404
-
-    def __init__(self, message: str) -> None:
-        super().__init__("ResourceNotFoundException", message)
+InvalidParameterValue = _error("InvalidParameterValueException", 400)
+ResourceNotFound = _error("ResourceNotFoundException", 404)
+DurableExecutionAlreadyStarted = _error("DurableExecutionAlreadyStartedException", 409)
 
 
 @dataclass
@@ -158,58 +148,27 @@ class Executor:
         return Path(state) if state else Path(tempfile.gettempdir()) / "idempotent-local-durable"
 
     def worker(self, fn: LambdaFunction) -> Worker:
-        # A function deployed again (another code, environment or configuration) gets a new worker.
+        """The worker of the version an execution is pinned to, with the function's environment as the runner
+        gives it; a function deployed again (another code, environment or configuration) gets a new one."""
         version = f"{fn.function_arn}:{fn.version}"
         deployment = json.dumps([fn.code_sha_256, fn.last_modified, fn.environment_vars], sort_keys=True)
         with self._lock:
             known, worker = self._workers.get(version, (None, None))
-            if known != deployment and worker is not None:
-                with worker.lock:
-                    worker.stop()
-            if known != deployment or worker is None:
-                base = self.base()
-                sha = hashlib.sha256(fn.code_bytes).hexdigest()[:16]
-                code_dir = base / "durable-functions" / f"{fn.function_name}-{sha}"
-                if not code_dir.exists():
-                    staging = code_dir.with_name(f"{code_dir.name}.{uuid.uuid4().hex}.partial")
-                    with zipfile.ZipFile(io.BytesIO(fn.code_bytes)) as archive:
-                        archive.extractall(staging)
-                    staging.replace(code_dir)
-                worker = Worker(
-                    fn.function_name,
-                    code_dir,
-                    str(fn.handler),
-                    self.environment(fn, code_dir),
-                    function_log_path(base, fn.function_name),
-                )
-                self._workers[version] = (deployment, worker)
+            if known == deployment and worker is not None:
+                return worker
+            stop_all([worker] if worker is not None else [])
+            base = self.base()
+            sha = hashlib.sha256(fn.code_bytes).hexdigest()[:16]
+            code_dir = unpack(fn.code_bytes, base / "durable-functions" / f"{fn.function_name}-{sha}")
+            emulator = None
+            if self.endpoint:
+                port = int(self.endpoint.rsplit(":", 1)[1])
+                emulator = Emulator(pid=os.getpid(), port=port, state_dir=str(base))
+            env = environment(emulator, fn.get_configuration(), code_dir, version)
+            log = function_log_path(base, fn.function_name)
+            worker = Worker(fn.function_name, code_dir, str(fn.handler), env, log)
+            self._workers[version] = (deployment, worker)
             return worker
-
-    def environment(self, fn: LambdaFunction, code_dir: Path) -> dict[str, str]:
-        """The function's environment as the runner gives it (the emulator's endpoint, Lambda's own
-        variables), for the version the execution is pinned to."""
-        env = {"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"}
-        if self.endpoint:
-            port = int(self.endpoint.rsplit(":", 1)[1])
-            env = Emulator(pid=os.getpid(), port=port, state_dir=str(self.base())).client_environment(env)
-        env.update(quiet_environment(env["PATH"]))
-        env.update(fn.environment_vars or {})
-        env.update(
-            {
-                "AWS_LAMBDA_FUNCTION_NAME": fn.function_name,
-                "AWS_LAMBDA_FUNCTION_VERSION": str(fn.version),
-                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(fn.memory_size),
-                "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{fn.function_name}",
-                "AWS_LAMBDA_LOG_STREAM_NAME": "local-cloud",
-                "AWS_EXECUTION_ENV": f"AWS_Lambda_{fn.run_time or 'python'}",
-                "LAMBDA_TASK_ROOT": str(code_dir),
-                "_HANDLER": str(fn.handler),
-                "LOCAL_CLOUD_FUNCTION_ARN": f"{fn.function_arn}:{fn.version}",
-                "PYTHONUNBUFFERED": "1",
-                "PYTHONDONTWRITEBYTECODE": "1",
-            }
-        )
-        return env
 
     def run(self, fn: LambdaFunction, execution: Execution) -> None:
         """Invoke the handler with the durable invocation input and close the execution by its output."""
@@ -238,9 +197,7 @@ class Executor:
 
     def stop(self) -> None:
         with self._lock:
-            for _, worker in self._workers.values():
-                with worker.lock:
-                    worker.stop()
+            stop_all([worker for _, worker in self._workers.values()])
             self._workers.clear()
 
 
@@ -309,12 +266,12 @@ def invoke(self: LambdaResponse, original: Callable[[LambdaResponse], Any]) -> A
             f"1 validation error detected: Value '{name}' at 'durableExecutionName' failed to satisfy "
             "constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9-_]+ (length 1-64)"
         )
-    payload = self.body.decode("utf-8") if isinstance(self.body, bytes) else (self.body or "")
     kind = self.headers.get("X-Amz-Invocation-Type", "RequestResponse")
+    if kind == "DryRun":  # AWS: a dry run only validates the parameters (and permissions): nothing starts
+        return _answer(204, {"X-Amz-Executed-Version": str(fn.version)}, "")
+    payload = self.body.decode("utf-8") if isinstance(self.body, bytes) else (self.body or "")
     execution, new = start(self.backend, fn, name, payload)
     headers = {"X-Amz-Durable-Execution-Arn": execution.arn, "X-Amz-Executed-Version": execution.version}
-    if kind == "DryRun":
-        return _answer(204, headers, "")
     if new:
         if kind == "Event":
             threading.Thread(target=EXECUTOR.run, args=(fn, execution), daemon=True).start()
@@ -342,7 +299,9 @@ def start(
         held = store.get(name) if name is not None else None
         if held is not None:
             if held.payload != payload:
-                raise DurableExecutionAlreadyStarted(name or "")
+                raise DurableExecutionAlreadyStarted(
+                    f"A durable execution named {name} has already been started with a different payload."
+                )
             return held, False
         name = name or str(uuid.uuid4())
         function_arn, version = _function_arn(fn), str(fn.version)

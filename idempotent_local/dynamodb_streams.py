@@ -19,10 +19,10 @@ functions here replace moto's; the ``stream-disable-and-re-enable`` and ``stream
 (:mod:`idempotent_local.patches`) install them. A table's streams are kept on it, by label, beside moto's
 ``stream_shard`` (the enabled one, or None: moto records writes only when it is set).
 
-**The streams' clock.** Retention is judged by a clock a test can move ahead (:func:`advance_clock`, through
-the deployed emulator ``POST /moto-api/local-cloud/streams/clock``, ``local age-streams``): moving it N
-seconds makes every record already written N seconds older, and a stream closed N seconds earlier. Records
-keep their ``ApproximateCreationDateTime`` (when they were written); records written afterwards are new.
+**Time.** Retention is judged by the emulator's clock (:mod:`idempotent_local.clock`), which a test or a
+user moves ahead (``local age``): moving it N seconds makes every record already written N seconds older,
+and a stream closed N seconds earlier. Records keep their ``ApproximateCreationDateTime`` (when they were
+written); records written afterwards are new.
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ from typing import Any
 
 from moto.core.exceptions import JsonRESTError
 from moto.dynamodb.exceptions import ResourceNotFoundException, StreamAlreadyEnabledException
-from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import StreamShard, Table
 from moto.dynamodbstreams.models import ShardIterator
+
+from idempotent_local.clock import CLOCK
 
 STREAM_VIEW_TYPES = ("KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES")
 RECORD_VERSION = "1.1"  # DynamoDB Streams' record format (moto writes 1.0)
@@ -51,33 +52,9 @@ class TrimmedDataAccessException(JsonRESTError):
         super().__init__("com.amazonaws.dynamodb.v20120810#TrimmedDataAccessException", message)
 
 
-# --- the streams' clock --------------------------------------------------------------------------------
-
-
-def _clock(account_id: str, region_name: str) -> dict[str, float]:
-    """The clock of the account and region's streams, kept on its DynamoDB backend (a reset forgets it)."""
-    return vars(dynamodb_backends[account_id][region_name]).setdefault("_stream_clock", {"offset": 0.0})
-
-
-def now(table: Table) -> float:
-    """The time by the streams' clock of ``table``'s account and region (this machine's, moved ahead)."""
-    return time.time() + _clock(table.account_id, table.region_name)["offset"]
-
-
-def clock_offset(account_id: str, region_name: str) -> float:
-    return _clock(account_id, region_name)["offset"]
-
-
-def advance_clock(account_id: str, region_name: str, seconds: float) -> float:
-    """Move the streams' clock ``seconds`` ahead; returns its new offset."""
-    clock = _clock(account_id, region_name)
-    clock["offset"] += seconds
-    return clock["offset"]
-
-
 def _trimmed(shard: Any) -> int:
     """How many of the shard's first records the stream no longer holds (older than 24 hours)."""
-    cutoff = now(shard.table) - RETENTION_SECONDS
+    cutoff = CLOCK.now() - RETENTION_SECONDS
     return bisect.bisect_right(shard.items, cutoff, key=lambda record: vars(record).get("written_at", 0.0))
 
 
@@ -89,7 +66,7 @@ def trim_horizon(shard: Any) -> int:
 def _held(shard: Any) -> bool:
     """Whether the stream of ``shard`` still exists: enabled, or closed less than 24 hours ago."""
     closed = vars(shard).get("closed_at")
-    return closed is None or now(shard.table) - closed < RETENTION_SECONDS
+    return closed is None or CLOCK.now() - closed < RETENTION_SECONDS
 
 
 def streams(table: Table) -> dict[str, StreamShard]:
@@ -122,7 +99,7 @@ def _enable(table: Table, view_type: str) -> None:
 def _close(shard: Any) -> None:
     """No more records: ``end`` is the sequence number a next record would have had."""
     shard.end = shard.starting_sequence_number + len(shard.items)
-    shard.closed_at = now(shard.table)
+    shard.closed_at = CLOCK.now()
 
 
 def set_stream_specification(table: Table, specification: dict[str, Any] | None) -> None:
@@ -261,15 +238,13 @@ def record_fields(record: Any, table: Table) -> None:
     ``us-east-1`` whatever the region), and when it was written by the streams' clock (for its retention)."""
     record.record["eventVersion"] = RECORD_VERSION
     record.record["awsRegion"] = table.region_name
-    record.written_at = now(table)
+    record.written_at = CLOCK.now()
 
 
 __all__ = [
     "RETENTION_SECONDS",
     "STREAM_VIEW_TYPES",
     "TrimmedDataAccessException",
-    "advance_clock",
-    "clock_offset",
     "describe_stream",
     "expired",
     "get_shard_iterator",

@@ -1,9 +1,16 @@
-"""The local AWS emulator: a moto server on loopback, taught the CloudFormation types our stacks use.
+"""The local cloud's core: the emulator's lifecycle, a moto server on loopback, and what a client needs to
+reach it. It knows none of its services.
 
 One emulator runs per state directory (default ``.local-cloud/`` in the working directory). It listens on
 ``127.0.0.1`` on a free port; clients use ``http://localhost:PORT`` (the CDK CLI and moto disagree about a
 numeric host in a CloudFormation template URL). Its state file (``state.json``: pid, port, endpoint) exists
 exactly while it runs, so ``deploy``, ``demo`` and ``destroy`` find and reuse it.
+
+What the emulator does beyond plain moto comes from its services (the taught CloudFormation types, the named
+patches, the control API: :mod:`idempotent_local.server` lists them). Each is a :class:`Service` that the
+process serving the emulator hands to :func:`serve`, which installs them into moto (:func:`install`) before
+the first request and again once the port is known. Names and fixed values are in
+:mod:`idempotent_local.names`, the clock every service keeps time by in :mod:`idempotent_local.clock`.
 """
 
 from __future__ import annotations
@@ -18,31 +25,23 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from idempotent_local.clock import CLOCK
 from idempotent_local.errors import LocalCloudError
-
-ACCOUNT_ID = "000000000000"
-REGION = "us-east-1"
-DEFAULT_STATE_DIR = Path(".local-cloud")
-STATE_FILE = "state.json"
-LOG_FILE = "emulator.log"
-# The emulator process's own state directory (durable_functions reads it; set by serve).
-STATE_DIR_VARIABLE = "IDEMPOTENT_LOCAL_STATE_DIR"
-# How a stack event that is a note of the emulator (what it does not model) begins its reason.
-NOTE_PREFIX = "Emulator note: "
-# A process id: an emulator started with this variable set stops when that process ends, however it ends
-# (killed by a timeout, SIGTERM, Ctrl-C). The test suite sets it to itself; `local deploy` leaves it unset,
-# its emulator outlives it.
-OWNER_VARIABLE = "IDEMPOTENT_PIPELINE_EMULATOR_OWNER"
-
-# Fake credentials: the emulator accepts any; real ones must never reach it (or leave this machine).
-FAKE_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "local-cloud",
-    "AWS_SECRET_ACCESS_KEY": "local-cloud",
-}
+from idempotent_local.names import (
+    ACCOUNT_ID,
+    DEFAULT_STATE_DIR,
+    FAKE_CREDENTIALS,
+    LOG_FILE,
+    OWNER_VARIABLE,
+    REGION,
+    STATE_DIR_VARIABLE,
+    STATE_FILE,
+)
 
 
 class EmulatorError(LocalCloudError):
@@ -90,7 +89,7 @@ class Emulator:
     @property
     def control(self) -> Any:
         """The emulator's control API (:class:`idempotent_local.control.Control`): its inventory, and the
-        streams' clock a test moves ahead."""
+        clock a test moves ahead."""
         from idempotent_local.control import Control
 
         return Control(self.endpoint)
@@ -130,6 +129,20 @@ def _state_path(state_dir: Path | str) -> Path:
     return Path(state_dir) / STATE_FILE
 
 
+def _recorded(state_dir: Path | str) -> dict[str, Any]:
+    """What the state file says (pid, port); empty when there is none, or none that can be read."""
+    with contextlib.suppress(OSError, ValueError):
+        found = json.loads(_state_path(state_dir).read_text())
+        return found if isinstance(found, dict) else {}
+    return {}
+
+
+def _forget(state_dir: Path | str, pid: int) -> None:
+    """Remove the state file if it still names ``pid`` (an emulator started since keeps its own)."""
+    if _recorded(state_dir).get("pid") == pid:
+        _state_path(state_dir).unlink(missing_ok=True)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -155,10 +168,8 @@ def _responds(endpoint: str, timeout: float = 2.0) -> bool:
 
 def find(state_dir: Path | str = DEFAULT_STATE_DIR) -> Emulator | None:
     """The emulator recorded in ``state_dir`` if it is running and answering, else None."""
-    path = _state_path(state_dir)
-    try:
-        data = json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
+    data = _recorded(state_dir)
+    if "pid" not in data or "port" not in data:
         return None
     emulator = Emulator(pid=int(data["pid"]), port=int(data["port"]), state_dir=str(Path(state_dir)))
     if _alive(emulator.pid) and _responds(emulator.endpoint):
@@ -220,10 +231,7 @@ def _terminate(process: subprocess.Popen[bytes], state_dir: Path) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
-        path = _state_path(state_dir)
-        if json.loads(path.read_text())["pid"] == process.pid:
-            path.unlink()
+    _forget(state_dir, process.pid)
 
 
 @dataclass(frozen=True)
@@ -290,11 +298,10 @@ def stop(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 15.0) ->
 
     A state file left behind (a killed emulator, a reboot) may name a pid that another process has since
     taken: that process is left alone and the state file removed."""
-    path = _state_path(state_dir)
+    path, data = _state_path(state_dir), _recorded(state_dir)
     try:
-        data = json.loads(path.read_text())
         pid, port = int(data["pid"]), data.get("port")
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+    except (KeyError, ValueError, TypeError):
         return False
     if not _alive(pid) or not _serves(pid, port):
         path.unlink(missing_ok=True)
@@ -309,21 +316,30 @@ def stop(state_dir: Path | str = DEFAULT_STATE_DIR, *, timeout: float = 15.0) ->
     return True
 
 
-def install(endpoint: str | None = None) -> None:
-    """The emulator's install step: the taught CloudFormation types, the named moto patches and the
-    emulator's control API (:mod:`idempotent_local.control`).
+@dataclass(frozen=True)
+class Service:
+    """A part of the emulator that runs in its process: ``install(endpoint)`` changes this process's moto
+    (called before the server serves its first request with None, and again with ``http://localhost:PORT``
+    once the port is known: installing again replaces, never stacks). ``ages``: what moving the emulator's
+    clock makes older for it, said by the command that moves it."""
 
-    Runs in the process that serves the emulator, before the first request; again with ``endpoint`` once the
-    port is known (a patch that names the emulator's own address needs it).
-    """
-    from idempotent_local import cloudformation, control
-
-    cloudformation.install(endpoint)
-    control.install()
+    name: str
+    install: Callable[[str | None], object]
+    ages: tuple[str, ...] = ()
 
 
-def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce: bool = True) -> None:
-    """Run the emulator in this process until SIGTERM or Ctrl-C (the body of ``local serve``)."""
+def install(services: Sequence[Service], endpoint: str | None = None) -> None:
+    """Install ``services`` in order into this process's moto; the clock learns what they say it ages."""
+    for service in services:
+        service.install(endpoint)
+    CLOCK.ages = tuple(aged for service in services for aged in service.ages)
+
+
+def serve(
+    state_dir: Path | str, services: Sequence[Service], *, port: int = 0, announce: bool = True
+) -> None:
+    """Run the emulator with ``services`` in this process until SIGTERM or Ctrl-C (the body of ``local
+    serve``)."""
     from idempotent_local.extra import require_moto
 
     require_moto()
@@ -334,12 +350,12 @@ def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce:
     state_dir.mkdir(parents=True, exist_ok=True)
     # Where the code that runs in this process's own workers lives (durable functions' handlers).
     os.environ[STATE_DIR_VARIABLE] = str(state_dir.resolve())
-    install()
+    install(services)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     _, bound_port = server.get_host_and_port()
     emulator = Emulator(pid=os.getpid(), port=int(bound_port), state_dir=str(state_dir))
-    install(endpoint=emulator.endpoint)
+    install(services, emulator.endpoint)
 
     stopping = threading.Event()
     owner = _owner()
@@ -362,9 +378,7 @@ def serve(state_dir: Path | str = DEFAULT_STATE_DIR, *, port: int = 0, announce:
                     print(f"the process {owner.pid} that owned the emulator ended", flush=True)
                 break
     finally:
-        with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
-            if json.loads(path.read_text())["pid"] == emulator.pid:
-                path.unlink()
+        _forget(state_dir, emulator.pid)
         server.stop()
         if announce:
             print("emulator stopped", flush=True)

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from idempotent_local.emulator import DEFAULT_STATE_DIR
 from idempotent_local.errors import LocalCloudError
+from idempotent_local.names import DEFAULT_STATE_DIR
 
 STATE_DIR_NAME = DEFAULT_STATE_DIR.name  # .local-cloud
 APP_FILE = "cdk.json"

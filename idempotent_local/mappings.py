@@ -16,21 +16,38 @@ def plural(n: int, one: str, many: str | None = None) -> str:
 
 
 @dataclass(frozen=True)
-class Mapping:
-    """An SQS event source mapping, as read back from the emulator."""
+class _Mapping:
+    """What every event source mapping has, as read back from the emulator."""
 
     uuid: str
     function_arn: str
-    queue_arn: str
-    queue_url: str
     batch_size: int
     report_batch_item_failures: bool
     enabled: bool
-    max_receive_count: int | None = None  # the queue's redrive policy: after this many receives, the DLQ
 
     @property
     def function_name(self) -> str:
         return self.function_arn.rsplit(":", 1)[-1]
+
+
+def _common(esm: dict[str, Any], batch_size: int) -> dict[str, Any]:
+    """The fields of :class:`_Mapping` from a mapping's configuration (``batch_size``: Lambda's default)."""
+    return {
+        "uuid": esm["UUID"],
+        "function_arn": esm["FunctionArn"],
+        "batch_size": int(esm.get("BatchSize", batch_size)),
+        "report_batch_item_failures": "ReportBatchItemFailures" in (esm.get("FunctionResponseTypes") or []),
+        "enabled": esm.get("State", "Enabled") == "Enabled",
+    }
+
+
+@dataclass(frozen=True)
+class Mapping(_Mapping):
+    """An SQS event source mapping, as read back from the emulator."""
+
+    queue_arn: str
+    queue_url: str
+    max_receive_count: int | None = None  # the queue's redrive policy: after this many receives, the DLQ
 
     @property
     def source_arn(self) -> str:
@@ -41,16 +58,11 @@ class Mapping:
 
 
 @dataclass(frozen=True)
-class StreamMapping:
+class StreamMapping(_Mapping):
     """A DynamoDB stream event source mapping, as read back from the emulator (Lambda's defaults where it
     sets nothing: ``-1`` is "until the record leaves the stream")."""
 
-    uuid: str
-    function_arn: str
     stream_arn: str
-    batch_size: int
-    report_batch_item_failures: bool
-    enabled: bool
     starting_position: str  # TRIM_HORIZON or LATEST
     created: float  # LastModified, epoch seconds: where a LATEST mapping without a checkpoint starts
     filters: tuple[str, ...] = ()  # FilterCriteria patterns
@@ -60,10 +72,6 @@ class StreamMapping:
     on_failure: str | None = None  # DestinationConfig.OnFailure: an SQS queue or SNS topic ARN
     batching_window: int = 0
     parallelization_factor: int = 1
-
-    @property
-    def function_name(self) -> str:
-        return self.function_arn.rsplit(":", 1)[-1]
 
     @property
     def source_arn(self) -> str:
@@ -82,12 +90,8 @@ def stream_mapping(esm: dict[str, Any]) -> StreamMapping:
     modified = esm.get("LastModified")
     destination = (esm.get("DestinationConfig") or {}).get("OnFailure", {}).get("Destination")
     return StreamMapping(
-        uuid=esm["UUID"],
-        function_arn=esm["FunctionArn"],
+        **_common(esm, 100),
         stream_arn=esm["EventSourceArn"],
-        batch_size=int(esm.get("BatchSize", 100)),
-        report_batch_item_failures="ReportBatchItemFailures" in (esm.get("FunctionResponseTypes") or []),
-        enabled=esm.get("State", "Enabled") == "Enabled",
         starting_position=esm.get("StartingPosition") or "TRIM_HORIZON",
         created=modified.timestamp()
         if isinstance(modified, datetime.datetime)
@@ -108,22 +112,23 @@ def queue_mapping(esm: dict[str, Any], sqs: Any = None) -> Mapping:
     """An SQS mapping; with ``sqs`` (a client), its queue's URL and redrive policy are looked up too (a
     ClientError when the queue does not exist)."""
     arn = esm["EventSourceArn"]
-    _, _, _, _, account, name = arn.split(":", 5)
     url, policy = "", None
     if sqs is not None:
-        url = sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+        url = queue_url(sqs, arn)
         redrive = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
         policy = redrive.get("Attributes", {}).get("RedrivePolicy")
     return Mapping(
-        uuid=esm["UUID"],
-        function_arn=esm["FunctionArn"],
+        **_common(esm, 10),
         queue_arn=arn,
         queue_url=url,
-        batch_size=int(esm.get("BatchSize", 10)),
-        report_batch_item_failures="ReportBatchItemFailures" in (esm.get("FunctionResponseTypes") or []),
-        enabled=esm.get("State", "Enabled") == "Enabled",
         max_receive_count=int(json.loads(policy)["maxReceiveCount"]) if policy else None,
     )
+
+
+def queue_url(sqs: Any, arn: str) -> str:
+    """The URL of the queue ``arn`` names (``GetQueueUrl``, in its owner's account)."""
+    _, _, _, _, account, name = arn.split(":", 5)
+    return str(sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"])
 
 
 def read(configurations: Iterable[dict[str, Any]], sqs: Any = None) -> list[Mapping | StreamMapping]:
@@ -139,4 +144,4 @@ def read(configurations: Iterable[dict[str, Any]], sqs: Any = None) -> list[Mapp
     return found
 
 
-__all__ = ["Mapping", "StreamMapping", "plural", "queue_mapping", "read", "stream_mapping"]
+__all__ = ["Mapping", "StreamMapping", "plural", "queue_mapping", "queue_url", "read", "stream_mapping"]

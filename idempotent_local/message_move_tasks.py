@@ -32,19 +32,12 @@ from idempotent_local import queue_index
 MAX_RATE = 500  # messages a second, SQS's limit for MaxNumberOfMessagesPerSecond
 
 
-class ResourceNotFound(SQSException):
-    def __init__(self, message: str) -> None:
-        super().__init__("ResourceNotFoundException", message)
-
-
-class UnsupportedOperation(SQSException):
-    def __init__(self, message: str) -> None:
-        super().__init__("AWS.SimpleQueueService.UnsupportedOperation", message)
-
-
-class InvalidParameter(SQSException):
-    def __init__(self, message: str) -> None:
-        super().__init__("InvalidParameterValue", message)
+# SQS's errors (SQSException(code, message)), as SQS answers each request.
+NOT_FOUND, UNSUPPORTED, INVALID = (
+    "ResourceNotFoundException",
+    "AWS.SimpleQueueService.UnsupportedOperation",
+    "InvalidParameterValue",
+)
 
 
 @dataclass
@@ -94,11 +87,13 @@ def append(queue: Any, message: Any) -> None:
 def _queue(arn: str, parameter: str) -> Any:
     parts = arn.split(":") if isinstance(arn, str) else []
     if len(parts) != 6 or parts[2] != "sqs":
-        raise InvalidParameter(f"Value {arn} for parameter {parameter} is invalid: not an SQS queue ARN.")
+        raise SQSException(
+            INVALID, f"Value {arn} for parameter {parameter} is invalid: not an SQS queue ARN."
+        )
     queue = sqs_backends[parts[4]][parts[3]].queues.get(parts[5])
     if queue is None:
-        raise ResourceNotFound(
-            f"The resource that you specified for the {parameter} parameter doesn't exist."
+        raise SQSException(
+            NOT_FOUND, f"The resource that you specified for the {parameter} parameter doesn't exist."
         )
     return queue
 
@@ -107,18 +102,20 @@ def start(source_arn: str, destination_arn: str | None = None, rate: int | None 
     source = _queue(source_arn, "SourceArn")
     backend = sqs_backends[source.account_id][source.region]
     if not backend.list_dead_letter_source_queues(source.name):
-        raise UnsupportedOperation("Source queue must be configured as a Dead Letter Queue.")
+        raise SQSException(UNSUPPORTED, "Source queue must be configured as a Dead Letter Queue.")
     destination = _queue(destination_arn, "DestinationArn") if destination_arn else None
     if rate is not None and not 1 <= int(rate) <= MAX_RATE:
-        raise InvalidParameter(
-            f"Value {rate} for parameter MaxNumberOfMessagesPerSecond is invalid: must be 1 to {MAX_RATE}."
+        raise SQSException(
+            INVALID,
+            f"Value {rate} for parameter MaxNumberOfMessagesPerSecond is invalid: must be 1 to {MAX_RATE}.",
         )
     with _LOCK:
         tasks = _TASKS.setdefault(source_arn, [])
         if any(task.status == "RUNNING" for task in tasks):
-            raise UnsupportedOperation(
+            raise SQSException(
+                UNSUPPORTED,
                 "There is already a task running. Only one active task is allowed for a source queue arn "
-                "at a given time."
+                "at a given time.",
             )
         candidates = list(source._messages)
         handle = base64.b64encode(
@@ -196,7 +193,7 @@ def cancel(handle: str) -> MoveTask:
     with _LOCK:
         task = next((t for ts in _TASKS.values() for t in ts if t.handle == handle), None)
     if task is None or task.status != "RUNNING":
-        raise ResourceNotFound("Task does not exist, or it is not running.")
+        raise SQSException(NOT_FOUND, "Task does not exist, or it is not running.")
     task.status = "CANCELLING"
     task.cancelled.set()
     if task.thread is not None:
@@ -220,7 +217,9 @@ def start_message_move_task(self: Any) -> ActionResult:
 def list_message_move_tasks(self: Any) -> ActionResult:
     max_results = int(self._get_param("MaxResults") or 1)
     if not 1 <= max_results <= 10:
-        raise InvalidParameter(f"Value {max_results} for parameter MaxResults is invalid: must be 1 to 10.")
+        raise SQSException(
+            INVALID, f"Value {max_results} for parameter MaxResults is invalid: must be 1 to 10."
+        )
     return ActionResult(
         {"Results": [t.as_result() for t in tasks_of(self._get_param("SourceArn"), max_results)]}
     )

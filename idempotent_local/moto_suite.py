@@ -16,6 +16,6 @@ from typing import Any
 
 
 def pytest_configure(config: Any) -> None:
-    from idempotent_local import cloudformation
+    from idempotent_local import server
 
-    cloudformation.install()
+    server.install()

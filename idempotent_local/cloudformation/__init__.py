@@ -8,17 +8,19 @@ an ordinary app holds beside a pipeline (``AWS::S3::BucketPolicy``, ``AWS::Secre
 state machine as STANDARD, gets generated queue names wrong, replaces a topic (dropping its subscriptions)
 on any change, keeps a KMS key policy in a shape ``DescribeKey`` fails on, leaves a property dropped from
 the template at its old value (an event source mapping's filter too), and lacks attributes AWS has
-(``QueueUrl``, ``TopicArn``, ``KeyId``; a Lambda version's ``Ref`` is no ARN). Each public module of this
-package is a moto ``CloudFormationModel`` for one type that does what CloudFormation does, through moto's
-own backends, so the deployed template stays the single source of truth: nothing is created beside it. Its
-``has_cfn_attr`` / ``get_cfn_attribute`` declare exactly the ``Fn::GetAtt`` attributes AWS has. How a stack
+(``QueueUrl``, ``TopicArn``, ``KeyId``; a Lambda version's ``Ref`` is no ARN). Each type is a moto
+``CloudFormationModel`` that does what CloudFormation does, through moto's own backends, so the deployed
+template stays the single source of truth: nothing is created beside it. A type moto has a model for is its
+model adopted by a taught class (one module per type, on ``_common.Taught``); the types that live only as
+stack state share one shape and are declared as data, a row each (``stack_types``). Each declares exactly
+the ``Fn::GetAtt`` attributes AWS has. How a stack
 is updated (order, replacement, rollback) is in ``_updates``; what a template must not do, in
 ``_validation``.
 
 Moto finds CloudFormation types through ``CloudFormationModel.__subclasses__()``; a later class for the same
 type wins. Importing this package defines the classes; :func:`teach` clears moto's type caches so they take
-over, and checks that they did. Behaviour that is not a resource type is changed by the named patches of
-:mod:`idempotent_local.patches`; :func:`install` does both (the emulator's install step).
+over, and checks that they did: the emulator's service :data:`SERVICE`. Behaviour that is not a resource
+type is changed by the named patches of :mod:`idempotent_local.patches`.
 """
 
 from __future__ import annotations
@@ -31,54 +33,32 @@ require_moto()
 from moto.cloudformation import parsing
 from moto.core.common_models import CloudFormationModel
 
-from idempotent_local.cloudformation.apigateway_account import ApiGatewayAccount
-from idempotent_local.cloudformation.apigateway_stage import ApiGatewayStage
-from idempotent_local.cloudformation.cdk_metadata import CdkMetadata
-from idempotent_local.cloudformation.cloudwatch_alarm import CloudWatchAlarm
 from idempotent_local.cloudformation.dynamodb_table import DynamoDbTable
 from idempotent_local.cloudformation.kms_key import KmsKey
 from idempotent_local.cloudformation.lambda_event_source_mapping import LambdaEventSourceMapping
 from idempotent_local.cloudformation.lambda_version import LambdaVersion
-from idempotent_local.cloudformation.s3_bucket_policy import S3BucketPolicy
-from idempotent_local.cloudformation.secretsmanager_secret import SecretsManagerSecret
-from idempotent_local.cloudformation.sns_subscription import SnsSubscription
 from idempotent_local.cloudformation.sns_topic import SnsTopic
-from idempotent_local.cloudformation.sns_topic_policy import SnsTopicPolicy
 from idempotent_local.cloudformation.sqs_queue import SqsQueue
-from idempotent_local.cloudformation.sqs_queue_policy import SqsQueuePolicy
+from idempotent_local.cloudformation.stack_types import MODELS
 from idempotent_local.cloudformation.stepfunctions_state_machine import StepFunctionsStateMachine
+from idempotent_local.emulator import Service
 
 TAUGHT: dict[str, type[CloudFormationModel]] = {
-    model.cloudformation_type(): model
-    for model in (
-        CdkMetadata,
-        SnsSubscription,
-        SnsTopic,
-        SnsTopicPolicy,
-        SqsQueue,
-        SqsQueuePolicy,
-        DynamoDbTable,
-        KmsKey,
-        CloudWatchAlarm,
-        LambdaEventSourceMapping,
-        LambdaVersion,
-        StepFunctionsStateMachine,
-        S3BucketPolicy,
-        SecretsManagerSecret,
-        ApiGatewayStage,
-        ApiGatewayAccount,
-    )
+    **{
+        model.cloudformation_type(): model
+        for model in (
+            SnsTopic,
+            SqsQueue,
+            DynamoDbTable,
+            KmsKey,
+            LambdaEventSourceMapping,
+            LambdaVersion,
+            StepFunctionsStateMachine,
+        )
+    },
+    **MODELS,
 }
 TAUGHT_TYPES = tuple(TAUGHT)
-
-
-def install(endpoint: str | None = None) -> None:
-    """The emulator's install step, in the process that serves it: the taught types, then the named patches
-    of :mod:`idempotent_local.patches` (with ``endpoint``, ``http://localhost:PORT``, once it is known)."""
-    from idempotent_local import patches
-
-    teach()
-    patches.apply(endpoint)
 
 
 def teach() -> None:
@@ -94,4 +74,6 @@ def teach() -> None:
             )
 
 
-__all__ = ["TAUGHT", "TAUGHT_TYPES", "install", "teach"]
+SERVICE = Service("CloudFormation types", lambda endpoint: teach())
+
+__all__ = ["SERVICE", "TAUGHT", "TAUGHT_TYPES", "teach"]

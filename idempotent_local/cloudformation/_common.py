@@ -1,4 +1,5 @@
-"""What the taught CloudFormation types share: property access and a resource kept as stack state only."""
+"""What the taught CloudFormation types share: property access, a moto resource adopted as a taught type,
+and a resource kept as stack state only."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ from collections.abc import Mapping
 from typing import Any
 
 
-class Declared:
-    """A mixin that declares a taught type to moto's CloudFormation: its ``TYPE``, the property that names
-    it (``NAME``; "" when none) and its ``Fn::GetAtt`` attributes, exactly AWS's, each read from the
-    instance attribute ``GET_ATT`` maps it to. Listed first among the bases, before the moto class."""
+class Taught:
+    """A mixin that declares a taught type to moto's CloudFormation, listed first among the bases, before
+    the moto class: its ``TYPE``, the property that names it (``NAME``; "" when none), its ``Fn::GetAtt``
+    attributes, exactly AWS's, each read from the instance attribute ``GET_ATT`` maps it to; and moto's
+    three hooks, each handed to :meth:`create_resource`, :meth:`update_resource` or
+    :meth:`delete_resource` with the template's
+    properties (resolved)."""
 
     TYPE: str
-    NAME = ""
-    GET_ATT: Mapping[str, str] = {}
+    NAME: str | None = None  # None: moto's own
+    GET_ATT: Mapping[str, str] | None = None  # None: moto's own
 
     @classmethod
     def cloudformation_type(cls) -> str:
@@ -21,18 +25,65 @@ class Declared:
 
     @classmethod
     def cloudformation_name_type(cls) -> str:
-        return cls.NAME
+        return super().cloudformation_name_type() if cls.NAME is None else cls.NAME  # type: ignore[misc]
 
     @classmethod
     def has_cfn_attr(cls, attr: str) -> bool:
-        return attr in cls.GET_ATT
+        return super().has_cfn_attr(attr) if cls.GET_ATT is None else attr in cls.GET_ATT  # type: ignore[misc]
 
     def get_cfn_attribute(self, attribute_name: str) -> Any:
         from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
 
+        if self.GET_ATT is None:
+            return super().get_cfn_attribute(attribute_name)  # type: ignore[misc]
         if attribute_name not in self.GET_ATT:
             raise UnformattedGetAttTemplateException()
         return getattr(self, self.GET_ATT[attribute_name])
+
+    @classmethod
+    def create_resource(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> Any:
+        """The resource ``props`` make; ``name`` is the logical id's physical name."""
+        raise NotImplementedError
+
+    @classmethod
+    def update_resource(cls, resource: Any, props: dict[str, Any], account_id: str, region_name: str) -> Any:
+        """``resource`` changed in place to what ``props`` say (a change that replaces it never gets here:
+        see ``_updates``)."""
+        raise NotImplementedError
+
+    @classmethod
+    def delete_resource(cls, name: str, account_id: str, region_name: str) -> None:
+        """Delete the resource named ``name``; one already gone is no error, as in CloudFormation."""
+
+    @classmethod
+    def create_from_cloudformation_json(  # type: ignore[misc]
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kw: Any,
+    ) -> Any:
+        return cls.create_resource(resource_name, properties(cloudformation_json), account_id, region_name)
+
+    @classmethod
+    def update_from_cloudformation_json(  # type: ignore[misc]
+        cls,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> Any:
+        return cls.update_resource(
+            original_resource, properties(cloudformation_json), account_id, region_name
+        )
+
+    @classmethod
+    def delete_from_cloudformation_json(  # type: ignore[misc]
+        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
+    ) -> None:
+        cls.delete_resource(resource_name, account_id, region_name)
 
 
 def as_bool(value: Any) -> bool:
@@ -98,89 +149,3 @@ class StackResource:
 
     def is_created(self) -> bool:
         return True
-
-
-class StateOnlyType(Declared):
-    """A mixin for a taught type that lives only as stack state (:class:`StackResource`): named by
-    ``TYPE``, its effect made by :meth:`create` and changed by :meth:`update` (by default none: the
-    properties are only kept), undone by the resource's own ``delete``. A mixin, not a
-    ``CloudFormationModel`` subclass: moto finds types among that class's direct subclasses, so each type
-    is declared ``class X(StateOnlyType, CloudFormationModel)``."""
-
-    @classmethod
-    def create(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> StackResource:
-        """The resource ``props`` (resolved) make; ``name`` is the logical id's physical name."""
-        return StackResource(name, props)
-
-    @classmethod
-    def update(
-        cls, resource: StackResource, props: dict[str, Any], account_id: str, region_name: str
-    ) -> None:
-        """Change ``resource``'s effect in place to what ``props`` say (``resource.properties`` are the
-        previous ones; the new ones are kept after)."""
-
-    @classmethod
-    def create_from_cloudformation_json(
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
-    ) -> StackResource:
-        return cls.create(resource_name, properties(cloudformation_json), account_id, region_name)
-
-    @classmethod
-    def update_from_cloudformation_json(
-        cls,
-        original_resource: StackResource,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-    ) -> StackResource:
-        props = properties(cloudformation_json)
-        cls.update(original_resource, props, account_id, region_name)
-        original_resource.properties = props
-        return original_resource
-
-    @classmethod
-    def delete_from_cloudformation_json(
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
-    ) -> None:
-        return None  # the targets are only known resolved, on the resource (see StackResource.delete)
-
-
-class AttachedPolicy(StateOnlyType):
-    """A policy document set on every resource listed under ``TARGETS`` (``AWS::SQS::QueuePolicy``,
-    ``AWS::SNS::TopicPolicy``): set on create, taken off the targets an update drops, and off every target
-    still there on delete."""
-
-    TARGETS: str
-    GET_ATT = {"Id": "physical_id"}
-
-    @classmethod
-    def attach(cls, targets: list[str], document: dict[str, Any], account_id: str, region_name: str) -> None:
-        raise NotImplementedError
-
-    @classmethod
-    def detach(cls, targets: list[str], account_id: str, region_name: str) -> None:
-        raise NotImplementedError
-
-    @classmethod
-    def create(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> StackResource:
-        cls.attach(props[cls.TARGETS], props["PolicyDocument"], account_id, region_name)
-
-        def undo(resolved: dict[str, Any], _: str, account: str, region: str) -> None:
-            cls.detach(resolved.get(cls.TARGETS, []), account, region)
-
-        return StackResource(name, props, undo, {"Id": name})
-
-    @classmethod
-    def update(
-        cls, resource: StackResource, props: dict[str, Any], account_id: str, region_name: str
-    ) -> None:
-        kept = set(props[cls.TARGETS])
-        dropped = [t for t in resource.properties.get(cls.TARGETS, []) if t not in kept]
-        cls.detach(dropped, account_id, region_name)
-        cls.attach(props[cls.TARGETS], props["PolicyDocument"], account_id, region_name)

@@ -72,7 +72,6 @@ PHYSICAL_IDS: dict[str, Callable[[Any], str]] = {
     "AWS::IoT::ThingType": lambda r: r.thing_type_name,
     "AWS::Lambda::LayerVersion": lambda r: r.arn,
     "AWS::Lambda::Permission": lambda r: r._template.name,
-    "AWS::Lambda::Version": lambda r: _function_arn(r._template) + f":{r.version}",
     "AWS::ApiGateway::Deployment": lambda r: r.id,
     "AWS::ApiGateway::Method": lambda r: r._template.name,
     "AWS::RDS::DBParameterGroup": lambda r: r.name,
@@ -92,13 +91,6 @@ class Template:
     properties: dict[str, Any]
     account_id: str
     region_name: str
-
-
-def _function_arn(template: Template) -> str:
-    function = str(template.properties.get("FunctionName", ""))
-    if function.startswith("arn:"):
-        return ":".join(function.split(":")[:7])
-    return f"arn:aws:lambda:{template.region_name}:{template.account_id}:function:{function}"
 
 
 def _delete_route_table(table: Any, account_id: str, region_name: str) -> None:

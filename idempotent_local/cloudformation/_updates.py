@@ -28,7 +28,7 @@ from typing import Any
 
 from moto.cloudformation import parsing
 
-from idempotent_local.emulator import NOTE_PREFIX
+from idempotent_local.names import NOTE_PREFIX
 from idempotent_local.template import attribute_reads, dependency_order, references
 
 log = logging.getLogger(__name__)
@@ -135,10 +135,6 @@ _OPERATIONS: dict[str, str] = {}  # stack id -> the OperationId of its current o
 _STACKS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 
 
-def operation_of(stack_id: str) -> str | None:
-    return _OPERATIONS.get(stack_id)
-
-
 def stack_event(original: Any) -> Any:
     """``Stack._add_stack_event``: an operation's first event starts a new OperationId and, when it has no
     reason (moto writes an update's change set without one), says "User Initiated", as CloudFormation's."""
@@ -177,20 +173,27 @@ def resource_event(
 ) -> None:
     """Record one resource's event on the stack that ``resources`` (moto's ResourceMap) belongs to; its type
     from ``spec`` and physical id from ``resource`` (default: the stack's current ones)."""
-    from moto.cloudformation.models import Event
-
     stack = _STACKS.get(resources.stack_id)
     if stack is None:
         return
     spec = spec if spec is not None else resources._resource_json_map.get(logical_id) or {}
     resource = resource if resource is not None else resources._parsed_resources.get(logical_id)
     physical = getattr(resource, "physical_resource_id", "") if not isinstance(resource, str) else ""
+    append_event(stack, logical_id, physical, spec.get("Type", ""), status, reason)
+
+
+def append_event(
+    stack: Any, logical_id: str, physical: Any, kind: str, status: str, reason: str | None
+) -> None:
+    """One resource's event, appended to ``stack``'s (moto's) events."""
+    from moto.cloudformation.models import Event
+
     event = Event(
         stack_id=stack.stack_id,
         stack_name=stack.name,
         logical_resource_id=logical_id,
         physical_resource_id=physical if isinstance(physical, str) else "",
-        resource_type=spec.get("Type", ""),
+        resource_type=kind,
         resource_status=status,
         resource_status_reason=reason,
         resource_properties=None,
@@ -433,20 +436,10 @@ def roll_back_stack(stack: Any, failure: UpdateFailed, *, creating: bool) -> Non
     """Record a rolled-back operation on ``stack`` as CloudFormation does: the resource's ``*_FAILED``
     event with the reason, then ``[UPDATE_]ROLLBACK_IN_PROGRESS`` and ``..._COMPLETE`` (``..._FAILED`` when
     something could not be undone), which is also the stack's status."""
-    from moto.cloudformation.models import Event
-
     prefix = "" if creating else "UPDATE_"
-    event = Event(
-        stack_id=stack.stack_id,
-        stack_name=stack.name,
-        logical_resource_id=failure.logical_id,
-        physical_resource_id="",
-        resource_type=failure.resource_type,
-        resource_status=f"{failure.action}_FAILED",
-        resource_status_reason=failure.reason,
-        resource_properties=None,
+    append_event(
+        stack, failure.logical_id, "", failure.resource_type, f"{failure.action}_FAILED", failure.reason
     )
-    stack.events.append(event)
     operation = "create" if creating else "update"
     reason = f"The following resource(s) failed to {operation}: [{failure.logical_id}]. {failure.reason}"
     stack._add_stack_event(f"{prefix}ROLLBACK_IN_PROGRESS", resource_status_reason=reason)
@@ -458,21 +451,9 @@ def roll_back_stack(stack: Any, failure: UpdateFailed, *, creating: bool) -> Non
 
 def record_notes(stack: Any) -> None:
     """The notes of the update that just succeeded, as ``UPDATE_COMPLETE`` events of their resources."""
-    from moto.cloudformation.models import Event
-
     for logical_id, kind, note in getattr(stack.resource_map, "emulator_notes", []):
-        resource = stack.resource_map._parsed_resources.get(logical_id)
-        event = Event(
-            stack_id=stack.stack_id,
-            stack_name=stack.name,
-            logical_resource_id=logical_id,
-            physical_resource_id=getattr(resource, "physical_resource_id", ""),
-            resource_type=kind,
-            resource_status="UPDATE_COMPLETE",
-            resource_status_reason=NOTE_PREFIX + note,
-            resource_properties=None,
-        )
-        stack.events.append(event)
+        physical = getattr(stack.resource_map._parsed_resources.get(logical_id), "physical_resource_id", "")
+        append_event(stack, logical_id, physical, kind, "UPDATE_COMPLETE", NOTE_PREFIX + note)
     stack.resource_map.emulator_notes = []
 
 

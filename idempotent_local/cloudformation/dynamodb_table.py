@@ -10,7 +10,7 @@ from moto.core.common_models import CloudFormationModel
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import Table as MotoTable
 
-from idempotent_local.cloudformation._common import adopt, as_bool, properties, tags
+from idempotent_local.cloudformation._common import Taught, adopt, as_bool, tags
 
 
 def _encryption(props: dict[str, Any]) -> dict[str, Any] | None:
@@ -25,19 +25,12 @@ def _encryption(props: dict[str, Any]) -> dict[str, Any] | None:
     return encryption
 
 
-class DynamoDbTable(MotoTable, CloudFormationModel):
+class DynamoDbTable(Taught, MotoTable, CloudFormationModel):
     """``AWS::DynamoDB::Table``: moto's table plus TTL, point-in-time recovery and encryption, updated in
-    place (a property the template no longer sets goes back to DynamoDB's default)."""
+    place (a property the template no longer sets goes back to DynamoDB's default). Fn::GetAtt: moto's
+    Arn and StreamArn, exactly AWS's (StreamArn only while the stream is enabled)."""
 
-    # Fn::GetAtt: moto's Arn and StreamArn, exactly AWS's (StreamArn only while the stream is enabled).
-
-    @staticmethod
-    def cloudformation_name_type() -> str:
-        return "TableName"
-
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::DynamoDB::Table"
+    TYPE, NAME = "AWS::DynamoDB::Table", "TableName"
 
     @staticmethod
     def _apply(table: MotoTable, props: dict[str, Any], account_id: str, region_name: str) -> None:
@@ -82,32 +75,19 @@ class DynamoDbTable(MotoTable, CloudFormationModel):
             backend.update_table_streams(table, {"StreamEnabled": True, "StreamViewType": wanted})
 
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
+    def create_resource(
+        cls, name: str, props: dict[str, Any], account_id: str, region_name: str
     ) -> DynamoDbTable:
         table = MotoTable.create_from_cloudformation_json(
-            resource_name, cloudformation_json, account_id, region_name
+            name, {"Properties": props}, account_id, region_name
         )
-        cls._apply(table, properties(cloudformation_json), account_id, region_name)
+        cls._apply(table, props, account_id, region_name)
         return adopt(table, cls)
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        original_resource: DynamoDbTable,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
+    def update_resource(
+        cls, table: DynamoDbTable, props: dict[str, Any], account_id: str, region_name: str
     ) -> DynamoDbTable:
-        """In place (a change that replaces the table never gets here: see ``_updates``)."""
-        props = properties(cloudformation_json)
-        table = original_resource
         billing = "PAY_PER_REQUEST" if props.get("BillingMode") == "PAY_PER_REQUEST" else "PROVISIONED"
         dynamodb_backends[account_id][region_name].update_table(
             name=table.name,
@@ -122,15 +102,13 @@ class DynamoDbTable(MotoTable, CloudFormationModel):
         cls._apply(table, props, account_id, region_name)
         cls._update_stream(table, props, account_id, region_name)
         table.tags = [{"Key": k, "Value": v} for k, v in tags(props).items()]
-        return original_resource
+        return table
 
     def delete(self, account_id: str, region_name: str) -> None:
-        self.delete_from_cloudformation_json(self.name, {}, account_id, region_name)
+        self.delete_resource(self.name, account_id, region_name)
 
     @classmethod
-    def delete_from_cloudformation_json(  # type: ignore[misc]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
-    ) -> None:
+    def delete_resource(cls, name: str, account_id: str, region_name: str) -> None:
         backend = dynamodb_backends[account_id][region_name]
-        if resource_name in backend.tables:  # deleting a table that is already gone succeeds
-            backend.delete_table(resource_name)
+        if name in backend.tables:
+            backend.delete_table(name)

@@ -11,18 +11,18 @@ from moto.core.common_models import CloudFormationModel
 from moto.kms.models import Key as MotoKey
 from moto.kms.models import kms_backends
 
-from idempotent_local.cloudformation._common import Declared, adopt, as_bool, properties
+from idempotent_local.cloudformation._common import Taught, adopt, as_bool
 
 # Properties a key keeps for life: CloudFormation fails an update that changes one (it never replaces a key).
 IMMUTABLE = ("KeySpec", "KeyUsage", "MultiRegion", "Origin")
 DEFAULT_PENDING_WINDOW_DAYS = 30
 
 
-class KmsKey(Declared, MotoKey, CloudFormationModel):
+class KmsKey(Taught, MotoKey, CloudFormationModel):
     """``AWS::KMS::Key``: a moto key with its policy as JSON text, updated in place, and scheduled for
     deletion (``PendingWindowInDays``, 30 by default) when the stack drops it."""
 
-    TYPE = "AWS::KMS::Key"
+    TYPE, NAME = "AWS::KMS::Key", ""
     GET_ATT = {"Arn": "arn", "KeyId": "id"}  # exactly AWS's
 
     cfn_properties: dict[str, Any]  # the template's properties it was last deployed with
@@ -43,15 +43,7 @@ class KmsKey(Declared, MotoKey, CloudFormationModel):
             backend.disable_key(key.id)
 
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
-    ) -> KmsKey:
-        props = properties(cloudformation_json)
+    def create_resource(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> KmsKey:
         key = kms_backends[account_id][region_name].create_key(
             policy=None,
             key_usage=props.get("KeyUsage", "ENCRYPT_DECRYPT"),
@@ -66,36 +58,25 @@ class KmsKey(Declared, MotoKey, CloudFormationModel):
         return key
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        original_resource: KmsKey,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-    ) -> KmsKey:
-        props = properties(cloudformation_json)
+    def update_resource(cls, key: KmsKey, props: dict[str, Any], account_id: str, region_name: str) -> KmsKey:
         for name in IMMUTABLE:
-            if props.get(name) != original_resource.cfn_properties.get(name):
-                key = original_resource.id
+            if props.get(name) != key.cfn_properties.get(name):
                 raise ValueError(
-                    f"You cannot change the {name} property of an existing KMS key ({key}); CloudFormation "
-                    "fails the update so that the key is not deleted by a replacement"
+                    f"You cannot change the {name} property of an existing KMS key ({key.id}); "
+                    "CloudFormation fails the update so that the key is not deleted by a replacement"
                 )
-        cls._apply(original_resource, props, account_id, region_name)
-        original_resource.cfn_properties = props
-        return original_resource
+        cls._apply(key, props, account_id, region_name)
+        key.cfn_properties = props
+        return key
 
     def delete(self, account_id: str, region_name: str) -> None:
-        backend = kms_backends[account_id][region_name]
-        if self.id in backend.keys:
-            window = int(self.cfn_properties.get("PendingWindowInDays", DEFAULT_PENDING_WINDOW_DAYS))
-            backend.schedule_key_deletion(self.id, window)
+        window = int(self.cfn_properties.get("PendingWindowInDays", DEFAULT_PENDING_WINDOW_DAYS))
+        self.delete_resource(self.id, account_id, region_name, window)
 
     @classmethod
-    def delete_from_cloudformation_json(  # type: ignore[misc]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
+    def delete_resource(
+        cls, name: str, account_id: str, region_name: str, window: int = DEFAULT_PENDING_WINDOW_DAYS
     ) -> None:
         backend = kms_backends[account_id][region_name]
-        if resource_name in backend.keys:
-            backend.schedule_key_deletion(resource_name, DEFAULT_PENDING_WINDOW_DAYS)
+        if name in backend.keys:
+            backend.schedule_key_deletion(name, window)

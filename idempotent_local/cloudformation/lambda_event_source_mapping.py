@@ -10,7 +10,7 @@ from moto.awslambda.models import EventSourceMapping
 from moto.awslambda.utils import get_backend
 from moto.core.common_models import CloudFormationModel
 
-from idempotent_local.cloudformation._common import adopt, as_bool, properties
+from idempotent_local.cloudformation._common import Taught, adopt, as_bool
 
 # The template's updatable properties, by the name UpdateEventSourceMapping gives them. A property the
 # template does not set goes back to Lambda's default: None (moto's default BatchSize, nothing else set),
@@ -44,34 +44,25 @@ def _spec(props: dict[str, Any]) -> dict[str, Any]:
     return {name: as_bool(value) if name in BOOLEANS else value for name, value in props.items()}
 
 
-class LambdaEventSourceMapping(EventSourceMapping, CloudFormationModel):
+class LambdaEventSourceMapping(Taught, EventSourceMapping, CloudFormationModel):
     """``AWS::Lambda::EventSourceMapping``: moto's mapping, updated to exactly what the template says."""
 
-    @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
-    ) -> LambdaEventSourceMapping:
-        spec = _spec(properties(cloudformation_json))
-        return adopt(get_backend(account_id, region_name).create_event_source_mapping(spec), cls)
+    TYPE = "AWS::Lambda::EventSourceMapping"  # its Fn::GetAtt attributes: moto's
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        original_resource: LambdaEventSourceMapping,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
+    def create_resource(
+        cls, name: str, props: dict[str, Any], account_id: str, region_name: str
+    ) -> LambdaEventSourceMapping:
+        return adopt(get_backend(account_id, region_name).create_event_source_mapping(_spec(props)), cls)
+
+    @classmethod
+    def update_resource(
+        cls, mapping: LambdaEventSourceMapping, props: dict[str, Any], account_id: str, region_name: str
     ) -> LambdaEventSourceMapping:
         """In place (a change of the source or the starting position replaces it: see ``_updates``)."""
-        props = _spec(properties(cloudformation_json))
+        props = _spec(props)
         spec = {api: props.get(name, DEFAULTS.get(name)) for name, api in UPDATABLE.items()}
         if spec["FunctionName"] is None:
             del spec["FunctionName"]  # required by the template; moto's own error if it is missing
-        get_backend(account_id, region_name).update_event_source_mapping(original_resource.uuid, spec)
-        return original_resource
+        get_backend(account_id, region_name).update_event_source_mapping(mapping.uuid, spec)
+        return mapping

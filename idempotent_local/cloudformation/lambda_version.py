@@ -9,10 +9,10 @@ from moto.awslambda.models import LambdaVersion as MotoLambdaVersion
 from moto.awslambda.models import lambda_backends
 from moto.core.common_models import CloudFormationModel
 
-from idempotent_local.cloudformation._common import Declared, properties
+from idempotent_local.cloudformation._common import Taught
 
 
-class LambdaVersion(Declared, MotoLambdaVersion, CloudFormationModel):
+class LambdaVersion(Taught, MotoLambdaVersion, CloudFormationModel):
     """``AWS::Lambda::Version``: a published version whose ``Ref`` is its ARN
     (``arn:...:function:NAME:VERSION``), with AWS's ``Fn::GetAtt`` attributes ``Version`` and
     ``FunctionArn``. Deletion keeps the version, as moto does (AWS deletes it)."""
@@ -28,18 +28,15 @@ class LambdaVersion(Declared, MotoLambdaVersion, CloudFormationModel):
     def physical_resource_id(self) -> str:
         return self.function_arn
 
+    # Moto cannot update a version: an update keeps it (see _updates), as moto's own class does.
+    update_from_cloudformation_json = CloudFormationModel.update_from_cloudformation_json
+
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
+    def create_resource(
+        cls, name: str, props: dict[str, Any], account_id: str, region_name: str
     ) -> LambdaVersion:
         backend = lambda_backends[account_id][region_name]
-        name = properties(cloudformation_json)["FunctionName"]
-        published = backend.publish_version(name)
-        assert published is not None, name
+        published = backend.publish_version(props["FunctionName"])
+        assert published is not None, props["FunctionName"]
         unqualified = backend.get_function(published.function_name).function_arn
         return cls(str(published.version), f"{unqualified}:{published.version}")

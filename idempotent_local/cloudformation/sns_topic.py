@@ -10,7 +10,7 @@ from moto.core.common_models import CloudFormationModel
 from moto.sns.models import Topic as MotoTopic
 from moto.sns.models import sns_backends
 
-from idempotent_local.cloudformation._common import Declared, adopt, as_bool, properties, tags
+from idempotent_local.cloudformation._common import Taught, adopt, as_bool, tags
 
 
 def _subscriptions(props: dict[str, Any]) -> set[tuple[str, str]]:
@@ -18,7 +18,7 @@ def _subscriptions(props: dict[str, Any]) -> set[tuple[str, str]]:
     return {(s["Protocol"], s["Endpoint"]) for s in props.get("Subscription") or []}
 
 
-class SnsTopic(Declared, MotoTopic, CloudFormationModel):
+class SnsTopic(Taught, MotoTopic, CloudFormationModel):
     """``AWS::SNS::Topic``: a moto topic, updated in place (a property the template no longer sets goes
     back to SNS's default; inline subscriptions follow the ``Subscription`` property)."""
 
@@ -38,35 +38,18 @@ class SnsTopic(Declared, MotoTopic, CloudFormationModel):
     cfn_properties: dict[str, Any]  # the template's properties it was last deployed with
 
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
-    ) -> SnsTopic:
-        topic = adopt(
-            MotoTopic.create_from_cloudformation_json(
-                resource_name, cloudformation_json, account_id, region_name
-            ),
-            cls,
+    def create_resource(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> SnsTopic:
+        created = MotoTopic.create_from_cloudformation_json(
+            name, {"Properties": props}, account_id, region_name
         )
-        topic.cfn_properties = properties(cloudformation_json)
+        topic = adopt(created, cls)
+        topic.cfn_properties = props
         return topic
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        original_resource: Any,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
+    def update_resource(
+        cls, topic: SnsTopic, props: dict[str, Any], account_id: str, region_name: str
     ) -> SnsTopic:
-        """In place (a change that replaces the topic never gets here: see ``_updates``)."""
-        props = properties(cloudformation_json)
-        topic = original_resource
         for key, (attribute, default) in cls.IN_PLACE.items():
             value = props.get(key, default)
             if isinstance(value, bool) or key == "ContentBasedDeduplication":
@@ -89,9 +72,7 @@ class SnsTopic(Declared, MotoTopic, CloudFormationModel):
         return topic
 
     @classmethod
-    def delete_from_cloudformation_json(  # type: ignore[misc]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
-    ) -> None:
+    def delete_resource(cls, name: str, account_id: str, region_name: str) -> None:
         backend = sns_backends[account_id][region_name]
-        if resource_name in backend.topics:  # deleting a topic that is already gone succeeds
-            backend.delete_topic(resource_name)
+        if name in backend.topics:
+            backend.delete_topic(name)

@@ -12,7 +12,7 @@ from moto.sqs.constants import MAXIMUM_MESSAGE_LENGTH
 from moto.sqs.models import Queue as MotoQueue
 from moto.sqs.models import sqs_backends
 
-from idempotent_local.cloudformation._common import Declared, adopt, as_bool, properties, queue_name, tags
+from idempotent_local.cloudformation._common import Taught, adopt, as_bool, queue_name, tags
 
 MAX_NAME_LENGTH = 80
 FIFO_SUFFIX = ".fifo"
@@ -34,7 +34,7 @@ def generated_name(name: str, *, fifo: bool) -> str:
     return name + FIFO_SUFFIX if fifo else name
 
 
-class SqsQueue(Declared, MotoQueue, CloudFormationModel):
+class SqsQueue(Taught, MotoQueue, CloudFormationModel):
     """``AWS::SQS::Queue``: a moto queue, named as CloudFormation names it, updated in place property by
     property (a property the template no longer sets goes back to SQS's default)."""
 
@@ -57,34 +57,18 @@ class SqsQueue(Declared, MotoQueue, CloudFormationModel):
     GET_ATT = {"Arn": "queue_arn", "QueueName": "name", "QueueUrl": "physical_resource_id"}  # exactly AWS's
 
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
-    ) -> SqsQueue:
-        props = properties(cloudformation_json)
+    def create_resource(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> SqsQueue:
         if "QueueName" not in props:
-            resource_name = generated_name(resource_name, fifo=as_bool(props.get("FifoQueue")))
+            name = generated_name(name, fifo=as_bool(props.get("FifoQueue")))
         queue = MotoQueue.create_from_cloudformation_json(
-            resource_name, cloudformation_json, account_id, region_name
+            name, {"Properties": props}, account_id, region_name
         )
         return adopt(queue, cls)
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        original_resource: SqsQueue,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
+    def update_resource(
+        cls, resource: SqsQueue, props: dict[str, Any], account_id: str, region_name: str
     ) -> SqsQueue:
-        """In place (a change that replaces the queue never gets here: see ``_updates``)."""
-        props = properties(cloudformation_json)
-        queue = original_resource
         attributes: dict[str, Any] = {}
         for key, default in cls.DEFAULTS.items():
             value = props.get(key, default)
@@ -93,17 +77,14 @@ class SqsQueue(Declared, MotoQueue, CloudFormationModel):
             props.get("SqsManagedSseEnabled", not props.get("KmsMasterKeyId"))
         )
         # Moto's setter clears the policy unless it is passed along; it belongs to AWS::SQS::QueuePolicy.
-        attributes["Policy"] = queue.policy
-        queue._set_attributes(attributes)
-        queue.tags = tags(props)
-        return original_resource
+        attributes["Policy"] = resource.policy
+        resource._set_attributes(attributes)
+        resource.tags = tags(props)
+        return resource
 
     def delete(self, account_id: str, region_name: str) -> None:
-        self.delete_from_cloudformation_json(self.name, {}, account_id, region_name)
+        self.delete_resource(self.name, account_id, region_name)
 
     @classmethod
-    def delete_from_cloudformation_json(  # type: ignore[misc]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
-    ) -> None:
-        # Deleting a queue that is already gone succeeds, as in CloudFormation.
-        sqs_backends[account_id][region_name].queues.pop(queue_name(resource_name), None)
+    def delete_resource(cls, name: str, account_id: str, region_name: str) -> None:
+        sqs_backends[account_id][region_name].queues.pop(queue_name(name), None)

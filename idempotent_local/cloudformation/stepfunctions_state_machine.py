@@ -13,7 +13,7 @@ from moto.stepfunctions.models import StateMachine as MotoStateMachine
 from moto.stepfunctions.models import stepfunctions_backends
 from moto.stepfunctions.utils import cfn_to_api_tags
 
-from idempotent_local.cloudformation._common import adopt, properties
+from idempotent_local.cloudformation._common import Taught, adopt
 
 # Template property -> (the API's field, the service's value when the template has none).
 CONFIGURATIONS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -47,25 +47,21 @@ def definition(props: dict[str, Any]) -> str:
     return str(props.get("DefinitionString", ""))
 
 
-class StepFunctionsStateMachine(MotoStateMachine, CloudFormationModel):
+class StepFunctionsStateMachine(Taught, MotoStateMachine, CloudFormationModel):
     """``AWS::StepFunctions::StateMachine``: a moto state machine of the template's type (STANDARD unless
     ``StateMachineType`` says EXPRESS), so what refuses an Express workflow in AWS refuses it here, with the
     template's logging, tracing and encryption configurations (``DescribeStateMachine`` shows them). An
     update changes them in place (one the template drops goes back to the service's default); a new type
     or name replaces it (see ``_updates``). Deletion is moto's."""
 
+    TYPE = "AWS::StepFunctions::StateMachine"  # its name property and Fn::GetAtt attributes: moto's
+
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-        **kw: Any,
+    def create_resource(
+        cls, name: str, props: dict[str, Any], account_id: str, region_name: str
     ) -> StepFunctionsStateMachine:
-        props = properties(cloudformation_json)
         machine = stepfunctions_backends[account_id][region_name].create_state_machine(
-            props.get("StateMachineName", resource_name),
+            props.get("StateMachineName", name),
             definition(props),
             props.get("RoleArn", ""),
             tags=cfn_to_api_tags(props.get("Tags") or []),
@@ -75,19 +71,17 @@ class StepFunctionsStateMachine(MotoStateMachine, CloudFormationModel):
         return adopt(machine, cls)
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[misc]
-        cls,
-        original_resource: Any,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
+    def update_resource(
+        cls, machine: Any, props: dict[str, Any], account_id: str, region_name: str
     ) -> StepFunctionsStateMachine:
-        props = properties(cloudformation_json)
         backend = stepfunctions_backends[account_id][region_name]
         machine = backend.update_state_machine(
-            original_resource.arn, definition=definition(props), role_arn=props.get("RoleArn")
+            machine.arn, definition=definition(props), role_arn=props.get("RoleArn")
         )
         machine.update(**configurations(props))
         backend.tagger.tag_resource(machine.arn, cfn_to_api_tags(props.get("Tags") or []))
         return adopt(machine, cls)
+
+    @classmethod
+    def delete_resource(cls, name: str, account_id: str, region_name: str) -> None:
+        stepfunctions_backends[account_id][region_name].delete_state_machine(name)

@@ -18,10 +18,9 @@ def emulated() -> Iterator[None]:
     """The server behaves like the emulator (moto taught and patched) while a test uses it; after, moto is
     plain again: the patches are process-wide, and later tests of this process (benchmarks, the runtime's)
     use moto in-process as it is."""
-    from idempotent_local import emulator as emulators
-    from idempotent_local import patches
+    from idempotent_local import patches, server
 
-    emulators.install(endpoint=endpoint())
+    server.install(endpoint=endpoint())
     try:
         yield
     finally:
@@ -50,10 +49,10 @@ def cloud(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 @pytest.fixture
 def aws_deduplication(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deduplication]:
     """FIFO deduplication as AWS does it, on a clock the test moves (see :class:`Deduplication`)."""
-    from idempotent_local import patches
+    from idempotent_local import clock as emulator_clock
 
     clock = Deduplication()
-    monkeypatch.setattr(patches, "time", clock)
+    monkeypatch.setattr(emulator_clock, "time", clock)
     with emulated():
         yield clock
 

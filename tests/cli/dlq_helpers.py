@@ -35,15 +35,15 @@ def endpoint() -> str:
     if _server is None:
         from moto.server import ThreadedMotoServer
 
-        from idempotent_local import emulator as emulators
+        from idempotent_local import server
 
         # The emulator's own server: moto taught by the local cloud, as `local serve` runs it.
-        emulators.install()
+        server.install()
         _server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         _server.start()
         atexit.register(_server.stop)
         _, port = _server.get_host_and_port()
-        emulators.install(endpoint=f"http://localhost:{port}")
+        server.install(endpoint=f"http://localhost:{port}")
     _, port = _server.get_host_and_port()
     return f"http://localhost:{port}"
 

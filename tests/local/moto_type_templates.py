@@ -37,15 +37,42 @@ INSTANCE = {
     "Type": "AWS::EC2::Instance",
     "Properties": {"ImageId": AMI, "InstanceType": "t3.micro", "SubnetId": {"Ref": "Subnet"}},
 }
-FUNCTION = {
-    "Type": "AWS::Lambda::Function",
-    "Properties": {
-        "Handler": "index.handler",
-        "Runtime": "python3.12",
-        "Role": {"Fn::GetAtt": ["Role", "Arn"]},
-        "Code": {"ZipFile": "def handler(e, c):\n    return e\n"},
-    },
-}
+
+
+def function(**properties: Any) -> dict[str, Any]:
+    """A function (its role: the resource ``Role``) whose inline code answers its event."""
+    code = {"ZipFile": "def handler(e, c):\n    return e\n"}
+    return {
+        "Type": "AWS::Lambda::Function",
+        "Properties": {
+            "Handler": "index.handler",
+            "Runtime": "python3.12",
+            "Role": {"Fn::GetAtt": ["Role", "Arn"]},
+            "Code": code,
+            **properties,
+        },
+    }
+
+
+def subscription(topic: str, queue: str, **properties: Any) -> dict[str, Any]:
+    """An SQS subscription of the template's ``queue`` to its ``topic``."""
+    endpoint = {"Fn::GetAtt": [queue, "Arn"]}
+    return {
+        "Type": "AWS::SNS::Subscription",
+        "Properties": {"Protocol": "sqs", "TopicArn": {"Ref": topic}, "Endpoint": endpoint, **properties},
+    }
+
+
+def deny_without_tls(action: str, resource: Any, principal: Any) -> dict[str, Any]:
+    """A policy document that denies ``action`` on ``resource`` to requests without TLS (enforce_ssl's)."""
+    statement = {"Effect": "Deny", "Principal": principal, "Action": action, "Resource": resource}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [{**statement, "Condition": {"Bool": {"aws:SecureTransport": "false"}}}],
+    }
+
+
+FUNCTION = function()
 REST_API = {"Type": "AWS::ApiGateway::RestApi", "Properties": {"Name": "api"}}
 API_METHOD = {
     "Type": "AWS::ApiGateway::Method",
@@ -751,14 +778,7 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "AWS::SNS::Subscription": {
         "Topic": {"Type": "AWS::SNS::Topic", "Properties": {}},
         "Queue": {"Type": "AWS::SQS::Queue", "Properties": {}},
-        "Subject": {
-            "Type": "AWS::SNS::Subscription",
-            "Properties": {
-                "TopicArn": {"Ref": "Topic"},
-                "Protocol": "sqs",
-                "Endpoint": {"Fn::GetAtt": ["Queue", "Arn"]},
-            },
-        },
+        "Subject": subscription("Topic", "Queue"),
     },
     "AWS::SNS::TopicPolicy": {
         "Topic": {"Type": "AWS::SNS::Topic", "Properties": {}},
@@ -766,18 +786,7 @@ TEMPLATES: dict[str, dict[str, Any]] = {
             "Type": "AWS::SNS::TopicPolicy",
             "Properties": {
                 "Topics": [{"Ref": "Topic"}],
-                "PolicyDocument": {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Deny",
-                            "Principal": "*",
-                            "Action": "sns:Publish",
-                            "Resource": {"Ref": "Topic"},
-                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                        }
-                    ],
-                },
+                "PolicyDocument": deny_without_tls("sns:Publish", {"Ref": "Topic"}, "*"),
             },
         },
     },
@@ -788,18 +797,7 @@ TEMPLATES: dict[str, dict[str, Any]] = {
             "Type": "AWS::SQS::QueuePolicy",
             "Properties": {
                 "Queues": [{"Ref": "Queue"}],
-                "PolicyDocument": {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Deny",
-                            "Principal": {"AWS": "*"},
-                            "Action": "sqs:*",
-                            "Resource": {"Fn::GetAtt": ["Queue", "Arn"]},
-                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                        }
-                    ],
-                },
+                "PolicyDocument": deny_without_tls("sqs:*", {"Fn::GetAtt": ["Queue", "Arn"]}, {"AWS": "*"}),
             },
         },
     },
@@ -849,18 +847,9 @@ TEMPLATES.update(
                 "Type": "AWS::S3::BucketPolicy",
                 "Properties": {
                     "Bucket": {"Ref": "Bucket"},
-                    "PolicyDocument": {
-                        "Version": "2012-10-17",
-                        "Statement": [
-                            {
-                                "Effect": "Deny",
-                                "Principal": {"AWS": "*"},
-                                "Action": "s3:*",
-                                "Resource": [{"Fn::GetAtt": ["Bucket", "Arn"]}],
-                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                            }
-                        ],
-                    },
+                    "PolicyDocument": deny_without_tls(
+                        "s3:*", [{"Fn::GetAtt": ["Bucket", "Arn"]}], {"AWS": "*"}
+                    ),
                 },
             },
         },

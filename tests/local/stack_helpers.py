@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 from idempotent_runtime.relay import RELAY_HANDLER
 
+from idempotent_cli.main import main as cli_main
+from idempotent_local import emulator as emulators
 from idempotent_local.emulator import Emulator
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = "IdempotentPipeline"  # the reference app's stack (app.py)
 
 
 def deploy(emulator: Emulator, template: dict[str, Any] | str, stack: str = "Taught") -> dict[str, str]:
@@ -22,6 +28,29 @@ def deploy(emulator: Emulator, template: dict[str, Any] | str, stack: str = "Tau
     else:
         cloudformation.update_stack(StackName=stack, TemplateBody=body)
     return physical_ids(emulator, stack)
+
+
+def local_deploy(state_dir: Path, output: Path, *context: str, app: Path = ROOT, demo: bool = False) -> int:
+    """``idempotent-pipeline local deploy`` of ``app`` (the reference app unless named) with ``-c``
+    ``context`` into the emulator of ``state_dir``, the cloud assembly in ``output``; its exit code."""
+    options = ["--state-dir", str(state_dir), "--app-dir", str(app), "--output", str(output)]
+    contexts = [word for pair in context for word in ("-c", pair)]
+    return cli_main(["local", "deploy", *options, *contexts, *(["--demo"] if demo else [])])
+
+
+def deploy_reference(state_dir: Path, output: Path, *context: str) -> tuple[Emulator, dict[str, str]]:
+    """The reference app deployed by ``local deploy`` (the real CDK CLI) with ``-c`` ``context`` into the
+    emulator of ``state_dir``, reset first (other tests leave resources behind); the emulator and the stack's
+    outputs."""
+    emulator, _ = emulators.start(state_dir)
+    emulator.reset()
+    assert local_deploy(state_dir, output, *context) == 0
+    return emulator, outputs(emulator, REFERENCE)
+
+
+def outputs(emulator: Emulator, stack: str) -> dict[str, str]:
+    described = emulator.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
+    return {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
 
 
 def physical_ids(emulator: Emulator, stack: str = "Taught") -> dict[str, str]:

@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from stack_helpers import deploy, queue_attributes
 
 from idempotent_local.emulator import Emulator
+from tests.local.moto_type_templates import subscription
 
 QUEUE_POLICY = {
     "Version": "2012-10-17",
@@ -58,15 +59,7 @@ def _template(
                 },
             },
         },
-        "Subscription": {
-            "Type": "AWS::SNS::Subscription",
-            "Properties": {
-                "Protocol": "sqs",
-                "TopicArn": {"Ref": "Topic"},
-                "Endpoint": {"Fn::GetAtt": ["Queue", "Arn"]},
-                "RawMessageDelivery": raw,
-            },
-        },
+        "Subscription": subscription("Topic", "Queue", RawMessageDelivery=raw),
         "Table": {
             "Type": "AWS::DynamoDB::Table",
             "Properties": {
@@ -385,20 +378,16 @@ def _standard_template() -> str:
             },
         ),
         "PipelineMessagingFifoQueueWithAGeneratedName0123ABCD": queue(FifoQueue=True),
-        "Subscription": {
-            "Type": "AWS::SNS::Subscription",
-            "Properties": {
-                "Protocol": "sqs",
-                "TopicArn": {"Ref": "PipelineMessagingTopicWithAGeneratedName"},
-                "Endpoint": {"Fn::GetAtt": ["PipelineMessagingQueueWithAGeneratedName89ABCDEF", "Arn"]},
-                "RawMessageDelivery": True,
-                "RedrivePolicy": {
-                    "deadLetterTargetArn": {
-                        "Fn::GetAtt": ["PipelineMessagingSubscriptionDeadLetterQueue4567CDEF", "Arn"]
-                    }
-                },
+        "Subscription": subscription(
+            "PipelineMessagingTopicWithAGeneratedName",
+            "PipelineMessagingQueueWithAGeneratedName89ABCDEF",
+            RawMessageDelivery=True,
+            RedrivePolicy={
+                "deadLetterTargetArn": {
+                    "Fn::GetAtt": ["PipelineMessagingSubscriptionDeadLetterQueue4567CDEF", "Arn"]
+                }
             },
-        },
+        ),
     }
     return json.dumps({"Resources": resources})
 

@@ -16,7 +16,7 @@ import pytest
 from idempotent_cli.main import main as cli_main
 from idempotent_local.emulator import Emulator
 from idempotent_local.stacks import deployed_stacks
-from tests.local.moto_type_templates import TEMPLATES
+from tests.local.moto_type_templates import TEMPLATES, function
 
 NESTED = {"Resources": {"Queue": {"Type": "AWS::SQS::Queue", "Properties": {}}}}
 
@@ -86,16 +86,7 @@ def test_a_template_of_the_type_deploys_and_deletes(prepared: Emulator, kind: st
 
 
 def _function(**environment: Any) -> dict[str, Any]:
-    return {
-        "Type": "AWS::Lambda::Function",
-        "Properties": {
-            "Handler": "index.handler",
-            "Runtime": "python3.12",
-            "Role": {"Fn::GetAtt": ["Role", "Arn"]},
-            "Code": {"ZipFile": "def handler(e, c):\n    return e\n"},
-            "Environment": {"Variables": environment},
-        },
-    }
+    return function(Environment={"Variables": environment})
 
 
 def _with_custom_resources(needed_by_pipeline: bool) -> dict[str, Any]:

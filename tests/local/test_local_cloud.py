@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stack_helpers import local_deploy
 
 from benchmarks import volume_bench
 from idempotent_cli.main import main as cli_main
@@ -53,6 +54,11 @@ class Deployment:
     exit_status: int
     report: Report  # the demo that `deploy` ran
 
+    @property
+    def where(self) -> list[str]:
+        """The command line's options that name this deployment: its emulator, app and cloud assembly."""
+        return ["--state-dir", str(self.state_dir), "--app-dir", str(ROOT), "--output", str(self.output)]
+
     def of_type(self, kind: str) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.template["Resources"].items() if v["Type"] == kind}
 
@@ -62,23 +68,6 @@ class Deployment:
 
 def main(args: list[str]) -> int:
     return cli_main(["local", *args])
-
-
-def _deploy(state_dir: Path, output: Path, *context: str, demo: bool = False) -> int:
-    args = [
-        "deploy",
-        "--state-dir",
-        str(state_dir),
-        "--app-dir",
-        str(ROOT),
-        "--output",
-        str(output),
-    ]
-    if demo:
-        args.append("--demo")
-    for pair in context:
-        args += ["-c", pair]
-    return main(args)
 
 
 def _read(emulator: Emulator, output: Path) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
@@ -109,7 +98,7 @@ def deployment(state_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
         patch.setattr(demo, "run_demo", recording_run_demo)
         patch.delenv("MAKELEVEL", raising=False)  # as a user runs it (make's own run prints make targets)
-        status = _deploy(state_dir, output, demo=True)
+        status = local_deploy(state_dir, output, demo=True)
     assert len(reports) == 1, printed.getvalue()
     yield Deployment(
         emulator, state_dir, output, *_read(emulator, output), printed.getvalue(), status, reports[0]
@@ -403,7 +392,7 @@ def test_redeploy_with_changed_props_and_code_updates_the_stack(
     code_before = lambda_.get_function_configuration(FunctionName=deployment.outputs["FunctionName"])
     (tmp_path / "stamping.py").write_text(STAMP)
     changes = ["max_receive_count=7", "memory_size=256", "processor=stamping:stamp"]
-    assert _deploy(deployment.state_dir, deployment.output, *changes, f"code_directory={tmp_path}") == 0
+    assert local_deploy(deployment.state_dir, deployment.output, *changes, f"code_directory={tmp_path}") == 0
     template, physical, outputs = _read(deployment.emulator, deployment.output)
     cloudformation = deployment.emulator.client("cloudformation")
     assert cloudformation.describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"] == "UPDATE_COMPLETE"
@@ -434,7 +423,7 @@ STANDARD = "StandardPipeline"
 
 def test_a_standard_pipeline_deploys_and_runs_through_the_runner_and_the_demo(deployment: Deployment) -> None:
     context = [f"stack_name={STANDARD}", "fifo=false"]
-    assert _deploy(deployment.state_dir, deployment.output, *context) == 0
+    assert local_deploy(deployment.state_dir, deployment.output, *context) == 0
     cloudformation = deployment.emulator.client("cloudformation")
     stack = cloudformation.describe_stacks(StackName=STANDARD)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
@@ -460,15 +449,9 @@ def test_a_standard_pipeline_deploys_and_runs_through_the_runner_and_the_demo(de
         3,
     )
     assert report.balanced, report.render()
-    where = [
-        "--state-dir",
-        str(deployment.state_dir),
-        "--app-dir",
-        str(ROOT),
-        "--output",
-        str(deployment.output),
-    ]
-    destroyed = main(["destroy", STANDARD, "--keep-emulator", *where, "-c", context[0], "-c", context[1]])
+    destroyed = main(
+        ["destroy", STANDARD, "--keep-emulator", *deployment.where, "-c", context[0], "-c", context[1]]
+    )
     assert destroyed == 0
     assert [s.name for s in deployed_stacks(deployment.emulator)] == [STACK]
 
@@ -477,7 +460,7 @@ def test_a_versioned_pipeline_keeps_the_newest_state_and_counts_older_ones_stale
     deployment: Deployment,
 ) -> None:
     context = ["stack_name=IdempotentVersioned", "fifo=false", "mode=versioned", "version_field=meta.version"]
-    assert _deploy(deployment.state_dir, deployment.output, *context) == 0
+    assert local_deploy(deployment.state_dir, deployment.output, *context) == 0
     cloudformation = deployment.emulator.client("cloudformation")
     stack = cloudformation.describe_stacks(StackName="IdempotentVersioned")["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
@@ -502,20 +485,12 @@ def test_a_versioned_pipeline_keeps_the_newest_state_and_counts_older_ones_stale
         QueueUrl=outputs["DeadLetterQueueUrl"], MessageAttributeNames=["All"], MaxNumberOfMessages=10
     )["Messages"]
     assert [json.loads(m["Body"])["name"] for m in dead] == ["other"]
-    where = [
-        "--state-dir",
-        str(deployment.state_dir),
-        "--app-dir",
-        str(ROOT),
-        "--output",
-        str(deployment.output),
-    ]
     destroyed = main(
         [
             "destroy",
             "IdempotentVersioned",
             "--keep-emulator",
-            *where,
+            *deployment.where,
             *[arg for c in context for arg in ("-c", c)],
         ]
     )
@@ -529,7 +504,9 @@ def test_a_topic_dropped_by_a_redeploy_and_added_back_by_the_next_is_back_and_de
     name = "Toggled"
     cloudformation, sns = deployment.emulator.client("cloudformation"), deployment.emulator.client("sns")
     for topic in ("true", "false", "true"):
-        assert _deploy(deployment.state_dir, deployment.output, f"stack_name={name}", f"topic={topic}") == 0
+        assert (
+            local_deploy(deployment.state_dir, deployment.output, f"stack_name={name}", f"topic={topic}") == 0
+        )
         stack = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
         if topic == "false":
@@ -543,9 +520,7 @@ def test_a_topic_dropped_by_a_redeploy_and_added_back_by_the_next_is_back_and_de
     sqs = deployment.emulator.client("sqs")
     (message,) = sqs.receive_message(QueueUrl=outputs["QueueUrl"], WaitTimeSeconds=1)["Messages"]
     assert message["Body"] == '{"back": true}'
-    where = ["--state-dir", str(deployment.state_dir), "--app-dir", str(ROOT)]
-    where += ["--output", str(deployment.output), "-c", f"stack_name={name}"]
-    assert main(["destroy", name, "--keep-emulator", *where]) == 0
+    assert main(["destroy", name, "--keep-emulator", *deployment.where, "-c", f"stack_name={name}"]) == 0
 
 
 def test_the_cli_demo_refuses_a_pipeline_with_a_processor_before_publishing(deployment: Deployment) -> None:
@@ -587,17 +562,7 @@ def test_destroy_removes_the_stack_and_stops_the_emulator(deployment: Deployment
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(emulators, "stop", stop_after_looking)
-        status = main(
-            [
-                "destroy",
-                "--state-dir",
-                str(deployment.state_dir),
-                "--app-dir",
-                str(ROOT),
-                "--output",
-                str(deployment.output),
-            ]
-        )
+        status = main(["destroy", *deployment.where])
     assert status == 0
     # The table and the dead letters are kept (RemovalPolicy.RETAIN, the constructs' default), as in AWS.
     assert retained == [[deployment.outputs["TableName"]]]

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from stack_helpers import deploy_reference
 
-from idempotent_cli.main import main as cli_main
 from idempotent_local import emulator as emulators
 from idempotent_local.runner import EventSourceRunner
 
@@ -39,12 +39,7 @@ def _closed(lam, function: str) -> list[dict]:
 def test_the_reference_durable_function_starts_once_per_key_and_a_conflict_reaches_the_dlq(
     state_dir: Path, tmp_path: Path
 ) -> None:
-    emulator, _ = emulators.start(state_dir)
-    emulator.reset()  # other tests leave resources behind
-    deploy = ["local", "deploy", "--state-dir", str(state_dir), "--app-dir", str(ROOT)]
-    assert cli_main([*deploy, "--output", str(tmp_path), "-c", "durable=true"]) == 0
-    stack = emulator.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"][0]
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    emulator, outputs = deploy_reference(state_dir, tmp_path, "durable=true")
     sns, lam, sqs = emulator.client("sns"), emulator.client("lambda"), emulator.client("sqs")
     assert outputs["DurableFunctionArn"].endswith(f"function:{outputs['DurableFunctionName']}:1")
 

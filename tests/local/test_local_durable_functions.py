@@ -222,6 +222,24 @@ def test_a_durable_function_is_invoked_qualified_only_and_by_valid_names(
     assert _listed(lam) == [] and _runs(tmp_path) == []
 
 
+def test_a_dry_run_with_a_name_only_validates_and_a_real_invoke_then_runs_the_handler(
+    lam, function, tmp_path
+):
+    (tmp_path / "release").touch()
+    dry = lam.invoke(
+        FunctionName=function, InvocationType="DryRun", DurableExecutionName="order-1", Payload=ORDER
+    )
+    assert dry["StatusCode"] == 204 and "DurableExecutionArn" not in dry
+    assert _listed(lam) == [] and _runs(tmp_path) == []  # nothing started, nothing ran
+    with pytest.raises(ClientError, match="invoke it with a qualified identifier"):  # still validated
+        lam.invoke(
+            FunctionName="orders", InvocationType="DryRun", DurableExecutionName="order-1", Payload=ORDER
+        )
+    done = lam.invoke(FunctionName=function, DurableExecutionName="order-1", Payload=ORDER)
+    assert json.loads(done["Payload"].read()) == {"shipped": "order-1"}
+    assert _listed(lam) == [("order-1", "SUCCEEDED")] and len(_runs(tmp_path)) == 1
+
+
 def test_a_template_s_durable_config_and_version_deploy_as_in_aws(clean_emulator: Emulator):
     trust = {"Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}}]}
     template = {

@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 import stack_helpers
 
-from idempotent_cli.main import main as cli_main
-from idempotent_local import emulator as emulators
 from idempotent_local.emulator import Emulator
 from idempotent_local.events import lambda_dynamodb_event
 from idempotent_local.runner import EventSourceRunner
@@ -53,12 +51,7 @@ def _stream_event(emulator: Emulator, table: str) -> dict[str, Any]:
 
 
 def test_two_hops_give_one_downstream_effect_per_emitted_message(state_dir: Path, tmp_path: Path) -> None:
-    emulator, _ = emulators.start(state_dir)
-    emulator.reset()  # other tests leave resources behind
-    deploy = ["local", "deploy", "--state-dir", str(state_dir), "--app-dir", str(ROOT)]
-    assert cli_main([*deploy, "--output", str(tmp_path), "-c", "outbox=true"]) == 0
-    stack = emulator.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"][0]
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    emulator, outputs = stack_helpers.deploy_reference(state_dir, tmp_path, "outbox=true")
     relays = stack_helpers.relays(emulator)
     assert set(relays) == {outputs["TableName"], outputs["PaymentsTableName"]}
 
@@ -88,8 +81,8 @@ def test_two_hops_give_one_downstream_effect_per_emitted_message(state_dir: Path
         # answered): the same deduplication ids again.
         for table, relay in relays.items():
             arn = relay["function"]["FunctionArn"]
-            worker = runner._started_worker(arn, None)
-            reply, error = runner._invoke(worker, arn, _stream_event(emulator, table))
+            worker = runner.invoker.worker(arn)
+            reply, error = runner.invoker.invoke(worker, arn, _stream_event(emulator, table))
             assert error is None and reply["result"] == {"batchItemFailures": []}, reply
         runner.drain()
         assert not runner.stats.discarded, runner.stats.summary()

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stack_helpers import paid_and_shipped, relay_of
+from stack_helpers import deploy_reference, paid_and_shipped, relay_of
 
 from idempotent_cli.main import main as cli_main
-from idempotent_local import emulator as emulators
 from idempotent_local.emulator import Emulator
 from idempotent_local.runner import EventSourceRunner
 
@@ -46,12 +45,7 @@ def _dlq(state_dir: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> tup
 def test_a_relay_down_longer_than_the_stream_is_brought_back_by_dlq_redrive(
     state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    emulator, _ = emulators.start(state_dir)
-    emulator.reset()  # other tests leave resources behind
-    deploy = ["local", "deploy", "--state-dir", str(state_dir), "--app-dir", str(ROOT)]
-    assert cli_main([*deploy, "--output", str(tmp_path), "-c", "outbox=true"]) == 0
-    stack = emulator.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"][0]
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    emulator, outputs = deploy_reference(state_dir, tmp_path, "outbox=true")
     relay = relay_of(emulator, outputs["TableName"])
     for order in ORDERS:
         emulator.client("sns").publish(

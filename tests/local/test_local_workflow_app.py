@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from stack_helpers import deploy_reference
 
-from idempotent_cli.main import main as cli_main
-from idempotent_local import emulator as emulators
 from idempotent_local.runner import EventSourceRunner
 
 pytestmark = [pytest.mark.integration]
@@ -23,12 +22,7 @@ if not (ROOT / "node_modules" / ".bin" / "cdk").exists():
 
 
 def test_the_reference_workflow_starts_one_execution_per_key(state_dir: Path, tmp_path: Path) -> None:
-    emulator, _ = emulators.start(state_dir)
-    emulator.reset()  # other tests leave resources behind
-    deploy = ["local", "deploy", "--state-dir", str(state_dir), "--app-dir", str(ROOT)]
-    assert cli_main([*deploy, "--output", str(tmp_path), "-c", "workflow=true"]) == 0
-    stack = emulator.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"][0]
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    emulator, outputs = deploy_reference(state_dir, tmp_path, "workflow=true")
     sns, sfn = emulator.client("sns"), emulator.client("stepfunctions")
 
     orders = [{"x": "cust-7", "y": "order-1", "cents": 2500}, {"x": "cust#8", "y": "order 1", "cents": 5}]

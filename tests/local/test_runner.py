@@ -300,7 +300,7 @@ def test_run_long_polls_for_the_mappings_batch_size_until_stopped(clean_emulator
     stop = threading.Event()
     receives: list[dict] = []
     with deployed.runner() as runner:  # the runner's own default wait, as `local run` uses it
-        runner._sqs.meta.events.register(
+        runner.emulator.client("sqs").meta.events.register(
             "provide-client-params.sqs.ReceiveMessage",
             lambda params, **kwargs: receives.append(dict(params)),
         )
@@ -523,7 +523,7 @@ def test_run_says_once_that_a_function_cannot_run_and_sums_it_up(
     stop = threading.Event()
     attempts: list[str] = []
     with deployed.runner(retry_delay=0) as runner:
-        runner._lambda.meta.events.register(
+        runner.emulator.client("lambda").meta.events.register(
             "provide-client-params.lambda.GetFunctionConfiguration",
             lambda params, **kwargs: attempts.append(params["FunctionName"]),
         )
@@ -552,7 +552,7 @@ def test_stopping_abandons_a_cold_start_in_progress(clean_emulator: Emulator) ->
     thread = threading.Thread(target=runner.run, args=(stop,))
     thread.start()
     deadline = time.monotonic() + 60
-    while not any(w.process is not None for w in list(runner._workers.values())):
+    while not any(w.process is not None for w in list(runner.invoker.workers.values())):
         assert time.monotonic() < deadline, "the worker never started"
         time.sleep(0.1)
     started = time.monotonic()
@@ -666,8 +666,10 @@ def test_run_polls_every_mapping_at_the_same_time(clean_emulator: Emulator) -> N
             waiting.discard(params["QueueUrl"])
 
     with deployed.runner(wait_seconds=3) as runner:
-        runner._sqs.meta.events.register("provide-client-params.sqs.ReceiveMessage", receiving)
-        original = runner._sqs.receive_message
+        runner.emulator.client("sqs").meta.events.register(
+            "provide-client-params.sqs.ReceiveMessage", receiving
+        )
+        original = runner.emulator.client("sqs").receive_message
 
         def receive_message(**params: object) -> dict:
             try:
@@ -675,7 +677,7 @@ def test_run_polls_every_mapping_at_the_same_time(clean_emulator: Emulator) -> N
             finally:
                 received(params)
 
-        runner._sqs.receive_message = receive_message  # type: ignore[method-assign]
+        runner.emulator.client("sqs").receive_message = receive_message  # type: ignore[method-assign]
         thread = threading.Thread(target=runner.run, args=(stop,), kwargs={"refresh_seconds": 1})
         thread.start()
         stop.wait(20)

@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from idempotent_cli.main import main as cli_main
 from idempotent_local.emulator import Emulator
+
+DEDUPLICATION_SECONDS = 300  # SQS: a FIFO queue's deduplication interval
 
 
 def _until(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
@@ -318,41 +321,60 @@ def test_a_duplicate_publish_to_a_fifo_topic_is_dropped_after_the_first_was_cons
     assert _receive(clean_emulator, url, WaitTimeSeconds=1) == []
 
 
-def test_a_deduplication_id_is_forgotten_five_minutes_after_its_first_send(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_deduplication_id_is_forgotten_five_minutes_after_its_first_send(clean_emulator: Emulator) -> None:
+    url, _ = _queue(clean_emulator, "window.fifo")
+    sqs = clean_emulator.client("sqs")
+
+    def send() -> str:
+        return sqs.send_message(
+            QueueUrl=url, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="D"
+        )["MessageId"]
+
+    def consume() -> list[str]:
+        received = _receive(clean_emulator, url)
+        for message in received:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        return [message["MessageId"] for message in received]
+
+    first = send()
+    assert consume() == [first]
+    clean_emulator.control.clock(DEDUPLICATION_SECONDS - 1)  # the emulator's clock: 4 min 59 s later
+    assert send() == first and consume() == []  # still inside the window: dropped
+    clean_emulator.control.clock(1)
+    later = send()  # the window counts from the first send, not from the dropped one
+    assert later != first and consume() == [later]
+
+
+def test_local_age_lets_a_fifo_topic_deliver_a_deduplication_id_again_after_five_minutes(
+    clean_emulator: Emulator, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import types
+    url, arn = _queue(clean_emulator, "orders.fifo")
+    sns = clean_emulator.client("sns")
+    topic = sns.create_topic(Name="orders.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
 
-    import boto3
-    from moto import mock_aws
+    def delivered(body: str) -> list[str]:
+        sns.publish(TopicArn=topic, Message=body, MessageGroupId="o-1", MessageDeduplicationId="o-1#1")
+        received = _receive(clean_emulator, url, WaitTimeSeconds=1)
+        for message in received:
+            clean_emulator.client("sqs").delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        return [message["Body"] for message in received]
 
-    from idempotent_local import patches
-
-    now = [1_000_000.0]
-    monkeypatch.setattr(patches, "time", types.SimpleNamespace(time=lambda: now[0]))
-    with mock_aws():
-        patches.apply()
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        url = sqs.create_queue(QueueName="window.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-
-        def send() -> str:
-            return sqs.send_message(
-                QueueUrl=url, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="D"
-            )["MessageId"]
-
-        def consume() -> list[str]:
-            received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-            for message in received:
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-            return [message["MessageId"] for message in received]
-
-        first = send()
-        assert consume() == [first]
-        now[0] += patches.DEDUPLICATION_SECONDS - 1
-        assert send() == first and consume() == []  # still inside the window: dropped
-        now[0] += 1
-        later = send()  # the window counts from the first send, not from the dropped one
-        assert later != first and consume() == [later]
+    assert delivered("first") == ["first"]
+    assert delivered("redriven") == []  # the same deduplication id within 5 minutes: dropped
+    assert cli_main(["local", "age-dedup", "4m", "--state-dir", clean_emulator.state_dir]) == 0
+    assert delivered("redriven") == []  # 4 minutes later: still within the window
+    assert cli_main(["local", "age", "61s", "--state-dir", clean_emulator.state_dir]) == 0
+    assert delivered("redriven") == ["redriven"]  # past 5 minutes: SQS has forgotten the id
+    printed = capsys.readouterr().out
+    assert (
+        "the emulator's clock is 5.01667 min ahead: what was written before now is 1.01667 min older:"
+        in printed
+    )
+    assert (
+        "    FIFO deduplication ids (an SQS FIFO queue, and so an SNS FIFO topic delivering to it" in printed
+    )
+    assert "    DynamoDB stream records (a record leaves its stream 24 h after it was written" in printed
 
 
 def test_with_message_group_scope_a_deduplication_id_is_remembered_per_group(

@@ -18,6 +18,7 @@ from stack_helpers import deploy, failure_reasons, physical_ids, queue_attribute
 from idempotent_cli.main import main as cli_main
 from idempotent_local.emulator import Emulator
 from idempotent_local.stacks import deployed_stacks
+from tests.local.moto_type_templates import ROLE, function, subscription
 
 KEY_POLICY = {
     "Version": "2012-10-17",
@@ -56,19 +57,8 @@ def _pipeline(*, fifo: bool = True, topic: bool = True) -> dict[str, Any]:
                 "maxReceiveCount": 3,
             },
         ),
-        "Role": {
-            "Type": "AWS::IAM::Role",
-            "Properties": {"AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": []}},
-        },
-        "Function": {
-            "Type": "AWS::Lambda::Function",
-            "Properties": {
-                "Runtime": "python3.12",
-                "Handler": "index.handler",
-                "Role": {"Fn::GetAtt": ["Role", "Arn"]},
-                "Code": {"ZipFile": "def handler(event, context):\n    return {}\n"},
-            },
-        },
+        "Role": ROLE,
+        "Function": function(),
         "Mapping": {
             "Type": "AWS::Lambda::EventSourceMapping",
             "Properties": {
@@ -89,18 +79,12 @@ def _pipeline(*, fifo: bool = True, topic: bool = True) -> dict[str, Any]:
             else {},
         }
         resources["SubscriptionDeadLetterQueue"] = {**_queue(**fifo_queue), **RETAINED}
-        resources["Subscription"] = {
-            "Type": "AWS::SNS::Subscription",
-            "Properties": {
-                "Protocol": "sqs",
-                "TopicArn": {"Ref": "Topic"},
-                "Endpoint": {"Fn::GetAtt": ["Queue", "Arn"]},
-                "RawMessageDelivery": True,
-                "RedrivePolicy": {
-                    "deadLetterTargetArn": {"Fn::GetAtt": ["SubscriptionDeadLetterQueue", "Arn"]}
-                },
-            },
-        }
+        resources["Subscription"] = subscription(
+            "Topic",
+            "Queue",
+            RawMessageDelivery=True,
+            RedrivePolicy={"deadLetterTargetArn": {"Fn::GetAtt": ["SubscriptionDeadLetterQueue", "Arn"]}},
+        )
     outputs = {"QueueUrl": {"Value": {"Ref": "Queue"}}}
     if topic:
         outputs["TopicArn"] = {"Value": {"Ref": "Topic"}}

@@ -10,6 +10,7 @@ from stack_helpers import deploy, failure_reasons, physical_ids, status
 
 from idempotent_local.emulator import Emulator
 from idempotent_local.stacks import deployed_stacks
+from tests.local.moto_type_templates import ROLE, function
 
 OUTBOX_ONLY = json.dumps({"dynamodb": {"NewImage": {"kind": {"S": ["outbox"]}}}})
 MAPPING = {
@@ -43,19 +44,8 @@ def _template(
     resources: dict[str, Any] = {
         "Table": {"Type": "AWS::DynamoDB::Table", "Properties": table},
         "OnFailure": {"Type": "AWS::SQS::Queue", "Properties": {}},
-        "Role": {
-            "Type": "AWS::IAM::Role",
-            "Properties": {"AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": []}},
-        },
-        "Function": {
-            "Type": "AWS::Lambda::Function",
-            "Properties": {
-                "Runtime": "python3.12",
-                "Handler": "index.handler",
-                "Role": {"Fn::GetAtt": ["Role", "Arn"]},
-                "Code": {"ZipFile": "def handler(event, context):\n    return {}\n"},
-            },
-        },
+        "Role": ROLE,
+        "Function": function(),
     }
     outputs = {}
     if mapping != {}:
