@@ -313,8 +313,13 @@ class Outgoing:
     blocked: str | None = None  # why it cannot be sent at all (too big for the source queue)
     notes: list[str] = field(default_factory=list)
 
-    def request(self, queue_url: str) -> dict[str, Any]:
-        request: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": self.body}
+    @property
+    def size(self) -> int:
+        return message_size(self.body, self.attributes)
+
+    def entry(self) -> dict[str, Any]:
+        """The message as an entry of SendMessageBatch."""
+        request: dict[str, Any] = {"MessageBody": self.body}
         if self.attributes:
             request["MessageAttributes"] = self.attributes
         if self.group_id is not None:

@@ -21,6 +21,7 @@ from dlq_helpers import (
     dlq,
     drain,
     failing,
+    failing_entries,
     hooked,
     make_subscription_dlq,
     peek,
@@ -171,7 +172,7 @@ def test_a_failed_send_leaves_the_dead_letter_in_place_and_stops_its_group():
     dead_letter(body("g2"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g2")
     dead_letter(body("h1"), queue_url=pipeline.dlq_url, group_id="h", dedup_id="h1")
 
-    connect = failing("SendMessage", lambda params: params.get("MessageBody") == body("g1"))
+    connect = failing_entries("SendMessageBatch", lambda _, entry: entry["MessageBody"] == body("g1"))
     code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
 
     assert code == 1
@@ -186,7 +187,7 @@ def test_a_dead_letter_whose_delete_fails_after_its_send_is_reported_and_not_los
     letter = dead_letter(body("g1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g1")
 
     code, terminal = dlq(
-        "redrive", "--stack", pipeline.stack, connect=failing("DeleteMessage", lambda p: True)
+        "redrive", "--stack", pipeline.stack, connect=failing("DeleteMessageBatch", lambda p: True)
     )
 
     assert code == 1
@@ -207,7 +208,7 @@ def test_a_role_that_may_not_delete_sends_one_copy_and_stops(limit):
     dead_letter(body("h0"), queue_url=pipeline.dlq_url, group_id="h", dedup_id="h0")
     denied = ClientError(
         {"Error": {"Code": "AccessDenied", "Message": "not authorized to perform: sqs:DeleteMessage"}},
-        "DeleteMessage",
+        "DeleteMessageBatch",
     )
 
     code, terminal = dlq(
@@ -215,7 +216,7 @@ def test_a_role_that_may_not_delete_sends_one_copy_and_stops(limit):
         "--stack",
         pipeline.stack,
         *limit,
-        connect=failing("DeleteMessage", lambda params: True, denied),
+        connect=failing("DeleteMessageBatch", lambda params: True, denied),
     )
 
     assert code == 1
@@ -307,7 +308,7 @@ def test_ctrl_c_between_send_and_delete_names_the_message_and_leaves_every_dead_
     letter = dead_letter(body("g1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g1")
     dead_letter(body("g2"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g2")
 
-    connect = failing("DeleteMessage", lambda params: True, KeyboardInterrupt())
+    connect = failing("DeleteMessageBatch", lambda params: True, KeyboardInterrupt())
     code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
 
     assert code == 130
@@ -487,7 +488,7 @@ def test_copies_stay_when_the_send_of_their_dead_letter_fails():
         dead_letter(body("o-1"), queue_url=pipeline.dlq_url, group_id=None, source_message_id="src-1")
     dead_letter(body("o-2"), queue_url=pipeline.dlq_url, group_id=None)
 
-    connect = failing("SendMessage", lambda params: params.get("MessageBody") == body("o-1"))
+    connect = failing_entries("SendMessageBatch", lambda _, entry: entry["MessageBody"] == body("o-1"))
     code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
 
     assert code == 1
@@ -531,11 +532,11 @@ def test_a_count_that_lags_behind_the_runs_own_deletes_is_not_taken_for_another_
         if deleted and "ApproximateNumberOfMessagesNotVisible" in counts and next(stale, None) is not None:
             counts["ApproximateNumberOfMessagesNotVisible"] = str(len(deleted))
 
-    def connect(args: Any) -> Any:
-        clients = hooked("after-call.sqs.GetQueueAttributes", lagging)(args)
-        clients("sqs").meta.events.register("after-call.sqs.DeleteMessage", lambda **_: deleted.append("one"))
-        return clients
-
+    connect = hooked(
+        "after-call.sqs.GetQueueAttributes",
+        lagging,
+        ("after-call.sqs.DeleteMessageBatch", lambda parsed, **_: deleted.extend(parsed["Successful"])),
+    )
     code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
 
     assert code == 0, terminal.out.getvalue()
@@ -601,21 +602,21 @@ def test_a_message_that_fails_again_during_the_run_is_not_sent_again():
         sqs = clients("sqs")
 
         def bounce(http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-            sent = bounce.request  # type: ignore[attr-defined]
+            [sent] = bounce.request["Entries"]  # type: ignore[attr-defined]
             dead_letter(
                 sent["MessageBody"],
                 queue_url=pipeline.dlq_url,
                 group_id=sent["MessageGroupId"],
                 dedup_id=sent["MessageDeduplicationId"],
-                source_message_id=parsed["MessageId"],
+                source_message_id=parsed["Successful"][0]["MessageId"],
                 extra_attributes={REDRIVE_ATTRIBUTE: sent["MessageAttributes"][REDRIVE_ATTRIBUTE]},
             )
 
         def remember(params: dict[str, Any], **_: Any) -> None:
             bounce.request = params  # type: ignore[attr-defined]
 
-        sqs.meta.events.register("before-parameter-build.sqs.SendMessage", remember)
-        sqs.meta.events.register("after-call.sqs.SendMessage", bounce)
+        sqs.meta.events.register("before-parameter-build.sqs.SendMessageBatch", remember)
+        sqs.meta.events.register("after-call.sqs.SendMessageBatch", bounce)
         return clients
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
@@ -711,7 +712,7 @@ def test_a_subscription_dead_letter_sent_twice_is_applied_once_with_message_id_k
         pipeline.stack,
         "--which",
         "subscription",
-        connect=failing("DeleteMessage", lambda params: True),
+        connect=failing("DeleteMessageBatch", lambda params: True),
     )
     assert code == 1 and "the dead letter could not be deleted" in terminal.out.getvalue()
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--which", "subscription")
