@@ -30,17 +30,18 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, cast
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 from idempotent_runtime import contract
 
-from idempotent_cli.dlq.letters import DeadLetter, Which
+from idempotent_cli.dlq.letters import DeadLetter, Which, message_size
 
-MAX_BATCH = 10  # SQS: ReceiveMessage, ChangeMessageVisibilityBatch
+MAX_BATCH = 10  # SQS: ReceiveMessage and every *Batch request
+BATCH_BYTES = contract.SQS_MAX_MESSAGE_BYTES  # SQS: SendMessageBatch, its messages in all
 DEFAULT_VISIBILITY_SECONDS = 120
 DEFAULT_WAIT_SECONDS = 1  # long polling asks every SQS server: an empty answer then means empty
 EMPTY_RETRIES = 2  # empty receives while the counts say messages are visible (approximate counts lag)
@@ -144,23 +145,27 @@ class Queue:
         self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=letter.receipt_handle)
 
     def batch(self, operation: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``operation`` (``send_message_batch``, ``delete_message_batch``...) for ``entries``, 10 a request,
-        in order: per entry SQS's answer (``MessageId`` for a send), or ``{"Failed": why}``."""
-        answers: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(entries), MAX_BATCH):
-            response = getattr(self.sqs, operation)(
-                QueueUrl=self.url,
-                Entries=[
-                    {"Id": str(start + n), **entry}
-                    for n, entry in enumerate(entries[start : start + MAX_BATCH])
-                ],
-            )
-            answers.update((entry["Id"], entry) for entry in response.get("Successful", []))
-            answers.update(
+        """``operation`` (``send_message_batch``, ``delete_message_batch``...) for ``entries``, in order, in
+        requests SQS takes: per entry its answer (``MessageId`` for a send), or ``{"Failed": why}`` (each
+        entry of a request refused as a whole too: botocore has retried what may pass)."""
+        answers: list[dict[str, Any]] = []
+        for request in _requests(entries):
+            try:
+                response = getattr(self.sqs, operation)(
+                    QueueUrl=self.url, Entries=[{"Id": str(n), **entry} for n, entry in enumerate(request)]
+                )
+            except (ClientError, BotoCoreError) as exc:
+                answers += [{"Failed": str(exc)}] * len(request)
+                continue
+            done = {entry["Id"]: entry for entry in response.get("Successful", [])}
+            done.update(
                 (entry["Id"], {"Failed": f"{entry.get('Code')}: {entry.get('Message')}"})
                 for entry in response.get("Failed", [])
             )
-        return [answers.get(str(n), {"Failed": "SQS did not answer for it"}) for n in range(len(entries))]
+            answers += [
+                done.get(str(n), {"Failed": "SQS did not answer for it"}) for n in range(len(request))
+            ]
+        return answers
 
 
 @dataclass
@@ -350,13 +355,25 @@ class _Walker:
             return
         for letter in letters:
             self.held.pop(letter.message_id, None)
-        try:
-            self.result.release_errors += self.queue.change_visibility([m.receipt_handle for m in letters], 0)
-        except ClientError as exc:
-            # They become visible anyway when their visibility timeout ends; nothing is lost.
-            self.result.release_errors.append(str(exc))
+        # Those that fail become visible anyway when their visibility timeout ends; nothing is lost.
+        self.result.release_errors += self.queue.change_visibility([m.receipt_handle for m in letters], 0)
 
 
 def _lanes(letters: list[DeadLetter]) -> set[str]:
     """The groups ``letters`` span (a message without one is its own)."""
     return {letter.group_id or letter.message_id for letter in letters}
+
+
+def _requests(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """``entries`` as batch requests: at most 10 entries, and messages of at most BATCH_BYTES in all."""
+    request: list[dict[str, Any]] = []
+    size = 0
+    for entry in entries:
+        entry_size = message_size(entry.get("MessageBody", ""), entry.get("MessageAttributes", {}))
+        if request and (len(request) == MAX_BATCH or size + entry_size > BATCH_BYTES):
+            yield request
+            request, size = [], 0
+        request.append(entry)
+        size += entry_size
+    if request:
+        yield request

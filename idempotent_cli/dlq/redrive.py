@@ -1,10 +1,10 @@
 """Moving dead letters back to their source queue, in order, with their idempotency keys.
 
-The walk hands over the dead letters of several groups at a time. They go in steps, each taking the next dead
-letter of up to 10 lanes (a lane: a FIFO group; in a standard DLQ, a dead letter and its copies), so that a
-SendMessageBatch never carries two messages of one group: an entry that fails never lets a later message of
-its group go first. Until a dead letter was deleted, a step takes one (a role that may not delete leaves one
-message in both queues, not ten). For each dead letter of a step, in order:
+The walk hands over the dead letters of up to 10 groups at a time. They go in steps, each taking the next
+one of up to 10 lanes (a FIFO group; in a standard DLQ, a dead letter and its copies): a SendMessageBatch
+never carries two of a group, so an entry that fails never lets a later one of its group go first. Until a
+dead letter was deleted, a step takes one (a role that may not delete leaves one copy in both queues, not
+ten). For each dead letter of a step, in order:
 
 1. a later copy of a dead letter this run already visited (the runtime may send one twice) follows it:
    deleted after its send, or left with it;
@@ -13,25 +13,23 @@ message in both queues, not ten). For each dead letter of a step, in order:
    (where known) deduplication id, and ``idempotency.redrive`` so the consumer keys it as the first time,
    where it fits the source queue's size limit. A dead letter whose key cannot be restored stays, with the
    reason, unless ``--force``; one the source queue cannot take stays whatever the options;
-4. the table is read for the keys of the whole step at once. A dead letter whose key is done with another
-   payload, which the consumer would quarantine again (``ON_CONFLICT=quarantine``), is skipped with that
-   reason unless ``--force``: it stays, and its group goes on, as it would after that quarantine.
-   ``--dry-run`` prints what the table says and what the run would do (the same decisions), and changes
-   nothing; ``--force`` deletes the record of a key that is done (once per key and run, and only while it
-   is the record inspected) so it is processed again, and then sends the message with a deduplication id
-   never used before, so SQS cannot drop the send after the key is gone (a key that *is* the deduplication
-   id sent is not deleted);
-5. SendMessageBatch: each entry is what a SendMessage of it would be, with the same deduplication id on
-   every run, so a run killed between the send and the delete leaves a copy SQS drops when the next run
-   sends it within 5 minutes (and the consumer absorbs later). SQS answers a send it drops as a duplicate
-   with success and the id of the earlier message: an answer naming any id the message has had (the
-   original, a redriven copy the runtime dead-lettered again, its id in the DLQ) or one of this run's sends
-   means the send was dropped, so the dead letter stays, and is reported with the time its deduplication id
-   is free again;
+4. the table is read for the whole step at once. A key done with another payload, which the consumer
+   would quarantine again (``ON_CONFLICT=quarantine``), is skipped unless ``--force``: it stays, and its
+   group goes on, as the consumer went on past it. ``--dry-run`` prints what the table says and the same
+   decisions, and changes nothing; ``--force`` deletes the record of a key that is done (once per key and
+   run, and only while it is the record inspected) so it is processed again, and then sends the message
+   with a deduplication id never used before, so SQS cannot drop the send after the key is gone (a key
+   that *is* the deduplication id sent is not deleted);
+5. SendMessageBatch, each entry with the deduplication id a run sends every time: a run killed between
+   send and delete leaves a copy that SQS drops when the next run sends it within 5 minutes (the consumer
+   absorbs it after). SQS answers a send it drops as a duplicate with success and the id of the earlier
+   message: an answer naming any id the message has had (the original, a redriven copy the runtime
+   dead-lettered again, its id in the DLQ) or one of this run's sends means the send was dropped, so the
+   dead letter stays, and is reported with the time its deduplication id is free again;
 6. only then DeleteMessageBatch; a delete that fails ends the run (every further send would leave a copy in
    both queues).
 
-A dead letter that stays for a reason other than the filters (or a skip) stops its FIFO group for this run:
+A dead letter that stays for another reason than the filters or a skip stops its FIFO group for this run:
 sending the later ones first would reorder the group.
 """
 
@@ -40,7 +38,6 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,8 +62,7 @@ from idempotent_cli.dlq.queue import MAX_BATCH, Decision, Queue
 
 # SQS FIFO: a send whose deduplication id was accepted this recently is dropped (and answered as a success).
 DEDUPLICATION_WINDOW_MS = 5 * 60 * 1000
-# SendMessageBatch: at most this many bytes in all (every message, body and attributes, as SQS counts them).
-BATCH_BYTES = contract.SQS_MAX_MESSAGE_BYTES
+SKIPPED = "skipped"  # what the consumer would quarantine again at once: it stays, its group goes on
 
 
 @dataclass
@@ -81,7 +77,7 @@ class Tally:
             self.outcomes[name]
             for name in (
                 "kept",
-                "skipped",
+                SKIPPED,
                 "changed since inspected",
                 "send failed",
                 "dropped by SQS",
@@ -216,8 +212,7 @@ class Redriver:
             return self._preview(letter, plan, inspection, stays)
         head = f"{letter.message_id} (group {plan.group_id or '-'})"
         if stays:
-            outcome, reason, decision = stays
-            return self._keep(letter, outcome, f"{outcome} {head}: {reason}", decision)
+            return self._keep(letter, stays[0], f"{stays[0]} {head}: {stays[1]}")
         if plan.problem:
             self.progress.line(
                 f"{head}: {plan.problem}; redriven anyway (--force): the consumer keys it afresh"
@@ -229,13 +224,12 @@ class Redriver:
         self.sent += 1
         return None
 
-    def _stays(self, plan: Outgoing, inspection: Inspection | None) -> tuple[str, str, Decision] | None:
-        """Why the run leaves this dead letter in the DLQ without sending it (outcome, reason, decision)."""
+    def _stays(self, plan: Outgoing, inspection: Inspection | None) -> tuple[str, str] | None:
+        """Why the run leaves this dead letter in the DLQ without sending it: (outcome, reason)."""
         if plan.blocked:
-            return "kept", plan.blocked, Decision.LEAVE_AND_STOP_GROUP
+            return "kept", plan.blocked
         if plan.problem and not self.force:
-            reason = f"{plan.problem}; --force redrives it with a new key"
-            return "kept", reason, Decision.LEAVE_AND_STOP_GROUP
+            return "kept", f"{plan.problem}; --force redrives it with a new key"
         if (
             not self.force
             and inspection is not None
@@ -250,7 +244,7 @@ class Redriver:
                 "consumer quarantines such a delivery (ON_CONFLICT=quarantine); --force makes this version "
                 "win"
             )
-            return "skipped", reason, Decision.LEAVE
+            return SKIPPED, reason
         return None
 
     # -- dry run --------------------------------------------------------------------------------------
@@ -260,11 +254,11 @@ class Redriver:
         letter: DeadLetter,
         plan: Outgoing,
         inspection: Inspection | None,
-        stays: tuple[str, str, Decision] | None,
+        stays: tuple[str, str] | None,
     ) -> Decision:
         """What the run would do with this dead letter, as far as it can be known without sending."""
         line = f"{letter.message_id} group {plan.group_id or '-'}{self._state(inspection)}"
-        decision = stays[2] if stays else Decision.LEAVE
+        decision = _stays_decision(stays[0]) if stays else Decision.LEAVE
         self.copies[letter.identity] = (letter.message_id, None if stays else "", decision)
         if stays:
             self.tally.outcomes[stays[0]] += 1
@@ -336,28 +330,21 @@ class Redriver:
         return None
 
     def _send(self, sending: list[_Send], decisions: dict[str, Decision]) -> None:
-        """SendMessageBatch (at most 1 MiB a request), then DeleteMessageBatch of what SQS enqueued."""
-        for request in _requests(sending):
-            for _ in request:
-                self.pace.wait()
-            self.sending = [each.letter for each in request]
-            try:
-                answers = self.source.batch("send_message_batch", [each.plan.entry() for each in request])
-            except (ClientError, BotoCoreError) as exc:
-                answers = [{"Failed": str(exc)}] * len(request)
-            enqueued = []
-            for each, answer in zip(request, answers, strict=True):
-                decision = self._answered(each, answer)
-                if decision is None:
-                    enqueued.append(each)
-                else:
-                    decisions[each.letter.message_id] = decision
-            failures = self._delete([each.letter for each in enqueued])
-            for each, failure in zip(enqueued, failures, strict=True):
-                decisions[each.letter.message_id] = self._deleted(each, failure)
-            self.sending = []
-            if any(failures):
-                return  # the DLQ refused the delete: nothing more is sent
+        """SendMessageBatch of a step, then DeleteMessageBatch of what SQS enqueued."""
+        for _ in sending:
+            self.pace.wait()
+        self.sending = [each.letter for each in sending]
+        answers = self.source.batch("send_message_batch", [each.plan.entry() for each in sending])
+        enqueued = []
+        for each, answer in zip(sending, answers, strict=True):
+            decision = self._answered(each, answer)
+            if decision is None:
+                enqueued.append(each)
+            else:
+                decisions[each.letter.message_id] = decision
+        for each, failure in zip(enqueued, self._delete([each.letter for each in enqueued]), strict=True):
+            decisions[each.letter.message_id] = self._deleted(each, failure)
+        self.sending = []
 
     def _answered(self, each: _Send, answer: dict[str, Any]) -> Decision | None:
         """A dead letter whose send failed or was dropped by SQS stays (the decision); None: enqueued."""
@@ -408,14 +395,8 @@ class Redriver:
 
     def _delete(self, letters: list[DeadLetter]) -> list[str | None]:
         """DeleteMessageBatch: per dead letter None, or why it could not be deleted."""
-        if not letters:
-            return []
-        try:
-            entries = [{"ReceiptHandle": letter.receipt_handle} for letter in letters]
-            answers = self.dlq.batch("delete_message_batch", entries)
-        except (ClientError, BotoCoreError) as exc:
-            answers = [{"Failed": str(exc)}] * len(letters)
-        return [answer.get("Failed") for answer in answers]
+        entries = [{"ReceiptHandle": letter.receipt_handle} for letter in letters]
+        return [answer.get("Failed") for answer in self.dlq.batch("delete_message_batch", entries)]
 
     def _reuses_dedup_key(self, plan: Outgoing) -> bool:
         """Whether the consumer keys ``plan`` by the deduplication id it is sent with (see _forget)."""
@@ -457,9 +438,8 @@ class Redriver:
         )
         return Decision.STOP
 
-    def _keep(
-        self, letter: DeadLetter, outcome: str, line: str, decision: Decision = Decision.LEAVE_AND_STOP_GROUP
-    ) -> Decision:
+    def _keep(self, letter: DeadLetter, outcome: str, line: str) -> Decision:
+        decision = _stays_decision(outcome)
         self.copies.setdefault(letter.identity, (letter.message_id, None, decision))
         self.tally.outcomes[outcome] += 1
         self.progress.line(line)
@@ -503,16 +483,9 @@ class Redriver:
         return {letter.message_id: each for letter, each in zip(letters, found, strict=True)}
 
 
-def _requests(sending: list[_Send]) -> Iterable[list[_Send]]:
-    """The sends of a step, as SendMessageBatch requests of at most BATCH_BYTES."""
-    request: list[_Send] = []
-    for each in sending:
-        if request and sum(e.plan.size for e in request) + each.plan.size > BATCH_BYTES:
-            yield request
-            request = []
-        request.append(each)
-    if request:
-        yield request
+def _stays_decision(outcome: str) -> Decision:
+    """A skipped dead letter's group goes on (the consumer went on past it); any other that stays stops it."""
+    return Decision.LEAVE if outcome == SKIPPED else Decision.LEAVE_AND_STOP_GROUP
 
 
 def _keyed_by_dedup_id(plan: Outgoing, key_source: str | None) -> bool:
