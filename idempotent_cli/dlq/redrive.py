@@ -73,18 +73,9 @@ class Tally:
 
     @property
     def failed(self) -> int:
-        return sum(
-            self.outcomes[name]
-            for name in (
-                "kept",
-                SKIPPED,
-                "changed since inspected",
-                "send failed",
-                "dropped by SQS",
-                "not deleted",
-                "copy not deleted",
-            )
-        )
+        """Dead letters the run meant to send that stay (any outcome but those of a run that went well)."""
+        fine = ("redriven", "left by the filters", "back again", "copy deleted", "copy left")
+        return sum(n for outcome, n in self.outcomes.items() if outcome not in fine)
 
 
 @dataclass
