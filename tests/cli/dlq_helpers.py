@@ -493,24 +493,30 @@ def body(x: str, y: str = "1", **fields: Any) -> str:
 # -- reading queues back --------------------------------------------------------------------------------
 
 
-def drain(queue_url: str) -> list[dict[str, Any]]:
-    """Every message of the queue, in the order the queue hands them out, deleted (for assertions)."""
-    sqs = client("sqs")
-    messages: list[dict[str, Any]] = []
-    while True:
-        batch = sqs.receive_message(
+def receive(queue_url: str, count: int = 10, **options: Any) -> list[dict[str, Any]]:
+    """One receive of up to ``count`` messages, all attributes included; ``options`` go to ReceiveMessage."""
+    return (
+        client("sqs")
+        .receive_message(
             QueueUrl=queue_url,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=0,
+            MaxNumberOfMessages=count,
             AttributeNames=["All"],
             MessageSystemAttributeNames=["All"],
             MessageAttributeNames=["All"],
-        ).get("Messages", [])
-        if not batch:
-            return messages
+            **options,
+        )
+        .get("Messages", [])
+    )
+
+
+def drain(queue_url: str) -> list[dict[str, Any]]:
+    """Every message of the queue, in the order the queue hands them out, deleted (for assertions)."""
+    messages: list[dict[str, Any]] = []
+    while batch := receive(queue_url, WaitTimeSeconds=0):
         for message in batch:
-            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+            client("sqs").delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
         messages += batch
+    return messages
 
 
 def peek(queue_url: str) -> list[dict[str, Any]]:
@@ -518,9 +524,7 @@ def peek(queue_url: str) -> list[dict[str, Any]]:
     made visible again)."""
     sqs = client("sqs")
     messages: list[dict[str, Any]] = []
-    while batch := sqs.receive_message(
-        QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60, AttributeNames=["All"]
-    ).get("Messages", []):
+    while batch := receive(queue_url, VisibilityTimeout=60):
         messages += batch
     for message in messages:
         sqs.change_message_visibility(
@@ -684,14 +688,7 @@ def consume(pipeline: Pipeline, handler: Any, *, batch: int = 10) -> list[tuple[
     arn = queue_arn(pipeline.queue_url)
     outcomes: list[tuple[str, str]] = []
     while True:
-        messages = sqs.receive_message(
-            QueueUrl=pipeline.queue_url,
-            MaxNumberOfMessages=batch,
-            VisibilityTimeout=30,
-            AttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
+        messages = receive(pipeline.queue_url, batch, VisibilityTimeout=30)
         if not messages:
             return outcomes
         results = {
