@@ -47,6 +47,18 @@ def _redrive_value(message: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _dead_letters(pipeline: Any, groups: int, each: int, prefix: str = "") -> dict[str, list[str]]:
+    """``each`` dead letters in each of ``groups`` groups (g0, g1...), interleaved as a busy DLQ has them:
+    their bodies by group, in order."""
+    sent: dict[str, list[str]] = {}
+    for n in range(each):
+        for g in range(groups):
+            name = f"{prefix}{g}-{n}"
+            sent.setdefault(f"g{g}", []).append(body(name))
+            dead_letter(body(name), queue_url=pipeline.dlq_url, group_id=f"g{g}", dedup_id=name)
+    return sent
+
+
 def test_redrive_keeps_the_order_of_each_group_and_its_group_id():
     pipeline = deploy_pipeline()
     sources = {}
@@ -505,8 +517,7 @@ def test_a_count_that_lags_behind_the_runs_own_deletes_is_not_taken_for_another_
     # SQS's approximate counts are eventually consistent: right after the run deleted its messages,
     # ApproximateNumberOfMessagesNotVisible may still count them. That is not a reader holding dead letters.
     pipeline = deploy_pipeline()
-    for n in range(3):
-        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"m{n}")
+    sent = _dead_letters(pipeline, groups=1, each=3)
     deleted: list[str] = []
     stale = iter(range(2))  # the next two counts after the deletes still include them
 
@@ -526,37 +537,34 @@ def test_a_count_that_lags_behind_the_runs_own_deletes_is_not_taken_for_another_
     assert "3 redriven" in terminal.lines
     assert not any("in flight elsewhere" in line or "not finished" in line for line in terminal.lines)
     assert len(terminal.sleeps) >= 1
-    assert by_group(drain(pipeline.queue_url)) == {"g": [body(f"m{n}") for n in range(3)]}
+    assert by_group(drain(pipeline.queue_url)) == sent
 
 
 def test_rate_limit_waits_between_sends():
     pipeline = deploy_pipeline()
-    for n in range(5):
-        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"m{n}")
+    sent = _dead_letters(pipeline, groups=1, each=5)
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--rate", "2")
 
     assert code == 0, terminal.error
     assert terminal.sleeps == [0.5, 0.5, 0.5, 0.5]
-    assert by_group(drain(pipeline.queue_url)) == {"g": [body(f"m{n}") for n in range(5)]}
+    assert by_group(drain(pipeline.queue_url)) == sent
 
 
 def test_limit_redrives_the_oldest_first_and_leaves_the_rest_in_order():
     pipeline = deploy_pipeline()
-    for n in range(4):
-        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"m{n}")
+    sent = _dead_letters(pipeline, groups=1, each=4)
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--limit", "1")
 
     assert code == 0 and "stopped after --limit 1" in terminal.lines
-    assert by_group(drain(pipeline.queue_url)) == {"g": [body("m0")]}
-    assert by_group(drain(pipeline.dlq_url)) == {"g": [body(f"m{n}") for n in range(1, 4)]}
+    assert by_group(drain(pipeline.queue_url)) == {"g0": sent["g0"][:1]}
+    assert by_group(drain(pipeline.dlq_url)) == {"g0": sent["g0"][1:]}
 
 
 def test_a_long_run_on_a_terminal_draws_a_progress_bar_and_plain_output_has_none():
     pipeline = deploy_pipeline()
-    for n in range(25):
-        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id=f"g{n % 5}", dedup_id=f"m{n}")
+    _dead_letters(pipeline, groups=5, each=5)
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, terminal=Terminal(tty=True))
 
@@ -565,8 +573,7 @@ def test_a_long_run_on_a_terminal_draws_a_progress_bar_and_plain_output_has_none
     assert "\r[" + "#" * 30 + "] 25/25 done (25 redriven)" in output
     assert output.count("redriven ") == 25  # one line per message above the bar
 
-    for n in range(25):
-        dead_letter(body(f"n{n}"), queue_url=pipeline.dlq_url, group_id=f"g{n % 5}", dedup_id=f"n{n}")
+    _dead_letters(pipeline, groups=5, each=5, prefix="n")
     code, terminal = dlq("redrive", "--stack", pipeline.stack)
     assert code == 0 and "\r" not in terminal.out.getvalue()
     assert sum(line.startswith("redriven ") for line in terminal.lines) == 25
@@ -711,17 +718,6 @@ def test_a_subscription_dead_letter_sent_twice_is_applied_once_with_message_id_k
 
 
 # -- at volume: ten groups a request, what a run cannot read -------------------------------------------------
-
-
-def _dead_letters(pipeline: Any, groups: int, each: int) -> dict[str, list[str]]:
-    """``each`` dead letters in each of ``groups`` groups, interleaved as a busy DLQ has them: their bodies by
-    group, in order."""
-    sent: dict[str, list[str]] = {}
-    for n in range(each):
-        for g in range(groups):
-            sent.setdefault(f"g{g}", []).append(body(f"{g}-{n}"))
-            dead_letter(sent[f"g{g}"][-1], queue_url=pipeline.dlq_url, group_id=f"g{g}", dedup_id=f"{g}-{n}")
-    return sent
 
 
 def test_redrive_sends_ten_groups_a_request_one_message_of_each_and_keeps_every_group_in_order():
