@@ -127,7 +127,7 @@ def report_walk(console: Console, result: Walk) -> None:
             groups += f" and {len(result.full_groups) - REPORTED_GROUPS} more"
         console.print(
             f"! {result.not_reached} message(s) not read: a FIFO queue hands out at most 10 messages of a "
-            "group while they are held, and these are behind them"
+            "group while they are held (by this run or another reader), and these are behind them"
             + (f", in group(s) {groups} (each read up to its 10th)" if groups else "")
             + "; redrive and purge reach them as they remove the ones before"
         )

@@ -144,17 +144,15 @@ class _Reads:
         self.asked: dict[str, dict[str, Any]] = {}
         self.items: dict[str, dict[str, Any]] | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.dynamodb, name)
-
     def get_item(self, *, TableName: str, Key: dict[str, Any], **options: Any) -> dict[str, Any]:
         ref = json.dumps(Key, sort_keys=True)
-        if self.items is None:
+        if TableName == self.table and self.items is None:
             self.asked.setdefault(ref, Key)
             return {}
-        if TableName != self.table or ref not in self.asked:
-            return dict(self.dynamodb.get_item(TableName=TableName, Key=Key, **options))
-        return {"Item": self.items[ref]} if ref in self.items else {}
+        if TableName == self.table and ref in self.asked:
+            found = (self.items or {}).get(ref)
+            return {"Item": found} if found else {}
+        return dict(self.dynamodb.get_item(TableName=TableName, Key=Key, **options))
 
     def fetch(self) -> None:
         self.items = {}

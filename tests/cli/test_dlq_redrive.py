@@ -833,8 +833,8 @@ def test_a_dry_run_at_volume_says_how_many_it_could_not_read_in_which_groups_and
     assert code == 1
     assert (
         "! 6 message(s) not read: a FIFO queue hands out at most 10 messages of a group while they are "
-        "held, and these are behind them, in group(s) g0, g1, g2 (each read up to its 10th); redrive and "
-        "purge reach them as they remove the ones before"
+        "held (by this run or another reader), and these are behind them, in group(s) g0, g1, g2 (each read "
+        "up to its 10th); redrive and purge reach them as they remove the ones before"
     ) in terminal.lines
     assert (
         "dry run: 30 new; 30 would be redriven; 6 not read: their keys, and what a redrive would do with "
