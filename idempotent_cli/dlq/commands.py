@@ -38,7 +38,7 @@ from idempotent_cli.dlq.queue import (
     Walk,
     walk,
 )
-from idempotent_cli.dlq.redrive import Redriver
+from idempotent_cli.dlq.redrive import Preview, Redriver
 
 REASON_WIDTH = 100
 REPORTED_GROUPS = 10  # the groups a line names, at most
@@ -454,7 +454,7 @@ def cmd_redrive(
             yes=yes,
         )
     progress = Progress(context.console, counts.total, "checked" if dry_run else "done", long=bool(rate))
-    redriver = Redriver(
+    redriver = (Preview if dry_run else Redriver)(
         context.target,
         source,
         dlq,
@@ -462,7 +462,6 @@ def cmd_redrive(
         progress=progress,
         filters=filters,
         keys=keys,
-        dry_run=dry_run,
         force=force,
         limit=limit,
         pace=pace,

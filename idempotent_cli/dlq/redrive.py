@@ -90,7 +90,9 @@ class _Send:
 
 
 class Redriver:
-    """The visitor of one redrive (or dry run); see the module docstring."""
+    """The visitor of one redrive; see the module docstring."""
+
+    dry_run = False
 
     def __init__(
         self,
@@ -102,14 +104,13 @@ class Redriver:
         progress: Progress,
         filters: Filters,
         keys: KeyTable | None,
-        dry_run: bool = False,
         force: bool = False,
         limit: int | None = None,
         pace: Pace | None = None,
     ) -> None:
         self.target, self.source, self.dlq = target, source, dlq
         self.console, self.progress, self.filters, self.keys = console, progress, filters, keys
-        self.dry_run, self.force, self.limit = dry_run, force, limit
+        self.force, self.limit = force, limit
         self.pace = pace or Pace(None, console)
         self.run_id = new_run_id()
         self.source_fifo = source.fifo
@@ -198,9 +199,12 @@ class Redriver:
         if self.limit is not None and self.sent >= self.limit:
             self.stopped = f"stopped after --limit {self.limit}"
             return Decision.STOP
-        stays = self._stays(plan, inspection)
-        if self.dry_run:
-            return self._preview(letter, plan, inspection, stays)
+        return self._act(letter, plan, inspection, self._stays(plan, inspection))
+
+    def _act(
+        self, letter: DeadLetter, plan: Outgoing, inspection: Inspection | None, stays: tuple[str, str] | None
+    ) -> Decision | None:
+        """The run: a dead letter that stays is kept or skipped, --force forgets a done key; None: send it."""
         head = f"{letter.message_id} (group {plan.group_id or '-'})"
         if stays:
             return self._keep(letter, stays[0], f"{stays[0]} {head}: {stays[1]}")
@@ -237,52 +241,6 @@ class Redriver:
             )
             return SKIPPED, reason
         return None
-
-    # -- dry run --------------------------------------------------------------------------------------
-
-    def _preview(
-        self,
-        letter: DeadLetter,
-        plan: Outgoing,
-        inspection: Inspection | None,
-        stays: tuple[str, str] | None,
-    ) -> Decision:
-        """What the run would do with this dead letter, as far as it can be known without sending."""
-        line = f"{letter.message_id} group {plan.group_id or '-'}{self._state(inspection)}"
-        decision = _stays_decision(stays[0]) if stays else Decision.LEAVE
-        self.copies[letter.identity] = (letter.message_id, None if stays else "", decision)
-        if stays:
-            self.tally.outcomes[stays[0]] += 1
-            line += f"; {stays[0]}: {stays[1]}"
-        else:
-            self.sent += 1
-            if plan.problem:
-                line += f"; redriven anyway (--force), under a new key: {plan.problem}"
-            if self._forgets(inspection):
-                assert inspection is not None and inspection.key is not None
-                if self._reuses_dedup_key(plan):
-                    line += "; its key is not forgotten: the consumer keys it by the deduplication id sent"
-                else:
-                    self.tally.forgotten.add((inspection.key.partition, inspection.key.sort))
-                    line += "; --force forgets its key first"
-        self.progress.line(line)
-        for note in plan.notes:
-            self.progress.line(f"    note: {note}")
-        self.progress.step("checked")
-        return decision
-
-    def _state(self, inspection: Inspection | None) -> str:
-        if inspection is None:
-            self.tally.states["unknown"] += 1
-            return ": key state unknown (the consumer is unknown: name it with --stack or --function)"
-        self.tally.states[inspection.state.value] += 1
-        key = f" key {inspection.key_text}" if inspection.key_text else ""
-        text = f"{key}: {MEANING[inspection.state]}"
-        if inspection.state is State.CONFLICT:
-            text += f" [stored fingerprint {inspection.stored_fingerprint}, this {inspection.fingerprint}]"
-        if inspection.state is State.INVALID and inspection.reason:
-            text += f" [{inspection.reason}]"
-        return text
 
     # -- redrive --------------------------------------------------------------------------------------
 
@@ -344,14 +302,14 @@ class Redriver:
             return self._keep(
                 letter, "send failed", f"kept {head}: the send to the source queue failed: {answer['Failed']}"
             )
-        dropped_as = self._dropped(letter, answer)
+        dropped_as = _dropped_as(letter, answer, self.known_ids) if self.source_fifo else None
         if dropped_as is not None:
             return self._keep(
                 letter,
                 "dropped by SQS",
                 f"kept {head}: SQS accepted the send but dropped it as a duplicate of message {dropped_as} "
                 f"(deduplication id {plan.dedup_id} was used within the last 5 minutes); redrive it again "
-                f"after {self._retry_after(letter, dropped_as)}",
+                f"after {_free_after(self.known_ids.get(dropped_as) or letter.sent_ms)}",
             )
         each.new_id = answer["MessageId"]
         self.known_ids[each.new_id] = time.time() * 1000
@@ -437,24 +395,6 @@ class Redriver:
         self.progress.step(outcome)
         return decision
 
-    def _dropped(self, letter: DeadLetter, answer: dict[str, Any]) -> str | None:
-        """The id of the message SQS deduplicated the send against, or None if it was enqueued."""
-        if not self.source_fifo:
-            return None
-        new_id = answer.get("MessageId", "")
-        known = {*letter.message_ids, *self.known_ids}
-        return new_id if new_id in known else None
-
-    def _retry_after(self, letter: DeadLetter, dropped_as: str) -> str:
-        """When the deduplication id the send was dropped for is free again: 5 minutes after the message it
-        duplicated was sent (a send of this run, or one sent before the dead letter reached the DLQ)."""
-        sent_ms = self.known_ids.get(dropped_as) or letter.sent_ms
-        now_ms = time.time() * 1000
-        free_ms = sent_ms + DEDUPLICATION_WINDOW_MS if sent_ms else 0
-        if free_ms <= now_ms:
-            free_ms = now_ms + DEDUPLICATION_WINDOW_MS
-        return utc_text(math.ceil(free_ms / 1000))
-
     def _inspect(self, letters: list[DeadLetter], plans: dict[str, Outgoing]) -> dict[str, Inspection | None]:
         """What the table says about each key, by message id (none: the table is not known or not read)."""
         if self.keys is None or self._inspect_warning or not letters:
@@ -472,6 +412,70 @@ class Redriver:
             )
             return {}
         return {letter.message_id: each for letter, each in zip(letters, found, strict=True)}
+
+
+class Preview(Redriver):
+    """``--dry-run``: the run's decisions, each printed with what the table says, instead of carried out."""
+
+    dry_run = True
+
+    def _act(
+        self, letter: DeadLetter, plan: Outgoing, inspection: Inspection | None, stays: tuple[str, str] | None
+    ) -> Decision:
+        """What the run would do with this dead letter, as far as it can be known without sending."""
+        self.tally.states[inspection.state.value if inspection else "unknown"] += 1
+        line = f"{letter.message_id} group {plan.group_id or '-'}{_state_text(inspection)}"
+        decision = _stays_decision(stays[0]) if stays else Decision.LEAVE
+        self.copies[letter.identity] = (letter.message_id, None if stays else "", decision)
+        if stays:
+            self.tally.outcomes[stays[0]] += 1
+            line += f"; {stays[0]}: {stays[1]}"
+        else:
+            self.sent += 1
+            if plan.problem:
+                line += f"; redriven anyway (--force), under a new key: {plan.problem}"
+            if self._forgets(inspection):
+                assert inspection is not None and inspection.key is not None
+                if self._reuses_dedup_key(plan):
+                    line += "; its key is not forgotten: the consumer keys it by the deduplication id sent"
+                else:
+                    self.tally.forgotten.add((inspection.key.partition, inspection.key.sort))
+                    line += "; --force forgets its key first"
+        self.progress.line(line)
+        for note in plan.notes:
+            self.progress.line(f"    note: {note}")
+        self.progress.step("checked")
+        return decision
+
+
+def _state_text(inspection: Inspection | None) -> str:
+    """What the table says about a dead letter's key, for its dry-run line."""
+    if inspection is None:
+        return ": key state unknown (the consumer is unknown: name it with --stack or --function)"
+    key = f" key {inspection.key_text}" if inspection.key_text else ""
+    text = f"{key}: {MEANING[inspection.state]}"
+    if inspection.state is State.CONFLICT:
+        text += f" [stored fingerprint {inspection.stored_fingerprint}, this {inspection.fingerprint}]"
+    if inspection.state is State.INVALID and inspection.reason:
+        text += f" [{inspection.reason}]"
+    return text
+
+
+def _dropped_as(letter: DeadLetter, answer: dict[str, Any], sent: dict[str, float]) -> str | None:
+    """The id of the message SQS deduplicated a send to a FIFO queue against (any id ``letter`` has had, or
+    one of ``sent``, this run's sends), or None if it was enqueued."""
+    new_id = answer.get("MessageId", "")
+    return new_id if new_id in {*letter.message_ids, *sent} else None
+
+
+def _free_after(sent_ms: float) -> str:
+    """When the deduplication id a send was dropped for is free again: 5 minutes after the message it
+    duplicated was sent (a send of this run, or one sent before the dead letter reached the DLQ)."""
+    now_ms = time.time() * 1000
+    free_ms = sent_ms + DEDUPLICATION_WINDOW_MS if sent_ms else 0
+    if free_ms <= now_ms:
+        free_ms = now_ms + DEDUPLICATION_WINDOW_MS
+    return utc_text(math.ceil(free_ms / 1000))
 
 
 def _stays_decision(outcome: str) -> Decision:
