@@ -11,17 +11,16 @@ template and checked every resource first: 2 min 56 s with three stacks.
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.runtime_bench import REPO_ROOT, BenchmarkError
+from benchmarks.volume_bench import bootstrapped_emulator
 
 STACKS = ("BenchOne", "BenchTwo", "BenchThree")
 REPEATS = 7
@@ -63,36 +62,27 @@ def _timed(command: list[str], state: Path, check: str) -> list[float]:
 
 def measure() -> list[Timed]:
     """Deploy the three stacks into a fresh emulator, then time each command."""
-    from idempotent_local import emulator as emulators
-    from idempotent_local.cdk import Cdk
     from idempotent_local.stacks import deployed_stacks
 
-    with tempfile.TemporaryDirectory(prefix="local-tools-bench-") as directory:
-        state = Path(directory)
-        emulator, _ = emulators.start(state, owner=os.getpid())  # stopped with the benchmark, however it ends
-        try:
-            cdk = Cdk(emulator, REPO_ROOT, output=state / "cdk.out")
-            cdk.bootstrap()
-            for name in STACKS:
-                cdk.deploy((), ["--context", "outbox=true", "--context", f"stack_name={name}"])
-            stacks = deployed_stacks(emulator)
-            if sorted(s.name for s in stacks) != sorted(STACKS) or any(s.problems() for s in stacks):
-                raise BenchmarkError(f"expected the three stacks deployed whole, found {stacks}")
-            resources = sum(s.resources for s in stacks)
-            where = ["--state-dir", str(state)]
-            output = [str(TOOL), "local", "output", "TopicArn", "--stack", STACKS[1], *where]
-            status = [str(TOOL), "local", "status", *where]
-            return [
-                Timed(
-                    "local output TopicArn --stack " + STACKS[1],
-                    _timed(output, state, "arn:aws:sns:"),
-                    3,
-                    resources,
-                ),
-                Timed("local status", _timed(status, state, f"{STACKS[2]}: CREATE_COMPLETE"), 3, resources),
-            ]
-        finally:
-            emulators.stop(state)
+    with bootstrapped_emulator("local-tools-bench-") as (emulator, cdk, state):
+        for name in STACKS:
+            cdk.deploy((), ["--context", "outbox=true", "--context", f"stack_name={name}"])
+        stacks = deployed_stacks(emulator)
+        if sorted(s.name for s in stacks) != sorted(STACKS) or any(s.problems() for s in stacks):
+            raise BenchmarkError(f"expected the three stacks deployed whole, found {stacks}")
+        resources = sum(s.resources for s in stacks)
+        where = ["--state-dir", str(state)]
+        output = [str(TOOL), "local", "output", "TopicArn", "--stack", STACKS[1], *where]
+        status = [str(TOOL), "local", "status", *where]
+        return [
+            Timed(
+                "local output TopicArn --stack " + STACKS[1],
+                _timed(output, state, "arn:aws:sns:"),
+                3,
+                resources,
+            ),
+            Timed("local status", _timed(status, state, f"{STACKS[2]}: CREATE_COMPLETE"), 3, resources),
+        ]
 
 
 __all__ = ["REPEATS", "STACKS", "Timed", "measure"]

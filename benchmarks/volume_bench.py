@@ -1,6 +1,7 @@
 """The local cloud at volume: the reference stack deployed into a fresh emulator with the real CDK CLI, then
 N messages published to its FIFO topic over 50 message groups (PublishBatch, through the runtime's
-publisher) and drained through the event-source runner, which runs the deployed function on them.
+publisher) and drained through the event-source runner, which runs the deployed function on them; and
+`dlq redrive` of 3,000 dead letters over 30 groups, before and after it batched (:func:`redrive_at_volume`).
 
 Each run's messages have keys of their own; after the drain every key must have its item in the table, the
 table must have grown by exactly N items, and both dead-letter queues must have gained nothing: a run that
@@ -14,10 +15,12 @@ the consumer's conditional PutItem, DeleteMessageBatch — a hundred messages at
 stays as shallow as a consumer keeps it), and its CPU per message at 10,000 against 1,000.
 
     .venv/bin/python benchmarks/run.py --only volume --output-dir /tmp/bench   # this row alone, ~3 minutes
+    .venv/bin/python benchmarks/run.py --only redrive --output-dir /tmp/bench  # the redrive row
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import time
@@ -26,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from benchmarks.runtime_bench import REPO_ROOT, BenchmarkError
 
@@ -91,28 +94,36 @@ def _table_items(emulator: Any, table: str) -> int:
 
 
 @contextmanager
-def deployed_reference_stack() -> Iterator[tuple[Any, Any]]:
-    """A fresh emulator (its own process, as `local deploy` starts it) with app.py's stack: (emulator,
-    pipeline). Stopped afterwards."""
+def bootstrapped_emulator(prefix: str) -> Iterator[tuple[Any, Any, Path]]:
+    """A fresh emulator (its own process, as `local deploy` starts it) with the CDK bootstrapped in it:
+    (emulator, its Cdk, its state directory). Stopped afterwards, however the benchmark ends."""
     from idempotent_local import emulator as emulators
     from idempotent_local.cdk import Cdk
-    from idempotent_local.demo import find_pipelines
-    from idempotent_local.runner import EventSourceRunner
 
-    with tempfile.TemporaryDirectory(prefix="volume-bench-") as directory:
+    with tempfile.TemporaryDirectory(prefix=prefix) as directory:
         state = Path(directory)
-        emulator, _ = emulators.start(state, owner=os.getpid())  # stopped with the benchmark, however it ends
+        emulator, _ = emulators.start(state, owner=os.getpid())
         try:
             cdk = Cdk(emulator, REPO_ROOT, output=state / "cdk.out")
             cdk.bootstrap()
-            cdk.deploy()
-            with EventSourceRunner(emulator, work_dir=state / "functions") as runner:
-                pipelines = find_pipelines(emulator, runner)
-            if len(pipelines) != 1 or not pipelines[0].fifo:
-                raise BenchmarkError(f"expected the reference stack's one FIFO pipeline, found {pipelines}")
-            yield emulator, pipelines[0]
+            yield emulator, cdk, state
         finally:
             emulators.stop(state)
+
+
+@contextmanager
+def deployed_reference_stack() -> Iterator[tuple[Any, Any]]:
+    """A fresh emulator with app.py's stack: (emulator, pipeline). Stopped afterwards."""
+    from idempotent_local.demo import find_pipelines
+    from idempotent_local.runner import EventSourceRunner
+
+    with bootstrapped_emulator("volume-bench-") as (emulator, cdk, state):
+        cdk.deploy()
+        with EventSourceRunner(emulator, work_dir=state / "functions") as runner:
+            pipelines = find_pipelines(emulator, runner)
+        if len(pipelines) != 1 or not pipelines[0].fifo:
+            raise BenchmarkError(f"expected the reference stack's one FIFO pipeline, found {pipelines}")
+        yield emulator, pipelines[0]
 
 
 def publish_and_drain(emulator: Any, pipeline: Any, messages: int, groups: int = GROUPS) -> Drained:
@@ -231,7 +242,6 @@ def plain_moto_cpu(messages: int, groups: int = GROUPS, chunk: int = 100) -> flo
     delivery), ReceiveMessage (10 at most), one conditional PutItem per message as the consumer writes it
     (``attribute_not_exists``), DeleteMessageBatch; ``chunk`` messages published, then drained, at a time."""
     import hashlib
-    import json
 
     with plain_moto_server() as (endpoint, pid):
         sns, sqs, dynamodb = _plain_clients(endpoint)
@@ -262,15 +272,9 @@ def plain_moto_cpu(messages: int, groups: int = GROUPS, chunk: int = 100) -> flo
         for first in range(0, messages, chunk):
             numbers = range(first, min(first + chunk, messages))
             for tens in range(numbers.start, numbers.stop, 10):
-                entries = [
-                    {
-                        "Id": str(n),
-                        "Message": json.dumps({"id": f"{run}-{n}", "line": "1", "n": n}),
-                        "MessageGroupId": f"{run}-g{n % groups}",
-                        "MessageDeduplicationId": f"{run}-{n}",
-                    }
-                    for n in range(tens, min(tens + 10, numbers.stop))
-                ]
+                entries = _entries(
+                    run, range(tens, min(tens + 10, numbers.stop)), groups, ("id", "line"), "Message"
+                )
                 sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=entries)
             left = len(numbers)
             while left:
@@ -304,12 +308,103 @@ def plain_moto_cpu(messages: int, groups: int = GROUPS, chunk: int = 100) -> flo
     return None if start is None or end is None else end - start
 
 
+def _entries(
+    run: str, numbers: range, groups: int, fields: tuple[str, str], body: str = "MessageBody"
+) -> list[dict[str, Any]]:
+    """Batch entries (SendMessageBatch; PublishBatch with ``body="Message"``) of the messages ``numbers`` of
+    ``run``: message n is ``{fields[0]: "RUN-n", fields[1]: "1", "n": n}``, in group ``RUN-g(n % groups)``."""
+    return [
+        {
+            "Id": str(n),
+            body: json.dumps({fields[0]: f"{run}-{n}", fields[1]: "1", "n": n}),
+            "MessageGroupId": f"{run}-g{n % groups}",
+            "MessageDeduplicationId": f"{run}-{n}",
+        }
+        for n in numbers
+    ]
+
+
+# --- redrive at volume ------------------------------------------------------------------------------------
+
+REDRIVE_LETTERS, REDRIVE_GROUPS = 3000, 30
+# The redrive as it was before it batched (a GetItem, a SendMessage and a DeleteMessage per message).
+ONE_AT_A_TIME = "49c065e"
+
+
+class Redriven(NamedTuple):
+    """One `dlq redrive` of ``letters`` dead letters over ``groups`` FIFO groups, every one accounted for."""
+
+    code: str  # what ran: "batched" (this checkout) or the commit of the redrive one message at a time
+    letters: int
+    groups: int
+    seconds: float
+
+
+def redrive_at_volume(letters: int = REDRIVE_LETTERS, groups: int = REDRIVE_GROUPS) -> list[Redriven]:
+    """The reference stack in a fresh emulator; its DLQ filled with ``letters`` dead letters over ``groups``
+    groups (interleaved, as SQS moves them from a busy queue), then moved back with `dlq redrive` (its own
+    process, from start to exit): first by the code of :data:`ONE_AT_A_TIME` (when git can give it), then by
+    this checkout's. The source queue must then hold every one once, each group in order."""
+    import subprocess
+
+    with deployed_reference_stack() as (emulator, pipeline), tempfile.TemporaryDirectory() as before:
+        # Run from its own directory, the old code comes first (Python puts the working directory first).
+        archive = f"git -C {REPO_ROOT} archive {ONE_AT_A_TIME} idempotent_cli lambda_src | tar -x -C {before}"
+        old = subprocess.run(["sh", "-c", archive], capture_output=True, check=False).returncode == 0
+        runs = [(ONE_AT_A_TIME, Path(before))] if old else []
+        return [
+            _redrive(emulator, pipeline, code, path, letters, groups)
+            for code, path in (*runs, ("batched", REPO_ROOT))
+        ]
+
+
+def _redrive(emulator: Any, pipeline: Any, code: str, where: Path, letters: int, groups: int) -> Redriven:
+    import subprocess
+    import sys
+
+    sqs, run = emulator.client("sqs"), uuid.uuid4().hex[:8]
+    fields = (pipeline.partition_key_field, pipeline.sort_key_field)
+    for tens in range(0, letters, 10):
+        entries = _entries(run, range(tens, min(tens + 10, letters)), groups, fields)
+        sqs.send_message_batch(QueueUrl=pipeline.dead_letter_queue_url, Entries=entries)
+    env = emulator.client_environment()
+    env["PYTHONPATH"] = os.pathsep.join((str(where), str(where / "lambda_src")))
+    command = [sys.executable, "-m", "idempotent_cli.dlq", "redrive", "--queue-url"]
+    start = time.perf_counter()
+    done = subprocess.run(
+        [*command, pipeline.dead_letter_queue_url], cwd=where, env=env, capture_output=True, text=True
+    )
+    seconds = time.perf_counter() - start
+    if done.returncode != 0 or f"{letters} redriven" not in done.stdout.splitlines():
+        raise BenchmarkError(
+            f"{code}: `dlq redrive` answered {done.returncode}: {done.stdout[-2000:]}{done.stderr}"
+        )
+    arrived: dict[str, list[int]] = {}  # the numbers of the messages in the source queue, by group
+    while batch := sqs.receive_message(
+        QueueUrl=pipeline.mapping.queue_url, MaxNumberOfMessages=10, AttributeNames=["MessageGroupId"]
+    ).get("Messages", []):
+        for message in batch:
+            group = arrived.setdefault(message["Attributes"]["MessageGroupId"], [])
+            group.append(json.loads(message["Body"])["n"])
+        handles = [{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(batch)]
+        sqs.delete_message_batch(QueueUrl=pipeline.mapping.queue_url, Entries=handles)
+    numbers = sorted(n for group in arrived.values() for n in group)
+    if numbers != list(range(letters)) or any(group != sorted(group) for group in arrived.values()):
+        raise BenchmarkError(
+            f"{code}: {len(numbers)} arrived of {letters}, not each once in its group's order"
+        )
+    return Redriven(code, letters, groups, seconds)
+
+
 __all__ = [
     "GROUPS",
     "Drained",
+    "Redriven",
+    "bootstrapped_emulator",
     "deployed_reference_stack",
     "measure",
     "plain_moto_cpu",
     "plain_moto_server",
     "publish_and_drain",
+    "redrive_at_volume",
 ]

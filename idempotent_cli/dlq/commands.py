@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,12 +26,22 @@ from idempotent_cli.dlq.letters import (
     new_run_id,
     oldest_first,
     outgoing,
+    utc_text,
 )
 from idempotent_cli.dlq.locate import Target, queue_arn_of
-from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS, Counts, Decision, Queue, Walk, walk
-from idempotent_cli.dlq.redrive import Redriver
+from idempotent_cli.dlq.queue import (
+    DEFAULT_VISIBILITY_SECONDS,
+    MAX_BATCH,
+    Counts,
+    Decision,
+    Queue,
+    Walk,
+    walk,
+)
+from idempotent_cli.dlq.redrive import Preview, Redriver
 
 REASON_WIDTH = 100
+REPORTED_GROUPS = 10  # the groups a line names, at most
 
 
 @dataclass
@@ -110,18 +121,30 @@ class Context:
 
 def report_walk(console: Console, result: Walk) -> None:
     """What the walk could not reach, in words."""
-    if result.not_reached:
+    if result.not_reached and result.fifo:
+        groups = ", ".join(result.full_groups[:REPORTED_GROUPS])
+        if len(result.full_groups) > REPORTED_GROUPS:
+            groups += f" and {len(result.full_groups) - REPORTED_GROUPS} more"
         console.print(
             f"! {result.not_reached} message(s) not read: a FIFO queue hands out at most 10 messages of a "
-            "group "
-            "while they are held, and these are behind them (redrive and purge reach them as they remove the "
-            "ones before)"
+            "group while they are held (by this run or another reader), and these are behind them"
+            + (f", in group(s) {groups} (each read up to its 10th)" if groups else "")
+            + "; redrive and purge reach them as they remove the ones before"
+        )
+    elif result.not_reached:
+        console.print(
+            f"! {result.not_reached} message(s) not read: the queue counts them visible but no receive "
+            "returned them (a standard queue answers a receive from some of its servers; they may also have "
+            "become visible, or arrived, during the run); run again to read them"
         )
     if result.in_flight_elsewhere:
+        hold = result.hold_seconds
         console.print(
             f"! {result.in_flight_elsewhere} message(s) in flight elsewhere (another reader, or an earlier "
-            "run "
-            "whose visibility timeout has not ended): not read; run again when they are visible"
+            "run whose visibility timeout has not ended): not read. A run of this command hides what it "
+            f"reads for {hold} s at a time (--visibility-timeout; longer with --rate): after one stopped or "
+            f"was killed they are visible again within {hold} s, by "
+            f"{utc_text(math.ceil(time.time()) + hold)} at the latest; run again then"
         )
     if result.release_errors:
         console.print(
@@ -407,10 +430,10 @@ def cmd_redrive(
 ) -> int:
     source = context.source()
     pace = Pace(rate, context.console)
-    # A batch of 10 must be sent before its messages become visible again.
+    # What one visit holds (up to 10 receives of 10) must be sent before it becomes visible again.
     visibility = context.visibility_seconds
     if rate:
-        visibility = max(visibility, math.ceil(10 / rate) * 2 + 30)
+        visibility = max(visibility, math.ceil(MAX_BATCH * MAX_BATCH / rate) * 2 + 30)
     dlq = context.dlq(visibility_seconds=visibility)
     if context.target.which is Which.DLQ and source.url == dlq.url:
         raise DlqError("the source queue is the dead-letter queue itself")
@@ -431,7 +454,7 @@ def cmd_redrive(
             yes=yes,
         )
     progress = Progress(context.console, counts.total, "checked" if dry_run else "done", long=bool(rate))
-    redriver = Redriver(
+    redriver = (Preview if dry_run else Redriver)(
         context.target,
         source,
         dlq,
@@ -439,19 +462,23 @@ def cmd_redrive(
         progress=progress,
         filters=filters,
         keys=keys,
-        dry_run=dry_run,
         force=force,
         limit=limit,
         pace=pace,
     )
     try:
-        result = context.walk(dlq, redriver)
+        console = context.console
+        result = walk(
+            dlq, context.target.which, redriver, batches=True, clock=console.clock, sleep=console.sleep
+        )
     except KeyboardInterrupt:
         progress.finish()
-        if redriver.sending is not None:
+        if redriver.sending:
+            ids = ", ".join(letter.message_id for letter in redriver.sending)
+            it = "it" if len(redriver.sending) == 1 else "each"
             context.console.note(
-                f"interrupted while redriving {redriver.sending.message_id}: it may be in the source queue "
-                "and still in the DLQ; redriving it again is a duplicate the pipeline absorbs"
+                f"interrupted while redriving {ids}: {it} may be in the source queue and still in the DLQ; "
+                "redriving it again is a duplicate the pipeline absorbs"
             )
         raise
     finally:
@@ -462,11 +489,16 @@ def cmd_redrive(
         would = f"; {redriver.sent} would be redriven" if tally.states else ""
         would += "".join(
             f", {tally.outcomes[name]} {name}"
-            for name in ("kept", "copy left", "copy deleted")
+            for name in ("kept", "skipped", "copy left", "copy deleted")
             if tally.outcomes[name]
         )
         if tally.forgotten:
             would += f"; --force would forget {len(tally.forgotten)} key(s)"
+        if result.not_reached + result.in_flight_elsewhere:
+            would += (
+                f"; {result.not_reached + result.in_flight_elsewhere} not read: their keys, and what a "
+                "redrive would do with them, are unknown until it reads them"
+            )
         context.console.print(f"dry run: {states}{would}; nothing was changed")
     else:
         outcomes = ", ".join(f"{n} {name}" for name, n in sorted(tally.outcomes.items())) or "no message"

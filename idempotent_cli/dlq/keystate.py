@@ -3,11 +3,14 @@
 ``--dry-run`` asks :func:`idempotent_runtime.records.inspect` with the consumer's configuration (its
 environment, read through ``Config.from_env``), so the tool keys a message exactly as the consumer will;
 ``--force`` deletes a done key's record with :func:`idempotent_runtime.records.forget`: only
-while it is still the record inspected (a guarded claim a redelivery took over since is never deleted).
+while it is still the record inspected (a guarded claim a redelivery took over since is never deleted). A
+redrive inspects a batch of dead letters at a time (:meth:`KeyTable.inspect_all`: one read for all).
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -98,19 +101,72 @@ class KeyTable:
         """What the table says about ``message``'s key; ``compare_payload=False`` when ``message`` only
         carries the key (its payload is unknown: the state is never ``conflict``)."""
         record = self.record(message, message_id=message_id)
-        found = self.records.inspect(self.config, self.dynamodb, record, compare_payload=compare_payload)
-        key = getattr(found, "key", None)
-        return Inspection(
-            state=State(getattr(found.state, "value", found.state)),
-            key=key,
-            key_text=f"{key.partition}#{key.sort}" if key is not None else None,
-            reason=getattr(found, "reason", None),
-            fingerprint=getattr(found, "fingerprint", None),
-            stored_fingerprint=getattr(found, "stored_fingerprint", None),
-            found=found,
+        return _inspection(
+            self.records.inspect(self.config, self.dynamodb, record, compare_payload=compare_payload)
         )
+
+    def inspect_all(self, messages: list[tuple[Outgoing, str]]) -> list[Inspection]:
+        """:meth:`inspect` of each (message, message id), the items they read fetched together: consistent
+        BatchGetItem requests of 100 keys, instead of a GetItem each."""
+        records = [self.record(message, message_id=message_id) for message, message_id in messages]
+        reads = _Reads(self.dynamodb, self.table_name)
+        for record in records:  # each inspection asks for the item it reads; none is there yet
+            self.records.inspect(self.config, reads, record)
+        reads.fetch()
+        return [_inspection(self.records.inspect(self.config, reads, record)) for record in records]
 
     def forget(self, inspection: Inspection) -> bool:
         """Delete the key's record if it is still what ``inspection`` saw; False (nothing deleted) if it
         changed since."""
         return bool(self.records.forget(self.config, self.dynamodb, inspection.found))
+
+
+def _inspection(found: Any) -> Inspection:
+    key = getattr(found, "key", None)
+    return Inspection(
+        state=State(getattr(found.state, "value", found.state)),
+        key=key,
+        key_text=f"{key.partition}#{key.sort}" if key is not None else None,
+        reason=getattr(found, "reason", None),
+        fingerprint=getattr(found, "fingerprint", None),
+        stored_fingerprint=getattr(found, "stored_fingerprint", None),
+        found=found,
+    )
+
+
+class _Reads:
+    """The DynamoDB client :func:`records.inspect` gets from :meth:`KeyTable.inspect_all`: before
+    :meth:`fetch` its GetItem notes the key asked for and answers "no item"; after, it answers from the items
+    fetched (DynamoDB itself for a key not asked before)."""
+
+    def __init__(self, dynamodb: Any, table: str) -> None:
+        self.dynamodb, self.table = dynamodb, table
+        self.asked: dict[str, dict[str, Any]] = {}
+        self.items: dict[str, dict[str, Any]] | None = None
+
+    def get_item(self, *, TableName: str, Key: dict[str, Any], **options: Any) -> dict[str, Any]:
+        ref = json.dumps(Key, sort_keys=True)
+        if TableName == self.table and self.items is None:
+            self.asked.setdefault(ref, Key)
+            return {}
+        if TableName == self.table and ref in self.asked:
+            found = (self.items or {}).get(ref)
+            return {"Item": found} if found else {}
+        return dict(self.dynamodb.get_item(TableName=TableName, Key=Key, **options))
+
+    def fetch(self) -> None:
+        self.items = {}
+        keys = list(self.asked.values())
+        for start in range(0, len(keys), 100):  # DynamoDB: BatchGetItem reads at most 100 items a request
+            request: dict[str, Any] = {
+                self.table: {"Keys": keys[start : start + 100], "ConsistentRead": True}
+            }
+            pause = 0.05
+            while request:
+                answer = self.dynamodb.batch_get_item(RequestItems=request)
+                for item in answer.get("Responses", {}).get(self.table, []):
+                    self.items[json.dumps({name: item[name] for name in keys[0]}, sort_keys=True)] = item
+                request = answer.get("UnprocessedKeys") or {}
+                if request:  # throttled: ask again for the rest, backing off
+                    time.sleep(pause)
+                    pause = min(pause * 2, 1.0)

@@ -15,8 +15,8 @@ never delivered: by its id in the subscription's DLQ, so every copy a redrive se
 
 from __future__ import annotations
 
-import base64
 import fnmatch
+import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Mapping
@@ -26,6 +26,8 @@ from enum import StrEnum
 from typing import Any
 
 from idempotent_runtime import contract
+
+from idempotent_local.events import lambda_sqs_record
 
 # Set by this tool on a redriven message: {"source_message_id": ..., "dedup_id": ...} (the runtime keys it by
 # them), plus the run that sent it.
@@ -86,23 +88,8 @@ class DeadLetter:
         attributes = {name: dict(value) for name, value in (message.get("MessageAttributes") or {}).items()}
         reason = _string(attributes.get(contract.DLQ_REASON_ATTRIBUTE))
         details_text = _string(attributes.get(contract.DLQ_DETAILS_ATTRIBUTE))
-        details, details_error = None, None
-        if details_text is not None:
-            try:
-                parsed = json.loads(details_text)
-            except ValueError as exc:
-                parsed, details_error = None, f"{contract.DLQ_DETAILS_ATTRIBUTE} is not JSON ({exc})"
-            if parsed is not None and not isinstance(parsed, dict):
-                details_error = f"{contract.DLQ_DETAILS_ATTRIBUTE} is not a JSON object"
-            elif parsed is not None:
-                details = parsed
-        earlier = _string(attributes.get(REDRIVE_ATTRIBUTE))
-        try:
-            earlier_redrive = json.loads(earlier) if earlier is not None else None
-        except ValueError:
-            earlier_redrive = None
-        if not isinstance(earlier_redrive, dict):
-            earlier_redrive = None
+        details, details_error = _json_object(contract.DLQ_DETAILS_ATTRIBUTE, details_text)
+        earlier_redrive, _ = _json_object(REDRIVE_ATTRIBUTE, _string(attributes.get(REDRIVE_ATTRIBUTE)))
         if reason is not None or details_text is not None:
             origin = Origin.RUNTIME
         elif which is Which.SUBSCRIPTION:
@@ -157,26 +144,23 @@ class DeadLetter:
             return MOVED
         if self.origin is Origin.SNS:
             return UNDELIVERABLE
-        kind = self._detail("kind")
-        return kind if isinstance(kind, str) and kind else UNKNOWN
+        return _text_in(self.details, "kind") or UNKNOWN
 
     @property
     def original_group_id(self) -> str | None:
         """The producer's MessageGroupId (the runtime's details, else the DLQ's: a move keeps it)."""
         if self.details is not None and "group_id" in self.details:
-            group = self.details.get("group_id")
-            return group if isinstance(group, str) and group else None
+            return _text_in(self.details, "group_id")
         return self.group_id
 
     @property
     def source_message_id(self) -> str | None:
         """The message id the consumer saw (and keyed by, with KEY_SOURCE=message_id), if it saw one."""
-        for value in (_get(self.earlier_redrive, "source_message_id"), self._detail("source_message_id")):
-            if isinstance(value, str) and value:
-                return value
-        if self.origin is Origin.SQS:
-            return self.message_id  # SQS keeps a message's id when it moves it
-        return None
+        value = _text_in(self.earlier_redrive, "source_message_id") or _text_in(
+            self.details, "source_message_id"
+        )
+        # SQS keeps a message's id when it moves it.
+        return value or (self.message_id if self.origin is Origin.SQS else None)
 
     @property
     def identity(self) -> str:
@@ -184,23 +168,17 @@ class DeadLetter:
         answer was lost, retried; a standard DLQ keeps both, a FIFO DLQ after 5 minutes): its copies carry
         the same ``source_message_id`` in their details. A message without details (SQS or SNS moved it)
         is its own."""
-        value = self._detail("source_message_id") if self.origin is Origin.RUNTIME else None
-        return value if isinstance(value, str) and value else self.message_id
+        value = _text_in(self.details, "source_message_id") if self.origin is Origin.RUNTIME else None
+        return value or self.message_id
 
     @property
     def message_ids(self) -> tuple[str, ...]:
         """Every id this message has had, oldest first: the original the consumer first saw, the delivery the
         runtime dead-lettered (after a redrive, the redriven copy: the id the runtime logged), and its id in
         the DLQ. SQS may answer a send it drops as a duplicate with any of them."""
-        ids: dict[str, None] = {}
-        for value in (
-            _get(self.earlier_redrive, "source_message_id"),
-            self._detail("source_message_id"),
-            self.message_id,
-        ):
-            if isinstance(value, str) and value:
-                ids.setdefault(value)
-        return tuple(ids)
+        earlier = _text_in(self.earlier_redrive, "source_message_id")
+        ids = (earlier, _text_in(self.details, "source_message_id"), self.message_id)
+        return tuple(dict.fromkeys(value for value in ids if value))
 
     @property
     def original_dedup_id(self) -> str | None:
@@ -210,12 +188,11 @@ class DeadLetter:
         DLQ message moved by SQS has its message id as deduplication id: the original is lost. SNS keeps the
         published one in the subscription's DLQ.
         """
-        earlier = _get(self.earlier_redrive, "dedup_id")
-        if isinstance(earlier, str) and earlier:
+        earlier = _text_in(self.earlier_redrive, "dedup_id")
+        if earlier:
             return earlier
         if self.origin is Origin.RUNTIME:
-            value = self._detail("dedup_id")
-            return value if isinstance(value, str) and value else None
+            return _text_in(self.details, "dedup_id")
         if self.dedup_id and self.dedup_id != self.message_id:
             return self.dedup_id
         return None
@@ -313,8 +290,13 @@ class Outgoing:
     blocked: str | None = None  # why it cannot be sent at all (too big for the source queue)
     notes: list[str] = field(default_factory=list)
 
-    def request(self, queue_url: str) -> dict[str, Any]:
-        request: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": self.body}
+    @property
+    def size(self) -> int:
+        return message_size(self.body, self.attributes)
+
+    def entry(self) -> dict[str, Any]:
+        """The message as an entry of SendMessageBatch."""
+        request: dict[str, Any] = {"MessageBody": self.body}
         if self.attributes:
             request["MessageAttributes"] = self.attributes
         if self.group_id is not None:
@@ -470,38 +452,20 @@ def _room(
 
 def lambda_record(message: Outgoing, *, message_id: str, queue_arn: str, region: str) -> dict[str, Any]:
     """The record Lambda's SQS event source would hand the consumer for ``message`` (for key inspection)."""
-    import hashlib
-
     system = {"ApproximateReceiveCount": "1", "SentTimestamp": "0"}
     if message.group_id is not None:
         system["MessageGroupId"] = message.group_id
     if message.dedup_id is not None:
         system["MessageDeduplicationId"] = message.dedup_id
-    return {
-        "messageId": message_id,
-        "receiptHandle": "",
-        "body": message.body,
-        "attributes": system,
-        "messageAttributes": {name: _lambda_attribute(value) for name, value in message.attributes.items()},
-        "md5OfBody": hashlib.md5(message.body.encode("utf-8")).hexdigest(),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": queue_arn,
-        "awsRegion": region,
+    received: dict[str, Any] = {
+        "MessageId": message_id,
+        "ReceiptHandle": "",
+        "Body": message.body,
+        "MD5OfBody": hashlib.md5(message.body.encode("utf-8")).hexdigest(),
+        "Attributes": system,
+        "MessageAttributes": message.attributes,
     }
-
-
-def _lambda_attribute(value: Mapping[str, Any]) -> dict[str, Any]:
-    attribute: dict[str, Any] = {
-        "stringListValues": [],
-        "binaryListValues": [],
-        "dataType": value["DataType"],
-    }
-    if "StringValue" in value:
-        attribute["stringValue"] = value["StringValue"]
-    if "BinaryValue" in value:
-        raw = value["BinaryValue"]
-        attribute["binaryValue"] = base64.b64encode(raw if isinstance(raw, bytes) else raw.encode()).decode()
-    return attribute
+    return lambda_sqs_record(received, queue_arn, region)
 
 
 def attribute_text(value: Mapping[str, Any]) -> str:
@@ -534,5 +498,18 @@ def _string(value: Mapping[str, Any] | None) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def _get(mapping: Mapping[str, Any] | None, name: str) -> Any:
-    return mapping.get(name) if mapping else None
+def _json_object(name: str, text: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object in attribute ``name`` (None: no text, or JSON null), or None and why there is none."""
+    try:
+        parsed = json.loads(text) if text is not None else None
+    except ValueError as exc:
+        return None, f"{name} is not JSON ({exc})"
+    if parsed is not None and not isinstance(parsed, dict):
+        return None, f"{name} is not a JSON object"
+    return parsed, None
+
+
+def _text_in(mapping: Mapping[str, Any] | None, name: str) -> str | None:
+    """``mapping[name]`` if it is a string that is not empty."""
+    value = mapping.get(name) if mapping else None
+    return value if isinstance(value, str) and value else None

@@ -7,7 +7,9 @@ that group is hidden. So the walk:
 - receives in batches with a visibility timeout long enough for the work on one batch, and keeps every
   message it holds hidden (extending the timeout) until the walk ends;
 - gives each message, in the order the queue hands them out (within a FIFO group: the group's order), to
-  a visitor that deletes it (after moving it elsewhere) or leaves it;
+  a visitor that deletes it (after moving it elsewhere) or leaves it; a visitor of batches gets what the
+  receives brought until they span 10 groups (a FIFO queue hands out one group at a time), so that it can
+  send and delete 10 at a time;
 - when a receive comes back empty while the queue still has visible messages, which in a FIFO queue are
   behind messages it holds, it makes what it holds visible again and receives once more: the queue then
   hands out the held ones first (known, held again) and the ones behind them;
@@ -17,7 +19,8 @@ that group is hidden. So the walk:
   message is visited once;
 - stops when a round brings nothing new, and counts what it could not reach: messages in flight elsewhere
   (another reader, or an earlier run whose visibility timeout has not ended), and messages of a FIFO group
-  behind 10 held ones (SQS hands out at most 10 of a group at a time);
+  behind 10 held ones (SQS hands out at most 10 of a group at a time: which groups it held 10 of), or, in
+  a standard queue, counted visible but not returned by any receive;
 - makes everything it still holds visible again when it ends, also on an error or Ctrl-C.
 
 It never deletes a message the visitor did not ask to delete.
@@ -26,17 +29,19 @@ It never deletes a message the visitor did not ask to delete.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 from idempotent_runtime import contract
 
-from idempotent_cli.dlq.letters import DeadLetter, Which
+from idempotent_cli.dlq.letters import DeadLetter, Which, message_size
 
-MAX_BATCH = 10  # SQS: ReceiveMessage, ChangeMessageVisibilityBatch
+MAX_BATCH = 10  # SQS: ReceiveMessage and every *Batch request
+BATCH_BYTES = contract.SQS_MAX_MESSAGE_BYTES  # SQS: SendMessageBatch, its messages in all
 DEFAULT_VISIBILITY_SECONDS = 120
 DEFAULT_WAIT_SECONDS = 1  # long polling asks every SQS server: an empty answer then means empty
 EMPTY_RETRIES = 2  # empty receives while the counts say messages are visible (approximate counts lag)
@@ -129,53 +134,76 @@ class Queue:
 
     def change_visibility(self, handles: list[str], seconds: int) -> list[str]:
         """Set the visibility timeout of received messages; returns the errors (messages gone meanwhile)."""
-        errors = []
-        for start in range(0, len(handles), MAX_BATCH):
-            chunk = handles[start : start + MAX_BATCH]
-            response = self.sqs.change_message_visibility_batch(
-                QueueUrl=self.url,
-                Entries=[
-                    {"Id": str(n), "ReceiptHandle": handle, "VisibilityTimeout": seconds}
-                    for n, handle in enumerate(chunk)
-                ],
-            )
-            errors += [
-                f"{failed.get('Code')}: {failed.get('Message')}" for failed in response.get("Failed", [])
-            ]
-        return errors
+        entries = [{"ReceiptHandle": handle, "VisibilityTimeout": seconds} for handle in handles]
+        return [
+            answer["Failed"]
+            for answer in self.batch("change_message_visibility_batch", entries)
+            if "Failed" in answer
+        ]
 
     def delete(self, letter: DeadLetter) -> None:
         self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=letter.receipt_handle)
 
-    def send(self, request: dict[str, Any]) -> dict[str, Any]:
-        return self.sqs.send_message(**request)
+    def batch(self, operation: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``operation`` (``send_message_batch``, ``delete_message_batch``...) for ``entries``, in order, in
+        requests SQS takes: per entry its answer (``MessageId`` for a send), or ``{"Failed": why}`` (each
+        entry of a request refused as a whole too: botocore has retried what may pass)."""
+        answers: list[dict[str, Any]] = []
+        for request in _requests(entries):
+            try:
+                response = getattr(self.sqs, operation)(
+                    QueueUrl=self.url, Entries=[{"Id": str(n), **entry} for n, entry in enumerate(request)]
+                )
+            except (ClientError, BotoCoreError) as exc:
+                answers += [{"Failed": str(exc)}] * len(request)
+                continue
+            done = {entry["Id"]: entry for entry in response.get("Successful", [])}
+            done.update(
+                (entry["Id"], {"Failed": f"{entry.get('Code')}: {entry.get('Message')}"})
+                for entry in response.get("Failed", [])
+            )
+            answers += [
+                done.get(str(n), {"Failed": "SQS did not answer for it"}) for n in range(len(request))
+            ]
+        return answers
 
 
 @dataclass
 class Walk:
     """What a walk saw: every message it visited, and what it could not reach."""
 
+    fifo: bool
+    hold_seconds: int  # how long the walk hid what it received, at a time
     visited: int = 0
     deleted: int = 0
     left: dict[str, DeadLetter] = field(default_factory=dict)  # still in the queue, by message id
     stopped_groups: dict[str, str] = field(default_factory=dict)  # group -> message id that stopped it
     behind_stopped: int = 0  # later messages of stopped groups, left in place unvisited
-    not_reached: int = 0  # visible but not handed out (FIFO groups behind 10 held messages)
+    not_reached: int = 0  # visible but not handed out (FIFO: behind 10 held messages of their group)
+    full_groups: list[str] = field(default_factory=list)  # FIFO groups the walk ended holding 10 of
     in_flight_elsewhere: int = 0  # hidden by another reader when the walk ended
     release_errors: list[str] = field(default_factory=list)
     ended_early: bool = False
 
 
+Visit = Callable[[DeadLetter], Decision]
+# A visitor of batches: a decision per dead letter, in order; None for one it did not visit (behind a group
+# its visit stopped, or after it ended the walk).
+VisitBatch = Callable[[list[DeadLetter]], list[Decision | None]]
+
+
 def walk(
     queue: Queue,
     which: Which,
-    visit: Callable[[DeadLetter], Decision],
+    visit: Visit | VisitBatch,
     *,
+    batches: bool = False,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Walk:
-    """Visit every message of ``queue`` once, in the queue's order (see the module docstring)."""
-    return _Walker(queue, which, visit, clock, sleep).run()
+    """Visit every message of ``queue`` once, in the queue's order (see the module docstring): one at a time,
+    or, with ``batches``, what the receives brought until they span 10 groups."""
+    return _Walker(queue, which, visit, batches, clock, sleep).run()
 
 
 class _Walker:
@@ -183,12 +211,14 @@ class _Walker:
         self,
         queue: Queue,
         which: Which,
-        visit: Callable[[DeadLetter], Decision],
+        visit: Visit | VisitBatch,
+        batches: bool,
         clock: Callable[[], float],
         sleep: Callable[[float], None],
     ) -> None:
-        self.queue, self.which, self.visit, self.clock, self.sleep = queue, which, visit, clock, sleep
-        self.result = Walk()
+        self.queue, self.which, self.visit, self.batches = queue, which, visit, batches
+        self.clock, self.sleep = clock, sleep
+        self.result = Walk(fifo=queue.fifo, hold_seconds=queue.visibility_seconds)
         self.held: dict[str, DeadLetter] = {}  # received, not deleted: hidden by us until the end
         self.seen: set[str] = set()
         self.stopped = False
@@ -220,6 +250,8 @@ class _Walker:
             counts = self._settled_counts()
             self.result.not_reached = counts.visible if not self.result.ended_early else 0
             self.result.in_flight_elsewhere = max(0, counts.in_flight - len(self.held))
+            held = Counter(letter.group_id for letter in self.held.values() if self.queue.fifo)
+            self.result.full_groups = [str(group) for group, n in held.items() if n >= MAX_BATCH]
         finally:
             self._release(list(self.held.values()))
         return self.result
@@ -246,8 +278,9 @@ class _Walker:
         """Receive until the queue answers with nothing new (nothing, or only messages seen before, whose hold
         ran out); returns whether a message not seen before came. Each receive that goes on brings a message
         not seen before: the loop ends."""
-        new = False
-        while not self.stopped:
+        pending: list[DeadLetter] = []  # received, not seen before, not visited yet
+        came, new = True, False
+        while came and not self.stopped:
             self._keep_hidden()
             messages = self.queue.receive(wait_seconds=self._poll_seconds())
             letters = [DeadLetter.from_message(message, self.which) for message in messages]
@@ -255,13 +288,50 @@ class _Walker:
                 # Held from the moment it is received (the newest receipt handle is the one that counts),
                 # so an error while visiting an earlier one still makes it visible again.
                 self.held[letter.message_id] = letter
-            fresh = False
-            for letter in letters:
-                fresh = self._take(letter) or fresh
-            if not fresh:
-                break
-            new = True
+            fresh = [letter for letter in letters if letter.message_id not in self.seen]
+            self.seen.update(letter.message_id for letter in fresh)
+            pending += fresh
+            came = bool(fresh)
+            new = new or came
+            if pending and (not came or not self.batches or len(_lanes(pending)) >= MAX_BATCH):
+                self._visit(pending)
+                pending = []
         return new
+
+    def _visit(self, letters: list[DeadLetter]) -> None:
+        if not self.batches:
+            for letter in letters:
+                if not self.stopped and not self._behind(letter):
+                    self._record(letter, cast(Visit, self.visit)(letter))
+            return
+        live = [letter for letter in letters if not self._behind(letter)]
+        decisions = cast(VisitBatch, self.visit)(live) if live else []
+        for letter, decision in zip(live, decisions, strict=True):
+            if decision is None:
+                self._behind(letter)  # a later one of a group its visit stopped (else: after the end)
+            else:
+                self._record(letter, decision)
+
+    def _behind(self, letter: DeadLetter) -> bool:
+        """Whether ``letter`` is behind a FIFO group this walk stopped (then left in place, unvisited)."""
+        if not (self.queue.fifo and letter.group_id in self.result.stopped_groups):
+            return False
+        self.result.behind_stopped += 1
+        self.result.left[letter.message_id] = letter
+        return True
+
+    def _record(self, letter: DeadLetter, decision: Decision) -> None:
+        result = self.result
+        result.visited += 1
+        if decision is Decision.DELETED:
+            result.deleted += 1
+            del self.held[letter.message_id]
+            return
+        result.left[letter.message_id] = letter
+        if decision is Decision.LEAVE_AND_STOP_GROUP and letter.group_id is not None:
+            result.stopped_groups.setdefault(letter.group_id, letter.message_id)
+        elif decision is Decision.STOP:
+            self.stopped = result.ended_early = True
 
     def _poll_seconds(self) -> int:
         """The long poll of the next receive: the queue's, but while the walk holds messages never more than
@@ -270,29 +340,6 @@ class _Walker:
         if not self.held:
             return self.queue.wait_seconds
         return max(0, min(self.queue.wait_seconds, (self.queue.visibility_seconds - 1) // 2))
-
-    def _take(self, letter: DeadLetter) -> bool:
-        if letter.message_id in self.seen or self.stopped:
-            return False
-        self.seen.add(letter.message_id)
-        result = self.result
-        group = letter.group_id
-        if self.queue.fifo and group is not None and group in result.stopped_groups:
-            result.behind_stopped += 1
-            result.left[letter.message_id] = letter
-            return True
-        result.visited += 1
-        decision = self.visit(letter)
-        if decision is Decision.DELETED:
-            result.deleted += 1
-            del self.held[letter.message_id]
-            return True
-        result.left[letter.message_id] = letter
-        if decision is Decision.LEAVE_AND_STOP_GROUP and group is not None:
-            result.stopped_groups.setdefault(group, letter.message_id)
-        elif decision is Decision.STOP:
-            self.stopped = result.ended_early = True
-        return True
 
     def _keep_hidden(self) -> None:
         if not self.held:
@@ -308,8 +355,25 @@ class _Walker:
             return
         for letter in letters:
             self.held.pop(letter.message_id, None)
-        try:
-            self.result.release_errors += self.queue.change_visibility([m.receipt_handle for m in letters], 0)
-        except ClientError as exc:
-            # They become visible anyway when their visibility timeout ends; nothing is lost.
-            self.result.release_errors.append(str(exc))
+        # Those that fail become visible anyway when their visibility timeout ends; nothing is lost.
+        self.result.release_errors += self.queue.change_visibility([m.receipt_handle for m in letters], 0)
+
+
+def _lanes(letters: list[DeadLetter]) -> set[str]:
+    """The groups ``letters`` span (a message without one is its own)."""
+    return {letter.group_id or letter.message_id for letter in letters}
+
+
+def _requests(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """``entries`` as batch requests: at most 10 entries, and messages of at most BATCH_BYTES in all."""
+    request: list[dict[str, Any]] = []
+    size = 0
+    for entry in entries:
+        entry_size = message_size(entry.get("MessageBody", ""), entry.get("MessageAttributes", {}))
+        if request and (len(request) == MAX_BATCH or size + entry_size > BATCH_BYTES):
+            yield request
+            request, size = [], 0
+        request.append(entry)
+        size += entry_size
+    if request:
+        yield request

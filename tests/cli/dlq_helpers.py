@@ -493,24 +493,30 @@ def body(x: str, y: str = "1", **fields: Any) -> str:
 # -- reading queues back --------------------------------------------------------------------------------
 
 
-def drain(queue_url: str) -> list[dict[str, Any]]:
-    """Every message of the queue, in the order the queue hands them out, deleted (for assertions)."""
-    sqs = client("sqs")
-    messages: list[dict[str, Any]] = []
-    while True:
-        batch = sqs.receive_message(
+def receive(queue_url: str, count: int = 10, **options: Any) -> list[dict[str, Any]]:
+    """One receive of up to ``count`` messages, all attributes included; ``options`` go to ReceiveMessage."""
+    return (
+        client("sqs")
+        .receive_message(
             QueueUrl=queue_url,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=0,
+            MaxNumberOfMessages=count,
             AttributeNames=["All"],
             MessageSystemAttributeNames=["All"],
             MessageAttributeNames=["All"],
-        ).get("Messages", [])
-        if not batch:
-            return messages
+            **options,
+        )
+        .get("Messages", [])
+    )
+
+
+def drain(queue_url: str) -> list[dict[str, Any]]:
+    """Every message of the queue, in the order the queue hands them out, deleted (for assertions)."""
+    messages: list[dict[str, Any]] = []
+    while batch := receive(queue_url, WaitTimeSeconds=0):
         for message in batch:
-            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+            client("sqs").delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
         messages += batch
+    return messages
 
 
 def peek(queue_url: str) -> list[dict[str, Any]]:
@@ -518,9 +524,7 @@ def peek(queue_url: str) -> list[dict[str, Any]]:
     made visible again)."""
     sqs = client("sqs")
     messages: list[dict[str, Any]] = []
-    while batch := sqs.receive_message(
-        QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60, AttributeNames=["All"]
-    ).get("Messages", []):
+    while batch := receive(queue_url, VisibilityTimeout=60):
         messages += batch
     for message in messages:
         sqs.change_message_visibility(
@@ -561,10 +565,10 @@ class Deduplication:
         self.offset += seconds
 
 
-def hooked(event: str, callback: Any) -> Any:
+def hooked(event: str, callback: Any, *more: tuple[str, Any]) -> Any:
     """A ``connect`` for :func:`dlq`: the default-credential clients, with ``callback`` registered for the
     botocore ``event`` (e.g. ``before-call.dynamodb.DeleteItem``: something happens just before the tool's
-    request)."""
+    request), and each further (event, callback) of ``more``."""
     from idempotent_cli.dlq import aws
 
     def connect(args: Any) -> Any:
@@ -573,13 +577,41 @@ def hooked(event: str, callback: Any) -> Any:
 
         def make(service: str) -> Any:
             made = factory(service)
-            made.meta.events.register(event, callback)
+            for name, function in ((event, callback), *more):
+                made.meta.events.register(name, function)
             return made
 
         clients.factory = make
         return clients
 
     return connect
+
+
+def failing_entries(
+    operation: str, when: Any, code: str = "InternalError", message: str = "injected failure"
+) -> Any:
+    """A ``connect`` for :func:`dlq` whose SQS batch ``operation`` (``SendMessageBatch``...) fails the entries
+    ``when(params, entry)`` chooses as SQS fails an entry: not done, listed under ``Failed`` in the answer
+    beside the others, which are done (when it chooses every entry, the request fails)."""
+    from botocore.exceptions import ClientError
+
+    refused: list[dict[str, Any]] = []
+
+    def take_out(params: dict[str, Any], **_: Any) -> None:
+        refused[:] = [entry for entry in params["Entries"] if when(params, entry)]
+        if refused and len(refused) == len(params["Entries"]):
+            raise ClientError({"Error": {"Code": code, "Message": message}}, operation)
+        params["Entries"] = [entry for entry in params["Entries"] if entry not in refused]
+
+    def answer(parsed: dict[str, Any], **_: Any) -> None:
+        failed = [
+            {"Id": entry["Id"], "SenderFault": False, "Code": code, "Message": message} for entry in refused
+        ]
+        parsed.setdefault("Failed", []).extend(failed)
+
+    return hooked(
+        f"before-parameter-build.sqs.{operation}", take_out, (f"after-call.sqs.{operation}", answer)
+    )
 
 
 def sqs_size(request: dict[str, Any]) -> int:
@@ -593,55 +625,35 @@ def sqs_size(request: dict[str, Any]) -> int:
 
 
 def size_limited() -> Any:
-    """A ``connect`` for :func:`dlq` whose SendMessage is refused as SQS refuses it when the message is over
-    the queue's MaximumMessageSize (moto counts the body only)."""
-    from botocore.exceptions import ClientError
+    """A ``connect`` for :func:`dlq` whose SendMessageBatch refuses an entry as SQS refuses a message over the
+    queue's MaximumMessageSize (moto counts the body only)."""
 
-    def refuse(params: dict[str, Any], **_: Any) -> None:
-        limit = int(
-            client("sqs").get_queue_attributes(
-                QueueUrl=params["QueueUrl"], AttributeNames=["MaximumMessageSize"]
-            )["Attributes"]["MaximumMessageSize"]
-        )
-        if sqs_size(params) > limit:
-            message = (
-                f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes"
-            )
-            raise ClientError({"Error": {"Code": "InvalidParameterValue", "Message": message}}, "SendMessage")
+    def too_big(params: dict[str, Any], entry: dict[str, Any]) -> bool:
+        limit = client("sqs").get_queue_attributes(
+            QueueUrl=params["QueueUrl"], AttributeNames=["MaximumMessageSize"]
+        )["Attributes"]["MaximumMessageSize"]
+        return sqs_size(entry) > int(limit)
 
-    return hooked("before-parameter-build.sqs.SendMessage", refuse)
+    return failing_entries(
+        "SendMessageBatch",
+        too_big,
+        "InvalidParameterValue",
+        "One or more parameters are invalid. Reason: Message must be shorter than the queue's "
+        "MaximumMessageSize",
+    )
 
 
 def failing(operation: str, when: Any, error: BaseException | None = None) -> Any:
-    """A ``connect`` for :func:`dlq`: the default-credential clients, whose ``operation`` (e.g. SendMessage)
-    raises ``error`` (default: a service error) for the requests ``when(params)`` chooses, before reaching
-    SQS."""
+    """A ``connect`` for :func:`dlq` whose SQS ``operation`` (e.g. DeleteMessageBatch) raises ``error``
+    (default: a service error) for the requests ``when(params)`` chooses, before reaching SQS."""
     from botocore.exceptions import ClientError
 
-    from idempotent_cli.dlq import aws
+    def refuse(params: dict[str, Any], **_: Any) -> None:
+        if when(params):
+            failure = {"Error": {"Code": "InternalError", "Message": "injected failure"}}
+            raise error or ClientError(failure, operation)  # type: ignore[arg-type]
 
-    def connect(args: Any) -> Any:
-        clients = aws.connect(local=False)
-        factory = clients.factory
-
-        def make(service: str) -> Any:
-            made = factory(service)
-
-            def refuse(params: dict[str, Any], **_: Any) -> None:
-                if when(params) and error is not None:
-                    raise error
-                if when(params):
-                    raise ClientError(
-                        {"Error": {"Code": "InternalError", "Message": "injected failure"}}, operation
-                    )
-
-            made.meta.events.register(f"before-parameter-build.{service}.{operation}", refuse)
-            return made
-
-        clients.factory = make
-        return clients
-
-    return connect
+    return hooked(f"before-parameter-build.sqs.{operation}", refuse)
 
 
 # -- the consumer, as Lambda's event source mapping runs it ---------------------------------------------
@@ -676,14 +688,7 @@ def consume(pipeline: Pipeline, handler: Any, *, batch: int = 10) -> list[tuple[
     arn = queue_arn(pipeline.queue_url)
     outcomes: list[tuple[str, str]] = []
     while True:
-        messages = sqs.receive_message(
-            QueueUrl=pipeline.queue_url,
-            MaxNumberOfMessages=batch,
-            VisibilityTimeout=30,
-            AttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
+        messages = receive(pipeline.queue_url, batch, VisibilityTimeout=30)
         if not messages:
             return outcomes
         results = {

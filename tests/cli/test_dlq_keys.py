@@ -25,6 +25,7 @@ from dlq_helpers import (
     drain,
     failing,
     hooked,
+    peek,
     publish,
 )
 from idempotent_runtime.contract import (
@@ -111,7 +112,7 @@ def test_dry_run_shows_per_message_whether_its_key_is_new_done_conflicting_or_in
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
 
-    assert code == 0, terminal.error
+    assert code == 1, terminal.error  # the conflict would stay: skipped
     text = terminal.out.getvalue()
     done, clash, fresh, bad = (letter["MessageId"] for letter in letters)
     assert (
@@ -122,7 +123,7 @@ def test_dry_run_shows_per_message_whether_its_key_is_new_done_conflicting_or_in
     assert f"{fresh} group g1 key fresh#1: new: a redrive processes it" in text
     assert f"{bad} group g1: invalid: the consumer cannot key it" in text
     assert (
-        "dry run: 1 conflict, 1 done, 1 invalid, 1 new; 4 would be redriven; nothing was changed"
+        "dry run: 1 conflict, 1 done, 1 invalid, 1 new; 3 would be redriven, 1 skipped; nothing was changed"
         in terminal.lines
     )
     assert _items(pipeline) == items
@@ -144,12 +145,14 @@ def test_dry_run_shows_a_versioned_key_holding_a_newer_version_as_stale_and_a_re
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
 
-    assert code == 0, terminal.error
+    assert code == 1, terminal.error  # the conflict would stay: skipped
     text = terminal.out.getvalue()
     stale = "stale: the key holds a newer version; a redrive writes nothing (counted stale)"
     assert f"{old['MessageId']} group - key e-1#1: {stale}" in text
     assert f"{clash['MessageId']} group - key e-1#1: conflict: done with a different payload" in text
-    assert "dry run: 1 conflict, 1 stale; 2 would be redriven; nothing was changed" in terminal.lines
+    assert (
+        "dry run: 1 conflict, 1 stale; 1 would be redriven, 1 skipped; nothing was changed" in terminal.lines
+    )
 
     drain(pipeline.dlq_url)
     dead_letter(body("e-1", v=3, name="three"), queue_url=pipeline.dlq_url, group_id=None)
@@ -247,7 +250,7 @@ def test_force_lets_a_conflicting_version_replace_the_stored_document():
 
 
 @pytest.mark.parametrize(
-    "when", ["after-call.dynamodb.GetItem", "before-call.dynamodb.DeleteItem"], ids=["read", "delete"]
+    "when", ["after-call.dynamodb.BatchGetItem", "before-call.dynamodb.DeleteItem"], ids=["read", "delete"]
 )
 def test_force_never_deletes_a_claim_a_redelivery_took_over_since_the_inspection(when):
     # Guarded: payload X's invocation died holding its claim; another version Y of the key is dead-lettered
@@ -417,20 +420,39 @@ def test_a_second_redrive_within_5_minutes_that_sqs_drops_keeps_the_dead_letter(
     assert drain(pipeline.dlq_url) == []
 
 
-def test_force_right_after_a_conflict_came_back_makes_the_new_version_win(
+def test_a_conflict_is_skipped_as_quarantined_again_its_group_goes_on_and_force_then_makes_it_win(
     aws_deduplication: Deduplication,
 ):
-    # The documented conflict flow: a plain redrive is quarantined again at once as a conflict, then
-    # --force within 5 minutes. The restored deduplication id is the first redrive's copy's: --force must not
-    # delete the stored version and then have its send dropped by SQS.
+    # The documented conflict flow. A plain redrive would have the conflict quarantined again at once: the dry
+    # run and the run say so in the same words and leave it, and its group goes on (as the consumer went on
+    # past it). Then --force within 5 minutes: it must not delete the stored version and then have its send
+    # dropped by SQS.
     pipeline, handler = _pipeline()
     publish(pipeline, body("o-1", amount=1), group="g", dedup_id="v1")
     publish(pipeline, body("o-1", amount=2), group="g", dedup_id="v2")
     assert [o for _, o in consume(pipeline, handler)] == ["processed", "quarantined"]
+    [clash] = client("sqs").receive_message(QueueUrl=pipeline.dlq_url, VisibilityTimeout=0)["Messages"]
+    dead_letter(body("o-2", amount=3), queue_url=pipeline.dlq_url, group_id="g", dedup_id="v3")
     aws_deduplication.elapse(300)
+
+    preview_code, preview = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
     code, terminal = dlq("redrive", "--stack", pipeline.stack)
-    assert code == 0, terminal.error
-    assert consume(pipeline, handler) == [(body("o-1", amount=2), "quarantined")]
+
+    assert preview_code == code == 1
+    [previewed] = [line for line in preview.lines if line.startswith(clash["MessageId"])]
+    [skipped] = [
+        line for line in terminal.lines if line.startswith(f"skipped {clash['MessageId']} (group g): ")
+    ]
+    reason = skipped.split(": ", 1)[1]
+    assert previewed.endswith(f"; skipped: {reason}")
+    assert reason.startswith("quarantined again: key o-1#1 is done with another payload (stored fingerprint ")
+    assert reason.endswith(
+        "the consumer quarantines such a delivery (ON_CONFLICT=quarantine); --force makes this version win"
+    )
+    assert "dry run: 1 conflict, 1 new; 1 would be redriven, 1 skipped; nothing was changed" in preview.lines
+    assert "1 redriven, 1 skipped" in terminal.lines
+    assert consume(pipeline, handler) == [(body("o-2", amount=3), "processed")]  # nothing came back
+    assert [m["MessageId"] for m in peek(pipeline.dlq_url)] == [clash["MessageId"]]
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--force", "--yes")
 
@@ -453,7 +475,7 @@ def test_force_after_a_run_that_sent_but_could_not_delete_processes_the_message_
     assert [o for _, o in consume(pipeline, handler)] == ["processed"]
     dead_letter(body("k", amount=3), queue_url=pipeline.dlq_url, group_id="g", dedup_id="k-copy")
     code, terminal = dlq(
-        "redrive", "--stack", pipeline.stack, connect=failing("DeleteMessage", lambda p: True)
+        "redrive", "--stack", pipeline.stack, connect=failing("DeleteMessageBatch", lambda p: True)
     )
     assert code == 1 and "the dead letter could not be deleted" in terminal.out.getvalue()
     assert consume(pipeline, handler) == [(body("k", amount=3), "duplicate")]
@@ -483,7 +505,7 @@ def test_force_does_not_forget_a_key_that_is_the_deduplication_id_it_sends_again
         pipeline.stack,
         "--force",
         "--yes",
-        connect=failing("DeleteMessage", lambda p: True),
+        connect=failing("DeleteMessageBatch", lambda p: True),
     )
     assert code == 1, terminal.out.getvalue()
     assert consume(pipeline, handler) == [(body("b", amount=4), "processed")]

@@ -1,13 +1,19 @@
 """dlq redrive: back to the source queue in order within each group, with the group id and the idempotency
-key; a dead letter is deleted only after its send succeeded; nothing is dropped silently."""
+key; a dead letter is deleted only after its send succeeded; nothing is dropped silently; at volume, ten
+groups a request, a failed entry or a killed run losing and doubling nothing, and what a run cannot read
+said with its reason and when it can be read."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from dlq_helpers import (
     Terminal,
     attribute,
@@ -21,6 +27,7 @@ from dlq_helpers import (
     dlq,
     drain,
     failing,
+    failing_entries,
     hooked,
     make_subscription_dlq,
     peek,
@@ -38,6 +45,18 @@ def _redrive_value(message: dict[str, Any]) -> dict[str, Any]:
     value = json.loads(attribute(message, REDRIVE_ATTRIBUTE) or "null")
     assert isinstance(value, dict), message
     return value
+
+
+def _dead_letters(pipeline: Any, groups: int, each: int, prefix: str = "") -> dict[str, list[str]]:
+    """``each`` dead letters in each of ``groups`` groups (g0, g1...), interleaved as a busy DLQ has them:
+    their bodies by group, in order."""
+    sent: dict[str, list[str]] = {}
+    for n in range(each):
+        for g in range(groups):
+            name = f"{prefix}{g}-{n}"
+            sent.setdefault(f"g{g}", []).append(body(name))
+            dead_letter(body(name), queue_url=pipeline.dlq_url, group_id=f"g{g}", dedup_id=name)
+    return sent
 
 
 def test_redrive_keeps_the_order_of_each_group_and_its_group_id():
@@ -171,7 +190,7 @@ def test_a_failed_send_leaves_the_dead_letter_in_place_and_stops_its_group():
     dead_letter(body("g2"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g2")
     dead_letter(body("h1"), queue_url=pipeline.dlq_url, group_id="h", dedup_id="h1")
 
-    connect = failing("SendMessage", lambda params: params.get("MessageBody") == body("g1"))
+    connect = failing_entries("SendMessageBatch", lambda _, entry: entry["MessageBody"] == body("g1"))
     code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
 
     assert code == 1
@@ -186,7 +205,7 @@ def test_a_dead_letter_whose_delete_fails_after_its_send_is_reported_and_not_los
     letter = dead_letter(body("g1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g1")
 
     code, terminal = dlq(
-        "redrive", "--stack", pipeline.stack, connect=failing("DeleteMessage", lambda p: True)
+        "redrive", "--stack", pipeline.stack, connect=failing("DeleteMessageBatch", lambda p: True)
     )
 
     assert code == 1
@@ -199,15 +218,13 @@ def test_a_dead_letter_whose_delete_fails_after_its_send_is_reported_and_not_los
 def test_a_role_that_may_not_delete_sends_one_copy_and_stops(limit):
     # Without sqs:DeleteMessage every send leaves the dead letter in the DLQ too: the run stops after the
     # first, instead of copying the whole DLQ into the source queue.
-    from botocore.exceptions import ClientError
-
     pipeline = deploy_pipeline()
     for n in range(3):
         dead_letter(body(f"g{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"g{n}")
     dead_letter(body("h0"), queue_url=pipeline.dlq_url, group_id="h", dedup_id="h0")
     denied = ClientError(
         {"Error": {"Code": "AccessDenied", "Message": "not authorized to perform: sqs:DeleteMessage"}},
-        "DeleteMessage",
+        "DeleteMessageBatch",
     )
 
     code, terminal = dlq(
@@ -215,7 +232,7 @@ def test_a_role_that_may_not_delete_sends_one_copy_and_stops(limit):
         "--stack",
         pipeline.stack,
         *limit,
-        connect=failing("DeleteMessage", lambda params: True, denied),
+        connect=failing("DeleteMessageBatch", lambda params: True, denied),
     )
 
     assert code == 1
@@ -307,7 +324,7 @@ def test_ctrl_c_between_send_and_delete_names_the_message_and_leaves_every_dead_
     letter = dead_letter(body("g1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g1")
     dead_letter(body("g2"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="g2")
 
-    connect = failing("DeleteMessage", lambda params: True, KeyboardInterrupt())
+    connect = failing("DeleteMessageBatch", lambda params: True, KeyboardInterrupt())
     code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
 
     assert code == 130
@@ -322,30 +339,9 @@ def test_ctrl_c_between_send_and_delete_names_the_message_and_leaves_every_dead_
 def test_filters_choose_by_group_and_by_reason_and_leave_the_rest_in_order():
     pipeline = deploy_pipeline()
     dead_letter(body("a1"), queue_url=pipeline.dlq_url, group_id="orders-1", dedup_id="a1")
-    dead_letter(
-        body("a2"),
-        queue_url=pipeline.dlq_url,
-        group_id="orders-1",
-        dedup_id="a2",
-        kind=DeadLetterKind.EXHAUSTED,
-        reason="timed out",
-    )
-    dead_letter(
-        body("b1"),
-        queue_url=pipeline.dlq_url,
-        group_id="orders-2",
-        dedup_id="b1",
-        kind=DeadLetterKind.EXHAUSTED,
-        reason="timed out",
-    )
-    dead_letter(
-        body("c1"),
-        queue_url=pipeline.dlq_url,
-        group_id="refunds-1",
-        dedup_id="c1",
-        kind=DeadLetterKind.EXHAUSTED,
-        reason="timed out",
-    )
+    timed_out = {"kind": DeadLetterKind.EXHAUSTED, "reason": "timed out"}
+    for name, group in (("a2", "orders-1"), ("b1", "orders-2"), ("c1", "refunds-1")):
+        dead_letter(body(name), queue_url=pipeline.dlq_url, group_id=group, dedup_id=name, **timed_out)
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--group", "orders-*", "--reason", "exhausted")
 
@@ -487,7 +483,7 @@ def test_copies_stay_when_the_send_of_their_dead_letter_fails():
         dead_letter(body("o-1"), queue_url=pipeline.dlq_url, group_id=None, source_message_id="src-1")
     dead_letter(body("o-2"), queue_url=pipeline.dlq_url, group_id=None)
 
-    connect = failing("SendMessage", lambda params: params.get("MessageBody") == body("o-1"))
+    connect = failing_entries("SendMessageBatch", lambda _, entry: entry["MessageBody"] == body("o-1"))
     code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
 
     assert code == 1
@@ -521,8 +517,7 @@ def test_a_count_that_lags_behind_the_runs_own_deletes_is_not_taken_for_another_
     # SQS's approximate counts are eventually consistent: right after the run deleted its messages,
     # ApproximateNumberOfMessagesNotVisible may still count them. That is not a reader holding dead letters.
     pipeline = deploy_pipeline()
-    for n in range(3):
-        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"m{n}")
+    sent = _dead_letters(pipeline, groups=1, each=3)
     deleted: list[str] = []
     stale = iter(range(2))  # the next two counts after the deletes still include them
 
@@ -531,48 +526,45 @@ def test_a_count_that_lags_behind_the_runs_own_deletes_is_not_taken_for_another_
         if deleted and "ApproximateNumberOfMessagesNotVisible" in counts and next(stale, None) is not None:
             counts["ApproximateNumberOfMessagesNotVisible"] = str(len(deleted))
 
-    def connect(args: Any) -> Any:
-        clients = hooked("after-call.sqs.GetQueueAttributes", lagging)(args)
-        clients("sqs").meta.events.register("after-call.sqs.DeleteMessage", lambda **_: deleted.append("one"))
-        return clients
-
+    connect = hooked(
+        "after-call.sqs.GetQueueAttributes",
+        lagging,
+        ("after-call.sqs.DeleteMessageBatch", lambda parsed, **_: deleted.extend(parsed["Successful"])),
+    )
     code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
 
     assert code == 0, terminal.out.getvalue()
     assert "3 redriven" in terminal.lines
     assert not any("in flight elsewhere" in line or "not finished" in line for line in terminal.lines)
     assert len(terminal.sleeps) >= 1
-    assert by_group(drain(pipeline.queue_url)) == {"g": [body(f"m{n}") for n in range(3)]}
+    assert by_group(drain(pipeline.queue_url)) == sent
 
 
 def test_rate_limit_waits_between_sends():
     pipeline = deploy_pipeline()
-    for n in range(5):
-        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"m{n}")
+    sent = _dead_letters(pipeline, groups=1, each=5)
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--rate", "2")
 
     assert code == 0, terminal.error
     assert terminal.sleeps == [0.5, 0.5, 0.5, 0.5]
-    assert by_group(drain(pipeline.queue_url)) == {"g": [body(f"m{n}") for n in range(5)]}
+    assert by_group(drain(pipeline.queue_url)) == sent
 
 
 def test_limit_redrives_the_oldest_first_and_leaves_the_rest_in_order():
     pipeline = deploy_pipeline()
-    for n in range(4):
-        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id="g", dedup_id=f"m{n}")
+    sent = _dead_letters(pipeline, groups=1, each=4)
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--limit", "1")
 
     assert code == 0 and "stopped after --limit 1" in terminal.lines
-    assert by_group(drain(pipeline.queue_url)) == {"g": [body("m0")]}
-    assert by_group(drain(pipeline.dlq_url)) == {"g": [body(f"m{n}") for n in range(1, 4)]}
+    assert by_group(drain(pipeline.queue_url)) == {"g0": sent["g0"][:1]}
+    assert by_group(drain(pipeline.dlq_url)) == {"g0": sent["g0"][1:]}
 
 
 def test_a_long_run_on_a_terminal_draws_a_progress_bar_and_plain_output_has_none():
     pipeline = deploy_pipeline()
-    for n in range(25):
-        dead_letter(body(f"m{n}"), queue_url=pipeline.dlq_url, group_id=f"g{n % 5}", dedup_id=f"m{n}")
+    _dead_letters(pipeline, groups=5, each=5)
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, terminal=Terminal(tty=True))
 
@@ -581,8 +573,7 @@ def test_a_long_run_on_a_terminal_draws_a_progress_bar_and_plain_output_has_none
     assert "\r[" + "#" * 30 + "] 25/25 done (25 redriven)" in output
     assert output.count("redriven ") == 25  # one line per message above the bar
 
-    for n in range(25):
-        dead_letter(body(f"n{n}"), queue_url=pipeline.dlq_url, group_id=f"g{n % 5}", dedup_id=f"n{n}")
+    _dead_letters(pipeline, groups=5, each=5, prefix="n")
     code, terminal = dlq("redrive", "--stack", pipeline.stack)
     assert code == 0 and "\r" not in terminal.out.getvalue()
     assert sum(line.startswith("redriven ") for line in terminal.lines) == 25
@@ -601,21 +592,21 @@ def test_a_message_that_fails_again_during_the_run_is_not_sent_again():
         sqs = clients("sqs")
 
         def bounce(http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-            sent = bounce.request  # type: ignore[attr-defined]
+            [sent] = bounce.request["Entries"]  # type: ignore[attr-defined]
             dead_letter(
                 sent["MessageBody"],
                 queue_url=pipeline.dlq_url,
                 group_id=sent["MessageGroupId"],
                 dedup_id=sent["MessageDeduplicationId"],
-                source_message_id=parsed["MessageId"],
+                source_message_id=parsed["Successful"][0]["MessageId"],
                 extra_attributes={REDRIVE_ATTRIBUTE: sent["MessageAttributes"][REDRIVE_ATTRIBUTE]},
             )
 
         def remember(params: dict[str, Any], **_: Any) -> None:
             bounce.request = params  # type: ignore[attr-defined]
 
-        sqs.meta.events.register("before-parameter-build.sqs.SendMessage", remember)
-        sqs.meta.events.register("after-call.sqs.SendMessage", bounce)
+        sqs.meta.events.register("before-parameter-build.sqs.SendMessageBatch", remember)
+        sqs.meta.events.register("after-call.sqs.SendMessageBatch", bounce)
         return clients
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
@@ -711,7 +702,7 @@ def test_a_subscription_dead_letter_sent_twice_is_applied_once_with_message_id_k
         pipeline.stack,
         "--which",
         "subscription",
-        connect=failing("DeleteMessage", lambda params: True),
+        connect=failing("DeleteMessageBatch", lambda params: True),
     )
     assert code == 1 and "the dead letter could not be deleted" in terminal.out.getvalue()
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--which", "subscription")
@@ -724,3 +715,148 @@ def test_a_subscription_dead_letter_sent_twice_is_applied_once_with_message_id_k
     assert consume(pipeline, consumer(pipeline), batch=1) == [(charge, "processed"), (charge, "duplicate")]
     items = client("dynamodb").scan(TableName=pipeline.table)["Items"]
     assert [(item["pk"]["S"], item["sk"]["S"]) for item in items] == [(letter_id, "message_id")]
+
+
+# -- at volume: ten groups a request, what a run cannot read -------------------------------------------------
+
+
+def test_redrive_sends_ten_groups_a_request_one_message_of_each_and_keeps_every_group_in_order():
+    pipeline = deploy_pipeline()
+    sent = _dead_letters(pipeline, groups=12, each=5)
+    requests: list[list[str]] = []
+    calls: list[str] = []
+
+    def count(params: dict[str, Any], model: Any, **_: Any) -> None:
+        calls.append(model.name)
+        if model.name == "SendMessageBatch":
+            requests.append([entry["MessageGroupId"] for entry in params["Entries"]])
+
+    code, terminal = dlq(
+        "redrive", "--stack", pipeline.stack, connect=hooked("before-parameter-build", count)
+    )
+
+    assert code == 0, terminal.out.getvalue()
+    assert "60 redriven" in terminal.lines
+    assert by_group(drain(pipeline.queue_url)) == sent
+    assert drain(pipeline.dlq_url) == []
+    assert all(len(groups) == len(set(groups)) for groups in requests)  # never two of a group in one
+    assert sum(len(groups) for groups in requests) == 60
+    # The first carries one (a role that may not delete copies one message, not ten); then full requests.
+    assert len(requests[0]) == 1 and max(len(groups) for groups in requests) == 10
+    assert calls.count("SendMessageBatch") <= 10 and calls.count("DeleteMessageBatch") <= 10
+    assert calls.count("BatchGetItem") <= 10 and "GetItem" not in calls and "SendMessage" not in calls
+
+
+def test_an_entry_that_fails_in_a_batch_stops_its_group_and_the_other_groups_go_on():
+    pipeline = deploy_pipeline()
+    sent = _dead_letters(pipeline, groups=2, each=3)  # g0: 0-0 0-1 0-2, g1: 1-0 1-1 1-2
+    requests: list[list[str]] = []
+
+    def remember(params: dict[str, Any], entry: dict[str, Any]) -> bool:
+        if entry is params["Entries"][0]:
+            requests.append([each["MessageBody"] for each in params["Entries"]])
+        return entry["MessageBody"] == body("0-1")
+
+    code, terminal = dlq(
+        "redrive", "--stack", pipeline.stack, connect=failing_entries("SendMessageBatch", remember)
+    )
+
+    assert code == 1
+    assert [body("1-0"), body("0-1")] in requests  # it failed beside an entry that went through
+    assert "4 redriven, 1 send failed" in terminal.lines
+    assert any(
+        "the send to the source queue failed: InternalError: injected failure" in line
+        for line in terminal.lines
+    )
+    # 0-2 never went ahead of 0-1: its group stopped there, in order, in the DLQ.
+    assert by_group(drain(pipeline.queue_url)) == {"g0": sent["g0"][:1], "g1": sent["g1"]}
+    assert by_group(drain(pipeline.dlq_url)) == {"g0": sent["g0"][1:]}
+
+
+def _hold_ends_at(line: str, before: float, after: float) -> None:
+    """The in-flight line names when the messages are visible again: the hold, from now."""
+    found = re.search(r"visible again within 120 s, by (\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ) at the latest", line)
+    assert found, line
+    when = datetime.strptime(found[1], "%Y-%m-%d %H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    assert before + 120 - 1 <= when <= after + 121, (before, when, after)
+
+
+def test_a_run_killed_between_a_batch_send_and_its_delete_loses_and_doubles_nothing():
+    pipeline = deploy_pipeline()  # KEY_SOURCE=fields: the same deduplication id on every run
+    sent = _dead_letters(pipeline, groups=6, each=8)
+    held: list[str] = []
+    deletes: list[int] = []
+    killed: list[bool] = []
+
+    def received(parsed: dict[str, Any], **_: Any) -> None:
+        held.extend(message["ReceiptHandle"] for message in parsed.get("Messages", []))
+
+    def kill(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if killed:  # the process is gone: it makes nothing visible again
+            raise ClientError({"Error": {"Code": "Killed", "Message": "no process"}}, model.name)
+        if model.name == "DeleteMessageBatch":
+            deletes.append(len(params["Entries"]))
+            if len(deletes) == 3:  # its batch is in the source queue, and still in the DLQ
+                killed.append(True)
+                raise KeyboardInterrupt
+
+    connect = hooked("before-parameter-build.sqs", kill, ("after-call.sqs.ReceiveMessage", received))
+    code, _ = dlq("redrive", "--stack", pipeline.stack, connect=connect)
+    assert code == 130 and deletes[-1] > 1
+
+    before = time.time()
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)  # at once: the killed run's hold is on
+    after = time.time()
+    assert code == 1
+    [line] = [line for line in terminal.lines if " in flight elsewhere " in line]
+    assert line.startswith(f"! {deletes[-1]} message(s) in flight elsewhere (")
+    _hold_ends_at(line, before, after)
+
+    for handle in held:  # the hold runs out
+        with contextlib.suppress(ClientError):  # deleted since
+            client("sqs").change_message_visibility(
+                QueueUrl=pipeline.dlq_url, ReceiptHandle=handle, VisibilityTimeout=0
+            )
+    code, terminal = dlq("redrive", "--stack", pipeline.stack)
+
+    assert code == 0, terminal.out.getvalue()
+    assert drain(pipeline.dlq_url) == []
+    assert by_group(drain(pipeline.queue_url)) == sent  # every message once, every group in order
+
+
+def test_a_dry_run_at_volume_says_how_many_it_could_not_read_in_which_groups_and_that_their_fate_is_unknown():
+    pipeline = deploy_pipeline()
+    _dead_letters(pipeline, groups=3, each=12)
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
+
+    assert code == 1
+    assert (
+        "! 6 message(s) not read: a FIFO queue hands out at most 10 messages of a group while they are "
+        "held (by this run or another reader), and these are behind them, in group(s) g0, g1, g2 (each read "
+        "up to its 10th); redrive and purge reach them as they remove the ones before"
+    ) in terminal.lines
+    assert (
+        "dry run: 30 new; 30 would be redriven; 6 not read: their keys, and what a redrive would do with "
+        "them, are unknown until it reads them; nothing was changed"
+    ) in terminal.lines
+    assert len(drain(pipeline.dlq_url)) == 36 and drain(pipeline.queue_url) == []
+
+
+def test_a_standard_dlq_explains_what_it_could_not_read_without_fifo_groups():
+    pipeline = deploy_pipeline(fifo=False)
+    dead_letter(body("s1"), queue_url=pipeline.dlq_url, group_id=None)
+
+    def more_visible(parsed: dict[str, Any], **_: Any) -> None:  # two counted that no receive returns
+        counts = parsed.get("Attributes", {})
+        if "ApproximateNumberOfMessages" in counts:
+            counts["ApproximateNumberOfMessages"] = str(int(counts["ApproximateNumberOfMessages"]) + 2)
+
+    connect = hooked("after-call.sqs.GetQueueAttributes", more_visible)
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, connect=connect)
+
+    assert code == 1
+    [line] = [line for line in terminal.lines if line.startswith("! 2 message(s) not read: ")]
+    assert "FIFO" not in line and "group" not in line
+    assert "the queue counts them visible but no receive returned them" in line
+    assert [m["Body"] for m in drain(pipeline.queue_url)] == [body("s1")]
