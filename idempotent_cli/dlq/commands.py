@@ -26,9 +26,9 @@ from idempotent_cli.dlq.letters import (
     oldest_first,
     outgoing,
 )
-from idempotent_cli.dlq.locate import Target, queue_arn_of
 from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS, Counts, Decision, Queue, Walk, walk
 from idempotent_cli.dlq.redrive import Redriver
+from idempotent_cli.stack import Target, queue_arn_of
 
 REASON_WIDTH = 100
 
@@ -92,7 +92,7 @@ class Context:
             else "dead-letter queue"
         )
         fifo = " (FIFO)" if self.target.dlq_url.endswith(".fifo") else ""
-        of = f" of {pipeline.label}" if pipeline.stack or pipeline.function else ""
+        of = f" of {pipeline.title}" if pipeline.stack or pipeline.function else ""
         self.console.print(f"{kind} {self.target.dlq_url}{fifo}{of}, in {self.clients.where}")
         if self.target.source_url:
             self.console.print(f"source queue {self.target.source_url}")

@@ -42,8 +42,8 @@ from idempotent_runtime import relay as runtime
 from idempotent_cli.dlq.console import Console
 from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.letters import DeadLetter, Which
-from idempotent_cli.dlq.locate import Relay
 from idempotent_cli.dlq.queue import Decision, Queue, walk
+from idempotent_cli.stack import Relay
 from idempotent_local.events import lambda_dynamodb_record
 
 # Widening of a batch's arrival times when its records are looked up by commit time in the table.

@@ -34,12 +34,12 @@ from idempotent_runtime.contract import (
     Mode,
 )
 
-from idempotent_cli.dlq import locate
 from idempotent_cli.dlq.commands import Context
 from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import KeyTable, State
 from idempotent_cli.dlq.letters import DeadLetter, Outgoing, Which, by_identity, outgoing, utc_text
 from idempotent_cli.dlq.queue import MAX_BATCH, Decision, Queue
+from idempotent_cli.stack import subscription_dlq
 from idempotent_cli.trace.wanted import Wanted
 
 # A peek receives at most this many times (10 messages each, at visibility 0).
@@ -211,7 +211,7 @@ def dead_letters(context: Context, keys: KeyTable, key: Any) -> list[Letters]:
     """The key's dead letters in the queue's DLQ and in the SNS subscription's DLQ (if it has one)."""
     target = context.target
     subscription = target.pipeline.subscription_dead_letter_queue_url or (
-        locate.subscription_dlq(context.clients, target.source_url) if target.source_url else None
+        subscription_dlq(context.clients, target.source_url) if target.source_url else None
     )
     source = context.source() if target.source_url else None
     found = [_read(context, keys, key, source)]
