@@ -40,17 +40,9 @@ def add_cloud_arguments(group: Any) -> None:
     group.add_argument("--region", help="AWS region (default: the configured one)")
 
 
-def add_wait_argument(parser: Any) -> None:
-    from idempotent_cli.dlq.queue import DEFAULT_WAIT_SECONDS
-
-    # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
-    # answers at once use 0.
-    parser.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)
-
-
 def clients_for(args: argparse.Namespace) -> Any:
     """The clients of the cloud the options of :func:`add_cloud_arguments` name."""
-    from idempotent_cli.dlq import aws
+    from idempotent_cli import aws
 
     return aws.connect(
         local=args.local,
@@ -67,7 +59,7 @@ def reporting_errors(call: Callable[[], int], err: Any, *, interrupted: str | No
     KeyboardInterrupt through)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from idempotent_cli.dlq.errors import DlqError
+    from idempotent_cli.errors import DlqError
 
     try:
         return call()

@@ -127,7 +127,7 @@ def parse_since(text: str, now: float) -> float:
 
 
 def _since_error(text: str, what: str = "neither a duration nor an ISO 8601 time") -> Exception:
-    from idempotent_cli.dlq.errors import DlqError
+    from idempotent_cli.errors import DlqError
 
     return DlqError(
         f"--since must be a duration such as 30s, 10m, 1h, 2d or an ISO 8601 time such as "
@@ -283,7 +283,7 @@ def _value(value: Any) -> str:
 
 
 def _logs(args: argparse.Namespace, console: Any, connect: Any) -> int:
-    from idempotent_cli.dlq.errors import DlqError
+    from idempotent_cli.errors import DlqError
     from idempotent_cli.stack import find
 
     now = time.time()

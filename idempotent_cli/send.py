@@ -30,7 +30,7 @@ from idempotent_cli.command import (
     clients_for,
     reporting_errors,
 )
-from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli.errors import DlqError
 
 DEFAULT_PROGRESS_SECONDS = 2.0
 SHOWN_GROUPS = 10  # groups with unpublished messages listed in the summary (--json lists all)

@@ -28,9 +28,8 @@ from botocore.exceptions import ClientError
 from idempotent_runtime import contract
 from idempotent_runtime.relay import RELAY_HANDLER
 
-from idempotent_cli.dlq.aws import Clients
-from idempotent_cli.dlq.errors import Ambiguous, DlqError
-from idempotent_cli.dlq.letters import Which
+from idempotent_cli.aws import Clients
+from idempotent_cli.errors import Ambiguous, DlqError
 
 GONE = ("DELETE_COMPLETE", "DELETE_IN_PROGRESS")
 NAMES = "a construct id or path, a function name or ARN, a stack output naming it, or its logical id"
@@ -397,64 +396,17 @@ def _function(clients: Clients, stack: str, name: str, outputs: Mapping[str, str
     return [Function(**names, kind="durable function" if configuration.get("DurableConfig") else "function")]
 
 
-# -- the dead-letter queue a command works on -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    """The dead-letter queue a command works on, and where its messages go back to."""
-
-    which: Which
-    dlq_url: str
-    source_url: str | None
-    pipeline: Pipeline
-    max_receive_count: int | None  # the source queue's, for messages SQS moved
-
-    @property
-    def environment(self) -> Mapping[str, str] | None:
-        return self.pipeline.environment
-
-    @property
-    def key_source(self) -> str | None:
-        if self.environment is None:
-            return None
-        return self.environment.get(contract.KEY_SOURCE.name) or contract.KEY_SOURCE.default
-
-
-def target_of(clients: Clients, pipeline: Pipeline, which: Which = Which.DLQ) -> Target:
-    """The DLQ of ``pipeline`` (``which`` one), checked to exist, with its source queue's maxReceiveCount."""
-    queue = pipeline.queue_url
-    if which is Which.SUBSCRIPTION:
-        dlq = pipeline.subscription_dead_letter_queue_url or (
-            subscription_dlq(clients, queue) if queue else None
-        )
-        missing = (
-            f": the SNS subscription of {queue or 'its queue'} has no dead-letter queue (no RedrivePolicy)"
-        )
-    else:
-        dlq = pipeline.dead_letter_queue_url
-        missing = " has no dead-letter queue: its function has no DLQ_URL and "
-        missing += f"{queue or 'its queue'} no RedrivePolicy"
-    if not dlq:
-        raise DlqError(f"pipeline {pipeline.label}{missing}; pass --queue-url to name one")
-    _check_queue(clients, dlq, "dead-letter queue")
-    if queue:
-        _check_queue(clients, queue, "source queue")
-    policy = _redrive_policy(clients, queue) if queue and which is Which.DLQ else {}
-    count = policy.get("maxReceiveCount") or (pipeline.environment or {}).get(contract.MAX_RECEIVE_COUNT.name)
-    return Target(which, dlq, queue, pipeline, int(count) if count else None)
-
-
-def from_urls(
-    clients: Clients, which: Which, dlq_url: str, source_url: str | None, function: str | None
-) -> Target:
-    """``--queue-url``: the DLQ given; its source queue (given, the one ``function`` is fed by, else the one
-    whose RedrivePolicy names the DLQ) and its consumer (given, else the one the source queue feeds)."""
-    _check_queue(clients, dlq_url, "dead-letter queue")
+def of_queues(
+    clients: Clients, dlq_url: str, source_url: str | None, function: str | None, *, subscription: bool
+) -> Pipeline:
+    """``--queue-url``: the pipeline of the DLQ given (``subscription``: an SNS subscription's). Its source
+    queue: given, else the one ``function`` is fed by, else the one whose RedrivePolicy names the DLQ; its
+    consumer: given, else the one the source queue feeds."""
+    check_queue(clients, dlq_url, "dead-letter queue")
     if source_url is None and function:
         sources = [queue_url_of(clients, arn) for arn in _mapped(clients, function, "sqs")]
         source_url = sources[0] if len(sources) == 1 else None
-    if source_url is None and which is Which.DLQ:
+    if source_url is None and not subscription:
         sources = clients("sqs").list_dead_letter_source_queues(QueueUrl=dlq_url).get("queueUrls", [])
         if len(sources) > 1:
             raise DlqError(
@@ -475,15 +427,14 @@ def from_urls(
     environment = (
         (_configuration(clients, function).get("Environment") or {}).get("Variables") if function else None
     )
-    pipeline = Pipeline(
+    return Pipeline(
         stack=None,
         function=function,
         environment=dict(environment or {}) if function else None,
         queue_url=source_url,
-        dead_letter_queue_url=dlq_url if which is Which.DLQ else None,
-        subscription_dead_letter_queue_url=dlq_url if which is Which.SUBSCRIPTION else None,
+        dead_letter_queue_url=None if subscription else dlq_url,
+        subscription_dead_letter_queue_url=dlq_url if subscription else None,
     )
-    return target_of(clients, pipeline, which)
 
 
 # -- lookups --------------------------------------------------------------------------------------------
@@ -510,14 +461,14 @@ def _mapped(clients: Clients, function: str, service: str) -> list[str]:
     return [arn for arn in arns if arn.startswith("arn:") and arn.split(":")[2] == service]
 
 
-def _redrive_policy(clients: Clients, queue_url: str) -> dict[str, Any]:
+def redrive_policy(clients: Clients, queue_url: str) -> dict[str, Any]:
     attributes = clients("sqs").get_queue_attributes(QueueUrl=queue_url, AttributeNames=["RedrivePolicy"])
     policy = attributes.get("Attributes", {}).get("RedrivePolicy")
     return json.loads(policy) if policy else {}
 
 
 def _dlq_of(clients: Clients, queue_url: str) -> str | None:
-    target = _redrive_policy(clients, queue_url).get("deadLetterTargetArn")
+    target = redrive_policy(clients, queue_url).get("deadLetterTargetArn")
     return queue_url_of(clients, target) if target else None
 
 
@@ -531,24 +482,6 @@ def subscriptions(clients: Clients, queue_url: str) -> list[dict[str, Any]]:
         for s in page["Subscriptions"]
         if (s.get("Protocol"), s.get("Endpoint")) == ("sqs", arn)
     ]
-
-
-def subscription_dlq(clients: Clients, queue_url: str) -> str | None:
-    """The DLQ in the redrive policy of the SNS subscription(s) delivering to ``queue_url``."""
-    found = set()
-    for subscription in subscriptions(clients, queue_url):
-        attributes = clients("sns").get_subscription_attributes(
-            SubscriptionArn=subscription["SubscriptionArn"]
-        )
-        policy = attributes.get("Attributes", {}).get("RedrivePolicy")
-        if policy:
-            found.add(json.loads(policy)["deadLetterTargetArn"])
-    if len(found) > 1:
-        raise DlqError(
-            f"the subscriptions delivering to {queue_url} have {len(found)} different dead-letter queues "
-            f"({', '.join(sorted(found))}): name one with --queue-url"
-        )
-    return queue_url_of(clients, found.pop()) if found else None
 
 
 def _queue_name(url: str) -> str:
@@ -566,7 +499,7 @@ def queue_arn_of(clients: Clients, url: str) -> str:
     return attributes["Attributes"]["QueueArn"]
 
 
-def _check_queue(clients: Clients, url: str, role: str) -> None:
+def check_queue(clients: Clients, url: str, role: str) -> None:
     try:
         queue_arn_of(clients, url)
     except ClientError as exc:

@@ -23,19 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from idempotent_cli.command import (
-    add_cloud_arguments,
-    add_command,
-    add_pipeline_arguments,
-    add_wait_argument,
-    clients_for,
-    reporting_errors,
-)
-from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli import command
 from idempotent_cli.dlq.letters import KINDS, Filters, Which
-from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS
+from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS, DEFAULT_WAIT_SECONDS
+from idempotent_cli.errors import DlqError
 
-__all__ = ["DlqError", "main", "parser", "register", "run"]
+__all__ = ["DlqError", "add_wait_argument", "main", "parser", "register", "run"]
 
 Connect = Callable[[argparse.Namespace], Any]
 # What `--function RELAY` does on an outbox relay's dead-letter queue (idempotent_cli.dlq.relayed); purge
@@ -49,7 +42,7 @@ NOT_ON_RELAY = ("group", "reason", "reason_text", "messages", "force", "rate")
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``dlq`` and its commands to an ``add_subparsers()`` object (the CLI's command list)."""
     help = "list, show, redrive or purge a pipeline's dead-letter queue"
-    dlq = add_command(subparsers, "dlq", help, __doc__)
+    dlq = command.add_command(subparsers, "dlq", help, __doc__)
     dlq.set_defaults(func=run)
     commands = dlq.add_subparsers(dest="dlq_command", required=True, metavar="{list,show,redrive,purge}")
     common, filters = _common_options(), _filter_options()
@@ -84,8 +77,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         yes="do not ask for confirmation",
         dry_run="list the dead letters purge would delete; delete nothing",
     )
-    for name, command in (("list", listing), ("show", show), ("redrive", redrive), ("purge", purge)):
-        command.set_defaults(dlq_handler=name)
+    for name, chosen in (("list", listing), ("show", show), ("redrive", redrive), ("purge", purge)):
+        chosen.set_defaults(dlq_handler=name)
     return dlq
 
 
@@ -99,7 +92,7 @@ def _common_options() -> argparse.ArgumentParser:
     """Which queue and which cloud: the options of every command."""
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("which queue")
-    add_pipeline_arguments(where)
+    command.add_pipeline_arguments(where)
     where.add_argument("--queue-url", help="the dead-letter queue's URL, instead of finding it from a stack")
     where.add_argument("--source-queue-url", help="where a redrive sends messages (default: found)")
     where.add_argument(
@@ -109,7 +102,7 @@ def _common_options() -> argparse.ArgumentParser:
         help="dlq: the queue's DLQ (default); subscription: the SNS subscription's DLQ",
     )
     cloud = common.add_argument_group("which cloud")
-    add_cloud_arguments(cloud)
+    command.add_cloud_arguments(cloud)
     cloud.add_argument(
         "--visibility-timeout",
         type=int,
@@ -119,6 +112,12 @@ def _common_options() -> argparse.ArgumentParser:
     )
     add_wait_argument(cloud)
     return common
+
+
+def add_wait_argument(parser: Any) -> None:
+    # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
+    # answers at once use 0.
+    parser.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)
 
 
 def _filter_options() -> argparse.ArgumentParser:
@@ -162,7 +161,7 @@ def run(args: argparse.Namespace, *, console: Any = None, connect: Connect | Non
     from idempotent_cli.dlq.console import Console
 
     console = console or Console()
-    return reporting_errors(
+    return command.reporting_errors(
         lambda: _run(args, console, connect),
         console.err,
         interrupted="interrupted: every message the command held is visible in the DLQ again",
@@ -171,20 +170,24 @@ def run(args: argparse.Namespace, *, console: Any = None, connect: Connect | Non
 
 def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int:
     from idempotent_cli import stack
+    from idempotent_cli.dlq.target import target_of
 
     if args.visibility_timeout < 1 or args.visibility_timeout > 43200:
         raise DlqError(f"--visibility-timeout must be 1 to 43200 seconds, got {args.visibility_timeout}")
     limit = getattr(args, "limit", None)
     if limit is not None and limit < 1:
         raise DlqError(f"--limit must be at least 1, got {limit}")
-    clients = (connect or clients_for)(args)
+    clients = (connect or command.clients_for)(args)
     which, handler = Which(args.which), args.dlq_handler
     if args.queue_url:
         function = args.function
         if args.stack and function:  # any name the stack gives the function
             function = stack.find(clients, stack=args.stack, function=function).pipeline().function
-        target = stack.from_urls(clients, which, args.queue_url, args.source_queue_url, function)
-        return _command(args, _context(args, clients, console, target))
+        subscription = which is Which.SUBSCRIPTION
+        queues = stack.of_queues(
+            clients, args.queue_url, args.source_queue_url, function, subscription=subscription
+        )
+        return _command(args, _context(args, clients, console, target_of(clients, queues, which)))
     found = stack.find(clients, stack=args.stack, function=args.function)
     if isinstance(found.named, stack.Relay) and handler in RELAY_HANDLERS:
         given = [f"--{name.replace('_', '-')}" for name in NOT_ON_RELAY if getattr(args, name, None)]
@@ -208,10 +211,10 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
     pipeline = found.pipeline()
     if args.source_queue_url:
         pipeline = replace(pipeline, queue_url=args.source_queue_url)
-    return _command(args, _context(args, clients, console, stack.target_of(clients, pipeline, which)))
+    return _command(args, _context(args, clients, console, target_of(clients, pipeline, which)))
 
 
-def _command(args: argparse.Namespace, context: Any, found: Any = None) -> int:
+def _command(args: argparse.Namespace, context: Any) -> int:
     """The command on one consumer's DLQ."""
     from idempotent_cli.dlq import commands
 
@@ -223,7 +226,7 @@ def _command(args: argparse.Namespace, context: Any, found: Any = None) -> int:
     if args.dlq_handler == "list":
         return commands.cmd_list(context, filters=filters, messages=args.messages, as_json=args.json)
     if args.dlq_handler == "show":
-        return commands.cmd_show(context, message_id=args.message_id, as_json=args.json, found=found)
+        return commands.cmd_show(context, message_id=args.message_id, as_json=args.json)
     if args.dlq_handler == "redrive":
         return commands.cmd_redrive(
             context,
@@ -264,6 +267,7 @@ def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, ever
     """``list`` and ``show ID`` without --function on a stack of several pipelines (or a pipeline and its
     relay): every consumer's dead-letter queue (the one --which names) and every relay's, each said whose."""
     from idempotent_cli import stack
+    from idempotent_cli.dlq.target import target_of
 
     said = f"stack {name} has {len(every)} dead-letter queues: {stack.listing(every)}"
     if args.dlq_handler == "list":
@@ -277,7 +281,7 @@ def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, ever
                 context, run = _relay_context(args, clients, console, function), _relay_command
                 url = function.dead_letter_queue_url
             else:
-                target = stack.target_of(clients, function, Which(args.which))
+                target = target_of(clients, function, Which(args.which))
                 context, run, url = _context(args, clients, console, target), _command, target.dlq_url
         except DlqError as exc:  # no such DLQ (--which subscription): nothing of it to read
             documents.append({"pipeline": function.whose, "kind": function.kind, "error": str(exc)})

@@ -11,9 +11,8 @@ from typing import Any
 
 from idempotent_runtime import contract
 
-from idempotent_cli.dlq.aws import Clients
+from idempotent_cli.aws import Clients
 from idempotent_cli.dlq.console import Console, Pace, Progress
-from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import FORGET_MEANING, MEANING, KeyTable
 from idempotent_cli.dlq.letters import (
     MOVED,
@@ -28,7 +27,9 @@ from idempotent_cli.dlq.letters import (
 )
 from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS, Counts, Decision, Queue, Walk, walk
 from idempotent_cli.dlq.redrive import Redriver
-from idempotent_cli.stack import Target, queue_arn_of
+from idempotent_cli.dlq.target import Target
+from idempotent_cli.errors import DlqError
+from idempotent_cli.stack import queue_arn_of
 
 REASON_WIDTH = 100
 
@@ -262,15 +263,9 @@ def letter_summary(letter: DeadLetter, max_receive: int | None, copies: list[Dea
 # -- show -----------------------------------------------------------------------------------------------
 
 
-def cmd_show(
-    context: Context,
-    *,
-    message_id: str,
-    as_json: bool,
-    found: tuple[DeadLetter, list[DeadLetter]] | None = None,
-) -> int:
-    """``show``: the dead letter that has had ``message_id`` (``found`` already, or looked for now)."""
-    letter, copies = found or find(context, message_id)
+def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
+    """``show``: the dead letter that has had ``message_id``."""
+    letter, copies = find(context, message_id)
     source = context.source() if context.target.source_url else None
     plan = outgoing(
         letter,

@@ -51,7 +51,7 @@ from idempotent_cli.dlq.letters import (
     utc_text,
 )
 from idempotent_cli.dlq.queue import Decision, Queue
-from idempotent_cli.stack import Target
+from idempotent_cli.dlq.target import Target
 
 # SQS FIFO: a send whose deduplication id was accepted this recently is dropped (and answered as a success).
 DEDUPLICATION_WINDOW_MS = 5 * 60 * 1000

@@ -32,10 +32,10 @@ from idempotent_cli.command import (
     add_cloud_arguments,
     add_command,
     add_pipeline_arguments,
-    add_wait_argument,
     clients_for,
     reporting_errors,
 )
+from idempotent_cli.dlq import add_wait_argument
 
 __all__ = ["register", "run"]
 
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace, *, console: Any = None, connect: Any = None) -
 
 def _trace(args: argparse.Namespace, console: Any, connect: Any) -> int:
     from idempotent_cli import stack
-    from idempotent_cli.dlq.errors import DlqError
+    from idempotent_cli.errors import DlqError
     from idempotent_cli.trace import screen
 
     if not 1 <= args.visibility_timeout <= 43200:
@@ -143,8 +143,8 @@ def _look(args: argparse.Namespace, clients: Any, console: Any, pipeline: Any, *
     """The trace of the key in one consumer; with several consumers, why this one cannot key it (text)
     instead of an error."""
     from idempotent_cli.dlq.commands import Context
-    from idempotent_cli.dlq.errors import DlqError
-    from idempotent_cli.stack import target_of
+    from idempotent_cli.dlq.target import target_of
+    from idempotent_cli.errors import DlqError
     from idempotent_cli.trace import hops, look, screen, wanted
 
     try:

@@ -29,9 +29,10 @@ from idempotent_runtime import contract
 from idempotent_runtime import outbox as layout
 
 from idempotent_cli.dlq.commands import Context
-from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import KeyTable
-from idempotent_cli.stack import Pipeline, deployed, target_of
+from idempotent_cli.dlq.target import target_of
+from idempotent_cli.errors import DlqError
+from idempotent_cli.stack import Pipeline, deployed
 from idempotent_cli.trace import look
 from idempotent_cli.trace.wanted import TRACE_MESSAGE_ID, Wanted, as_received
 

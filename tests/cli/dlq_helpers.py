@@ -25,6 +25,8 @@ from idempotent_cli.dlq.console import Console
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 FAKE = {"aws_access_key_id": "fake", "aws_secret_access_key": "fake", "region_name": REGION}
+# What a receive asks for to see a message whole.
+ATTRIBUTE_LISTS = ("AttributeNames", "MessageSystemAttributeNames", "MessageAttributeNames")
 
 _server: Any = None
 
@@ -531,22 +533,19 @@ def body(x: str, y: str = "1", **fields: Any) -> str:
 
 def drain(queue_url: str) -> list[dict[str, Any]]:
     """Every message of the queue, in the order the queue hands them out, deleted (for assertions)."""
-    sqs = client("sqs")
     messages: list[dict[str, Any]] = []
-    while True:
-        batch = sqs.receive_message(
-            QueueUrl=queue_url,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=0,
-            AttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
-        if not batch:
-            return messages
+    while batch := received(queue_url):
         for message in batch:
-            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+            client("sqs").delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
         messages += batch
+    return messages
+
+
+def received(queue_url: str, batch: int = 10) -> list[dict[str, Any]]:
+    """Up to ``batch`` messages of the queue with all their attributes, held for 30 seconds (no long poll)."""
+    everything = {name: ["All"] for name in ATTRIBUTE_LISTS}
+    request = {"QueueUrl": queue_url, "MaxNumberOfMessages": batch, "VisibilityTimeout": 30, **everything}
+    return client("sqs").receive_message(WaitTimeSeconds=0, **request).get("Messages", [])
 
 
 def peek(queue_url: str) -> list[dict[str, Any]]:
@@ -601,7 +600,7 @@ def hooked(event: str, callback: Any) -> Any:
     """A ``connect`` for :func:`dlq`: the default-credential clients, with ``callback`` registered for the
     botocore ``event`` (e.g. ``before-call.dynamodb.DeleteItem``: something happens just before the tool's
     request)."""
-    from idempotent_cli.dlq import aws
+    from idempotent_cli import aws
 
     def connect(args: Any) -> Any:
         clients = aws.connect(local=False)
@@ -654,7 +653,7 @@ def failing(operation: str, when: Any, error: BaseException | None = None) -> An
     SQS."""
     from botocore.exceptions import ClientError
 
-    from idempotent_cli.dlq import aws
+    from idempotent_cli import aws
 
     def connect(args: Any) -> Any:
         clients = aws.connect(local=False)
@@ -712,14 +711,7 @@ def consume(pipeline: Pipeline, handler: Any, *, batch: int = 10) -> list[tuple[
     arn = queue_arn(pipeline.queue_url)
     outcomes: list[tuple[str, str]] = []
     while True:
-        messages = sqs.receive_message(
-            QueueUrl=pipeline.queue_url,
-            MaxNumberOfMessages=batch,
-            VisibilityTimeout=30,
-            AttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
+        messages = received(pipeline.queue_url, batch)
         if not messages:
             return outcomes
         results = {

@@ -118,12 +118,12 @@ if not (REPO / "node_modules" / ".bin" / "cdk").exists():
 @dataclass
 class Shop:
     app: Path
+    emulator: emulators.Emulator
     outputs: dict[str, str]
     steps: set[str] = field(default_factory=set)
 
     def after(self, step: str) -> None:
-        if step not in self.steps:
-            pytest.fail(f"this test builds on {step!r}, which did not run before it in this process")
+        assert step in self.steps, f"this test builds on {step!r}, which did not run before it here"
 
     def dead_letters(self, which: str) -> int:
         """How many messages the DLQ of the pipeline ``which`` (Orders, Movies) holds, as SQS counts them."""
@@ -135,12 +135,6 @@ class Shop:
         return int(attributes["ApproximateNumberOfMessages"]) + int(
             attributes["ApproximateNumberOfMessagesNotVisible"]
         )
-
-    @property
-    def emulator(self) -> emulators.Emulator:
-        found = emulators.find(self.app / ".local-cloud")
-        assert found is not None, "the shop's emulator is not running"
-        return found
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +152,7 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
         emulator = emulators.find(app / ".local-cloud")
         assert emulator is not None
         stack = emulator.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"][0]
-        yield Shop(app, {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]})
+        yield Shop(app, emulator, {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]})
     finally:
         emulators.stop(app / ".local-cloud")
 
