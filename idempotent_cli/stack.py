@@ -73,11 +73,8 @@ class Function:
 
     def named_by(self, name: str) -> bool:
         """Whether ``name`` is its name, its ARN (qualified or not), an output naming it or its logical id."""
-        arn = name.split(":")
-        return name in (self.function, self.logical_id, *self.outputs) or arn[:1] + arn[6:7] == [
-            "arn",
-            self.function,
-        ]
+        arn = name.startswith("arn:") and name.split(":")[6:7] == [self.function]
+        return arn or name in (self.function, self.logical_id, *self.outputs)
 
     def construct_named(self, name: str) -> tuple[str, ...] | None:
         """The construct on its path that ``name`` names (construct ids from the stack or any construct down:

@@ -27,7 +27,7 @@ from idempotent_cli.dlq.letters import (
 )
 from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS, Counts, Decision, Queue, Walk, walk
 from idempotent_cli.dlq.redrive import Redriver
-from idempotent_cli.dlq.target import Target
+from idempotent_cli.dlq.target import Target, target_of
 from idempotent_cli.errors import DlqError
 from idempotent_cli.stack import queue_arn_of
 
@@ -70,17 +70,25 @@ class Context:
             return None
         source = self.target.source_url
         queue_arn = queue_arn_of(self.clients, source) if source else "arn:aws:sqs:::unknown"
-        if not required:
-            try:
-                return KeyTable(
-                    environment, self.clients("dynamodb"), queue_arn=queue_arn, region=self.clients.region
-                )
-            except DlqError as exc:
-                self.console.note(f"note: key states are not shown: {exc}")
-                return None
-        return KeyTable(
-            environment, self.clients("dynamodb"), queue_arn=queue_arn, region=self.clients.region
-        )
+        try:
+            return KeyTable(
+                environment, self.clients("dynamodb"), queue_arn=queue_arn, region=self.clients.region
+            )
+        except DlqError as exc:
+            if required:
+                raise
+            self.console.note(f"note: key states are not shown: {exc}")
+            return None
+
+    @classmethod
+    def of_consumer(
+        cls, clients: Clients, pipeline: Any, console: Console, *options: int
+    ) -> tuple[Context, KeyTable]:
+        """A consumer's: its DLQ and its table (``options``: the visibility and wait seconds)."""
+        context = cls(target_of(clients, pipeline), clients, console, *options)
+        keys = context.keys(required=True, why="trace")
+        assert keys is not None
+        return context, keys
 
     def walk(self, dlq: Queue, visit: Callable[[DeadLetter], Decision]) -> Walk:
         return walk(dlq, self.target.which, visit, clock=self.console.clock, sleep=self.console.sleep)

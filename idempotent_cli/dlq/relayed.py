@@ -40,9 +40,9 @@ from idempotent_runtime import outbox as layout
 from idempotent_runtime import relay as runtime
 
 from idempotent_cli.dlq.console import Console
-from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.letters import DeadLetter, Which
 from idempotent_cli.dlq.queue import Decision, Queue, walk
+from idempotent_cli.errors import DlqError
 from idempotent_cli.stack import Relay
 from idempotent_local.events import lambda_dynamodb_record
 

@@ -123,19 +123,13 @@ def _trace(args: argparse.Namespace, console: Any, connect: Any) -> int:
             f"{_given(args)}: "
             + "; ".join(f"{pipeline.whose}: {why}" for pipeline, why in zip(pipelines, looks, strict=True))
         )
-    if len(pipelines) == 1:
-        (one,) = traced
-        if args.json:
-            console.print(json.dumps(screen.document(one), indent=2))
-        else:
-            for line in screen.lines(one, args):
-                console.print(line)
-        return 0
+    alone = len(pipelines) == 1
     if args.json:
-        console.print(json.dumps(screen.several_document(pipelines, looks), indent=2))
-    else:
-        for line in screen.several_lines(pipelines, looks, args):
-            console.print(line)
+        shown = screen.document(traced[0]) if alone else screen.several_document(pipelines, looks)
+        console.print(json.dumps(shown, indent=2))
+        return 0
+    for line in screen.lines(traced[0], args) if alone else screen.several_lines(pipelines, looks, args):
+        console.print(line)
     return 0
 
 
@@ -143,15 +137,12 @@ def _look(args: argparse.Namespace, clients: Any, console: Any, pipeline: Any, *
     """The trace of the key in one consumer; with several consumers, why this one cannot key it (text)
     instead of an error."""
     from idempotent_cli.dlq.commands import Context
-    from idempotent_cli.dlq.target import target_of
     from idempotent_cli.errors import DlqError
     from idempotent_cli.trace import hops, look, screen, wanted
 
     try:
-        target = target_of(clients, pipeline)
-        context = Context(target, clients, console, args.visibility_timeout, args.wait_seconds)
-        keys = context.keys(required=True, why="trace")
-        assert keys is not None
+        options = (args.visibility_timeout, args.wait_seconds)
+        context, keys = Context.of_consumer(clients, pipeline, console, *options)
         given = wanted.from_args(args, keys.config)
         record = look.table(keys, given)
     except DlqError as exc:

@@ -30,7 +30,6 @@ from idempotent_runtime import outbox as layout
 
 from idempotent_cli.dlq.commands import Context
 from idempotent_cli.dlq.keystate import KeyTable
-from idempotent_cli.dlq.target import target_of
 from idempotent_cli.errors import DlqError
 from idempotent_cli.stack import Pipeline, deployed
 from idempotent_cli.trace import look
@@ -197,16 +196,9 @@ class Follower:
 
     def _table(self, pipeline: Pipeline) -> tuple[Context, KeyTable]:
         if pipeline.label not in self.tables:
-            context = Context(
-                target=target_of(self.clients, pipeline),
-                clients=self.clients,
-                console=self.base.console,
-                visibility_seconds=self.base.visibility_seconds,
-                wait_seconds=self.base.wait_seconds,
-            )
-            keys = context.keys(required=True, why="trace")
-            assert keys is not None
-            self.tables[pipeline.label] = (context, keys)
+            base = self.base
+            options = (base.visibility_seconds, base.wait_seconds)
+            self.tables[pipeline.label] = Context.of_consumer(self.clients, pipeline, base.console, *options)
         return self.tables[pipeline.label]
 
 
