@@ -28,13 +28,7 @@ import argparse
 import json
 from typing import Any
 
-from idempotent_cli.command import (
-    add_cloud_arguments,
-    add_command,
-    add_pipeline_arguments,
-    clients_for,
-    reporting_errors,
-)
+from idempotent_cli import command
 from idempotent_cli.dlq import add_wait_argument
 
 __all__ = ["register", "run"]
@@ -45,7 +39,7 @@ DEFAULT_VISIBILITY_SECONDS = 30
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     help = "where is my message: a key's record, its dead letters, what is in flight"
-    trace = add_command(subparsers, "trace", help, __doc__)
+    trace = command.add_command(subparsers, "trace", help, __doc__)
     trace.add_argument(
         "parts",
         nargs="*",
@@ -66,8 +60,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="a message body: keyed as the consumer keys it, and compared with the stored record (conflict)",
     )
     where = trace.add_argument_group("which pipeline")
-    add_pipeline_arguments(where)
-    add_cloud_arguments(trace.add_argument_group("which cloud"))
+    command.add_pipeline_arguments(where)
+    command.add_cloud_arguments(trace.add_argument_group("which cloud"))
     trace.add_argument(
         "--peek",
         action="store_true",
@@ -99,7 +93,7 @@ def run(args: argparse.Namespace, *, console: Any = None, connect: Any = None) -
     from idempotent_cli.dlq.console import Console
 
     console = console or Console()
-    return reporting_errors(
+    return command.reporting_errors(
         lambda: _trace(args, console, connect),
         console.err,
         interrupted="interrupted: every message the trace held is visible again",
@@ -113,7 +107,7 @@ def _trace(args: argparse.Namespace, console: Any, connect: Any) -> int:
 
     if not 1 <= args.visibility_timeout <= 43200:
         raise DlqError(f"--visibility-timeout must be 1 to 43200 seconds, got {args.visibility_timeout}")
-    clients = (connect or clients_for)(args)
+    clients = (connect or command.clients_for)(args)
     pipelines = stack.find(clients, stack=args.stack, function=args.function).pipelines()
     looks = [_look(args, clients, console, pipeline, alone=len(pipelines) == 1) for pipeline in pipelines]
     traced = [found for found in looks if isinstance(found, screen.Traced)]
