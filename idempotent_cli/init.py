@@ -189,12 +189,10 @@ Needs neither moto nor Node.
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "init",
-        help="create a CDK app that uses the constructs, ready for `idempotent-pipeline local deploy`",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    from idempotent_cli.command import add_command
+
+    help = "create a CDK app that uses the constructs, ready for `idempotent-pipeline local deploy`"
+    parser = add_command(subparsers, "init", help, DESCRIPTION)
     parser.add_argument(
         "directory", metavar="DIR", help="where to create the app (new, empty, or holding only a virtualenv)"
     )

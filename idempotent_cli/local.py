@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -32,13 +31,10 @@ def invoked_as() -> str:
 
 
 def register(subparsers: Any) -> None:
+    from idempotent_cli.command import add_command
     from idempotent_local import cli
 
-    local = subparsers.add_parser(
-        "local",
-        help="deploy and run your CDK app on this machine, without an AWS account",
-        description=cli.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    help = "deploy and run your CDK app on this machine, without an AWS account"
+    local = add_command(subparsers, "local", help, cli.__doc__)
     commands = local.add_subparsers(dest="local_command", required=True, metavar="COMMAND")
     cli.add_commands(commands, f"{invoked_as()} local")

@@ -1,4 +1,4 @@
-"""idempotent-pipeline logs: the consumer function's log lines.
+"""idempotent-pipeline logs: the log lines of a pipeline's consumer, or of any function of the stack.
 
 With --local, the lines the local runner (`idempotent-pipeline local run`) wrote for the function in the app's
 emulator state (`.local-cloud/logs/FUNCTION.log`); on AWS, the function's CloudWatch Logs log group (its
@@ -12,22 +12,31 @@ fields; --json prints the lines as written.
   logs --message-id ID              the lines of one message
   logs --follow                     then new lines as they arrive, until Ctrl-C
 
-The pipeline is found as the DLQ tool finds it (--stack, or the only one deployed; --function).
+The stack is found as the DLQ tool finds it (--stack, or the only one with a pipeline). --function NAME reads
+one function of it, any (its construct id or path, its function name or an output naming it); without it,
+every consumer of the stack, each line after whose it is (its construct path).
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from idempotent_cli.dlq import add_cloud_arguments, add_pipeline_arguments, clients_for, reporting_errors
+from idempotent_cli.command import (
+    add_cloud_arguments,
+    add_command,
+    add_pipeline_arguments,
+    clients_for,
+    reporting_errors,
+)
 
 __all__ = ["register", "run"]
 
@@ -44,12 +53,8 @@ HIDDEN_FIELDS = frozenset({"level", "timestamp", "function", "message", "_aws", 
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    logs = subparsers.add_parser(
-        "logs",
-        help="the consumer function's log lines (the local runner's, or CloudWatch Logs)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    help = "a pipeline's log lines, or any function's (the local runner's, or CloudWatch Logs)"
+    logs = add_command(subparsers, "logs", help, __doc__)
     which = logs.add_argument_group("which lines")
     which.add_argument("--since", metavar="WHEN", help="10m, 1h, 2d... or an ISO 8601 time")
     which.add_argument("--key", metavar="KEY", help="only the lines of this key (partition#sort, as logged)")
@@ -122,7 +127,7 @@ def parse_since(text: str, now: float) -> float:
 
 
 def _since_error(text: str, what: str = "neither a duration nor an ISO 8601 time") -> Exception:
-    from idempotent_cli.dlq.errors import DlqError
+    from idempotent_cli.errors import DlqError
 
     return DlqError(
         f"--since must be a duration such as 30s, 10m, 1h, 2d or an ISO 8601 time such as "
@@ -278,63 +283,82 @@ def _value(value: Any) -> str:
 
 
 def _logs(args: argparse.Namespace, console: Any, connect: Any) -> int:
-    from idempotent_cli.dlq import locate
-    from idempotent_cli.dlq.errors import DlqError
+    from idempotent_cli.errors import DlqError
+    from idempotent_cli.stack import find
 
     now = time.time()
     since = parse_since(args.since, now) if args.since else None
     if args.poll_seconds <= 0:
         raise DlqError(f"--poll-seconds must be over 0, got {args.poll_seconds:g}")
     clients = (connect or clients_for)(args)
-    pipeline, note = locate.choose(clients, stack=args.stack, function=args.function, use=locate.Use.LOOK)
-    if note:
-        console.note(note)
-    if not pipeline.function:
-        raise DlqError(f"the consumer function of pipeline {pipeline.label} is unknown: pass --function NAME")
-    source: LocalLog | CloudWatchLog
-    if clients.state_dir is not None:
-        from idempotent_local.runner import function_log_path
-
-        source = LocalLog(function_log_path(clients.state_dir, pipeline.function))
-    else:
-        source = CloudWatchLog(clients("logs"), _log_group(clients, pipeline.function))
-        since = parse_since(DEFAULT_AWS_SINCE, now) if since is None else since
+    found = find(clients, stack=args.stack, function=args.function)
+    functions = [found.named] if found.named else found.stack.pipelines
+    if clients.state_dir is None and since is None:
+        since = parse_since(DEFAULT_AWS_SINCE, now)
+    logs = [Log(function, _source(clients, function), len(functions) > 1) for function in functions]
     chosen = Chosen(args.key, args.message_id)
-    _header(console, pipeline, source, since, chosen)
-    shown = _show(console, source.read(since), chosen, args.json)
-    _explain(console, source, shown, chosen, pipeline.environment or {}, since)
+    for log in logs:
+        _header(console, log, since, chosen)
+    shown = _show(console, logs, since, chosen, args.json)
+    for log in logs:
+        _explain(console, log, shown[log.function.function], chosen, since)
     if not args.follow:
         return 0
     try:
         while True:
             console.sleep(args.poll_seconds)
-            _show(console, source.read(since), chosen, args.json)
+            _show(console, logs, since, chosen, args.json)
     except KeyboardInterrupt:
         return 0
 
 
-def _log_group(clients: Any, function: str) -> str:
-    configuration = clients("lambda").get_function_configuration(FunctionName=function)
-    group = (configuration.get("LoggingConfig") or {}).get("LogGroup")
-    return str(group) if group else f"/aws/lambda/{function}"
+@dataclass(frozen=True)
+class Log:
+    """One function's lines: where they are, and whether each says whose (one of several)."""
+
+    function: Any  # idempotent_cli.stack.Function
+    source: LocalLog | CloudWatchLog
+    several: bool
+
+    def shown(self, line: Line, as_json: bool) -> str:
+        if not self.several:
+            return line.text if as_json else render(line)
+        if as_json:
+            return json.dumps({"pipeline": self.function.whose, **(line.fields or {"text": line.text})})
+        return f"{self.function.whose}  {render(line)}"
 
 
-def _show(console: Any, lines: list[Line], chosen: Chosen, as_json: bool) -> int:
-    count = 0
-    for line in lines:
-        if chosen(line):
-            console.print(line.text if as_json else render(line))
-            count += 1
-    return count
+def _source(clients: Any, function: Any) -> LocalLog | CloudWatchLog:
+    """The local runner's file of the function, or its CloudWatch Logs log group (its LoggingConfig's, else
+    the default one)."""
+    if clients.state_dir is not None:
+        from idempotent_local.runner import function_log_path
+
+        return LocalLog(function_log_path(clients.state_dir, function.function))
+    return CloudWatchLog(clients("logs"), function.log_group or f"/aws/lambda/{function.function}")
 
 
-def _header(
-    console: Any, pipeline: Any, source: LocalLog | CloudWatchLog, since: float | None, chosen: Chosen
-) -> None:
+def _show(
+    console: Any, logs: list[Log], since: float | None, chosen: Chosen, as_json: bool
+) -> dict[str, int]:
+    """The new lines of every log, each in its order, merged by time; how many of each were shown."""
+    lines = heapq.merge(
+        *([(line, log) for line in log.source.read(since) if chosen(line)] for log in logs),
+        key=lambda pair: pair[0].time or 0,
+    )
+    shown = {log.function.function: 0 for log in logs}
+    for line, log in lines:
+        console.print(log.shown(line, as_json))
+        shown[log.function.function] += 1
+    return shown
+
+
+def _header(console: Any, log: Log, since: float | None, chosen: Chosen) -> None:
     """What is shown, on stderr (``--json`` output stays the lines)."""
     from idempotent_cli.dlq.letters import utc_text
 
-    what = f"{pipeline.label}: {source.describe()}"
+    source = log.source
+    what = f"{log.function.whose if log.several else log.function.label}: {source.describe()}"
     what += f", since {utc_text(since)}" if since is not None else ""
     what += f", the lines of {chosen.describe()}" if chosen.describe() else ""
     console.note(what)
@@ -347,32 +371,27 @@ def _header(
         )
 
 
-def _explain(
-    console: Any,
-    source: LocalLog | CloudWatchLog,
-    shown: int,
-    chosen: Chosen,
-    environment: Mapping[str, str],
-    since: float | None,
-) -> None:
+def _explain(console: Any, log: Log, shown: int, chosen: Chosen, since: float | None) -> None:
     """Why nothing was shown, when nothing was."""
     from idempotent_runtime.contract import LOG_LEVEL, LogLevel
 
     if shown:
         return
+    source, environment = log.source, log.function.environment or {}
+    whose = f"{log.function.whose}: " if log.several else ""
     if isinstance(source, LocalLog) and not source.path.exists():
         console.note(
-            f"no lines: {source.path} does not exist yet (`idempotent-pipeline local run` writes what the "
-            "function prints there)"
+            f"{whose}no lines: {source.path} does not exist yet (`idempotent-pipeline local run` writes what "
+            "the function prints there)"
         )
         return
     if isinstance(source, CloudWatchLog) and source.missing:
-        console.note(f"no lines: the log group {source.group} does not exist (yet)")
+        console.note(f"{whose}no lines: the log group {source.group} does not exist (yet)")
         return
     level = environment.get(LOG_LEVEL.name) or LOG_LEVEL.default
     quiet = chosen.describe() and level != LogLevel.DEBUG
     console.note(
-        "no lines"
+        f"{whose}no lines"
         + (f" of {chosen.describe()}" if chosen.describe() else "")
         + (" in that time" if since is not None else "")
         + (

@@ -29,10 +29,13 @@ COMMANDS: tuple[str, ...] = (
 
 
 def parser() -> argparse.ArgumentParser:
+    from idempotent_runtime import __version__
+
     root = argparse.ArgumentParser(
         prog=PROG,
         description="AWS CDK constructs and Lambda runtime for exactly-once effects from SNS/SQS: the tools.",
     )
+    root.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     subparsers = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(name).register(subparsers)

@@ -1,7 +1,8 @@
 """idempotent-pipeline send [FILE|-]: publish JSON lines to a deployed pipeline, through the publisher helper.
 
 One JSON object per line (blank lines are skipped), sent exactly as written. The pipeline is found as the
-DLQ tool finds it (--stack, or the only one deployed; --local for the app's emulator); its consumer
+DLQ tool finds it (--stack, or the only one deployed; on a stack of several, --function NAME: its construct
+id or path, its function name or an output naming it; --local for the app's emulator); its consumer
 function's environment says how messages are keyed and fingerprinted (KEY_SOURCE, PARTITION_KEY_FIELD,
 SORT_KEY_FIELD, FINGERPRINT_FIELDS / FINGERPRINT_EXCLUDE, KEY_PREFIX), so every line is read as the
 consumer will read it before anything is sent. Messages go to the topic subscribed to the pipeline's queue
@@ -22,24 +23,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
+from idempotent_cli.command import (
+    add_cloud_arguments,
+    add_command,
+    add_pipeline_arguments,
+    clients_for,
+    reporting_errors,
+)
+from idempotent_cli.errors import DlqError
+
 DEFAULT_PROGRESS_SECONDS = 2.0
 SHOWN_GROUPS = 10  # groups with unpublished messages listed in the summary (--json lists all)
 
 
-class SendError(RuntimeError):
+class SendError(DlqError):
     """The command cannot send (bad input, no pipeline, settings it cannot read): nothing was sent."""
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    send = subparsers.add_parser(
-        "send",
-        help="publish JSON lines (a file or stdin) to a pipeline, each message group in order",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    help = "publish JSON lines (a file or stdin) to a pipeline, each message group in order"
+    send = add_command(subparsers, "send", help, __doc__)
     send.add_argument("file", nargs="?", metavar="FILE", help="JSON lines to send; - or nothing: stdin")
-    from idempotent_cli.dlq import add_cloud_arguments, add_pipeline_arguments
-
     where = send.add_argument_group("where to")
     add_pipeline_arguments(where)
     where.add_argument("--topic-arn", help="publish to this topic (default: the one subscribed to the queue)")
@@ -89,22 +93,8 @@ def run(
 ) -> int:
     """Run ``send``; returns the exit code: 0 when every message was published (errors are printed).
     ``connect(args)`` returns the clients (default: the DLQ tool's, for --local or the credential chain)."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from idempotent_cli.dlq.errors import DlqError
-
     stdin, out, err = stdin or sys.stdin, out or sys.stdout, err or sys.stderr
-    try:
-        return _send(args, stdin, out, err, clock, connect)
-    except (SendError, DlqError, BotoCoreError) as exc:
-        print(f"error: {exc}", file=err, flush=True)
-        return 1
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        print(
-            f"error: AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}", file=err
-        )
-        return 1
+    return reporting_errors(lambda: _send(args, stdin, out, err, clock, connect), err)
 
 
 def _send(
@@ -117,11 +107,11 @@ def _send(
 ) -> int:
     from idempotent_runtime.publisher import MessageRejected, publish
 
-    from idempotent_cli.dlq import clients_for, locate
+    from idempotent_cli.stack import find
 
     lines = _read(args.file, stdin)
     clients = (connect or clients_for)(args)
-    pipeline = locate.choose(clients, stack=args.stack, function=args.function, use=locate.Use.CHANGE)[0]
+    pipeline = find(clients, stack=args.stack, function=args.function).pipeline()
     keys = _keys(pipeline, args.key_fields)
     destination = _destination(clients, pipeline.queue_url, args.topic_arn)
     group_id = _groups(args, keys, destination)
@@ -207,22 +197,14 @@ def _keys(pipeline: Any, key_fields: str | None) -> Any:
 
 def _destination(clients: Any, queue_url: str | None, topic_arn: str | None) -> Destination:
     """The topic given, else the one subscribed to the pipeline's queue, else the queue itself."""
-    from idempotent_cli.dlq import locate
+    from idempotent_cli.stack import subscriptions
 
     if topic_arn:
         return Destination(clients("sns"), topic_arn, "topic", topic_arn.endswith(".fifo"))
     if not queue_url:
         raise SendError("the pipeline's queue is unknown: pass --topic-arn")
-    queue_arn = locate.queue_arn_of(clients, queue_url)
     sns = clients("sns")
-    topics = sorted(
-        {
-            subscription["TopicArn"]
-            for page in sns.get_paginator("list_subscriptions").paginate()
-            for subscription in page["Subscriptions"]
-            if subscription.get("Protocol") == "sqs" and subscription.get("Endpoint") == queue_arn
-        }
-    )
+    topics = sorted({subscription["TopicArn"] for subscription in subscriptions(clients, queue_url)})
     if len(topics) > 1:
         raise SendError(
             f"{len(topics)} topics deliver to {queue_url} ({', '.join(topics)}): choose one with --topic-arn"

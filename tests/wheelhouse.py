@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -101,3 +102,37 @@ def install_wheel(wheel: Path, venv: Path, dependencies: list[Path]) -> Path:
     ).stdout.strip()
     (Path(site) / "project_dependencies.pth").write_text("".join(f"{d}\n" for d in dependencies))
     return venv
+
+
+def user_environment(venv: Path, work: Path, **more: str) -> dict[str, str]:
+    """The environment of a user of the installed wheel, outside the checkout: ``venv``'s scripts on PATH
+    (nothing of the checkout's), HOME in ``work``, none of the project's Python, jsii or AWS settings, and the
+    tool's cache in ``work/cache`` holding the pinned CDK CLI (the checkout's node_modules: no download)."""
+    from idempotent_local.cdk import CACHE_ENV, CDK_CLI_VERSION
+
+    cache = work / "cache"
+    (cache / f"cdk-{CDK_CLI_VERSION}").mkdir(parents=True)
+    (cache / f"cdk-{CDK_CLI_VERSION}" / "node_modules").symlink_to(REPO / "node_modules")
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if not p.startswith(str(REPO))]
+    own = ("PYTHON", "JSII_", "AWS_", "VIRTUAL_ENV", "MAKELEVEL")
+    kept = {name: value for name, value in os.environ.items() if not name.startswith(own)}
+    return {
+        **kept,
+        "PATH": os.pathsep.join([str(venv / "bin"), *path]),
+        CACHE_ENV: str(cache),
+        "HOME": str(work),
+        **more,
+    }
+
+
+def assert_destroyed(destroyed: subprocess.CompletedProcess[str], app: Path, pid: int) -> None:
+    """`local destroy` of the app succeeded: its emulator is no longer found, its process has ended."""
+    from idempotent_local import emulator as emulators
+
+    assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr
+    assert emulators.find(app / ".local-cloud") is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return
+    raise AssertionError(f"the emulator's process {pid} still runs")

@@ -5,56 +5,50 @@
   redrive   back to the source queue, in order within each group, with the idempotency key
   purge     delete (all, or what the filters choose), after confirmation
 
-The queues come from a stack (--stack; may be left out when exactly one pipeline is deployed) or from
---queue-url. --which subscription works on the SNS subscription's DLQ instead. Without --local the tool uses
-the default AWS credentials and region; with --local, the emulator of the app directory. See
-docs/operations.md.
+The queues come from a stack (--stack; may be left out when one stack holds pipelines) or from --queue-url.
+On a stack of several pipelines, list and show cover every dead-letter queue (each consumer's, each outbox
+relay's), saying whose; redrive and purge refuse and name them: --function NAME chooses one (its construct
+id or path, its function name, a stack output naming it). --which subscription works on the SNS
+subscription's DLQ instead. Without --local the tool uses the default AWS credentials and region; with
+--local, the emulator of the app directory. See docs/operations.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli import command
 from idempotent_cli.dlq.letters import KINDS, Filters, Which
 from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS, DEFAULT_WAIT_SECONDS
+from idempotent_cli.errors import DlqError
 
-__all__ = [
-    "DlqError",
-    "add_cloud_arguments",
-    "add_pipeline_arguments",
-    "clients_for",
-    "main",
-    "parser",
-    "register",
-    "reporting_errors",
-    "run",
-]
+__all__ = ["DlqError", "add_wait_argument", "main", "parser", "register", "run"]
 
 Connect = Callable[[argparse.Namespace], Any]
+# What `--function RELAY` does on an outbox relay's dead-letter queue (idempotent_cli.dlq.relayed); purge
+# takes the queue's URL (--queue-url), as for any queue.
+RELAY_HANDLERS = ("list", "show", "redrive")
+# The consumer DLQ's options that mean nothing there (its entries are batches and emitted messages, not a
+# consumer's messages with a key): refused, never ignored.
+NOT_ON_RELAY = ("group", "reason", "reason_text", "messages", "force", "rate")
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``dlq`` and its commands to an ``add_subparsers()`` object (the CLI's command list)."""
-    dlq = subparsers.add_parser(
-        "dlq",
-        help="list, show, redrive or purge a pipeline's dead-letter queue",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    help = "list, show, redrive or purge a pipeline's dead-letter queue"
+    dlq = command.add_command(subparsers, "dlq", help, __doc__)
     dlq.set_defaults(func=run)
     commands = dlq.add_subparsers(dest="dlq_command", required=True, metavar="{list,show,redrive,purge}")
-
     common, filters = _common_options(), _filter_options()
 
     listing = commands.add_parser("list", parents=[common, filters], help="counts by group and by reason")
-    listing.add_argument("--messages", action="store_true", help="also one line per message")
-    listing.add_argument("--json", action="store_true", help="print JSON")
-    listing.set_defaults(dlq_handler="list")
-
+    _flags(listing, messages="also one line per message", json="print JSON")
     show = commands.add_parser("show", parents=[common], help="one message in full")
     show.add_argument(
         "message_id",
@@ -62,110 +56,43 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="any id the message has had: in the DLQ, the original's, or a redriven copy's (the id the "
         "consumer logged)",
     )
-    show.add_argument("--json", action="store_true", help="print JSON")
-    show.set_defaults(dlq_handler="show")
-
+    _flags(show, json="print JSON")
     redrive = commands.add_parser(
         "redrive", parents=[common, filters], help="back to the source queue, in order, with the key"
     )
-    redrive.add_argument(
-        "--dry-run", action="store_true", help="show what the table says about each key; change nothing"
-    )
-    redrive.add_argument(
-        "--force",
-        action="store_true",
-        help="process again messages whose key is done (deletes their idempotency record first), and "
+    _flags(
+        redrive,
+        dry_run="show what the table says about each key; change nothing",
+        force="process again messages whose key is done (deletes their idempotency record first), and "
         "redrive those whose key cannot be restored under a new key",
+        yes="do not ask for confirmation (--force)",
     )
-    redrive.add_argument("--yes", action="store_true", help="do not ask for confirmation (--force)")
     redrive.add_argument("--rate", type=float, metavar="N", help="at most N messages a second")
     redrive.add_argument("--limit", type=int, metavar="N", help="send at most N messages to the source queue")
-    redrive.set_defaults(dlq_handler="redrive")
-
     purge = commands.add_parser(
         "purge", parents=[common, filters], help="delete messages, after confirmation"
     )
-    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    purge.add_argument(
-        "--dry-run", action="store_true", help="list the dead letters purge would delete; delete nothing"
+    _flags(
+        purge,
+        yes="do not ask for confirmation",
+        dry_run="list the dead letters purge would delete; delete nothing",
     )
-    purge.set_defaults(dlq_handler="purge")
+    for name, chosen in (("list", listing), ("show", show), ("redrive", redrive), ("purge", purge)):
+        chosen.set_defaults(dlq_handler=name)
     return dlq
 
 
-def add_pipeline_arguments(group: Any) -> None:
-    """``--stack`` and ``--function``: which pipeline (also for ``send``, ``trace`` and ``logs``)."""
-    group.add_argument("--stack", help="the pipeline's stack (default: the only pipeline deployed)")
-    group.add_argument("--function", help="the consumer function, when a stack has several pipelines")
-
-
-def add_cloud_arguments(group: Any) -> None:
-    """``--local`` (and where the app is) or an account's credentials: which cloud (every command that talks
-    to one)."""
-    group.add_argument("--local", action="store_true", help="the local emulator of the app")
-    group.add_argument(
-        "--app-dir",
-        help="with --local: the app directory (default: the nearest directory with a cdk.json, upwards)",
-    )
-    group.add_argument(
-        "--state-dir", help="with --local: the emulator's state directory (default: the app's)"
-    )
-    group.add_argument("--profile", help="AWS profile (default: the default credential chain)")
-    group.add_argument("--region", help="AWS region (default: the configured one)")
-
-
-def add_wait_argument(parser: Any) -> None:
-    # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
-    # answers at once use 0.
-    parser.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)
-
-
-def clients_for(args: argparse.Namespace) -> Any:
-    """The clients of the cloud the options of :func:`add_cloud_arguments` name."""
-    from idempotent_cli.dlq import aws
-
-    return aws.connect(
-        local=args.local,
-        app_dir=args.app_dir,
-        state_dir=args.state_dir,
-        profile=args.profile,
-        region=args.region,
-    )
-
-
-def reporting_errors(call: Callable[[], int], err: Any, *, interrupted: str | None = None) -> int:
-    """``call()``, with the tools' errors printed on ``err`` as one ``error:`` line and exit code 1
-    (``interrupted``: the line after Ctrl-C, exit code 130; None lets KeyboardInterrupt through)."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        return call()
-    except DlqError as exc:
-        print(f"error: {exc}", file=err, flush=True)
-        return 1
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        print(
-            f"error: AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}",
-            file=err,
-            flush=True,
-        )
-        return 1
-    except BotoCoreError as exc:
-        print(f"error: {exc}", file=err, flush=True)
-        return 1
-    except KeyboardInterrupt:
-        if interrupted is None:
-            raise
-        print(f"\n{interrupted}", file=err)
-        return 130
+def _flags(parser: argparse.ArgumentParser, **flags: str) -> None:
+    """On/off options: ``dry_run="..."`` is ``--dry-run``, with its help."""
+    for name, text in flags.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", action="store_true", help=text)
 
 
 def _common_options() -> argparse.ArgumentParser:
     """Which queue and which cloud: the options of every command."""
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_argument_group("which queue")
-    add_pipeline_arguments(where)
+    command.add_pipeline_arguments(where)
     where.add_argument("--queue-url", help="the dead-letter queue's URL, instead of finding it from a stack")
     where.add_argument("--source-queue-url", help="where a redrive sends messages (default: found)")
     where.add_argument(
@@ -175,7 +102,7 @@ def _common_options() -> argparse.ArgumentParser:
         help="dlq: the queue's DLQ (default); subscription: the SNS subscription's DLQ",
     )
     cloud = common.add_argument_group("which cloud")
-    add_cloud_arguments(cloud)
+    command.add_cloud_arguments(cloud)
     cloud.add_argument(
         "--visibility-timeout",
         type=int,
@@ -185,6 +112,12 @@ def _common_options() -> argparse.ArgumentParser:
     )
     add_wait_argument(cloud)
     return common
+
+
+def add_wait_argument(parser: Any) -> None:
+    # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
+    # answers at once use 0.
+    parser.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)
 
 
 def _filter_options() -> argparse.ArgumentParser:
@@ -228,7 +161,7 @@ def run(args: argparse.Namespace, *, console: Any = None, connect: Connect | Non
     from idempotent_cli.dlq.console import Console
 
     console = console or Console()
-    return reporting_errors(
+    return command.reporting_errors(
         lambda: _run(args, console, connect),
         console.err,
         interrupted="interrupted: every message the command held is visible in the DLQ again",
@@ -236,45 +169,65 @@ def run(args: argparse.Namespace, *, console: Any = None, connect: Connect | Non
 
 
 def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int:
-    from idempotent_cli.dlq import commands, locate
+    from idempotent_cli import stack
+    from idempotent_cli.dlq.target import target_of
 
     if args.visibility_timeout < 1 or args.visibility_timeout > 43200:
         raise DlqError(f"--visibility-timeout must be 1 to 43200 seconds, got {args.visibility_timeout}")
     limit = getattr(args, "limit", None)
     if limit is not None and limit < 1:
         raise DlqError(f"--limit must be at least 1, got {limit}")
-    clients = (connect or clients_for)(args)
-    handler = args.dlq_handler
-    if args.function and not args.queue_url and handler in RELAY_HANDLERS:
-        relay = locate.relay_named(clients, stack=args.stack, function=args.function)
-        if relay is not None:
-            return _relay_command(args, clients, console, relay)
-    if handler == "show" and not (args.function or args.queue_url):
-        pipelines = locate.one_stack(locate.candidates(clients, stack=args.stack, function=None))
-        if len(pipelines) > 1:
-            return _show_in_any(args, clients, console, pipelines)
-    target = locate.resolve(
-        clients,
-        which=Which(args.which),
-        stack=args.stack,
-        function=args.function,
-        queue_url=args.queue_url,
-        source_queue_url=args.source_queue_url,
-        use=locate.Use.LOOK if handler == "list" else locate.Use.CHANGE,
-    )
-    if target.note:
-        console.note(target.note)
-    context = _context(args, clients, console, target)
+    clients = (connect or command.clients_for)(args)
+    which, handler = Which(args.which), args.dlq_handler
+    if args.queue_url:
+        function = args.function
+        if args.stack and function:  # any name the stack gives the function
+            function = stack.find(clients, stack=args.stack, function=function).pipeline().function
+        subscription = which is Which.SUBSCRIPTION
+        queues = stack.of_queues(
+            clients, args.queue_url, args.source_queue_url, function, subscription=subscription
+        )
+        return _command(args, _context(args, clients, console, target_of(clients, queues, which)))
+    found = stack.find(clients, stack=args.stack, function=args.function)
+    if isinstance(found.named, stack.Relay) and handler in RELAY_HANDLERS:
+        given = [f"--{name.replace('_', '-')}" for name in NOT_ON_RELAY if getattr(args, name, None)]
+        if given:
+            raise DlqError(
+                f"{', '.join(given)}: not an option on an outbox relay's dead-letter queue "
+                f"({found.named.function}): its entries are batches and emitted messages, redriven whole "
+                "(redrive takes --dry-run and --limit, list and show --json)"
+            )
+        return _relay_command(args, _relay_context(args, clients, console, found.named))
+    # The filters choose among a consumer's dead letters: a relay's entries have no group or kind of reason.
+    filtered = any(getattr(args, name, None) for name in ("group", "reason", "reason_text"))
+    relays = [r for r in found.stack.relays if r.dead_letter_queue_url and which is Which.DLQ]
+    if relays and filtered and found.named is None and handler == "list":
+        console.note(
+            f"not listed: the dead-letter queues of {stack.listing(relays)} (the filters are a consumer's)"
+        )
+    every = [*found.stack.pipelines, *([] if filtered else relays)]
+    if found.named is None and handler in ("list", "show") and len(every) > 1:
+        return _every(args, clients, console, found.stack.name, every)
+    pipeline = found.pipeline()
+    if args.source_queue_url:
+        pipeline = replace(pipeline, queue_url=args.source_queue_url)
+    return _command(args, _context(args, clients, console, target_of(clients, pipeline, which)))
+
+
+def _command(args: argparse.Namespace, context: Any) -> int:
+    """The command on one consumer's DLQ."""
+    from idempotent_cli.dlq import commands
+
     filters = Filters(
         tuple(getattr(args, "group", []) or ()),
         tuple(getattr(args, "reason", []) or ()),
         tuple(getattr(args, "reason_text", []) or ()),
     )
-    if handler == "list":
+    if args.dlq_handler == "list":
         return commands.cmd_list(context, filters=filters, messages=args.messages, as_json=args.json)
-    if handler == "show":
+    if args.dlq_handler == "show":
         return commands.cmd_show(context, message_id=args.message_id, as_json=args.json)
-    if handler == "redrive":
+    if args.dlq_handler == "redrive":
         return commands.cmd_redrive(
             context,
             filters=filters,
@@ -287,25 +240,10 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
     return commands.cmd_purge(context, filters=filters, yes=args.yes, dry_run=args.dry_run)
 
 
-# What `--function RELAY` does on an outbox relay's dead-letter queue (idempotent_cli.dlq.relayed); purge
-# takes the queue's URL (--queue-url), as for any queue.
-RELAY_HANDLERS = ("list", "show", "redrive")
-# The consumer DLQ's options that mean nothing there (its entries are batches and emitted messages, not a
-# consumer's messages with a key): refused, never ignored.
-NOT_ON_RELAY = ("group", "reason", "reason_text", "messages", "force", "rate")
-
-
-def _relay_command(args: argparse.Namespace, clients: Any, console: Any, relay: Any) -> int:
+def _relay_command(args: argparse.Namespace, context: Any) -> int:
+    """The command on an outbox relay's DLQ."""
     from idempotent_cli.dlq import relayed
 
-    given = [f"--{name.replace('_', '-')}" for name in NOT_ON_RELAY if getattr(args, name, None)]
-    if given:
-        raise DlqError(
-            f"{', '.join(given)}: not an option on an outbox relay's dead-letter queue ({relay.function}): "
-            "its entries are batches and emitted messages, redriven whole (redrive takes --dry-run and "
-            "--limit, list and show --json)"
-        )
-    context = relayed.RelayContext(clients, console, relay, args.visibility_timeout, args.wait_seconds)
     if args.dlq_handler == "list":
         return relayed.cmd_list(context, as_json=args.json)
     if args.dlq_handler == "show":
@@ -316,42 +254,72 @@ def _relay_command(args: argparse.Namespace, clients: Any, console: Any, relay: 
 def _context(args: argparse.Namespace, clients: Any, console: Any, target: Any) -> Any:
     from idempotent_cli.dlq import commands
 
-    return commands.Context(
-        target=target,
-        clients=clients,
-        console=console,
-        visibility_seconds=args.visibility_timeout,
-        wait_seconds=args.wait_seconds,
-    )
+    return commands.Context(target, clients, console, args.visibility_timeout, args.wait_seconds)
 
 
-def _show_in_any(args: argparse.Namespace, clients: Any, console: Any, pipelines: list[Any]) -> int:
-    """``show ID`` on a stack of several consumers, without --function: in the DLQ of each until one holds
-    the message, saying which."""
-    from idempotent_cli.dlq import commands, locate
+def _relay_context(args: argparse.Namespace, clients: Any, console: Any, relay: Any) -> Any:
+    from idempotent_cli.dlq import relayed
 
-    looked = []
-    for pipeline in pipelines:
+    return relayed.RelayContext(clients, console, relay, args.visibility_timeout, args.wait_seconds)
+
+
+def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, every: list[Any]) -> int:
+    """``list`` and ``show ID`` without --function on a stack of several pipelines (or a pipeline and its
+    relay): every consumer's dead-letter queue (the one --which names) and every relay's, each said whose."""
+    from idempotent_cli import stack
+    from idempotent_cli.dlq.target import target_of
+
+    said = f"stack {name} has {len(every)} dead-letter queues: {stack.listing(every)}"
+    if args.dlq_handler == "list":
+        console.note(f"{said}; each is listed under whose it is (--function NAME lists one)")
+    looked: list[str] = []
+    documents: list[dict[str, Any]] = []
+    code = 0
+    for function in every:
         try:
-            target = locate.target_of(clients, pipeline, Which(args.which))
-        except DlqError:  # no such DLQ (--which subscription): none of its messages to show
+            if isinstance(function, stack.Relay):
+                context, run = _relay_context(args, clients, console, function), _relay_command
+                url = function.dead_letter_queue_url
+            else:
+                target = target_of(clients, function, Which(args.which))
+                context, run, url = _context(args, clients, console, target), _command, target.dlq_url
+        except DlqError as exc:  # no such DLQ (--which subscription): nothing of it to read
+            documents.append({"pipeline": function.whose, "kind": function.kind, "error": str(exc)})
             continue
-        context = _context(args, clients, console, target)
-        looked.append(f"{pipeline.function} ({target.dlq_url})")
-        try:
-            found = commands.find(context, args.message_id)
-        except commands.NotFound:
+        looked.append(f"{function.whose} ({url})")
+        if args.dlq_handler == "show":
+            try:
+                shown = run(args, context)
+            except DlqError:  # not in this one
+                continue
+            console.note(f"{said}; {args.message_id} is in the dead-letter queue of {function.whose}")
+            return shown
+        if args.json:
+            out = io.StringIO()
+            code = max(code, run(args, replace(context, console=replace(console, out=out))))
+            documents.append({"pipeline": function.whose, "kind": function.kind, **_listed(function, out)})
             continue
-        console.note(
-            f"stack {pipeline.stack} has {len(pipelines)} consumers: {locate.listing(pipelines)}; "
-            f"{args.message_id} is in the dead-letter queue of {pipeline.function}"
+        console.print(("\n" if len(looked) > 1 else "") + f"{function.kind} {function.describe()}:")
+        code = max(code, run(args, context))
+    if args.dlq_handler == "show":
+        raise DlqError(
+            f"no message {args.message_id} (its id in the DLQ, the original's, or a redriven copy's) in the "
+            f"dead-letter queue of any pipeline of stack {name}: {'; '.join(looked) or 'none has one'}; "
+            "`dlq list --messages` shows their ids"
         )
-        return commands.cmd_show(context, message_id=args.message_id, as_json=args.json, found=found)
-    raise DlqError(
-        f"no message {args.message_id} (its id in the DLQ, the original's, or a redriven copy's) in the "
-        f"dead-letter queue of any consumer of stack {pipelines[0].stack}: "
-        f"{'; '.join(looked) or 'none has one'}; `dlq list --messages --function NAME` shows their ids"
-    )
+    if args.json:
+        console.print(json.dumps({"stack": name, "dead_letter_queues": documents}, indent=2))
+    return code
+
+
+def _listed(function: Any, out: io.StringIO) -> dict[str, Any]:
+    """A DLQ's ``list --json``, each message (or relay entry) saying whose it is."""
+    listed = json.loads(out.getvalue())
+    if isinstance(listed, list):  # a relay's entries
+        listed = {"function": function.function, "queue": function.dead_letter_queue_url, "entries": listed}
+    for entry in listed.get("entries") or listed.get("message_list") or []:
+        entry["pipeline"] = function.whose
+    return {"function": function.function, **listed}
 
 
 def main(argv: Sequence[str] | None = None, *, console: Any = None, connect: Connect | None = None) -> int:

@@ -12,9 +12,8 @@ from typing import Any
 
 from idempotent_runtime import contract
 
-from idempotent_cli.dlq.aws import Clients
+from idempotent_cli.aws import Clients
 from idempotent_cli.dlq.console import Console, Pace, Progress
-from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import FORGET_MEANING, MEANING, KeyTable
 from idempotent_cli.dlq.letters import (
     MOVED,
@@ -28,7 +27,6 @@ from idempotent_cli.dlq.letters import (
     outgoing,
     utc_text,
 )
-from idempotent_cli.dlq.locate import Target, queue_arn_of
 from idempotent_cli.dlq.queue import (
     DEFAULT_VISIBILITY_SECONDS,
     MAX_BATCH,
@@ -39,6 +37,9 @@ from idempotent_cli.dlq.queue import (
     walk,
 )
 from idempotent_cli.dlq.redrive import Preview, Redriver
+from idempotent_cli.dlq.target import Target, target_of
+from idempotent_cli.errors import DlqError
+from idempotent_cli.stack import queue_arn_of
 
 REASON_WIDTH = 100
 REPORTED_GROUPS = 10  # the groups a line names, at most
@@ -80,17 +81,25 @@ class Context:
             return None
         source = self.target.source_url
         queue_arn = queue_arn_of(self.clients, source) if source else "arn:aws:sqs:::unknown"
-        if not required:
-            try:
-                return KeyTable(
-                    environment, self.clients("dynamodb"), queue_arn=queue_arn, region=self.clients.region
-                )
-            except DlqError as exc:
-                self.console.note(f"note: key states are not shown: {exc}")
-                return None
-        return KeyTable(
-            environment, self.clients("dynamodb"), queue_arn=queue_arn, region=self.clients.region
-        )
+        try:
+            return KeyTable(
+                environment, self.clients("dynamodb"), queue_arn=queue_arn, region=self.clients.region
+            )
+        except DlqError as exc:
+            if required:
+                raise
+            self.console.note(f"note: key states are not shown: {exc}")
+            return None
+
+    @classmethod
+    def of_consumer(
+        cls, clients: Clients, pipeline: Any, console: Console, *options: int
+    ) -> tuple[Context, KeyTable]:
+        """A consumer's: its DLQ and its table (``options``: the visibility and wait seconds)."""
+        context = cls(target_of(clients, pipeline), clients, console, *options)
+        keys = context.keys(required=True, why="trace")
+        assert keys is not None
+        return context, keys
 
     def walk(self, dlq: Queue, visit: Callable[[DeadLetter], Decision]) -> Walk:
         return walk(dlq, self.target.which, visit, clock=self.console.clock, sleep=self.console.sleep)
@@ -103,7 +112,7 @@ class Context:
             else "dead-letter queue"
         )
         fifo = " (FIFO)" if self.target.dlq_url.endswith(".fifo") else ""
-        of = f" of {pipeline.label}" if pipeline.stack or pipeline.function else ""
+        of = f" of {pipeline.title}" if pipeline.stack or pipeline.function else ""
         self.console.print(f"{kind} {self.target.dlq_url}{fifo}{of}, in {self.clients.where}")
         if self.target.source_url:
             self.console.print(f"source queue {self.target.source_url}")
@@ -285,15 +294,9 @@ def letter_summary(letter: DeadLetter, max_receive: int | None, copies: list[Dea
 # -- show -----------------------------------------------------------------------------------------------
 
 
-def cmd_show(
-    context: Context,
-    *,
-    message_id: str,
-    as_json: bool,
-    found: tuple[DeadLetter, list[DeadLetter]] | None = None,
-) -> int:
-    """``show``: the dead letter that has had ``message_id`` (``found`` already, or looked for now)."""
-    letter, copies = found or find(context, message_id)
+def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
+    """``show``: the dead letter that has had ``message_id``."""
+    letter, copies = find(context, message_id)
     source = context.source() if context.target.source_url else None
     plan = outgoing(
         letter,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli.errors import DlqError
 
 # A run of at least this many messages (or a rate-limited one) shows a progress bar on a terminal.
 LONG_RUN = 20

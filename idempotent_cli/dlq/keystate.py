@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.letters import Outgoing, lambda_record
+from idempotent_cli.errors import DlqError
 
 
 class State(StrEnum):

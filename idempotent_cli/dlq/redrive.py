@@ -45,7 +45,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from idempotent_runtime import contract
 
 from idempotent_cli.dlq.console import Console, Pace, Progress
-from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import FORCED, FORGET_MEANING, MEANING, Inspection, KeyTable, State
 from idempotent_cli.dlq.letters import (
     FRESH_DEDUP_PREFIX,
@@ -57,8 +56,9 @@ from idempotent_cli.dlq.letters import (
     outgoing,
     utc_text,
 )
-from idempotent_cli.dlq.locate import Target
 from idempotent_cli.dlq.queue import MAX_BATCH, Decision, Queue
+from idempotent_cli.dlq.target import Target
+from idempotent_cli.errors import DlqError
 
 # SQS FIFO: a send whose deduplication id was accepted this recently is dropped (and answered as a success).
 DEDUPLICATION_WINDOW_MS = 5 * 60 * 1000

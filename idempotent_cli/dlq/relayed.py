@@ -44,10 +44,10 @@ from idempotent_runtime import relay as runtime
 from idempotent_runtime.clients import CONNECT_TIMEOUT, READ_TIMEOUT
 
 from idempotent_cli.dlq.console import Console
-from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.letters import DeadLetter, Which, utc_text
-from idempotent_cli.dlq.locate import Relay
 from idempotent_cli.dlq.queue import Decision, Queue, walk
+from idempotent_cli.errors import DlqError
+from idempotent_cli.stack import Relay
 from idempotent_local.event_filter import matches
 from idempotent_local.events import lambda_dynamodb_record
 

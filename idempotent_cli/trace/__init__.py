@@ -16,8 +16,10 @@ PARTITION_KEY_FIELD, SORT_KEY_FIELD, KEY_PREFIX, the mode's record location):
   trace --body '{...}'         a message body, keyed as the consumer keys it and compared with the stored
                                record (with KEY_SOURCE=message_id or dedup_id, give the id too)
 
-The pipeline is found as the DLQ tool finds it (--stack, or the only one deployed); --local for the app's
-emulator, default AWS credentials otherwise. See docs/operations.md, "Where is my message?".
+The pipeline is found as the DLQ tool finds it (--stack, or the only one deployed; --function NAME: one
+consumer, by its construct id or path, function name or an output naming it); on a stack of several, the
+key is looked for in each consumer that can key it. --local for the app's emulator, default AWS credentials
+otherwise. See docs/operations.md, "Where is my message?".
 """
 
 from __future__ import annotations
@@ -26,13 +28,8 @@ import argparse
 import json
 from typing import Any
 
-from idempotent_cli.dlq import (
-    add_cloud_arguments,
-    add_pipeline_arguments,
-    add_wait_argument,
-    clients_for,
-    reporting_errors,
-)
+from idempotent_cli import command
+from idempotent_cli.dlq import add_wait_argument
 
 __all__ = ["register", "run"]
 
@@ -41,12 +38,8 @@ DEFAULT_VISIBILITY_SECONDS = 30
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    trace = subparsers.add_parser(
-        "trace",
-        help="where is my message: a key's record, its dead letters, what is in flight",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    help = "where is my message: a key's record, its dead letters, what is in flight"
+    trace = command.add_command(subparsers, "trace", help, __doc__)
     trace.add_argument(
         "parts",
         nargs="*",
@@ -67,8 +60,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="a message body: keyed as the consumer keys it, and compared with the stored record (conflict)",
     )
     where = trace.add_argument_group("which pipeline")
-    add_pipeline_arguments(where)
-    add_cloud_arguments(trace.add_argument_group("which cloud"))
+    command.add_pipeline_arguments(where)
+    command.add_cloud_arguments(trace.add_argument_group("which cloud"))
     trace.add_argument(
         "--peek",
         action="store_true",
@@ -100,7 +93,7 @@ def run(args: argparse.Namespace, *, console: Any = None, connect: Any = None) -
     from idempotent_cli.dlq.console import Console
 
     console = console or Console()
-    return reporting_errors(
+    return command.reporting_errors(
         lambda: _trace(args, console, connect),
         console.err,
         interrupted="interrupted: every message the trace held is visible again",
@@ -108,56 +101,42 @@ def run(args: argparse.Namespace, *, console: Any = None, connect: Any = None) -
 
 
 def _trace(args: argparse.Namespace, console: Any, connect: Any) -> int:
-    from idempotent_cli.dlq import locate
-    from idempotent_cli.dlq.errors import DlqError
+    from idempotent_cli import stack
+    from idempotent_cli.errors import DlqError
     from idempotent_cli.trace import screen
 
     if not 1 <= args.visibility_timeout <= 43200:
         raise DlqError(f"--visibility-timeout must be 1 to 43200 seconds, got {args.visibility_timeout}")
-    clients = (connect or clients_for)(args)
-    pipelines = locate.one_stack(locate.candidates(clients, stack=args.stack, function=args.function))
+    clients = (connect or command.clients_for)(args)
+    pipelines = stack.find(clients, stack=args.stack, function=args.function).pipelines()
     looks = [_look(args, clients, console, pipeline, alone=len(pipelines) == 1) for pipeline in pipelines]
     traced = [found for found in looks if isinstance(found, screen.Traced)]
     if not traced:
         raise DlqError(
             f"none of the {len(pipelines)} consumers of stack {pipelines[0].stack} can key "
             f"{_given(args)}: "
-            + "; ".join(f"{pipeline.function}: {why}" for pipeline, why in zip(pipelines, looks, strict=True))
+            + "; ".join(f"{pipeline.whose}: {why}" for pipeline, why in zip(pipelines, looks, strict=True))
         )
-    if len(pipelines) == 1:
-        (one,) = traced
-        if args.json:
-            console.print(json.dumps(screen.document(one), indent=2))
-        else:
-            for line in screen.lines(one, args):
-                console.print(line)
-        return 0
+    alone = len(pipelines) == 1
     if args.json:
-        console.print(json.dumps(screen.several_document(pipelines, looks), indent=2))
-    else:
-        for line in screen.several_lines(pipelines, looks, args):
-            console.print(line)
+        shown = screen.document(traced[0]) if alone else screen.several_document(pipelines, looks)
+        console.print(json.dumps(shown, indent=2))
+        return 0
+    for line in screen.lines(traced[0], args) if alone else screen.several_lines(pipelines, looks, args):
+        console.print(line)
     return 0
 
 
 def _look(args: argparse.Namespace, clients: Any, console: Any, pipeline: Any, *, alone: bool) -> Any:
     """The trace of the key in one consumer; with several consumers, why this one cannot key it (text)
     instead of an error."""
-    from idempotent_cli.dlq import locate
     from idempotent_cli.dlq.commands import Context
-    from idempotent_cli.dlq.errors import DlqError
+    from idempotent_cli.errors import DlqError
     from idempotent_cli.trace import hops, look, screen, wanted
 
     try:
-        context = Context(
-            target=locate.target_of(clients, pipeline),
-            clients=clients,
-            console=console,
-            visibility_seconds=args.visibility_timeout,
-            wait_seconds=args.wait_seconds,
-        )
-        keys = context.keys(required=True, why="trace")
-        assert keys is not None
+        options = (args.visibility_timeout, args.wait_seconds)
+        context, keys = Context.of_consumer(clients, pipeline, console, *options)
         given = wanted.from_args(args, keys.config)
         record = look.table(keys, given)
     except DlqError as exc:

@@ -28,10 +28,10 @@ from typing import Any
 from idempotent_runtime import contract
 from idempotent_runtime import outbox as layout
 
-from idempotent_cli.dlq import locate
 from idempotent_cli.dlq.commands import Context
-from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import KeyTable
+from idempotent_cli.errors import DlqError
+from idempotent_cli.stack import Pipeline, deployed
 from idempotent_cli.trace import look
 from idempotent_cli.trace.wanted import TRACE_MESSAGE_ID, Wanted, as_received
 
@@ -75,7 +75,7 @@ class Follower:
         self.pipelines = [
             p
             for name in dict.fromkeys(filter(None, stacks))
-            for d in locate.deployed(self.clients, name)
+            for d in deployed(self.clients, name)
             for p in d.pipelines
         ]
         self.tables: dict[str, tuple[Context, KeyTable]] = {}
@@ -161,7 +161,7 @@ class Follower:
         else:
             emitted.state = NOT_ARRIVED
 
-    def _consumer_of(self, target: str | None) -> locate.Pipeline | None:
+    def _consumer_of(self, target: str | None) -> Pipeline | None:
         if not target:
             return None
         service, name = target.split(":")[2], target.split(":")[-1]
@@ -194,18 +194,11 @@ class Follower:
                 return names
             request["NextToken"] = page["NextToken"]
 
-    def _table(self, pipeline: locate.Pipeline) -> tuple[Context, KeyTable]:
+    def _table(self, pipeline: Pipeline) -> tuple[Context, KeyTable]:
         if pipeline.label not in self.tables:
-            context = Context(
-                target=locate.target_of(self.clients, pipeline),
-                clients=self.clients,
-                console=self.base.console,
-                visibility_seconds=self.base.visibility_seconds,
-                wait_seconds=self.base.wait_seconds,
-            )
-            keys = context.keys(required=True, why="trace")
-            assert keys is not None
-            self.tables[pipeline.label] = (context, keys)
+            base = self.base
+            options = (base.visibility_seconds, base.wait_seconds)
+            self.tables[pipeline.label] = Context.of_consumer(self.clients, pipeline, base.console, *options)
         return self.tables[pipeline.label]
 
 

@@ -34,12 +34,12 @@ from idempotent_runtime.contract import (
     Mode,
 )
 
-from idempotent_cli.dlq import locate
 from idempotent_cli.dlq.commands import Context
-from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.keystate import KeyTable, State
 from idempotent_cli.dlq.letters import DeadLetter, Outgoing, Which, by_identity, outgoing, utc_text
-from idempotent_cli.dlq.queue import MAX_BATCH, Decision, Queue
+from idempotent_cli.dlq.queue import Decision, Queue
+from idempotent_cli.dlq.target import subscription_dlq
+from idempotent_cli.errors import DlqError
 from idempotent_cli.trace.wanted import Wanted
 
 # A peek receives at most this many times (10 messages each, at visibility 0).
@@ -211,7 +211,7 @@ def dead_letters(context: Context, keys: KeyTable, key: Any) -> list[Letters]:
     """The key's dead letters in the queue's DLQ and in the SNS subscription's DLQ (if it has one)."""
     target = context.target
     subscription = target.pipeline.subscription_dead_letter_queue_url or (
-        locate.subscription_dlq(context.clients, target.source_url) if target.source_url else None
+        subscription_dlq(context.clients, target.source_url) if target.source_url else None
     )
     source = context.source() if target.source_url else None
     found = [_read(context, keys, key, source)]
@@ -313,17 +313,9 @@ def _peek(queue: Queue, visible: int) -> list[dict[str, Any]]:
     """The visible messages a receive at visibility 0 hands out: they stay visible. At visibility 0 the queue
     hands out the same ones again, so it stops at a receive that brings nothing new (or all it counts)."""
     seen: dict[str, dict[str, Any]] = {}
+    peeking = Queue(queue.sqs, queue.url, visibility_seconds=0, wait_seconds=0)
     for _ in range(PEEK_RECEIVES):
-        messages = queue.sqs.receive_message(
-            QueueUrl=queue.url,
-            MaxNumberOfMessages=MAX_BATCH,
-            VisibilityTimeout=0,
-            WaitTimeSeconds=0,
-            AttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
-        new = [m for m in messages if m["MessageId"] not in seen]
+        new = [m for m in peeking.receive() if m["MessageId"] not in seen]
         seen.update((m["MessageId"], m) for m in new)
         if not new or len(seen) >= visible:
             break

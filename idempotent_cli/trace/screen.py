@@ -12,7 +12,7 @@ from idempotent_runtime.contract import OnConflict
 from idempotent_cli.dlq.commands import Context, letter_summary, message_line
 from idempotent_cli.dlq.keystate import KeyTable
 from idempotent_cli.dlq.letters import Which
-from idempotent_cli.dlq.locate import Pipeline, listing
+from idempotent_cli.stack import Pipeline, listing
 from idempotent_cli.trace import hops
 from idempotent_cli.trace.look import (
     InFlight,
@@ -241,7 +241,7 @@ def lines(traced: Traced, args: argparse.Namespace, *, name_function: bool = Fal
     pipeline = context.target.pipeline
     config = keys.config
     out = [
-        f"key {record.key} ({wanted.given}) of {pipeline.label}, in {context.clients.where}",
+        f"key {record.key} ({wanted.given}) of {pipeline.title}, in {context.clients.where}",
         _row(
             "consumer",
             f"{keys.mode} mode, {config.key_source} keys"
@@ -266,16 +266,16 @@ def several_lines(
     that has it (of each that keys it, when none has it)."""
     traced = [look for look in looks if isinstance(look, Traced)]
     holding = [look for look in traced if look.anything]
-    where = ", ".join(look.pipeline.function or "?" for look in holding) or "none of them"
+    where = ", ".join(look.pipeline.whose for look in holding) or "none of them"
     out = [
         f"stack {pipelines[0].stack} has {len(pipelines)} consumers: {listing(pipelines)}",
         f"the key was looked for in each that can key it ({len(traced)}): found in {where}",
     ]
     for pipeline, look in zip(pipelines, looks, strict=True):
         if isinstance(look, str):
-            out.append(f"  {pipeline.function}: not looked in, it cannot key this: {look}")
+            out.append(f"  {pipeline.whose}: not looked in, it cannot key this: {look}")
         elif holding and not look.anything:
-            out.append(f"  {pipeline.function}: not there (no record, no dead letter)")
+            out.append(f"  {pipeline.whose}: not there (no record, no dead letter)")
     for look in holding or traced:
         out += ["", *lines(look, args, name_function=True)]
     return out
@@ -287,6 +287,7 @@ def several_document(pipelines: list[Pipeline], looks: list[Traced | str]) -> di
         "stack": pipelines[0].stack,
         "consumers": [
             {
+                "pipeline": pipeline.whose,
                 "function": pipeline.function,
                 "outputs": list(pipeline.outputs),
                 "traced": isinstance(look, Traced),
@@ -440,7 +441,7 @@ def _logs_command(context: Context, record: Record, args: argparse.Namespace, *,
     pipeline = context.target.pipeline
     if pipeline.stack:
         words += ["--stack", pipeline.stack]
-    function = args.function or (pipeline.function if name_function else None)
+    function = args.function or (pipeline.whose if name_function else None)
     if function:
         words += ["--function", function]
     if args.local:

@@ -15,8 +15,8 @@ from typing import Any
 
 from idempotent_runtime.contract import FIELD_PATH_SEPARATOR, KEY_SOURCE, KeySource
 
-from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.letters import Outgoing
+from idempotent_cli.errors import DlqError
 
 # The message id of the message a trace builds, for every key source but message_id (which keys by it).
 TRACE_MESSAGE_ID = "idempotent-pipeline-trace"

@@ -25,6 +25,8 @@ from idempotent_cli.dlq.console import Console
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 FAKE = {"aws_access_key_id": "fake", "aws_secret_access_key": "fake", "region_name": REGION}
+# What a receive asks for to see a message whole.
+ATTRIBUTE_LISTS = ("AttributeNames", "MessageSystemAttributeNames", "MessageAttributeNames")
 
 _server: Any = None
 
@@ -340,9 +342,31 @@ class Hops:
     payments: Pipeline
     relay: str  # the relay's function
     relay_dlq_url: str
+    notifier: str | None = None  # a plain function of the stack (with construct paths)
 
 
-def deploy_hops(*, outputs: bool = True) -> Hops:
+# Construct paths as IdempotentPipeline lays a pipeline out (the aws:cdk:path metadata the CDK CLI writes into
+# a template, without the trailing "/Resource"), by logical id: {p} the pipeline's prefix, {c} its construct.
+PIPELINE_PATHS = {
+    "{p}DeadLetterQueue": "{c}/Messaging/DeadLetterQueue",
+    "{p}Queue": "{c}/Messaging/Queue",
+    "{p}Table": "{c}/Table/Table",
+    "{p}Function": "{c}/Consumer/Function",
+    "{p}Mapping": "{c}/Consumer/Function/SqsEventSource",
+}
+HOPS_PATHS = {
+    **{key.format(p=""): path.format(c="Orders") for key, path in PIPELINE_PATHS.items()},
+    **{key.format(p="Payments"): path.format(c="Payments") for key, path in PIPELINE_PATHS.items()},
+    "RelayDeadLetterQueue": "Orders/Consumer/Relay/DeadLetterQueue",
+    "RelayFunction": "Orders/Consumer/Relay/Function",
+    "RelayMapping": "Orders/Consumer/Relay/Function/DynamoDBEventSource",
+    "NotifierFunction": "Notifier",
+}
+
+
+def deploy_hops(*, outputs: bool = True, paths: bool = False) -> Hops:
+    """The stack; ``paths``: with the construct paths of :data:`HOPS_PATHS` and a plain function (Notifier)
+    that prints each event it gets."""
     name = unique("hops")
     role = _role()
     payments = f"{name}-payments"
@@ -395,6 +419,19 @@ def deploy_hops(*, outputs: bool = True) -> Hops:
             },
         },
     }
+    if paths:
+        code = "def handler(event, context):\n    print('notified', event)\n"
+        resources["NotifierFunction"] = {
+            "Type": "AWS::Lambda::Function",
+            "Properties": {
+                "Handler": "index.handler",
+                "Runtime": "python3.12",
+                "Role": role,
+                "Code": {"ZipFile": code},
+            },
+        }
+        for logical_id, path in HOPS_PATHS.items():
+            resources[logical_id]["Metadata"] = {"aws:cdk:path": f"{name}/{path}/Resource"}
     template: dict[str, Any] = {"Resources": resources}
     if outputs:
         template["Outputs"] = {**_pipeline_outputs(""), **_pipeline_outputs("Payments")}
@@ -406,6 +443,7 @@ def deploy_hops(*, outputs: bool = True) -> Hops:
         payments=_deployed(name, payments, made, "Payments", True),
         relay=made["RelayFunction"],
         relay_dlq_url=client("sqs").get_queue_url(QueueName=f"{name}-relay-dlq")["QueueUrl"],
+        notifier=made.get("NotifierFunction"),
     )
 
 
@@ -569,7 +607,7 @@ def hooked(event: str, callback: Any, *more: tuple[str, Any]) -> Any:
     """A ``connect`` for :func:`dlq`: the default-credential clients, with ``callback`` registered for the
     botocore ``event`` (e.g. ``before-call.dynamodb.DeleteItem``: something happens just before the tool's
     request), and each further (event, callback) of ``more``."""
-    from idempotent_cli.dlq import aws
+    from idempotent_cli import aws
 
     def connect(args: Any) -> Any:
         clients = aws.connect(local=False)

@@ -13,7 +13,6 @@ pre-filled from the checkout's node_modules. The tests of a version run in order
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sysconfig
@@ -24,8 +23,7 @@ from pathlib import Path
 import pytest
 
 from idempotent_local import emulator as emulators
-from idempotent_local.cdk import CACHE_ENV, CDK_CLI_VERSION
-from tests.wheelhouse import REPO, build_wheel, install_wheel
+from tests.wheelhouse import REPO, assert_destroyed, build_wheel, install_wheel, user_environment
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -98,23 +96,9 @@ def app(
             pytest.skip("no .venv-floor (make test-floor creates it)")
         dependencies.insert(0, _site_packages(FLOOR))  # its aws-cdk-lib, constructs and jsii come first
     venv = install_wheel(wheel, work / "venv", dependencies)
-    cache = work / "cache"
-    (cache / f"cdk-{CDK_CLI_VERSION}").mkdir(parents=True)
-    (cache / f"cdk-{CDK_CLI_VERSION}" / "node_modules").symlink_to(REPO / "node_modules")
     directory = work / "shopfront"
     shutil.copytree(EXAMPLE, directory)  # the app, in a directory of its own outside the checkout
-    path = [p for p in os.environ["PATH"].split(os.pathsep) if not p.startswith(str(REPO))]
-    env = {
-        **{
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("PYTHON", "JSII_", "AWS_", "VIRTUAL_ENV"))
-        },
-        "PATH": os.pathsep.join([str(venv / "bin"), *path]),
-        CACHE_ENV: str(cache),
-        "HOME": str(work),
-    }
-    env.pop("MAKELEVEL", None)
+    env = user_environment(venv, work)
     version = subprocess.run(
         [
             str(venv / "bin" / "python"),
@@ -205,9 +189,5 @@ def test_local_status_shows_the_stack_and_its_note_and_exits_0(app: App) -> None
 
 def test_local_destroy_removes_the_stack_and_stops_the_emulator(app: App) -> None:
     app.after("deploy")
-    emulator = app.emulator
-    destroyed = app.run("local", "destroy")
-    assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr
-    assert emulators.find(app.directory / ".local-cloud") is None
-    with pytest.raises(ProcessLookupError):
-        os.kill(emulator.pid, 0)
+    pid = app.emulator.pid
+    assert_destroyed(app.run("local", "destroy"), app.directory, pid)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,27 @@ def test_init_writes_a_cdk_app_with_a_processor_and_its_test(
     assert '"SubscriptionDeadLetterQueueUrl": pipeline.subscription_dead_letter_queue.queue_url' in app_py
     assert "__" not in app_py.replace("__init__", "").replace("__file__", "")  # every placeholder filled
     assert os.access(app / "app.py", os.X_OK)
+
+
+def test_the_apps_gitignore_leaves_out_the_local_cloud_and_what_is_built(app: Path, tmp_path: Path) -> None:
+    app = Path(shutil.copytree(app, tmp_path / "app"))
+    ignored = (app / ".gitignore").read_text().splitlines()
+    for entry in (".local-cloud/", ".venv/", "cdk.out/", "node_modules/", "__pycache__/"):
+        assert entry in ignored
+    listed = subprocess.run(  # git, as a user's repository sees the app after a deploy and a test run
+        ["git", "init", "-q", "."], cwd=app, capture_output=True, text=True, check=False
+    )
+    if listed.returncode != 0:
+        pytest.skip(f"git is not usable here: {listed.stderr}")
+    for made in (".local-cloud/logs/f.log", "cdk.out/Shop.template.json", "src/__pycache__/orders.pyc"):
+        (app / made).parent.mkdir(parents=True, exist_ok=True)
+        (app / made).write_text("")
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=app, capture_output=True, text=True
+    )
+    assert status.returncode == 0, status.stderr
+    untracked = {line[3:] for line in status.stdout.splitlines()}
+    assert untracked == {".gitignore", *sorted(FILES - {".gitignore"})}
 
 
 def test_the_apps_synth_prints_no_node_banner(app: Path, tmp_path: Path) -> None:

@@ -47,8 +47,22 @@ def test_the_console_script_and_the_module_alias_are_the_same_command() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "idempotent_cli", "--help"], capture_output=True, text=True, check=True
     )
-    assert result.stdout.startswith("usage: idempotent-pipeline [-h] COMMAND ...")
+    assert result.stdout.startswith("usage: idempotent-pipeline [-h] [--version] COMMAND ...")
     assert "init" in result.stdout and "local" in result.stdout
+
+
+def test_version_prints_the_version_the_runtime_declares(capsys: pytest.CaptureFixture[str]) -> None:
+    from idempotent_runtime import __version__
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"idempotent-pipeline {__version__}\n"
+    result = subprocess.run(
+        [sys.executable, "-m", "idempotent_cli", "--version"], capture_output=True, text=True, check=False
+    )
+    assert (result.returncode, result.stdout) == (0, f"idempotent-pipeline {__version__}\n")
 
 
 def test_the_parser_is_built_from_the_list_of_command_modules(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -60,7 +60,7 @@ def refusing(refused: str) -> Any:
     ``refused`` and publishes the rest of its request."""
     from botocore.awsrequest import AWSResponse
 
-    from idempotent_cli.dlq import aws
+    from idempotent_cli import aws
 
     seen: set[str] = set()
 
@@ -281,7 +281,7 @@ def test_ctrl_c_says_what_was_published_and_that_sending_again_is_safe(cloud, tm
     lines = [json.dumps({"order_id": f"o-{i}", "line_id": "1"}) for i in range(12)]
 
     def connect(args: Any) -> Any:
-        from idempotent_cli.dlq import aws
+        from idempotent_cli import aws
 
         clients = aws.connect(local=False)
         calls: list[int] = []

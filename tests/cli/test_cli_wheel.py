@@ -11,7 +11,6 @@ downloaded. The tests of this module run in order and share one app.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sysconfig
 from collections.abc import Iterator
@@ -22,8 +21,14 @@ from typing import Any
 import pytest
 
 from idempotent_local import emulator as emulators
-from idempotent_local.cdk import CACHE_ENV, CDK_CLI_VERSION
-from tests.wheelhouse import build_wheel, install_wheel, this_python_tag, write_wheel
+from tests.wheelhouse import (
+    assert_destroyed,
+    build_wheel,
+    install_wheel,
+    this_python_tag,
+    user_environment,
+    write_wheel,
+)
 
 # One app shared by the module's tests, in order: they run on one xdist worker (make test: --dist loadfile).
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -77,9 +82,6 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
     work = tmp_path_factory.mktemp("new-user")
     wheel = build_wheel(work)
     venv = install_wheel(wheel, work / "venv", [Path(sysconfig.get_paths()["purelib"])])
-    cache = work / "cache"
-    (cache / f"cdk-{CDK_CLI_VERSION}").mkdir(parents=True)
-    (cache / f"cdk-{CDK_CLI_VERSION}" / "node_modules").symlink_to(REPO / "node_modules")
     # The processor's own dependency, a compiled one: a wheel for the function's runtime in AWS and one for
     # this machine's Python, in a directory pip reads instead of an index.
     wheelhouse = work / "wheelhouse"
@@ -88,20 +90,7 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
         write_wheel(
             wheelhouse, "nativeonly", "1.0", tag, {"nativeonly/__init__.py": f"BUILT_FOR = {built_for!r}\n"}
         )
-    path = [p for p in os.environ["PATH"].split(os.pathsep) if not p.startswith(str(REPO))]
-    env = {
-        **{
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("PYTHON", "JSII_", "AWS_", "VIRTUAL_ENV"))
-        },
-        "PATH": os.pathsep.join([str(venv / "bin"), *path]),
-        CACHE_ENV: str(cache),
-        "HOME": str(work),
-        "PIP_FIND_LINKS": str(wheelhouse),
-        "PIP_NO_INDEX": "1",
-    }
-    env.pop("MAKELEVEL", None)
+    env = user_environment(venv, work, PIP_FIND_LINKS=str(wheelhouse), PIP_NO_INDEX="1")
     init = subprocess.run(
         [str(venv / "bin" / "idempotent-pipeline"), "init", "shop"],
         cwd=work,
@@ -433,9 +422,5 @@ def test_outside_the_app_the_tool_refuses_instead_of_starting_another_emulator(s
 
 
 def test_local_destroy_removes_the_stack_and_stops_the_emulator(shop: Shop) -> None:
-    emulator = shop.emulator
-    destroyed = shop.command("local", "destroy")
-    assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr
-    assert emulators.find(shop.app / ".local-cloud") is None
-    with pytest.raises(ProcessLookupError):
-        os.kill(emulator.pid, 0)
+    pid = shop.emulator.pid
+    assert_destroyed(shop.command("local", "destroy"), shop.app, pid)

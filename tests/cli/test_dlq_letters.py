@@ -9,7 +9,6 @@ import pytest
 from idempotent_runtime.contract import DLQ_DETAILS_ATTRIBUTE, DLQ_REASON_ATTRIBUTE
 
 from idempotent_cli.dlq.console import Console, Pace
-from idempotent_cli.dlq.errors import DlqError
 from idempotent_cli.dlq.letters import (
     REDRIVE_ATTRIBUTE,
     DeadLetter,
@@ -18,6 +17,7 @@ from idempotent_cli.dlq.letters import (
     message_size,
     outgoing,
 )
+from idempotent_cli.errors import DlqError
 
 
 def _string(value: str) -> dict[str, str]:

@@ -585,7 +585,7 @@ def test_a_message_that_fails_again_during_the_run_is_not_sent_again():
     pipeline = deploy_pipeline()
     dead_letter(body("p1"), queue_url=pipeline.dlq_url, group_id="g", dedup_id="p1")
 
-    from idempotent_cli.dlq import aws
+    from idempotent_cli import aws
 
     def connect(args: Any) -> Any:
         clients = aws.connect(local=False)

@@ -1,15 +1,16 @@
 """A stack of several consumers (the reference app with ``-c outbox=true``, an ``init`` app with a second
-pipeline): every command reaches each consumer by any name the user sees (its function's name, the stack's
-output naming it, its logical id), each with its own queues, DLQ and table; without --function, a command
-that only reads uses the stack's main consumer and says which of them it used, one that changes things stops
-and lists them, trace and dlq show look in each; the outbox relay is no consumer, and its DLQ stays reachable
-by URL."""
+pipeline): every command reaches each consumer by any name the user sees (its construct id or path, its
+function's name, the stack's output naming it, its logical id), each with its own queues, DLQ and table;
+without --function, the commands that only read cover every pipeline, each line saying whose, and those that
+change things stop naming them (exit code 2); the outbox relay is no consumer, and its DLQ stays reachable by
+its names and by URL; `logs` reads any function of the stack."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
+import time
 from pathlib import Path
 
 import dlq_processors
@@ -39,16 +40,23 @@ pytestmark = pytest.mark.usefixtures("cloud")
 # next hop).
 OUTPUT = {"orders": "FunctionName", "payments": "PaymentsFunctionName"}
 LOGICAL_ID = {"orders": "Function", "payments": "PaymentsFunction"}
+# The construct the user wrote (IdempotentPipeline(self, "Orders", ...)), and a deeper path to its function.
+CONSTRUCT = {"orders": "Orders", "payments": "Payments"}
 ORDER = json.dumps({"order_id": "o-1", "line_id": "1", "sku": "tea"})
 PAYMENT = json.dumps({"order_id": "o-1", "cents": 2500})
 PAYMENT_DEDUP_ID = "o-1#1#000"
-BY = ["function", "output", "logical id"]
+BY = ["function", "output", "logical id", "construct id", "stack/construct", "path to the function"]
 
 
 def _name(hops: Hops, which: str, by: str) -> str:
-    if by == "function":
-        return _pipeline(hops, which).function
-    return OUTPUT[which] if by == "output" else LOGICAL_ID[which]
+    return {
+        "function": _pipeline(hops, which).function,
+        "output": OUTPUT[which],
+        "logical id": LOGICAL_ID[which],
+        "construct id": CONSTRUCT[which],
+        "stack/construct": f"{hops.stack}/{CONSTRUCT[which]}",
+        "path to the function": f"{CONSTRUCT[which]}/Consumer/Function",
+    }[by]
 
 
 def _pipeline(hops: Hops, which: str) -> Pipeline:
@@ -93,7 +101,7 @@ def _send(*argv: str, lines: str) -> tuple[int, str]:
 @pytest.mark.parametrize("by", BY)
 @pytest.mark.parametrize("which", ["orders", "payments"])
 def test_dlq_commands_work_on_the_dlq_of_the_consumer_any_of_its_names_names(which, by):
-    hops = deploy_hops()
+    hops = deploy_hops(paths=True)
     ids = _dead_letters(hops)
     chosen, other = _pipeline(hops, which), _pipeline(hops, _other(which))
     where = ("--stack", hops.stack, "--function", _name(hops, which, by))
@@ -126,7 +134,7 @@ def test_dlq_commands_work_on_the_dlq_of_the_consumer_any_of_its_names_names(whi
 @pytest.mark.parametrize("by", BY)
 @pytest.mark.parametrize("which", ["orders", "payments"])
 def test_trace_reads_the_table_of_the_consumer_any_of_its_names_names(which, by):
-    hops = deploy_hops()
+    hops = deploy_hops(paths=True)
     publish(hops.orders, ORDER, group="o-1")
     publish(hops.payments, PAYMENT, group="o-1", dedup_id=PAYMENT_DEDUP_ID)
     processors = {"orders": dlq_processors.add_to_order, "payments": None}
@@ -150,7 +158,7 @@ def test_trace_reads_the_table_of_the_consumer_any_of_its_names_names(which, by)
 @pytest.mark.parametrize("by", BY)
 @pytest.mark.parametrize("which", ["orders", "payments"])
 def test_logs_show_the_lines_of_the_consumer_any_of_its_names_names(which, by, local_app: Path):
-    hops = deploy_hops()
+    hops = deploy_hops(paths=True)
     for name in ("orders", "payments"):
         path = function_log_path(local_app / ".local-cloud", _pipeline(hops, name).function)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +177,7 @@ def test_logs_show_the_lines_of_the_consumer_any_of_its_names_names(which, by, l
 @pytest.mark.parametrize("by", BY)
 @pytest.mark.parametrize("which", ["orders", "payments"])
 def test_send_publishes_to_the_queue_of_the_consumer_any_of_its_names_names(which, by):
-    hops = deploy_hops()
+    hops = deploy_hops(paths=True)
     keyed = ["--key-fields", "order_id,line_id", "--group-field", "order_id"] if which == "payments" else []
 
     code, err = _send("--stack", hops.stack, "--function", _name(hops, which, by), *keyed, lines=ORDER + "\n")
@@ -187,39 +195,66 @@ def _listing(hops: Hops) -> str:
 
 
 @pytest.mark.parametrize("stack", [True, False], ids=["with --stack", "the only stack"])
-def test_reading_commands_use_the_main_consumer_and_name_every_consumer(stack, local_app: Path):
+def test_reading_commands_cover_every_pipeline_each_saying_whose(stack, local_app: Path):
     hops = deploy_hops()
-    _dead_letters(hops)
+    ids = _dead_letters(hops)
     where = ["--stack", hops.stack] if stack else []
-    said = (
-        f"stack {hops.stack} has 2 consumers: {_listing(hops)}; this is {hops.orders.function} (the one the "
-        "stack's unprefixed outputs name): --function NAME chooses another"
-    )
 
-    code, listed = dlq("list", *where, "--json")
+    code, listed = dlq("list", *where, "--messages", "--json")
     assert code == 0, listed.error
-    assert _queue_name(json.loads(listed.out.getvalue())["queue"]) == _queue_name(hops.orders.dlq_url)
-    assert listed.error.splitlines() == [said]
+    queues = json.loads(listed.out.getvalue())["dead_letter_queues"]
+    assert [(q["pipeline"], q["kind"]) for q in queues] == [
+        (hops.orders.function, "pipeline"),
+        (hops.payments.function, "pipeline"),
+        (hops.relay, "outbox relay"),
+    ]
+    orders, payments, relay = queues
+    assert [_queue_name(q["queue"]) for q in (orders, payments)] == [
+        _queue_name(hops.orders.dlq_url),
+        _queue_name(hops.payments.dlq_url),
+    ]
+    assert [(m["message_id"], m["pipeline"]) for m in orders["message_list"] + payments["message_list"]] == [
+        (ids["orders"], hops.orders.function),
+        (ids["payments"], hops.payments.function),
+    ]
+    assert (relay["function"], relay["entries"]) == (hops.relay, [])
+    assert listed.error.startswith(f"stack {hops.stack} has 3 dead-letter queues: {_listing(hops)}, ")
 
+    code, listed = dlq("list", *where)
+    assert code == 0, listed.error
+    headers = [line for line in listed.lines if line.startswith(("pipeline ", "outbox relay "))]
+    assert headers == [
+        f"pipeline {hops.orders.function} (FunctionName):",
+        f"pipeline {hops.payments.function} (PaymentsFunctionName):",
+        f"outbox relay {hops.relay}:",
+    ]
+    assert listed.lines.count("1 read") == 2
+
+    for name in ("orders", "payments"):
+        path = function_log_path(local_app / ".local-cloud", _pipeline(hops, name).function)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"level": "INFO", "timestamp": 1, "message": f"a line of {name}"}) + "\n")
     code, logs = command("logs", *where, "--local", "--app-dir", str(local_app))
     assert code == 0, logs.error
-    assert logs.error.splitlines()[0] == said
-    assert f"{hops.stack}/{hops.orders.function}: " in logs.error
+    assert [line.split("  ")[0] for line in logs.lines] == [hops.orders.function, hops.payments.function]
+    assert [line.rsplit("  ", 1)[1] for line in logs.lines] == ["a line of orders", "a line of payments"]
+    assert f"{hops.payments.function}: lines the local runner wrote to " in logs.error
 
 
-def test_commands_that_change_things_stop_and_list_the_consumers_without_function():
+def test_commands_that_change_things_stop_and_list_the_pipelines_without_function():
     hops = deploy_hops()
     ids = _dead_letters(hops)
     refused = (
-        f"error: stack {hops.stack} has 2 consumers: {_listing(hops)}; this command changes things: name the "
-        "consumer with --function NAME (its function name or an output naming it)\n"
+        f"error: stack {hops.stack} has 2 pipelines: {_listing(hops)}; this command changes things: choose "
+        "one with --function NAME (a construct id or path, a function name or ARN, a stack output naming "
+        "it, or its logical id)\n"
     )
 
     for argv in (["redrive"], ["redrive", "--dry-run"], ["purge", "--yes"]):
         code, terminal = dlq(*argv, "--stack", hops.stack)
-        assert (code, terminal.error, terminal.out.getvalue()) == (1, refused, ""), argv
+        assert (code, terminal.error, terminal.out.getvalue()) == (2, refused, ""), argv
     code, err = _send("--stack", hops.stack, lines=ORDER + "\n")
-    assert (code, err) == (1, refused)
+    assert (code, err) == (2, refused)
 
     assert [m["MessageId"] for m in drain(hops.orders.dlq_url)] == [ids["orders"]]
     assert [m["MessageId"] for m in drain(hops.payments.dlq_url)] == [ids["payments"]]
@@ -302,8 +337,8 @@ def test_dlq_show_finds_the_message_in_the_dlq_of_any_consumer_and_says_which():
     assert code == 0, terminal.error
     assert f"  {PAYMENT}" in terminal.lines
     assert terminal.error == (
-        f"stack {hops.stack} has 2 consumers: {_listing(hops)}; {ids['payments']} is in the dead-letter "
-        f"queue of {hops.payments.function}\n"
+        f"stack {hops.stack} has 3 dead-letter queues: {_listing(hops)}, {hops.relay}; {ids['payments']} is "
+        f"in the dead-letter queue of {hops.payments.function}\n"
     )
 
     code, terminal = dlq("show", "no-such-id", "--stack", hops.stack)
@@ -313,7 +348,7 @@ def test_dlq_show_finds_the_message_in_the_dlq_of_any_consumer_and_says_which():
         in (terminal.error)
     )
     assert (
-        f"dead-letter queue of any consumer of stack {hops.stack}: {hops.orders.function} (" in terminal.error
+        f"dead-letter queue of any pipeline of stack {hops.stack}: {hops.orders.function} (" in terminal.error
     )
     # Nothing moved: each DLQ still holds its dead letter.
     assert [m["MessageId"] for m in drain(hops.payments.dlq_url)] == [ids["payments"]]
@@ -351,22 +386,21 @@ def test_a_name_no_consumer_has_is_refused_naming_each_consumer_and_its_outputs(
 
     assert code == 1
     assert terminal.error == (
-        f"error: no pipeline with function ShippingFunctionName in stack {hops.stack} (a function name or "
-        f"ARN, a stack output naming it, or its logical id); consumers: {hops.stack}/{hops.orders.function} "
-        f"(FunctionName), {hops.stack}/{hops.payments.function} (PaymentsFunctionName)\n"
+        f"error: no pipeline with function ShippingFunctionName in stack {hops.stack} (a construct id or "
+        "path, a function name or ARN, a stack output naming it, or its logical id); consumers: "
+        f"{hops.stack}/{hops.orders.function} (FunctionName), {hops.stack}/{hops.payments.function} "
+        "(PaymentsFunctionName)\n"
     )
 
 
-def test_a_stack_without_outputs_lists_its_consumers_and_reads_the_first():
+def test_a_stack_without_outputs_lists_every_consumer_and_function_chooses_one():
     hops = deploy_hops(outputs=False)
 
     code, terminal = dlq("list", "--stack", hops.stack, "--json")
 
     assert code == 0, terminal.error
-    assert terminal.error == (
-        f"stack {hops.stack} has 2 consumers: {hops.orders.function}, {hops.payments.function}; this is "
-        f"{hops.orders.function}: --function NAME chooses another\n"
-    )
+    listed = json.loads(terminal.out.getvalue())["dead_letter_queues"]
+    assert [q["pipeline"] for q in listed] == [hops.orders.function, hops.payments.function, hops.relay]
     code, terminal = dlq("list", "--stack", hops.stack, "--function", "PaymentsFunction", "--json")
     assert code == 0, terminal.error
     assert _queue_name(json.loads(terminal.out.getvalue())["queue"]) == _queue_name(hops.payments.dlq_url)
@@ -381,3 +415,119 @@ def test_the_function_arn_names_its_consumer():
 
     assert code == 0, terminal.error
     assert _queue_name(json.loads(terminal.out.getvalue())["queue"]) == _queue_name(hops.payments.dlq_url)
+
+
+# -- construct paths: whose lines, names that name several, any function of the stack ---------------------
+
+
+def test_reading_commands_say_whose_each_part_is_by_construct_path(local_app: Path):
+    hops = deploy_hops(paths=True)
+    ids = _dead_letters(hops)
+    orders, payments = f"{hops.stack}/Orders", f"{hops.stack}/Payments"
+
+    code, listed = dlq("list", "--stack", hops.stack)
+    assert code == 0, listed.error
+    assert [line for line in listed.lines if line.startswith(("pipeline ", "outbox relay "))] == [
+        f"pipeline {orders} ({hops.orders.function}, FunctionName):",
+        f"pipeline {payments} ({hops.payments.function}, PaymentsFunctionName):",
+        f"outbox relay {orders}/Consumer/Relay ({hops.relay}):",
+    ]
+    assert f"(FIFO) of {hops.stack}/{hops.payments.function} ({payments}), in region" in listed.out.getvalue()
+
+    code, shown = dlq("show", ids["payments"], "--stack", hops.stack)
+    assert code == 0, shown.error
+    assert shown.error.endswith(f"{ids['payments']} is in the dead-letter queue of {payments}\n")
+
+    code, traced = command("trace", "o-1", "1", "--stack", hops.stack)
+    assert code == 0, traced.error
+    assert traced.lines[1] == f"the key was looked for in each that can key it (1): found in {orders}"
+    assert traced.lines[2].startswith(f"  {payments}: not looked in, it cannot key this: ")
+
+    for which in ("orders", "payments"):
+        path = function_log_path(local_app / ".local-cloud", _pipeline(hops, which).function)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"level": "WARNING", "timestamp": 1, "message": f"a {which} line"}) + "\n")
+    code, logs = command("logs", "--local", "--app-dir", str(local_app), "--stack", hops.stack)
+    assert code == 0, logs.error
+    assert logs.lines == [
+        f"{orders}  1970-01-01 00:00:01.000Z  WARNING  a orders line",
+        f"{payments}  1970-01-01 00:00:01.000Z  WARNING  a payments line",
+    ]
+    code, logs = command("logs", "--local", "--app-dir", str(local_app), "--json")
+    assert code == 0, logs.error
+    assert [json.loads(line)["pipeline"] for line in logs.lines] == [orders, payments]
+
+
+def test_a_name_that_names_several_functions_is_refused_naming_them():
+    hops = deploy_hops(paths=True)
+    name = "Consumer"  # the id of each pipeline's consumer construct
+    ids = _dead_letters(hops)
+
+    code, terminal = dlq("redrive", "--stack", hops.stack, "--function", name)
+
+    assert code == 2 and terminal.out.getvalue() == ""
+    assert terminal.error.startswith(f"error: --function {name} names ")
+    for function in (hops.orders.function, hops.payments.function, hops.relay):
+        assert function in terminal.error
+    assert terminal.error.endswith(
+        "; name one by more of its construct path, its function name or its logical id\n"
+    )
+    code, err = _send("--stack", hops.stack, "--function", name, lines=ORDER + "\n")
+    assert code == 2 and f"error: --function {name} names " in err
+    assert [m["MessageId"] for m in drain(hops.orders.dlq_url)] == [ids["orders"]]
+    assert drain(hops.orders.queue_url) == drain(hops.payments.queue_url) == []
+
+
+def test_the_relay_is_named_by_its_construct_path_and_its_pipeline_by_the_construct_above_it():
+    hops = deploy_hops(paths=True)
+    dead_letter(PAYMENT, queue_url=hops.relay_dlq_url, group_id=None, reason="the emit target refused it")
+
+    code, terminal = dlq("list", "--stack", hops.stack, "--function", "Orders/Consumer/Relay")
+    assert code == 0, terminal.error
+    assert f"-relay-dlq of the outbox relay {hops.stack}/{hops.relay}" in terminal.lines[0]
+    # The relay lies under the Orders pipeline too: its name names the pipeline's consumer.
+    code, terminal = dlq("list", "--stack", hops.stack, "--function", "Orders", "--json")
+    assert code == 0, terminal.error
+    assert _queue_name(json.loads(terminal.out.getvalue())["queue"]) == _queue_name(hops.orders.dlq_url)
+
+
+def test_logs_read_a_plain_function_of_the_stack_locally_and_from_cloudwatch(local_app: Path):
+    hops = deploy_hops(paths=True)
+    assert hops.notifier is not None
+    line = json.dumps({"level": "INFO", "timestamp": 1, "message": "notified"})
+    path = function_log_path(local_app / ".local-cloud", hops.notifier)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(line + "\n")
+
+    code, terminal = command("logs", "--local", "--app-dir", str(local_app), "--function", "Notifier")
+    assert code == 0, terminal.error
+    assert terminal.lines == ["1970-01-01 00:00:01.000Z  INFO     notified"]
+    assert terminal.error.startswith(f"{hops.stack}/{hops.notifier}: lines the local runner wrote to {path}")
+
+    logs, group = client("logs"), f"/aws/lambda/{hops.notifier}"
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName="s")
+    logs.put_log_events(
+        logGroupName=group,
+        logStreamName="s",
+        logEvents=[{"timestamp": int(time.time() * 1000), "message": line}],
+    )
+    code, terminal = command("logs", "--stack", hops.stack, "--function", hops.notifier, "--json")
+    assert code == 0, terminal.error
+    assert terminal.lines == [line]
+    assert terminal.error.startswith(f"{hops.stack}/{hops.notifier}: log group {group}, since ")
+
+
+def test_a_plain_function_is_no_pipeline_for_the_dlq_send_and_trace():
+    hops = deploy_hops(paths=True)
+    refused = (
+        f"error: {hops.stack}/Notifier ({hops.notifier}) is a function of stack {hops.stack}, not a "
+        f"pipeline's consumer (`logs --function {hops.notifier}` reads its lines); pipelines: "
+    )
+
+    code, terminal = dlq("list", "--stack", hops.stack, "--function", "Notifier")
+    assert code == 1 and terminal.error.startswith(refused), terminal.error
+    code, err = _send("--stack", hops.stack, "--function", "Notifier", lines=ORDER + "\n")
+    assert code == 1 and err.startswith(refused), err
+    code, terminal = command("trace", "o-1", "1", "--stack", hops.stack, "--function", "Notifier")
+    assert code == 1 and terminal.error.startswith(refused), terminal.error

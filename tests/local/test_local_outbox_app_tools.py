@@ -1,8 +1,8 @@
 """The operator tools on the reference app with ``-c outbox=true`` (orders -> payments -> shipping, three
 consumers and two relays in one stack), deployed by `idempotent-pipeline local deploy` (the real CDK CLI):
 each of `dlq`, `trace`, `logs` reaches each consumer by its function's name and by the stack output naming
-it; without --function, `trace` finds a key in the consumer that holds it and `dlq list` says which of the
-three it read."""
+it; without --function, `trace` finds a key in the consumer that holds it and `dlq list` lists the dead-letter
+queues of all three and of both relays, each under its construct path."""
 
 from __future__ import annotations
 
@@ -122,19 +122,21 @@ def test_trace_without_function_finds_an_emitted_message_in_the_consumer_that_st
     assert payments["table"]["state"] == "stored"
 
 
-def test_dlq_list_without_function_reads_the_main_consumer_and_names_all_three(deployed, capsys):
+def test_dlq_list_without_function_lists_every_pipeline_and_relay_saying_whose(deployed, capsys):
     outputs = deployed["outputs"]
 
     code, out, err = _run(deployed, capsys, "dlq", "list", "--json", *FAST)
 
     assert code == 0, err
-    assert json.loads(out)["queue"].endswith(outputs["DeadLetterQueueUrl"].rsplit("/", 1)[1])
-    assert err == (
-        f"stack {STACK} has 3 consumers: {outputs['FunctionName']} (FunctionName), "
-        f"{outputs['PaymentsFunctionName']} (PaymentsFunctionName), {outputs['ShippingFunctionName']} "
-        f"(ShippingFunctionName); this is {outputs['FunctionName']} (the one the stack's unprefixed outputs "
-        "name): --function NAME chooses another\n"
-    )
+    listed = json.loads(out)["dead_letter_queues"]
+    assert [(q["pipeline"], q["function"]) for q in listed[:3]] == [
+        (f"{STACK}/Pipeline", outputs["FunctionName"]),
+        (f"{STACK}/Payments", outputs["PaymentsFunctionName"]),
+        (f"{STACK}/Shipping", outputs["ShippingFunctionName"]),
+    ]
+    assert listed[0]["queue"].endswith(outputs["DeadLetterQueueUrl"].rsplit("/", 1)[1])
+    assert [q["kind"] for q in listed] == ["pipeline"] * 3 + ["outbox relay"] * 2
+    assert err.startswith(f"stack {STACK} has 5 dead-letter queues: {STACK}/Pipeline (")
 
 
 def test_trace_follows_an_order_from_the_first_hop_to_the_last(deployed, capsys):

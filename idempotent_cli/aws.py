@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from idempotent_cli.dlq.errors import DlqError
+from idempotent_cli.errors import DlqError
 
 # The services the tools talk to.
 SERVICES = ("sqs", "cloudformation", "lambda", "dynamodb", "sns", "logs")
@@ -23,12 +23,14 @@ SERVICES = ("sqs", "cloudformation", "lambda", "dynamodb", "sns", "logs")
 @dataclass
 class Clients:
     """One client per service, created on first use. ``where`` says which cloud, for messages; ``state_dir``
-    is the local emulator's state directory (None: an account)."""
+    is the local emulator's state directory (None: an account); ``read``: the stacks a command has read
+    (:func:`idempotent_cli.stack.deployed`), by name."""
 
     factory: Callable[[str], Any]
     where: str
     region: str
     state_dir: Path | None = None
+    read: dict[str, Any] = field(default_factory=dict)
     _made: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, service: str) -> Any:
