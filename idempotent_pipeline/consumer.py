@@ -25,7 +25,6 @@ from idempotent_runtime import contract
 from idempotent_runtime.contract import (
     ConfigurationError,
     IntRange,
-    KeySource,
     Metric,
     Mode,
     QueueType,
@@ -235,13 +234,14 @@ def _applies_only(variable: contract.Variable) -> Rule[ConsumerProps]:
     """An option the runtime reads only with another setting's value (``Variable.only``) is refused
     without it."""
     assert variable.only is not None
-    on, value = variable.only
+    on, *values = variable.only
     name = SETTING_NAMES[on].removeprefix(_OPTIONS)
     option = (variable.option or "").removeprefix(_OPTIONS)
     return Rule(
-        lambda p: option in p.given and p.settings[on] != value,
+        lambda p: option in p.given and not variable.read_beside(p.settings),
         lambda p: (
-            f"{_OPTIONS}{option} applies only to {name} {value.value!r}; got {name} {p.settings[on].value!r}"
+            f"{_OPTIONS}{option} applies only to {name} {' or '.join(repr(v.value) for v in values)}; got "
+            f"{name} {p.settings[on].value!r}"
         ),
     )
 
@@ -546,10 +546,7 @@ def _settings(
         )
         if text is not None:
             deployed[variable.name] = text
-    if settings[contract.KEY_SOURCE.name] == KeySource.FIELDS:  # unset: the declaration's default
-        for variable in (contract.PARTITION_KEY_FIELD, contract.SORT_KEY_FIELD):
-            if settings[variable.name] is None:
-                settings[variable.name] = variable.default
+    settings.update(contract.key_fields(settings))
     for variable, value in (
         (contract.TABLE_NAME, table.table.table_name),
         (contract.PARTITION_KEY, table.partition_key_name),
@@ -575,8 +572,7 @@ def _environment(
     environment = dict(extra)
     for variable in contract.ENVIRONMENT:
         value = settings.get(variable.name)
-        only = variable.only
-        if value is None or value == "" or (only is not None and settings[only[0]] != only[1]):
+        if value is None or value == "" or not variable.read_beside(settings):
             continue
         text = deployed.get(variable.name) if value is TOKEN else variable.kind.render(value)
         if text is not None:  # a deploy-time value no text stands for (a queue's): the runtime's default

@@ -693,8 +693,8 @@ def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> No
         ),
         (
             {"key_source": "dedup_id", "partition_key_field": "a"},
-            "ConsumerOptions.partition_key_field applies only to key_source 'fields'; got key_source "
-            "'dedup_id'",
+            "ConsumerOptions.partition_key_field applies only to key_source 'fields' or 'field'; got "
+            "key_source 'dedup_id'",
         ),
         (
             {"mode": "guarded"},
@@ -759,7 +759,12 @@ def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> No
             "boolean, not an object) and every message would be refused; name two separate fields",
         ),
         (
-            {"mode": "versioned", "version_field": "order", "partition_key_field": "order.id"},
+            {
+                "mode": "versioned",
+                "version_field": "order",
+                "partition_key_field": "order.id",
+                "sort_key_field": "y",
+            },
             "ConsumerOptions.version_field 'order' and ConsumerOptions.partition_key_field 'order.id': one "
             "field lies inside the other, so no body holds both (a key or a version is a string, number or "
             "boolean, not an object) and every message would be refused; name two separate fields",
@@ -1421,10 +1426,18 @@ def test_variables_lambda_reserves_are_refused_by_name():
 def test_deploy_time_key_fields_reach_the_function_as_they_are():
     stack = new_stack()
     field = cdk.CfnParameter(stack, "Field", default="order.id").value_as_string
-    build_consumer(stack, partition_key_field=field)
+    build_consumer(stack, partition_key_field=field, sort_key_field="line")
     env = env_of(template_of(stack))
     assert env[contract.PARTITION_KEY_FIELD.name] == {"Ref": "Field"}
-    assert env[contract.SORT_KEY_FIELD.name] == contract.SORT_KEY_FIELD.default
+    assert env[contract.SORT_KEY_FIELD.name] == "line"
+
+
+def test_a_deploy_time_key_field_without_the_other_is_refused_naming_it():
+    """A deploy-time value is still set: the pair's other field is missing whatever the value."""
+    stack = new_stack()
+    field = cdk.CfnParameter(stack, "Field", default="order.id").value_as_string
+    with pytest.raises(ConfigurationError, match=r"ConsumerOptions.sort_key_field None; set the other one"):
+        build_consumer(stack, partition_key_field=field)
 
 
 @pytest.mark.parametrize("prop", ["include", "exclude"])
