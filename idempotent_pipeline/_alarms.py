@@ -44,6 +44,13 @@ COUNT = IntRange(low=1)  # AlarmOptions.failed_threshold
 
 RULES: tuple[Rule[Alarms], ...] = (
     Rule(
+        lambda a: not a.enabled and a.options.alarm_topic is not None,
+        lambda a: (
+            "AlarmOptions.alarm_topic needs enabled=True: with the alarms off nothing ever notifies the "
+            "topic; got a topic with enabled=False"
+        ),
+    ),
+    Rule(
         lambda a: a.failed_period_seconds < 60 or a.failed_period_seconds % 60,
         lambda a: (
             "AlarmOptions.failed_period must be a whole number of minutes; got "

@@ -351,6 +351,13 @@ RULES: tuple[Rule[ConsumerProps], ...] = (
         ),
     ),
     Rule(
+        lambda p: p.code_directory is None and (p.include or p.exclude),
+        lambda p: (
+            f"ConsumerOptions.{'include' if p.include else 'exclude'} needs code_directory (its patterns "
+            f"choose files of it); got {list(p.include or p.exclude)!r} without one"
+        ),
+    ),
+    Rule(
         lambda p: p.options.vpc_subnets is not None and p.options.vpc is None,
         lambda p: "ConsumerOptions.vpc_subnets needs vpc; got subnets without a VPC",
     ),

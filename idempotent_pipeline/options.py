@@ -156,18 +156,20 @@ class ConsumerOptions:
     ``version_field``). Default: ``document``."""
 
     key_source: KeySource | str = contract.KEY_SOURCE.default
-    """Where a record's idempotency key comes from: ``fields`` (two body fields), ``dedup_id`` (the FIFO
-    MessageDeduplicationId; FIFO only), ``message_id`` (the SQS messageId) or ``body_sha256``. Default:
+    """Where a record's idempotency key comes from: ``fields`` (two body fields), ``field`` (one body field,
+    ``partition_key_field``: the sort key holds its path), ``dedup_id`` (the FIFO MessageDeduplicationId;
+    FIFO only), ``message_id`` (the SQS messageId) or ``body_sha256``. Default:
     ``fields`` on FIFO and standard queues alike: SNS delivers a duplicate to SQS as a new SQS message with a
     new messageId, so ``message_id`` only catches SQS's own redeliveries."""
 
     partition_key_field: str | None = None
-    """With ``key_source="fields"``: the body field (a dotted path such as ``order.id``) whose value becomes
-    the partition key. Default: ``x``."""
+    """The body field (a dotted path such as ``order.id``) whose value becomes the partition key: with
+    ``key_source="fields"`` set together with ``sort_key_field`` (one without the other is refused at
+    synth), with ``"field"`` alone (required). Default: ``x`` when neither key field is set."""
 
     sort_key_field: str | None = None
-    """With ``key_source="fields"``: the body field (a dotted path) whose value becomes the sort key.
-    Default: ``y``."""
+    """With ``key_source="fields"``, set together with ``partition_key_field``: the body field (a dotted
+    path) whose value becomes the sort key. Default: ``y`` when neither key field is set."""
 
     key_prefix: str = contract.KEY_PREFIX.default
     """Prepended to every partition key value, so several pipelines can share one table; must not begin

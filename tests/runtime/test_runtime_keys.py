@@ -88,7 +88,8 @@ def test_a_single_field_key_runs_a_guarded_effect_once(make_handler, dynamodb):
     body = json.dumps(CUSTOMER)
     results = handler.process_batch(event(record(body), record(body)), None)
     assert [r.outcome for r in results] == ["processed", "duplicate"]
-    assert EFFECTS == [Key("shop#c-1", "customer.id").idempotency_key]
+    (effect,) = EFFECTS
+    assert effect == Key("shop#c-1", "customer.id").idempotency_key
     ((key, item),) = _items(dynamodb).items()
     assert key == ("shop#c-1", "customer.id")
     assert item["idempotency:status"] == {"S": "COMPLETED"}
@@ -274,3 +275,24 @@ def test_a_deeply_nested_key_field_is_described_not_walked():
     text = '{"x": ' + '{"a": ' * 900 + "1" + "}" * 900 + ', "y": "s"}'
     with pytest.raises(InvalidMessage, match="partition key field 'x' is an object with fields 'a'"):
         _key("fields", record(text))
+
+
+def test_the_publisher_reads_a_single_field_key_from_the_consumers_environment():
+    from idempotent_runtime.publisher import ConsumerKeys, dedup_id_for
+
+    keys = ConsumerKeys.from_environment(
+        {
+            "TABLE_NAME": "t",
+            "KEY_SOURCE": "field",
+            "PARTITION_KEY_FIELD": "customer.id",
+            "KEY_PREFIX": "shop#",
+        }
+    )
+    assert (keys.key_source, keys.key_fields) == ("field", ("customer.id",))
+    gold, silver = ({"customer": {"id": "c-1"}, "plan": plan} for plan in ("gold", "silver"))
+    assert dedup_id_for(gold, keys).startswith("c-1#customer.id#")  # the id does not depend on a prefix
+    assert dedup_id_for(gold, keys) != dedup_id_for(silver, keys)  # new content: a conflict, not dropped
+    with pytest.raises(ValueError, match=r"^partition key field 'customer.id' is missing from the body"):
+        dedup_id_for({"id": "c-1"}, keys)
+    with pytest.raises(ValueError, match=r"key_source field needs key_fields=\(partition_key_field,\)"):
+        ConsumerKeys(("customer.id", "plan"), key_source="field")

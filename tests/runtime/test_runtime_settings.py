@@ -186,10 +186,10 @@ def test_each_refused_setting_would_fail_a_valid_message(
     [
         (
             {"PARTITION_KEY_FIELD": "id"},
-            "PARTITION_KEY_FIELD and SORT_KEY_FIELD must be set together (KEY_SOURCE 'fields' reads both from "
-            "every body, and no body holds a placeholder's field): got PARTITION_KEY_FIELD 'id' and "
-            "SORT_KEY_FIELD None; set the other one too, or key each message by one field with KEY_SOURCE "
-            "'field' and PARTITION_KEY_FIELD alone",
+            "PARTITION_KEY_FIELD and SORT_KEY_FIELD must be set together (KEY_SOURCE 'fields' reads both "
+            "from every body, and no body holds a placeholder's field): got PARTITION_KEY_FIELD 'id' and "
+            "SORT_KEY_FIELD None; set the other one too, or key each message by one field with "
+            "KEY_SOURCE 'field' and PARTITION_KEY_FIELD alone",
         ),
         (
             {"SORT_KEY_FIELD": "line"},
@@ -197,8 +197,8 @@ def test_each_refused_setting_would_fail_a_valid_message(
         ),
         (
             {"KEY_SOURCE": "field"},
-            "KEY_SOURCE 'field' keys each message by one body field: PARTITION_KEY_FIELD names it (e.g. 'id') "
-            "and is required",
+            "KEY_SOURCE 'field' keys each message by one body field: PARTITION_KEY_FIELD names it "
+            "(e.g. 'id') and is required",
         ),
         (
             {"KEY_SOURCE": "field", "PARTITION_KEY_FIELD": "id", "SORT_KEY_FIELD": "line"},
