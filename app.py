@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aws_cdk as cdk
 from aws_cdk import Duration, RemovalPolicy
@@ -35,6 +35,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 from idempotent_runtime import contract
 from idempotent_runtime.contract import NAME, FieldPaths, IntRange, Kind, Lifetime, Seconds
+from idempotent_runtime.workflows import DURABLE_KEY_ACTIONS
 
 from idempotent_pipeline import (
     AlarmOptions,
@@ -278,12 +279,18 @@ class ReferenceStack(cdk.Stack):
         options = {where: dict(settings.get(where, {})) for where in OPTIONS}
         stack = settings.get("stack", {})
         keys = stack.get("customer_managed_keys")
+        # Where a message's data rests beside the pipeline's queues and table (the workflow's executions, the
+        # durable function's, the log groups), under the same key: None without customer_managed_keys.
+        self.data_key: kms.Key | None = None
         if keys:
-            # One key for the queues and the table; the topic needs its own (the queue key's policy names the
-            # topic: one key for both would be a dependency cycle).
+            # One key for the queues, the table and the logs (the consumer's log group gives CloudWatch Logs
+            # its statement, for every log group of the stack); the topic needs its own (the queue key's
+            # policy names the topic: one key for both would be a dependency cycle).
             data_key = kms.Key(self, "DataKey", enable_key_rotation=True, description="queues and table")
+            self.data_key = data_key
             options["messaging"].update(encryption_key=data_key)
             options["table"].update(encryption_key=data_key)
+            options["consumer"].update(log_encryption_key=data_key)
             if options["messaging"].get("with_topic", True):
                 topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topic")
                 options["messaging"].update(topic_encryption_key=topic_key)
@@ -342,7 +349,7 @@ class ReferenceStack(cdk.Stack):
         if workflow is not None:
             self.pipeline.consumer.grant_start_execution(workflow)
         if durable is not None:
-            self.pipeline.consumer.grant_start_durable_execution(durable)
+            self.pipeline.consumer.grant_start_durable_execution(durable, key=self.data_key)
         for name, value in outputs.items():
             if value is not None:
                 cdk.CfnOutput(self, name, value=value)
@@ -394,11 +401,14 @@ class ReferenceStack(cdk.Stack):
             self,
             "Workflow",
             definition_body=sfn.DefinitionBody.from_chainable(sfn.Pass(self, "ShipOrder")),
-            logs=sfn.LogOptions(
-                destination=logs.LogGroup(self, "WorkflowLogs", retention=logs.RetentionDays.ONE_MONTH),
-                level=sfn.LogLevel.ALL,
-            ),
+            logs=sfn.LogOptions(destination=self._log_group("WorkflowLogs"), level=sfn.LogLevel.ALL),
             tracing_enabled=True,
+            # Execution history and input (each order) under the data key.
+            encryption_configuration=(
+                sfn.CustomerManagedEncryptionConfiguration(self.data_key)
+                if self.data_key is not None
+                else None
+            ),
         )
         cdk.Validations.of(workflow).acknowledge(
             cdk.Acknowledgment(
@@ -442,8 +452,16 @@ class ReferenceStack(cdk.Stack):
             durable_config=lambda_.DurableConfig(
                 execution_timeout=Duration.minutes(15), retention_period=Duration.days(14)
             ),
-            log_group=logs.LogGroup(self, "FulfilmentLogs", retention=logs.RetentionDays.ONE_MONTH),
+            log_group=self._log_group("FulfilmentLogs"),
         )
+        if self.data_key is not None:
+            # Each execution's input (the order), checkpoints and result under the data key:
+            # DurableConfig.KMSKeyArn, which aws-cdk-lib's DurableConfig does not take yet. The function
+            # checkpoints with its role, through Lambda.
+            cast(lambda_.CfnFunction, function.node.default_child).add_property_override(
+                "DurableConfig.KMSKeyArn", self.data_key.key_arn
+            )
+            self.data_key.grant(function, *DURABLE_KEY_ACTIONS)
         cdk.Validations.of(function).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
@@ -458,11 +476,15 @@ class ReferenceStack(cdk.Stack):
         consumer["environment"] = environment
         return version
 
+    def _log_group(self, id: str) -> logs.LogGroup:
+        """A log group of the reference stack, under the data key when there is one."""
+        return logs.LogGroup(self, id, retention=logs.RetentionDays.ONE_MONTH, encryption_key=self.data_key)
+
     def _vpc(self, workflow: bool, durable: bool = False) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
         """Private subnets without internet access: the function reaches DynamoDB through a gateway endpoint
         and SQS (with ``workflow``, Step Functions; with ``durable``, Lambda) through interface endpoints that
         admit only the function's security group."""
-        flow_logs = logs.LogGroup(self, "VpcFlowLogs", retention=logs.RetentionDays.ONE_MONTH)
+        flow_logs = self._log_group("VpcFlowLogs")
         vpc = ec2.Vpc(
             self,
             "Vpc",

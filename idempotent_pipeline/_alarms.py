@@ -151,7 +151,7 @@ class Alarms:
             _allow_cloudwatch_to_publish(scope, topic)
             key = _compat.topic_key(topic)
             if key is not None:
-                _keys.allow_cloudwatch_alarms(scope, key, "the alarm topic's key")
+                _keys.allow(scope, key, "the alarm topic's key", _keys.CLOUDWATCH_ALARMS)
         return alarms
 
     @property

@@ -61,8 +61,8 @@ def grant(
 ) -> iam.Grant:
     """Invoke and GetFunctionConfiguration on the qualified function; ListDurableExecutionsByFunction and
     ListVersionsByFunction on the function; ListDurableExecutionsByFunction and GetDurableExecution on its
-    versions' executions (``function:NAME:*``, acknowledged for cdk-nag); kms:Decrypt through Lambda on
-    ``key``."""
+    versions' executions (``function:NAME:*``, acknowledged for cdk-nag); kms:GenerateDataKey and kms:Decrypt
+    through Lambda on ``key``."""
     underlying, arn = qualified(function, method)
     config = durable_config(underlying)
     if config is None:
@@ -76,7 +76,8 @@ def grant(
             scope,
             KEY_UNNAMED,
             f"{method}: durable function {function.node.path!r} has a customer managed key: pass it as key= "
-            "so the consumer may read an execution's input (kms:Decrypt through Lambda) on a conflict",
+            "so the consumer may start an execution (kms:GenerateDataKey through Lambda) and read its input "
+            "on a conflict (kms:Decrypt)",
         )
     unqualified = Stack.of(function).format_arn(
         service="lambda",

@@ -7,12 +7,14 @@ messages, so synth names the statement to add.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from aws_cdk import Aws, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import IConstruct
+from aws_cdk import aws_logs as logs
+from constructs import Construct, IConstruct
 
 from idempotent_pipeline._rules import warn
 
@@ -21,6 +23,7 @@ from idempotent_pipeline._rules import warn
 QUEUE_KEY_WARNING = "idempotent-pipeline:imported-key:queue"
 TOPIC_KEY_WARNING = "idempotent-pipeline:imported-key:topic"
 ALARM_TOPIC_KEY_WARNING = "idempotent-pipeline:imported-key:alarm-topic"
+LOG_GROUP_KEY_WARNING = "idempotent-pipeline:imported-key:log-group"
 
 
 def is_imported(key: kms.IKey | None) -> bool:
@@ -51,31 +54,73 @@ PRODUCERS_STATEMENT = (
 )
 
 
-def allow_cloudwatch_alarms(scope: IConstruct, key: kms.IKey, prop: str) -> None:
-    """CloudWatch encrypts alarm notifications for a KMS-encrypted topic with the topic's key."""
-    actions = ("kms:Decrypt", "kms:GenerateDataKey*")
+@dataclass(frozen=True)
+class ServiceUse:
+    """What an AWS service needs in the policy of a customer managed key it encrypts with on our behalf: the
+    statement (its condition built in a scope), and in words for the warning on an imported key."""
+
+    sid: str
+    service: str  # the principal, with {region} for a regional one
+    actions: tuple[str, ...]
+    condition: Callable[[], dict[str, dict[str, str]]]
+    statement: str
+    consequence: str
+    warning_id: str
+
+
+# CloudWatch encrypts alarm notifications for a KMS-encrypted topic with the topic's key. aws:SourceAccount,
+# not the alarms' ARNs: the alarms name the topic, the topic names the key.
+CLOUDWATCH_ALARMS = ServiceUse(
+    "AllowCloudWatchAlarmsToNotifyTheEncryptedTopic",
+    "cloudwatch.amazonaws.com",
+    ("kms:Decrypt", "kms:GenerateDataKey*"),
+    lambda: {"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+    'allow {"Service": "cloudwatch.amazonaws.com"} the actions kms:Decrypt and kms:GenerateDataKey* on "*", '
+    'with the condition {"StringEquals": {"aws:SourceAccount": "<this account>"}}',
+    "CloudWatch cannot notify the alarm topic, and alarms fire unseen",
+    ALARM_TOPIC_KEY_WARNING,
+)
+# CloudWatch Logs encrypts a log group's events with its key, under the encryption context of the log group's
+# ARN ("Encrypt log data in CloudWatch Logs using AWS KMS"): any log group of this account and region, since
+# the group's own ARN would make the key and the group name each other.
+CLOUDWATCH_LOGS = ServiceUse(
+    "AllowCloudWatchLogsToEncryptLogGroups",
+    "logs.{region}.amazonaws.com",
+    ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"),
+    lambda: {
+        "ArnLike": {
+            "kms:EncryptionContext:aws:logs:arn": (
+                f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"
+            )
+        }
+    },
+    'allow {"Service": "logs.<region>.amazonaws.com"} the actions kms:Encrypt*, kms:Decrypt*, '
+    'kms:ReEncrypt*, kms:GenerateDataKey* and kms:Describe* on "*", with the condition {"ArnLike": '
+    '{"kms:EncryptionContext:aws:logs:arn": "arn:<partition>:logs:<region>:<account>:log-group:*"}}',
+    "CloudWatch Logs refuses the log group (creating it fails) and the function's logs are lost",
+    LOG_GROUP_KEY_WARNING,
+)
+
+
+def allow(scope: IConstruct, key: kms.IKey, prop: str, use: ServiceUse) -> None:
+    """``use``'s statement in the policy of a key of the app; for an imported key, a warning naming it."""
     if is_imported(key):
         require_statement(
             scope,
             key,
-            warning_id=ALARM_TOPIC_KEY_WARNING,
+            warning_id=use.warning_id,
             prop=prop,
-            statement=(
-                'allow {"Service": "cloudwatch.amazonaws.com"} the actions kms:Decrypt and '
-                'kms:GenerateDataKey* on "*", with the condition {"StringEquals": {"aws:SourceAccount": '
-                '"<this account>"}}'
-            ),
-            consequence="CloudWatch cannot notify the alarm topic, and alarms fire unseen",
+            statement=use.statement,
+            consequence=use.consequence,
         )
         return
-    # aws:SourceAccount, not the alarms' ARNs: the alarms name the topic, the topic names the key.
     key.add_to_resource_policy(
         iam.PolicyStatement(
-            sid="AllowCloudWatchAlarmsToNotifyTheEncryptedTopic",
-            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-            actions=list(actions),
+            sid=use.sid,
+            principals=[iam.ServicePrincipal(use.service.format(region=Aws.REGION))],
+            actions=list(use.actions),
             resources=["*"],
-            conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            conditions=use.condition(),
         )
     )
 
@@ -108,3 +153,13 @@ def state_machine_key(state_machine: IConstruct) -> str | None:
     if getattr(config, "type", None) != "CUSTOMER_MANAGED_KMS_KEY" or not isinstance(arn, str):
         return None
     return arn if Token.is_unresolved(arn) or arn.startswith("arn:") else None
+
+
+def log_group(
+    scope: Construct, retention: logs.RetentionDays, key: kms.IKey | None, owner: str
+) -> logs.LogGroup:
+    """A block's function's log group (``LogGroup``), under ``key`` when given
+    (``<owner>.log_encryption_key``), whose policy gets the statement CloudWatch Logs needs."""
+    if key is not None:
+        allow(scope, key, f"{owner}.log_encryption_key", CLOUDWATCH_LOGS)
+    return logs.LogGroup(scope, "LogGroup", retention=retention, encryption_key=key)

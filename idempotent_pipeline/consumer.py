@@ -514,6 +514,7 @@ def _extra_environment(o: ConsumerOptions) -> dict[str, str]:
         instance(_OPTIONS + prop, getattr(o, prop), kind, wanted)
     instances("ConsumerOptions.layers", o.layers, lambda_.ILayerVersion, "lambda_.ILayerVersion")
     instance("ConsumerOptions.vpc", o.vpc, ec2.IVpc, "an ec2.IVpc")
+    instance("ConsumerOptions.log_encryption_key", o.log_encryption_key, kms.IKey, "a kms.IKey")
     instance("ConsumerOptions.vpc_subnets", o.vpc_subnets, ec2.SubnetSelection, "an ec2.SubnetSelection")
     instances("ConsumerOptions.security_groups", o.security_groups, ec2.ISecurityGroup, "ec2.ISecurityGroup")
     extra = dict(instance("ConsumerOptions.environment", o.environment, Mapping, "a mapping") or {})
@@ -706,6 +707,7 @@ class IdempotentConsumer(Construct):
                 log_level=props.settings[contract.LOG_LEVEL.name] or contract.LOG_LEVEL.default,
                 architecture=o.architecture,
                 log_retention=o.log_retention,
+                log_encryption_key=o.log_encryption_key,
                 alarm_options=alarm_options,
                 dead_letter_removal_policy=_removal_policy(props.dead_letter_queue),
             )
@@ -729,7 +731,7 @@ class IdempotentConsumer(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description="Idempotent consumer: reads the queue, writes the idempotency table",
         )
-        self.log_group = logs.LogGroup(self, "LogGroup", retention=o.log_retention)
+        self.log_group = _keys.log_group(self, o.log_retention, o.log_encryption_key, "ConsumerOptions")
         self.function = lambda_.Function(
             self,
             "Function",
@@ -891,7 +893,10 @@ class IdempotentConsumer(Construct):
         it, ``lambda:ListDurableExecutionsByFunction`` and ``lambda:ListVersionsByFunction`` on the function,
         ``lambda:ListDurableExecutionsByFunction`` and ``lambda:GetDurableExecution`` on its versions'
         executions; ``key``: the function's customer managed key for durable execution data
-        (``DurableConfig.KMSKeyArn``), used through Lambda (``kms:Decrypt``). Default: none (Lambda's own
+        (``DurableConfig.KMSKeyArn``, separate from the function's own key), used through Lambda:
+        ``kms:GenerateDataKey`` (an Invoke encrypts its input with it) and ``kms:Decrypt`` (reading an
+        execution's input on a conflict); AWS: "Encrypting AWS Lambda durable execution data",
+        https://docs.aws.amazon.com/lambda/latest/dg/durable-encryption.html. Default: none (Lambda's own
         encryption). Refused at synth: an unqualified function (Lambda invokes durable functions by version,
         alias or $LATEST only), a function of the app without durable_config, a consumer not in guarded
         mode."""

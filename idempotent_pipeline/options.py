@@ -265,6 +265,12 @@ class ConsumerOptions:
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     """How long the function's log group keeps logs. Default: one month."""
 
+    log_encryption_key: kms.IKey | None = None
+    """A customer-managed KMS key for the function's log group and its relay's: their lines hold message
+    ids, key values and reasons quoting the body. The key policy statement CloudWatch Logs needs is added to
+    a key defined in the app; an imported key gets a synth warning naming it. Default: CloudWatch Logs'
+    own encryption."""
+
     max_workers: int | None = None
     """Threads processing different message groups of one batch (1 to 64). Default: the runtime's (10)."""
 

@@ -118,6 +118,9 @@ class OutboxRelay(Construct):
     :param batch_size: stream records per invocation (1-10000). Default: 100.
     :param retry_attempts: retries of a failing batch (0-10000) before it is given up to the dead-letter
         queue; Lambda stops earlier when its records expire (24 hours). Default: 10000.
+    :param log_encryption_key: a customer-managed KMS key for the function's log group (its lines name the
+        emitted messages and the targets' refusals), with the key policy statement CloudWatch Logs needs
+        (:attr:`ConsumerOptions.log_encryption_key`). Default: CloudWatch Logs' own encryption.
     """
 
     dead_letter_queue_alarm: cloudwatch.Alarm | None = None
@@ -139,6 +142,7 @@ class OutboxRelay(Construct):
         log_level: LogLevel | str = contract.LOG_LEVEL.default,
         architecture: lambda_.Architecture | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        log_encryption_key: kms.IKey | None = None,
         alarm_options: AlarmOptions | None = None,
         dead_letter_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
@@ -155,6 +159,7 @@ class OutboxRelay(Construct):
         batch = read("batch_size", BATCH_SIZE, batch_size)[0]
         retries = read("retry_attempts", RETRY_ATTEMPTS, retry_attempts)[0]
         instance("architecture", architecture, lambda_.Architecture, "a lambda_.Architecture")
+        instance("log_encryption_key", log_encryption_key, kms.IKey, "a kms.IKey")
         instance("dead_letter_removal_policy", dead_letter_removal_policy, RemovalPolicy, "a RemovalPolicy")
         alarms = Alarms.read(self, alarm_options)
         self.table = table
@@ -184,7 +189,7 @@ class OutboxRelay(Construct):
                 contract.LOG_LEVEL.kind.coerce("log_level", log_level)
             ),
         }
-        self._build_function(environment, architecture, log_retention)
+        self._build_function(environment, architecture, log_retention, log_encryption_key)
         self._grant(table)
         self.event_source = lambda_.EventSourceMapping(
             self,
@@ -204,7 +209,11 @@ class OutboxRelay(Construct):
         self.alarms: tuple[cloudwatch.Alarm, ...] = alarms.create(self, self._alarm_definitions(alarms))
 
     def _build_function(
-        self, environment: dict[str, str], architecture: lambda_.Architecture | None, retention: Any
+        self,
+        environment: dict[str, str],
+        architecture: lambda_.Architecture | None,
+        retention: Any,
+        log_key: kms.IKey | None,
     ) -> None:
         asset, _ = stage_asset(
             None,
@@ -219,7 +228,7 @@ class OutboxRelay(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description="Outbox relay: reads the table's stream, publishes emitted messages",
         )
-        self.log_group = logs.LogGroup(self, "LogGroup", retention=retention)
+        self.log_group = _keys.log_group(self, retention, log_key, "OutboxRelay")
         self.function = lambda_.Function(
             self,
             "Function",
