@@ -594,24 +594,25 @@ def stage_asset(
     staging = Path(tempfile.mkdtemp(prefix="idempotent-pipeline-asset-"))
     atexit.register(shutil.rmtree, staging, True)
     made: set[Path] = set()
+    stripped = cache_root() / "runtime"
     for part, files in parts.items():  # later parts win: the runtime over everything
         for source, relative in files:
             destination = staging / relative
             if destination.parent not in made:
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 made.add(destination.parent)
-            _place(_without_docs_cached(source) if part == "runtime" else source, destination)
+            _place(_without_docs_cached(source, stripped) if part == "runtime" else source, destination)
     return str(staging), left_out
 
 
-def _without_docs_cached(source: Path) -> Path:
-    """``source`` as the function runs it (:func:`without_docs` of a ``.py`` file), from the cache by its
+def _without_docs_cached(source: Path, cache: Path) -> Path:
+    """``source`` as the function runs it (:func:`without_docs` of a ``.py`` file), from ``cache`` by its
     content's hash: the first synth writes it, later ones link it."""
     if source.suffix != ".py":
         return source
     text = source.read_bytes()
     digest = hashlib.sha256(b"without_docs 1\0" + text).hexdigest()[:32]  # the stripping's version too
-    cached = cache_root() / "runtime" / f"{digest}.py"
+    cached = cache / f"{digest}.py"
     if not cached.is_file():
         cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_name(f".{cached.name}.{os.getpid()}")

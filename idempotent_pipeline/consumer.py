@@ -53,7 +53,13 @@ from idempotent_pipeline._rules import (
     texts,
     warn,
 )
-from idempotent_pipeline.options import DEFAULT_PYTHON_VERSION, DEFAULT_RUNTIME, AlarmOptions, ConsumerOptions
+from idempotent_pipeline.options import (
+    DEFAULT_ARCHITECTURE,
+    DEFAULT_PYTHON_VERSION,
+    DEFAULT_RUNTIME,
+    AlarmOptions,
+    ConsumerOptions,
+)
 from idempotent_pipeline.relay import OutboxRelay
 from idempotent_pipeline.table import IdempotencyTable
 
@@ -715,7 +721,7 @@ class IdempotentConsumer(Construct):
     def _build_function(self, p: ConsumerProps, user_code: Any) -> None:
         o = p.options
         runtime, python_version = python_runtime(o.runtime)
-        architecture = o.architecture or lambda_.Architecture.ARM_64
+        architecture = o.architecture or DEFAULT_ARCHITECTURE
         target = Target(
             python_version=python_version,
             architecture="arm64" if o.architecture is None else str(architecture.name),
@@ -825,17 +831,16 @@ class IdempotentConsumer(Construct):
     def _consume(self, queue: sqs.IQueue, key: Any, o: ConsumerOptions) -> lambda_.EventSourceMapping:
         """The SQS event source as CDK's SqsEventSource makes it (the same construct id, so the same
         mapping), whose key grant is limited to use through SQS: SqsEventSource grants the key outright."""
+        arn = queue.queue_arn
         mapping = self.function.add_event_source_mapping(
             f"SqsEventSource:{Names.node_unique_id(queue.node)}",
-            event_source_arn=queue.queue_arn,
+            event_source_arn=arn,
             batch_size=o.batch_size,
             max_batching_window=o.max_batching_window,
             max_concurrency=o.max_concurrency,
             report_batch_item_failures=True,
         )
-        iam.Grant.add_to_principal(
-            grantee=self.function, actions=list(CONSUME_ACTIONS), resource_arns=[queue.queue_arn]
-        )
+        iam.Grant.add_to_principal(grantee=self.function, actions=list(CONSUME_ACTIONS), resource_arns=[arn])
         if key is not None:
             _keys.grant_through(self.function, key, CONSUME_KEY_ACTIONS, "sqs")
         return mapping

@@ -38,6 +38,7 @@ DEFAULT_FAILED_THRESHOLD = 10
 # chooses the wheels installed for requirements.txt. Built from its name, so any aws-cdk-lib can express it.
 DEFAULT_PYTHON_VERSION = "3.14"
 DEFAULT_RUNTIME = lambda_.Runtime(f"python{DEFAULT_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
+DEFAULT_ARCHITECTURE = lambda_.Architecture.ARM_64  # read once: each read of the static is a round trip
 
 
 @dataclass(frozen=True, kw_only=True)

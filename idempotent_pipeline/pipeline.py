@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -15,7 +14,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from idempotent_runtime.contract import ConfigurationError
 
-from idempotent_pipeline._rules import TOKEN, boolean, options_of, seconds
+from idempotent_pipeline._rules import TOKEN, boolean, duration, options_of, seconds
 from idempotent_pipeline.consumer import IdempotentConsumer, needed_visibility
 from idempotent_pipeline.dashboard import PipelineDashboard
 from idempotent_pipeline.messaging import Messaging
@@ -74,7 +73,7 @@ class IdempotentPipeline(Construct):
                     "max_batching_window is a deploy-time token (it defaults to 6 x the timeout + the window)"
                 )
             messaging_options = dataclasses.replace(
-                messaging_options, visibility_timeout=Duration.seconds(needed_visibility(timeout, window))
+                messaging_options, visibility_timeout=duration(needed_visibility(timeout, window))
             )
 
         self.messaging = Messaging(

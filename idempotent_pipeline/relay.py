@@ -32,7 +32,12 @@ from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters
 from idempotent_pipeline._asset import Target, stage_asset
 from idempotent_pipeline._rules import TOKEN, implements, instance, read, text
-from idempotent_pipeline.options import DEFAULT_PYTHON_VERSION, DEFAULT_RUNTIME, AlarmOptions
+from idempotent_pipeline.options import (
+    DEFAULT_ARCHITECTURE,
+    DEFAULT_PYTHON_VERSION,
+    DEFAULT_RUNTIME,
+    AlarmOptions,
+)
 from idempotent_pipeline.table import IdempotencyTable
 
 # The stream view the relay reads: the written item (its messages), never the one it replaced.
@@ -239,7 +244,7 @@ class OutboxRelay(Construct):
             log_group=self.log_group,
             timeout=Duration.seconds(60),
             memory_size=256,
-            architecture=architecture or lambda_.Architecture.ARM_64,
+            architecture=architecture or DEFAULT_ARCHITECTURE,
             environment=environment,
             description="Outbox relay: publishes emitted messages with their deduplication ids",
         )
