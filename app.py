@@ -389,14 +389,7 @@ class ReferenceStack(cdk.Stack):
         """A STANDARD demo workflow, logged and traced, that guarded mode starts once per message: with the
         shipped processor (examples/workflow) unless ``processor`` names another, which reads the state
         machine's ARN from ``STATE_MACHINE_ARN``."""
-        mode = consumer.setdefault("mode", "guarded")
-        if mode != "guarded":
-            raise ConfigurationError(
-                f"context workflow=true starts the workflow from guarded mode; got mode={mode!r}: leave mode "
-                "unset or set mode=guarded"
-            )
-        if "processor" not in consumer:
-            consumer.update(processor=WORKFLOW_PROCESSOR, code_directory=str(WORKFLOW_CODE))
+        _started_from_guarded(consumer, "workflow", WORKFLOW_PROCESSOR, WORKFLOW_CODE)
         workflow = sfn.StateMachine(
             self,
             "Workflow",
@@ -417,9 +410,7 @@ class ReferenceStack(cdk.Stack):
                 "(CDK grants them on * for a logged, traced state machine)",
             )
         )
-        environment = dict(consumer.get("environment") or {})
-        environment["STATE_MACHINE_ARN"] = workflow.state_machine_arn
-        consumer["environment"] = environment
+        _tell(consumer, "STATE_MACHINE_ARN", workflow.state_machine_arn)
         return workflow
 
     def _durable(self, consumer: dict[str, Any]) -> lambda_.IVersion:
@@ -433,14 +424,7 @@ class ReferenceStack(cdk.Stack):
                 f"this is aws-cdk-lib {importlib.metadata.version('aws-cdk-lib')}: upgrade it, or leave "
                 "durable unset"
             )
-        mode = consumer.setdefault("mode", "guarded")
-        if mode != "guarded":
-            raise ConfigurationError(
-                f"context durable=true starts the durable function from guarded mode; got mode={mode!r}: "
-                "leave mode unset or set mode=guarded"
-            )
-        if "processor" not in consumer:
-            consumer.update(processor=DURABLE_PROCESSOR, code_directory=str(DURABLE_CODE))
+        _started_from_guarded(consumer, "durable function", DURABLE_PROCESSOR, DURABLE_CODE)
         function = lambda_.Function(
             self,
             "Fulfilment",
@@ -471,9 +455,7 @@ class ReferenceStack(cdk.Stack):
             )
         )
         version = function.current_version
-        environment = dict(consumer.get("environment") or {})
-        environment["DURABLE_FUNCTION_ARN"] = version.function_arn
-        consumer["environment"] = environment
+        _tell(consumer, "DURABLE_FUNCTION_ARN", version.function_arn)
         return version
 
     def _log_group(self, id: str) -> logs.LogGroup:
@@ -521,6 +503,25 @@ class ReferenceStack(cdk.Stack):
             endpoint_group.add_ingress_rule(function_group, ec2.Port.tcp(443), "HTTPS from the consumer")
             vpc.add_interface_endpoint(name, service=service, security_groups=[endpoint_group], open=False)
         return vpc, function_group
+
+
+def _started_from_guarded(consumer: dict[str, Any], what: str, processor: str, code: Path) -> None:
+    """``-c workflow=true`` / ``durable=true``: guarded mode (the starters run there), and the shipped
+    processor that starts the ``what`` unless ``processor`` names another."""
+    mode = consumer.setdefault("mode", "guarded")
+    if mode != "guarded":
+        key = what.split()[0]
+        raise ConfigurationError(
+            f"context {key}=true starts the {what} from guarded mode; got mode={mode!r}: leave mode unset or "
+            "set mode=guarded"
+        )
+    if "processor" not in consumer:
+        consumer.update(processor=processor, code_directory=str(code))
+
+
+def _tell(consumer: dict[str, Any], variable: str, value: str) -> None:
+    """The consumer's processor reads ``value`` from the environment variable ``variable``."""
+    consumer["environment"] = {**(consumer.get("environment") or {}), variable: value}
 
 
 def _hop(options: Mapping[str, Mapping[str, Any]], name: str, consumer: Mapping[str, Any]) -> dict[str, Any]:

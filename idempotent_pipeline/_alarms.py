@@ -6,6 +6,7 @@ import re
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import jsii
@@ -15,7 +16,7 @@ from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct, IValidation, Node
-from idempotent_runtime.contract import ConfigurationError, IntRange, Seconds
+from idempotent_runtime.contract import METRICS_DIMENSION, ConfigurationError, IntRange, Seconds
 
 from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._rules import (
@@ -78,6 +79,37 @@ IMPORTED_ALARM_TOPIC_STATEMENT = (
     '{"StringEquals": {"aws:SourceAccount": "<the alarms\' account>"}, "ArnLike": {"aws:SourceArn": '
     '"arn:<partition>:cloudwatch:<region>:<account>:alarm:*"}}'
 )
+
+
+class Counters:
+    """A block whose function writes Embedded Metric Format counters (the consumer's ``contract.Metric``,
+    the relay's ``RelayMetric``): ``metric(name)`` and the ``metric_*`` methods :func:`counter` declares."""
+
+    COUNTERS: type[StrEnum]
+    metrics_namespace: str
+    _function_name: str
+
+    def metric(self, metric_name: StrEnum | str, **options: Any) -> cloudwatch.Metric:
+        """One of the function's counters for this function: Sum per minute unless ``options``
+        (``cloudwatch.MetricOptions`` fields: period, statistic, label, ...) say otherwise."""
+        options.setdefault("period", ONE_MINUTE)
+        options.setdefault("statistic", "Sum")
+        return cloudwatch.Metric(
+            namespace=self.metrics_namespace,
+            metric_name=self.COUNTERS(metric_name).value,
+            dimensions_map={METRICS_DIMENSION: self._function_name},
+            **options,
+        )
+
+
+def counter(name: StrEnum, doc: str) -> Callable[..., cloudwatch.IMetric]:
+    """A ``metric_<name>(**options)`` method of a :class:`Counters` block."""
+
+    def method(self: Counters, **options: Any) -> cloudwatch.IMetric:
+        return self.metric(name, **options)
+
+    method.__doc__ = doc
+    return method
 
 
 @dataclass(frozen=True)

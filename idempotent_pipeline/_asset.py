@@ -539,16 +539,10 @@ def relay_files() -> list[tuple[Path, PurePosixPath]]:
     source = runtime_source()
     found, pending = {"__init__", RELAY}, ["__init__", RELAY]
     while pending:
-        tree = ast.parse((source / f"{pending.pop()}.py").read_bytes())
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(RUNTIME_PACKAGE):
-                continue
-            parts = (node.module or "").split(".")
-            names = [alias.name for alias in node.names] if len(parts) == 1 else [parts[1]]
-            for module in names:
-                if module not in found and (source / f"{module}.py").is_file():
-                    found.add(module)
-                    pending.append(module)
+        for module in _runtime_imports(pending.pop()) - found:
+            if (source / f"{module}.py").is_file():
+                found.add(module)
+                pending.append(module)
     return [(source / f"{name}.py", PurePosixPath(RUNTIME_PACKAGE) / f"{name}.py") for name in sorted(found)]
 
 

@@ -85,18 +85,9 @@ def grant(
         arn_format=ArnFormat.COLON_RESOURCE_NAME,
         resource_name=Fn.select(6, Fn.split(":", arn)),
     )
-    result = iam.Grant.add_to_principal(
-        grantee=grantee, actions=list(DURABLE_FUNCTION_ACTIONS), resource_arns=[arn]
+    result = _keys.grant(grantee, DURABLE_FUNCTION_ACTIONS, arn)
+    result = result.combine(_keys.grant(grantee, DURABLE_LIST_ACTIONS, unqualified))
+    executions = f"{unqualified}:*"
+    return result.combine(
+        _keys.grant(grantee, DURABLE_EXECUTION_ACTIONS, executions, key, DURABLE_KEY_ACTIONS, "lambda")
     )
-    result = result.combine(
-        iam.Grant.add_to_principal(
-            grantee=grantee, actions=list(DURABLE_LIST_ACTIONS), resource_arns=[unqualified]
-        )
-    )
-    executions = iam.Grant.add_to_principal(
-        grantee=grantee, actions=list(DURABLE_EXECUTION_ACTIONS), resource_arns=[f"{unqualified}:*"]
-    )
-    result = result.combine(executions)
-    if key is not None:
-        result = result.combine(_keys.grant_through(grantee, key, DURABLE_KEY_ACTIONS, "lambda"))
-    return result

@@ -7,6 +7,7 @@ messages, so synth names the statement to add.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -54,18 +55,30 @@ PRODUCERS_STATEMENT = (
 )
 
 
+# Where a statement is written in words (an imported key's warning), and where in the template.
+_IN_WORDS = {"partition": "<partition>", "region": "<region>", "account": "<this account>"}
+
+
 @dataclass(frozen=True)
 class ServiceUse:
-    """What an AWS service needs in the policy of a customer managed key it encrypts with on our behalf: the
-    statement (its condition built in a scope), and in words for the warning on an imported key."""
+    """What an AWS service needs in the policy of a customer managed key it encrypts with on our behalf, once:
+    the statement, and in words for the warning on an imported key. ``service`` and ``condition`` take the
+    partition, region and account (``{region}``)."""
 
     sid: str
-    service: str  # the principal, with {region} for a regional one
+    service: str
     actions: tuple[str, ...]
-    condition: Callable[[], dict[str, dict[str, str]]]
-    statement: str
+    condition: Callable[[Mapping[str, str]], dict[str, dict[str, str]]]
     consequence: str
     warning_id: str
+
+    def in_words(self) -> str:
+        actions = ", ".join(self.actions[:-1]) + " and " + self.actions[-1]
+        service = self.service.format(**_IN_WORDS)
+        condition = json.dumps(self.condition(_IN_WORDS))
+        return (
+            f'allow {{"Service": "{service}"}} the actions {actions} on "*", with the condition {condition}'
+        )
 
 
 # CloudWatch encrypts alarm notifications for a KMS-encrypted topic with the topic's key. aws:SourceAccount,
@@ -74,29 +87,19 @@ CLOUDWATCH_ALARMS = ServiceUse(
     "AllowCloudWatchAlarmsToNotifyTheEncryptedTopic",
     "cloudwatch.amazonaws.com",
     ("kms:Decrypt", "kms:GenerateDataKey*"),
-    lambda: {"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
-    'allow {"Service": "cloudwatch.amazonaws.com"} the actions kms:Decrypt and kms:GenerateDataKey* on "*", '
-    'with the condition {"StringEquals": {"aws:SourceAccount": "<this account>"}}',
+    lambda at: {"StringEquals": {"aws:SourceAccount": at["account"]}},
     "CloudWatch cannot notify the alarm topic, and alarms fire unseen",
     ALARM_TOPIC_KEY_WARNING,
 )
-# CloudWatch Logs encrypts a log group's events with its key, under the encryption context of the log group's
-# ARN ("Encrypt log data in CloudWatch Logs using AWS KMS"): any log group of this account and region, since
-# the group's own ARN would make the key and the group name each other.
+# CloudWatch Logs encrypts a log group's events under the encryption context of the group's ARN ("Encrypt log
+# data in CloudWatch Logs using AWS KMS"): any group of this account and region, since the group's own ARN
+# would make the key and the group name each other.
+LOG_GROUPS = "arn:{partition}:logs:{region}:{account}:log-group:*"
 CLOUDWATCH_LOGS = ServiceUse(
     "AllowCloudWatchLogsToEncryptLogGroups",
     "logs.{region}.amazonaws.com",
     ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"),
-    lambda: {
-        "ArnLike": {
-            "kms:EncryptionContext:aws:logs:arn": (
-                f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"
-            )
-        }
-    },
-    'allow {"Service": "logs.<region>.amazonaws.com"} the actions kms:Encrypt*, kms:Decrypt*, '
-    'kms:ReEncrypt*, kms:GenerateDataKey* and kms:Describe* on "*", with the condition {"ArnLike": '
-    '{"kms:EncryptionContext:aws:logs:arn": "arn:<partition>:logs:<region>:<account>:log-group:*"}}',
+    lambda at: {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": LOG_GROUPS.format(**at)}},
     "CloudWatch Logs refuses the log group (creating it fails) and the function's logs are lost",
     LOG_GROUP_KEY_WARNING,
 )
@@ -110,19 +113,36 @@ def allow(scope: IConstruct, key: kms.IKey, prop: str, use: ServiceUse) -> None:
             key,
             warning_id=use.warning_id,
             prop=prop,
-            statement=use.statement,
+            statement=use.in_words(),
             consequence=use.consequence,
         )
         return
+    here = {"partition": Aws.PARTITION, "region": Aws.REGION, "account": Aws.ACCOUNT_ID}
     key.add_to_resource_policy(
         iam.PolicyStatement(
             sid=use.sid,
-            principals=[iam.ServicePrincipal(use.service.format(region=Aws.REGION))],
+            principals=[iam.ServicePrincipal(use.service.format(**here))],
             actions=list(use.actions),
             resources=["*"],
-            conditions=use.condition(),
+            conditions=use.condition(here),
         )
     )
+
+
+def grant(
+    grantee: iam.IGrantable,
+    actions: Sequence[str],
+    resource: str,
+    key: kms.IKey | None = None,
+    key_actions: Sequence[str] = (),
+    service: str = "",
+) -> iam.Grant:
+    """``actions`` on ``resource`` and, when it has a customer managed ``key``, ``key_actions`` on the key
+    through ``service`` (:func:`grant_through`)."""
+    result = iam.Grant.add_to_principal(grantee=grantee, actions=list(actions), resource_arns=[resource])
+    if key is not None:
+        result = result.combine(grant_through(grantee, key, key_actions, service))
+    return result
 
 
 def grant_through(

@@ -33,7 +33,15 @@ from idempotent_runtime.contract import (
 from idempotent_runtime.workflows import EXECUTION_ACTIONS, STATE_MACHINE_ACTIONS, STATE_MACHINE_KEY_ACTIONS
 
 from idempotent_pipeline import _compat, _durable, _keys
-from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters, message_age
+from idempotent_pipeline._alarms import (
+    ONE_MINUTE,
+    AlarmDefinition,
+    Alarms,
+    Counters,
+    counter,
+    dead_letters,
+    message_age,
+)
 from idempotent_pipeline._asset import HANDLER, Target, check_processor, left_out_note, stage_asset
 from idempotent_pipeline._facts import LAMBDA_MIN_MAX_RECEIVE_COUNT, QueueFacts, describe_queue
 from idempotent_pipeline._rules import (
@@ -638,7 +646,7 @@ def _validate(scope: Construct, p: ConsumerProps) -> None:
     )
 
 
-class IdempotentConsumer(Construct):
+class IdempotentConsumer(Counters, Construct):
     """A Lambda function running the bundled idempotent runtime on an SQS queue (FIFO or standard).
 
     The code asset is the ``idempotent_runtime`` package plus the Python sources of ``code_directory`` and
@@ -840,20 +848,12 @@ class IdempotentConsumer(Construct):
             max_concurrency=o.max_concurrency,
             report_batch_item_failures=True,
         )
-        iam.Grant.add_to_principal(grantee=self.function, actions=list(CONSUME_ACTIONS), resource_arns=[arn])
-        if key is not None:
-            _keys.grant_through(self.function, key, CONSUME_KEY_ACTIONS, "sqs")
+        _keys.grant(self.function, CONSUME_ACTIONS, arn, key, CONSUME_KEY_ACTIONS, "sqs")
         return mapping
 
     def _grant_dead_letter_queue(self, dead_letter_queue: sqs.IQueue, key: Any) -> iam.Grant:
-        grant = iam.Grant.add_to_principal(
-            grantee=self.function,
-            actions=list(contract.DLQ_ACTIONS),
-            resource_arns=[dead_letter_queue.queue_arn],
-        )
-        if key is not None:
-            _keys.grant_through(self.function, key, contract.DLQ_KEY_ACTIONS, "sqs")
-        return grant
+        arn = dead_letter_queue.queue_arn
+        return _keys.grant(self.function, contract.DLQ_ACTIONS, arn, key, contract.DLQ_KEY_ACTIONS, "sqs")
 
     def grant_send_to_dead_letter_queue(self, dead_letter_queue: sqs.IQueue) -> iam.Grant:
         """``sqs:SendMessage`` on a queue (+ ``kms:GenerateDataKey``/``kms:Decrypt`` on its customer key)."""
@@ -926,46 +926,26 @@ class IdempotentConsumer(Construct):
 
     # -- metrics: the runtime's Embedded Metric Format counters ---------------------------------------------
 
-    def metric(self, metric_name: Metric | str, **options: Any) -> cloudwatch.Metric:
-        """One of the runtime's counters (``contract.Metric``) for this function: Sum per minute unless
-        ``options`` (``cloudwatch.MetricOptions`` fields: period, statistic, label, ...) say otherwise."""
-        options.setdefault("period", ONE_MINUTE)
-        options.setdefault("statistic", "Sum")
-        return cloudwatch.Metric(
-            namespace=self.metrics_namespace,
-            metric_name=Metric(metric_name).value,
-            dimensions_map={contract.METRICS_DIMENSION: self._function_name},
-            **options,
-        )
-
-    def metric_processed(self, **options: Any) -> cloudwatch.IMetric:
-        """Records whose effect this function applied."""
-        return self.metric(Metric.PROCESSED, **options)
-
-    def metric_duplicates(self, **options: Any) -> cloudwatch.IMetric:
-        """Records whose key was already done with the same content (or conflicts treated as duplicates)."""
-        return self.metric(Metric.DUPLICATES, **options)
-
-    def metric_conflicts(self, **options: Any) -> cloudwatch.IMetric:
-        """Records whose key was done with different content (quarantined, or duplicates by choice)."""
-        return self.metric(Metric.CONFLICTS, **options)
-
-    def metric_failed(self, **options: Any) -> cloudwatch.IMetric:
-        """Records left for SQS to deliver again."""
-        return self.metric(Metric.FAILED, **options)
-
-    def metric_quarantined(self, **options: Any) -> cloudwatch.IMetric:
-        """Records sent to the dead-letter queue with a reason."""
-        return self.metric(Metric.QUARANTINED, **options)
-
-    def metric_stale(self, **options: Any) -> cloudwatch.IMetric:
-        """Versioned mode: records older than the version their entity holds (nothing written, not
-        dead-lettered)."""
-        return self.metric(Metric.STALE, **options)
-
-    def metric_misconfigured(self, **options: Any) -> cloudwatch.IMetric:
-        """Records failed because the deployment is wrong (counted within ``failed``)."""
-        return self.metric(Metric.MISCONFIGURED, **options)
+    COUNTERS = Metric
+    metric_processed = counter(Metric.PROCESSED, "Records whose effect this function applied.")
+    metric_duplicates = counter(
+        Metric.DUPLICATES,
+        "Records whose key was already done with the same content (or conflicts treated as duplicates).",
+    )
+    metric_conflicts = counter(
+        Metric.CONFLICTS,
+        "Records whose key was done with different content (quarantined, or duplicates by choice).",
+    )
+    metric_failed = counter(Metric.FAILED, "Records left for SQS to deliver again.")
+    metric_quarantined = counter(Metric.QUARANTINED, "Records sent to the dead-letter queue with a reason.")
+    metric_stale = counter(
+        Metric.STALE,
+        "Versioned mode: records older than the version their entity holds (nothing written, not "
+        "dead-lettered).",
+    )
+    metric_misconfigured = counter(
+        Metric.MISCONFIGURED, "Records failed because the deployment is wrong (counted within ``failed``)."
+    )
 
     def metric_duplicate_rate(self, **options: Any) -> cloudwatch.IMetric:
         """Duplicates as a percentage of processed + duplicates (a math expression)."""

@@ -29,7 +29,7 @@ from idempotent_runtime.relay import (
 )
 
 from idempotent_pipeline import _compat, _keys
-from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters
+from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, Counters, counter, dead_letters
 from idempotent_pipeline._asset import Target, stage_asset
 from idempotent_pipeline._rules import TOKEN, implements, instance, read, text
 from idempotent_pipeline.options import (
@@ -92,7 +92,7 @@ class _OnFailure:
         return lambda_.DlqDestinationConfig(destination=self.queue.queue_arn)
 
 
-class OutboxRelay(Construct):
+class OutboxRelay(Counters, Construct):
     """A Lambda function on the table's stream that publishes the messages processors emitted
     (``message.emit()``) to ``target``, with their deduplication ids (``idempotent_runtime.relay``).
 
@@ -268,25 +268,14 @@ class OutboxRelay(Construct):
         """The stream's records, publishing to the target and sending to the dead-letter queue (the relay's
         dead letters and Lambda's on-failure destination alike), keys only through the services that use
         them."""
-        iam.Grant.add_to_principal(
-            grantee=self.function, actions=list(STREAM_ACTIONS), resource_arns=[stream_arn(table)]
-        )
-        iam.Grant.add_to_principal(
-            grantee=self.function,
-            actions=list(contract.DLQ_ACTIONS),
-            resource_arns=[self.dead_letter_queue.queue_arn],
-        )
-        if self.dead_letter_key is not None:
-            _keys.grant_through(self.function, self.dead_letter_key, contract.DLQ_KEY_ACTIONS, "sqs")
+        _keys.grant(self.function, STREAM_ACTIONS, stream_arn(table))
+        dead_letters = self.dead_letter_queue.queue_arn
+        key = self.dead_letter_key
+        _keys.grant(self.function, contract.DLQ_ACTIONS, dead_letters, key, contract.DLQ_KEY_ACTIONS, "sqs")
         if table.encryption_key is not None:
             _keys.grant_through(self.function, table.encryption_key, TABLE_STREAM_KEY_ACTIONS, "dynamodb")
         actions, service = (TOPIC_ACTIONS, "sns") if self.to_topic else (QUEUE_ACTIONS, "sqs")
-        key = self._target_key()
-        iam.Grant.add_to_principal(
-            grantee=self.function, actions=list(actions), resource_arns=[self.target_arn]
-        )
-        if key is not None:
-            _keys.grant_through(self.function, key, TOPIC_KEY_ACTIONS, service)
+        _keys.grant(self.function, actions, self.target_arn, self._target_key(), TOPIC_KEY_ACTIONS, service)
 
     def _alarm_definitions(self, alarms: Alarms) -> list[AlarmDefinition]:
         return [
@@ -319,32 +308,17 @@ class OutboxRelay(Construct):
 
     # -- metrics ------------------------------------------------------------------------------------
 
-    def metric(self, metric_name: RelayMetric | str, **options: Any) -> cloudwatch.Metric:
-        """One of the relay's counters (``RelayMetric``): Sum per minute unless ``options`` say otherwise."""
-        options.setdefault("period", ONE_MINUTE)
-        options.setdefault("statistic", "Sum")
-        return cloudwatch.Metric(
-            namespace=self.metrics_namespace,
-            metric_name=RelayMetric(metric_name).value,
-            dimensions_map={contract.METRICS_DIMENSION: self._function_name},
-            **options,
-        )
-
-    def metric_published(self, **options: Any) -> cloudwatch.IMetric:
-        """Emitted messages the target accepted."""
-        return self.metric(RelayMetric.PUBLISHED, **options)
-
-    def metric_dead_lettered(self, **options: Any) -> cloudwatch.IMetric:
-        """Emitted messages the target refused for good, sent to the dead-letter queue with the reason."""
-        return self.metric(RelayMetric.DEAD_LETTERED, **options)
-
-    def metric_failed(self, **options: Any) -> cloudwatch.IMetric:
-        """Stream records left for the stream to deliver again."""
-        return self.metric(RelayMetric.FAILED, **options)
-
-    def metric_reordered(self, **options: Any) -> cloudwatch.IMetric:
-        """Messages the target accepted after refusing an earlier one of their group in one request."""
-        return self.metric(RelayMetric.REORDERED, **options)
+    COUNTERS = RelayMetric
+    metric_published = counter(RelayMetric.PUBLISHED, "Emitted messages the target accepted.")
+    metric_dead_lettered = counter(
+        RelayMetric.DEAD_LETTERED,
+        "Emitted messages the target refused for good, sent to the dead-letter queue with the reason.",
+    )
+    metric_failed = counter(RelayMetric.FAILED, "Stream records left for the stream to deliver again.")
+    metric_reordered = counter(
+        RelayMetric.REORDERED,
+        "Messages the target accepted after refusing an earlier one of their group in one request.",
+    )
 
     def metric_iterator_age(self, **options: Any) -> cloudwatch.IMetric:
         """How far behind the stream the relay is (Lambda's IteratorAge, milliseconds, Maximum)."""

@@ -19,7 +19,9 @@ from aws_cdk import aws_sqs as sqs
 from constructs_helpers import (
     actions_of,
     alarms_of,
+    build_consumer,
     env_of,
+    fifo_queue,
     logical_id,
     new_stack,
     only,
@@ -46,36 +48,17 @@ from idempotent_pipeline import (
 from idempotent_pipeline.consumer import NETWORK_INTERFACE_ACTIONS
 
 
-def fifo_queue(stack: cdk.Stack, id: str = "Queue", **props: Any) -> sqs.Queue:
-    props.setdefault("visibility_timeout", Duration.minutes(3))
-    return sqs.Queue(stack, id, fifo=True, **props)
-
-
-def build_consumer(
-    stack: cdk.Stack,
-    *,
-    queue: sqs.IQueue | None = None,
-    table: IdempotencyTable | None = None,
-    dead_letter_queue: sqs.IQueue | None = None,
-    alarm_options: AlarmOptions | None = None,
-    **options: Any,
-) -> IdempotentConsumer:
-    """A consumer on a new FIFO queue (no DLQ) and IdempotencyTable; ``options`` are ConsumerOptions."""
-    return IdempotentConsumer(
-        stack,
-        "Consumer",
-        queue=queue or fifo_queue(stack),
-        table=table or IdempotencyTable(stack, "Table"),
-        dead_letter_queue=dead_letter_queue,
-        options=ConsumerOptions(**options),
-        alarm_options=alarm_options,
-    )
-
-
 def consumer_template(**options: Any) -> assertions.Template:
     stack = new_stack()
     build_consumer(stack, **options)
     return template_of(stack)
+
+
+def key_actions(template: assertions.Template, key: str) -> list[list[str]]:
+    """The actions of each statement on the KMS key whose logical id holds ``key``."""
+    key_id = logical_id(template, "AWS::KMS::Key", key)
+    on_key = [s for s in policy_statements(template) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}]
+    return [sorted(actions_of(s)) for s in on_key]
 
 
 def function_props(template: assertions.Template) -> dict[str, Any]:
@@ -478,11 +461,7 @@ def test_dlq_with_customer_managed_key_adds_generate_data_key_and_decrypt():
     dlq_key = kms.Key(stack, "DlqKey")
     dlq = fifo_queue(stack, "Dlq", encryption=sqs.QueueEncryption.KMS, encryption_master_key=dlq_key)
     template = template_of_consumer(stack, dead_letter_queue=dlq)
-    key_id = logical_id(template, "AWS::KMS::Key", "DlqKey")
-    key_statements = [
-        s for s in policy_statements(template) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    ]
-    assert [sorted(actions_of(s)) for s in key_statements] == [sorted(contract.DLQ_KEY_ACTIONS)]
+    assert key_actions(template, "DlqKey") == [sorted(contract.DLQ_KEY_ACTIONS)]
 
 
 def test_table_with_customer_managed_key_grants_the_key_actions_dynamodb_needs():
@@ -491,11 +470,7 @@ def test_table_with_customer_managed_key_grants_the_key_actions_dynamodb_needs()
     template = template_of_consumer(
         stack, table=IdempotencyTable(stack, "Table", options=TableOptions(encryption_key=key))
     )
-    key_id = logical_id(template, "AWS::KMS::Key", "TableKey")
-    key_statements = [
-        s for s in policy_statements(template) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    ]
-    assert [sorted(actions_of(s)) for s in key_statements] == [sorted(contract.TABLE_KEY_ACTIONS)]
+    assert key_actions(template, "TableKey") == [sorted(contract.TABLE_KEY_ACTIONS)]
 
 
 def test_imported_table_with_its_key_is_granted_by_arn():

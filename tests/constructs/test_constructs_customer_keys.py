@@ -23,6 +23,7 @@ from constructs_helpers import (
     needs_reference_app,
     new_stack,
     only,
+    reference_stack,
     resources,
     template_of,
     warnings_of,
@@ -121,8 +122,7 @@ def reference_templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
         context = {**KEYS, **context}
         if context.get("mode") in ("transaction", "guarded"):
             context = {**context, "processor": "orders:handle", "code_directory": str(code)}
-        settings = reference_app.settings_from({**cdk_json_context(), **context}.get)
-        stacks[variant] = reference_app.ReferenceStack(app, f"Keyed{index}", settings=settings).stack_name
+        stacks[variant] = reference_stack(context, f"Keyed{index}", app).stack_name
     assembly = app.synth()
     return {variant: assembly.get_stack_by_name(name).template for variant, name in stacks.items()}
 
@@ -198,11 +198,8 @@ def test_every_place_an_init_app_keeps_data_is_under_a_customer_key(tmp_path):
 @needs_reference_app
 def test_without_customer_managed_keys_the_walk_finds_what_rests_under_aws_keys(reference_templates):
     """The same walk on the default stack lists its queues, topic, table and log group: the test can fail."""
-    app = cdk.App(context=cdk_json_context())
-    stack = reference_app.ReferenceStack(
-        app, "Plain", settings=reference_app.settings_from(cdk_json_context().get)
-    )
-    found = unkeyed(app.synth().get_stack_by_name(stack.stack_name).template)
+    stack = reference_stack({}, "Plain")
+    found = unkeyed(stack.node.root.synth().get_stack_by_name(stack.stack_name).template)
     assert {entry.split()[0] for entry in found} == {
         "AWS::SQS::Queue",
         "AWS::SNS::Topic",

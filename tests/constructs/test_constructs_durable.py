@@ -15,13 +15,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs_helpers import (
     actions_of,
-    cdk_json_context,
     files_under,
     function_asset_dir,
     nag_findings,
     needs_reference_app,
     new_stack,
     policy_statements,
+    reference_stack,
     resources,
     synth_with_nag,
     template_of,
@@ -214,9 +214,7 @@ def test_the_executions_wildcard_leaves_no_cdk_nag_finding(tmp_path, user_code):
 
 
 def _reference(context: dict[str, str]) -> cdk.Stack:
-    app = cdk.App(context=cdk_json_context())
-    settings = reference_app.settings_from({**cdk_json_context(), **context}.get)
-    return reference_app.ReferenceStack(app, "Durable", settings=settings)
+    return reference_stack(context, "Durable")
 
 
 @needs_reference_app

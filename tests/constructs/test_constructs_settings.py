@@ -9,8 +9,14 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import Duration
-from aws_cdk import aws_sqs as sqs
-from constructs_helpers import cdk_json_context, env_of, needs_reference_app, new_stack, template_of
+from constructs_helpers import (
+    build_consumer,
+    cdk_json_context,
+    env_of,
+    needs_reference_app,
+    new_stack,
+    template_of,
+)
 from idempotent_runtime import contract
 from idempotent_runtime.config import Config
 
@@ -20,7 +26,6 @@ from idempotent_pipeline import (
     ConfigurationError,
     ConsumerOptions,
     IdempotencyTable,
-    IdempotentConsumer,
     IdempotentPipeline,
     Messaging,
     MessagingOptions,
@@ -175,14 +180,7 @@ def test_synth_and_cold_start_agree(scope, code, name, text):
 
 def _environment(stack: cdk.Stack | None = None, table: TableOptions | None = None, **options: Any) -> dict:
     stack = stack or new_stack()
-    queue = sqs.Queue(stack, "Queue", fifo=True, visibility_timeout=Duration.minutes(3))
-    IdempotentConsumer(
-        stack,
-        "Consumer",
-        queue=queue,
-        table=IdempotencyTable(stack, "Table", options=table),
-        options=ConsumerOptions(**options),
-    )
+    build_consumer(stack, table=IdempotencyTable(stack, "Table", options=table), **options)
     return env_of(template_of(stack))
 
 
