@@ -181,35 +181,35 @@ def test_each_refused_setting_would_fail_a_valid_message(
     assert dead["Body"] == json.dumps(body)
 
 
-@pytest.mark.parametrize(
-    ("environment", "refusal"),
-    [
-        (
-            {"PARTITION_KEY_FIELD": "id"},
-            "PARTITION_KEY_FIELD and SORT_KEY_FIELD must be set together (KEY_SOURCE 'fields' reads both "
-            "from every body, and no body holds a placeholder's field): got PARTITION_KEY_FIELD 'id' and "
-            "SORT_KEY_FIELD None; set the other one too, or key each message by one field with "
-            "KEY_SOURCE 'field' and PARTITION_KEY_FIELD alone",
-        ),
-        (
-            {"SORT_KEY_FIELD": "line"},
-            "PARTITION_KEY_FIELD and SORT_KEY_FIELD must be set together",
-        ),
-        (
-            {"KEY_SOURCE": "field"},
-            "KEY_SOURCE 'field' keys each message by one body field: PARTITION_KEY_FIELD names it "
-            "(e.g. 'id') and is required",
-        ),
-        (
-            {"KEY_SOURCE": "field", "PARTITION_KEY_FIELD": "id", "SORT_KEY_FIELD": "line"},
-            "SORT_KEY_FIELD applies only to KEY_SOURCE 'fields'; got KEY_SOURCE 'field'",
-        ),
-        (
-            {"KEY_SOURCE": "body_sha256", "FINGERPRINT_EXCLUDE": '["sent_at"]'},
-            "FINGERPRINT_FIELDS and FINGERPRINT_EXCLUDE do nothing with KEY_SOURCE 'body_sha256'",
-        ),
-    ],
-)
+HALF_SET = {
+    "a partition key field alone": (
+        {"PARTITION_KEY_FIELD": "id"},
+        "PARTITION_KEY_FIELD and SORT_KEY_FIELD must be set together (KEY_SOURCE 'fields' reads both "
+        "from every body, and no body holds a placeholder's field): got PARTITION_KEY_FIELD 'id' and "
+        "SORT_KEY_FIELD None; set the other one too, or key each message by one field with KEY_SOURCE "
+        "'field' and PARTITION_KEY_FIELD alone",
+    ),
+    "a sort key field alone": (
+        {"SORT_KEY_FIELD": "line"},
+        "PARTITION_KEY_FIELD and SORT_KEY_FIELD must be set",
+    ),
+    "one field without its field": (
+        {"KEY_SOURCE": "field"},
+        "KEY_SOURCE 'field' keys each message by one body field: PARTITION_KEY_FIELD names it (e.g. "
+        "'id') and is required",
+    ),
+    "one field and a sort key field": (
+        {"KEY_SOURCE": "field", "PARTITION_KEY_FIELD": "id", "SORT_KEY_FIELD": "line"},
+        "SORT_KEY_FIELD applies only to KEY_SOURCE 'fields'; got KEY_SOURCE 'field'",
+    ),
+    "a fingerprint option of a body hash": (
+        {"KEY_SOURCE": "body_sha256", "FINGERPRINT_EXCLUDE": '["sent_at"]'},
+        "FINGERPRINT_FIELDS and FINGERPRINT_EXCLUDE do nothing with KEY_SOURCE 'body_sha256'",
+    ),
+}
+
+
+@pytest.mark.parametrize(("environment", "refusal"), HALF_SET.values(), ids=HALF_SET.keys())
 def test_half_set_options_are_refused_at_cold_start_naming_the_other(environment, refusal):
     """A key field without the other used to read the placeholder 'y' (or 'x') from every body: every
     message went to the DLQ."""
