@@ -202,7 +202,7 @@ class ConsumerKeys:
         if config.key_source in FIELD_KEY_SOURCES:
             if key_fields is not None:
                 raise ValueError(
-                    f"key_fields are the consumer's PARTITION_KEY_FIELD (and SORT_KEY_FIELD) with "
+                    f"key_fields are the consumer's {_NAMED_FIELDS[config.key_source][2]} with "
                     f"{KEY_SOURCE.name}={config.key_source}; got {list(key_fields)!r} as well"
                 )
             named = (config.partition_key_field, config.sort_key_field)
