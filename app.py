@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aws_cdk as cdk
 from aws_cdk import Duration, RemovalPolicy
@@ -35,6 +35,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 from idempotent_runtime import contract
 from idempotent_runtime.contract import NAME, FieldPaths, IntRange, Kind, Lifetime, Seconds
+from idempotent_runtime.workflows import DURABLE_KEY_ACTIONS
 
 from idempotent_pipeline import (
     AlarmOptions,
@@ -278,12 +279,18 @@ class ReferenceStack(cdk.Stack):
         options = {where: dict(settings.get(where, {})) for where in OPTIONS}
         stack = settings.get("stack", {})
         keys = stack.get("customer_managed_keys")
+        # Where a message's data rests beside the pipeline's queues and table (the workflow's executions, the
+        # durable function's, the log groups), under the same key: None without customer_managed_keys.
+        self.data_key: kms.Key | None = None
         if keys:
-            # One key for the queues and the table; the topic needs its own (the queue key's policy names the
-            # topic: one key for both would be a dependency cycle).
+            # One key for the queues, the table and the logs (the consumer's log group gives CloudWatch Logs
+            # its statement, for every log group of the stack); the topic needs its own (the queue key's
+            # policy names the topic: one key for both would be a dependency cycle).
             data_key = kms.Key(self, "DataKey", enable_key_rotation=True, description="queues and table")
+            self.data_key = data_key
             options["messaging"].update(encryption_key=data_key)
             options["table"].update(encryption_key=data_key)
+            options["consumer"].update(log_encryption_key=data_key)
             if options["messaging"].get("with_topic", True):
                 topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topic")
                 options["messaging"].update(topic_encryption_key=topic_key)
@@ -342,7 +349,7 @@ class ReferenceStack(cdk.Stack):
         if workflow is not None:
             self.pipeline.consumer.grant_start_execution(workflow)
         if durable is not None:
-            self.pipeline.consumer.grant_start_durable_execution(durable)
+            self.pipeline.consumer.grant_start_durable_execution(durable, key=self.data_key)
         for name, value in outputs.items():
             if value is not None:
                 cdk.CfnOutput(self, name, value=value)
@@ -382,23 +389,19 @@ class ReferenceStack(cdk.Stack):
         """A STANDARD demo workflow, logged and traced, that guarded mode starts once per message: with the
         shipped processor (examples/workflow) unless ``processor`` names another, which reads the state
         machine's ARN from ``STATE_MACHINE_ARN``."""
-        mode = consumer.setdefault("mode", "guarded")
-        if mode != "guarded":
-            raise ConfigurationError(
-                f"context workflow=true starts the workflow from guarded mode; got mode={mode!r}: leave mode "
-                "unset or set mode=guarded"
-            )
-        if "processor" not in consumer:
-            consumer.update(processor=WORKFLOW_PROCESSOR, code_directory=str(WORKFLOW_CODE))
+        _started_from_guarded(consumer, "workflow", WORKFLOW_PROCESSOR, WORKFLOW_CODE)
         workflow = sfn.StateMachine(
             self,
             "Workflow",
             definition_body=sfn.DefinitionBody.from_chainable(sfn.Pass(self, "ShipOrder")),
-            logs=sfn.LogOptions(
-                destination=logs.LogGroup(self, "WorkflowLogs", retention=logs.RetentionDays.ONE_MONTH),
-                level=sfn.LogLevel.ALL,
-            ),
+            logs=sfn.LogOptions(destination=self._log_group("WorkflowLogs"), level=sfn.LogLevel.ALL),
             tracing_enabled=True,
+            # Execution history and input (each order) under the data key.
+            encryption_configuration=(
+                sfn.CustomerManagedEncryptionConfiguration(self.data_key)
+                if self.data_key is not None
+                else None
+            ),
         )
         cdk.Validations.of(workflow).acknowledge(
             cdk.Acknowledgment(
@@ -407,9 +410,7 @@ class ReferenceStack(cdk.Stack):
                 "(CDK grants them on * for a logged, traced state machine)",
             )
         )
-        environment = dict(consumer.get("environment") or {})
-        environment["STATE_MACHINE_ARN"] = workflow.state_machine_arn
-        consumer["environment"] = environment
+        _tell(consumer, "STATE_MACHINE_ARN", workflow.state_machine_arn)
         return workflow
 
     def _durable(self, consumer: dict[str, Any]) -> lambda_.IVersion:
@@ -423,14 +424,7 @@ class ReferenceStack(cdk.Stack):
                 f"this is aws-cdk-lib {importlib.metadata.version('aws-cdk-lib')}: upgrade it, or leave "
                 "durable unset"
             )
-        mode = consumer.setdefault("mode", "guarded")
-        if mode != "guarded":
-            raise ConfigurationError(
-                f"context durable=true starts the durable function from guarded mode; got mode={mode!r}: "
-                "leave mode unset or set mode=guarded"
-            )
-        if "processor" not in consumer:
-            consumer.update(processor=DURABLE_PROCESSOR, code_directory=str(DURABLE_CODE))
+        _started_from_guarded(consumer, "durable function", DURABLE_PROCESSOR, DURABLE_CODE)
         function = lambda_.Function(
             self,
             "Fulfilment",
@@ -442,8 +436,16 @@ class ReferenceStack(cdk.Stack):
             durable_config=lambda_.DurableConfig(
                 execution_timeout=Duration.minutes(15), retention_period=Duration.days(14)
             ),
-            log_group=logs.LogGroup(self, "FulfilmentLogs", retention=logs.RetentionDays.ONE_MONTH),
+            log_group=self._log_group("FulfilmentLogs"),
         )
+        if self.data_key is not None:
+            # Each execution's input (the order), checkpoints and result under the data key:
+            # DurableConfig.KMSKeyArn, which aws-cdk-lib's DurableConfig does not take yet. The function
+            # checkpoints with its role, through Lambda.
+            cast(lambda_.CfnFunction, function.node.default_child).add_property_override(
+                "DurableConfig.KMSKeyArn", self.data_key.key_arn
+            )
+            self.data_key.grant(function, *DURABLE_KEY_ACTIONS)
         cdk.Validations.of(function).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
@@ -453,16 +455,18 @@ class ReferenceStack(cdk.Stack):
             )
         )
         version = function.current_version
-        environment = dict(consumer.get("environment") or {})
-        environment["DURABLE_FUNCTION_ARN"] = version.function_arn
-        consumer["environment"] = environment
+        _tell(consumer, "DURABLE_FUNCTION_ARN", version.function_arn)
         return version
+
+    def _log_group(self, id: str) -> logs.LogGroup:
+        """A log group of the reference stack, under the data key when there is one."""
+        return logs.LogGroup(self, id, retention=logs.RetentionDays.ONE_MONTH, encryption_key=self.data_key)
 
     def _vpc(self, workflow: bool, durable: bool = False) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
         """Private subnets without internet access: the function reaches DynamoDB through a gateway endpoint
         and SQS (with ``workflow``, Step Functions; with ``durable``, Lambda) through interface endpoints that
         admit only the function's security group."""
-        flow_logs = logs.LogGroup(self, "VpcFlowLogs", retention=logs.RetentionDays.ONE_MONTH)
+        flow_logs = self._log_group("VpcFlowLogs")
         vpc = ec2.Vpc(
             self,
             "Vpc",
@@ -499,6 +503,25 @@ class ReferenceStack(cdk.Stack):
             endpoint_group.add_ingress_rule(function_group, ec2.Port.tcp(443), "HTTPS from the consumer")
             vpc.add_interface_endpoint(name, service=service, security_groups=[endpoint_group], open=False)
         return vpc, function_group
+
+
+def _started_from_guarded(consumer: dict[str, Any], what: str, processor: str, code: Path) -> None:
+    """``-c workflow=true`` / ``durable=true``: guarded mode (the starters run there), and the shipped
+    processor that starts the ``what`` unless ``processor`` names another."""
+    mode = consumer.setdefault("mode", "guarded")
+    if mode != "guarded":
+        key = what.split()[0]
+        raise ConfigurationError(
+            f"context {key}=true starts the {what} from guarded mode; got mode={mode!r}: leave mode unset or "
+            "set mode=guarded"
+        )
+    if "processor" not in consumer:
+        consumer.update(processor=processor, code_directory=str(code))
+
+
+def _tell(consumer: dict[str, Any], variable: str, value: str) -> None:
+    """The consumer's processor reads ``value`` from the environment variable ``variable``."""
+    consumer["environment"] = {**(consumer.get("environment") or {}), variable: value}
 
 
 def _hop(options: Mapping[str, Mapping[str, Any]], name: str, consumer: Mapping[str, Any]) -> dict[str, Any]:

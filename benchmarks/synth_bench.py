@@ -52,14 +52,18 @@ def reference_app_with_nag(outdir: Path) -> Any:
 
 
 def jsii_node_cpu_s() -> float | None:
-    """CPU seconds used so far by the jsii Node process (all its threads), or None where unreadable."""
+    """CPU seconds used so far by the jsii Node processes (all their threads): the runtime started for Python
+    and the program it forks, which does the work. None where unreadable."""
     try:
         import jsii
 
-        pid = jsii.kernel.provider._process._process.pid
+        pids = [jsii.kernel.provider._process._process.pid]
+        children = Path(f"/proc/{pids[0]}/task/{pids[0]}/children")
+        pids += [int(child) for child in children.read_text().split()]
         return (
             sum(
                 int(Path(task, "schedstat").read_text().split()[0])
+                for pid in pids
                 for task in Path(f"/proc/{pid}/task").iterdir()
             )
             / 1e9

@@ -56,8 +56,8 @@ def table() -> str:
         option = f"`{variable.option}`" if variable.option else "from the resources"
         meaning = variable.meaning
         if variable.only is not None:
-            on, value = variable.only
-            meaning = f"with `{on}={value}`: {meaning}"
+            on, *accepted = variable.only
+            meaning = f"with `{on}={'` or `'.join(accepted)}`: {meaning}"
         cells = (f"`{variable.name}`", option, _default(variable), values(variable.kind), meaning)
         rows.append(f"| {' | '.join(cells)} |")
     return "\n".join(rows)

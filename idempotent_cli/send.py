@@ -216,7 +216,7 @@ def _destination(clients: Any, queue_url: str | None, topic_arn: str | None) -> 
 
 def _groups(args: argparse.Namespace, keys: Any, destination: Destination) -> Any:
     """Each message's group: --group-id, --group-field, else (FIFO) the consumer's partition key field."""
-    from idempotent_runtime.contract import ConfigurationError, KeySource, field_path
+    from idempotent_runtime.contract import FIELD_KEY_SOURCES, ConfigurationError, field_path
     from idempotent_runtime.keys import field_key
     from idempotent_runtime.message import join_key
 
@@ -224,7 +224,7 @@ def _groups(args: argparse.Namespace, keys: Any, destination: Destination) -> An
         return args.group_id
     path = args.group_field
     if path is None and destination.fifo:
-        if keys.key_source is not KeySource.FIELDS:
+        if keys.key_source not in FIELD_KEY_SOURCES:
             raise SendError(
                 f"the consumer keys by {keys.key_source}, so no body field names a message's group: pass "
                 "--group-field PATH (messages with the same value stay in order) or --group-id ID"
@@ -246,6 +246,8 @@ def _describe(keys: Any) -> str:
 
     if keys.key_source is KeySource.FIELDS:
         return f"fields {keys.key_fields[0]}, {keys.key_fields[1]}"
+    if keys.key_source is KeySource.FIELD:
+        return f"field {keys.key_fields[0]}"
     if keys.key_source is KeySource.DEDUP_ID:
         return f"dedup_id from {', '.join(keys.key_fields)}"
     return str(keys.key_source)

@@ -6,6 +6,7 @@ import re
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import jsii
@@ -14,8 +15,8 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
-from constructs import Construct, IValidation
-from idempotent_runtime.contract import ConfigurationError, IntRange, Seconds
+from constructs import Construct, IValidation, Node
+from idempotent_runtime.contract import METRICS_DIMENSION, ConfigurationError, IntRange, Seconds
 
 from idempotent_pipeline import _compat, _keys
 from idempotent_pipeline._rules import (
@@ -44,6 +45,13 @@ COUNT = IntRange(low=1)  # AlarmOptions.failed_threshold
 
 RULES: tuple[Rule[Alarms], ...] = (
     Rule(
+        lambda a: not a.enabled and a.options.alarm_topic is not None,
+        lambda a: (
+            "AlarmOptions.alarm_topic needs enabled=True: with the alarms off nothing ever notifies the "
+            "topic; got a topic with enabled=False"
+        ),
+    ),
+    Rule(
         lambda a: a.failed_period_seconds < 60 or a.failed_period_seconds % 60,
         lambda a: (
             "AlarmOptions.failed_period must be a whole number of minutes; got "
@@ -71,6 +79,37 @@ IMPORTED_ALARM_TOPIC_STATEMENT = (
     '{"StringEquals": {"aws:SourceAccount": "<the alarms\' account>"}, "ArnLike": {"aws:SourceArn": '
     '"arn:<partition>:cloudwatch:<region>:<account>:alarm:*"}}'
 )
+
+
+class Counters:
+    """A block whose function writes Embedded Metric Format counters (the consumer's ``contract.Metric``,
+    the relay's ``RelayMetric``): ``metric(name)`` and the ``metric_*`` methods :func:`counter` declares."""
+
+    COUNTERS: type[StrEnum]
+    metrics_namespace: str
+    _function_name: str
+
+    def metric(self, metric_name: StrEnum | str, **options: Any) -> cloudwatch.Metric:
+        """One of the function's counters for this function: Sum per minute unless ``options``
+        (``cloudwatch.MetricOptions`` fields: period, statistic, label, ...) say otherwise."""
+        options.setdefault("period", ONE_MINUTE)
+        options.setdefault("statistic", "Sum")
+        return cloudwatch.Metric(
+            namespace=self.metrics_namespace,
+            metric_name=self.COUNTERS(metric_name).value,
+            dimensions_map={METRICS_DIMENSION: self._function_name},
+            **options,
+        )
+
+
+def counter(name: StrEnum, doc: str) -> Callable[..., cloudwatch.IMetric]:
+    """A ``metric_<name>(**options)`` method of a :class:`Counters` block."""
+
+    def method(self: Counters, **options: Any) -> cloudwatch.IMetric:
+        return self.metric(name, **options)
+
+    method.__doc__ = doc
+    return method
 
 
 @dataclass(frozen=True)
@@ -144,7 +183,7 @@ class Alarms:
             _allow_cloudwatch_to_publish(scope, topic)
             key = _compat.topic_key(topic)
             if key is not None:
-                _keys.allow_cloudwatch_alarms(scope, key, "the alarm topic's key")
+                _keys.allow(scope, key, "the alarm topic's key", _keys.CLOUDWATCH_ALARMS)
         return alarms
 
     @property
@@ -188,7 +227,8 @@ class Alarms:
             made.append(alarm)
             ids.append(definition.id)
         if made and self.action is None:  # with an action every alarm has one: nothing to check
-            scope.node.add_validation(_ActionsChecked(scope, tuple(zip(ids, made, strict=True))))
+            node = scope.node  # kept: the check names the block by its path (one round trip less)
+            node.add_validation(_ActionsChecked(scope, node, tuple(zip(ids, made, strict=True))))
         return tuple(made)
 
 
@@ -214,13 +254,15 @@ class _ActionsChecked:
     AlarmOptions.alarm_topic nor one the app added with ``add_alarm_action``). A validation of the block,
     not an aspect: an aspect visits every construct below it, each visit a round trip."""
 
-    def __init__(self, scope: Construct, alarms: tuple[tuple[str, cloudwatch.Alarm], ...]) -> None:
-        self.scope, self.alarms = scope, alarms
+    def __init__(
+        self, scope: Construct, node: Node, alarms: tuple[tuple[str, cloudwatch.Alarm], ...]
+    ) -> None:
+        self.scope, self.node, self.alarms = scope, node, alarms
 
     def validate(self) -> list[str]:
         silent = [name for name, alarm in self.alarms if alarm not in _WIRED]
         if silent:
-            path = self.scope.node.path
+            path = self.node.path
             warn(
                 self.scope,
                 NO_ALARM_ACTION_WARNING,

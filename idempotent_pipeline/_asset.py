@@ -539,16 +539,10 @@ def relay_files() -> list[tuple[Path, PurePosixPath]]:
     source = runtime_source()
     found, pending = {"__init__", RELAY}, ["__init__", RELAY]
     while pending:
-        tree = ast.parse((source / f"{pending.pop()}.py").read_bytes())
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(RUNTIME_PACKAGE):
-                continue
-            parts = (node.module or "").split(".")
-            names = [alias.name for alias in node.names] if len(parts) == 1 else [parts[1]]
-            for module in names:
-                if module not in found and (source / f"{module}.py").is_file():
-                    found.add(module)
-                    pending.append(module)
+        for module in _runtime_imports(pending.pop()) - found:
+            if (source / f"{module}.py").is_file():
+                found.add(module)
+                pending.append(module)
     return [(source / f"{name}.py", PurePosixPath(RUNTIME_PACKAGE) / f"{name}.py") for name in sorted(found)]
 
 
@@ -594,24 +588,25 @@ def stage_asset(
     staging = Path(tempfile.mkdtemp(prefix="idempotent-pipeline-asset-"))
     atexit.register(shutil.rmtree, staging, True)
     made: set[Path] = set()
+    stripped = cache_root() / "runtime"
     for part, files in parts.items():  # later parts win: the runtime over everything
         for source, relative in files:
             destination = staging / relative
             if destination.parent not in made:
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 made.add(destination.parent)
-            _place(_without_docs_cached(source) if part == "runtime" else source, destination)
+            _place(_without_docs_cached(source, stripped) if part == "runtime" else source, destination)
     return str(staging), left_out
 
 
-def _without_docs_cached(source: Path) -> Path:
-    """``source`` as the function runs it (:func:`without_docs` of a ``.py`` file), from the cache by its
+def _without_docs_cached(source: Path, cache: Path) -> Path:
+    """``source`` as the function runs it (:func:`without_docs` of a ``.py`` file), from ``cache`` by its
     content's hash: the first synth writes it, later ones link it."""
     if source.suffix != ".py":
         return source
     text = source.read_bytes()
     digest = hashlib.sha256(b"without_docs 1\0" + text).hexdigest()[:32]  # the stripping's version too
-    cached = cache_root() / "runtime" / f"{digest}.py"
+    cached = cache / f"{digest}.py"
     if not cached.is_file():
         cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_name(f".{cached.name}.{os.getpid()}")

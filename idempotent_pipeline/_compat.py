@@ -9,6 +9,7 @@ cdk-nag.
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 from dataclasses import dataclass
 from typing import Any, cast
@@ -65,10 +66,16 @@ def message_group_throughput(topic: sns.Topic) -> None:
     resource.add_property_override("FifoThroughputScope", "MessageGroup")
 
 
+# The first release whose sns.Topic(enforce_ssl=True) writes its TLS-only policy by itself.
+ENFORCE_SSL_ALONE = (2, 176)
+CDK_RELEASE = tuple(int(part) for part in importlib.metadata.version("aws-cdk-lib").split(".")[:2])
+
+
 def tls_only_topic(topic: sns.Topic) -> None:
     """``sns.Topic(enforce_ssl=True)`` with its policy: older releases (2.175 and before) write the TLS-only
-    statement only once another statement is added to the topic's policy; without one, plain HTTP works."""
-    if topic.node.try_find_child("Policy") is not None:
+    statement only once another statement is added to the topic's policy; without one, plain HTTP works.
+    Newer ones are not asked (two round trips)."""
+    if CDK_RELEASE >= ENFORCE_SSL_ALONE or topic.node.try_find_child("Policy") is not None:
         return
     topic.add_to_resource_policy(
         iam.PolicyStatement(  # the statement CDK writes

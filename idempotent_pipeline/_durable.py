@@ -61,8 +61,8 @@ def grant(
 ) -> iam.Grant:
     """Invoke and GetFunctionConfiguration on the qualified function; ListDurableExecutionsByFunction and
     ListVersionsByFunction on the function; ListDurableExecutionsByFunction and GetDurableExecution on its
-    versions' executions (``function:NAME:*``, acknowledged for cdk-nag); kms:Decrypt through Lambda on
-    ``key``."""
+    versions' executions (``function:NAME:*``, acknowledged for cdk-nag); kms:GenerateDataKey and kms:Decrypt
+    through Lambda on ``key``."""
     underlying, arn = qualified(function, method)
     config = durable_config(underlying)
     if config is None:
@@ -76,7 +76,8 @@ def grant(
             scope,
             KEY_UNNAMED,
             f"{method}: durable function {function.node.path!r} has a customer managed key: pass it as key= "
-            "so the consumer may read an execution's input (kms:Decrypt through Lambda) on a conflict",
+            "so the consumer may start an execution (kms:GenerateDataKey through Lambda) and read its input "
+            "on a conflict (kms:Decrypt)",
         )
     unqualified = Stack.of(function).format_arn(
         service="lambda",
@@ -84,18 +85,9 @@ def grant(
         arn_format=ArnFormat.COLON_RESOURCE_NAME,
         resource_name=Fn.select(6, Fn.split(":", arn)),
     )
-    result = iam.Grant.add_to_principal(
-        grantee=grantee, actions=list(DURABLE_FUNCTION_ACTIONS), resource_arns=[arn]
+    result = _keys.grant(grantee, DURABLE_FUNCTION_ACTIONS, arn)
+    result = result.combine(_keys.grant(grantee, DURABLE_LIST_ACTIONS, unqualified))
+    executions = f"{unqualified}:*"
+    return result.combine(
+        _keys.grant(grantee, DURABLE_EXECUTION_ACTIONS, executions, key, DURABLE_KEY_ACTIONS, "lambda")
     )
-    result = result.combine(
-        iam.Grant.add_to_principal(
-            grantee=grantee, actions=list(DURABLE_LIST_ACTIONS), resource_arns=[unqualified]
-        )
-    )
-    executions = iam.Grant.add_to_principal(
-        grantee=grantee, actions=list(DURABLE_EXECUTION_ACTIONS), resource_arns=[f"{unqualified}:*"]
-    )
-    result = result.combine(executions)
-    if key is not None:
-        result = result.combine(_keys.grant_through(grantee, key, DURABLE_KEY_ACTIONS, "lambda"))
-    return result

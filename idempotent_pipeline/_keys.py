@@ -7,12 +7,15 @@ messages, so synth names the statement to add.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from aws_cdk import Aws, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import IConstruct
+from aws_cdk import aws_logs as logs
+from constructs import Construct, IConstruct
 
 from idempotent_pipeline._rules import warn
 
@@ -21,6 +24,7 @@ from idempotent_pipeline._rules import warn
 QUEUE_KEY_WARNING = "idempotent-pipeline:imported-key:queue"
 TOPIC_KEY_WARNING = "idempotent-pipeline:imported-key:topic"
 ALARM_TOPIC_KEY_WARNING = "idempotent-pipeline:imported-key:alarm-topic"
+LOG_GROUP_KEY_WARNING = "idempotent-pipeline:imported-key:log-group"
 
 
 def is_imported(key: kms.IKey | None) -> bool:
@@ -51,33 +55,94 @@ PRODUCERS_STATEMENT = (
 )
 
 
-def allow_cloudwatch_alarms(scope: IConstruct, key: kms.IKey, prop: str) -> None:
-    """CloudWatch encrypts alarm notifications for a KMS-encrypted topic with the topic's key."""
-    actions = ("kms:Decrypt", "kms:GenerateDataKey*")
+# Where a statement is written in words (an imported key's warning), and where in the template.
+_IN_WORDS = {"partition": "<partition>", "region": "<region>", "account": "<this account>"}
+
+
+@dataclass(frozen=True)
+class ServiceUse:
+    """What an AWS service needs in the policy of a customer managed key it encrypts with on our behalf, once:
+    the statement, and in words for the warning on an imported key. ``service`` and ``condition`` take the
+    partition, region and account (``{region}``)."""
+
+    sid: str
+    service: str
+    actions: tuple[str, ...]
+    condition: Callable[[Mapping[str, str]], dict[str, dict[str, str]]]
+    consequence: str
+    warning_id: str
+
+    def in_words(self) -> str:
+        actions = ", ".join(self.actions[:-1]) + " and " + self.actions[-1]
+        service = self.service.format(**_IN_WORDS)
+        condition = json.dumps(self.condition(_IN_WORDS))
+        return (
+            f'allow {{"Service": "{service}"}} the actions {actions} on "*", with the condition {condition}'
+        )
+
+
+# CloudWatch encrypts alarm notifications for a KMS-encrypted topic with the topic's key. aws:SourceAccount,
+# not the alarms' ARNs: the alarms name the topic, the topic names the key.
+CLOUDWATCH_ALARMS = ServiceUse(
+    "AllowCloudWatchAlarmsToNotifyTheEncryptedTopic",
+    "cloudwatch.amazonaws.com",
+    ("kms:Decrypt", "kms:GenerateDataKey*"),
+    lambda at: {"StringEquals": {"aws:SourceAccount": at["account"]}},
+    "CloudWatch cannot notify the alarm topic, and alarms fire unseen",
+    ALARM_TOPIC_KEY_WARNING,
+)
+# CloudWatch Logs encrypts a log group's events under the encryption context of the group's ARN ("Encrypt log
+# data in CloudWatch Logs using AWS KMS"): any group of this account and region, since the group's own ARN
+# would make the key and the group name each other.
+LOG_GROUPS = "arn:{partition}:logs:{region}:{account}:log-group:*"
+CLOUDWATCH_LOGS = ServiceUse(
+    "AllowCloudWatchLogsToEncryptLogGroups",
+    "logs.{region}.amazonaws.com",
+    ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"),
+    lambda at: {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": LOG_GROUPS.format(**at)}},
+    "CloudWatch Logs refuses the log group (creating it fails) and the function's logs are lost",
+    LOG_GROUP_KEY_WARNING,
+)
+
+
+def allow(scope: IConstruct, key: kms.IKey, prop: str, use: ServiceUse) -> None:
+    """``use``'s statement in the policy of a key of the app; for an imported key, a warning naming it."""
     if is_imported(key):
         require_statement(
             scope,
             key,
-            warning_id=ALARM_TOPIC_KEY_WARNING,
+            warning_id=use.warning_id,
             prop=prop,
-            statement=(
-                'allow {"Service": "cloudwatch.amazonaws.com"} the actions kms:Decrypt and '
-                'kms:GenerateDataKey* on "*", with the condition {"StringEquals": {"aws:SourceAccount": '
-                '"<this account>"}}'
-            ),
-            consequence="CloudWatch cannot notify the alarm topic, and alarms fire unseen",
+            statement=use.in_words(),
+            consequence=use.consequence,
         )
         return
-    # aws:SourceAccount, not the alarms' ARNs: the alarms name the topic, the topic names the key.
+    here = {"partition": Aws.PARTITION, "region": Aws.REGION, "account": Aws.ACCOUNT_ID}
     key.add_to_resource_policy(
         iam.PolicyStatement(
-            sid="AllowCloudWatchAlarmsToNotifyTheEncryptedTopic",
-            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-            actions=list(actions),
+            sid=use.sid,
+            principals=[iam.ServicePrincipal(use.service.format(**here))],
+            actions=list(use.actions),
             resources=["*"],
-            conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            conditions=use.condition(here),
         )
     )
+
+
+def grant(
+    grantee: iam.IGrantable,
+    actions: Sequence[str],
+    resource: str,
+    key: kms.IKey | None = None,
+    key_actions: Sequence[str] = (),
+    service: str = "",
+) -> iam.Grant:
+    """``actions`` on ``resource`` and, when it has a customer managed ``key``, ``key_actions`` on the key
+    through ``service`` (:func:`grant_through`)."""
+    result = iam.Grant.add_to_principal(grantee=grantee, actions=list(actions), resource_arns=[resource])
+    if key is not None:
+        result = result.combine(grant_through(grantee, key, key_actions, service))
+    return result
 
 
 def grant_through(
@@ -108,3 +173,13 @@ def state_machine_key(state_machine: IConstruct) -> str | None:
     if getattr(config, "type", None) != "CUSTOMER_MANAGED_KMS_KEY" or not isinstance(arn, str):
         return None
     return arn if Token.is_unresolved(arn) or arn.startswith("arn:") else None
+
+
+def log_group(
+    scope: Construct, retention: logs.RetentionDays, key: kms.IKey | None, owner: str
+) -> logs.LogGroup:
+    """A block's function's log group (``LogGroup``), under ``key`` when given
+    (``<owner>.log_encryption_key``), whose policy gets the statement CloudWatch Logs needs."""
+    if key is not None:
+        allow(scope, key, f"{owner}.log_encryption_key", CLOUDWATCH_LOGS)
+    return logs.LogGroup(scope, "LogGroup", retention=retention, encryption_key=key)

@@ -48,16 +48,16 @@ def is_token(value: object) -> bool:
 
 # -- reading values -------------------------------------------------------------------------------------
 
-# Durations the constructs create once (the options' defaults) and their seconds: recognised by identity,
-# so a default costs no round trip at all (measured: without it a synth of the reference app makes ten more
-# round trips, and its synth time over plain aws-cdk-lib's grows by about 0.1x).
-_KNOWN_SECONDS: dict[int, int] = {}
+# Durations the constructs create (the options' defaults, a derived visibility timeout) carry their seconds,
+# so reading one back costs no round trip at all (measured: without it a synth of the reference app makes ten
+# more round trips, and its synth time over plain aws-cdk-lib's grows by about 0.1x).
+_SECONDS = "_idempotent_pipeline_seconds"
 
 
 def duration(seconds: int) -> Duration:
-    """A module-level default Duration whose value :func:`seconds` knows without asking jsii."""
+    """A Duration whose value :func:`seconds` knows without asking jsii."""
     value = Duration.seconds(seconds)
-    _KNOWN_SECONDS[id(value)] = seconds
+    setattr(value, _SECONDS, seconds)
     return value
 
 
@@ -65,7 +65,7 @@ def seconds(prop: str, value: object) -> Any:
     """Whole seconds of a Duration prop; :data:`TOKEN` for a deploy-time value; None stays None."""
     if value is None:
         return None
-    known = _KNOWN_SECONDS.get(id(value))
+    known = getattr(value, _SECONDS, None)
     if known is not None:
         return known
     if not isinstance(value, Duration):

@@ -25,7 +25,6 @@ from idempotent_runtime import contract
 from idempotent_runtime.contract import (
     ConfigurationError,
     IntRange,
-    KeySource,
     Metric,
     Mode,
     QueueType,
@@ -34,7 +33,15 @@ from idempotent_runtime.contract import (
 from idempotent_runtime.workflows import EXECUTION_ACTIONS, STATE_MACHINE_ACTIONS, STATE_MACHINE_KEY_ACTIONS
 
 from idempotent_pipeline import _compat, _durable, _keys
-from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters, message_age
+from idempotent_pipeline._alarms import (
+    ONE_MINUTE,
+    AlarmDefinition,
+    Alarms,
+    Counters,
+    counter,
+    dead_letters,
+    message_age,
+)
 from idempotent_pipeline._asset import HANDLER, Target, check_processor, left_out_note, stage_asset
 from idempotent_pipeline._facts import LAMBDA_MIN_MAX_RECEIVE_COUNT, QueueFacts, describe_queue
 from idempotent_pipeline._rules import (
@@ -54,7 +61,13 @@ from idempotent_pipeline._rules import (
     texts,
     warn,
 )
-from idempotent_pipeline.options import DEFAULT_PYTHON_VERSION, DEFAULT_RUNTIME, AlarmOptions, ConsumerOptions
+from idempotent_pipeline.options import (
+    DEFAULT_ARCHITECTURE,
+    DEFAULT_PYTHON_VERSION,
+    DEFAULT_RUNTIME,
+    AlarmOptions,
+    ConsumerOptions,
+)
 from idempotent_pipeline.relay import OutboxRelay
 from idempotent_pipeline.table import IdempotencyTable
 
@@ -235,13 +248,14 @@ def _applies_only(variable: contract.Variable) -> Rule[ConsumerProps]:
     """An option the runtime reads only with another setting's value (``Variable.only``) is refused
     without it."""
     assert variable.only is not None
-    on, value = variable.only
+    on, *values = variable.only
     name = SETTING_NAMES[on].removeprefix(_OPTIONS)
     option = (variable.option or "").removeprefix(_OPTIONS)
     return Rule(
-        lambda p: option in p.given and p.settings[on] != value,
+        lambda p: option in p.given and not variable.read_beside(p.settings),
         lambda p: (
-            f"{_OPTIONS}{option} applies only to {name} {value.value!r}; got {name} {p.settings[on].value!r}"
+            f"{_OPTIONS}{option} applies only to {name} {' or '.join(repr(v.value) for v in values)}; got "
+            f"{name} {p.settings[on].value!r}"
         ),
     )
 
@@ -348,6 +362,13 @@ RULES: tuple[Rule[ConsumerProps], ...] = (
             f"AlarmOptions.max_message_age ({p.own_age_alarm} seconds) must be shorter than the "
             f"retention period of queue {p.queue.node.path} ({p.facts.retention_seconds} seconds): no "
             "message gets that old before it expires, so the message-age alarm could never fire"
+        ),
+    ),
+    Rule(
+        lambda p: p.code_directory is None and (p.include or p.exclude),
+        lambda p: (
+            f"ConsumerOptions.{'include' if p.include else 'exclude'} needs code_directory (its patterns "
+            f"choose files of it); got {list(p.include or p.exclude)!r} without one"
         ),
     ),
     Rule(
@@ -507,6 +528,7 @@ def _extra_environment(o: ConsumerOptions) -> dict[str, str]:
         instance(_OPTIONS + prop, getattr(o, prop), kind, wanted)
     instances("ConsumerOptions.layers", o.layers, lambda_.ILayerVersion, "lambda_.ILayerVersion")
     instance("ConsumerOptions.vpc", o.vpc, ec2.IVpc, "an ec2.IVpc")
+    instance("ConsumerOptions.log_encryption_key", o.log_encryption_key, kms.IKey, "a kms.IKey")
     instance("ConsumerOptions.vpc_subnets", o.vpc_subnets, ec2.SubnetSelection, "an ec2.SubnetSelection")
     instances("ConsumerOptions.security_groups", o.security_groups, ec2.ISecurityGroup, "ec2.ISecurityGroup")
     extra = dict(instance("ConsumerOptions.environment", o.environment, Mapping, "a mapping") or {})
@@ -546,10 +568,7 @@ def _settings(
         )
         if text is not None:
             deployed[variable.name] = text
-    if settings[contract.KEY_SOURCE.name] == KeySource.FIELDS:  # unset: the declaration's default
-        for variable in (contract.PARTITION_KEY_FIELD, contract.SORT_KEY_FIELD):
-            if settings[variable.name] is None:
-                settings[variable.name] = variable.default
+    settings.update(contract.key_fields(settings))
     for variable, value in (
         (contract.TABLE_NAME, table.table.table_name),
         (contract.PARTITION_KEY, table.partition_key_name),
@@ -575,8 +594,7 @@ def _environment(
     environment = dict(extra)
     for variable in contract.ENVIRONMENT:
         value = settings.get(variable.name)
-        only = variable.only
-        if value is None or value == "" or (only is not None and settings[only[0]] != only[1]):
+        if value is None or value == "" or not variable.read_beside(settings):
             continue
         text = deployed.get(variable.name) if value is TOKEN else variable.kind.render(value)
         if text is not None:  # a deploy-time value no text stands for (a queue's): the runtime's default
@@ -628,7 +646,7 @@ def _validate(scope: Construct, p: ConsumerProps) -> None:
     )
 
 
-class IdempotentConsumer(Construct):
+class IdempotentConsumer(Counters, Construct):
     """A Lambda function running the bundled idempotent runtime on an SQS queue (FIFO or standard).
 
     The code asset is the ``idempotent_runtime`` package plus the Python sources of ``code_directory`` and
@@ -703,6 +721,7 @@ class IdempotentConsumer(Construct):
                 log_level=props.settings[contract.LOG_LEVEL.name] or contract.LOG_LEVEL.default,
                 architecture=o.architecture,
                 log_retention=o.log_retention,
+                log_encryption_key=o.log_encryption_key,
                 alarm_options=alarm_options,
                 dead_letter_removal_policy=_removal_policy(props.dead_letter_queue),
             )
@@ -710,7 +729,7 @@ class IdempotentConsumer(Construct):
     def _build_function(self, p: ConsumerProps, user_code: Any) -> None:
         o = p.options
         runtime, python_version = python_runtime(o.runtime)
-        architecture = o.architecture or lambda_.Architecture.ARM_64
+        architecture = o.architecture or DEFAULT_ARCHITECTURE
         target = Target(
             python_version=python_version,
             architecture="arm64" if o.architecture is None else str(architecture.name),
@@ -726,7 +745,7 @@ class IdempotentConsumer(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description="Idempotent consumer: reads the queue, writes the idempotency table",
         )
-        self.log_group = logs.LogGroup(self, "LogGroup", retention=o.log_retention)
+        self.log_group = _keys.log_group(self, o.log_retention, o.log_encryption_key, "ConsumerOptions")
         self.function = lambda_.Function(
             self,
             "Function",
@@ -820,30 +839,21 @@ class IdempotentConsumer(Construct):
     def _consume(self, queue: sqs.IQueue, key: Any, o: ConsumerOptions) -> lambda_.EventSourceMapping:
         """The SQS event source as CDK's SqsEventSource makes it (the same construct id, so the same
         mapping), whose key grant is limited to use through SQS: SqsEventSource grants the key outright."""
+        arn = queue.queue_arn
         mapping = self.function.add_event_source_mapping(
             f"SqsEventSource:{Names.node_unique_id(queue.node)}",
-            event_source_arn=queue.queue_arn,
+            event_source_arn=arn,
             batch_size=o.batch_size,
             max_batching_window=o.max_batching_window,
             max_concurrency=o.max_concurrency,
             report_batch_item_failures=True,
         )
-        iam.Grant.add_to_principal(
-            grantee=self.function, actions=list(CONSUME_ACTIONS), resource_arns=[queue.queue_arn]
-        )
-        if key is not None:
-            _keys.grant_through(self.function, key, CONSUME_KEY_ACTIONS, "sqs")
+        _keys.grant(self.function, CONSUME_ACTIONS, arn, key, CONSUME_KEY_ACTIONS, "sqs")
         return mapping
 
     def _grant_dead_letter_queue(self, dead_letter_queue: sqs.IQueue, key: Any) -> iam.Grant:
-        grant = iam.Grant.add_to_principal(
-            grantee=self.function,
-            actions=list(contract.DLQ_ACTIONS),
-            resource_arns=[dead_letter_queue.queue_arn],
-        )
-        if key is not None:
-            _keys.grant_through(self.function, key, contract.DLQ_KEY_ACTIONS, "sqs")
-        return grant
+        arn = dead_letter_queue.queue_arn
+        return _keys.grant(self.function, contract.DLQ_ACTIONS, arn, key, contract.DLQ_KEY_ACTIONS, "sqs")
 
     def grant_send_to_dead_letter_queue(self, dead_letter_queue: sqs.IQueue) -> iam.Grant:
         """``sqs:SendMessage`` on a queue (+ ``kms:GenerateDataKey``/``kms:Decrypt`` on its customer key)."""
@@ -888,7 +898,10 @@ class IdempotentConsumer(Construct):
         it, ``lambda:ListDurableExecutionsByFunction`` and ``lambda:ListVersionsByFunction`` on the function,
         ``lambda:ListDurableExecutionsByFunction`` and ``lambda:GetDurableExecution`` on its versions'
         executions; ``key``: the function's customer managed key for durable execution data
-        (``DurableConfig.KMSKeyArn``), used through Lambda (``kms:Decrypt``). Default: none (Lambda's own
+        (``DurableConfig.KMSKeyArn``, separate from the function's own key), used through Lambda:
+        ``kms:GenerateDataKey`` (an Invoke encrypts its input with it) and ``kms:Decrypt`` (reading an
+        execution's input on a conflict); AWS: "Encrypting AWS Lambda durable execution data",
+        https://docs.aws.amazon.com/lambda/latest/dg/durable-encryption.html. Default: none (Lambda's own
         encryption). Refused at synth: an unqualified function (Lambda invokes durable functions by version,
         alias or $LATEST only), a function of the app without durable_config, a consumer not in guarded
         mode."""
@@ -913,46 +926,26 @@ class IdempotentConsumer(Construct):
 
     # -- metrics: the runtime's Embedded Metric Format counters ---------------------------------------------
 
-    def metric(self, metric_name: Metric | str, **options: Any) -> cloudwatch.Metric:
-        """One of the runtime's counters (``contract.Metric``) for this function: Sum per minute unless
-        ``options`` (``cloudwatch.MetricOptions`` fields: period, statistic, label, ...) say otherwise."""
-        options.setdefault("period", ONE_MINUTE)
-        options.setdefault("statistic", "Sum")
-        return cloudwatch.Metric(
-            namespace=self.metrics_namespace,
-            metric_name=Metric(metric_name).value,
-            dimensions_map={contract.METRICS_DIMENSION: self._function_name},
-            **options,
-        )
-
-    def metric_processed(self, **options: Any) -> cloudwatch.IMetric:
-        """Records whose effect this function applied."""
-        return self.metric(Metric.PROCESSED, **options)
-
-    def metric_duplicates(self, **options: Any) -> cloudwatch.IMetric:
-        """Records whose key was already done with the same content (or conflicts treated as duplicates)."""
-        return self.metric(Metric.DUPLICATES, **options)
-
-    def metric_conflicts(self, **options: Any) -> cloudwatch.IMetric:
-        """Records whose key was done with different content (quarantined, or duplicates by choice)."""
-        return self.metric(Metric.CONFLICTS, **options)
-
-    def metric_failed(self, **options: Any) -> cloudwatch.IMetric:
-        """Records left for SQS to deliver again."""
-        return self.metric(Metric.FAILED, **options)
-
-    def metric_quarantined(self, **options: Any) -> cloudwatch.IMetric:
-        """Records sent to the dead-letter queue with a reason."""
-        return self.metric(Metric.QUARANTINED, **options)
-
-    def metric_stale(self, **options: Any) -> cloudwatch.IMetric:
-        """Versioned mode: records older than the version their entity holds (nothing written, not
-        dead-lettered)."""
-        return self.metric(Metric.STALE, **options)
-
-    def metric_misconfigured(self, **options: Any) -> cloudwatch.IMetric:
-        """Records failed because the deployment is wrong (counted within ``failed``)."""
-        return self.metric(Metric.MISCONFIGURED, **options)
+    COUNTERS = Metric
+    metric_processed = counter(Metric.PROCESSED, "Records whose effect this function applied.")
+    metric_duplicates = counter(
+        Metric.DUPLICATES,
+        "Records whose key was already done with the same content (or conflicts treated as duplicates).",
+    )
+    metric_conflicts = counter(
+        Metric.CONFLICTS,
+        "Records whose key was done with different content (quarantined, or duplicates by choice).",
+    )
+    metric_failed = counter(Metric.FAILED, "Records left for SQS to deliver again.")
+    metric_quarantined = counter(Metric.QUARANTINED, "Records sent to the dead-letter queue with a reason.")
+    metric_stale = counter(
+        Metric.STALE,
+        "Versioned mode: records older than the version their entity holds (nothing written, not "
+        "dead-lettered).",
+    )
+    metric_misconfigured = counter(
+        Metric.MISCONFIGURED, "Records failed because the deployment is wrong (counted within ``failed``)."
+    )
 
     def metric_duplicate_rate(self, **options: Any) -> cloudwatch.IMetric:
         """Duplicates as a percentage of processed + duplicates (a math expression)."""

@@ -360,14 +360,7 @@ class Messaging(Construct):
         if props.with_topic:
             self._subscribe(props)
         elif props.key is not None:
-            _keys.require_statement(
-                self,
-                props.key,
-                warning_id=_keys.QUEUE_KEY_WARNING,
-                prop="MessagingOptions.encryption_key",
-                statement=_keys.PRODUCERS_STATEMENT,
-                consequence="producers cannot send to the queue",
-            )
+            _producers_need(self, props.key, "encryption_key", "producers cannot send to the queue")
         self.alarms: tuple[cloudwatch.Alarm, ...] = props.alarms.create(self, self._alarm_definitions(props))
 
     def _build_queues(self, p: MessagingProps) -> None:
@@ -522,13 +515,8 @@ class Messaging(Construct):
                 ),
             )
         if p.topic_key is not None:
-            _keys.require_statement(
-                self,
-                p.topic_key,
-                warning_id=_keys.TOPIC_KEY_WARNING,
-                prop="MessagingOptions.topic_encryption_key",
-                statement=_keys.PRODUCERS_STATEMENT,
-                consequence="publishers cannot publish to the topic",
+            _producers_need(
+                self, p.topic_key, "topic_encryption_key", "publishers cannot publish to the topic"
             )
 
     def _alarm_definitions(self, p: MessagingProps) -> list[AlarmDefinition]:
@@ -564,6 +552,19 @@ class Messaging(Construct):
         if self.topic is not None:
             return self.topic.grant_publish(grantee)
         return self.queue.grant_send_messages(grantee)
+
+
+def _producers_need(scope: Construct, key: kms.IKey, prop: str, consequence: str) -> None:
+    """What an imported key (of the queue producers send to, or of the topic) must let producers do."""
+    warning_id = _keys.TOPIC_KEY_WARNING if prop == "topic_encryption_key" else _keys.QUEUE_KEY_WARNING
+    _keys.require_statement(
+        scope,
+        key,
+        warning_id=warning_id,
+        prop=f"MessagingOptions.{prop}",
+        statement=_keys.PRODUCERS_STATEMENT,
+        consequence=consequence,
+    )
 
 
 def _topic_fifo(topic: sns.ITopic | None) -> bool | None:

@@ -38,6 +38,7 @@ DEFAULT_FAILED_THRESHOLD = 10
 # chooses the wheels installed for requirements.txt. Built from its name, so any aws-cdk-lib can express it.
 DEFAULT_PYTHON_VERSION = "3.14"
 DEFAULT_RUNTIME = lambda_.Runtime(f"python{DEFAULT_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
+DEFAULT_ARCHITECTURE = lambda_.Architecture.ARM_64  # read once: each read of the static is a round trip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,18 +157,20 @@ class ConsumerOptions:
     ``version_field``). Default: ``document``."""
 
     key_source: KeySource | str = contract.KEY_SOURCE.default
-    """Where a record's idempotency key comes from: ``fields`` (two body fields), ``dedup_id`` (the FIFO
-    MessageDeduplicationId; FIFO only), ``message_id`` (the SQS messageId) or ``body_sha256``. Default:
+    """Where a record's idempotency key comes from: ``fields`` (two body fields), ``field`` (one body field,
+    ``partition_key_field``: the sort key holds its path), ``dedup_id`` (the FIFO MessageDeduplicationId;
+    FIFO only), ``message_id`` (the SQS messageId) or ``body_sha256``. Default:
     ``fields`` on FIFO and standard queues alike: SNS delivers a duplicate to SQS as a new SQS message with a
     new messageId, so ``message_id`` only catches SQS's own redeliveries."""
 
     partition_key_field: str | None = None
-    """With ``key_source="fields"``: the body field (a dotted path such as ``order.id``) whose value becomes
-    the partition key. Default: ``x``."""
+    """The body field (a dotted path such as ``order.id``) whose value becomes the partition key: with
+    ``key_source="fields"`` set together with ``sort_key_field`` (one without the other is refused at
+    synth), with ``"field"`` alone (required). Default: ``x`` when neither key field is set."""
 
     sort_key_field: str | None = None
-    """With ``key_source="fields"``: the body field (a dotted path) whose value becomes the sort key.
-    Default: ``y``."""
+    """With ``key_source="fields"``, set together with ``partition_key_field``: the body field (a dotted
+    path) whose value becomes the sort key. Default: ``y`` when neither key field is set."""
 
     key_prefix: str = contract.KEY_PREFIX.default
     """Prepended to every partition key value, so several pipelines can share one table; must not begin
@@ -262,6 +265,12 @@ class ConsumerOptions:
 
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     """How long the function's log group keeps logs. Default: one month."""
+
+    log_encryption_key: kms.IKey | None = None
+    """A customer-managed KMS key for the function's log group and its relay's: their lines hold message
+    ids, key values and reasons quoting the body. The key policy statement CloudWatch Logs needs is added to
+    a key defined in the app; an imported key gets a synth warning naming it. Default: CloudWatch Logs'
+    own encryption."""
 
     max_workers: int | None = None
     """Threads processing different message groups of one batch (1 to 64). Default: the runtime's (10)."""

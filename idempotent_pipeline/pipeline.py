@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
-from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -15,12 +15,22 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from idempotent_runtime.contract import ConfigurationError
 
-from idempotent_pipeline._rules import TOKEN, boolean, options_of, seconds
+from idempotent_pipeline._rules import TOKEN, boolean, duration, options_of, seconds
 from idempotent_pipeline.consumer import IdempotentConsumer, needed_visibility
 from idempotent_pipeline.dashboard import PipelineDashboard
 from idempotent_pipeline.messaging import Messaging
 from idempotent_pipeline.options import AlarmOptions, ConsumerOptions, MessagingOptions, TableOptions
 from idempotent_pipeline.table import IdempotencyTable
+
+
+def _consumers(name: str) -> Callable[..., cloudwatch.IMetric]:
+    """The pipeline's ``name``: its consumer's (:class:`IdempotentConsumer`), with its doc."""
+
+    def method(self: IdempotentPipeline, **options: Any) -> cloudwatch.IMetric:
+        return getattr(self.consumer, name)(**options)  # type: ignore[no-any-return]
+
+    method.__doc__ = getattr(IdempotentConsumer, name).__doc__
+    return method
 
 
 class IdempotentPipeline(Construct):
@@ -74,7 +84,7 @@ class IdempotentPipeline(Construct):
                     "max_batching_window is a deploy-time token (it defaults to 6 x the timeout + the window)"
                 )
             messaging_options = dataclasses.replace(
-                messaging_options, visibility_timeout=Duration.seconds(needed_visibility(timeout, window))
+                messaging_options, visibility_timeout=duration(needed_visibility(timeout, window))
             )
 
         self.messaging = Messaging(
@@ -124,26 +134,11 @@ class IdempotentPipeline(Construct):
         return self.messaging.grant_publish(grantee)
 
     # The consumer's metrics, for alarms and dashboards of your own.
-    def metric_processed(self, **options: Any) -> cloudwatch.IMetric:
-        return self.consumer.metric_processed(**options)
-
-    def metric_duplicates(self, **options: Any) -> cloudwatch.IMetric:
-        return self.consumer.metric_duplicates(**options)
-
-    def metric_conflicts(self, **options: Any) -> cloudwatch.IMetric:
-        return self.consumer.metric_conflicts(**options)
-
-    def metric_failed(self, **options: Any) -> cloudwatch.IMetric:
-        return self.consumer.metric_failed(**options)
-
-    def metric_quarantined(self, **options: Any) -> cloudwatch.IMetric:
-        return self.consumer.metric_quarantined(**options)
-
-    def metric_misconfigured(self, **options: Any) -> cloudwatch.IMetric:
-        return self.consumer.metric_misconfigured(**options)
-
-    def metric_stale(self, **options: Any) -> cloudwatch.IMetric:
-        return self.consumer.metric_stale(**options)
-
-    def metric_duplicate_rate(self, **options: Any) -> cloudwatch.IMetric:
-        return self.consumer.metric_duplicate_rate(**options)
+    metric_processed = _consumers("metric_processed")
+    metric_duplicates = _consumers("metric_duplicates")
+    metric_conflicts = _consumers("metric_conflicts")
+    metric_failed = _consumers("metric_failed")
+    metric_quarantined = _consumers("metric_quarantined")
+    metric_misconfigured = _consumers("metric_misconfigured")
+    metric_stale = _consumers("metric_stale")
+    metric_duplicate_rate = _consumers("metric_duplicate_rate")

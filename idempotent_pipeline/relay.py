@@ -29,10 +29,15 @@ from idempotent_runtime.relay import (
 )
 
 from idempotent_pipeline import _compat, _keys
-from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, dead_letters
+from idempotent_pipeline._alarms import ONE_MINUTE, AlarmDefinition, Alarms, Counters, counter, dead_letters
 from idempotent_pipeline._asset import Target, stage_asset
 from idempotent_pipeline._rules import TOKEN, implements, instance, read, text
-from idempotent_pipeline.options import DEFAULT_PYTHON_VERSION, DEFAULT_RUNTIME, AlarmOptions
+from idempotent_pipeline.options import (
+    DEFAULT_ARCHITECTURE,
+    DEFAULT_PYTHON_VERSION,
+    DEFAULT_RUNTIME,
+    AlarmOptions,
+)
 from idempotent_pipeline.table import IdempotencyTable
 
 # The stream view the relay reads: the written item (its messages), never the one it replaced.
@@ -87,7 +92,7 @@ class _OnFailure:
         return lambda_.DlqDestinationConfig(destination=self.queue.queue_arn)
 
 
-class OutboxRelay(Construct):
+class OutboxRelay(Counters, Construct):
     """A Lambda function on the table's stream that publishes the messages processors emitted
     (``message.emit()``) to ``target``, with their deduplication ids (``idempotent_runtime.relay``).
 
@@ -118,6 +123,9 @@ class OutboxRelay(Construct):
     :param batch_size: stream records per invocation (1-10000). Default: 100.
     :param retry_attempts: retries of a failing batch (0-10000) before it is given up to the dead-letter
         queue; Lambda stops earlier when its records expire (24 hours). Default: 10000.
+    :param log_encryption_key: a customer-managed KMS key for the function's log group (its lines name the
+        emitted messages and the targets' refusals), with the key policy statement CloudWatch Logs needs
+        (:attr:`ConsumerOptions.log_encryption_key`). Default: CloudWatch Logs' own encryption.
     """
 
     dead_letter_queue_alarm: cloudwatch.Alarm | None = None
@@ -139,6 +147,7 @@ class OutboxRelay(Construct):
         log_level: LogLevel | str = contract.LOG_LEVEL.default,
         architecture: lambda_.Architecture | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        log_encryption_key: kms.IKey | None = None,
         alarm_options: AlarmOptions | None = None,
         dead_letter_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
@@ -155,6 +164,7 @@ class OutboxRelay(Construct):
         batch = read("batch_size", BATCH_SIZE, batch_size)[0]
         retries = read("retry_attempts", RETRY_ATTEMPTS, retry_attempts)[0]
         instance("architecture", architecture, lambda_.Architecture, "a lambda_.Architecture")
+        instance("log_encryption_key", log_encryption_key, kms.IKey, "a kms.IKey")
         instance("dead_letter_removal_policy", dead_letter_removal_policy, RemovalPolicy, "a RemovalPolicy")
         alarms = Alarms.read(self, alarm_options)
         self.table = table
@@ -184,7 +194,7 @@ class OutboxRelay(Construct):
                 contract.LOG_LEVEL.kind.coerce("log_level", log_level)
             ),
         }
-        self._build_function(environment, architecture, log_retention)
+        self._build_function(environment, architecture, log_retention, log_encryption_key)
         self._grant(table)
         self.event_source = lambda_.EventSourceMapping(
             self,
@@ -211,7 +221,11 @@ class OutboxRelay(Construct):
         self.alarms: tuple[cloudwatch.Alarm, ...] = alarms.create(self, self._alarm_definitions(alarms))
 
     def _build_function(
-        self, environment: dict[str, str], architecture: lambda_.Architecture | None, retention: Any
+        self,
+        environment: dict[str, str],
+        architecture: lambda_.Architecture | None,
+        retention: Any,
+        log_key: kms.IKey | None,
     ) -> None:
         asset, _ = stage_asset(
             None,
@@ -226,7 +240,7 @@ class OutboxRelay(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description="Outbox relay: reads the table's stream, publishes emitted messages",
         )
-        self.log_group = logs.LogGroup(self, "LogGroup", retention=retention)
+        self.log_group = _keys.log_group(self, retention, log_key, "OutboxRelay")
         self.function = lambda_.Function(
             self,
             "Function",
@@ -237,7 +251,7 @@ class OutboxRelay(Construct):
             log_group=self.log_group,
             timeout=Duration.seconds(60),
             memory_size=256,
-            architecture=architecture or lambda_.Architecture.ARM_64,
+            architecture=architecture or DEFAULT_ARCHITECTURE,
             environment=environment,
             description="Outbox relay: publishes emitted messages with their deduplication ids",
         )
@@ -261,25 +275,14 @@ class OutboxRelay(Construct):
         """The stream's records, publishing to the target and sending to the dead-letter queue (the relay's
         dead letters and Lambda's on-failure destination alike), keys only through the services that use
         them."""
-        iam.Grant.add_to_principal(
-            grantee=self.function, actions=list(STREAM_ACTIONS), resource_arns=[stream_arn(table)]
-        )
-        iam.Grant.add_to_principal(
-            grantee=self.function,
-            actions=list(contract.DLQ_ACTIONS),
-            resource_arns=[self.dead_letter_queue.queue_arn],
-        )
-        if self.dead_letter_key is not None:
-            _keys.grant_through(self.function, self.dead_letter_key, contract.DLQ_KEY_ACTIONS, "sqs")
+        _keys.grant(self.function, STREAM_ACTIONS, stream_arn(table))
+        dead_letters = self.dead_letter_queue.queue_arn
+        key = self.dead_letter_key
+        _keys.grant(self.function, contract.DLQ_ACTIONS, dead_letters, key, contract.DLQ_KEY_ACTIONS, "sqs")
         if table.encryption_key is not None:
             _keys.grant_through(self.function, table.encryption_key, TABLE_STREAM_KEY_ACTIONS, "dynamodb")
         actions, service = (TOPIC_ACTIONS, "sns") if self.to_topic else (QUEUE_ACTIONS, "sqs")
-        key = self._target_key()
-        iam.Grant.add_to_principal(
-            grantee=self.function, actions=list(actions), resource_arns=[self.target_arn]
-        )
-        if key is not None:
-            _keys.grant_through(self.function, key, TOPIC_KEY_ACTIONS, service)
+        _keys.grant(self.function, actions, self.target_arn, self._target_key(), TOPIC_KEY_ACTIONS, service)
 
     def _alarm_definitions(self, alarms: Alarms) -> list[AlarmDefinition]:
         return [
@@ -312,33 +315,18 @@ class OutboxRelay(Construct):
 
     # -- metrics ------------------------------------------------------------------------------------
 
-    def metric(self, metric_name: RelayMetric | str, **options: Any) -> cloudwatch.Metric:
-        """One of the relay's counters (``RelayMetric``): Sum per minute unless ``options`` say otherwise."""
-        options.setdefault("period", ONE_MINUTE)
-        options.setdefault("statistic", "Sum")
-        return cloudwatch.Metric(
-            namespace=self.metrics_namespace,
-            metric_name=RelayMetric(metric_name).value,
-            dimensions_map={contract.METRICS_DIMENSION: self._function_name},
-            **options,
-        )
-
-    def metric_published(self, **options: Any) -> cloudwatch.IMetric:
-        """Emitted messages the target accepted."""
-        return self.metric(RelayMetric.PUBLISHED, **options)
-
-    def metric_dead_lettered(self, **options: Any) -> cloudwatch.IMetric:
-        """Emitted messages the target refused for good, sent to the dead-letter queue with the reason."""
-        return self.metric(RelayMetric.DEAD_LETTERED, **options)
-
-    def metric_failed(self, **options: Any) -> cloudwatch.IMetric:
-        """Stream records left for the stream to deliver again."""
-        return self.metric(RelayMetric.FAILED, **options)
-
-    def metric_reordered(self, **options: Any) -> cloudwatch.IMetric:
-        """Messages published out of their group's order: accepted after an earlier one was refused in one
-        request, or committed before one of their group already published (docs/runtime.md, "Order")."""
-        return self.metric(RelayMetric.REORDERED, **options)
+    COUNTERS = RelayMetric
+    metric_published = counter(RelayMetric.PUBLISHED, "Emitted messages the target accepted.")
+    metric_dead_lettered = counter(
+        RelayMetric.DEAD_LETTERED,
+        "Emitted messages the target refused for good, sent to the dead-letter queue with the reason.",
+    )
+    metric_failed = counter(RelayMetric.FAILED, "Stream records left for the stream to deliver again.")
+    metric_reordered = counter(
+        RelayMetric.REORDERED,
+        "Messages published out of their group's order: accepted after an earlier one was refused in one "
+        "request, or committed before one of their group already published (docs/runtime.md, \"Order\").",
+    )
 
     def metric_iterator_age(self, **options: Any) -> cloudwatch.IMetric:
         """How far behind the stream the relay is (Lambda's IteratorAge, milliseconds, Maximum)."""

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from idempotent_runtime.contract import FIELD_PATH_SEPARATOR, KEY_SOURCE, KeySource
+from idempotent_runtime.contract import FIELD_KEY_SOURCES, FIELD_PATH_SEPARATOR, KEY_SOURCE, KeySource
 
 from idempotent_cli.dlq.letters import Outgoing
 from idempotent_cli.errors import DlqError
@@ -46,7 +46,7 @@ def from_args(args: argparse.Namespace, config: Any) -> Wanted:
     given = [name for name, value in named.items() if value is not None]
     if not parts and not given and args.body is None:
         raise DlqError(f"give the key to trace: {_forms(source, config)}")
-    if source is KeySource.FIELDS:
+    if source in FIELD_KEY_SOURCES:
         return _fields(parts, args, given, config)
     if source is KeySource.BODY_SHA256:
         if parts or given or args.body is None:
@@ -81,12 +81,15 @@ def from_args(args: argparse.Namespace, config: Any) -> Wanted:
 
 
 def _fields(parts: list[str], args: argparse.Namespace, given: list[str], config: Any) -> Wanted:
-    paths = (config.partition_key_field, config.sort_key_field)
-    wrong = [name for name in given if name in ("--message-id", "--dedup-id")]
+    source = KeySource(config.key_source)
+    paths = _paths(config)
+    unread = ("--message-id", "--dedup-id") + (("--sort",) if len(paths) == 1 else ())
+    wrong = [name for name in given if name in unread]
     if wrong:
         raise DlqError(
-            f"the consumer keys messages by the fields {paths[0]}, {paths[1]} ({KEY_SOURCE.name}=fields), "
-            f"not by {wrong[0][2:].replace('-', ' ')}: {_forms(KeySource.FIELDS, config)}"
+            f"the consumer keys messages by the field{'s' * (len(paths) - 1)} {', '.join(paths)} "
+            f"({KEY_SOURCE.name}={source}), not by "
+            f"{wrong[0][2:].replace('-', ' ')}: {_forms(source, config)}"
         )
     if args.body is not None:
         if parts or given:
@@ -99,21 +102,30 @@ def _fields(parts: list[str], args: argparse.Namespace, given: list[str], config
             "give the key's values as KEY KEY or with --partition/--sort, not both "
             f"(got {_shown(parts, given)})"
         )
-    values = parts if parts else [args.partition, args.sort]
-    if len(values) != 2 or None in values:
+    values = parts if parts else [args.partition, args.sort][: len(paths)]
+    if len(values) != len(paths) or None in values:
         raise DlqError(
-            f"the consumer keys messages by two fields, {paths[0]} and {paths[1]} "
-            f"({KEY_SOURCE.name}=fields): give both values, got {_shown(parts, given)}"
+            f"the consumer keys messages by {_by(paths)} ({KEY_SOURCE.name}={source}): give "
+            f"{'both values' if len(paths) == 2 else 'its value, one'}, got {_shown(parts, given)}"
         )
     body = _body_at(paths, values)
-    shown = f"{paths[0]} {values[0]!r}, {paths[1]} {values[1]!r}"
+    shown = ", ".join(f"{path} {value!r}" for path, value in zip(paths, values, strict=True))
     return Wanted(as_received(json.dumps(body)), TRACE_MESSAGE_ID, shown, False)
 
 
-def _body_at(paths: tuple[str, str], values: list[str]) -> dict[str, Any]:
+def _paths(config: Any) -> tuple[str, ...]:
+    """The body fields the consumer keys by: two (KEY_SOURCE=fields), or one (field)."""
+    return tuple(path for path in (config.partition_key_field, config.sort_key_field) if path is not None)
+
+
+def _by(paths: tuple[str, ...]) -> str:
+    return f"two fields, {paths[0]} and {paths[1]}" if len(paths) == 2 else f"one field, {paths[0]}"
+
+
+def _body_at(paths: tuple[str, ...], values: list[str]) -> dict[str, Any]:
     """A body holding ``values`` at the dotted ``paths`` (as strings: the consumer keys a number by the same
     text, ``1`` for ``1``)."""
-    if paths[0] == paths[1]:
+    if len(paths) == 2 and paths[0] == paths[1]:
         if values[0] != values[1]:
             raise DlqError(
                 f"the partition and sort key are both the field {paths[0]}: give the same value twice, got "
@@ -142,6 +154,11 @@ def _forms(source: KeySource, config: Any) -> str:
         return (
             f"the values of {config.partition_key_field} and {config.sort_key_field} (trace VALUE VALUE, or "
             "--partition VALUE --sort VALUE), or a body (--body JSON)"
+        )
+    if source is KeySource.FIELD:
+        return (
+            f"the value of {config.partition_key_field} (trace VALUE, or --partition VALUE), or a body "
+            "(--body JSON)"
         )
     if source is KeySource.BODY_SHA256:
         return "a body (--body TEXT): the consumer keys messages by its SHA-256"

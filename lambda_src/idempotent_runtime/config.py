@@ -28,8 +28,8 @@ class Config:
     on_conflict: OnConflict = c.ON_CONFLICT.default
     metrics_namespace: str = c.METRICS_NAMESPACE.default
     document_ttl_seconds: int = c.DOCUMENT_TTL_SECONDS.default
-    partition_key_field: str = c.PARTITION_KEY_FIELD.default
-    sort_key_field: str = c.SORT_KEY_FIELD.default
+    partition_key_field: str | None = None  # with sort_key_field, or neither: contract.key_fields
+    sort_key_field: str | None = None
     key_prefix: str = c.KEY_PREFIX.default
     fingerprint_fields: tuple[str, ...] | None = None
     fingerprint_exclude: tuple[str, ...] | None = None
@@ -46,9 +46,13 @@ class Config:
     function_name: str = "local"
 
     def __post_init__(self) -> None:
+        fields = c.key_fields(self.settings())
+        for variable in c.KEY_FIELDS:
+            object.__setattr__(self, variable.field, fields[variable.name])
         for variable in c.ENVIRONMENT:
             value = getattr(self, variable.field)
-            if value is not None or variable.default is not None or variable.required:
+            defaulted = variable.default is not None and variable not in c.KEY_FIELDS
+            if value is not None or defaulted or variable.required:
                 object.__setattr__(self, variable.field, variable.coerce(value))
         settings = self.settings()
         del settings[c.PROCESSOR.name]  # a processor may still be given to build_handler, which checks

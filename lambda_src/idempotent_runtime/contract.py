@@ -40,6 +40,7 @@ class KeySource(StrEnum):
     DEDUP_ID = "dedup_id"  # the SQS MessageDeduplicationId (FIFO only)
     MESSAGE_ID = "message_id"  # the SQS messageId
     BODY_SHA256 = "body_sha256"  # a SHA-256 of the raw body
+    FIELD = "field"  # one body field (a dotted path); the sort key holds the field's path
 
 
 class QueueType(StrEnum):
@@ -484,7 +485,7 @@ class Variable(NamedTuple):
     meaning: str
     default: Any = None
     option: str | None = None
-    only: tuple[str, StrEnum] | None = None
+    only: tuple[Any, ...] | None = None
     required: bool = False
     config_field: str | None = None
 
@@ -499,11 +500,18 @@ class Variable(NamedTuple):
     def coerce(self, value: Any) -> Any:
         return self.kind.coerce(self.name, value)
 
+    def read_beside(self, settings: Mapping[str, Any]) -> bool:
+        """Whether the runtime reads this setting beside ``settings`` (``only``: another setting's name, then
+        the values under which this one is read)."""
+        return self.only is None or settings.get(self.only[0]) in self.only[1:]
+
 
 HANDLER = "idempotent_runtime.handler.handler"
 RUNTIME_PACKAGE = "idempotent_runtime"
 _MODE = "IDEMPOTENCY_MODE"
 _FIELDS_ONLY = ("KEY_SOURCE", KeySource.FIELDS)
+# The key sources that read body fields: KEY_SOURCE 'field' reads PARTITION_KEY_FIELD alone.
+FIELD_KEY_SOURCES = frozenset({KeySource.FIELDS, KeySource.FIELD})
 
 # In the order the constructs write them.
 TABLE_NAME = Variable("TABLE_NAME", NAME, "the DynamoDB table (string partition and sort key)", required=True)
@@ -573,15 +581,15 @@ DOCUMENT_TTL_SECONDS = Variable(
 PARTITION_KEY_FIELD = Variable(
     "PARTITION_KEY_FIELD",
     FieldPath(),
-    "the body field of the partition key",
+    "the body field of the partition key (fields: set with SORT_KEY_FIELD, or neither; field: required)",
     "x",
     "ConsumerOptions.partition_key_field",
-    only=_FIELDS_ONLY,
+    only=(*_FIELDS_ONLY, KeySource.FIELD),
 )
 SORT_KEY_FIELD = Variable(
     "SORT_KEY_FIELD",
     FieldPath(),
-    "the body field of the sort key",
+    "the body field of the sort key (set with PARTITION_KEY_FIELD, or neither)",
     "y",
     "ConsumerOptions.sort_key_field",
     only=_FIELDS_ONLY,
@@ -711,6 +719,21 @@ def recognising_lifetime(mode: Mode) -> Variable:
     )
 
 
+# KEY_SOURCE 'fields' reads two body fields, a pair: neither set reads the placeholders x and y (the
+# declarations' defaults, kept for the apps built on them), one set without the other is refused
+# (SETTINGS_RULES), never completed by a placeholder no body holds. 'field' reads one field, no default.
+KEY_FIELDS = (PARTITION_KEY_FIELD, SORT_KEY_FIELD)
+
+
+def key_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The key fields beside ``settings`` (by variable name; None: unset): the placeholders when KEY_SOURCE
+    is 'fields' and neither is set, else as they are."""
+    given = {variable.name: settings.get(variable.name) for variable in KEY_FIELDS}
+    if settings.get(KEY_SOURCE.name) == KeySource.FIELDS and set(given.values()) == {None}:
+        return {variable.name: variable.default for variable in KEY_FIELDS}
+    return given
+
+
 # --- settings that cannot work together ------------------------------------------------------------------
 
 
@@ -719,11 +742,13 @@ class SettingsRule:
     """Settings under which messages would fail, all the same way: refused at synth and at cold start.
     ``broken`` takes the resolved values of ``settings`` (variable names). In ``message`` each side writes
     its own names: ``{n[KEY_PREFIX]}`` is KEY_PREFIX or ConsumerOptions.key_prefix; ``{v[KEY_PREFIX]}``
-    the value's repr."""
+    the value's repr. With ``presence`` the rule asks only whether settings are set, so a deploy-time value
+    counts as set (any other rule reading one is skipped)."""
 
     settings: tuple[str, ...]
     broken: Callable[..., bool]
     message: str
+    presence: bool = False
 
 
 class _Names(dict):
@@ -753,7 +778,7 @@ STORING_MODES = frozenset({Mode.DOCUMENT, Mode.VERSIONED})
 
 
 def _stores_fields(mode: Any, source: Any) -> bool:
-    return mode in STORING_MODES and source == KeySource.FIELDS
+    return mode in STORING_MODES and source in FIELD_KEY_SOURCES
 
 
 # Half the partition key stays for the key's own value.
@@ -792,6 +817,39 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
         lambda *names: len(set(names)) != len(names),
         "{n[PARTITION_KEY]}, {n[SORT_KEY]} and {n[TTL_ATTRIBUTE]} must be three different attribute names; "
         "got {v[PARTITION_KEY]}, {v[SORT_KEY]}, {v[TTL_ATTRIBUTE]}",
+    ),
+    SettingsRule(
+        ("KEY_SOURCE", "PARTITION_KEY_FIELD", "SORT_KEY_FIELD"),
+        lambda source, partition, sort: source == KeySource.FIELDS and (partition is None) != (sort is None),
+        "{n[PARTITION_KEY_FIELD]} and {n[SORT_KEY_FIELD]} must be set together ({n[KEY_SOURCE]} 'fields' "
+        "reads both from every body, and no body holds a placeholder's field): got {n[PARTITION_KEY_FIELD]} "
+        "{v[PARTITION_KEY_FIELD]} and {n[SORT_KEY_FIELD]} {v[SORT_KEY_FIELD]}; set the other one too, or key "
+        "each message by one field with {n[KEY_SOURCE]} 'field' and {n[PARTITION_KEY_FIELD]} alone",
+        presence=True,
+    ),
+    SettingsRule(
+        ("KEY_SOURCE", "PARTITION_KEY_FIELD"),
+        lambda source, partition: source == KeySource.FIELD and partition is None,
+        "{n[KEY_SOURCE]} 'field' keys each message by one body field: {n[PARTITION_KEY_FIELD]} names it "
+        "(e.g. 'id') and is required",
+        presence=True,
+    ),
+    SettingsRule(
+        ("KEY_SOURCE", "SORT_KEY_FIELD"),
+        lambda source, sort: source == KeySource.FIELD and sort is not None,
+        "{n[SORT_KEY_FIELD]} applies only to {n[KEY_SOURCE]} 'fields'; got {n[KEY_SOURCE]} 'field' (one "
+        "field: the sort key holds its path) with {n[SORT_KEY_FIELD]} {v[SORT_KEY_FIELD]}; for a key of two "
+        "fields use {n[KEY_SOURCE]} 'fields'",
+        presence=True,
+    ),
+    SettingsRule(
+        ("KEY_SOURCE", "FINGERPRINT_FIELDS", "FINGERPRINT_EXCLUDE"),
+        lambda source, *chosen: source == KeySource.BODY_SHA256 and chosen != (None, None),
+        "{n[FINGERPRINT_FIELDS]} and {n[FINGERPRINT_EXCLUDE]} do nothing with {n[KEY_SOURCE]} 'body_sha256': "
+        "the key is the whole body's hash, so a resend that differs anywhere is a new key (and a second "
+        "effect), never a duplicate; got {n[FINGERPRINT_FIELDS]} {v[FINGERPRINT_FIELDS]} and "
+        "{n[FINGERPRINT_EXCLUDE]} {v[FINGERPRINT_EXCLUDE]}: key by fields, or drop them",
+        presence=True,
     ),
     SettingsRule(
         ("KEY_SOURCE", "QUEUE_TYPE"),
@@ -842,10 +900,10 @@ SETTINGS_RULES: tuple[SettingsRule, ...] = (
     ),
     SettingsRule(
         _MODE_SOURCE,
-        lambda mode, source: mode == Mode.VERSIONED and source != KeySource.FIELDS,
+        lambda mode, source: mode == Mode.VERSIONED and source not in FIELD_KEY_SOURCES,
         "{n[KEY_SOURCE]} {v[KEY_SOURCE]} cannot be used with {n[IDEMPOTENCY_MODE]} 'versioned': a key from "
         "a message's ids or content makes every version an entity of its own, never compared with another; "
-        "key the entity by its body fields ({n[KEY_SOURCE]} 'fields')",
+        "key the entity by its body fields ({n[KEY_SOURCE]} 'fields' or 'field')",
     ),
     SettingsRule(
         ("IDEMPOTENCY_MODE", "VERSION_FIELD", "PARTITION_KEY_FIELD", "SORT_KEY_FIELD"),
@@ -911,5 +969,5 @@ def check_settings(
     that is missing or ``unknown`` (a deploy-time value) is skipped."""
     for rule in SETTINGS_RULES:
         args = [values.get(name, unknown) for name in rule.settings]
-        if unknown not in args and rule.broken(*args):
+        if (rule.presence or unknown not in args) and rule.broken(*args):
             raise ConfigurationError(rule.message.format(n=_Names(name_of), v=_Shown(values)))

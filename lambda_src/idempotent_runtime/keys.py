@@ -1,4 +1,5 @@
-"""Idempotency keys: from two body fields, the SQS deduplication id, the message id, or a hash of the body.
+"""Idempotency keys: from two body fields or one, the SQS deduplication id, the message id, or a hash of the
+body.
 
 One implementation for the consumer and the producer helper: dotted key field paths; strings as they are,
 numbers and booleans in one canonical text (``100`` = ``100.0`` = ``1e2``). A missing, empty, null, object
@@ -17,6 +18,7 @@ from idempotent_runtime import numeric
 from idempotent_runtime.attributes import lone_surrogate
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
+    FIELD_KEY_SOURCES,
     FIELD_PATH_SEPARATOR,
     FIFO_ID_PATTERN,
     FIFO_ONLY_KEY_SOURCES,
@@ -61,7 +63,7 @@ def key_text(value: Any, what: str) -> str:
     raise InvalidMessage(f"{what} is {shown}, not a string, number or boolean")
 
 
-def _field_what(field: str, role: str) -> str:
+def _field_what(field: str | None, role: str) -> str:
     return f"{role} key field {field!r}"
 
 
@@ -159,8 +161,9 @@ def _redriven(message: Message, field: str) -> str | None:
 
 class KeyBuilder:
     """``build(message) -> Key`` for the configured key source: ``fields`` reads PARTITION_KEY_FIELD and
-    SORT_KEY_FIELD; the other sources give the partition (a redriven message keeps its original id) and
-    their own name as the sort key. ``sort_reserve`` bytes stay free in the sort key (transaction markers).
+    SORT_KEY_FIELD, ``field`` PARTITION_KEY_FIELD with the field's path as the sort key; the other sources
+    give the partition (a redriven message keeps its original id) and their own name as the sort key.
+    ``sort_reserve`` bytes stay free in the sort key (transaction markers).
     """
 
     def __init__(self, config: Config, *, sort_reserve: int = 0) -> None:
@@ -168,8 +171,12 @@ class KeyBuilder:
         self.prefix = config.key_prefix
         self.fields = (config.partition_key_field, config.sort_key_field)
         # Split and named once: a record is keyed on the hot path.
-        self._paths = tuple(field.split(FIELD_PATH_SEPARATOR) for field in self.fields)
-        self._whats = (_field_what(self.fields[0], "partition"), _field_what(self.fields[1], "sort"))
+        self._paths = tuple(field.split(FIELD_PATH_SEPARATOR) for field in self.fields if field is not None)
+        partition, sort = self.fields
+        self._whats = (
+            _field_what(partition, "partition"),
+            _field_what(sort, "sort") if sort is not None else "sort key (the key field's path)",
+        )
         self.max_partition = MAX_PARTITION_KEY_BYTES
         self.max_sort = MAX_SORT_KEY_BYTES - sort_reserve
 
@@ -188,12 +195,12 @@ class KeyBuilder:
 
     def __call__(self, message: Message) -> Key:
         source = self.source
-        if source == KeySource.FIELDS:
+        if source in FIELD_KEY_SOURCES:
             body = message.json_object()
             whats = self._whats
-            return self.key(
-                _path_key(body, self._paths[0], whats[0]), _path_key(body, self._paths[1], whats[1]), whats
-            )
+            partition = _path_key(body, self._paths[0], whats[0])
+            sort = _path_key(body, self._paths[1], whats[1]) if source == KeySource.FIELDS else self.fields[0]
+            return self.key(partition, sort, whats)  # type: ignore[arg-type]
         if source == KeySource.DEDUP_ID:
             value = _redriven(message, "dedup_id")
             what = _redriven_what("dedup_id")

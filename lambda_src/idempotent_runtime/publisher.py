@@ -5,8 +5,9 @@ Keys and fingerprints are read with the consumer's own code - its JSON parser, :
 :class:`Fingerprinter` - from the consumer's settings (:class:`ConsumerKeys`). The deduplication id follows
 the consumer's key source:
 
-* ``fields``: the key and the content fingerprint (``order#line#<sha256>``): an exact resend is dropped by
-  SNS within 5 minutes; the same key with new content reaches the consumer, which reports a conflict.
+* ``fields`` and ``field``: the key and the content fingerprint (``order#line#<sha256>``): an exact resend
+  is dropped by SNS within 5 minutes; the same key with new content reaches the consumer, which reports a
+  conflict.
 * ``dedup_id``: the business key alone (the consumer keys by the id itself: an id made from new content
   would be a new key, and a second effect).
 * ``message_id``, ``body_sha256``: the SHA-256 of the body (for ``body_sha256`` the consumer's key).
@@ -26,7 +27,13 @@ from enum import StrEnum
 from typing import Any
 
 from idempotent_runtime.config import Config
-from idempotent_runtime.contract import FIFO_ONLY_KEY_SOURCES, FIFO_QUEUE_SUFFIX, KEY_SOURCE, KeySource
+from idempotent_runtime.contract import (
+    FIELD_KEY_SOURCES,
+    FIFO_ONLY_KEY_SOURCES,
+    FIFO_QUEUE_SUFFIX,
+    KEY_SOURCE,
+    KeySource,
+)
 from idempotent_runtime.errors import InvalidMessage
 from idempotent_runtime.keys import KeyBuilder, key_parts
 from idempotent_runtime.message import Message, join_key
@@ -134,8 +141,9 @@ class ConsumerKeys:
     fingerprint exactly as the consumer will.
 
     ``key_fields``: with ``key_source="fields"``, the consumer's ``(partition_key_field, sort_key_field)``
-    (dotted paths); with ``"dedup_id"``, the body fields whose values make each message's deduplication id,
-    which is the consumer's key; none with ``"message_id"`` and ``"body_sha256"``.
+    (dotted paths); with ``"field"``, ``(partition_key_field,)``; with ``"dedup_id"``, the body fields whose
+    values make each message's deduplication id, which is the consumer's key; none with ``"message_id"``
+    and ``"body_sha256"``.
     ``fingerprint_fields`` / ``fingerprint_exclude`` and ``key_prefix`` as the consumer's (default: the
     whole body; no prefix).
     """
@@ -156,7 +164,8 @@ class ConsumerKeys:
             raise ValueError(f"key_source must be one of {choices}, got {self.key_source!r}") from None
         fields = tuple(self.key_fields) if self.key_fields is not None else None
         _check_key_fields(source, fields)
-        partition, sort = fields if source is KeySource.FIELDS and fields else ("unused", "unused")
+        named = fields if source in FIELD_KEY_SOURCES and fields else ()
+        partition, sort = [*named, None, None][:2]
         # Passed as given: Config refuses what the consumer would (a bare string, both lists, ...).
         chosen: Any = self.fingerprint_fields
         excluded: Any = self.fingerprint_exclude
@@ -190,13 +199,14 @@ class ConsumerKeys:
         ``key_fields`` only with KEY_SOURCE=dedup_id: which body fields make the id (the environment cannot
         say)."""
         config = Config.from_env(environment)
-        if config.key_source is KeySource.FIELDS:
+        if config.key_source in FIELD_KEY_SOURCES:
             if key_fields is not None:
                 raise ValueError(
-                    f"key_fields are the consumer's PARTITION_KEY_FIELD and SORT_KEY_FIELD with "
-                    f"{KEY_SOURCE.name}=fields; got {list(key_fields)!r} as well"
+                    f"key_fields are the consumer's {_NAMED_FIELDS[config.key_source][2]} with "
+                    f"{KEY_SOURCE.name}={config.key_source}; got {list(key_fields)!r} as well"
                 )
-            key_fields = (config.partition_key_field, config.sort_key_field)
+            named = (config.partition_key_field, config.sort_key_field)
+            key_fields = tuple(field for field in named if field is not None)
         return cls(
             key_fields=key_fields,
             key_source=config.key_source,
@@ -211,7 +221,7 @@ class ConsumerKeys:
         message = Message({"messageId": "-", "body": body})
         data = message.json_object()
         source = self.key_source
-        if source is KeySource.FIELDS:
+        if source in FIELD_KEY_SOURCES:
             key = self._builder(message)
             partition = key.partition[len(self.key_prefix) :]  # the id does not depend on a prefix
             return data, join_key((partition, key.sort, self._fingerprint(data)))
@@ -223,11 +233,19 @@ class ConsumerKeys:
         return data, raw_fingerprint(body)
 
 
+# The body fields each key source reads, as key_fields, and the consumer's settings they are.
+_NAMED_FIELDS = {
+    KeySource.FIELDS: (2, "(partition_key_field, sort_key_field)", "PARTITION_KEY_FIELD and SORT_KEY_FIELD"),
+    KeySource.FIELD: (1, "(partition_key_field,)", "PARTITION_KEY_FIELD"),
+}
+
+
 def _check_key_fields(source: KeySource, fields: tuple[str, ...] | None) -> None:
-    if source is KeySource.FIELDS and (fields is None or len(fields) != 2):
+    count, wanted, settings = _NAMED_FIELDS.get(source, (0, "", ""))
+    if count and (fields is None or len(fields) != count):
         raise ValueError(
-            "key_source fields needs key_fields=(partition_key_field, sort_key_field), the consumer's "
-            f"PARTITION_KEY_FIELD and SORT_KEY_FIELD (dotted paths such as 'order.id'); got {fields!r}"
+            f"key_source {source} needs key_fields={wanted}, the consumer's {settings} (dotted paths such as "
+            f"'order.id'); got {fields!r}"
         )
     if source is KeySource.DEDUP_ID and not fields:
         raise ValueError(

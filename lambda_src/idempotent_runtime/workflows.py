@@ -67,12 +67,13 @@ STATE_MACHINE_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 # What start_durable_execution_once asks Lambda (IdempotentConsumer.grant_start_durable_execution grants
 # exactly these): on the function version or alias it invokes; on the function, its versions and their
 # executions (arn:...:function:NAME:VERSION/durable-execution/..., matched by function:NAME:*), to find the
-# execution that holds a name - Lambda lists one version's executions at a time - and read its input, with
-# kms:Decrypt on the function's customer managed key, through Lambda, when it has one.
+# execution that holds a name - Lambda lists one version's executions at a time - and read its input. On the
+# customer managed key of its durable execution data (DurableConfig.KMSKeyArn), through Lambda: an Invoke
+# encrypts its input (kms:GenerateDataKey), reading an execution decrypts it (kms:Decrypt).
 DURABLE_FUNCTION_ACTIONS = ("lambda:InvokeFunction", "lambda:GetFunctionConfiguration")
 DURABLE_LIST_ACTIONS = ("lambda:ListDurableExecutionsByFunction", "lambda:ListVersionsByFunction")
 DURABLE_EXECUTION_ACTIONS = ("lambda:ListDurableExecutionsByFunction", "lambda:GetDurableExecution")
-DURABLE_KEY_ACTIONS = ("kms:Decrypt",)
+DURABLE_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 
 _calls = Retrier()
 # State machines seen to be STANDARD, durable functions seen to be durable, by this execution environment

@@ -49,7 +49,7 @@ def test_init_writes_a_cdk_app_with_a_processor_and_its_test(
         assert f"    {name},\n" in app_py
     assert "alarm_options=AlarmOptions(alarm_topic=alarm_topic)" in app_py
     assert '"AlarmTopicArn": alarm_topic.topic_arn' in app_py
-    assert 'table_options=TableOptions(partition_key_name="order_id", sort_key_name="line_id")' in app_py
+    assert 'partition_key_name="order_id", sort_key_name="line_id", encryption_key=data_key' in app_py
     assert 'processor="orders:handle"' in app_py
     assert '"SubscriptionDeadLetterQueueUrl": pipeline.subscription_dead_letter_queue.queue_url' in app_py
     assert "__" not in app_py.replace("__init__", "").replace("__file__", "")  # every placeholder filled

@@ -207,6 +207,31 @@ def test_a_standard_pipeline_gets_no_deduplication_ids_and_no_groups(cloud, tmp_
     assert not any("MessageDeduplicationId" in m["Attributes"] for m in received)
 
 
+def test_send_of_a_single_field_key_groups_by_the_field_and_dedups_as_the_consumer_keys(cloud, tmp_path):
+    pipeline = deploy_pipeline(environment={"KEY_SOURCE": "field", "PARTITION_KEY_FIELD": "customer_id"})
+    topic = with_topic(pipeline)
+    customers = [
+        '{"customer_id": "c-1", "plan": "gold"}',
+        '{"customer_id": "c-2", "plan": "tea"}',
+        '{"customer_id": "c-1", "plan": "silver"}',
+    ]
+    code, out, err = send(write(tmp_path, customers), "--stack", pipeline.stack)
+    assert code == 0, out + err
+    assert err.splitlines()[0].endswith(
+        f"{topic} (FIFO; keys as the consumer {pipeline.function} reads them: field customer_id)"
+    )
+    received = drain(pipeline.queue_url)
+    assert by_group(received) == {"c-1": [customers[0], customers[2]], "c-2": [customers[1]]}
+    keys = ConsumerKeys(("customer_id",), key_source="field")
+    dedup_ids = sorted(m["Attributes"]["MessageDeduplicationId"] for m in received)
+    assert dedup_ids == sorted(dedup_id_for(line, keys) for line in customers)
+    # The key (the field's value and its path) and the content's fingerprint: a resend of the same
+    # customer is dropped, the same customer with a new plan reaches the consumer.
+    assert [dedup_id.rsplit("#", 1)[0] for dedup_id in dedup_ids] == ["c-1#customer_id"] * 2 + [
+        "c-2#customer_id"
+    ]
+
+
 def test_a_consumer_keyed_by_dedup_id_needs_the_key_fields_and_a_group(cloud, tmp_path):
     pipeline = deploy_pipeline(environment={"KEY_SOURCE": "dedup_id"})
     with_topic(pipeline)

@@ -130,6 +130,31 @@ def test_dry_run_shows_per_message_whether_its_key_is_new_done_conflicting_or_in
     assert [m["MessageId"] for m in drain(pipeline.dlq_url)] == [done, clash, fresh, bad]
 
 
+def test_dry_run_keys_dead_letters_of_a_single_field_key_as_the_consumer_does():
+    pipeline = deploy_pipeline(environment={"KEY_SOURCE": "field", "PARTITION_KEY_FIELD": "customer_id"})
+    handler = consumer(pipeline)
+    gold = json.dumps({"customer_id": "c-1", "plan": "gold"})
+    publish(pipeline, gold)
+    assert [o for _, o in consume(pipeline, handler)] == ["processed"]
+    done, clash, fresh = (
+        dead_letter(gold, queue_url=pipeline.dlq_url, dedup_id="d1"),
+        dead_letter(
+            json.dumps({"customer_id": "c-1", "plan": "tin"}), queue_url=pipeline.dlq_url, dedup_id="c1"
+        ),
+        dead_letter(json.dumps({"customer_id": "c-2"}), queue_url=pipeline.dlq_url, dedup_id="f1"),
+    )
+
+    code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
+
+    assert code == 0, terminal.error
+    text = terminal.out.getvalue()
+    assert f"{done['MessageId']} group g1 key c-1#customer_id: done: a redrive would be a duplicate" in text
+    assert (
+        f"{clash['MessageId']} group g1 key c-1#customer_id: conflict: done with a different payload" in text
+    )
+    assert f"{fresh['MessageId']} group g1 key c-2#customer_id: new: a redrive processes it" in text
+
+
 def test_dry_run_shows_a_versioned_key_holding_a_newer_version_as_stale_and_a_redrive_writes_nothing():
     pipeline = deploy_pipeline(
         fifo=False,

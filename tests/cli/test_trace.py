@@ -27,6 +27,7 @@ from dlq_helpers import (
     publish,
 )
 from idempotent_runtime.contract import LEASE_ATTRIBUTE, OWNER_ATTRIBUTE, STATUS_ATTRIBUTE, DeadLetterKind
+from idempotent_runtime.message import Key
 
 pytestmark = pytest.mark.usefixtures("cloud")
 
@@ -520,6 +521,48 @@ def test_a_message_in_flight_is_counted_and_the_screen_says_what_sqs_does_not_sh
         "back in the queue), only their number: once the consumer writes the key's record the table above "
         "says so (in progress in guarded mode, stored or completed when done)"
     ) in screen
+
+
+CUSTOMERS = {"KEY_SOURCE": "field", "PARTITION_KEY_FIELD": "customer.id", "KEY_PREFIX": "shop#"}
+
+
+def test_trace_of_one_value_finds_the_document_of_a_single_field_key():
+    pipeline = deploy_pipeline(environment=CUSTOMERS)
+    handler = consumer(pipeline)
+    customer = json.dumps({"customer": {"id": "c-1"}, "plan": "gold"})
+    publish(pipeline, customer, group="c-1")
+    assert consume(pipeline, handler) == [(customer, "processed")]
+
+    traced = _traced("c-1", "--stack", pipeline.stack)
+
+    assert traced["key"] == {
+        "given": "customer.id 'c-1'",
+        "partition": "shop#c-1",
+        "sort": "customer.id",
+        "text": "shop#c-1#customer.id",
+        "idempotency_key": Key("shop#c-1", "customer.id").idempotency_key,
+    }
+    assert (traced["table"]["state"], traced["table"]["found"]) == ("stored", True)
+    assert traced["table"]["record"] == {"pk": "shop#c-1", "sk": "customer.id"}
+    assert _traced("--partition", "c-1", "--stack", pipeline.stack)["key"] == traced["key"]
+    assert _traced("--body", customer, "--stack", pipeline.stack)["table"]["state"] == "stored"
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (
+            ["c-1", "1"],
+            "the consumer keys messages by one field, customer.id (KEY_SOURCE=field): give its value",
+        ),
+        (["--sort", "1"], "keys messages by the field customer.id (KEY_SOURCE=field), not by sort"),
+        ([], "give the key to trace: the value of customer.id (trace VALUE, or --partition VALUE)"),
+    ],
+)
+def test_trace_of_a_single_field_key_takes_one_value(argv, error):
+    pipeline = deploy_pipeline(environment=CUSTOMERS)
+    code, terminal = command("trace", *argv, "--stack", pipeline.stack)
+    assert code == 1 and error in terminal.error, terminal.error
 
 
 def test_message_id_and_body_sha256_keys_are_computed_as_the_consumer_computes_them():

@@ -43,6 +43,9 @@ _silence_node_banner()
 
 import aws_cdk as cdk  # noqa: E402  (after the environment above: jsii reads it at start)
 from aws_cdk import assertions  # noqa: E402
+from aws_cdk import aws_sqs as sqs  # noqa: E402
+
+from idempotent_pipeline import ConsumerOptions, IdempotencyTable, IdempotentConsumer  # noqa: E402
 
 # app.py checks every synth with cdk-nag 3, attached through Validations (aws-cdk-lib 2.257 on).
 needs_reference_app = pytest.mark.skipif(
@@ -54,6 +57,17 @@ needs_reference_app = pytest.mark.skipif(
 def cdk_json_context() -> dict[str, Any]:
     """The feature flags and context of cdk.json, so in-process apps synthesize like `npx cdk synth`."""
     return json.loads((REPO / "cdk.json").read_text())["context"]
+
+
+def reference_stack(
+    context: dict[str, str], name: str = "Reference", app: cdk.App | None = None
+) -> cdk.Stack:
+    """app.py's ReferenceStack with cdk.json's context and ``context``, in ``app`` (default: a new one)."""
+    import app as reference_app
+
+    app = app or cdk.App(context=cdk_json_context())
+    settings = reference_app.settings_from({**cdk_json_context(), **context}.get)
+    return reference_app.ReferenceStack(app, name, settings=settings)
 
 
 # Most test stacks give their alarms no action; test_constructs_alarm_actions.py checks the warning that says
@@ -74,6 +88,12 @@ def new_stack(name: str = "TestStack") -> cdk.Stack:
 
 def template_of(stack: cdk.Stack) -> assertions.Template:
     return assertions.Template.from_stack(stack)
+
+
+def built_alone(block: Any, id: str) -> tuple[Any, assertions.Template]:
+    """A block with its defaults alone in a stack, and the stack's template."""
+    stack = new_stack()
+    return block(stack, id), template_of(stack)
 
 
 def resources(template: assertions.Template, type_: str) -> dict[str, dict[str, Any]]:
@@ -254,3 +274,30 @@ def cloudwatch_may_publish(template: dict[str, Any], topic: str) -> bool:
             ):
                 return True
     return False
+
+
+def fifo_queue(stack: cdk.Stack, id: str = "Queue", **props: Any) -> sqs.Queue:
+    """A FIFO queue whose visibility timeout suits the consumer's default function timeout."""
+    props.setdefault("visibility_timeout", cdk.Duration.minutes(3))
+    return sqs.Queue(stack, id, fifo=True, **props)
+
+
+def build_consumer(
+    stack: cdk.Stack,
+    *,
+    queue: sqs.IQueue | None = None,
+    table: IdempotencyTable | None = None,
+    dead_letter_queue: sqs.IQueue | None = None,
+    alarm_options: Any = None,
+    **options: Any,
+) -> IdempotentConsumer:
+    """A consumer on a new FIFO queue (no DLQ) and IdempotencyTable; ``options`` are ConsumerOptions."""
+    return IdempotentConsumer(
+        stack,
+        "Consumer",
+        queue=queue or fifo_queue(stack),
+        table=table or IdempotencyTable(stack, "Table"),
+        dead_letter_queue=dead_letter_queue,
+        options=ConsumerOptions(**options),
+        alarm_options=alarm_options,
+    )

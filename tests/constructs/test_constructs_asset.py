@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_lambda as lambda_
 from constructs_helpers import files_under, function_asset_dir, new_stack, warnings_of
@@ -40,16 +41,8 @@ PROCESSOR = "def handle(message, table):\n    return None\n"
 
 
 def _asset_files(code_directory: Path, **options: Any) -> set[str]:
-    stack = new_stack()
-    messaging = Messaging(stack, "Messaging")
-    IdempotentConsumer(
-        stack,
-        "Consumer",
-        queue=messaging.queue,
-        table=IdempotencyTable(stack, "Table"),
-        options=ConsumerOptions(processor="orders:handle", code_directory=str(code_directory), **options),
-    )
-    return files_under(function_asset_dir(stack))
+    made = consumer(processor="orders:handle", code_directory=str(code_directory), **options)
+    return files_under(function_asset_dir(cdk.Stack.of(made)))
 
 
 def consumer(**options: Any) -> IdempotentConsumer:
@@ -88,17 +81,10 @@ VERSION = {m.value: "v" if m == Mode.VERSIONED else None for m in Mode}  # versi
 @pytest.mark.parametrize("mode", [m.value for m in Mode])
 def test_the_asset_holds_the_configured_modes_module_only_and_its_handler_starts(tmp_path, mode):
     (tmp_path / "orders.py").write_text("def handle(message):\n    return []\n")
-    stack = new_stack()
-    IdempotentConsumer(
-        stack,
-        "Consumer",
-        queue=Messaging(stack, "Messaging").queue,
-        table=IdempotencyTable(stack, "Table"),
-        options=ConsumerOptions(
-            mode=mode, processor="orders:handle", code_directory=str(tmp_path), version_field=VERSION[mode]
-        ),
+    made = consumer(
+        mode=mode, processor="orders:handle", code_directory=str(tmp_path), version_field=VERSION[mode]
     )
-    asset = function_asset_dir(stack)
+    asset = function_asset_dir(cdk.Stack.of(made))
     assert {f for f in files_under(asset) if f.startswith("idempotent_runtime/")} == _runtime_files(mode=mode)
     # The cold start of the function as deployed: the handler imports, with this mode and the processor,
     # from the asset alone (-S: no site-packages, where this checkout's runtime is installed).
@@ -322,16 +308,12 @@ def test_exclude_removes_sources_and_included_files(cluttered):
 
 
 def _left_out_warnings(code_directory: Path, **options: Any) -> list[str]:
-    stack = new_stack()
-    messaging = Messaging(stack, "Messaging")
-    IdempotentConsumer(
-        stack,
-        "Consumer",
-        queue=messaging.queue,
-        table=IdempotencyTable(stack, "Table"),
-        options=ConsumerOptions(processor="orders:handle", code_directory=str(code_directory), **options),
-    )
-    return [m for _, m in warnings_of(stack) if m.endswith("[ack: idempotent-pipeline:asset-left-out]")]
+    made = consumer(processor="orders:handle", code_directory=str(code_directory), **options)
+    return [
+        m
+        for _, m in warnings_of(cdk.Stack.of(made))
+        if m.endswith("[ack: idempotent-pipeline:asset-left-out]")
+    ]
 
 
 def test_synth_names_the_files_it_left_out_and_how_to_ship_them(cluttered):
@@ -441,14 +423,7 @@ def test_wheels_are_chosen_for_the_functions_python(tmp_path, offline_pip):
 
 
 def _built_for(code_directory: Path) -> str:
-    stack = new_stack()
-    IdempotentConsumer(
-        stack,
-        "Consumer",
-        queue=Messaging(stack, "Messaging").queue,
-        table=IdempotencyTable(stack, "Table"),
-        options=ConsumerOptions(processor="orders:handle", code_directory=str(code_directory)),
-    )
+    stack = cdk.Stack.of(consumer(processor="orders:handle", code_directory=str(code_directory)))
     return (function_asset_dir(stack) / "nativeonly" / "__init__.py").read_text()
 
 

@@ -19,7 +19,9 @@ from aws_cdk import aws_sqs as sqs
 from constructs_helpers import (
     actions_of,
     alarms_of,
+    build_consumer,
     env_of,
+    fifo_queue,
     logical_id,
     new_stack,
     only,
@@ -46,36 +48,17 @@ from idempotent_pipeline import (
 from idempotent_pipeline.consumer import NETWORK_INTERFACE_ACTIONS
 
 
-def fifo_queue(stack: cdk.Stack, id: str = "Queue", **props: Any) -> sqs.Queue:
-    props.setdefault("visibility_timeout", Duration.minutes(3))
-    return sqs.Queue(stack, id, fifo=True, **props)
-
-
-def build_consumer(
-    stack: cdk.Stack,
-    *,
-    queue: sqs.IQueue | None = None,
-    table: IdempotencyTable | None = None,
-    dead_letter_queue: sqs.IQueue | None = None,
-    alarm_options: AlarmOptions | None = None,
-    **options: Any,
-) -> IdempotentConsumer:
-    """A consumer on a new FIFO queue (no DLQ) and IdempotencyTable; ``options`` are ConsumerOptions."""
-    return IdempotentConsumer(
-        stack,
-        "Consumer",
-        queue=queue or fifo_queue(stack),
-        table=table or IdempotencyTable(stack, "Table"),
-        dead_letter_queue=dead_letter_queue,
-        options=ConsumerOptions(**options),
-        alarm_options=alarm_options,
-    )
-
-
 def consumer_template(**options: Any) -> assertions.Template:
     stack = new_stack()
     build_consumer(stack, **options)
     return template_of(stack)
+
+
+def key_actions(template: assertions.Template, key: str) -> list[list[str]]:
+    """The actions of each statement on the KMS key whose logical id holds ``key``."""
+    key_id = logical_id(template, "AWS::KMS::Key", key)
+    on_key = [s for s in policy_statements(template) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}]
+    return [sorted(actions_of(s)) for s in on_key]
 
 
 def function_props(template: assertions.Template) -> dict[str, Any]:
@@ -478,11 +461,7 @@ def test_dlq_with_customer_managed_key_adds_generate_data_key_and_decrypt():
     dlq_key = kms.Key(stack, "DlqKey")
     dlq = fifo_queue(stack, "Dlq", encryption=sqs.QueueEncryption.KMS, encryption_master_key=dlq_key)
     template = template_of_consumer(stack, dead_letter_queue=dlq)
-    key_id = logical_id(template, "AWS::KMS::Key", "DlqKey")
-    key_statements = [
-        s for s in policy_statements(template) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    ]
-    assert [sorted(actions_of(s)) for s in key_statements] == [sorted(contract.DLQ_KEY_ACTIONS)]
+    assert key_actions(template, "DlqKey") == [sorted(contract.DLQ_KEY_ACTIONS)]
 
 
 def test_table_with_customer_managed_key_grants_the_key_actions_dynamodb_needs():
@@ -491,11 +470,7 @@ def test_table_with_customer_managed_key_grants_the_key_actions_dynamodb_needs()
     template = template_of_consumer(
         stack, table=IdempotencyTable(stack, "Table", options=TableOptions(encryption_key=key))
     )
-    key_id = logical_id(template, "AWS::KMS::Key", "TableKey")
-    key_statements = [
-        s for s in policy_statements(template) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    ]
-    assert [sorted(actions_of(s)) for s in key_statements] == [sorted(contract.TABLE_KEY_ACTIONS)]
+    assert key_actions(template, "TableKey") == [sorted(contract.TABLE_KEY_ACTIONS)]
 
 
 def test_imported_table_with_its_key_is_granted_by_arn():
@@ -693,8 +668,8 @@ def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> No
         ),
         (
             {"key_source": "dedup_id", "partition_key_field": "a"},
-            "ConsumerOptions.partition_key_field applies only to key_source 'fields'; got key_source "
-            "'dedup_id'",
+            "ConsumerOptions.partition_key_field applies only to key_source 'fields' or 'field'; got "
+            "key_source 'dedup_id'",
         ),
         (
             {"mode": "guarded"},
@@ -759,7 +734,12 @@ def _rejects(message: str, stack: cdk.Stack | None = None, **options: Any) -> No
             "boolean, not an object) and every message would be refused; name two separate fields",
         ),
         (
-            {"mode": "versioned", "version_field": "order", "partition_key_field": "order.id"},
+            {
+                "mode": "versioned",
+                "version_field": "order",
+                "partition_key_field": "order.id",
+                "sort_key_field": "y",
+            },
             "ConsumerOptions.version_field 'order' and ConsumerOptions.partition_key_field 'order.id': one "
             "field lies inside the other, so no body holds both (a key or a version is a string, number or "
             "boolean, not an object) and every message would be refused; name two separate fields",
@@ -1421,10 +1401,18 @@ def test_variables_lambda_reserves_are_refused_by_name():
 def test_deploy_time_key_fields_reach_the_function_as_they_are():
     stack = new_stack()
     field = cdk.CfnParameter(stack, "Field", default="order.id").value_as_string
-    build_consumer(stack, partition_key_field=field)
+    build_consumer(stack, partition_key_field=field, sort_key_field="line")
     env = env_of(template_of(stack))
     assert env[contract.PARTITION_KEY_FIELD.name] == {"Ref": "Field"}
-    assert env[contract.SORT_KEY_FIELD.name] == contract.SORT_KEY_FIELD.default
+    assert env[contract.SORT_KEY_FIELD.name] == "line"
+
+
+def test_a_deploy_time_key_field_without_the_other_is_refused_naming_it():
+    """A deploy-time value is still set: the pair's other field is missing whatever the value."""
+    stack = new_stack()
+    field = cdk.CfnParameter(stack, "Field", default="order.id").value_as_string
+    with pytest.raises(ConfigurationError, match=r"ConsumerOptions.sort_key_field None; set the other one"):
+        build_consumer(stack, partition_key_field=field)
 
 
 @pytest.mark.parametrize("prop", ["include", "exclude"])

@@ -15,13 +15,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs_helpers import (
     actions_of,
-    cdk_json_context,
     files_under,
     function_asset_dir,
     nag_findings,
     needs_reference_app,
     new_stack,
     policy_statements,
+    reference_stack,
     resources,
     synth_with_nag,
     template_of,
@@ -168,15 +168,19 @@ def test_a_consumer_not_in_guarded_mode_is_refused_at_synth(user_code):
 
 
 def test_the_function_s_customer_managed_key_is_granted_through_lambda(user_code):
+    """Lambda encrypts each Invoke's input with the key of the durable execution data (DurableConfig's):
+    the consumer starts an execution with kms:GenerateDataKey and reads one with kms:Decrypt (AWS,
+    "Encrypting AWS Lambda durable execution data")."""
     stack = new_stack()
     key = kms.Key(stack, "DurableKey", enable_key_rotation=True)
     imported = lambda_.Function.from_function_arn(stack, "Imported", f"{ARN}:1")
     _pipeline(stack, user_code).consumer.grant_start_durable_execution(imported, key=key)
     (statement,) = [s for s in policy_statements(template_of(stack)) if "kms:Decrypt" in actions_of(s)]
-    assert (actions_of(statement), statement["Resource"]) == (
-        list(DURABLE_KEY_ACTIONS),
+    assert (sorted(actions_of(statement)), statement["Resource"]) == (
+        ["kms:Decrypt", "kms:GenerateDataKey"],
         stack.resolve(key.key_arn),
     )
+    assert sorted(DURABLE_KEY_ACTIONS) == ["kms:Decrypt", "kms:GenerateDataKey"]
     assert statement["Condition"] == {
         "StringEquals": {"kms:ViaService": stack.resolve(f"lambda.{REGION}.{cdk.Aws.URL_SUFFIX}")}
     }
@@ -210,9 +214,7 @@ def test_the_executions_wildcard_leaves_no_cdk_nag_finding(tmp_path, user_code):
 
 
 def _reference(context: dict[str, str]) -> cdk.Stack:
-    app = cdk.App(context=cdk_json_context())
-    settings = reference_app.settings_from({**cdk_json_context(), **context}.get)
-    return reference_app.ReferenceStack(app, "Durable", settings=settings)
+    return reference_stack(context, "Durable")
 
 
 @needs_reference_app

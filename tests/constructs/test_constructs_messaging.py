@@ -13,6 +13,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs_helpers import (
     alarms_of,
+    built_alone,
     cdk_json_context,
     logical_id,
     nag_findings,
@@ -56,11 +57,16 @@ def _denies_insecure_transport(statements: list[dict[str, Any]], action: str) ->
     )
 
 
+def _refusal(**options: Any) -> str:
+    """What synth says to a Messaging with these options."""
+    with pytest.raises(ConfigurationError) as raised:
+        Messaging(new_stack(), "M", options=MessagingOptions(**options))
+    return str(raised.value)
+
+
 @pytest.fixture(scope="session")
 def built() -> tuple[Messaging, assertions.Template]:
-    stack = new_stack()
-    messaging = Messaging(stack, "Messaging")
-    return messaging, template_of(stack)
+    return built_alone(Messaging, "Messaging")
 
 
 @pytest.fixture(scope="session")
@@ -282,9 +288,7 @@ def test_standard_messaging_passes_cdk_nag(tmp_path):
     ],
 )
 def test_fifo_only_options_are_rejected_on_standard_queues(options, message):
-    with pytest.raises(ConfigurationError) as raised:
-        Messaging(new_stack(), "M", options=MessagingOptions(**options))
-    assert str(raised.value) == message
+    assert _refusal(**options) == message
 
 
 def test_standard_topic_with_fifo_messaging_is_rejected():
@@ -751,9 +755,7 @@ def test_alarms_can_be_turned_off(synth):
     ],
 )
 def test_invalid_options_are_rejected_naming_option_and_value(options, message):
-    with pytest.raises(ConfigurationError) as raised:
-        Messaging(new_stack(), "M", options=MessagingOptions(**options))
-    assert str(raised.value) == message
+    assert _refusal(**options) == message
 
 
 # -- retention against visibility, receives and the age alarm -----------------------------------------------

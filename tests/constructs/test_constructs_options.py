@@ -169,7 +169,8 @@ def _build(**options: Any) -> None:
         ),
         (
             {"consumer__key_source": "body"},
-            "ConsumerOptions.key_source must be one of fields, dedup_id, message_id, body_sha256; got 'body'",
+            "ConsumerOptions.key_source must be one of fields, dedup_id, message_id, body_sha256, field; "
+            "got 'body'",
         ),
         (
             {"consumer__on_conflict": "ignore"},

@@ -19,6 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs_helpers import (
     actions_of,
     alarms_of,
+    built_alone,
     cloudwatch_may_publish,
     env_of,
     logical_id,
@@ -28,7 +29,6 @@ from constructs_helpers import (
     policy_statements,
     resources,
     synth_with_nag,
-    template_of,
     warnings_of,
 )
 
@@ -47,9 +47,7 @@ from idempotent_pipeline import (
 
 @pytest.fixture(scope="session")
 def built() -> tuple[IdempotentPipeline, assertions.Template]:
-    stack = new_stack()
-    pipeline = IdempotentPipeline(stack, "Pipeline")
-    return pipeline, template_of(stack)
+    return built_alone(IdempotentPipeline, "Pipeline")
 
 
 @pytest.fixture(scope="session")
@@ -132,15 +130,20 @@ def test_visibility_timeout_is_six_times_the_function_timeout(template, synth):
     assert queue["Properties"]["VisibilityTimeout"] == 300
 
 
-def test_visibility_timeout_default_adds_the_batching_window(synth):
-    template = synth(
+def _standard(synth: Any, id: str, **consumer: Any) -> assertions.Template:
+    """A pipeline of standard queues whose consumer has these options."""
+    return synth(
         lambda s: IdempotentPipeline(
             s,
-            "P",
+            id,
             messaging_options=MessagingOptions(fifo=False),
-            consumer_options=ConsumerOptions(batch_size=1000, max_batching_window=Duration.minutes(5)),
+            consumer_options=ConsumerOptions(**consumer),
         )
     )
+
+
+def test_visibility_timeout_default_adds_the_batching_window(synth):
+    template = _standard(synth, "P", batch_size=1000, max_batching_window=Duration.minutes(5))
     queue = resources(template, "AWS::SQS::Queue")[logical_id(template, "AWS::SQS::Queue", "PMessagingQueue")]
     assert queue["Properties"]["VisibilityTimeout"] == 6 * 30 + 300
 
@@ -291,14 +294,7 @@ def test_existing_topic_and_dead_letter_queue_are_used(synth):
 
 
 def test_standard_pipeline_end_to_end(synth):
-    template = synth(
-        lambda s: IdempotentPipeline(
-            s,
-            "Pipeline",
-            messaging_options=MessagingOptions(fifo=False),
-            consumer_options=ConsumerOptions(batch_size=500, max_batching_window=Duration.seconds(10)),
-        )
-    )
+    template = _standard(synth, "Pipeline", batch_size=500, max_batching_window=Duration.seconds(10))
     assert "FifoTopic" not in only(template, "AWS::SNS::Topic").get("Properties", {})
     assert all("FifoQueue" not in q["Properties"] for q in resources(template, "AWS::SQS::Queue").values())
     assert env_of(template)["QUEUE_TYPE"] == "standard"

@@ -9,8 +9,14 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import Duration
-from aws_cdk import aws_sqs as sqs
-from constructs_helpers import cdk_json_context, env_of, needs_reference_app, new_stack, template_of
+from constructs_helpers import (
+    build_consumer,
+    cdk_json_context,
+    env_of,
+    needs_reference_app,
+    new_stack,
+    template_of,
+)
 from idempotent_runtime import contract
 from idempotent_runtime.config import Config
 
@@ -20,7 +26,6 @@ from idempotent_pipeline import (
     ConfigurationError,
     ConsumerOptions,
     IdempotencyTable,
-    IdempotentConsumer,
     IdempotentPipeline,
     Messaging,
     MessagingOptions,
@@ -65,13 +70,21 @@ VALUES: dict[str, list[str]] = {
 }
 # What a setting needs around it to be read at all (context keys, and the same as variables).
 NEEDS: dict[str, dict[str, str]] = {
+    "PARTITION_KEY_FIELD": {"sort_key_field": "line"},  # a pair: set together
+    "SORT_KEY_FIELD": {"partition_key_field": "order_id"},
     "LEASE_SECONDS": {"mode": "guarded", "processor": "orders:handle"},
     "LEASE_MARGIN_SECONDS": {"mode": "guarded", "processor": "orders:handle"},
     "IDEMPOTENCY_MODE": {"processor": "orders:handle"},
     "VERSION_FIELD": {"mode": "versioned"},
     "TOMBSTONE_TTL_SECONDS": {"mode": "versioned", "version_field": "v"},
 }
-VARIABLE_OF_KEY = {"mode": "IDEMPOTENCY_MODE", "processor": "PROCESSOR", "version_field": "VERSION_FIELD"}
+VARIABLE_OF_KEY = {
+    "mode": "IDEMPOTENCY_MODE",
+    "processor": "PROCESSOR",
+    "version_field": "VERSION_FIELD",
+    "partition_key_field": "PARTITION_KEY_FIELD",
+    "sort_key_field": "SORT_KEY_FIELD",
+}
 _COUNT = itertools.count()
 
 
@@ -167,14 +180,7 @@ def test_synth_and_cold_start_agree(scope, code, name, text):
 
 def _environment(stack: cdk.Stack | None = None, table: TableOptions | None = None, **options: Any) -> dict:
     stack = stack or new_stack()
-    queue = sqs.Queue(stack, "Queue", fifo=True, visibility_timeout=Duration.minutes(3))
-    IdempotentConsumer(
-        stack,
-        "Consumer",
-        queue=queue,
-        table=IdempotencyTable(stack, "Table", options=table),
-        options=ConsumerOptions(**options),
-    )
+    build_consumer(stack, table=IdempotencyTable(stack, "Table", options=table), **options)
     return env_of(template_of(stack))
 
 
@@ -206,7 +212,9 @@ def test_the_runtime_writes_metrics_where_the_alarms_read_them():
 def test_key_fields_and_attribute_names_reach_the_runtime_as_given():
     """A name with a trailing space is another DynamoDB attribute or body field: the runtime must not strip
     it, or every write misses the table's key."""
-    environment = _environment(table=TableOptions(partition_key_name="pk "), partition_key_field="order.id ")
+    environment = _environment(
+        table=TableOptions(partition_key_name="pk "), partition_key_field="order.id ", sort_key_field="line"
+    )
     config = _deployed(environment)
     assert (config.partition_key, config.partition_key_field) == ("pk ", "order.id ")
 

@@ -13,7 +13,6 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs_helpers import (
     actions_of,
-    cdk_json_context,
     env_of,
     files_under,
     function_asset_dir,
@@ -22,6 +21,7 @@ from constructs_helpers import (
     new_stack,
     only,
     policy_statements,
+    reference_stack,
     resources,
     synth_with_nag,
     template_of,
@@ -181,9 +181,7 @@ def test_the_executions_wildcard_leaves_no_cdk_nag_finding(tmp_path, user_code):
 
 
 def _reference(context: dict[str, str]) -> cdk.Stack:
-    app = cdk.App(context=cdk_json_context())
-    settings = reference_app.settings_from({**cdk_json_context(), **context}.get)
-    return reference_app.ReferenceStack(app, "Workflow", settings=settings)
+    return reference_stack(context, "Workflow")
 
 
 @needs_reference_app

@@ -22,6 +22,90 @@ def test_fields_key_uses_the_two_configured_body_fields():
     assert _key("fields", rec, partition_key_field="order", sort_key_field="line") == Key("o-1", "7")
 
 
+def test_a_single_field_key_holds_the_fields_path_as_its_sort_key():
+    rec = record({"order": {"id": "o-1"}, "line": "7"})
+    assert _key("field", rec, partition_key_field="order.id") == Key("o-1", "order.id")
+    with pytest.raises(InvalidMessage, match=r"^partition key field 'order.id' is missing from the body"):
+        _key("field", record({"id": "o-1"}), partition_key_field="order.id")
+
+
+# One business id per message: a customer, keyed by its id alone, in every mode that reads body fields.
+SINGLE = {"key_source": "field", "partition_key_field": "customer.id", "key_prefix": "shop#"}
+CUSTOMER = {"customer": {"id": "c-1"}, "plan": "gold", "v": 1}
+EFFECTS: list[str] = []
+
+
+def _add_points(message):
+    """transaction mode: one write of the processor's own, committed with the marker."""
+    return [
+        {
+            "Update": {
+                "Key": {"pk": {"S": "points"}, "sk": {"S": message.key.partition}},
+                "UpdateExpression": "ADD points :one",
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
+            }
+        }
+    ]
+
+
+def _welcome(message):
+    """guarded mode: an effect outside DynamoDB."""
+    EFFECTS.append(message.key.idempotency_key)
+    return {"mailed": True}
+
+
+def _items(dynamodb) -> dict[tuple[str, str], dict]:
+    return {(item["pk"]["S"], item["sk"]["S"]): item for item in scan(dynamodb)}
+
+
+def test_a_single_field_key_is_one_document_whose_resend_is_a_duplicate(make_handler, dynamodb):
+    handler, _ = make_handler(**SINGLE)
+    first = json.dumps(CUSTOMER)
+    results = handler.process_batch(event(record(first), record(first)), None)
+    assert [r.outcome for r in results] == ["processed", "duplicate"]
+    ((key, item),) = _items(dynamodb).items()
+    assert key == ("shop#c-1", "customer.id")
+    assert (item["customer"], item["plan"], item["v"]) == (
+        {"M": {"id": {"S": "c-1"}}},
+        {"S": "gold"},
+        {"N": "1"},
+    )
+
+
+def test_a_single_field_key_commits_a_transaction_once(make_handler, dynamodb):
+    handler, _ = make_handler(fn=_add_points, mode="transaction", **SINGLE)
+    body = json.dumps(CUSTOMER)
+    results = handler.process_batch(event(record(body), record(body)), None)
+    assert [r.outcome for r in results] == ["processed", "duplicate"]
+    items = _items(dynamodb)
+    assert set(items) == {("points", "shop#c-1"), ("shop#c-1", "idempotency#customer.id")}
+    assert items[("points", "shop#c-1")]["points"] == {"N": "1"}
+
+
+def test_a_single_field_key_runs_a_guarded_effect_once(make_handler, dynamodb):
+    EFFECTS.clear()
+    handler, _ = make_handler(fn=_welcome, mode="guarded", **SINGLE)
+    body = json.dumps(CUSTOMER)
+    results = handler.process_batch(event(record(body), record(body)), None)
+    assert [r.outcome for r in results] == ["processed", "duplicate"]
+    (effect,) = EFFECTS
+    assert effect == Key("shop#c-1", "customer.id").idempotency_key
+    ((key, item),) = _items(dynamodb).items()
+    assert key == ("shop#c-1", "customer.id")
+    assert item["idempotency:status"] == {"S": "COMPLETED"}
+    assert item["idempotency:result"] == {"S": '{"mailed":true}'}
+
+
+def test_a_single_field_key_keeps_the_latest_version_of_its_entity(make_handler, dynamodb):
+    handler, _ = make_handler(mode="versioned", version_field="v", **SINGLE)
+    versions = [{**CUSTOMER, "v": 2, "plan": "silver"}, CUSTOMER]
+    results = handler.process_batch(event(*(record(json.dumps(v)) for v in versions)), None)
+    assert [r.outcome for r in results] == ["processed", "stale"]
+    ((key, item),) = _items(dynamodb).items()
+    assert key == ("shop#c-1", "customer.id")
+    assert (item["plan"], item["v"]) == ({"S": "silver"}, {"N": "2"})
+
+
 def test_dedup_id_key_uses_the_sqs_deduplication_id():
     rec = record("plain text body", dedup_id="order-1#line-7")
     assert _key("dedup_id", rec) == Key("order-1#line-7", "dedup_id")
@@ -136,7 +220,7 @@ def test_the_same_number_written_differently_is_one_key(make_handler, dynamodb):
 def test_keys_that_cannot_be_keys_are_rejected_naming_the_field(body, reason):
     text = body if isinstance(body, str) else json.dumps(body)
     with pytest.raises(InvalidMessage) as raised:
-        _key("fields", record(text), partition_key_field="order.id")
+        _key("fields", record(text), partition_key_field="order.id", sort_key_field="y")
     assert str(raised.value).startswith(reason)
 
 
@@ -191,3 +275,24 @@ def test_a_deeply_nested_key_field_is_described_not_walked():
     text = '{"x": ' + '{"a": ' * 900 + "1" + "}" * 900 + ', "y": "s"}'
     with pytest.raises(InvalidMessage, match="partition key field 'x' is an object with fields 'a'"):
         _key("fields", record(text))
+
+
+def test_the_publisher_reads_a_single_field_key_from_the_consumers_environment():
+    from idempotent_runtime.publisher import ConsumerKeys, dedup_id_for
+
+    keys = ConsumerKeys.from_environment(
+        {
+            "TABLE_NAME": "t",
+            "KEY_SOURCE": "field",
+            "PARTITION_KEY_FIELD": "customer.id",
+            "KEY_PREFIX": "shop#",
+        }
+    )
+    assert (keys.key_source, keys.key_fields) == ("field", ("customer.id",))
+    gold, silver = ({"customer": {"id": "c-1"}, "plan": plan} for plan in ("gold", "silver"))
+    assert dedup_id_for(gold, keys).startswith("c-1#customer.id#")  # the id does not depend on a prefix
+    assert dedup_id_for(gold, keys) != dedup_id_for(silver, keys)  # new content: a conflict, not dropped
+    with pytest.raises(ValueError, match=r"^partition key field 'customer.id' is missing from the body"):
+        dedup_id_for({"id": "c-1"}, keys)
+    with pytest.raises(ValueError, match=r"key_source field needs key_fields=\(partition_key_field,\)"):
+        ConsumerKeys(("customer.id", "plan"), key_source="field")

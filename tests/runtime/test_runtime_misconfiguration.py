@@ -254,7 +254,7 @@ def test_dedup_id_keys_for_records_of_a_standard_queue_are_misconfiguration(
     (error,) = _errors(stream)
     assert error["likely_misconfiguration"] == [
         "KEY_SOURCE=dedup_id needs a FIFO queue: the event source is a standard queue, whose messages carry "
-        "no MessageDeduplicationId; use KEY_SOURCE=fields, message_id or body_sha256, or a FIFO queue"
+        "no MessageDeduplicationId; use KEY_SOURCE=fields, message_id, body_sha256 or field, or a FIFO queue"
     ]
     emf = metrics(stream)[-1]
     assert (emf["failed"], emf["misconfigured"], emf["quarantined"]) == (3, 3, 0)

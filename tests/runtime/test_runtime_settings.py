@@ -38,7 +38,7 @@ REFUSED: list[tuple[dict[str, Any], dict[str, Any], str]] = [
         "or drop the prefix",
     ),
     (
-        {"partition_key": "order", "partition_key_field": "order.id"},
+        {"partition_key": "order", "partition_key_field": "order.id", "sort_key_field": "y"},
         {"order": {"id": "o-1"}, "y": "1"},
         "PARTITION_KEY_FIELD 'order.id' begins with 'order', the table's partition key attribute "
         "(PARTITION_KEY): in IDEMPOTENCY_MODE 'document' it holds the key's prefixed partition value, so "
@@ -46,7 +46,7 @@ REFUSED: list[tuple[dict[str, Any], dict[str, Any], str]] = [
         "message's fields",
     ),
     (
-        {"sort_key": "line", "sort_key_field": "line.no"},
+        {"sort_key": "line", "partition_key_field": "x", "sort_key_field": "line.no"},
         {"x": "o-1", "line": {"no": 7}},
         "SORT_KEY_FIELD 'line.no' begins with 'line', the table's sort key attribute (SORT_KEY): in "
         "IDEMPOTENCY_MODE 'document' it holds the key's sort value, so messages",
@@ -62,28 +62,28 @@ REFUSED: list[tuple[dict[str, Any], dict[str, Any], str]] = [
         "PARTITION_KEY_FIELD 'line_id' begins with 'line_id', the table's sort key attribute (SORT_KEY)",
     ),
     (
-        {"partition_key_field": "sk"},
+        {"partition_key_field": "sk", "sort_key_field": "y"},
         {"sk": "o-1", "y": "1"},
         "PARTITION_KEY_FIELD 'sk' begins with 'sk', the table's sort key attribute (SORT_KEY)",
     ),
     (
-        {"sort_key_field": "pk"},
+        {"partition_key_field": "x", "sort_key_field": "pk"},
         {"x": "o-1", "pk": "1"},
         "SORT_KEY_FIELD 'pk' begins with 'pk', the table's partition key attribute (PARTITION_KEY)",
     ),
     (
-        {"ttl_attribute": "expires", "sort_key_field": "expires"},
+        {"ttl_attribute": "expires", "partition_key_field": "x", "sort_key_field": "expires"},
         {"x": "o-1", "expires": "2030-01-01"},
         "SORT_KEY_FIELD 'expires' begins with 'expires', the table's TTL attribute (TTL_ATTRIBUTE): in "
         "IDEMPOTENCY_MODE 'document' it holds the document's expiry",
     ),
     (
-        {"document_ttl_seconds": 3600, "partition_key_field": "expires_at"},
+        {"document_ttl_seconds": 3600, "partition_key_field": "expires_at", "sort_key_field": "y"},
         {"expires_at": "o-1", "y": "1"},
         "PARTITION_KEY_FIELD 'expires_at' begins with 'expires_at', the table's TTL attribute",
     ),
     (
-        {"partition_key_field": "expires_at.id"},
+        {"partition_key_field": "expires_at.id", "sort_key_field": "y"},
         {"expires_at": {"id": "o-1"}, "y": "1"},
         "PARTITION_KEY_FIELD 'expires_at.id' begins with 'expires_at', the table's TTL attribute",
     ),
@@ -100,17 +100,27 @@ REFUSED: list[tuple[dict[str, Any], dict[str, Any], str]] = [
         "PARTITION_KEY_FIELD 'order.line.no' and SORT_KEY_FIELD 'order.line': one field lies inside",
     ),
     (
-        {"mode": "versioned", "version_field": "order", "partition_key_field": "order.id"},
+        {
+            "mode": "versioned",
+            "version_field": "order",
+            "partition_key_field": "order.id",
+            "sort_key_field": "y",
+        },
         {"order": {"id": "o-1"}, "y": "1"},
         "VERSION_FIELD 'order' and PARTITION_KEY_FIELD 'order.id': one field lies inside the other",
     ),
     (
-        {"mode": "versioned", "version_field": "line.v", "sort_key_field": "line"},
+        {
+            "mode": "versioned",
+            "version_field": "line.v",
+            "partition_key_field": "x",
+            "sort_key_field": "line",
+        },
         {"x": "o-1", "line": {"v": 2}},
         "VERSION_FIELD 'line.v' and SORT_KEY_FIELD 'line': one field lies inside the other",
     ),
     (
-        {"partition_key_field": "idempotency:order"},
+        {"partition_key_field": "idempotency:order", "sort_key_field": "y"},
         {"idempotency:order": "o-1", "y": "1"},
         "PARTITION_KEY_FIELD 'idempotency:order' begins with 'idempotency:', the runtime's attribute names: "
         "in IDEMPOTENCY_MODE 'document' every message would be refused",
@@ -169,6 +179,48 @@ def test_each_refused_setting_would_fail_a_valid_message(
     assert scan(dynamodb, table) == []
     (dead,) = drain(sqs, dlq_url)
     assert dead["Body"] == json.dumps(body)
+
+
+HALF_SET = {
+    "a partition key field alone": (
+        {"PARTITION_KEY_FIELD": "id"},
+        "PARTITION_KEY_FIELD and SORT_KEY_FIELD must be set together (KEY_SOURCE 'fields' reads both "
+        "from every body, and no body holds a placeholder's field): got PARTITION_KEY_FIELD 'id' and "
+        "SORT_KEY_FIELD None; set the other one too, or key each message by one field with KEY_SOURCE "
+        "'field' and PARTITION_KEY_FIELD alone",
+    ),
+    "a sort key field alone": (
+        {"SORT_KEY_FIELD": "line"},
+        "PARTITION_KEY_FIELD and SORT_KEY_FIELD must be set",
+    ),
+    "one field without its field": (
+        {"KEY_SOURCE": "field"},
+        "KEY_SOURCE 'field' keys each message by one body field: PARTITION_KEY_FIELD names it (e.g. "
+        "'id') and is required",
+    ),
+    "one field and a sort key field": (
+        {"KEY_SOURCE": "field", "PARTITION_KEY_FIELD": "id", "SORT_KEY_FIELD": "line"},
+        "SORT_KEY_FIELD applies only to KEY_SOURCE 'fields'; got KEY_SOURCE 'field'",
+    ),
+    "a fingerprint option of a body hash": (
+        {"KEY_SOURCE": "body_sha256", "FINGERPRINT_EXCLUDE": '["sent_at"]'},
+        "FINGERPRINT_FIELDS and FINGERPRINT_EXCLUDE do nothing with KEY_SOURCE 'body_sha256'",
+    ),
+}
+
+
+@pytest.mark.parametrize(("environment", "refusal"), HALF_SET.values(), ids=HALF_SET.keys())
+def test_half_set_options_are_refused_at_cold_start_naming_the_other(environment, refusal):
+    """A key field without the other used to read the placeholder 'y' (or 'x') from every body: every
+    message went to the DLQ."""
+    with pytest.raises(ConfigurationError) as raised:
+        Config.from_env({"TABLE_NAME": "orders", **environment})
+    assert str(raised.value).startswith(refusal)
+
+
+def test_a_single_field_key_is_accepted_with_its_field_alone():
+    config = Config.from_env({"TABLE_NAME": "orders", "KEY_SOURCE": "field", "PARTITION_KEY_FIELD": "id"})
+    assert (config.key_source, config.partition_key_field, config.sort_key_field) == ("field", "id", None)
 
 
 def test_a_key_prefix_leaves_half_the_partition_key_to_the_keys_own_value():
