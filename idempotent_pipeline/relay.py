@@ -325,7 +325,7 @@ class OutboxRelay(Counters, Construct):
     metric_reordered = counter(
         RelayMetric.REORDERED,
         "Messages published out of their group's order: accepted after an earlier one was refused in one "
-        "request, or committed before one of their group already published (docs/runtime.md, \"Order\").",
+        'request, or committed before one of their group already published (docs/runtime.md, "Order").',
     )
 
     def metric_iterator_age(self, **options: Any) -> cloudwatch.IMetric:
