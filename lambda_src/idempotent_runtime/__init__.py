@@ -9,6 +9,6 @@ from idempotent_runtime.errors import LeaseLost, PermanentError, TransientError
 
 # The version of the distribution, said once: pyproject.toml reads it from here (the Lambda asset has no
 # package metadata to ask) and the runtime's User-Agent carries it.
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 __all__ = ["LeaseLost", "PermanentError", "TransientError", "__version__"]
