@@ -9,7 +9,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
@@ -75,24 +75,15 @@ def transaction_retryable(exc: BaseException) -> bool:
     return is_retryable(exc)
 
 
-class Done:
+class Done(NamedTuple):
     """What a mode made of a record: the outcome, the processor's result (guarded), the conflict when the
     key was done with another payload and ``ON_CONFLICT=duplicate`` made it a duplicate, and why (stale:
     the versions)."""
 
-    __slots__ = ("conflict", "outcome", "reason", "result")
-
-    def __init__(
-        self,
-        outcome: Outcome,
-        result: Any = None,
-        conflict: Conflict | None = None,
-        reason: str | None = None,
-    ) -> None:
-        self.outcome = outcome
-        self.result = result
-        self.conflict = conflict
-        self.reason = reason
+    outcome: Outcome
+    result: Any = None
+    conflict: Conflict | None = None
+    reason: str | None = None
 
 
 class RecordState(StrEnum):
