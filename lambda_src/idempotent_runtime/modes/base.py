@@ -29,7 +29,9 @@ from idempotent_runtime.errors import (
     Misconfiguration,
     TransientError,
     error_code,
+    is_conditional_check_failed,
     is_retryable,
+    old_item,
 )
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.payload import Fingerprinter, raw_fingerprint
@@ -201,6 +203,20 @@ class BaseMode(ABC):
         self.calls(
             lambda: write(TransactItems=request(self.clock())), retryable=transaction_retryable, **retry
         )
+
+    def conditional(self, operation: Callable[..., Any], own: dict[str, Any], **request: Any) -> dict | None:
+        """``operation(**request)`` (PutItem, UpdateItem) on our table, under its condition: None when it
+        wrote, else the item as it was (``ALL_OLD``), which must be at the key written (``own``)."""
+        request.update(TableName=self.table, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        try:
+            self.calls(operation, **request)
+        except Exception as exc:
+            if not is_conditional_check_failed(exc):
+                raise
+            old = old_item(exc)
+            self.same_key(own, old)
+            return old
+        return None
 
     def delivery_state(
         self, message: Message | None, item: dict[str, Any], fingerprint: str, now: float

@@ -277,27 +277,22 @@ class GuardedMode(BaseMode):
             values[":dedup_id"] = {"S": dedup_id}
         if self.config.dedup_ttl_seconds:
             values[":ttl"] = {"N": str(claim_expiry(now, self.config.dedup_ttl_seconds, recorded_ms))}
-        try:
-            # An UpdateItem names the item by its whole key: a table keyed otherwise refuses the claim
-            # before the effect runs (a PutItem would be stored, and only the completion refused).
-            self.calls(
-                self.dynamodb().update_item,
-                TableName=self.table,
-                Key=item_key,
-                UpdateExpression=self.claim_updates[bool(dedup_id)],
-                ConditionExpression=CLAIM,
-                ExpressionAttributeNames=self.claim_names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except Exception as exc:
-            if not is_conditional_check_failed(exc):
-                raise
-            old = old_item(exc)
-            self.same_key(item_key, old)
-            # Our own token: a retried claim whose first attempt was applied (response lost). We hold it.
-            if text_of(old, OWNER_ATTRIBUTE) != token or text_of(old, STATUS_ATTRIBUTE) != IN_PROGRESS:
-                return self._existing(key, old, fingerprint, now_ms)
+        # An UpdateItem names the item by its whole key: a table keyed otherwise refuses the claim before the
+        # effect runs (a PutItem would be stored, and only the completion refused).
+        old = self.conditional(
+            self.dynamodb().update_item,
+            item_key,
+            Key=item_key,
+            UpdateExpression=self.claim_updates[bool(dedup_id)],
+            ConditionExpression=CLAIM,
+            ExpressionAttributeNames=self.claim_names,
+            ExpressionAttributeValues=values,
+        )
+        # Our own token: a retried claim whose first attempt was applied (response lost). We hold it.
+        if old is not None and (
+            text_of(old, OWNER_ATTRIBUTE) != token or text_of(old, STATUS_ATTRIBUTE) != IN_PROGRESS
+        ):
+            return self._existing(key, old, fingerprint, now_ms)
 
         lease = Lease(self, key, token, horizon_ms)
         message.lease = lease
