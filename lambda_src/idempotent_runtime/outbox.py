@@ -131,22 +131,15 @@ def stream_filters(partition_key: str, sort_key: str, key_prefix: str) -> list[d
     :data:`LEGACY_OUTBOX_SORT`, no emitter; a marker, the only other item with that sort key, has a token),
     still in the stream for 24 hours after the upgrade."""
     partition = {"S": [{"prefix": outbox_partition(key_prefix, "")}]}
-    writes = ["INSERT", "MODIFY"]
     return [
         {
-            "eventName": writes,
-            "dynamodb": {
-                "Keys": {partition_key: partition, sort_key: {"S": [{"prefix": OUTBOX_SORT_PREFIX}]}},
-                "NewImage": {OUTBOX_EMITTER_ATTRIBUTE: {"S": [emitter(key_prefix)]}},
-            },
-        },
-        {
-            "eventName": writes,
-            "dynamodb": {
-                "Keys": {partition_key: partition, sort_key: {"S": [LEGACY_OUTBOX_SORT]}},
-                "NewImage": {TOKEN_ATTRIBUTE: {"S": [{"exists": False}]}},
-            },
-        },
+            "eventName": ["INSERT", "MODIFY"],
+            "dynamodb": {"Keys": {partition_key: partition, sort_key: {"S": [sort]}}, "NewImage": image},
+        }
+        for sort, image in (
+            ({"prefix": OUTBOX_SORT_PREFIX}, {OUTBOX_EMITTER_ATTRIBUTE: {"S": [emitter(key_prefix)]}}),
+            (LEGACY_OUTBOX_SORT, {TOKEN_ATTRIBUTE: {"S": [{"exists": False}]}}),
+        )
     ]
 
 
