@@ -49,8 +49,8 @@ from idempotent_runtime.errors import Resource, error_text, is_conditional_check
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.retries import Retrier
 
-# What SQS does not accept in a body or a string attribute value: escaped. Compiled on first use: the
-# character class costs milliseconds to compile, at every cold start otherwise.
+# What SQS does not accept in a body or a string attribute value: escaped here, refused by outbox.check.
+# Compiled on first use: the character class costs milliseconds to compile, at every cold start otherwise.
 UNSAFE = f"[^{SQS_CHARACTERS}]"
 
 
