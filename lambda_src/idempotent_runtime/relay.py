@@ -74,7 +74,7 @@ from idempotent_runtime.outbox import (
     outbox_partition,
     read_messages,
 )
-from idempotent_runtime.quarantine import sendable, size, sqs_safe, string
+from idempotent_runtime.quarantine import queue_url, sendable, size, sqs_safe, string
 from idempotent_runtime.retries import Retrier
 
 RELAY_HANDLER = RUNTIME_PACKAGE + ".relay.handler"  # the relay's entry point
@@ -334,7 +334,6 @@ class Relay:
         self.sqs = LazyClient(
             "sqs", sqs_client if sqs_client is not None or not self.to_queue else target_client
         )
-        self.queue = (arn[4], arn[5])
         self.calls = Retrier(sleep)
         self.log = Log(config.log_level, config.function_name, log_stream)
         self.records: list[dict[str, Any]] = []
@@ -437,7 +436,7 @@ class Relay:
             entries.append(entry)
         if self.to_queue:
             client = self.target()
-            url = f"{client.meta.endpoint_url.rstrip('/')}/{self.queue[0]}/{self.queue[1]}"
+            url = queue_url(self.config.target_arn, client.meta.endpoint_url)
             return self.calls(client.send_message_batch, QueueUrl=url, Entries=entries)
         return self.calls(
             self.target().publish_batch, TopicArn=self.config.target_arn, PublishBatchRequestEntries=entries
