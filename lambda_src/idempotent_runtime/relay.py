@@ -97,9 +97,8 @@ class RelayMetric(StrEnum):
     PUBLISHED = "published"  # emitted messages the target accepted
     DEAD_LETTERED = "dead_lettered"  # never publishable: sent to the relay's DLQ with the reason
     FAILED = "failed"  # left for the stream to deliver again (from the first record not published)
-    REORDERED = (
-        "reordered"  # out of its group's order: refused, then a later one accepted; or committed earlier
-    )
+    # Out of its group's order: refused, then a later one accepted; or committed earlier.
+    REORDERED = "reordered"
 
 
 REFUSED = "the emit target refused it for good: "
