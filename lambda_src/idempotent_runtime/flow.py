@@ -297,15 +297,9 @@ class Consumer:
         raised: dict[str, Any] | None = None,
     ) -> RecordResult:
         is_conflict = conflict is not None
+        failed = RecordResult(message, Outcome.FAILED, conflict=is_conflict, kind=kind, notes=raised)
         if self.quarantine is None:
-            return RecordResult(
-                message,
-                Outcome.FAILED,
-                f"permanent, no DLQ_URL so retried until redrive: {reason}",
-                conflict=is_conflict,
-                kind=kind,
-                notes=raised,
-            )
+            return failed._replace(reason=f"permanent, no DLQ_URL so retried until redrive: {reason}")
         details: dict[str, Any] = {}
         if conflict is not None:
             details.update(fingerprint=conflict.fingerprint, stored_fingerprint=conflict.stored_fingerprint)
@@ -313,16 +307,11 @@ class Consumer:
             details.update(error_type=raised["error_type"], error_location=raised["error_location"])
         try:
             sent = self.quarantine.send(message, reason, kind, details)
-        except SendFailed as failed:
-            failure = classify(failed.error, failed.where)
-            return RecordResult(
-                message,
-                Outcome.FAILED,
-                f"permanent: {reason}; sending to the dlq failed: {error_text(failed.error)}",
-                conflict=is_conflict,
+        except SendFailed as unsent:
+            failure = classify(unsent.error, unsent.where)
+            return failed._replace(
+                reason=f"permanent: {reason}; sending to the dlq failed: {error_text(unsent.error)}",
                 hint=failure.hint if failure.misconfigured else None,
-                kind=kind,
-                notes=raised,
             )
         # Said on the record's own line: one line per quarantined record.
         notes: dict[str, Any] = dict(raised or ())
