@@ -122,24 +122,22 @@ def new_token() -> str:
     return f"{_TOKEN_PREFIX}{next(_TOKEN_COUNTER):08x}"
 
 
-def text_of(item: dict[str, Any], *names: str) -> str | None:
-    """The first string attribute of ``item`` among ``names``."""
+def text_of(item: dict[str, Any], *names: str, kind: str = "S") -> str | None:
+    """The first attribute of ``item`` among ``names`` of type ``kind`` (a string), as its text."""
     for name in names:
         value = item.get(name)
-        if isinstance(value, dict) and isinstance(value.get("S"), str):
-            return value["S"]
+        if isinstance(value, dict) and isinstance(value.get(kind), str):
+            return value[kind]
     return None
 
 
 def number_of(item: dict[str, Any], *names: str) -> int | None:
-    for name in names:
-        value = item.get(name)
-        if isinstance(value, dict) and isinstance(value.get("N"), str):
-            try:
-                return int(value["N"].split(".")[0])
-            except ValueError:
-                return None
-    return None
+    """The whole part of the first number attribute of ``item`` among ``names``."""
+    text = text_of(item, *names, kind="N")
+    try:
+        return int(text.split(".")[0]) if text is not None else None
+    except ValueError:
+        return None
 
 
 class BaseMode(ABC):
