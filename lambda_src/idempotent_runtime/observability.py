@@ -5,6 +5,7 @@ dependency). What each level writes: docs/runtime.md, "Logs and metrics".
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -53,6 +54,13 @@ class Log:
         stream = self._stream or sys.stdout
         with self._lock:
             stream.flush()
+
+
+def cold_start_error(message: str, **fields: Any) -> None:
+    """One ERROR line, written at once, by a function that has no configuration yet to name it by."""
+    log = Log(LogLevel.ERROR, os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local")
+    log.emit(LogLevel.ERROR, message, **fields)
+    log.flush()
 
 
 def emf_line(

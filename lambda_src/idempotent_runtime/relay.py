@@ -64,7 +64,7 @@ from idempotent_runtime.contract import (
     LogLevel,
 )
 from idempotent_runtime.errors import InvalidMessage, Resource, classify, error_code, error_text, too_large
-from idempotent_runtime.observability import Log, emf_line
+from idempotent_runtime.observability import Log, cold_start_error, emf_line
 from idempotent_runtime.outbox import (
     MAX_EMITTED_BYTES,
     Emitted,
@@ -563,10 +563,8 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, list[dict[s
         try:
             _relay = Relay(RelayConfig.from_env(os.environ))
         except ConfigurationError as refused:
-            Log(LogLevel.ERROR, os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local").emit(
-                LogLevel.ERROR,
-                "relay configuration refused: batches are retried until it is fixed",
-                error=str(refused),
+            cold_start_error(
+                "relay configuration refused: batches are retried until it is fixed", error=str(refused)
             )
             raise
     return _relay(event, context)
