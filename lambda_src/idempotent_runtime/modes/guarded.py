@@ -330,7 +330,8 @@ class GuardedMode(BaseMode):
 
     def _complete(self, lease: Lease, message: Message, result: Any, outbox: Outbox | None) -> None:
         key = lease.key
-        stored = self._encode(result, key, message)
+        said = {"key": str(key), "message_id": message.message_id}  # on each warning of the completion
+        stored = self._encode(result, said)
         emits = outbox if outbox is not None and outbox.count else None
 
         def completion(now: float) -> dict[str, Any]:
@@ -364,8 +365,7 @@ class GuardedMode(BaseMode):
                 self.warn(
                     "lease lost: the effect ran but another invocation owns the key now; completion refused "
                     "(nothing emitted)",
-                    key=str(key),
-                    message_id=message.message_id,
+                    **said,
                 )
                 raise LeaseLost(
                     f"lease on key {key} expired and was taken over; completion refused"
@@ -373,8 +373,7 @@ class GuardedMode(BaseMode):
             self.warn(
                 "effect ran but its completion was not stored; the key stays IN_PROGRESS until its lease "
                 "expires, then a retry runs the effect again (with the same idempotency key)",
-                key=str(key),
-                message_id=message.message_id,
+                **said,
                 error=error_text(exc),
             )
             failure = classify(exc)
@@ -395,23 +394,14 @@ class GuardedMode(BaseMode):
             return
         self.transact(lambda now: [{"Update": completion(now)}, *self.outbox_items(emits, now)], **retry)
 
-    def _encode(self, result: Any, key: Key, message: Message) -> str | None:
+    def _encode(self, result: Any, said: dict[str, str]) -> str | None:
         try:
             text = encode_result(result)
         except Exception as exc:  # whatever the result's own code raises: the key completes regardless
-            self.warn(
-                "result not stored: it cannot be written as JSON",
-                key=str(key),
-                message_id=message.message_id,
-                error=safe_error_text(exc),
-            )
+            self.warn("result not stored: it cannot be written as JSON", **said, error=safe_error_text(exc))
             return None
         if len(text) > MAX_RESULT_BYTES // 4 and len(text.encode("utf-8")) > MAX_RESULT_BYTES:
-            self.warn(
-                f"result not stored: over {MAX_RESULT_BYTES} bytes",
-                key=str(key),
-                message_id=message.message_id,
-            )
+            self.warn(f"result not stored: over {MAX_RESULT_BYTES} bytes", **said)
             return None
         return text
 
