@@ -7,14 +7,9 @@ why, so the batch comes back (nothing is quarantined because of the deployment).
 import os
 
 from idempotent_runtime.config import Config
-from idempotent_runtime.contract import ConfigurationError
 from idempotent_runtime.flow import build_handler
-from idempotent_runtime.observability import cold_start_error
+from idempotent_runtime.observability import configured
 
-try:
-    handler = build_handler(Config.from_env(os.environ))
-except ConfigurationError as refused:
-    cold_start_error(
-        "configuration refused at cold start: batches are retried until it is fixed", error=str(refused)
-    )
-    raise
+handler = configured(
+    lambda: build_handler(Config.from_env(os.environ)), "configuration refused at cold start"
+)

@@ -9,10 +9,12 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO, TypeVar
 
-from idempotent_runtime.contract import METRICS_DIMENSION, LogLevel, Metric
+from idempotent_runtime.contract import METRICS_DIMENSION, ConfigurationError, LogLevel, Metric
+
+T = TypeVar("T")
 
 _LEVELS = {LogLevel.DEBUG: 10, LogLevel.INFO: 20, LogLevel.WARNING: 30, LogLevel.ERROR: 40}
 _METRIC_NAMES = tuple(metric.value for metric in Metric)
@@ -61,6 +63,16 @@ def cold_start_error(message: str, **fields: Any) -> None:
     log = Log(LogLevel.ERROR, os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local")
     log.emit(LogLevel.ERROR, message, **fields)
     log.flush()
+
+
+def configured(build: Callable[[], T], refused: str) -> T:
+    """``build()``, a handler from its configuration; a configuration that cannot work is said first, in one
+    ERROR line (``refused``), and raised: the batches come back until it is fixed."""
+    try:
+        return build()
+    except ConfigurationError as error:
+        cold_start_error(f"{refused}: batches are retried until it is fixed", error=str(error))
+        raise
 
 
 def emf_line(

@@ -64,7 +64,7 @@ from idempotent_runtime.contract import (
     LogLevel,
 )
 from idempotent_runtime.errors import InvalidMessage, Resource, classify, error_code, error_text, too_large
-from idempotent_runtime.observability import Log, cold_start_error, emf_line
+from idempotent_runtime.observability import Log, configured, emf_line
 from idempotent_runtime.outbox import (
     MAX_EMITTED_BYTES,
     Emitted,
@@ -560,11 +560,5 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, list[dict[s
     """Lambda entry point ``idempotent_runtime.relay.handler``: the relay configured from the environment."""
     global _relay
     if _relay is None:
-        try:
-            _relay = Relay(RelayConfig.from_env(os.environ))
-        except ConfigurationError as refused:
-            cold_start_error(
-                "relay configuration refused: batches are retried until it is fixed", error=str(refused)
-            )
-            raise
+        _relay = configured(lambda: Relay(RelayConfig.from_env(os.environ)), "relay configuration refused")
     return _relay(event, context)
