@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from idempotent_runtime import deadline
 from idempotent_runtime.contract import DeadLetterKind, Outcome, QueueType
@@ -19,44 +19,23 @@ from idempotent_runtime.message import Message
 TIME_MARGIN_MS = 1000
 
 
-class RecordResult:
+class RecordResult(NamedTuple):
     """What happened to one record: ``outcome``, ``reason``, ``result`` (guarded), ``conflict``,
     ``misconfigured`` (``hint``: the likely misconfiguration), ``kind`` (quarantined: why) and ``notes``
     (more fields for its log line)."""
 
-    __slots__ = (
-        "conflict",
-        "hint",
-        "kind",
-        "message",
-        "misconfigured",
-        "notes",
-        "outcome",
-        "reason",
-        "result",
-    )
+    message: Message
+    outcome: Outcome
+    reason: str | None = None
+    result: Any = None
+    conflict: bool = False
+    hint: str | None = None
+    kind: DeadLetterKind | None = None
+    notes: dict[str, Any] | None = None
 
-    def __init__(
-        self,
-        message: Message,
-        outcome: Outcome,
-        reason: str | None = None,
-        result: Any = None,
-        *,
-        conflict: bool = False,
-        hint: str | None = None,
-        kind: DeadLetterKind | None = None,
-        notes: dict[str, Any] | None = None,
-    ) -> None:
-        self.message = message
-        self.outcome = outcome
-        self.reason = reason
-        self.result = result
-        self.conflict = conflict
-        self.misconfigured = hint is not None
-        self.hint = hint
-        self.kind = kind
-        self.notes = notes
+    @property
+    def misconfigured(self) -> bool:
+        return self.hint is not None
 
     @property
     def failed(self) -> bool:

@@ -132,16 +132,12 @@ class DeadLetterKind(StrEnum):
 
 # --- IAM: the actions the runtime uses -----------------------------------------------------------------
 
+_ITEM_WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 TABLE_ACTIONS: dict[Mode, tuple[str, ...]] = {
     Mode.DOCUMENT: ("dynamodb:PutItem",),
     Mode.VERSIONED: ("dynamodb:PutItem",),
-    Mode.GUARDED: ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
-    Mode.TRANSACTION: (
-        "dynamodb:PutItem",
-        "dynamodb:UpdateItem",
-        "dynamodb:DeleteItem",
-        "dynamodb:ConditionCheckItem",
-    ),
+    Mode.GUARDED: _ITEM_WRITES,
+    Mode.TRANSACTION: (*_ITEM_WRITES, "dynamodb:ConditionCheckItem"),  # the processor's entries may check
 }
 # DynamoDB encrypts and decrypts with a customer-managed table key on the caller's behalf.
 TABLE_KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")

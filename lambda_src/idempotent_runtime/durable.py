@@ -25,12 +25,10 @@ Not part of the function's code asset unless your code names it.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from idempotent_runtime.contract import LogLevel
 from idempotent_runtime.message import Key, Message
-from idempotent_runtime.observability import Log
+from idempotent_runtime.observability import cold_start_error
 from idempotent_runtime.workflows import DURABLE_FUNCTIONS, sdk_gap
 
 __all__ = ["durable_execution_name", "start_durable_execution_once"]
@@ -69,15 +67,12 @@ def _check_sdk_at_cold_start() -> None:
     assert boto3.DEFAULT_SESSION is not None
     gap = sdk_gap(boto3.DEFAULT_SESSION._session.get_service_model("lambda"))
     if gap is not None:
-        log = Log(LogLevel.ERROR, os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local")
         reason, hint = gap
-        log.emit(
-            LogLevel.ERROR,
+        cold_start_error(
             "durable executions cannot be started at all: their records are retried until it is fixed",
             error=reason,
             hint=hint,
         )
-        log.flush()
 
 
 _check_sdk_at_cold_start()

@@ -5,6 +5,7 @@ quarantined)."""
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import NamedTuple
 
 from idempotent_runtime.contract import ConfigurationError, DeadLetterKind
 
@@ -116,23 +117,14 @@ class Resource(StrEnum):
     TARGET = "target"  # EMIT_TARGET_ARN (the relay)
 
 
-class Failure:
+class Failure(NamedTuple):
     """How to treat an exception: its ``family``; ``hint`` (when misconfigured) names the likely
     misconfiguration, for the batch's ERROR line."""
 
-    __slots__ = ("family", "hint", "kind", "reason")
-
-    def __init__(
-        self,
-        family: FailureFamily,
-        reason: str,
-        kind: DeadLetterKind = DeadLetterKind.INVALID,
-        hint: str | None = None,
-    ) -> None:
-        self.family = family
-        self.reason = reason
-        self.kind = kind
-        self.hint = hint
+    family: FailureFamily
+    reason: str
+    kind: DeadLetterKind = DeadLetterKind.INVALID
+    hint: str | None = None
 
     @property
     def permanent(self) -> bool:
@@ -173,36 +165,31 @@ _CREDENTIAL_CODES = frozenset(
 _KMS_TRANSIENT = frozenset({"KMSThrottlingException", "KmsThrottled", "KMS.ThrottlingException"})
 
 
-def _error(exc: BaseException) -> dict:
-    """``exc.response["Error"]`` of a botocore ``ClientError`` (duck-typed: botocore is not imported here);
+def _response(exc: BaseException, part: str) -> dict:
+    """``exc.response[part]`` of a botocore ``ClientError`` (duck-typed: botocore is not imported here);
     ``{}`` for any other exception, including user exceptions whose ``response`` has another shape."""
     try:
         response = getattr(exc, "response", None)
     except Exception:  # a property that raises
         return {}
-    error = response.get("Error") if isinstance(response, dict) else None
-    return error if isinstance(error, dict) else {}
+    found = response.get(part) if isinstance(response, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def error_code(exc: BaseException) -> str | None:
     """The AWS error code of a botocore ``ClientError``, or None."""
-    code = _error(exc).get("Code")
+    code = _response(exc, "Error").get("Code")
     return code if isinstance(code, str) else None
 
 
 def error_message(exc: BaseException) -> str:
     """The AWS error message of a botocore ``ClientError``, or ``""``."""
-    message = _error(exc).get("Message")
+    message = _response(exc, "Error").get("Message")
     return message if isinstance(message, str) else ""
 
 
 def http_status(exc: BaseException) -> int | None:
-    try:
-        response = getattr(exc, "response", None)
-    except Exception:
-        return None
-    metadata = response.get("ResponseMetadata") if isinstance(response, dict) else None
-    status = metadata.get("HTTPStatusCode") if isinstance(metadata, dict) else None
+    status = _response(exc, "ResponseMetadata").get("HTTPStatusCode")
     return status if isinstance(status, int) else None
 
 
@@ -212,12 +199,7 @@ def is_conditional_check_failed(exc: BaseException) -> bool:
 
 def old_item(exc: BaseException) -> dict:
     """The item a failed condition returned (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), or ``{}``."""
-    try:
-        response = getattr(exc, "response", None)
-    except Exception:
-        return {}
-    item = response.get("Item") if isinstance(response, dict) else None
-    return item if isinstance(item, dict) else {}
+    return _response(exc, "Item")
 
 
 def too_large(exc: BaseException) -> bool:

@@ -250,37 +250,33 @@ class Consumer:
             )
         return self._transient(message, failure.reason, raised)
 
-    def _exhausted(self, message: Message) -> bool:
+    def _last_receive(self, message: Message) -> str | None:
+        """How far a record on its last receive, with a DLQ to go to, has come; None when not there."""
         limit = self.config.max_receive_count
-        return limit is not None and self.quarantine is not None and message.receive_count >= limit
+        if limit is None or self.quarantine is None or message.receive_count < limit:
+            return None
+        return f"({message.receive_count} of MAX_RECEIVE_COUNT {limit})"
 
     def _transient(self, message: Message, reason: str, raised: dict[str, Any] | None = None) -> RecordResult:
-        if self._exhausted(message):
-            return self._quarantine(
-                message,
-                f"failed on its last receive ({message.receive_count} of MAX_RECEIVE_COUNT "
-                f"{self.config.max_receive_count}): {reason}",
-                DeadLetterKind.EXHAUSTED,
-                raised=raised,
-            )
+        last = self._last_receive(message)
+        if last is not None:
+            reason = f"failed on its last receive {last}: {reason}"
+            return self._quarantine(message, reason, DeadLetterKind.EXHAUSTED, raised=raised)
         return RecordResult(message, Outcome.FAILED, f"retry later: {reason}", notes=raised)
 
     def skip_record(self, message: Message, reason: str, blocker: RecordResult | None) -> RecordResult:
         """A record not attempted (an earlier record of its group failed, or no time is left): on its last
         receive to the DLQ while a send has time, unless the deployment failed the record before it."""
         left = deadline.seconds_left()
+        last = self._last_receive(message)
         if (
             (blocker is None or not blocker.misconfigured)
-            and self._exhausted(message)
+            and last is not None
             and (left is None or left >= MIN_ATTEMPT_SECONDS)
         ):
             cause = f": {blocker.reason}" if blocker is not None else ""
-            result = self._quarantine(
-                message,
-                f"{reason} on this record's last receive ({message.receive_count} of MAX_RECEIVE_COUNT "
-                f"{self.config.max_receive_count}){cause}",
-                DeadLetterKind.EXHAUSTED,
-            )
+            reason = f"{reason} on this record's last receive {last}{cause}"
+            result = self._quarantine(message, reason, DeadLetterKind.EXHAUSTED)
         else:
             # Behind a record failed by the deployment, this one fails because of the deployment too.
             hint = blocker.hint if blocker is not None else None
@@ -297,15 +293,9 @@ class Consumer:
         raised: dict[str, Any] | None = None,
     ) -> RecordResult:
         is_conflict = conflict is not None
+        failed = RecordResult(message, Outcome.FAILED, conflict=is_conflict, kind=kind, notes=raised)
         if self.quarantine is None:
-            return RecordResult(
-                message,
-                Outcome.FAILED,
-                f"permanent, no DLQ_URL so retried until redrive: {reason}",
-                conflict=is_conflict,
-                kind=kind,
-                notes=raised,
-            )
+            return failed._replace(reason=f"permanent, no DLQ_URL so retried until redrive: {reason}")
         details: dict[str, Any] = {}
         if conflict is not None:
             details.update(fingerprint=conflict.fingerprint, stored_fingerprint=conflict.stored_fingerprint)
@@ -313,16 +303,11 @@ class Consumer:
             details.update(error_type=raised["error_type"], error_location=raised["error_location"])
         try:
             sent = self.quarantine.send(message, reason, kind, details)
-        except SendFailed as failed:
-            failure = classify(failed.error, failed.where)
-            return RecordResult(
-                message,
-                Outcome.FAILED,
-                f"permanent: {reason}; sending to the dlq failed: {error_text(failed.error)}",
-                conflict=is_conflict,
+        except SendFailed as unsent:
+            failure = classify(unsent.error, unsent.where)
+            return failed._replace(
+                reason=f"permanent: {reason}; sending to the dlq failed: {error_text(unsent.error)}",
                 hint=failure.hint if failure.misconfigured else None,
-                kind=kind,
-                notes=raised,
             )
         # Said on the record's own line: one line per quarantined record.
         notes: dict[str, Any] = dict(raised or ())

@@ -7,18 +7,9 @@ why, so the batch comes back (nothing is quarantined because of the deployment).
 import os
 
 from idempotent_runtime.config import Config
-from idempotent_runtime.contract import ConfigurationError, LogLevel
 from idempotent_runtime.flow import build_handler
-from idempotent_runtime.observability import Log
+from idempotent_runtime.observability import configured
 
-try:
-    handler = build_handler(Config.from_env(os.environ))
-except ConfigurationError as refused:
-    log = Log(LogLevel.ERROR, os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local")
-    log.emit(
-        LogLevel.ERROR,
-        "configuration refused at cold start: batches are retried until it is fixed",
-        error=str(refused),
-    )
-    log.flush()
-    raise
+handler = configured(
+    lambda: build_handler(Config.from_env(os.environ)), "configuration refused at cold start"
+)

@@ -5,13 +5,16 @@ dependency). What each level writes: docs/runtime.md, "Logs and metrics".
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO, TypeVar
 
-from idempotent_runtime.contract import METRICS_DIMENSION, LogLevel, Metric
+from idempotent_runtime.contract import METRICS_DIMENSION, ConfigurationError, LogLevel, Metric
+
+T = TypeVar("T")
 
 _LEVELS = {LogLevel.DEBUG: 10, LogLevel.INFO: 20, LogLevel.WARNING: 30, LogLevel.ERROR: 40}
 _METRIC_NAMES = tuple(metric.value for metric in Metric)
@@ -53,6 +56,23 @@ class Log:
         stream = self._stream or sys.stdout
         with self._lock:
             stream.flush()
+
+
+def cold_start_error(message: str, **fields: Any) -> None:
+    """One ERROR line, written at once, by a function that has no configuration yet to name it by."""
+    log = Log(LogLevel.ERROR, os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local")
+    log.emit(LogLevel.ERROR, message, **fields)
+    log.flush()
+
+
+def configured(build: Callable[[], T], refused: str) -> T:
+    """``build()``, a handler from its configuration; a configuration that cannot work is said first, in one
+    ERROR line (``refused``), and raised: the batches come back until it is fixed."""
+    try:
+        return build()
+    except ConfigurationError as error:
+        cold_start_error(f"{refused}: batches are retried until it is fixed", error=str(error))
+        raise
 
 
 def emf_line(

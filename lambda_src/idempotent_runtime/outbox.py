@@ -50,7 +50,6 @@ from idempotent_runtime.contract import (
     RESERVED_KEY_PREFIX,
     SNS_NUMBER_DECIMALS,
     SNS_NUMBER_MAGNITUDE,
-    SQS_CHARACTERS,
     SQS_NUMBER_DIGITS,
     SQS_NUMBER_MAGNITUDES,
     TOKEN_ATTRIBUTE,
@@ -58,7 +57,7 @@ from idempotent_runtime.contract import (
 from idempotent_runtime.errors import InvalidMessage
 from idempotent_runtime.message import Key, Message, join_key
 from idempotent_runtime.payload import encode_result
-from idempotent_runtime.quarantine import size
+from idempotent_runtime.quarantine import UNSAFE, size
 
 # --- the layout ----------------------------------------------------------------------------------------
 OUTBOX_PARTITION_PREFIX = RESERVED_KEY_PREFIX + "outbox#"  # after KEY_PREFIX, before the lane
@@ -84,8 +83,6 @@ ATTRIBUTE_NAME_PATTERN = re.compile(r"(?!\.)(?!.*\.\.)(?!.*\.$)[\w.-]{1,256}", r
 ATTRIBUTE_TYPES = ("String", "Number", "Binary")  # each may carry a custom suffix: "String.money"
 # A Number attribute's text (then SQS_NUMBER_* and, to a topic, SNS_NUMBER_*).
 NUMBER_PATTERN = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-# Compiled on first use (see quarantine.UNSAFE).
-_REFUSED_CHARACTER = f"[^{SQS_CHARACTERS}]"
 
 
 def emitter(key_prefix: str) -> str:
@@ -131,22 +128,15 @@ def stream_filters(partition_key: str, sort_key: str, key_prefix: str) -> list[d
     :data:`LEGACY_OUTBOX_SORT`, no emitter; a marker, the only other item with that sort key, has a token),
     still in the stream for 24 hours after the upgrade."""
     partition = {"S": [{"prefix": outbox_partition(key_prefix, "")}]}
-    writes = ["INSERT", "MODIFY"]
     return [
         {
-            "eventName": writes,
-            "dynamodb": {
-                "Keys": {partition_key: partition, sort_key: {"S": [{"prefix": OUTBOX_SORT_PREFIX}]}},
-                "NewImage": {OUTBOX_EMITTER_ATTRIBUTE: {"S": [emitter(key_prefix)]}},
-            },
-        },
-        {
-            "eventName": writes,
-            "dynamodb": {
-                "Keys": {partition_key: partition, sort_key: {"S": [LEGACY_OUTBOX_SORT]}},
-                "NewImage": {TOKEN_ATTRIBUTE: {"S": [{"exists": False}]}},
-            },
-        },
+            "eventName": ["INSERT", "MODIFY"],
+            "dynamodb": {"Keys": {partition_key: partition, sort_key: {"S": [sort]}}, "NewImage": image},
+        }
+        for sort, image in (
+            ({"prefix": OUTBOX_SORT_PREFIX}, {OUTBOX_EMITTER_ATTRIBUTE: {"S": [emitter(key_prefix)]}}),
+            (LEGACY_OUTBOX_SORT, {TOKEN_ATTRIBUTE: {"S": [{"exists": False}]}}),
+        )
     ]
 
 
@@ -198,7 +188,7 @@ def check(message: Emitted, target: str, what: str) -> None:
 
 def refused_character(text: str) -> tuple[int, str] | None:
     """The first character of ``text`` SQS refuses, with its index; None when it takes them all."""
-    found = re.search(_REFUSED_CHARACTER, text)
+    found = re.search(UNSAFE, text)
     return (found.start(), found.group()) if found else None
 
 

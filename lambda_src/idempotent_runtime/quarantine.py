@@ -49,8 +49,8 @@ from idempotent_runtime.errors import Resource, error_text, is_conditional_check
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.retries import Retrier
 
-# What SQS does not accept in a body or a string attribute value: escaped. Compiled on first use: the
-# character class costs milliseconds to compile, at every cold start otherwise.
+# What SQS does not accept in a body or a string attribute value: escaped here, refused by outbox.check.
+# Compiled on first use: the character class costs milliseconds to compile, at every cold start otherwise.
 UNSAFE = f"[^{SQS_CHARACTERS}]"
 
 
@@ -63,7 +63,7 @@ def sqs_safe(text: str, limit: int = MAX_REASON_CHARACTERS) -> str:
     return safe or "unknown"
 
 
-def source_queue_url(arn: Any, endpoint_url: str) -> str | None:
+def queue_url(arn: Any, endpoint_url: str) -> str | None:
     """The URL of the queue ``arn:aws:sqs:<region>:<account>:<name>`` at the SQS client's endpoint."""
     if not isinstance(arn, str):
         return None
@@ -246,7 +246,7 @@ class Quarantine:
             return False
         try:
             sqs = self._sqs()
-            url = source_queue_url(message.record.get("eventSourceARN"), sqs.meta.endpoint_url)
+            url = queue_url(message.record.get("eventSourceARN"), sqs.meta.endpoint_url)
             if url is None:
                 return False
             self.calls(sqs.delete_message, QueueUrl=url, ReceiptHandle=handle)

@@ -64,7 +64,7 @@ from idempotent_runtime.contract import (
     LogLevel,
 )
 from idempotent_runtime.errors import InvalidMessage, Resource, classify, error_code, error_text, too_large
-from idempotent_runtime.observability import Log, emf_line
+from idempotent_runtime.observability import Log, configured, emf_line
 from idempotent_runtime.outbox import (
     MAX_EMITTED_BYTES,
     Emitted,
@@ -74,7 +74,7 @@ from idempotent_runtime.outbox import (
     outbox_partition,
     read_messages,
 )
-from idempotent_runtime.quarantine import sendable, size, sqs_safe, string
+from idempotent_runtime.quarantine import queue_url, sendable, size, sqs_safe, string
 from idempotent_runtime.retries import Retrier
 
 RELAY_HANDLER = RUNTIME_PACKAGE + ".relay.handler"  # the relay's entry point
@@ -97,9 +97,8 @@ class RelayMetric(StrEnum):
     PUBLISHED = "published"  # emitted messages the target accepted
     DEAD_LETTERED = "dead_lettered"  # never publishable: sent to the relay's DLQ with the reason
     FAILED = "failed"  # left for the stream to deliver again (from the first record not published)
-    REORDERED = (
-        "reordered"  # out of its group's order: refused, then a later one accepted; or committed earlier
-    )
+    # Out of its group's order: refused, then a later one accepted; or committed earlier.
+    REORDERED = "reordered"
 
 
 REFUSED = "the emit target refused it for good: "
@@ -334,7 +333,6 @@ class Relay:
         self.sqs = LazyClient(
             "sqs", sqs_client if sqs_client is not None or not self.to_queue else target_client
         )
-        self.queue = (arn[4], arn[5])
         self.calls = Retrier(sleep)
         self.log = Log(config.log_level, config.function_name, log_stream)
         self.records: list[dict[str, Any]] = []
@@ -437,7 +435,7 @@ class Relay:
             entries.append(entry)
         if self.to_queue:
             client = self.target()
-            url = f"{client.meta.endpoint_url.rstrip('/')}/{self.queue[0]}/{self.queue[1]}"
+            url = queue_url(self.config.target_arn, client.meta.endpoint_url)
             return self.calls(client.send_message_batch, QueueUrl=url, Entries=entries)
         return self.calls(
             self.target().publish_batch, TopicArn=self.config.target_arn, PublishBatchRequestEntries=entries
@@ -562,13 +560,5 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, list[dict[s
     """Lambda entry point ``idempotent_runtime.relay.handler``: the relay configured from the environment."""
     global _relay
     if _relay is None:
-        try:
-            _relay = Relay(RelayConfig.from_env(os.environ))
-        except ConfigurationError as refused:
-            Log(LogLevel.ERROR, os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local").emit(
-                LogLevel.ERROR,
-                "relay configuration refused: batches are retried until it is fixed",
-                error=str(refused),
-            )
-            raise
+        _relay = configured(lambda: Relay(RelayConfig.from_env(os.environ)), "relay configuration refused")
     return _relay(event, context)

@@ -162,6 +162,17 @@ class ExecutionService(ABC):
             raise ExecutionConflict(key, arn, sha256_hex(text.encode("ascii")), _fingerprint(stored))
         return arn
 
+    def input_of(self, described: dict[str, Any], field: str, operation: str, arn: str) -> str:
+        """The input text in ``field`` of what ``operation`` answered for the execution ``arn``."""
+        stored = described.get(field)
+        if not isinstance(stored, str):
+            raise Misconfiguration(
+                f"{operation} of {arn} returned no input",
+                "the function cannot read the execution's input: with a customer managed key on the "
+                f"{self.what} it needs kms:Decrypt on that key through {self.title}",
+            )
+        return stored
+
     def call(self, operation: Any, name: str, arn: str, **request: Any) -> Any:
         """``operation(**request)`` with the runtime's retries; a failure raised as :meth:`fail` says."""
         try:
@@ -262,14 +273,7 @@ class StepFunctions(ExecutionService):
         parts = _state_machine_arn_parts(state_machine_arn)
         arn = ":".join([*parts[:5], "execution", parts[6], name])
         described = self.call(sfn.describe_execution, "DescribeExecution", arn, executionArn=arn)
-        stored = described.get("input")
-        if not isinstance(stored, str):
-            raise Misconfiguration(
-                f"DescribeExecution of {arn} returned no input",
-                "the function cannot read the execution's input: with a customer managed key on the state "
-                "machine it needs kms:Decrypt on that key",
-            )
-        return str(described["executionArn"]), stored
+        return str(described["executionArn"]), self.input_of(described, "input", "DescribeExecution", arn)
 
 
 def _state_machine_arn_parts(state_machine_arn: str) -> list[str]:
@@ -382,14 +386,7 @@ class DurableFunctions(ExecutionService):
             DurableExecutionArn=arn,
             IncludeExecutionData=True,
         )
-        stored = described.get("InputPayload")
-        if not isinstance(stored, str):
-            raise Misconfiguration(
-                f"GetDurableExecution of {arn} returned no input",
-                "the function cannot read the execution's input: with a customer managed key on the durable "
-                "function it needs kms:Decrypt on that key through Lambda",
-            )
-        return arn, stored
+        return arn, self.input_of(described, "InputPayload", "GetDurableExecution", arn)
 
     def _holder(self, lam: Any, function: str, unqualified: str, name: str) -> str | None:
         """The ARN of the function's execution named ``name``. Lambda lists a function's executions one

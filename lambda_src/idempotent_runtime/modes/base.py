@@ -9,7 +9,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from idempotent_runtime.config import Config
 from idempotent_runtime.contract import (
@@ -29,7 +29,9 @@ from idempotent_runtime.errors import (
     Misconfiguration,
     TransientError,
     error_code,
+    is_conditional_check_failed,
     is_retryable,
+    old_item,
 )
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.payload import Fingerprinter, raw_fingerprint
@@ -75,24 +77,15 @@ def transaction_retryable(exc: BaseException) -> bool:
     return is_retryable(exc)
 
 
-class Done:
+class Done(NamedTuple):
     """What a mode made of a record: the outcome, the processor's result (guarded), the conflict when the
     key was done with another payload and ``ON_CONFLICT=duplicate`` made it a duplicate, and why (stale:
     the versions)."""
 
-    __slots__ = ("conflict", "outcome", "reason", "result")
-
-    def __init__(
-        self,
-        outcome: Outcome,
-        result: Any = None,
-        conflict: Conflict | None = None,
-        reason: str | None = None,
-    ) -> None:
-        self.outcome = outcome
-        self.result = result
-        self.conflict = conflict
-        self.reason = reason
+    outcome: Outcome
+    result: Any = None
+    conflict: Conflict | None = None
+    reason: str | None = None
 
 
 class RecordState(StrEnum):
@@ -129,24 +122,22 @@ def new_token() -> str:
     return f"{_TOKEN_PREFIX}{next(_TOKEN_COUNTER):08x}"
 
 
-def text_of(item: dict[str, Any], *names: str) -> str | None:
-    """The first string attribute of ``item`` among ``names``."""
+def text_of(item: dict[str, Any], *names: str, kind: str = "S") -> str | None:
+    """The first attribute of ``item`` among ``names`` of type ``kind`` (a string), as its text."""
     for name in names:
         value = item.get(name)
-        if isinstance(value, dict) and isinstance(value.get("S"), str):
-            return value["S"]
+        if isinstance(value, dict) and isinstance(value.get(kind), str):
+            return value[kind]
     return None
 
 
 def number_of(item: dict[str, Any], *names: str) -> int | None:
-    for name in names:
-        value = item.get(name)
-        if isinstance(value, dict) and isinstance(value.get("N"), str):
-            try:
-                return int(value["N"].split(".")[0])
-            except ValueError:
-                return None
-    return None
+    """The whole part of the first number attribute of ``item`` among ``names``."""
+    text = text_of(item, *names, kind="N")
+    try:
+        return int(text.split(".")[0]) if text is not None else None
+    except ValueError:
+        return None
 
 
 class BaseMode(ABC):
@@ -210,6 +201,20 @@ class BaseMode(ABC):
         self.calls(
             lambda: write(TransactItems=request(self.clock())), retryable=transaction_retryable, **retry
         )
+
+    def conditional(self, operation: Callable[..., Any], own: dict[str, Any], **request: Any) -> dict | None:
+        """``operation(**request)`` (PutItem, UpdateItem) on our table, under its condition: None when it
+        wrote, else the item as it was (``ALL_OLD``), which must be at the key written (``own``)."""
+        request.update(TableName=self.table, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        try:
+            self.calls(operation, **request)
+        except Exception as exc:
+            if not is_conditional_check_failed(exc):
+                raise
+            old = old_item(exc)
+            self.same_key(own, old)
+            return old
+        return None
 
     def delivery_state(
         self, message: Message | None, item: dict[str, Any], fingerprint: str, now: float

@@ -13,7 +13,7 @@ from idempotent_runtime.contract import (
     Mode,
     Outcome,
 )
-from idempotent_runtime.errors import InvalidMessage, is_conditional_check_failed, old_item
+from idempotent_runtime.errors import InvalidMessage
 from idempotent_runtime.keys import written_for
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.modes.base import ABSENT, BaseMode, Done, new_token
@@ -67,23 +67,15 @@ class DocumentMode(BaseMode):
         """One PutItem of ``item`` under ``condition``. A failed condition returns the item as it was: our
         own ``token`` (an answer lost) is processed, another key (``own``) a misconfiguration, anything else
         what ``refused`` makes of it."""
-        try:
-            self.calls(
-                self.dynamodb().put_item,
-                TableName=self.table,
-                Item=item,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=self.names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except Exception as exc:
-            if not is_conditional_check_failed(exc):
-                raise
-            old = old_item(exc)
-            self.same_key(own, old)
-            return Done(Outcome.PROCESSED) if self.ours(old, token) else refused(old)
-        return Done(Outcome.PROCESSED)
+        old = self.conditional(
+            self.dynamodb().put_item,
+            own,
+            Item=item,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=self.names,
+            ExpressionAttributeValues=values,
+        )
+        return Done(Outcome.PROCESSED) if old is None or self.ours(old, token) else refused(old)
 
     def document(
         self,

@@ -277,27 +277,22 @@ class GuardedMode(BaseMode):
             values[":dedup_id"] = {"S": dedup_id}
         if self.config.dedup_ttl_seconds:
             values[":ttl"] = {"N": str(claim_expiry(now, self.config.dedup_ttl_seconds, recorded_ms))}
-        try:
-            # An UpdateItem names the item by its whole key: a table keyed otherwise refuses the claim
-            # before the effect runs (a PutItem would be stored, and only the completion refused).
-            self.calls(
-                self.dynamodb().update_item,
-                TableName=self.table,
-                Key=item_key,
-                UpdateExpression=self.claim_updates[bool(dedup_id)],
-                ConditionExpression=CLAIM,
-                ExpressionAttributeNames=self.claim_names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except Exception as exc:
-            if not is_conditional_check_failed(exc):
-                raise
-            old = old_item(exc)
-            self.same_key(item_key, old)
-            # Our own token: a retried claim whose first attempt was applied (response lost). We hold it.
-            if text_of(old, OWNER_ATTRIBUTE) != token or text_of(old, STATUS_ATTRIBUTE) != IN_PROGRESS:
-                return self._existing(key, old, fingerprint, now_ms)
+        # An UpdateItem names the item by its whole key: a table keyed otherwise refuses the claim before the
+        # effect runs (a PutItem would be stored, and only the completion refused).
+        old = self.conditional(
+            self.dynamodb().update_item,
+            item_key,
+            Key=item_key,
+            UpdateExpression=self.claim_updates[bool(dedup_id)],
+            ConditionExpression=CLAIM,
+            ExpressionAttributeNames=self.claim_names,
+            ExpressionAttributeValues=values,
+        )
+        # Our own token: a retried claim whose first attempt was applied (response lost). We hold it.
+        if old is not None and (
+            text_of(old, OWNER_ATTRIBUTE) != token or text_of(old, STATUS_ATTRIBUTE) != IN_PROGRESS
+        ):
+            return self._existing(key, old, fingerprint, now_ms)
 
         lease = Lease(self, key, token, horizon_ms)
         message.lease = lease
@@ -335,7 +330,8 @@ class GuardedMode(BaseMode):
 
     def _complete(self, lease: Lease, message: Message, result: Any, outbox: Outbox | None) -> None:
         key = lease.key
-        stored = self._encode(result, key, message)
+        said = {"key": str(key), "message_id": message.message_id}  # on each warning of the completion
+        stored = self._encode(result, said)
         emits = outbox if outbox is not None and outbox.count else None
 
         def completion(now: float) -> dict[str, Any]:
@@ -369,8 +365,7 @@ class GuardedMode(BaseMode):
                 self.warn(
                     "lease lost: the effect ran but another invocation owns the key now; completion refused "
                     "(nothing emitted)",
-                    key=str(key),
-                    message_id=message.message_id,
+                    **said,
                 )
                 raise LeaseLost(
                     f"lease on key {key} expired and was taken over; completion refused"
@@ -378,8 +373,7 @@ class GuardedMode(BaseMode):
             self.warn(
                 "effect ran but its completion was not stored; the key stays IN_PROGRESS until its lease "
                 "expires, then a retry runs the effect again (with the same idempotency key)",
-                key=str(key),
-                message_id=message.message_id,
+                **said,
                 error=error_text(exc),
             )
             failure = classify(exc)
@@ -400,23 +394,14 @@ class GuardedMode(BaseMode):
             return
         self.transact(lambda now: [{"Update": completion(now)}, *self.outbox_items(emits, now)], **retry)
 
-    def _encode(self, result: Any, key: Key, message: Message) -> str | None:
+    def _encode(self, result: Any, said: dict[str, str]) -> str | None:
         try:
             text = encode_result(result)
         except Exception as exc:  # whatever the result's own code raises: the key completes regardless
-            self.warn(
-                "result not stored: it cannot be written as JSON",
-                key=str(key),
-                message_id=message.message_id,
-                error=safe_error_text(exc),
-            )
+            self.warn("result not stored: it cannot be written as JSON", **said, error=safe_error_text(exc))
             return None
         if len(text) > MAX_RESULT_BYTES // 4 and len(text.encode("utf-8")) > MAX_RESULT_BYTES:
-            self.warn(
-                f"result not stored: over {MAX_RESULT_BYTES} bytes",
-                key=str(key),
-                message_id=message.message_id,
-            )
+            self.warn(f"result not stored: over {MAX_RESULT_BYTES} bytes", **said)
             return None
         return text
 

@@ -32,7 +32,7 @@ from idempotent_runtime.errors import (
 from idempotent_runtime.message import Key, Message
 from idempotent_runtime.modes.base import Done, RecordState, text_of
 from idempotent_runtime.modes.document import DocumentMode
-from idempotent_runtime.payload import field_value, raw_fingerprint
+from idempotent_runtime.payload import field_value
 
 NUMBER, TIMESTAMP = "number", "timestamp"
 # The DynamoDB type each kind is stored as: a number exactly, a timestamp as fixed-width UTC text (which
@@ -185,14 +185,10 @@ class VersionedMode(DocumentMode):
         """As every mode's, with a timestamp version by its instant: the same state sent with ``+02:00``
         by one producer and ``Z`` by another is one payload."""
         try:
-            data = message.data
-        except InvalidMessage:
-            return raw_fingerprint(message.body)
-        try:
             version = self.version(message)
-        except InvalidMessage:
-            return self.fingerprints(data)
-        return self._fingerprint(data, version)
+        except InvalidMessage:  # not JSON, or no version to read: as every mode's
+            return super().fingerprint(message)
+        return self._fingerprint(message.json_object(), version)
 
     def _fingerprint(self, data: dict[str, Any], version: Version) -> str:
         if version.kind == TIMESTAMP:
