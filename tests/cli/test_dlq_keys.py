@@ -146,8 +146,9 @@ def test_dry_run_keys_dead_letters_of_a_single_field_key_as_the_consumer_does():
 
     code, terminal = dlq("redrive", "--stack", pipeline.stack, "--dry-run")
 
-    assert code == 0, terminal.error
+    assert code == 1, terminal.error  # the conflict would stay: the consumer would quarantine it again
     text = terminal.out.getvalue()
+    assert "dry run: 1 conflict, 1 done, 1 new; 2 would be redriven, 1 skipped; nothing was changed" in text
     assert f"{done['MessageId']} group g1 key c-1#customer_id: done: a redrive would be a duplicate" in text
     assert (
         f"{clash['MessageId']} group g1 key c-1#customer_id: conflict: done with a different payload" in text
