@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from benchmarks import contenders, run, runtime_bench, synth_bench, volume_bench
 from benchmarks.events import fifo_batch, redelivery
-from benchmarks.instruments import LatencyInjector, RequestCounter, StandingStubber
+from benchmarks.instruments import RequestCounter, StandingStubber
 from benchmarks.report import TIMES, Metric, Target, render_markdown, unmeasured
 
 REQUIRED_KEYS = {"name", "unit", "ours", "reference", "reference_name", "ratio", "method"}
@@ -72,24 +72,6 @@ def test_request_counter_counts_retried_attempts_as_requests(moto_table):
     moto_table.meta.events.register("before-send.dynamodb.PutItem", throttle_first_attempt)
     _put(moto_table, "a")
     assert counter.snapshot() == {"PutItem": 2}
-
-
-def test_latency_injector_sleeps_before_each_request_then_moto_answers(moto_table):
-    slept = []
-    injector = LatencyInjector(moto_table, 0.01, sleep=slept.append)
-    _put(moto_table, "a")
-    _put(moto_table, "b")
-    assert slept == [0.01, 0.01]
-    assert moto_table.scan(TableName="t")["Count"] == 2
-    assert slept == [0.01, 0.01, 0.01]
-    injector.detach()
-    _put(moto_table, "c")
-    assert len(slept) == 3
-
-
-def test_latency_injector_rejects_a_negative_delay(moto_table):
-    with pytest.raises(ValueError, match="delay_s must be >= 0, got -1"):
-        LatencyInjector(moto_table, -1)
 
 
 def test_standing_stubber_answers_any_number_of_calls_in_any_order():
