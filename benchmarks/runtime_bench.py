@@ -132,11 +132,6 @@ def _table_name(contender: Contender) -> str:
     return "bench-" + "".join(ch if ch.isalnum() else "-" for ch in contender.name.lower()).strip("-")
 
 
-def _recreate_table(client: Any, contender: Contender) -> None:
-    client.delete_table(TableName=_table_name(contender))
-    contender.create_table(client, _table_name(contender))
-
-
 def _item_count(client: Any, table_name: str) -> int:
     return sum(page["Count"] for page in client.get_paginator("scan").paginate(TableName=table_name))
 
