@@ -40,23 +40,33 @@ class BenchmarkError(RuntimeError):
 
 
 @contextmanager
-def quiet_output() -> Iterator[None]:
-    """Send fds 1 and 2 to /dev/null: per-record JSON log lines are part of the cost, not of the report."""
+def _output_to(fd: int) -> Iterator[None]:
+    """fds 1 and 2 written to ``fd`` meanwhile, then restored."""
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
         yield
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
-        for fd in (*saved, devnull):
-            os.close(fd)
+        for each in saved:
+            os.close(each)
+
+
+@contextmanager
+def quiet_output() -> Iterator[None]:
+    """Send fds 1 and 2 to /dev/null: per-record JSON log lines are part of the cost, not of the report."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        with _output_to(devnull):
+            yield
+    finally:
+        os.close(devnull)
 
 
 # Ambient AWS configuration that would send the measured clients somewhere other than moto, or fail them
@@ -564,24 +574,16 @@ def log_bytes_per_record(
             client = create_stubbed_client()
             handler = build(client)
         with tempfile.TemporaryFile() as sink:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            saved = os.dup(1), os.dup(2)
-            os.dup2(sink.fileno(), 1)
-            os.dup2(sink.fileno(), 2)
             # Python-level writers too (the handlers print through sys.stdout, which a test runner replaces).
-            text = open(os.dup(sink.fileno()), "w", buffering=1)  # noqa: SIM115 - closed below
-            try:
-                with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
-                    for _ in range(batches):
-                        result = handler(fifo_batch(records, groups), FakeLambdaContext())
-                        _check_all_succeeded(result, name)
-            finally:
-                text.close()
-                os.dup2(saved[0], 1)
-                os.dup2(saved[1], 2)
-                for fd in saved:
-                    os.close(fd)
+            with (
+                _output_to(sink.fileno()),
+                open(os.dup(sink.fileno()), "w", buffering=1) as text,
+                contextlib.redirect_stdout(text),
+                contextlib.redirect_stderr(text),
+            ):
+                for _ in range(batches):
+                    result = handler(fifo_batch(records, groups), FakeLambdaContext())
+                    _check_all_succeeded(result, name)
             sink.seek(0)
             written = sink.read()
         out.append(
