@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.instruments import RequestCounter
-from benchmarks.runtime_bench import BenchmarkError, _FifoSource, moto_backend
+from benchmarks.runtime_bench import BenchmarkError, OurConsumer, _FifoSource, moto_backend
 
 RECORDS = 10
 GROUPS = 10
@@ -63,49 +63,35 @@ def count_durable_requests() -> list[DurableCounts]:
     keys' records expired (conflicts Lambda's name check finds). moto in-process, taught durable functions
     by the emulator's patch; only the requests sent while the handler runs are counted."""
     from idempotent_runtime.clients import create_client
-    from idempotent_runtime.config import Config
     from idempotent_runtime.durable import start_durable_execution_once
-    from idempotent_runtime.flow import build_handler
 
-    from benchmarks.contenders import create_our_table
     from idempotent_local import durable_functions, patches
 
     durable_functions.install(None, patches._replace)
     try:
         with moto_backend():
-            sqs, dynamodb, lam = create_client("sqs"), create_client("dynamodb"), create_client("lambda")
+            lam = create_client("lambda")
             function = _durable_function(lam, create_client("iam"))
-            dlq = sqs.create_queue(QueueName="bench-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-            create_our_table(dynamodb, "bench-durable")
             clock = _Clock()
-            config = Config(
-                table_name="bench-durable",
-                mode="guarded",
-                dlq_url=dlq,
-                function_name="bench-consumer",
-                processor="bench:durable",
-            )
-            handler = build_handler(
-                config,
-                dynamodb_client=dynamodb,
-                sqs_client=sqs,
+            ours = OurConsumer(
+                "bench-durable",
+                {"mode": "guarded", "processor": "bench:durable"},
                 processor=lambda m: start_durable_execution_once(m, function, m.json_object(), client=lam),
                 clock=clock,
             )
-            _FifoSource(sqs, RECORDS, GROUPS).deliver("warm-up", handler, 0)
-            source = _FifoSource(sqs, RECORDS, GROUPS)
-            counters = [RequestCounter(dynamodb), RequestCounter(lam, service="lambda")]
+            _FifoSource(ours.sqs, RECORDS, GROUPS).deliver("warm-up", ours.handler, 0)
+            source = _FifoSource(ours.sqs, RECORDS, GROUPS)
+            counters = [RequestCounter(ours.dynamodb), RequestCounter(lam, service="lambda")]
             counted = []
             for kind, amounts in zip(KINDS, (0, 0, 1000, 2000), strict=True):
                 if kind == "conflict_after_record_expired":
                     clock.now += 8 * DAY  # past DEDUP_TTL_SECONDS (7 days), within the retention (14)
-                table, function_requests = source.deliver(kind, handler, amounts, counters)
+                table, function_requests = source.deliver(kind, ours.handler, amounts, counters)
                 counted.append((kind, {"dynamodb": table, "lambda": function_requests}))
             for counter in counters:
                 counter.detach()
-            dead = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])
-            if int(dead["Attributes"]["ApproximateNumberOfMessages"]) != 2 * RECORDS:
-                raise BenchmarkError(f"expected {2 * RECORDS} conflicts in the DLQ: {dead['Attributes']}")
+            if (dead := ours.dead_letters()) != 2 * RECORDS:
+                raise BenchmarkError(f"expected {2 * RECORDS} conflicts in the DLQ, found {dead}")
             listed = lam.list_durable_executions_by_function(FunctionName=function)["DurableExecutions"]
             if len(listed) != 2 * RECORDS:  # the warm-up's and the measured batch's keys, once each
                 raise BenchmarkError(f"{len(listed)} durable executions for {2 * RECORDS} keys")

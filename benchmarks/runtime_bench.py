@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,7 +202,6 @@ class ConflictCounts:
     contender: str
     records: int
     dynamodb_per_conflict: float
-    sqs_per_conflict: float
     dynamodb_by_operation: dict[str, int]
     sqs_by_operation: dict[str, int]
     outcome: str  # what the contender made of them
@@ -265,6 +264,34 @@ class _FifoSource:
         return snapshots
 
 
+class OurConsumer:
+    """Our runtime on moto (inside :func:`moto_backend`): the constructs' table, a FIFO DLQ, and a handler
+    built on them with ``config`` (more :class:`Config` fields) and ``build`` (``build_handler``'s other
+    arguments)."""
+
+    def __init__(self, table_name: str, config: Mapping[str, Any] | None = None, **build: Any) -> None:
+        from idempotent_runtime.clients import create_client
+        from idempotent_runtime.config import Config
+        from idempotent_runtime.flow import build_handler
+
+        from benchmarks.contenders import create_our_table
+
+        self.sqs, self.dynamodb = create_client("sqs"), create_client("dynamodb")
+        fifo = {"FifoQueue": "true"}
+        self.dlq = self.sqs.create_queue(QueueName="bench-dlq.fifo", Attributes=fifo)["QueueUrl"]
+        create_our_table(self.dynamodb, table_name)
+        settings = Config(
+            table_name=table_name, dlq_url=self.dlq, function_name="bench-consumer", **(config or {})
+        )
+        self.handler = build_handler(settings, dynamodb_client=self.dynamodb, sqs_client=self.sqs, **build)
+
+    def dead_letters(self) -> int:
+        dead = self.sqs.get_queue_attributes(
+            QueueUrl=self.dlq, AttributeNames=["ApproximateNumberOfMessages"]
+        )
+        return int(dead["Attributes"]["ApproximateNumberOfMessages"])
+
+
 def count_conflict_requests(
     *, records: int = 10, groups: int = 10, powertools: Contender | None = None
 ) -> list[ConflictCounts]:
@@ -276,37 +303,22 @@ def count_conflict_requests(
     the DLQ send). Only the requests the handler sends while it runs are counted. ``powertools``: the peer
     on the same messages (without payload validation it treats them as duplicates).
     """
-    from idempotent_runtime.clients import create_client
-    from idempotent_runtime.config import Config
-    from idempotent_runtime.flow import build_handler
-
-    from benchmarks.contenders import create_our_table
-
     with moto_backend():
-        sqs = create_client("sqs")
-        source = _FifoSource(sqs, records, groups)
-        deliver = source.deliver
-        dlq = sqs.create_queue(QueueName="bench-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        dynamodb = create_client("dynamodb")
-        create_our_table(dynamodb, "bench-ours")
-        config = Config(table_name="bench-ours", dlq_url=dlq, function_name="bench-consumer")
-        ours = build_handler(config, dynamodb_client=dynamodb, sqs_client=sqs)
+        ours = OurConsumer("bench-ours")
+        deliver = _FifoSource(ours.sqs, records, groups).deliver
         name = "ours (document)"
-        deliver(name, ours, 0)
-        counters = [RequestCounter(dynamodb), RequestCounter(sqs, service="sqs")]
-        table_requests, queue_requests = deliver(name, ours, 1000, counters)
+        deliver(name, ours.handler, 0)
+        counters = [RequestCounter(ours.dynamodb), RequestCounter(ours.sqs, service="sqs")]
+        table_requests, queue_requests = deliver(name, ours.handler, 1000, counters)
         for counter in counters:
             counter.detach()
-        dead = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])
-        in_dlq = int(dead["Attributes"]["ApproximateNumberOfMessages"])
-        if in_dlq != records:
+        if (in_dlq := ours.dead_letters()) != records:
             raise BenchmarkError(f"ours quarantined {in_dlq} of {records} conflicting messages")
         out = [
             ConflictCounts(
                 name,
                 records,
                 sum(table_requests.values()) / records,
-                sum(queue_requests.values()) / records,
                 table_requests,
                 queue_requests,
                 "quarantined (to the DLQ, with both fingerprints)",
@@ -325,7 +337,6 @@ def count_conflict_requests(
                     powertools.name,
                     records,
                     sum(by_operation.values()) / records,
-                    0.0,
                     by_operation,
                     {},
                     "duplicate (the first result returned; no payload validation configured)",
@@ -342,39 +353,22 @@ def count_versioned_requests(*, records: int = 10, groups: int = 10) -> dict[str
     a batch of each kind of :data:`VERSIONED_KINDS` through a moto FIFO queue - new entities at version 2,
     then version 1 (stale), version 2 again (duplicates), version 2 with other content (conflicts,
     quarantined). Raises BenchmarkError unless each batch has the expected outcome in the table and DLQ."""
-    from idempotent_runtime.clients import create_client
-    from idempotent_runtime.config import Config
-    from idempotent_runtime.flow import build_handler
-
-    from benchmarks.contenders import create_our_table
 
     def state(name: str, version: int) -> Callable[[str, str, int], str]:
         return lambda x, y, _: json.dumps({"x": x, "y": y, "v": version, "name": name})
 
     with moto_backend():
-        sqs = create_client("sqs")
-        source = _FifoSource(sqs, records, groups)
-        dlq = sqs.create_queue(QueueName="bench-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        dynamodb = create_client("dynamodb")
-        create_our_table(dynamodb, "bench-versioned")
-        config = Config(
-            table_name="bench-versioned",
-            mode="versioned",
-            version_field="v",
-            dlq_url=dlq,
-            function_name="bench-consumer",
-        )
-        handler = build_handler(config, dynamodb_client=dynamodb, sqs_client=sqs)
-        counter = RequestCounter(dynamodb)
+        ours = OurConsumer("bench-versioned", {"mode": "versioned", "version_field": "v"})
+        source = _FifoSource(ours.sqs, records, groups)
+        counter = RequestCounter(ours.dynamodb)
         counts = {}
         for kind, body in zip(
             VERSIONED_KINDS, (state("a", 2), state("b", 1), state("a", 2), state("c", 2)), strict=True
         ):
-            (counts[kind],) = source.deliver(f"ours (versioned, {kind})", handler, 0, [counter], body)
+            (counts[kind],) = source.deliver(f"ours (versioned, {kind})", ours.handler, 0, [counter], body)
         counter.detach()
-        items = dynamodb.scan(TableName="bench-versioned")["Items"]
-        dead = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])
-        in_dlq = int(dead["Attributes"]["ApproximateNumberOfMessages"])
+        items = ours.dynamodb.scan(TableName="bench-versioned")["Items"]
+        in_dlq = ours.dead_letters()
     if sorted(item["name"]["S"] + item["v"]["N"] for item in items) != ["a2"] * records or in_dlq != records:
         raise BenchmarkError(f"versioned mode left {len(items)} items and {in_dlq} DLQ messages")
     return counts
