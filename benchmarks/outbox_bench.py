@@ -100,24 +100,14 @@ def measure() -> OutboxCost:
     from idempotent_runtime.relay import Relay, RelayConfig
     from moto import mock_aws
 
+    from benchmarks.contenders import create_our_table
     from benchmarks.events import sqs_record
     from idempotent_local.event_filter import matches
 
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name=REGION)
-        dynamodb.create_table(
-            TableName=TABLE,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
-        )
+        stream = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+        create_our_table(dynamodb, TABLE, StreamSpecification=stream)
         sns = boto3.client("sns", region_name=REGION)
         topic = sns.create_topic(Name=TOPIC, Attributes={"FifoTopic": "true"})["TopicArn"]
         units = {"outbox": 0, "transaction": 0}

@@ -142,8 +142,9 @@ def _table_name(contender: Contender) -> str:
     return "bench-" + "".join(ch if ch.isalnum() else "-" for ch in contender.name.lower()).strip("-")
 
 
-def _item_count(client: Any, table_name: str) -> int:
-    return sum(page["Count"] for page in client.get_paginator("scan").paginate(TableName=table_name))
+def item_count(client: Any, table_name: str) -> int:
+    pages = client.get_paginator("scan").paginate(TableName=table_name, Select="COUNT")
+    return sum(page["Count"] for page in pages)
 
 
 # --- 1. DynamoDB requests per message -------------------------------------------------------------------
@@ -181,7 +182,7 @@ def count_requests(contender: Contender, *, records: int = 10, groups: int = 10)
             _check_all_succeeded(handler(redelivery(event), FakeLambdaContext()), contender.name)
         duplicate = counter.snapshot()
         counter.detach()
-        items = _item_count(client, table_name)
+        items = item_count(client, table_name)
     if items < records:
         raise BenchmarkError(f"{contender.name} stored {items} items for {records} new messages")
     return RequestCounts(

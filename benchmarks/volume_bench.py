@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from benchmarks.runtime_bench import REPO_ROOT, BenchmarkError
+from benchmarks.runtime_bench import REPO_ROOT, BenchmarkError, item_count
 
 GROUPS = 50
 
@@ -83,16 +83,6 @@ def _process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _table_items(emulator: Any, table: str) -> int:
-    dynamodb, count, request = emulator.client("dynamodb"), 0, {"TableName": table, "Select": "COUNT"}
-    while True:
-        page = dynamodb.scan(**request)
-        count += page["Count"]
-        if "LastEvaluatedKey" not in page:
-            return count
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-
 @contextmanager
 def bootstrapped_emulator(prefix: str) -> Iterator[tuple[Any, Any, Path]]:
     """A fresh emulator (its own process, as `local deploy` starts it) with the CDK bootstrapped in it:
@@ -140,7 +130,7 @@ def publish_and_drain(emulator: Any, pipeline: Any, messages: int, groups: int =
     bodies = [{fields[0]: f"{run}-{n}", fields[1]: "1", "n": n} for n in range(messages)]
     dead_letter_queues = (pipeline.dead_letter_queue_url, pipeline.subscription_dead_letter_queue_url)
     dead_before = sum(messages_in(emulator, url) for url in dead_letter_queues)
-    items_before = _table_items(emulator, pipeline.table_name)
+    items_before = item_count(emulator.client("dynamodb"), pipeline.table_name)
     with EventSourceRunner(emulator) as runner:
         runner.drain(timeout=600, mappings=[pipeline.mapping])  # a warm worker; nothing left from before
         cpu_start, start = _process_cpu_s(emulator.pid), time.perf_counter()
@@ -158,7 +148,7 @@ def publish_and_drain(emulator: Any, pipeline: Any, messages: int, groups: int =
     published.raise_for_failures()
     keys = {(str(body[fields[0]]), str(body[fields[1]])) for body in bodies}
     found = len(items_with_keys(emulator, pipeline, keys))
-    grown = _table_items(emulator, pipeline.table_name) - items_before
+    grown = item_count(emulator.client("dynamodb"), pipeline.table_name) - items_before
     dead = sum(messages_in(emulator, url) for url in dead_letter_queues) - dead_before
     if (found, grown, dead, stats.delivered) != (messages, messages, 0, messages):
         raise BenchmarkError(
@@ -243,6 +233,8 @@ def plain_moto_cpu(messages: int, groups: int = GROUPS, chunk: int = 100) -> flo
     (``attribute_not_exists``), DeleteMessageBatch; ``chunk`` messages published, then drained, at a time."""
     import hashlib
 
+    from benchmarks.contenders import create_our_table
+
     with plain_moto_server() as (endpoint, pid):
         sns, sqs, dynamodb = _plain_clients(endpoint)
         topic = sns.create_topic(
@@ -255,18 +247,7 @@ def plain_moto_cpu(messages: int, groups: int = GROUPS, chunk: int = 100) -> flo
         sns.subscribe(
             TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
         )
-        dynamodb.create_table(
-            TableName="plain",
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_our_table(dynamodb, "plain")
         run = uuid.uuid4().hex[:8]
         start = _process_cpu_s(pid)
         for first in range(0, messages, chunk):
@@ -302,7 +283,7 @@ def plain_moto_cpu(messages: int, groups: int = GROUPS, chunk: int = 100) -> flo
                     )
                 left -= len(received)
         end = _process_cpu_s(pid)
-        stored = dynamodb.scan(TableName="plain", Select="COUNT")["Count"]
+        stored = item_count(dynamodb, "plain")
         if stored != messages:
             raise BenchmarkError(f"plain moto stored {stored} of {messages} messages")
     return None if start is None or end is None else end - start
