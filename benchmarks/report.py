@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,15 @@ def _rounded(value: float | None) -> float | None:
     if isinstance(value, int) or float(value).is_integer():
         return value
     return float(f"{value:.6g}")
+
+
+def paired_ratio(ours: Sequence[float], reference: Sequence[float]) -> float:
+    """Median of per-round ratios, to 4 places: each pair ran seconds apart, so slow drift cancels."""
+    return round(statistics.median(o / r for o, r in zip(ours, reference, strict=True)), 4)
+
+
+def side_by_side(ours: float, reference: float) -> dict[str, float]:
+    return {"ours": round(ours, 4), "reference": round(reference, 4), "ratio": round(ours / reference, 4)}
 
 
 def unmeasured(

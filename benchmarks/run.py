@@ -45,9 +45,11 @@ from benchmarks.report import (  # noqa: E402
     TIMES,
     Metric,
     Target,
+    paired_ratio,
     render_chart,
     render_cost_chart,
     render_markdown,
+    side_by_side,
     unmeasured,
     write_json,
 )
@@ -401,22 +403,26 @@ def latency_section(settings: Settings) -> tuple[list[Metric], dict[str, dict[in
 
 
 def _cpu_metric(
-    name: str, ours_name: str, samples: rb.CpuSamples, method: str, target: Target | None, mode: str
+    name: str,
+    mode: str,
+    samples: rb.CpuSamples,
+    method: str,
+    target: Target | None,
+    reference: tuple[str, str] = ("Powertools", "Powertools"),  # its series, and its name in the table
 ) -> Metric:
-    ours, theirs = samples.samples[ours_name], samples.samples["Powertools"]
+    ours_name = cont.ours(mode).name
+    ours, theirs = samples.samples[ours_name], samples.samples[reference[0]]
     return Metric(
         name,
         "µs",
         samples.median(ours_name),
-        samples.median("Powertools"),
-        "Powertools",
+        samples.median(reference[0]),
+        reference[1],
         method,
         target,
         {
             "mode": mode,
-            "paired_ratio_median": round(
-                statistics.median(o / r for o, r in zip(ours, theirs, strict=True)), 4
-            ),
+            "paired_ratio_median": paired_ratio(ours, theirs),
             "ours_samples_us": [round(s, 1) for s in ours],
             "reference_samples_us": [round(s, 1) for s in theirs],
         },
@@ -451,7 +457,7 @@ def cpu_section(settings: Settings) -> list[Metric]:
         if mode not in available:
             metrics.append(unmeasured(name, "µs", "Powertools", method(10), missing[mode], target))
             continue
-        metrics.append(_cpu_metric(name, cont.ours(mode).name, samples, method(10), target, mode))
+        metrics.append(_cpu_metric(name, mode, samples, method(10), target))
     floor_name = "cpu_us_per_record_vs_floor"
     floor_target = Target("ratio", 1.5, f"≤ 1.5{TIMES} floor")
     floor_method = (
@@ -462,26 +468,8 @@ def cpu_section(settings: Settings) -> list[Metric]:
     if floor_of is None:
         metrics.append(unmeasured(floor_name, "µs", "floor", floor_method, missing["document"], floor_target))
     else:
-        ours, floor = samples.samples["ours (document)"], samples.samples[rb.FLOOR]
-        metrics.append(
-            Metric(
-                floor_name,
-                "µs",
-                samples.median("ours (document)"),
-                samples.median(rb.FLOOR),
-                "floor: the same put_item calls in a bare loop",
-                floor_method,
-                floor_target,
-                {
-                    "mode": "document",
-                    "paired_ratio_median": round(
-                        statistics.median(o / f for o, f in zip(ours, floor, strict=True)), 4
-                    ),
-                    "ours_samples_us": [round(s, 1) for s in ours],
-                    "reference_samples_us": [round(s, 1) for s in floor],
-                },
-            )
-        )
+        floor = (rb.FLOOR, "floor: the same put_item calls in a bare loop")
+        metrics.append(_cpu_metric(floor_name, "document", samples, floor_method, floor_target, floor))
     if "document" in available:
         # One group: every record one after another, as the floor's calls are, so this isolates the
         # per-record work from the cost (and the overlapped waits) of running groups concurrently.
@@ -493,14 +481,10 @@ def cpu_section(settings: Settings) -> list[Metric]:
             floor_of=floor_of,
             delay_s=delay_s,
         )
-        metric = _cpu_metric(
-            "cpu_us_per_record_1_group", "ours (document)", sequential, method(1), None, "document"
-        )
+        metric = _cpu_metric("cpu_us_per_record_1_group", "document", sequential, method(1), None)
         ours, floor = sequential.samples["ours (document)"], sequential.samples[rb.FLOOR]
         metric.extra["floor_us"] = round(sequential.median(rb.FLOOR), 1)
-        metric.extra["vs_floor_paired_ratio_median"] = round(
-            statistics.median(o / f for o, f in zip(ours, floor, strict=True)), 4
-        )
+        metric.extra["vs_floor_paired_ratio_median"] = paired_ratio(ours, floor)
         metrics.append(metric)
     log(
         "cpu: "
@@ -666,29 +650,15 @@ def cold_init_section(settings: Settings) -> list[Metric]:
         ]
     samples = rb.cold_init(programs, env, runs=settings.cold_runs)
 
-    def paired_ratio(reference: str) -> float:
-        """Median of per-round ratios: each pair ran seconds apart, so slow drift cancels."""
-        ours, theirs = samples.samples["cpu"]["ours"], samples.samples["cpu"][reference]
-        return statistics.median(o / r for o, r in zip(ours, theirs, strict=True))
-
     def extra(reference: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"paired_ratio_median": round(paired_ratio(reference), 4)}
-        fastest = min(samples.samples["cpu"]["ours"]), min(samples.samples["cpu"][reference])
-        out["min_s"] = {
-            "ours": round(fastest[0], 4),
-            "reference": round(fastest[1], 4),
-            "ratio": round(fastest[0] / fastest[1], 4),
+        cpu = samples.samples["cpu"]
+        out: dict[str, Any] = {
+            "paired_ratio_median": paired_ratio(cpu["ours"], cpu[reference]),
+            "min_s": side_by_side(min(cpu["ours"]), min(cpu[reference])),
         }
         for kind in ("wall", "process_cpu", "process_wall"):
-            ours, theirs = samples.median("ours", kind), samples.median(reference, kind)
-            out[f"{kind}_s"] = {
-                "ours": round(ours, 4),
-                "reference": round(theirs, 4),
-                "ratio": round(ours / theirs, 4),
-            }
-        out["samples_cpu_s"] = {
-            name: [round(v, 4) for v in samples.samples["cpu"][name]] for name in ("ours", reference)
-        }
+            out[f"{kind}_s"] = side_by_side(samples.median("ours", kind), samples.median(reference, kind))
+        out["samples_cpu_s"] = {name: [round(v, 4) for v in cpu[name]] for name in ("ours", reference)}
         return out
 
     floor_extra = extra("floor")
@@ -774,9 +744,7 @@ def synth_section(settings: Settings) -> list[Metric]:
                 "reference_with_cdk_nag_s": round(medians["reference_with_nag"], 4),
                 "paired_ratio_median": round(data["paired_ratio_median"]["wall"], 4),
                 "cpu_s": {
-                    "ours": round(cpu_medians["reference"], 4),
-                    "reference": round(cpu_medians["plain"], 4),
-                    "ratio": round(cpu_medians["reference"] / cpu_medians["plain"], 4),
+                    **side_by_side(cpu_medians["reference"], cpu_medians["plain"]),
                     "paired_ratio_median": round(data["paired_ratio_median"]["cpu"], 4),
                     "method": "CPU time of the Python process plus the jsii Node process (all threads, "
                     "/proc schedstat) per synth, median",

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import paired_ratio
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONSUMER_HANDLER = "idempotent_runtime.handler.handler"
 
@@ -248,9 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                 for kind, per_app in samples.items()
             },
             "paired_ratio_median": {
-                kind: statistics.median(
-                    ours / plain for ours, plain in zip(per_app["reference"], per_app["plain"], strict=True)
-                )
+                kind: paired_ratio(per_app["reference"], per_app["plain"])
                 for kind, per_app in samples.items()
                 if per_app
             },
