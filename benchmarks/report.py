@@ -100,7 +100,7 @@ def write_json(metrics: list[Metric], run_info: dict[str, Any], path: Path) -> d
     return document
 
 
-def _fmt(value: float | None, unit: str = "") -> str:
+def fmt(value: float | None, unit: str = "") -> str:
     if value is None:
         return DASH
     if unit == "bytes":
@@ -135,13 +135,13 @@ def render_markdown(metrics: list[Metric], run_info: dict[str, Any]) -> str:
         "|---|---|---:|---:|---:|---|---|",
     ]
     for metric in metrics:
-        reference = _fmt(metric.reference, metric.unit)
+        reference = fmt(metric.reference, metric.unit)
         if metric.reference_name:
             reference += f" ({metric.reference_name})"
         ratio = DASH if metric.ratio is None else f"{metric.ratio:.2f}{TIMES}"
         target = DASH if metric.target is None else metric.target.text
         lines.append(
-            f"| `{metric.name}` | {metric.unit} | {_fmt(metric.ours, metric.unit)} | {reference} | {ratio} "
+            f"| `{metric.name}` | {metric.unit} | {fmt(metric.ours, metric.unit)} | {reference} | {ratio} "
             f"| {target} | {_met_cell(metric)} |"
         )
     lines += ["", "![ours / reference per metric, and batch latency by message groups](results.png)"]

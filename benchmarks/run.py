@@ -45,6 +45,7 @@ from benchmarks.report import (  # noqa: E402
     TIMES,
     Metric,
     Target,
+    fmt,
     paired_ratio,
     render_chart,
     render_cost_chart,
@@ -54,21 +55,6 @@ from benchmarks.report import (  # noqa: E402
     write_json,
 )
 
-# CPU first: it is the most sensitive to what earlier sections leave in the process (moto state, threads).
-SECTIONS = (
-    "cpu",
-    "requests",
-    "outbox",
-    "durable",
-    "latency",
-    "logs",
-    "cold_init",
-    "synth",
-    "volume",
-    "redrive",
-    "local_tools",
-    "test_suite",
-)
 OUT_DIR = Path(__file__).resolve().parent
 
 
@@ -175,7 +161,6 @@ def requests_section(settings: Settings) -> list[Metric]:
             unmeasured(name, "requests", "Powertools", conflict_method, missing["document"], target)
         )
     metrics += _versioned_requests()
-    log("requests: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
     return metrics
 
 
@@ -246,7 +231,6 @@ def outbox_section(settings: Settings) -> list[Metric]:
         )
     )
     metrics.append(outbox_contention(settings))
-    log("outbox: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
     return metrics
 
 
@@ -313,7 +297,6 @@ def durable_section(settings: Settings) -> list[Metric]:
         )
         for counts in db.count_durable_requests()
     ]
-    log("durable: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
     return metrics
 
 
@@ -393,12 +376,6 @@ def latency_section(settings: Settings) -> tuple[list[Metric], dict[str, dict[in
         for name, per_group in samples.samples.items()
         if name in ("Powertools", "ours (document)")
     }
-    log(
-        "latency: "
-        + ", ".join(
-            f"{m.name}={m.ours and round(m.ours, 1)}/{m.reference and round(m.reference, 1)}" for m in metrics
-        )
-    )
     return metrics, chart
 
 
@@ -486,12 +463,6 @@ def cpu_section(settings: Settings) -> list[Metric]:
         metric.extra["floor_us"] = round(sequential.median(rb.FLOOR), 1)
         metric.extra["vs_floor_paired_ratio_median"] = paired_ratio(ours, floor)
         metrics.append(metric)
-    log(
-        "cpu: "
-        + ", ".join(
-            f"{m.name}={m.ours and round(m.ours)}/{m.reference and round(m.reference)}" for m in metrics
-        )
-    )
     return metrics
 
 
@@ -522,9 +493,6 @@ def logs_section(settings: Settings) -> list[Metric]:
         )
     }
     ours, theirs = results["ours (document)"], results["Powertools + Metrics"]
-    log(
-        f"logs: ours {ours.bytes_per_record:.1f} B/record, Powertools + Metrics {theirs.bytes_per_record:.1f}"
-    )
     return [
         Metric(
             "log_bytes_per_record",
@@ -609,7 +577,6 @@ def cost_section(metrics: list[Metric]) -> tuple[list[Metric], dict[str, cost_mo
                 },
             )
         )
-    log("cost per million messages: " + ", ".join(f"{c.name}=${c.total:.3f}" for c in costs.values()))
     return out, {cost.name: cost for cost in costs.values()}
 
 
@@ -690,12 +657,6 @@ def cold_init_section(settings: Settings) -> list[Metric]:
             extra("Powertools"),
         ),
     ]
-    log(
-        "cold init (in-process CPU, whole-process wall): "
-        + ", ".join(
-            f"{n}={samples.median(n):.3f}s/{samples.median(n, 'process_wall'):.3f}s" for n in programs
-        )
-    )
     return metrics
 
 
@@ -756,10 +717,6 @@ def synth_section(settings: Settings) -> list[Metric]:
             },
         ),
     ]
-    log(
-        f"synth: reference {medians['reference']:.3f}s plain {medians['plain']:.3f}s; "
-        f"asset {asset['zip_bytes']} B"
-    )
     return metrics
 
 
@@ -852,7 +809,6 @@ def redrive_metrics(runs: list[vb.Redriven]) -> list[Metric]:
     ``vb.ONE_AT_A_TIME``, measured in the same run when git could give it)."""
     batched = next(run for run in runs if run.code == "batched")
     before = next((run for run in runs if run.code != "batched"), None)
-    log("redrive: " + "; ".join(f"{run.code} {run.letters / run.seconds:.0f}/s" for run in runs))
     return [
         Metric(
             "redrive_messages_per_s",
@@ -877,25 +833,21 @@ def redrive_section(settings: Settings) -> list[Metric]:
 def local_tools_metrics(timed: list[ltb.Timed]) -> list[Metric]:
     """``local output`` and ``local status`` with three stacks deployed: the median of their runs."""
     names = {"local output": "local_output_s", "local status": "local_status_s"}
-    metrics = []
-    for each in timed:
-        name = next(metric for prefix, metric in names.items() if each.command.startswith(prefix))
-        log(f"{name}: median {each.median_s:.3f} s of {len(each.samples_s)} ({each.resources} resources)")
-        metrics.append(
-            Metric(
-                name,
-                "s",
-                each.median_s,
-                None,
-                "",
-                f"wall time of `idempotent-pipeline {each.command}` from start to exit (a new process, the "
-                f"console script), median of {len(each.samples_s)} runs, with {each.stacks} stacks of app.py "
-                f"-c outbox=true deployed ({each.resources} resources)",
-                Target("value", 1.0, "≤ 1 s with three stacks"),
-                each.as_json(),
-            )
+    return [
+        Metric(
+            next(metric for prefix, metric in names.items() if each.command.startswith(prefix)),
+            "s",
+            each.median_s,
+            None,
+            "",
+            f"wall time of `idempotent-pipeline {each.command}` from start to exit (a new process, the "
+            f"console script), median of {len(each.samples_s)} runs, with {each.stacks} stacks of app.py "
+            f"-c outbox=true deployed ({each.resources} resources)",
+            Target("value", 1.0, "≤ 1 s with three stacks"),
+            each.as_json(),
         )
-    return metrics
+        for each in timed
+    ]
 
 
 def local_tools_section(settings: Settings) -> list[Metric]:
@@ -992,6 +944,24 @@ def _carried_over(previous: Path, names: set[str]) -> list[Metric]:
     return kept
 
 
+# CPU first: it is the most sensitive to what earlier sections leave in the process (moto state, threads).
+RUNNERS: dict[str, Callable[[Settings], Any]] = {
+    "cpu": cpu_section,
+    "requests": requests_section,
+    "outbox": outbox_section,
+    "durable": durable_section,
+    "latency": latency_section,
+    "logs": logs_section,
+    "cold_init": cold_init_section,
+    "synth": synth_section,
+    "volume": volume_section,
+    "redrive": redrive_section,
+    "local_tools": local_tools_section,
+    "test_suite": test_suite_section,
+}
+SECTIONS = tuple(RUNNERS)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the benchmarks and write results.{json,md,png}.")
     parser.add_argument(
@@ -1006,6 +976,9 @@ def main(argv: list[str] | None = None) -> int:
         "--output-dir", type=Path, default=OUT_DIR, help="where results.* go (default benchmarks/)"
     )
     args = parser.parse_args(argv)
+    skipped = {
+        name for name, skip in (("test_suite", args.skip_test_suite), ("synth", args.skip_synth)) if skip
+    }
 
     for name, value in (
         ("AWS_DEFAULT_REGION", rb.REGION),
@@ -1013,36 +986,19 @@ def main(argv: list[str] | None = None) -> int:
         ("AWS_SECRET_ACCESS_KEY", "bench"),
     ):
         os.environ.setdefault(name, value)
-    sections = [section for section in SECTIONS if not args.only or section in args.only]
-    if args.skip_test_suite and "test_suite" in sections:
-        sections.remove("test_suite")
-    if args.skip_synth and "synth" in sections:
-        sections.remove("synth")
+    sections = [name for name in SECTIONS if (not args.only or name in args.only) and name not in skipped]
 
     settings = Settings(args.quick)
     started = time.time()
     load_start = os.getloadavg()
-    runners: dict[str, Callable[[Settings], Any]] = {
-        "requests": requests_section,
-        "outbox": outbox_section,
-        "durable": durable_section,
-        "latency": latency_section,
-        "logs": logs_section,
-        "cpu": cpu_section,
-        "cold_init": cold_init_section,
-        "synth": synth_section,
-        "volume": volume_section,
-        "redrive": redrive_section,
-        "local_tools": local_tools_section,
-        "test_suite": test_suite_section,
-    }
     metrics: list[Metric] = []
-    latency_chart: dict[str, dict[int, float]] | None = None
+    charts: dict[str, Any] = {}  # the latency section's by group count, the cost model's by contender
     errors = []
-    for section in sections:
+    # The cost model is computed from the requests, latency and logs sections' rows, after them.
+    for section in [*sections, *(["cost"] if {"requests", "latency", "logs"} <= set(sections) else [])]:
         log(f"{section} ...")
         try:
-            produced = runners[section](settings)
+            produced = cost_section(metrics) if section == "cost" else RUNNERS[section](settings)
         except Exception as error:  # keep the other sections' numbers; the failure is reported, not hidden
             errors.append(section)
             traceback.print_exc()
@@ -1050,19 +1006,13 @@ def main(argv: list[str] | None = None) -> int:
                 unmeasured(f"{section}_section", "", "", f"section {section}", f"error: {error!r}")
             )
             continue
-        if section == "latency":
-            produced, latency_chart = produced
+        if isinstance(produced, tuple):
+            produced, charts[section] = produced
         metrics.extend(produced)
-
-    costs: dict[str, cost_model.Cost] = {}
-    if {"requests", "latency", "logs"} <= set(sections):
-        try:
-            cost_metrics, costs = cost_section(metrics)
-            metrics.extend(cost_metrics)
-        except Exception as error:
-            errors.append("cost")
-            traceback.print_exc()
-            metrics.append(unmeasured("cost_section", "", "", "cost model", f"error: {error!r}"))
+        log(
+            f"{section}: "
+            + ", ".join(f"{m.name}={fmt(m.ours, m.unit)}/{fmt(m.reference, m.unit)}" for m in produced)
+        )
 
     output_dir = args.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -1085,9 +1035,9 @@ def main(argv: list[str] | None = None) -> int:
         metric.extra.setdefault("measured_utc", run_info["finished_utc"])
     write_json(metrics, run_info, results_json)
     (output_dir / "results.md").write_text(render_markdown(metrics, run_info))
-    render_chart(metrics, latency_chart, output_dir / "results.png")
-    if costs:
-        render_cost_chart(list(costs.values()), output_dir / "cost.png")
+    render_chart(metrics, charts.get("latency"), output_dir / "results.png")
+    if charts.get("cost"):
+        render_cost_chart(list(charts["cost"].values()), output_dir / "cost.png")
     log(f"wrote {results_json}, results.md, results.png in {run_info['duration_s']} s")
     return 1 if errors else 0
 
