@@ -100,30 +100,25 @@ def requests_section(settings: Settings) -> list[Metric]:
     )
     for mode in cont.MODES:
         ours = rb.count_requests(cont.ours(mode)) if mode in available else None
-        for kind, label in (("new", "new_message"), ("dup", "duplicate")):
-            name = f"ddb_requests_per_{label}_{mode}"
-            if mode == "document":
-                target = Target("value", 1, "1 request (Powertools: 2)" if kind == "new" else "1 request")
-            else:
-                target = None
+        for kind in rb.REQUEST_KINDS:
+            name = f"ddb_requests_per_{kind}_{mode}"
+            text = "1 request (Powertools: 2)" if kind == "new_message" else "1 request"
+            target = Target("value", 1, text) if mode == "document" else None
             if ours is None:
                 metrics.append(unmeasured(name, "requests", "Powertools", method, missing[mode], target))
                 continue
-            new = kind == "new"
             metrics.append(
                 Metric(
                     name,
                     "requests",
-                    ours.per_new_message if new else ours.per_duplicate,
-                    reference.per_new_message if new else reference.per_duplicate,
+                    ours.per_message(kind),
+                    reference.per_message(kind),
                     "Powertools",
                     method,
                     target,
                     {
-                        "ours_by_operation": ours.new_by_operation if new else ours.duplicate_by_operation,
-                        "reference_by_operation": (
-                            reference.new_by_operation if new else reference.duplicate_by_operation
-                        ),
+                        "ours_by_operation": ours.by_operation[kind],
+                        "reference_by_operation": reference.by_operation[kind],
                     },
                 )
             )

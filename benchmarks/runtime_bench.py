@@ -150,15 +150,18 @@ def item_count(client: Any, table_name: str) -> int:
 # --- 1. DynamoDB requests per message -------------------------------------------------------------------
 
 
+REQUEST_KINDS = ("new_message", "duplicate")
+
+
 @dataclass
 class RequestCounts:
     contender: str
     records: int
-    per_new_message: float
-    per_duplicate: float
-    new_by_operation: dict[str, int]
-    duplicate_by_operation: dict[str, int]
+    by_operation: dict[str, dict[str, int]]  # of REQUEST_KINDS: operation -> requests for the batch
     items_after: int
+
+    def per_message(self, kind: str) -> float:
+        return sum(self.by_operation[kind].values()) / self.records
 
 
 def count_requests(contender: Contender, *, records: int = 10, groups: int = 10) -> RequestCounts:
@@ -185,15 +188,7 @@ def count_requests(contender: Contender, *, records: int = 10, groups: int = 10)
         items = item_count(client, table_name)
     if items < records:
         raise BenchmarkError(f"{contender.name} stored {items} items for {records} new messages")
-    return RequestCounts(
-        contender=contender.name,
-        records=records,
-        per_new_message=sum(new.values()) / records,
-        per_duplicate=sum(duplicate.values()) / records,
-        new_by_operation=new,
-        duplicate_by_operation=duplicate,
-        items_after=items,
-    )
+    return RequestCounts(contender.name, records, {"new_message": new, "duplicate": duplicate}, items)
 
 
 @dataclass

@@ -128,17 +128,16 @@ def test_fifo_batch_spreads_new_keys_round_robin_over_groups():
 
 def test_powertools_peer_writes_twice_per_new_message_and_once_per_duplicate():
     counts = runtime_bench.count_requests(contenders.POWERTOOLS, records=4, groups=2)
-    assert counts.per_new_message == 2
-    assert counts.new_by_operation == {"PutItem": 4, "UpdateItem": 4}
-    assert counts.per_duplicate == 1
-    assert counts.duplicate_by_operation == {"PutItem": 4}
+    assert counts.per_message("new_message") == 2
+    assert counts.by_operation["new_message"] == {"PutItem": 4, "UpdateItem": 4}
+    assert counts.per_message("duplicate") == 1
+    assert counts.by_operation["duplicate"] == {"PutItem": 4}
     assert counts.items_after == 4
 
 
 def test_document_mode_counts_one_request_per_message_new_or_duplicate():
     counts = runtime_bench.count_requests(contenders.ours("document"), records=4, groups=2)
-    assert counts.new_by_operation == {"PutItem": 4}
-    assert counts.duplicate_by_operation == {"PutItem": 4}
+    assert counts.by_operation == {"new_message": {"PutItem": 4}, "duplicate": {"PutItem": 4}}
     assert counts.items_after == 4
 
 
@@ -279,7 +278,7 @@ def test_measurements_reach_moto_whatever_endpoint_or_profile_the_shell_exports(
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:9")
     monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
     counts = runtime_bench.count_requests(contenders.ours("document"), records=4, groups=2)
-    assert counts.new_by_operation == {"PutItem": 4}
+    assert counts.by_operation["new_message"] == {"PutItem": 4}
     assert counts.items_after == 4
     samples = runtime_bench.cpu_per_record([contenders.POWERTOOLS], rounds=1, batches=1, records=2, groups=1)
     assert len(samples.samples["Powertools"]) == 1
