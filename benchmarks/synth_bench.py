@@ -16,6 +16,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +48,6 @@ def reference_app(outdir: Path, *, nag: bool = False) -> Any:
     import app as reference
 
     return reference.build_app(context={**cdk_json_context(), "nag": nag}, outdir=str(outdir))
-
-
-def reference_app_with_nag(outdir: Path) -> Any:
-    return reference_app(outdir, nag=True)
 
 
 def jsii_node_cpu_s() -> float | None:
@@ -231,10 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-synth-") as tmp:
         workdir = args.workdir or Path(tmp)
         start = time.perf_counter()
-        factories = {
+        factories: dict[str, AppFactory] = {
             "reference": reference_app,
             "plain": plain_app,
-            "reference_with_nag": reference_app_with_nag,
+            "reference_with_nag": partial(reference_app, nag=True),
         }
         samples = alternate(factories, args.pairs, workdir)
         _, assembly = synth_once(reference_app, workdir / "asset")
