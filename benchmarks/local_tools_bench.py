@@ -12,14 +12,13 @@ template and checked every resource first: 2 min 56 s with three stacks.
 from __future__ import annotations
 
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.runtime_bench import REPO_ROOT, BenchmarkError
+from benchmarks.runtime_bench import BenchmarkError, in_repo
 from benchmarks.volume_bench import bootstrapped_emulator
 
 STACKS = ("BenchOne", "BenchTwo", "BenchThree")
@@ -51,7 +50,7 @@ def _timed(command: list[str], state: Path, check: str) -> list[float]:
     samples = []
     for _ in range(REPEATS):
         start = time.perf_counter()
-        done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        done = in_repo(command)
         samples.append(time.perf_counter() - start)
         if done.returncode != 0 or check not in done.stdout:
             raise BenchmarkError(

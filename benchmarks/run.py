@@ -656,12 +656,9 @@ def cold_init_section(settings: Settings) -> list[Metric]:
 
 
 def synth_section(settings: Settings) -> list[Metric]:
-    completed = subprocess.run(  # synth_bench silences jsii's Node version warnings itself
-        [sys.executable, "-m", "benchmarks.synth_bench", "--pairs", str(settings.synth_pairs)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+    # synth_bench silences jsii's Node version warnings itself
+    completed = rb.in_repo(
+        [sys.executable, "-m", "benchmarks.synth_bench", "--pairs", str(settings.synth_pairs)]
     )
     if completed.returncode != 0:
         raise RuntimeError(f"synth benchmark failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
@@ -848,7 +845,7 @@ def local_tools_section(settings: Settings) -> list[Metric]:
 def test_suite_section(settings: Settings) -> list[Metric]:
     command = ["make", "test"]  # as users run it: the Makefile's two workers
     start = time.perf_counter()
-    completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    completed = rb.in_repo(command)
     elapsed = time.perf_counter() - start
     summary = next(
         (
@@ -878,15 +875,9 @@ def test_suite_section(settings: Settings) -> list[Metric]:
 
 def _git_commit() -> str:
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
+        commit = rb.in_repo(["git", "rev-parse", "--short", "HEAD"], check=True).stdout.strip()
+        dirty = rb.in_repo(
+            ["git", "status", "--porcelain", "--untracked-files=no"], check=True
         ).stdout.strip()
         return commit + ("+uncommitted" if dirty else "")
     except (OSError, subprocess.CalledProcessError):

@@ -39,6 +39,13 @@ class BenchmarkError(RuntimeError):
     """A contender did not do the work it is being timed on (failed records, missing items)."""
 
 
+def in_repo(command: Sequence[str], **options: Any) -> subprocess.CompletedProcess[str]:
+    """``command`` run from the repository's root, output captured as text (``check`` off unless given)."""
+    return subprocess.run(
+        command, **{"cwd": REPO_ROOT, "capture_output": True, "text": True, "check": False, **options}
+    )
+
+
 @contextmanager
 def _output_to(fd: int) -> Iterator[None]:
     """fds 1 and 2 written to ``fd`` meanwhile, then restored."""
@@ -650,14 +657,7 @@ def run_program(program: str, env: dict[str, str], python: str = sys.executable)
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    completed = subprocess.run(
-        [python, "-c", _MEASURED.format(program=program)],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    completed = in_repo([python, "-c", _MEASURED.format(program=program)], env=env)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if completed.returncode != 0:
@@ -685,14 +685,7 @@ def cold_init(programs: dict[str, str], env: dict[str, str], *, runs: int = 11) 
 
 def import_profile(program: str, env: dict[str, str]) -> dict[str, float]:
     """Self time (seconds) of every module `program` imports, from `python -X importtime`."""
-    completed = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", program],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    completed = in_repo([sys.executable, "-X", "importtime", "-c", program], env=env, check=True)
     modules: dict[str, float] = {}
     for line in completed.stderr.splitlines():
         if not line.startswith("import time:"):

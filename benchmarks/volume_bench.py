@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from benchmarks.runtime_bench import REPO_ROOT, BenchmarkError, item_count
+from benchmarks.runtime_bench import REPO_ROOT, BenchmarkError, in_repo, item_count
 
 GROUPS = 50
 
@@ -340,7 +340,6 @@ def redrive_at_volume(letters: int = REDRIVE_LETTERS, groups: int = REDRIVE_GROU
 
 
 def _redrive(emulator: Any, pipeline: Any, code: str, where: Path, letters: int, groups: int) -> Redriven:
-    import subprocess
     import sys
 
     sqs, run = emulator.client("sqs"), uuid.uuid4().hex[:8]
@@ -352,9 +351,7 @@ def _redrive(emulator: Any, pipeline: Any, code: str, where: Path, letters: int,
     env["PYTHONPATH"] = os.pathsep.join((str(where), str(where / "lambda_src")))
     command = [sys.executable, "-m", "idempotent_cli.dlq", "redrive", "--queue-url"]
     start = time.perf_counter()
-    done = subprocess.run(
-        [*command, pipeline.dead_letter_queue_url], cwd=where, env=env, capture_output=True, text=True
-    )
+    done = in_repo([*command, pipeline.dead_letter_queue_url], cwd=where, env=env)
     seconds = time.perf_counter() - start
     if done.returncode != 0 or f"{letters} redriven" not in done.stdout.splitlines():
         raise BenchmarkError(
