@@ -562,13 +562,17 @@ def log_bytes_per_record(
     """Bytes each handler writes to stdout and stderr (what Lambda sends to CloudWatch Logs, besides its own
     START/END/REPORT lines) per record over ``batches`` batches of new messages, at its default log level.
 
-    ``handlers`` maps a name to ``build(client) -> handler``; DynamoDB is a Stubber answering success.
+    ``handlers`` maps a name to ``build(client) -> handler``; DynamoDB is a Stubber answering every put_item
+    and update_item with success, from memory.
     """
+    from idempotent_runtime.clients import create_client
+
     _ensure_region()
     out = []
     for name, build in handlers.items():
         with isolated_aws_environment():
-            client = create_stubbed_client()
+            client = create_client("dynamodb")
+            StandingStubber(client, {"put_item": {}, "update_item": {}}).activate()
             handler = build(client)
         with tempfile.TemporaryFile() as sink:
             # Python-level writers too (the handlers print through sys.stdout, which a test runner replaces).
@@ -589,15 +593,6 @@ def log_bytes_per_record(
             )
         )
     return out
-
-
-def create_stubbed_client() -> Any:
-    """A DynamoDB client answering every put_item and update_item with success, from memory."""
-    from idempotent_runtime.clients import create_client
-
-    client = create_client("dynamodb")
-    StandingStubber(client, {"put_item": {}, "update_item": {}}).activate()
-    return client
 
 
 # --- 4. cold init: fresh interpreters ------------------------------------------------------------------

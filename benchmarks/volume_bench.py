@@ -59,6 +59,7 @@ class Drained:
         return None if self.emulator_cpu_s is None else self.emulator_cpu_s / self.messages * 1000
 
     def as_json(self) -> dict[str, Any]:
+        cpu = self.emulator_cpu_ms_per_message
         return {
             "messages": self.messages,
             "publish_s": round(self.publish_s, 2),
@@ -66,13 +67,9 @@ class Drained:
             "published_per_s": round(self.messages / self.publish_s, 1),
             "drained_per_s": round(self.messages / self.drain_s, 1),
             "ms_per_message": round(self.ms_per_message, 3),
-            "emulator_cpu_ms_per_message": _rounded(self.emulator_cpu_ms_per_message),
+            "emulator_cpu_ms_per_message": None if cpu is None else round(cpu, 3),
             "deliveries": self.deliveries,
         }
-
-
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
 
 
 def _process_cpu_s(pid: int) -> float | None:
