@@ -203,7 +203,6 @@ class ConflictCounts:
     """Requests for a batch of conflicting messages (keys stored before, with other content)."""
 
     contender: str
-    records: int
     dynamodb_per_conflict: float
     dynamodb_by_operation: dict[str, int]
     sqs_by_operation: dict[str, int]
@@ -320,7 +319,6 @@ def count_conflict_requests(
         out = [
             ConflictCounts(
                 name,
-                records,
                 sum(table_requests.values()) / records,
                 table_requests,
                 queue_requests,
@@ -338,7 +336,6 @@ def count_conflict_requests(
             out.append(
                 ConflictCounts(
                     powertools.name,
-                    records,
                     sum(by_operation.values()) / records,
                     by_operation,
                     {},
@@ -382,8 +379,6 @@ def count_versioned_requests(*, records: int = 10, groups: int = 10) -> dict[str
 
 @dataclass
 class LatencySamples:
-    delay_s: float
-    records: int
     samples: dict[str, dict[int, list[float]]] = field(default_factory=dict)  # contender -> groups -> seconds
 
     def median(self, contender: str, groups: int) -> float:
@@ -406,7 +401,7 @@ def batch_latency(
     alternated within every repeat.
     """
     _ensure_region()
-    out = LatencySamples(delay_s=delay_s, records=records)
+    out = LatencySamples()
     handlers = {}
     with isolated_aws_environment():
         for contender in contenders:
@@ -547,7 +542,6 @@ def cpu_per_record(
 @dataclass
 class LogBytes:
     contender: str
-    records: int
     bytes_per_record: float
     lines_per_batch: float
 
@@ -587,11 +581,7 @@ def log_bytes_per_record(
                     _check_all_succeeded(result, name)
             sink.seek(0)
             written = sink.read()
-        out.append(
-            LogBytes(
-                name, batches * records, len(written) / (batches * records), written.count(b"\n") / batches
-            )
-        )
+        out.append(LogBytes(name, len(written) / (batches * records), written.count(b"\n") / batches))
     return out
 
 
@@ -637,7 +627,6 @@ _MEASURED = (
 
 @dataclass
 class ColdInitSamples:
-    runs: int
     samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # kind -> program -> seconds
 
     def median(self, name: str, kind: str = "cpu") -> float:
@@ -666,9 +655,7 @@ def run_program(program: str, env: dict[str, str], python: str = sys.executable)
 
 def cold_init(programs: dict[str, str], env: dict[str, str], *, runs: int = 11) -> ColdInitSamples:
     """Median-ready samples: one warm-up each (writes bytecode caches), then `runs` rotated rounds."""
-    out = ColdInitSamples(
-        runs=runs, samples={kind: {name: [] for name in programs} for kind in COLD_INIT_KINDS}
-    )
+    out = ColdInitSamples({kind: {name: [] for name in programs} for kind in COLD_INIT_KINDS})
     for program in programs.values():
         run_program(program, env)
     for round_index in range(runs):
