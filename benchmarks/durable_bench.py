@@ -5,6 +5,7 @@ the look-up of the execution that holds a name on a conflict Lambda finds)."""
 from __future__ import annotations
 
 import io
+import time
 import zipfile
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +33,6 @@ class DurableCounts:
 
 class _Clock:
     def __init__(self) -> None:
-        import time
-
         self.now = time.time()
 
     def __call__(self) -> float:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+import traceback
 import zipfile
 from collections.abc import Callable
 from functools import partial
@@ -116,8 +118,6 @@ def jsii_round_trips(factory: AppFactory, outdir: Path, top: int = 6) -> dict[st
     Every request is a pipe round trip (~0.5 ms): the usual reason one CDK app synthesizes slower than
     another with the same resources. Untimed; reads jsii's private process provider, so it may go missing.
     """
-    import traceback
-
     try:
         from jsii._kernel.providers.process import _NodeProcess
     except ImportError as error:
@@ -202,7 +202,6 @@ def powertools_asset() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         staging = Path(tmp) / "asset"
         staging.mkdir()
-        import shutil
 
         def copy_package(package_dir: Path) -> None:
             shutil.copytree(

@@ -20,8 +20,11 @@ stays as shallow as a consumer keeps it), and its CPU per message at 10,000 agai
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -181,9 +184,6 @@ server.stop()
 @contextmanager
 def plain_moto_server() -> Iterator[tuple[str, int]]:
     """A moto server with none of the emulator's changes, in its own process: (endpoint, pid)."""
-    import subprocess
-    import sys
-
     env = {**os.environ, "MOTO_ACCOUNT_ID": "000000000000"}
     process = subprocess.Popen(
         [sys.executable, "-c", PLAIN_MOTO],
@@ -228,8 +228,6 @@ def plain_moto_cpu(messages: int, groups: int = GROUPS, chunk: int = 100) -> flo
     pipeline makes per message: PublishBatch (10 a call) to a FIFO topic subscribed by a FIFO queue (raw
     delivery), ReceiveMessage (10 at most), one conditional PutItem per message as the consumer writes it
     (``attribute_not_exists``), DeleteMessageBatch; ``chunk`` messages published, then drained, at a time."""
-    import hashlib
-
     from benchmarks.contenders import create_our_table
 
     with plain_moto_server() as (endpoint, pid):
@@ -323,8 +321,6 @@ def redrive_at_volume(letters: int = REDRIVE_LETTERS, groups: int = REDRIVE_GROU
     groups (interleaved, as SQS moves them from a busy queue), then moved back with `dlq redrive` (its own
     process, from start to exit): first by the code of :data:`ONE_AT_A_TIME` (when git can give it), then by
     this checkout's. The source queue must then hold every one once, each group in order."""
-    import subprocess
-
     with deployed_reference_stack() as (emulator, pipeline), tempfile.TemporaryDirectory() as before:
         # Run from its own directory, the old code comes first (Python puts the working directory first).
         archive = f"git -C {REPO_ROOT} archive {ONE_AT_A_TIME} idempotent_cli lambda_src | tar -x -C {before}"
@@ -337,8 +333,6 @@ def redrive_at_volume(letters: int = REDRIVE_LETTERS, groups: int = REDRIVE_GROU
 
 
 def _redrive(emulator: Any, pipeline: Any, code: str, where: Path, letters: int, groups: int) -> Redriven:
-    import sys
-
     sqs, run = emulator.client("sqs"), uuid.uuid4().hex[:8]
     fields = (pipeline.partition_key_field, pipeline.sort_key_field)
     for tens in range(0, letters, 10):
