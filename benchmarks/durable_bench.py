@@ -17,8 +17,14 @@ RECORDS = 10
 GROUPS = 10
 DAY = 24 * 3600
 HANDLER = "def handler(event, context):\n    return {'Status': 'SUCCEEDED', 'Result': '{}'}\n"
-# What each kind of message is, in the order the rows are measured.
-KINDS = ("new_message", "duplicate", "conflict", "conflict_after_record_expired")
+# Each kind of message, in the order the rows are measured, and what the handler makes of it.
+OUTCOMES = {
+    "new_message": "processed: one durable execution started per key",
+    "duplicate": "duplicate: the stored execution ARN, nothing invoked",
+    "conflict": "quarantined: the key's record holds another payload, nothing invoked",
+    "conflict_after_record_expired": "quarantined: Lambda refused the name (another payload), "
+    "the execution's input read for both fingerprints",
+}
 
 
 @dataclass
@@ -82,7 +88,7 @@ def count_durable_requests() -> list[DurableCounts]:
             source = _FifoSource(ours.sqs, RECORDS, GROUPS)
             counters = [RequestCounter(ours.dynamodb), RequestCounter(lam, service="lambda")]
             counted = []
-            for kind, amounts in zip(KINDS, (0, 0, 1000, 2000), strict=True):
+            for kind, amounts in zip(OUTCOMES, (0, 0, 1000, 2000), strict=True):
                 if kind == "conflict_after_record_expired":
                     clock.now += 8 * DAY  # past DEDUP_TTL_SECONDS (7 days), within the retention (14)
                 table, function_requests = source.deliver(kind, ours.handler, amounts, counters)
@@ -97,19 +103,7 @@ def count_durable_requests() -> list[DurableCounts]:
     finally:
         durable_functions.EXECUTOR.stop()
         patches.revert()
-    outcomes = {
-        "new_message": "processed: one durable execution started per key",
-        "duplicate": "duplicate: the stored execution ARN, nothing invoked",
-        "conflict": "quarantined: the key's record holds another payload, nothing invoked",
-        "conflict_after_record_expired": "quarantined: Lambda refused the name (another payload), "
-        "the execution's input read for both fingerprints",
-    }
     return [
-        DurableCounts(
-            kind,
-            sum(sum(ops.values()) for ops in by.values()) / RECORDS,
-            by,
-            outcomes[kind],
-        )
+        DurableCounts(kind, sum(sum(ops.values()) for ops in by.values()) / RECORDS, by, OUTCOMES[kind])
         for kind, by in counted
     ]
