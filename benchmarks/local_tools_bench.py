@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +38,7 @@ class Timed:
         return statistics.median(self.samples_s)
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "command": self.command,
-            "samples_s": [round(s, 3) for s in self.samples_s],
-            "stacks": self.stacks,
-            "resources": self.resources,
-        }
+        return {**asdict(self), "samples_s": [round(s, 3) for s in self.samples_s]}
 
 
 def _timed(command: list[str], state: Path, check: str) -> list[float]:

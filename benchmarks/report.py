@@ -170,9 +170,7 @@ def render_chart(metrics: list[Metric], latency: dict[str, dict[int, float]] | N
     ax = axes[0][0]
     names = [m.name for m in compared][::-1]
     ratios = [m.ratio for m in compared][::-1]
-    colors = []
-    for m in compared[::-1]:
-        colors.append("#9e9e9e" if m.met is None else ("#2e7d32" if m.met else "#c62828"))
+    colors = ["#9e9e9e" if m.met is None else ("#2e7d32" if m.met else "#c62828") for m in compared[::-1]]
     ax.barh(names, ratios, color=colors)
     for i, m in enumerate(compared[::-1]):
         if m.target is not None and m.target.on == "ratio":
