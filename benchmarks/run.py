@@ -903,18 +903,8 @@ def _carried_over(previous: Path, names: set[str]) -> list[Metric]:
             }
             extra["carried_over"] = f"not rerun; measured {when}"
             extra["measured_utc"] = when
-            kept.append(
-                Metric(
-                    entry["name"],
-                    entry["unit"],
-                    entry["ours"],
-                    entry["reference"],
-                    entry["reference_name"],
-                    entry["method"],
-                    None,
-                    extra,
-                )
-            )
+            columns = ("name", "unit", "ours", "reference", "reference_name", "method")
+            kept.append(Metric(**{column: entry[column] for column in columns}, extra=extra))
     return kept
 
 
