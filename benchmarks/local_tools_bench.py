@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.runtime_bench import BenchmarkError, in_repo
+from benchmarks.report import in_repo
+from benchmarks.runtime_bench import BenchmarkError
 from benchmarks.volume_bench import bootstrapped_emulator
 
 STACKS = ("BenchOne", "BenchTwo", "BenchThree")

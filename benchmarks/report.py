@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
 TIMES = "\u00d7"  # the multiplication sign, as in "0.3x Powertools"
 DASH = "\u2013"  # an empty cell
 
@@ -76,6 +78,23 @@ def _rounded(value: float | None) -> float | None:
     if isinstance(value, int) or float(value).is_integer():
         return value
     return float(f"{value:.6g}")
+
+
+def in_repo(command: Sequence[str], **options: Any) -> subprocess.CompletedProcess[str]:
+    """``command`` run from the repository's root, output captured as text (``check`` off unless given)."""
+    return subprocess.run(
+        command, **{"cwd": REPO_ROOT, "capture_output": True, "text": True, "check": False, **options}
+    )
+
+
+def git_commit() -> str:
+    """The commit measured, "+uncommitted" when tracked files differ from it."""
+    try:
+        commit = in_repo(["git", "rev-parse", "--short", "HEAD"], check=True).stdout.strip()
+        dirty = in_repo(["git", "status", "--porcelain", "--untracked-files=no"], check=True).stdout.strip()
+        return commit + ("+uncommitted" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def paired_ratio(ours: Sequence[float], reference: Sequence[float]) -> float:

@@ -21,7 +21,6 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -46,6 +45,8 @@ from benchmarks.report import (  # noqa: E402
     Metric,
     Target,
     fmt,
+    git_commit,
+    in_repo,
     paired_ratio,
     render_chart,
     render_cost_chart,
@@ -653,7 +654,7 @@ def cold_init_section(settings: Settings) -> list[Metric]:
 
 def synth_section(settings: Settings) -> list[Metric]:
     # synth_bench silences jsii's Node version warnings itself
-    completed = rb.in_repo(
+    completed = in_repo(
         [sys.executable, "-m", "benchmarks.synth_bench", "--pairs", str(settings.synth_pairs)]
     )
     if completed.returncode != 0:
@@ -837,7 +838,7 @@ def local_tools_section(settings: Settings) -> list[Metric]:
 def test_suite_section(settings: Settings) -> list[Metric]:
     command = ["make", "test"]  # as users run it: the Makefile's two workers
     start = time.perf_counter()
-    completed = rb.in_repo(command)
+    completed = in_repo(command)
     elapsed = time.perf_counter() - start
     summary = next(
         (
@@ -863,17 +864,6 @@ def test_suite_section(settings: Settings) -> list[Metric]:
 
 
 # --- main -------------------------------------------------------------------------------------------------
-
-
-def _git_commit() -> str:
-    try:
-        commit = rb.in_repo(["git", "rev-parse", "--short", "HEAD"], check=True).stdout.strip()
-        dirty = rb.in_repo(
-            ["git", "status", "--porcelain", "--untracked-files=no"], check=True
-        ).stdout.strip()
-        return commit + ("+uncommitted" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _versions() -> dict[str, str]:
@@ -990,7 +980,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
         "load_average_start": round(load_start[0], 2),
         "load_average_end": round(os.getloadavg()[0], 2),
-        "commit": _git_commit(),
+        "commit": git_commit(),
         "quick": args.quick,
         "sections": sections,
         "versions": _versions(),

@@ -12,7 +12,6 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -21,7 +20,6 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -30,20 +28,13 @@ from moto import mock_aws
 from benchmarks.contenders import Contender, Handler
 from benchmarks.events import fifo_batch, redelivery
 from benchmarks.instruments import FakeLambdaContext, RequestCounter, StandingStubber
+from benchmarks.report import in_repo
 
 REGION = "us-east-1"
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class BenchmarkError(RuntimeError):
     """A contender did not do the work it is being timed on (failed records, missing items)."""
-
-
-def in_repo(command: Sequence[str], **options: Any) -> subprocess.CompletedProcess[str]:
-    """``command`` run from the repository's root, output captured as text (``check`` off unless given)."""
-    return subprocess.run(
-        command, **{"cwd": REPO_ROOT, "capture_output": True, "text": True, "check": False, **options}
-    )
 
 
 @contextmanager

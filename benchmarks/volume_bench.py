@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from benchmarks.runtime_bench import REPO_ROOT, BenchmarkError, in_repo, item_count
+from benchmarks.report import REPO_ROOT, in_repo
+from benchmarks.runtime_bench import BenchmarkError, item_count
 
 GROUPS = 50
 
