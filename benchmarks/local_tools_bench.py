@@ -78,6 +78,3 @@ def measure() -> list[Timed]:
             ),
             Timed("local status", _timed(status, state, f"{STACKS[2]}: CREATE_COMPLETE"), 3, resources),
         ]
-
-
-__all__ = ["REPEATS", "STACKS", "Timed", "measure"]

@@ -364,17 +364,3 @@ def _redrive(emulator: Any, pipeline: Any, code: str, where: Path, letters: int,
             f"{code}: {len(numbers)} arrived of {letters}, not each once in its group's order"
         )
     return Redriven(code, letters, groups, seconds)
-
-
-__all__ = [
-    "GROUPS",
-    "Drained",
-    "Redriven",
-    "bootstrapped_emulator",
-    "deployed_reference_stack",
-    "measure",
-    "plain_moto_cpu",
-    "plain_moto_server",
-    "publish_and_drain",
-    "redrive_at_volume",
-]
