@@ -106,6 +106,18 @@ def side_by_side(ours: float, reference: float) -> dict[str, float]:
     return {"ours": round(ours, 4), "reference": round(reference, 4), "ratio": round(ours / reference, 4)}
 
 
+def recorded(
+    name: str,
+    unit: str,
+    ours: float | None,
+    method: str,
+    target: Target | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Metric:
+    """A metric with no reference: recorded, or held to a target on its own value."""
+    return Metric(name, unit, ours, None, "", method, target, extra or {})
+
+
 def unmeasured(
     name: str, unit: str, reference_name: str, method: str, reason: str, target: Target | None = None
 ) -> Metric:

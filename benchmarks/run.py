@@ -48,6 +48,7 @@ from benchmarks.report import (  # noqa: E402
     git_commit,
     in_repo,
     paired_ratio,
+    recorded,
     render_chart,
     render_cost_chart,
     render_markdown,
@@ -178,12 +179,10 @@ def outbox_section(settings: Settings) -> list[Metric]:
         "relay_dynamodb_requests": cost.relay_dynamodb_requests,
     }
     return [
-        Metric(
+        recorded(
             "outbox_write_units_per_emitted_message",
             "write units",
             cost.write_units_per_emit,
-            None,
-            "",
             method + "; DynamoDB write units of the outbox items' Puts in the consumer's TransactWriteItems "
             "(2 per KB of item, transactional), beyond the transaction's own (the processor's writes and "
             "the marker)",
@@ -200,28 +199,23 @@ def outbox_section(settings: Settings) -> list[Metric]:
             Target("value", 0.1, "≤ 0.1"),
             details,
         ),
-        Metric(
+        recorded(
             "relay_ddb_requests_per_emitted_message",
             "requests",
             cost.relay_dynamodb_per_emit,
-            None,
-            "",
             method + "; DynamoDB requests sent while the relay ran (botocore `before-send`, every client)",
             Target("value", 0, "0"),
             details,
         ),
-        Metric(
+        recorded(
             "outbox_one_downstream_group_ceiling_commits_per_second",
             "commits/s",
             ob.lane_ceiling(cost),
-            None,
-            "",
             f"a downstream group's outbox items share one partition key, which takes about "
             f"{ob.PARTITION_WRITE_UNITS_PER_SECOND:,} write units a second: that over the measured write "
             "units per emitted message (the row above); past it DynamoDB throttles, or splits the partition "
             "for heat. The way past it: more downstream groups (a group per entity), each its own partition",
-            None,
-            details | {"partition_write_units_per_second": ob.PARTITION_WRITE_UNITS_PER_SECOND},
+            extra=details | {"partition_write_units_per_second": ob.PARTITION_WRITE_UNITS_PER_SECOND},
         ),
         outbox_contention(settings),
     ]
@@ -734,16 +728,13 @@ def volume_metrics(runs: list[vb.Drained], plain_cpu_s: float | None, plain_mess
         "ReceiveMessage, one conditional PutItem per message, DeleteMessageBatch, 100 messages at a time"
     )
     return [
-        Metric(
+        recorded(
             "volume_publish_and_drain_s",
             "s",
             statistics.mean(r.seconds for r in large),
-            None,
-            "",
             f"wall time to publish and drain {largest:,} messages (recorded: it depends on the machine); "
             + method,
-            None,
-            {"runs": runs_json},
+            extra={"runs": runs_json},
         ),
         Metric(
             "volume_ms_per_message",
@@ -815,12 +806,10 @@ def local_tools_metrics(timed: list[ltb.Timed]) -> list[Metric]:
     """``local output`` and ``local status`` with three stacks deployed: the median of their runs."""
     names = {"local output": "local_output_s", "local status": "local_status_s"}
     return [
-        Metric(
+        recorded(
             next(metric for prefix, metric in names.items() if each.command.startswith(prefix)),
             "s",
             each.median_s,
-            None,
-            "",
             f"wall time of `idempotent-pipeline {each.command}` from start to exit (a new process, the "
             f"console script), median of {len(each.samples_s)} runs, with {each.stacks} stacks of app.py "
             f"-c outbox=true deployed ({each.resources} resources)",
@@ -850,15 +839,12 @@ def test_suite_section(settings: Settings) -> list[Metric]:
     )
     log(f"test suite: {elapsed:.1f}s, exit {completed.returncode}, {summary}")
     return [
-        Metric(
+        recorded(
             "test_suite_s",
             "s",
             elapsed,
-            None,
-            "",
             f"wall time of `{' '.join(command)}` (recorded, not compared)",
-            None,
-            {"exit_code": completed.returncode, "pytest_summary": summary},
+            extra={"exit_code": completed.returncode, "pytest_summary": summary},
         )
     ]
 
