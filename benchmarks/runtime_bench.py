@@ -432,24 +432,6 @@ class CpuSamples:
 FLOOR = "floor"
 
 
-class _RequestRecorder:
-    """Records the parameters of every call a client makes to one operation (``provide-client-params``)."""
-
-    def __init__(self, client: Any, operation: str) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        client.meta.events.register(f"provide-client-params.dynamodb.{operation}", self._record)
-
-    def _record(self, params: dict[str, Any], **_: Any) -> None:
-        with self._lock:
-            self.calls.append(dict(params))
-
-    def take(self) -> list[dict[str, Any]]:
-        with self._lock:
-            calls, self.calls = self.calls, []
-        return calls
-
-
 def cpu_per_record(
     contenders: Sequence[Contender],
     *,
@@ -474,7 +456,8 @@ def cpu_per_record(
     """
     _ensure_region()
     handlers = {}
-    recorder = replay_client = recording_handler = None
+    recorded: list[dict[str, Any]] = []  # the floor's put_item parameters (the handler's threads append)
+    replay_client = recording_handler = None
     with isolated_aws_environment():
         for contender in contenders:
             client = contender.make_client()
@@ -483,7 +466,9 @@ def cpu_per_record(
         if floor_of is not None:
             recording_client = floor_of.make_client()
             StandingStubber(recording_client, floor_of.new_record_responses).activate()
-            recorder = _RequestRecorder(recording_client, "PutItem")
+            recording_client.meta.events.register(
+                "provide-client-params.dynamodb.PutItem", lambda params, **_: recorded.append(dict(params))
+            )
             recording_handler = floor_of.build(_table_name(floor_of), recording_client)
             replay_client = floor_of.make_client()
             StandingStubber(replay_client, {"put_item": {}}, delay_s).activate()
@@ -497,10 +482,11 @@ def cpu_per_record(
             for name in rotated(names, round_index):
                 events = [fifo_batch(records, groups) for _ in range(batches)]
                 if name == FLOOR:
-                    assert recorder is not None and recording_handler is not None
+                    assert recording_handler is not None
                     for event in events:
                         _check_all_succeeded(recording_handler(event, FakeLambdaContext()), FLOOR)
-                    requests = recorder.take()
+                    requests = recorded.copy()
+                    recorded.clear()
                     if len(requests) != batches * records:
                         raise BenchmarkError(
                             f"the floor recorded {len(requests)} put_item calls for "
