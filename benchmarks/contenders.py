@@ -61,8 +61,9 @@ def powertools_client() -> Any:
     return boto3.session.Session().client("dynamodb")
 
 
-def create_our_table(client: Any, table_name: str) -> None:
-    """The table the constructs create: `pk`/`sk` strings, on-demand, TTL on `expires_at`."""
+def create_our_table(client: Any, table_name: str, **props: Any) -> None:
+    """The table the constructs create: `pk`/`sk` strings, on-demand, TTL on `expires_at`; ``props``: more of
+    CreateTable's (a stream)."""
     client.create_table(
         TableName=table_name,
         AttributeDefinitions=[
@@ -74,6 +75,7 @@ def create_our_table(client: Any, table_name: str) -> None:
             {"AttributeName": "sk", "KeyType": "RANGE"},
         ],
         BillingMode="PAY_PER_REQUEST",
+        **props,
     )
     client.update_time_to_live(
         TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"}

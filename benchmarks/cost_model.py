@@ -48,9 +48,6 @@ class Assumptions:
 
 ASSUMPTIONS = Assumptions()
 
-# Write request units of one request, by operation, for items up to 1 KB (transactions: 2 per item).
-_WRU = {"PutItem": 1, "UpdateItem": 1, "DeleteItem": 1}
-
 
 @dataclass(frozen=True)
 class Inputs:
@@ -76,13 +73,9 @@ class Cost:
 
 
 def write_units(requests: Mapping[str, float], assumptions: Assumptions = ASSUMPTIONS) -> float:
-    units = 0.0
-    for operation, count in requests.items():
-        if operation == "TransactWriteItems":
-            units += count * 2 * assumptions.transaction_items
-        else:
-            units += count * _WRU.get(operation, 1)
-    return units
+    """Write request units for items up to 1 KB: 1 a request, 2 an item of a transaction."""
+    transaction = 2 * assumptions.transaction_items
+    return sum(count * (transaction if op == "TransactWriteItems" else 1) for op, count in requests.items())
 
 
 def cost_per_million(inputs: Inputs, prices: Prices = PRICES, assumptions: Assumptions = ASSUMPTIONS) -> Cost:

@@ -5,19 +5,26 @@ the look-up of the execution that holds a name on a conflict Lambda finds)."""
 from __future__ import annotations
 
 import io
+import time
 import zipfile
 from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.instruments import RequestCounter
-from benchmarks.runtime_bench import BenchmarkError, _FifoSource, moto_backend
+from benchmarks.runtime_bench import BenchmarkError, OurConsumer, _FifoSource, moto_backend
 
 RECORDS = 10
 GROUPS = 10
 DAY = 24 * 3600
 HANDLER = "def handler(event, context):\n    return {'Status': 'SUCCEEDED', 'Result': '{}'}\n"
-# What each kind of message is, in the order the rows are measured.
-KINDS = ("new_message", "duplicate", "conflict", "conflict_after_record_expired")
+# Each kind of message, in the order the rows are measured, and what the handler makes of it.
+OUTCOMES = {
+    "new_message": "processed: one durable execution started per key",
+    "duplicate": "duplicate: the stored execution ARN, nothing invoked",
+    "conflict": "quarantined: the key's record holds another payload, nothing invoked",
+    "conflict_after_record_expired": "quarantined: Lambda refused the name (another payload), "
+    "the execution's input read for both fingerprints",
+}
 
 
 @dataclass
@@ -32,8 +39,6 @@ class DurableCounts:
 
 class _Clock:
     def __init__(self) -> None:
-        import time
-
         self.now = time.time()
 
     def __call__(self) -> float:
@@ -63,68 +68,42 @@ def count_durable_requests() -> list[DurableCounts]:
     keys' records expired (conflicts Lambda's name check finds). moto in-process, taught durable functions
     by the emulator's patch; only the requests sent while the handler runs are counted."""
     from idempotent_runtime.clients import create_client
-    from idempotent_runtime.config import Config
     from idempotent_runtime.durable import start_durable_execution_once
-    from idempotent_runtime.flow import build_handler
 
-    from benchmarks.contenders import create_our_table
     from idempotent_local import durable_functions, patches
 
     durable_functions.install(None, patches._replace)
     try:
         with moto_backend():
-            sqs, dynamodb, lam = create_client("sqs"), create_client("dynamodb"), create_client("lambda")
+            lam = create_client("lambda")
             function = _durable_function(lam, create_client("iam"))
-            dlq = sqs.create_queue(QueueName="bench-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-            create_our_table(dynamodb, "bench-durable")
             clock = _Clock()
-            config = Config(
-                table_name="bench-durable",
-                mode="guarded",
-                dlq_url=dlq,
-                function_name="bench-consumer",
-                processor="bench:durable",
-            )
-            handler = build_handler(
-                config,
-                dynamodb_client=dynamodb,
-                sqs_client=sqs,
+            ours = OurConsumer(
+                "bench-durable",
+                {"mode": "guarded", "processor": "bench:durable"},
                 processor=lambda m: start_durable_execution_once(m, function, m.json_object(), client=lam),
                 clock=clock,
             )
-            _FifoSource(sqs, RECORDS, GROUPS).deliver("warm-up", handler, 0)
-            source = _FifoSource(sqs, RECORDS, GROUPS)
-            counters = [RequestCounter(dynamodb), RequestCounter(lam, service="lambda")]
+            _FifoSource(ours.sqs, RECORDS, GROUPS).deliver("warm-up", ours.handler, 0)
+            source = _FifoSource(ours.sqs, RECORDS, GROUPS)
+            counters = [RequestCounter(ours.dynamodb), RequestCounter(lam, service="lambda")]
             counted = []
-            for kind, amounts in zip(KINDS, (0, 0, 1000, 2000), strict=True):
+            for kind, amounts in zip(OUTCOMES, (0, 0, 1000, 2000), strict=True):
                 if kind == "conflict_after_record_expired":
                     clock.now += 8 * DAY  # past DEDUP_TTL_SECONDS (7 days), within the retention (14)
-                table, function_requests = source.deliver(kind, handler, amounts, counters)
+                table, function_requests = source.deliver(kind, ours.handler, amounts, counters)
                 counted.append((kind, {"dynamodb": table, "lambda": function_requests}))
             for counter in counters:
                 counter.detach()
-            dead = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])
-            if int(dead["Attributes"]["ApproximateNumberOfMessages"]) != 2 * RECORDS:
-                raise BenchmarkError(f"expected {2 * RECORDS} conflicts in the DLQ: {dead['Attributes']}")
+            if (dead := ours.dead_letters()) != 2 * RECORDS:
+                raise BenchmarkError(f"expected {2 * RECORDS} conflicts in the DLQ, found {dead}")
             listed = lam.list_durable_executions_by_function(FunctionName=function)["DurableExecutions"]
             if len(listed) != 2 * RECORDS:  # the warm-up's and the measured batch's keys, once each
                 raise BenchmarkError(f"{len(listed)} durable executions for {2 * RECORDS} keys")
     finally:
         durable_functions.EXECUTOR.stop()
         patches.revert()
-    outcomes = {
-        "new_message": "processed: one durable execution started per key",
-        "duplicate": "duplicate: the stored execution ARN, nothing invoked",
-        "conflict": "quarantined: the key's record holds another payload, nothing invoked",
-        "conflict_after_record_expired": "quarantined: Lambda refused the name (another payload), "
-        "the execution's input read for both fingerprints",
-    }
     return [
-        DurableCounts(
-            kind,
-            sum(sum(ops.values()) for ops in by.values()) / RECORDS,
-            by,
-            outcomes[kind],
-        )
+        DurableCounts(kind, sum(sum(ops.values()) for ops in by.values()) / RECORDS, by, OUTCOMES[kind])
         for kind, by in counted
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Container
 from typing import Any
 
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:bench-queue.fifo"
@@ -65,12 +66,15 @@ def fifo_batch(records: int, groups: int, *, start: int = 0) -> dict[str, Any]:
     return {"Records": out}
 
 
-def redelivery(event: dict[str, Any]) -> dict[str, Any]:
-    """The same messages delivered again (new receive, new receipt handle): every record is a duplicate."""
+def redelivery(event: dict[str, Any], message_ids: Container[str] | None = None) -> dict[str, Any]:
+    """The same messages (those of ``message_ids``, if given) delivered again: a new receive, a new receipt
+    handle."""
     records = []
     for record in event["Records"]:
-        again = json.loads(json.dumps(record))
-        again["attributes"]["ApproximateReceiveCount"] = "2"
-        again["receiptHandle"] += "-again"
-        records.append(again)
+        if message_ids is None or record["messageId"] in message_ids:
+            again = json.loads(json.dumps(record))
+            attributes = again["attributes"]
+            attributes["ApproximateReceiveCount"] = str(int(attributes["ApproximateReceiveCount"]) + 1)
+            again["receiptHandle"] += "-again"
+            records.append(again)
     return {"Records": records}

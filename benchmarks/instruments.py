@@ -1,7 +1,8 @@
-"""Instruments attached to one botocore client: request counting, fixed latency, standing stubbed answers.
+"""Instruments attached to one botocore client: request counting, standing stubbed answers after a fixed
+latency.
 
-All three work through botocore's event system on the client they are attached to, so the code under test
-(our runtime or Powertools) runs unchanged and only that client is affected.
+Both work through botocore's event system on the client they are attached to, so the code under test (our
+runtime or Powertools) runs unchanged and only that client is affected.
 """
 
 from __future__ import annotations
@@ -15,11 +16,6 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 from botocore.stub import StubAssertionError, Stubber
-
-
-def _operation_of(event_name: str) -> str:
-    """`before-send.dynamodb.PutItem` -> `PutItem`."""
-    return event_name.rsplit(".", 1)[-1]
 
 
 class RequestCounter:
@@ -37,7 +33,7 @@ class RequestCounter:
 
     def _on_send(self, event_name: str = "", **_: Any) -> None:
         with self._lock:
-            self.by_operation[_operation_of(event_name)] += 1
+            self.by_operation[event_name.rsplit(".", 1)[-1]] += 1  # before-send.dynamodb.PutItem
 
     @property
     def total(self) -> int:
@@ -54,35 +50,6 @@ class RequestCounter:
 
     def detach(self) -> None:
         self._client.meta.events.unregister(self._event, unique_id=f"bench-counter-{id(self)}")
-
-
-class LatencyInjector:
-    """Adds a fixed delay to every request of a client, then lets it go on to moto (or the network).
-
-    The delay is a sleep, so it releases the GIL the way a socket wait does: concurrent requests overlap
-    exactly as they would against a remote DynamoDB with that round-trip time.
-    """
-
-    def __init__(
-        self,
-        client: Any,
-        delay_s: float,
-        service: str = "dynamodb",
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if delay_s < 0:
-            raise ValueError(f"delay_s must be >= 0, got {delay_s!r}")
-        self._client = client
-        self._event = f"before-send.{service}"
-        self.delay_s = delay_s
-        self._sleep = sleep
-        client.meta.events.register_first(self._event, self._on_send, unique_id=f"bench-latency-{id(self)}")
-
-    def _on_send(self, **_: Any) -> None:
-        self._sleep(self.delay_s)
-
-    def detach(self) -> None:
-        self._client.meta.events.unregister(self._event, unique_id=f"bench-latency-{id(self)}")
 
 
 class StandingStubber(Stubber):

@@ -12,14 +12,14 @@ template and checked every resource first: 2 min 56 s with three stacks.
 from __future__ import annotations
 
 import statistics
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.runtime_bench import REPO_ROOT, BenchmarkError
+from benchmarks.report import in_repo
+from benchmarks.runtime_bench import BenchmarkError
 from benchmarks.volume_bench import bootstrapped_emulator
 
 STACKS = ("BenchOne", "BenchTwo", "BenchThree")
@@ -39,19 +39,14 @@ class Timed:
         return statistics.median(self.samples_s)
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "command": self.command,
-            "samples_s": [round(s, 3) for s in self.samples_s],
-            "stacks": self.stacks,
-            "resources": self.resources,
-        }
+        return {**asdict(self), "samples_s": [round(s, 3) for s in self.samples_s]}
 
 
-def _timed(command: list[str], state: Path, check: str) -> list[float]:
+def _timed(command: list[str], check: str) -> list[float]:
     samples = []
     for _ in range(REPEATS):
         start = time.perf_counter()
-        done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        done = in_repo(command)
         samples.append(time.perf_counter() - start)
         if done.returncode != 0 or check not in done.stdout:
             raise BenchmarkError(
@@ -71,18 +66,13 @@ def measure() -> list[Timed]:
         if sorted(s.name for s in stacks) != sorted(STACKS) or any(s.problems() for s in stacks):
             raise BenchmarkError(f"expected the three stacks deployed whole, found {stacks}")
         resources = sum(s.resources for s in stacks)
-        where = ["--state-dir", str(state)]
-        output = [str(TOOL), "local", "output", "TopicArn", "--stack", STACKS[1], *where]
-        status = [str(TOOL), "local", "status", *where]
+        checks = {  # each command, and what its output must hold
+            f"local output TopicArn --stack {STACKS[1]}": "arn:aws:sns:",
+            "local status": f"{STACKS[2]}: CREATE_COMPLETE",
+        }
         return [
             Timed(
-                "local output TopicArn --stack " + STACKS[1],
-                _timed(output, state, "arn:aws:sns:"),
-                3,
-                resources,
-            ),
-            Timed("local status", _timed(status, state, f"{STACKS[2]}: CREATE_COMPLETE"), 3, resources),
+                command, _timed([str(TOOL), *command.split(), "--state-dir", str(state)], check), 3, resources
+            )
+            for command, check in checks.items()
         ]
-
-
-__all__ = ["REPEATS", "STACKS", "Timed", "measure"]

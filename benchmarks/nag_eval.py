@@ -43,6 +43,7 @@ import aws_cdk as cdk  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
 from benchmarks.nag_apps import APPS, normalized  # noqa: E402
+from benchmarks.report import git_commit  # noqa: E402
 from idempotent_nag import PACK_NAME, IdempotentPipelineChecks  # noqa: E402
 from idempotent_nag.templates import Templates  # noqa: E402
 
@@ -253,11 +254,6 @@ def samples(apps: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _commit() -> str:
-    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    return result.stdout.strip() or "unknown"
-
-
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="nag-eval-") as directory:
         outdir = Path(directory)
@@ -269,7 +265,7 @@ def main() -> int:
         samples=kept.get("samples", []),
         command="python -m benchmarks.nag_eval",
         date=dt.date.today().isoformat(),
-        commit=_commit(),
+        commit=git_commit(),
         correct=sum(not app.planted for app in APPS),
         versions={
             name: metadata.version(name)

@@ -21,6 +21,8 @@ import json
 import math
 import time
 import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,11 +65,18 @@ def lane_ceiling(cost: OutboxCost) -> float:
     return PARTITION_WRITE_UNITS_PER_SECOND / cost.write_units_per_emit
 
 
-def _order(message: Any) -> list[dict[str, Any]]:
-    line = message.json_object()
-    message.emit({"order": line["x"], "line": line["y"], "cents": 250})
-    item = {"pk": {"S": f"order#{line['x']}"}, "sk": {"S": f"line#{line['y']}"}, "cents": {"N": "250"}}
-    return [{"Put": {"Item": item}}]
+def _order_lines(lane_of: Callable[[str], str] | None = None) -> Callable[[Any], list[dict[str, Any]]]:
+    """The processor: a Put of the message's order line, and its emit to the downstream group ``lane_of``
+    gives the source group (None: emit's default)."""
+
+    def process(message: Any) -> list[dict[str, Any]]:
+        line = message.json_object()
+        lane = {} if lane_of is None else {"group_id": lane_of(message.group_id)}
+        message.emit({"order": line["x"], "line": line["y"], "cents": 250}, **lane)
+        item = {"pk": {"S": f"order#{line['x']}"}, "sk": {"S": f"line#{line['y']}"}, "cents": {"N": "250"}}
+        return [{"Put": {"Item": item}}]
+
+    return process
 
 
 def _stream_records(dynamodb: Any) -> list[dict[str, Any]]:
@@ -100,24 +109,14 @@ def measure() -> OutboxCost:
     from idempotent_runtime.relay import Relay, RelayConfig
     from moto import mock_aws
 
+    from benchmarks.contenders import create_our_table
     from benchmarks.events import sqs_record
     from idempotent_local.event_filter import matches
 
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name=REGION)
-        dynamodb.create_table(
-            TableName=TABLE,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
-        )
+        stream = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+        create_our_table(dynamodb, TABLE, StreamSpecification=stream)
         sns = boto3.client("sns", region_name=REGION)
         topic = sns.create_topic(Name=TOPIC, Attributes={"FifoTopic": "true"})["TopicArn"]
         units = {"outbox": 0, "transaction": 0}
@@ -140,7 +139,7 @@ def measure() -> OutboxCost:
             # One group at a time: moto's in-process stream is not safe across threads.
             Config(table_name=TABLE, mode=Mode.TRANSACTION, emit_target_arn=topic, max_workers=1),
             dynamodb_client=dynamodb,
-            processor=_order,
+            processor=_order_lines(),
             log_stream=io.StringIO(),
         )
         for start in range(0, MESSAGES, 10):
@@ -199,10 +198,10 @@ class Contention:
     the rounds."""
 
     delay_s: float
-    commits: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-    conflicts: dict[str, int] = field(default_factory=dict)
-    invocations: dict[str, int] = field(default_factory=dict)
+    commits: Counter[str] = field(default_factory=Counter)
+    seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    conflicts: Counter[str] = field(default_factory=Counter)
+    invocations: Counter[str] = field(default_factory=Counter)
 
     def commits_per_second(self, lanes: str) -> float:
         return self.commits[lanes] / self.seconds[lanes]
@@ -211,19 +210,10 @@ class Contention:
         return self.conflicts[lanes] / self.commits[lanes]
 
 
-def _emit_to(lane_of: Any) -> Any:
-    def process(message: Any) -> list[dict[str, Any]]:
-        line = message.json_object()
-        message.emit({"order": line["x"], "line": line["y"]}, group_id=lane_of(message.group_id))
-        item = {"pk": {"S": f"order#{line['x']}"}, "sk": {"S": f"line#{line['y']}"}, "cents": {"N": "250"}}
-        return [{"Put": {"Item": item}}]
-
-    return process
-
-
 def _commit_all(handler: Any, event: dict[str, Any]) -> int:
     """Deliver ``event``, then what failed again (Lambda's partial batch response, SQS redelivering it at
     once), until every record committed; the invocations it took."""
+    from benchmarks.events import redelivery
     from benchmarks.instruments import FakeLambdaContext
 
     invocations = 0
@@ -234,11 +224,7 @@ def _commit_all(handler: Any, event: dict[str, Any]) -> int:
                 f"{len(event['Records'])} records still failed after {MAX_DELIVERIES} deliveries"
             )
         failed = {f["itemIdentifier"] for f in handler(event, FakeLambdaContext())["batchItemFailures"]}
-        again = [json.loads(json.dumps(r)) for r in event["Records"] if r["messageId"] in failed]
-        for record in again:
-            attributes = record["attributes"]
-            attributes["ApproximateReceiveCount"] = str(int(attributes["ApproximateReceiveCount"]) + 1)
-        event = {"Records": again}
+        event = redelivery(event, failed)
     return invocations
 
 
@@ -267,11 +253,8 @@ def measure_contention(*, delay_s: float = 0.010, rounds: int = 3, batches: int 
             config = Config(
                 table_name=TABLE, mode=Mode.TRANSACTION, emit_target_arn=CONTENTION_TARGET, max_workers=10
             )
-            handler = build_handler(config, dynamodb_client=client, processor=_emit_to(lane_of))
+            handler = build_handler(config, dynamodb_client=client, processor=_order_lines(lane_of))
             handlers[lanes] = (handler, stub)
-            for key in ("commits", "conflicts", "invocations"):
-                getattr(out, key)[lanes] = 0
-            out.seconds[lanes] = 0.0
     with quiet_output():
         for handler, _ in handlers.values():  # warm-up: lazy imports, connection pools
             _commit_all(handler, fifo_batch(SOURCE_GROUPS, SOURCE_GROUPS))

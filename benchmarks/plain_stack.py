@@ -7,6 +7,7 @@ synth time (validation, derived settings, cdk-nag-ready policies), not the resou
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -50,37 +51,27 @@ class PlainPipelineStack(cdk.Stack):
 
     def _messaging(self) -> tuple[sns.Topic, sqs.Queue, sqs.Queue, sqs.Queue]:
         topic = sns.Topic(self, "Topic", fifo=True, content_based_deduplication=True, enforce_ssl=True)
+        fifo: dict[str, Any] = {
+            "fifo": True,
+            "content_based_deduplication": True,
+            "enforce_ssl": True,
+            "encryption": sqs.QueueEncryption.SQS_MANAGED,
+        }
+        kept: dict[str, Any] = {"removal_policy": cdk.RemovalPolicy.RETAIN}  # the dead-letter queues
         dead_letter_queue = sqs.Queue(
-            self,
-            "DeadLetterQueue",
-            fifo=True,
-            content_based_deduplication=True,
-            enforce_ssl=True,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            retention_period=cdk.Duration.days(14),
-            removal_policy=cdk.RemovalPolicy.RETAIN,
+            self, "DeadLetterQueue", **fifo, **kept, retention_period=cdk.Duration.days(14)
         )
         queue = sqs.Queue(
             self,
             "Queue",
-            fifo=True,
-            content_based_deduplication=True,
-            enforce_ssl=True,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            **fifo,
             retention_period=cdk.Duration.days(4),
             visibility_timeout=cdk.Duration.seconds(6 * FUNCTION_TIMEOUT_S),
             dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letter_queue, max_receive_count=5),
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         subscription_dead_letter_queue = sqs.Queue(
-            self,
-            "SubscriptionDeadLetterQueue",
-            fifo=True,
-            content_based_deduplication=True,
-            enforce_ssl=True,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            retention_period=cdk.Duration.days(14),
-            removal_policy=cdk.RemovalPolicy.RETAIN,
+            self, "SubscriptionDeadLetterQueue", **fifo, **kept, retention_period=cdk.Duration.days(14)
         )
         topic.add_subscription(
             subscriptions.SqsSubscription(

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
+import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
 TIMES = "\u00d7"  # the multiplication sign, as in "0.3x Powertools"
 DASH = "\u2013"  # an empty cell
 
@@ -76,6 +80,44 @@ def _rounded(value: float | None) -> float | None:
     return float(f"{value:.6g}")
 
 
+def in_repo(command: Sequence[str], **options: Any) -> subprocess.CompletedProcess[str]:
+    """``command`` run from the repository's root, output captured as text (``check`` off unless given)."""
+    return subprocess.run(
+        command, **{"cwd": REPO_ROOT, "capture_output": True, "text": True, "check": False, **options}
+    )
+
+
+def git_commit() -> str:
+    """The commit measured, "+uncommitted" when tracked files differ from it."""
+    try:
+        commit = in_repo(["git", "rev-parse", "--short", "HEAD"], check=True).stdout.strip()
+        dirty = in_repo(["git", "status", "--porcelain", "--untracked-files=no"], check=True).stdout.strip()
+        return commit + ("+uncommitted" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def paired_ratio(ours: Sequence[float], reference: Sequence[float]) -> float:
+    """Median of per-round ratios, to 4 places: each pair ran seconds apart, so slow drift cancels."""
+    return round(statistics.median(o / r for o, r in zip(ours, reference, strict=True)), 4)
+
+
+def side_by_side(ours: float, reference: float) -> dict[str, float]:
+    return {"ours": round(ours, 4), "reference": round(reference, 4), "ratio": round(ours / reference, 4)}
+
+
+def recorded(
+    name: str,
+    unit: str,
+    ours: float | None,
+    method: str,
+    target: Target | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Metric:
+    """A metric with no reference: recorded, or held to a target on its own value."""
+    return Metric(name, unit, ours, None, "", method, target, extra or {})
+
+
 def unmeasured(
     name: str, unit: str, reference_name: str, method: str, reason: str, target: Target | None = None
 ) -> Metric:
@@ -89,7 +131,7 @@ def write_json(metrics: list[Metric], run_info: dict[str, Any], path: Path) -> d
     return document
 
 
-def _fmt(value: float | None, unit: str = "") -> str:
+def fmt(value: float | None, unit: str = "") -> str:
     if value is None:
         return DASH
     if unit == "bytes":
@@ -124,13 +166,13 @@ def render_markdown(metrics: list[Metric], run_info: dict[str, Any]) -> str:
         "|---|---|---:|---:|---:|---|---|",
     ]
     for metric in metrics:
-        reference = _fmt(metric.reference, metric.unit)
+        reference = fmt(metric.reference, metric.unit)
         if metric.reference_name:
             reference += f" ({metric.reference_name})"
         ratio = DASH if metric.ratio is None else f"{metric.ratio:.2f}{TIMES}"
         target = DASH if metric.target is None else metric.target.text
         lines.append(
-            f"| `{metric.name}` | {metric.unit} | {_fmt(metric.ours, metric.unit)} | {reference} | {ratio} "
+            f"| `{metric.name}` | {metric.unit} | {fmt(metric.ours, metric.unit)} | {reference} | {ratio} "
             f"| {target} | {_met_cell(metric)} |"
         )
     lines += ["", "![ours / reference per metric, and batch latency by message groups](results.png)"]
@@ -159,9 +201,7 @@ def render_chart(metrics: list[Metric], latency: dict[str, dict[int, float]] | N
     ax = axes[0][0]
     names = [m.name for m in compared][::-1]
     ratios = [m.ratio for m in compared][::-1]
-    colors = []
-    for m in compared[::-1]:
-        colors.append("#9e9e9e" if m.met is None else ("#2e7d32" if m.met else "#c62828"))
+    colors = ["#9e9e9e" if m.met is None else ("#2e7d32" if m.met else "#c62828") for m in compared[::-1]]
     ax.barh(names, ratios, color=colors)
     for i, m in enumerate(compared[::-1]):
         if m.target is not None and m.target.on == "ratio":

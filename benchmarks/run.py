@@ -21,7 +21,6 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -45,28 +44,19 @@ from benchmarks.report import (  # noqa: E402
     TIMES,
     Metric,
     Target,
+    fmt,
+    git_commit,
+    in_repo,
+    paired_ratio,
+    recorded,
     render_chart,
     render_cost_chart,
     render_markdown,
+    side_by_side,
     unmeasured,
     write_json,
 )
 
-# CPU first: it is the most sensitive to what earlier sections leave in the process (moto state, threads).
-SECTIONS = (
-    "cpu",
-    "requests",
-    "outbox",
-    "durable",
-    "latency",
-    "logs",
-    "cold_init",
-    "synth",
-    "volume",
-    "redrive",
-    "local_tools",
-    "test_suite",
-)
 OUT_DIR = Path(__file__).resolve().parent
 
 
@@ -112,30 +102,25 @@ def requests_section(settings: Settings) -> list[Metric]:
     )
     for mode in cont.MODES:
         ours = rb.count_requests(cont.ours(mode)) if mode in available else None
-        for kind, label in (("new", "new_message"), ("dup", "duplicate")):
-            name = f"ddb_requests_per_{label}_{mode}"
-            if mode == "document":
-                target = Target("value", 1, "1 request (Powertools: 2)" if kind == "new" else "1 request")
-            else:
-                target = None
+        for kind in rb.REQUEST_KINDS:
+            name = f"ddb_requests_per_{kind}_{mode}"
+            text = "1 request (Powertools: 2)" if kind == "new_message" else "1 request"
+            target = Target("value", 1, text) if mode == "document" else None
             if ours is None:
                 metrics.append(unmeasured(name, "requests", "Powertools", method, missing[mode], target))
                 continue
-            new = kind == "new"
             metrics.append(
                 Metric(
                     name,
                     "requests",
-                    ours.per_new_message if new else ours.per_duplicate,
-                    reference.per_new_message if new else reference.per_duplicate,
+                    ours.per_message(kind),
+                    reference.per_message(kind),
                     "Powertools",
                     method,
                     target,
                     {
-                        "ours_by_operation": ours.new_by_operation if new else ours.duplicate_by_operation,
-                        "reference_by_operation": (
-                            reference.new_by_operation if new else reference.duplicate_by_operation
-                        ),
+                        "ours_by_operation": ours.by_operation[kind],
+                        "reference_by_operation": reference.by_operation[kind],
                     },
                 )
             )
@@ -173,7 +158,6 @@ def requests_section(settings: Settings) -> list[Metric]:
             unmeasured(name, "requests", "Powertools", conflict_method, missing["document"], target)
         )
     metrics += _versioned_requests()
-    log("requests: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
     return metrics
 
 
@@ -194,13 +178,11 @@ def outbox_section(settings: Settings) -> list[Metric]:
         "relay_publish_batch_requests": cost.relay_publish_requests,
         "relay_dynamodb_requests": cost.relay_dynamodb_requests,
     }
-    metrics = [
-        Metric(
+    return [
+        recorded(
             "outbox_write_units_per_emitted_message",
             "write units",
             cost.write_units_per_emit,
-            None,
-            "",
             method + "; DynamoDB write units of the outbox items' Puts in the consumer's TransactWriteItems "
             "(2 per KB of item, transactional), beyond the transaction's own (the processor's writes and "
             "the marker)",
@@ -217,35 +199,26 @@ def outbox_section(settings: Settings) -> list[Metric]:
             Target("value", 0.1, "≤ 0.1"),
             details,
         ),
-        Metric(
+        recorded(
             "relay_ddb_requests_per_emitted_message",
             "requests",
             cost.relay_dynamodb_per_emit,
-            None,
-            "",
             method + "; DynamoDB requests sent while the relay ran (botocore `before-send`, every client)",
             Target("value", 0, "0"),
             details,
         ),
-    ]
-    metrics.append(
-        Metric(
+        recorded(
             "outbox_one_downstream_group_ceiling_commits_per_second",
             "commits/s",
             ob.lane_ceiling(cost),
-            None,
-            "",
             f"a downstream group's outbox items share one partition key, which takes about "
             f"{ob.PARTITION_WRITE_UNITS_PER_SECOND:,} write units a second: that over the measured write "
             "units per emitted message (the row above); past it DynamoDB throttles, or splits the partition "
             "for heat. The way past it: more downstream groups (a group per entity), each its own partition",
-            None,
-            details | {"partition_write_units_per_second": ob.PARTITION_WRITE_UNITS_PER_SECOND},
-        )
-    )
-    metrics.append(outbox_contention(settings))
-    log("outbox: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
-    return metrics
+            extra=details | {"partition_write_units_per_second": ob.PARTITION_WRITE_UNITS_PER_SECOND},
+        ),
+        outbox_contention(settings),
+    ]
 
 
 def outbox_contention(settings: Settings) -> Metric:
@@ -298,7 +271,7 @@ def durable_section(settings: Settings) -> list[Metric]:
         "environment's one GetFunctionConfiguration is not counted); conflicts go to a FIFO DLQ (its SQS "
         "requests are not counted)"
     )
-    metrics = [
+    return [
         Metric(
             f"durable_requests_per_{counts.kind}",
             "requests",
@@ -311,8 +284,6 @@ def durable_section(settings: Settings) -> list[Metric]:
         )
         for counts in db.count_durable_requests()
     ]
-    log("durable: " + ", ".join(f"{m.name}={m.ours}" for m in metrics))
-    return metrics
 
 
 def _versioned_requests() -> list[Metric]:
@@ -391,32 +362,30 @@ def latency_section(settings: Settings) -> tuple[list[Metric], dict[str, dict[in
         for name, per_group in samples.samples.items()
         if name in ("Powertools", "ours (document)")
     }
-    log(
-        "latency: "
-        + ", ".join(
-            f"{m.name}={m.ours and round(m.ours, 1)}/{m.reference and round(m.reference, 1)}" for m in metrics
-        )
-    )
     return metrics, chart
 
 
 def _cpu_metric(
-    name: str, ours_name: str, samples: rb.CpuSamples, method: str, target: Target | None, mode: str
+    name: str,
+    mode: str,
+    samples: rb.CpuSamples,
+    method: str,
+    target: Target | None,
+    reference: tuple[str, str] = ("Powertools", "Powertools"),  # its series, and its name in the table
 ) -> Metric:
-    ours, theirs = samples.samples[ours_name], samples.samples["Powertools"]
+    ours_name = cont.ours(mode).name
+    ours, theirs = samples.samples[ours_name], samples.samples[reference[0]]
     return Metric(
         name,
         "µs",
         samples.median(ours_name),
-        samples.median("Powertools"),
-        "Powertools",
+        samples.median(reference[0]),
+        reference[1],
         method,
         target,
         {
             "mode": mode,
-            "paired_ratio_median": round(
-                statistics.median(o / r for o, r in zip(ours, theirs, strict=True)), 4
-            ),
+            "paired_ratio_median": paired_ratio(ours, theirs),
             "ours_samples_us": [round(s, 1) for s in ours],
             "reference_samples_us": [round(s, 1) for s in theirs],
         },
@@ -451,7 +420,7 @@ def cpu_section(settings: Settings) -> list[Metric]:
         if mode not in available:
             metrics.append(unmeasured(name, "µs", "Powertools", method(10), missing[mode], target))
             continue
-        metrics.append(_cpu_metric(name, cont.ours(mode).name, samples, method(10), target, mode))
+        metrics.append(_cpu_metric(name, mode, samples, method(10), target))
     floor_name = "cpu_us_per_record_vs_floor"
     floor_target = Target("ratio", 1.5, f"≤ 1.5{TIMES} floor")
     floor_method = (
@@ -462,26 +431,8 @@ def cpu_section(settings: Settings) -> list[Metric]:
     if floor_of is None:
         metrics.append(unmeasured(floor_name, "µs", "floor", floor_method, missing["document"], floor_target))
     else:
-        ours, floor = samples.samples["ours (document)"], samples.samples[rb.FLOOR]
-        metrics.append(
-            Metric(
-                floor_name,
-                "µs",
-                samples.median("ours (document)"),
-                samples.median(rb.FLOOR),
-                "floor: the same put_item calls in a bare loop",
-                floor_method,
-                floor_target,
-                {
-                    "mode": "document",
-                    "paired_ratio_median": round(
-                        statistics.median(o / f for o, f in zip(ours, floor, strict=True)), 4
-                    ),
-                    "ours_samples_us": [round(s, 1) for s in ours],
-                    "reference_samples_us": [round(s, 1) for s in floor],
-                },
-            )
-        )
+        reference = (rb.FLOOR, "floor: the same put_item calls in a bare loop")
+        metrics.append(_cpu_metric(floor_name, "document", samples, floor_method, floor_target, reference))
     if "document" in available:
         # One group: every record one after another, as the floor's calls are, so this isolates the
         # per-record work from the cost (and the overlapped waits) of running groups concurrently.
@@ -493,21 +444,11 @@ def cpu_section(settings: Settings) -> list[Metric]:
             floor_of=floor_of,
             delay_s=delay_s,
         )
-        metric = _cpu_metric(
-            "cpu_us_per_record_1_group", "ours (document)", sequential, method(1), None, "document"
-        )
+        metric = _cpu_metric("cpu_us_per_record_1_group", "document", sequential, method(1), None)
         ours, floor = sequential.samples["ours (document)"], sequential.samples[rb.FLOOR]
         metric.extra["floor_us"] = round(sequential.median(rb.FLOOR), 1)
-        metric.extra["vs_floor_paired_ratio_median"] = round(
-            statistics.median(o / f for o, f in zip(ours, floor, strict=True)), 4
-        )
+        metric.extra["vs_floor_paired_ratio_median"] = paired_ratio(ours, floor)
         metrics.append(metric)
-    log(
-        "cpu: "
-        + ", ".join(
-            f"{m.name}={m.ours and round(m.ours)}/{m.reference and round(m.reference)}" for m in metrics
-        )
-    )
     return metrics
 
 
@@ -538,9 +479,6 @@ def logs_section(settings: Settings) -> list[Metric]:
         )
     }
     ours, theirs = results["ours (document)"], results["Powertools + Metrics"]
-    log(
-        f"logs: ours {ours.bytes_per_record:.1f} B/record, Powertools + Metrics {theirs.bytes_per_record:.1f}"
-    )
     return [
         Metric(
             "log_bytes_per_record",
@@ -625,7 +563,6 @@ def cost_section(metrics: list[Metric]) -> tuple[list[Metric], dict[str, cost_mo
                 },
             )
         )
-    log("cost per million messages: " + ", ".join(f"{c.name}=${c.total:.3f}" for c in costs.values()))
     return out, {cost.name: cost for cost in costs.values()}
 
 
@@ -666,29 +603,15 @@ def cold_init_section(settings: Settings) -> list[Metric]:
         ]
     samples = rb.cold_init(programs, env, runs=settings.cold_runs)
 
-    def paired_ratio(reference: str) -> float:
-        """Median of per-round ratios: each pair ran seconds apart, so slow drift cancels."""
-        ours, theirs = samples.samples["cpu"]["ours"], samples.samples["cpu"][reference]
-        return statistics.median(o / r for o, r in zip(ours, theirs, strict=True))
-
     def extra(reference: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"paired_ratio_median": round(paired_ratio(reference), 4)}
-        fastest = min(samples.samples["cpu"]["ours"]), min(samples.samples["cpu"][reference])
-        out["min_s"] = {
-            "ours": round(fastest[0], 4),
-            "reference": round(fastest[1], 4),
-            "ratio": round(fastest[0] / fastest[1], 4),
+        cpu = samples.samples["cpu"]
+        out: dict[str, Any] = {
+            "paired_ratio_median": paired_ratio(cpu["ours"], cpu[reference]),
+            "min_s": side_by_side(min(cpu["ours"]), min(cpu[reference])),
         }
         for kind in ("wall", "process_cpu", "process_wall"):
-            ours, theirs = samples.median("ours", kind), samples.median(reference, kind)
-            out[f"{kind}_s"] = {
-                "ours": round(ours, 4),
-                "reference": round(theirs, 4),
-                "ratio": round(ours / theirs, 4),
-            }
-        out["samples_cpu_s"] = {
-            name: [round(v, 4) for v in samples.samples["cpu"][name]] for name in ("ours", reference)
-        }
+            out[f"{kind}_s"] = side_by_side(samples.median("ours", kind), samples.median(reference, kind))
+        out["samples_cpu_s"] = {name: [round(v, 4) for v in cpu[name]] for name in ("ours", reference)}
         return out
 
     floor_extra = extra("floor")
@@ -720,26 +643,13 @@ def cold_init_section(settings: Settings) -> list[Metric]:
             extra("Powertools"),
         ),
     ]
-    log(
-        "cold init (in-process CPU, whole-process wall): "
-        + ", ".join(
-            f"{n}={samples.median(n):.3f}s/{samples.median(n, 'process_wall'):.3f}s" for n in programs
-        )
-    )
     return metrics
 
 
 def synth_section(settings: Settings) -> list[Metric]:
-    env = dict(os.environ)
-    env.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
-    env.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.synth_bench", "--pairs", str(settings.synth_pairs)],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+    # synth_bench silences jsii's Node version warnings itself
+    completed = in_repo(
+        [sys.executable, "-m", "benchmarks.synth_bench", "--pairs", str(settings.synth_pairs)]
     )
     if completed.returncode != 0:
         raise RuntimeError(f"synth benchmark failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
@@ -774,9 +684,7 @@ def synth_section(settings: Settings) -> list[Metric]:
                 "reference_with_cdk_nag_s": round(medians["reference_with_nag"], 4),
                 "paired_ratio_median": round(data["paired_ratio_median"]["wall"], 4),
                 "cpu_s": {
-                    "ours": round(cpu_medians["reference"], 4),
-                    "reference": round(cpu_medians["plain"], 4),
-                    "ratio": round(cpu_medians["reference"] / cpu_medians["plain"], 4),
+                    **side_by_side(cpu_medians["reference"], cpu_medians["plain"]),
                     "paired_ratio_median": round(data["paired_ratio_median"]["cpu"], 4),
                     "method": "CPU time of the Python process plus the jsii Node process (all threads, "
                     "/proc schedstat) per synth, median",
@@ -788,10 +696,6 @@ def synth_section(settings: Settings) -> list[Metric]:
             },
         ),
     ]
-    log(
-        f"synth: reference {medians['reference']:.3f}s plain {medians['plain']:.3f}s; "
-        f"asset {asset['zip_bytes']} B"
-    )
     return metrics
 
 
@@ -817,27 +721,20 @@ def volume_metrics(runs: list[vb.Drained], plain_cpu_s: float | None, plain_mess
     large_cpu, small_cpu = cpu(large), cpu(small)
     plain = None if plain_cpu_s is None else plain_cpu_s / plain_messages * 1000
     runs_json = [r.as_json() for r in runs]
-    log(
-        "volume: "
-        + "; ".join(f"{r['messages']} in {r['publish_s']}+{r['drain_s']} s" for r in runs_json)
-        + f"; emulator CPU {small_cpu} ms/message at {smallest:,}, plain moto {plain}"
-    )
+    log("volume: " + "; ".join(f"{r['messages']} in {r['publish_s']}+{r['drain_s']} s" for r in runs_json))
     plain_method = (
         f"plain moto server (no emulator change, its own process) serving the same API calls for "
         f"{plain_messages:,} messages: PublishBatch to a FIFO topic delivering to a FIFO queue, "
         "ReceiveMessage, one conditional PutItem per message, DeleteMessageBatch, 100 messages at a time"
     )
     return [
-        Metric(
+        recorded(
             "volume_publish_and_drain_s",
             "s",
             statistics.mean(r.seconds for r in large),
-            None,
-            "",
             f"wall time to publish and drain {largest:,} messages (recorded: it depends on the machine); "
             + method,
-            None,
-            {"runs": runs_json},
+            extra={"runs": runs_json},
         ),
         Metric(
             "volume_ms_per_message",
@@ -884,7 +781,6 @@ def redrive_metrics(runs: list[vb.Redriven]) -> list[Metric]:
     ``vb.ONE_AT_A_TIME``, measured in the same run when git could give it)."""
     batched = next(run for run in runs if run.code == "batched")
     before = next((run for run in runs if run.code != "batched"), None)
-    log("redrive: " + "; ".join(f"{run.code} {run.letters / run.seconds:.0f}/s" for run in runs))
     return [
         Metric(
             "redrive_messages_per_s",
@@ -909,25 +805,19 @@ def redrive_section(settings: Settings) -> list[Metric]:
 def local_tools_metrics(timed: list[ltb.Timed]) -> list[Metric]:
     """``local output`` and ``local status`` with three stacks deployed: the median of their runs."""
     names = {"local output": "local_output_s", "local status": "local_status_s"}
-    metrics = []
-    for each in timed:
-        name = next(metric for prefix, metric in names.items() if each.command.startswith(prefix))
-        log(f"{name}: median {each.median_s:.3f} s of {len(each.samples_s)} ({each.resources} resources)")
-        metrics.append(
-            Metric(
-                name,
-                "s",
-                each.median_s,
-                None,
-                "",
-                f"wall time of `idempotent-pipeline {each.command}` from start to exit (a new process, the "
-                f"console script), median of {len(each.samples_s)} runs, with {each.stacks} stacks of app.py "
-                f"-c outbox=true deployed ({each.resources} resources)",
-                Target("value", 1.0, "≤ 1 s with three stacks"),
-                each.as_json(),
-            )
+    return [
+        recorded(
+            next(metric for prefix, metric in names.items() if each.command.startswith(prefix)),
+            "s",
+            each.median_s,
+            f"wall time of `idempotent-pipeline {each.command}` from start to exit (a new process, the "
+            f"console script), median of {len(each.samples_s)} runs, with {each.stacks} stacks of app.py "
+            f"-c outbox=true deployed ({each.resources} resources)",
+            Target("value", 1.0, "≤ 1 s with three stacks"),
+            each.as_json(),
         )
-    return metrics
+        for each in timed
+    ]
 
 
 def local_tools_section(settings: Settings) -> list[Metric]:
@@ -937,7 +827,7 @@ def local_tools_section(settings: Settings) -> list[Metric]:
 def test_suite_section(settings: Settings) -> list[Metric]:
     command = ["make", "test"]  # as users run it: the Makefile's two workers
     start = time.perf_counter()
-    completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    completed = in_repo(command)
     elapsed = time.perf_counter() - start
     summary = next(
         (
@@ -949,37 +839,17 @@ def test_suite_section(settings: Settings) -> list[Metric]:
     )
     log(f"test suite: {elapsed:.1f}s, exit {completed.returncode}, {summary}")
     return [
-        Metric(
+        recorded(
             "test_suite_s",
             "s",
             elapsed,
-            None,
-            "",
             f"wall time of `{' '.join(command)}` (recorded, not compared)",
-            None,
-            {"exit_code": completed.returncode, "pytest_summary": summary},
+            extra={"exit_code": completed.returncode, "pytest_summary": summary},
         )
     ]
 
 
 # --- main -------------------------------------------------------------------------------------------------
-
-
-def _git_commit() -> str:
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        return commit + ("+uncommitted" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _versions() -> dict[str, str]:
@@ -1009,19 +879,27 @@ def _carried_over(previous: Path, names: set[str]) -> list[Metric]:
             }
             extra["carried_over"] = f"not rerun; measured {when}"
             extra["measured_utc"] = when
-            kept.append(
-                Metric(
-                    entry["name"],
-                    entry["unit"],
-                    entry["ours"],
-                    entry["reference"],
-                    entry["reference_name"],
-                    entry["method"],
-                    None,
-                    extra,
-                )
-            )
+            columns = ("name", "unit", "ours", "reference", "reference_name", "method")
+            kept.append(Metric(**{column: entry[column] for column in columns}, extra=extra))
     return kept
+
+
+# CPU first: it is the most sensitive to what earlier sections leave in the process (moto state, threads).
+RUNNERS: dict[str, Callable[[Settings], Any]] = {
+    "cpu": cpu_section,
+    "requests": requests_section,
+    "outbox": outbox_section,
+    "durable": durable_section,
+    "latency": latency_section,
+    "logs": logs_section,
+    "cold_init": cold_init_section,
+    "synth": synth_section,
+    "volume": volume_section,
+    "redrive": redrive_section,
+    "local_tools": local_tools_section,
+    "test_suite": test_suite_section,
+}
+SECTIONS = tuple(RUNNERS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1038,6 +916,9 @@ def main(argv: list[str] | None = None) -> int:
         "--output-dir", type=Path, default=OUT_DIR, help="where results.* go (default benchmarks/)"
     )
     args = parser.parse_args(argv)
+    skipped = {
+        name for name, skip in (("test_suite", args.skip_test_suite), ("synth", args.skip_synth)) if skip
+    }
 
     for name, value in (
         ("AWS_DEFAULT_REGION", rb.REGION),
@@ -1045,36 +926,19 @@ def main(argv: list[str] | None = None) -> int:
         ("AWS_SECRET_ACCESS_KEY", "bench"),
     ):
         os.environ.setdefault(name, value)
-    sections = [section for section in SECTIONS if not args.only or section in args.only]
-    if args.skip_test_suite and "test_suite" in sections:
-        sections.remove("test_suite")
-    if args.skip_synth and "synth" in sections:
-        sections.remove("synth")
+    sections = [name for name in SECTIONS if (not args.only or name in args.only) and name not in skipped]
 
     settings = Settings(args.quick)
     started = time.time()
     load_start = os.getloadavg()
-    runners: dict[str, Callable[[Settings], Any]] = {
-        "requests": requests_section,
-        "outbox": outbox_section,
-        "durable": durable_section,
-        "latency": latency_section,
-        "logs": logs_section,
-        "cpu": cpu_section,
-        "cold_init": cold_init_section,
-        "synth": synth_section,
-        "volume": volume_section,
-        "redrive": redrive_section,
-        "local_tools": local_tools_section,
-        "test_suite": test_suite_section,
-    }
     metrics: list[Metric] = []
-    latency_chart: dict[str, dict[int, float]] | None = None
+    charts: dict[str, Any] = {}  # the latency section's by group count, the cost model's by contender
     errors = []
-    for section in sections:
+    # The cost model is computed from the requests, latency and logs sections' rows, after them.
+    for section in [*sections, *(["cost"] if {"requests", "latency", "logs"} <= set(sections) else [])]:
         log(f"{section} ...")
         try:
-            produced = runners[section](settings)
+            produced = cost_section(metrics) if section == "cost" else RUNNERS[section](settings)
         except Exception as error:  # keep the other sections' numbers; the failure is reported, not hidden
             errors.append(section)
             traceback.print_exc()
@@ -1082,19 +946,13 @@ def main(argv: list[str] | None = None) -> int:
                 unmeasured(f"{section}_section", "", "", f"section {section}", f"error: {error!r}")
             )
             continue
-        if section == "latency":
-            produced, latency_chart = produced
+        if isinstance(produced, tuple):
+            produced, charts[section] = produced
         metrics.extend(produced)
-
-    costs: dict[str, cost_model.Cost] = {}
-    if {"requests", "latency", "logs"} <= set(sections):
-        try:
-            cost_metrics, costs = cost_section(metrics)
-            metrics.extend(cost_metrics)
-        except Exception as error:
-            errors.append("cost")
-            traceback.print_exc()
-            metrics.append(unmeasured("cost_section", "", "", "cost model", f"error: {error!r}"))
+        log(
+            f"{section}: "
+            + ", ".join(f"{m.name}={fmt(m.ours, m.unit)}/{fmt(m.reference, m.unit)}" for m in produced)
+        )
 
     output_dir = args.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -1108,7 +966,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
         "load_average_start": round(load_start[0], 2),
         "load_average_end": round(os.getloadavg()[0], 2),
-        "commit": _git_commit(),
+        "commit": git_commit(),
         "quick": args.quick,
         "sections": sections,
         "versions": _versions(),
@@ -1117,9 +975,9 @@ def main(argv: list[str] | None = None) -> int:
         metric.extra.setdefault("measured_utc", run_info["finished_utc"])
     write_json(metrics, run_info, results_json)
     (output_dir / "results.md").write_text(render_markdown(metrics, run_info))
-    render_chart(metrics, latency_chart, output_dir / "results.png")
-    if costs:
-        render_cost_chart(list(costs.values()), output_dir / "cost.png")
+    render_chart(metrics, charts.get("latency"), output_dir / "results.png")
+    if charts.get("cost"):
+        render_cost_chart(list(charts["cost"].values()), output_dir / "cost.png")
     log(f"wrote {results_json}, results.md, results.png in {run_info['duration_s']} s")
     return 1 if errors else 0
 

@@ -12,16 +12,14 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -30,9 +28,9 @@ from moto import mock_aws
 from benchmarks.contenders import Contender, Handler
 from benchmarks.events import fifo_batch, redelivery
 from benchmarks.instruments import FakeLambdaContext, RequestCounter, StandingStubber
+from benchmarks.report import in_repo
 
 REGION = "us-east-1"
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class BenchmarkError(RuntimeError):
@@ -40,23 +38,33 @@ class BenchmarkError(RuntimeError):
 
 
 @contextmanager
-def quiet_output() -> Iterator[None]:
-    """Send fds 1 and 2 to /dev/null: per-record JSON log lines are part of the cost, not of the report."""
+def _output_to(fd: int) -> Iterator[None]:
+    """fds 1 and 2 written to ``fd`` meanwhile, then restored."""
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
         yield
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
-        for fd in (*saved, devnull):
-            os.close(fd)
+        for each in saved:
+            os.close(each)
+
+
+@contextmanager
+def quiet_output() -> Iterator[None]:
+    """Send fds 1 and 2 to /dev/null: per-record JSON log lines are part of the cost, not of the report."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        with _output_to(devnull):
+            yield
+    finally:
+        os.close(devnull)
 
 
 # Ambient AWS configuration that would send the measured clients somewhere other than moto, or fail them
@@ -132,27 +140,26 @@ def _table_name(contender: Contender) -> str:
     return "bench-" + "".join(ch if ch.isalnum() else "-" for ch in contender.name.lower()).strip("-")
 
 
-def _recreate_table(client: Any, contender: Contender) -> None:
-    client.delete_table(TableName=_table_name(contender))
-    contender.create_table(client, _table_name(contender))
-
-
-def _item_count(client: Any, table_name: str) -> int:
-    return sum(page["Count"] for page in client.get_paginator("scan").paginate(TableName=table_name))
+def item_count(client: Any, table_name: str) -> int:
+    pages = client.get_paginator("scan").paginate(TableName=table_name, Select="COUNT")
+    return sum(page["Count"] for page in pages)
 
 
 # --- 1. DynamoDB requests per message -------------------------------------------------------------------
+
+
+REQUEST_KINDS = ("new_message", "duplicate")
 
 
 @dataclass
 class RequestCounts:
     contender: str
     records: int
-    per_new_message: float
-    per_duplicate: float
-    new_by_operation: dict[str, int]
-    duplicate_by_operation: dict[str, int]
+    by_operation: dict[str, dict[str, int]]  # of REQUEST_KINDS: operation -> requests for the batch
     items_after: int
+
+    def per_message(self, kind: str) -> float:
+        return sum(self.by_operation[kind].values()) / self.records
 
 
 def count_requests(contender: Contender, *, records: int = 10, groups: int = 10) -> RequestCounts:
@@ -176,18 +183,10 @@ def count_requests(contender: Contender, *, records: int = 10, groups: int = 10)
             _check_all_succeeded(handler(redelivery(event), FakeLambdaContext()), contender.name)
         duplicate = counter.snapshot()
         counter.detach()
-        items = _item_count(client, table_name)
+        items = item_count(client, table_name)
     if items < records:
         raise BenchmarkError(f"{contender.name} stored {items} items for {records} new messages")
-    return RequestCounts(
-        contender=contender.name,
-        records=records,
-        per_new_message=sum(new.values()) / records,
-        per_duplicate=sum(duplicate.values()) / records,
-        new_by_operation=new,
-        duplicate_by_operation=duplicate,
-        items_after=items,
-    )
+    return RequestCounts(contender.name, records, {"new_message": new, "duplicate": duplicate}, items)
 
 
 @dataclass
@@ -195,9 +194,7 @@ class ConflictCounts:
     """Requests for a batch of conflicting messages (keys stored before, with other content)."""
 
     contender: str
-    records: int
     dynamodb_per_conflict: float
-    sqs_per_conflict: float
     dynamodb_by_operation: dict[str, int]
     sqs_by_operation: dict[str, int]
     outcome: str  # what the contender made of them
@@ -260,6 +257,34 @@ class _FifoSource:
         return snapshots
 
 
+class OurConsumer:
+    """Our runtime on moto (inside :func:`moto_backend`): the constructs' table, a FIFO DLQ, and a handler
+    built on them with ``config`` (more :class:`Config` fields) and ``build`` (``build_handler``'s other
+    arguments)."""
+
+    def __init__(self, table_name: str, config: Mapping[str, Any] | None = None, **build: Any) -> None:
+        from idempotent_runtime.clients import create_client
+        from idempotent_runtime.config import Config
+        from idempotent_runtime.flow import build_handler
+
+        from benchmarks.contenders import create_our_table
+
+        self.sqs, self.dynamodb = create_client("sqs"), create_client("dynamodb")
+        fifo = {"FifoQueue": "true"}
+        self.dlq = self.sqs.create_queue(QueueName="bench-dlq.fifo", Attributes=fifo)["QueueUrl"]
+        create_our_table(self.dynamodb, table_name)
+        settings = Config(
+            table_name=table_name, dlq_url=self.dlq, function_name="bench-consumer", **(config or {})
+        )
+        self.handler = build_handler(settings, dynamodb_client=self.dynamodb, sqs_client=self.sqs, **build)
+
+    def dead_letters(self) -> int:
+        dead = self.sqs.get_queue_attributes(
+            QueueUrl=self.dlq, AttributeNames=["ApproximateNumberOfMessages"]
+        )
+        return int(dead["Attributes"]["ApproximateNumberOfMessages"])
+
+
 def count_conflict_requests(
     *, records: int = 10, groups: int = 10, powertools: Contender | None = None
 ) -> list[ConflictCounts]:
@@ -271,37 +296,21 @@ def count_conflict_requests(
     the DLQ send). Only the requests the handler sends while it runs are counted. ``powertools``: the peer
     on the same messages (without payload validation it treats them as duplicates).
     """
-    from idempotent_runtime.clients import create_client
-    from idempotent_runtime.config import Config
-    from idempotent_runtime.flow import build_handler
-
-    from benchmarks.contenders import create_our_table
-
     with moto_backend():
-        sqs = create_client("sqs")
-        source = _FifoSource(sqs, records, groups)
-        deliver = source.deliver
-        dlq = sqs.create_queue(QueueName="bench-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        dynamodb = create_client("dynamodb")
-        create_our_table(dynamodb, "bench-ours")
-        config = Config(table_name="bench-ours", dlq_url=dlq, function_name="bench-consumer")
-        ours = build_handler(config, dynamodb_client=dynamodb, sqs_client=sqs)
+        ours = OurConsumer("bench-ours")
+        deliver = _FifoSource(ours.sqs, records, groups).deliver
         name = "ours (document)"
-        deliver(name, ours, 0)
-        counters = [RequestCounter(dynamodb), RequestCounter(sqs, service="sqs")]
-        table_requests, queue_requests = deliver(name, ours, 1000, counters)
+        deliver(name, ours.handler, 0)
+        counters = [RequestCounter(ours.dynamodb), RequestCounter(ours.sqs, service="sqs")]
+        table_requests, queue_requests = deliver(name, ours.handler, 1000, counters)
         for counter in counters:
             counter.detach()
-        dead = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])
-        in_dlq = int(dead["Attributes"]["ApproximateNumberOfMessages"])
-        if in_dlq != records:
+        if (in_dlq := ours.dead_letters()) != records:
             raise BenchmarkError(f"ours quarantined {in_dlq} of {records} conflicting messages")
         out = [
             ConflictCounts(
                 name,
-                records,
                 sum(table_requests.values()) / records,
-                sum(queue_requests.values()) / records,
                 table_requests,
                 queue_requests,
                 "quarantined (to the DLQ, with both fingerprints)",
@@ -318,9 +327,7 @@ def count_conflict_requests(
             out.append(
                 ConflictCounts(
                     powertools.name,
-                    records,
                     sum(by_operation.values()) / records,
-                    0.0,
                     by_operation,
                     {},
                     "duplicate (the first result returned; no payload validation configured)",
@@ -337,39 +344,22 @@ def count_versioned_requests(*, records: int = 10, groups: int = 10) -> dict[str
     a batch of each kind of :data:`VERSIONED_KINDS` through a moto FIFO queue - new entities at version 2,
     then version 1 (stale), version 2 again (duplicates), version 2 with other content (conflicts,
     quarantined). Raises BenchmarkError unless each batch has the expected outcome in the table and DLQ."""
-    from idempotent_runtime.clients import create_client
-    from idempotent_runtime.config import Config
-    from idempotent_runtime.flow import build_handler
-
-    from benchmarks.contenders import create_our_table
 
     def state(name: str, version: int) -> Callable[[str, str, int], str]:
         return lambda x, y, _: json.dumps({"x": x, "y": y, "v": version, "name": name})
 
     with moto_backend():
-        sqs = create_client("sqs")
-        source = _FifoSource(sqs, records, groups)
-        dlq = sqs.create_queue(QueueName="bench-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        dynamodb = create_client("dynamodb")
-        create_our_table(dynamodb, "bench-versioned")
-        config = Config(
-            table_name="bench-versioned",
-            mode="versioned",
-            version_field="v",
-            dlq_url=dlq,
-            function_name="bench-consumer",
-        )
-        handler = build_handler(config, dynamodb_client=dynamodb, sqs_client=sqs)
-        counter = RequestCounter(dynamodb)
+        ours = OurConsumer("bench-versioned", {"mode": "versioned", "version_field": "v"})
+        source = _FifoSource(ours.sqs, records, groups)
+        counter = RequestCounter(ours.dynamodb)
         counts = {}
         for kind, body in zip(
             VERSIONED_KINDS, (state("a", 2), state("b", 1), state("a", 2), state("c", 2)), strict=True
         ):
-            (counts[kind],) = source.deliver(f"ours (versioned, {kind})", handler, 0, [counter], body)
+            (counts[kind],) = source.deliver(f"ours (versioned, {kind})", ours.handler, 0, [counter], body)
         counter.detach()
-        items = dynamodb.scan(TableName="bench-versioned")["Items"]
-        dead = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])
-        in_dlq = int(dead["Attributes"]["ApproximateNumberOfMessages"])
+        items = ours.dynamodb.scan(TableName="bench-versioned")["Items"]
+        in_dlq = ours.dead_letters()
     if sorted(item["name"]["S"] + item["v"]["N"] for item in items) != ["a2"] * records or in_dlq != records:
         raise BenchmarkError(f"versioned mode left {len(items)} items and {in_dlq} DLQ messages")
     return counts
@@ -380,8 +370,6 @@ def count_versioned_requests(*, records: int = 10, groups: int = 10) -> dict[str
 
 @dataclass
 class LatencySamples:
-    delay_s: float
-    records: int
     samples: dict[str, dict[int, list[float]]] = field(default_factory=dict)  # contender -> groups -> seconds
 
     def median(self, contender: str, groups: int) -> float:
@@ -404,7 +392,7 @@ def batch_latency(
     alternated within every repeat.
     """
     _ensure_region()
-    out = LatencySamples(delay_s=delay_s, records=records)
+    out = LatencySamples()
     handlers = {}
     with isolated_aws_environment():
         for contender in contenders:
@@ -444,24 +432,6 @@ class CpuSamples:
 FLOOR = "floor"
 
 
-class _RequestRecorder:
-    """Records the parameters of every call a client makes to one operation (``provide-client-params``)."""
-
-    def __init__(self, client: Any, operation: str) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        client.meta.events.register(f"provide-client-params.dynamodb.{operation}", self._record)
-
-    def _record(self, params: dict[str, Any], **_: Any) -> None:
-        with self._lock:
-            self.calls.append(dict(params))
-
-    def take(self) -> list[dict[str, Any]]:
-        with self._lock:
-            calls, self.calls = self.calls, []
-        return calls
-
-
 def cpu_per_record(
     contenders: Sequence[Contender],
     *,
@@ -486,7 +456,8 @@ def cpu_per_record(
     """
     _ensure_region()
     handlers = {}
-    recorder = replay_client = recording_handler = None
+    recorded: list[dict[str, Any]] = []  # the floor's put_item parameters (the handler's threads append)
+    replay_client = recording_handler = None
     with isolated_aws_environment():
         for contender in contenders:
             client = contender.make_client()
@@ -495,7 +466,9 @@ def cpu_per_record(
         if floor_of is not None:
             recording_client = floor_of.make_client()
             StandingStubber(recording_client, floor_of.new_record_responses).activate()
-            recorder = _RequestRecorder(recording_client, "PutItem")
+            recording_client.meta.events.register(
+                "provide-client-params.dynamodb.PutItem", lambda params, **_: recorded.append(dict(params))
+            )
             recording_handler = floor_of.build(_table_name(floor_of), recording_client)
             replay_client = floor_of.make_client()
             StandingStubber(replay_client, {"put_item": {}}, delay_s).activate()
@@ -509,10 +482,11 @@ def cpu_per_record(
             for name in rotated(names, round_index):
                 events = [fifo_batch(records, groups) for _ in range(batches)]
                 if name == FLOOR:
-                    assert recorder is not None and recording_handler is not None
+                    assert recording_handler is not None
                     for event in events:
                         _check_all_succeeded(recording_handler(event, FakeLambdaContext()), FLOOR)
-                    requests = recorder.take()
+                    requests = recorded.copy()
+                    recorded.clear()
                     if len(requests) != batches * records:
                         raise BenchmarkError(
                             f"the floor recorded {len(requests)} put_item calls for "
@@ -545,7 +519,6 @@ def cpu_per_record(
 @dataclass
 class LogBytes:
     contender: str
-    records: int
     bytes_per_record: float
     lines_per_batch: float
 
@@ -560,50 +533,33 @@ def log_bytes_per_record(
     """Bytes each handler writes to stdout and stderr (what Lambda sends to CloudWatch Logs, besides its own
     START/END/REPORT lines) per record over ``batches`` batches of new messages, at its default log level.
 
-    ``handlers`` maps a name to ``build(client) -> handler``; DynamoDB is a Stubber answering success.
+    ``handlers`` maps a name to ``build(client) -> handler``; DynamoDB is a Stubber answering every put_item
+    and update_item with success, from memory.
     """
+    from idempotent_runtime.clients import create_client
+
     _ensure_region()
     out = []
     for name, build in handlers.items():
         with isolated_aws_environment():
-            client = create_stubbed_client()
+            client = create_client("dynamodb")
+            StandingStubber(client, {"put_item": {}, "update_item": {}}).activate()
             handler = build(client)
         with tempfile.TemporaryFile() as sink:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            saved = os.dup(1), os.dup(2)
-            os.dup2(sink.fileno(), 1)
-            os.dup2(sink.fileno(), 2)
             # Python-level writers too (the handlers print through sys.stdout, which a test runner replaces).
-            text = open(os.dup(sink.fileno()), "w", buffering=1)  # noqa: SIM115 - closed below
-            try:
-                with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
-                    for _ in range(batches):
-                        result = handler(fifo_batch(records, groups), FakeLambdaContext())
-                        _check_all_succeeded(result, name)
-            finally:
-                text.close()
-                os.dup2(saved[0], 1)
-                os.dup2(saved[1], 2)
-                for fd in saved:
-                    os.close(fd)
+            with (
+                _output_to(sink.fileno()),
+                open(os.dup(sink.fileno()), "w", buffering=1) as text,
+                contextlib.redirect_stdout(text),
+                contextlib.redirect_stderr(text),
+            ):
+                for _ in range(batches):
+                    result = handler(fifo_batch(records, groups), FakeLambdaContext())
+                    _check_all_succeeded(result, name)
             sink.seek(0)
             written = sink.read()
-        out.append(
-            LogBytes(
-                name, batches * records, len(written) / (batches * records), written.count(b"\n") / batches
-            )
-        )
+        out.append(LogBytes(name, len(written) / (batches * records), written.count(b"\n") / batches))
     return out
-
-
-def create_stubbed_client() -> Any:
-    """A DynamoDB client answering every put_item and update_item with success, from memory."""
-    from idempotent_runtime.clients import create_client
-
-    client = create_client("dynamodb")
-    StandingStubber(client, {"put_item": {}, "update_item": {}}).activate()
-    return client
 
 
 # --- 4. cold init: fresh interpreters ------------------------------------------------------------------
@@ -648,7 +604,6 @@ _MEASURED = (
 
 @dataclass
 class ColdInitSamples:
-    runs: int
     samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # kind -> program -> seconds
 
     def median(self, name: str, kind: str = "cpu") -> float:
@@ -663,14 +618,7 @@ def run_program(program: str, env: dict[str, str], python: str = sys.executable)
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    completed = subprocess.run(
-        [python, "-c", _MEASURED.format(program=program)],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    completed = in_repo([python, "-c", _MEASURED.format(program=program)], env=env)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if completed.returncode != 0:
@@ -684,9 +632,7 @@ def run_program(program: str, env: dict[str, str], python: str = sys.executable)
 
 def cold_init(programs: dict[str, str], env: dict[str, str], *, runs: int = 11) -> ColdInitSamples:
     """Median-ready samples: one warm-up each (writes bytecode caches), then `runs` rotated rounds."""
-    out = ColdInitSamples(
-        runs=runs, samples={kind: {name: [] for name in programs} for kind in COLD_INIT_KINDS}
-    )
+    out = ColdInitSamples({kind: {name: [] for name in programs} for kind in COLD_INIT_KINDS})
     for program in programs.values():
         run_program(program, env)
     for round_index in range(runs):
@@ -698,14 +644,7 @@ def cold_init(programs: dict[str, str], env: dict[str, str], *, runs: int = 11) 
 
 def import_profile(program: str, env: dict[str, str]) -> dict[str, float]:
     """Self time (seconds) of every module `program` imports, from `python -X importtime`."""
-    completed = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", program],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    completed = in_repo([sys.executable, "-X", "importtime", "-c", program], env=env, check=True)
     modules: dict[str, float] = {}
     for line in completed.stderr.splitlines():
         if not line.startswith("import time:"):

@@ -10,14 +10,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+import traceback
 import zipfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+from benchmarks.report import paired_ratio
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONSUMER_HANDLER = "idempotent_runtime.handler.handler"
@@ -45,10 +50,6 @@ def reference_app(outdir: Path, *, nag: bool = False) -> Any:
     import app as reference
 
     return reference.build_app(context={**cdk_json_context(), "nag": nag}, outdir=str(outdir))
-
-
-def reference_app_with_nag(outdir: Path) -> Any:
-    return reference_app(outdir, nag=True)
 
 
 def jsii_node_cpu_s() -> float | None:
@@ -117,8 +118,6 @@ def jsii_round_trips(factory: AppFactory, outdir: Path, top: int = 6) -> dict[st
     Every request is a pipe round trip (~0.5 ms): the usual reason one CDK app synthesizes slower than
     another with the same resources. Untimed; reads jsii's private process provider, so it may go missing.
     """
-    import traceback
-
     try:
         from jsii._kernel.providers.process import _NodeProcess
     except ImportError as error:
@@ -203,7 +202,6 @@ def powertools_asset() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         staging = Path(tmp) / "asset"
         staging.mkdir()
-        import shutil
 
         def copy_package(package_dir: Path) -> None:
             shutil.copytree(
@@ -229,10 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-synth-") as tmp:
         workdir = args.workdir or Path(tmp)
         start = time.perf_counter()
-        factories = {
+        factories: dict[str, AppFactory] = {
             "reference": reference_app,
             "plain": plain_app,
-            "reference_with_nag": reference_app_with_nag,
+            "reference_with_nag": partial(reference_app, nag=True),
         }
         samples = alternate(factories, args.pairs, workdir)
         _, assembly = synth_once(reference_app, workdir / "asset")
@@ -248,9 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                 for kind, per_app in samples.items()
             },
             "paired_ratio_median": {
-                kind: statistics.median(
-                    ours / plain for ours, plain in zip(per_app["reference"], per_app["plain"], strict=True)
-                )
+                kind: paired_ratio(per_app["reference"], per_app["plain"])
                 for kind, per_app in samples.items()
                 if per_app
             },

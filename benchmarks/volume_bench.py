@@ -20,8 +20,11 @@ stays as shallow as a consumer keeps it), and its CPU per message at 10,000 agai
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -31,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from benchmarks.runtime_bench import REPO_ROOT, BenchmarkError
+from benchmarks.report import REPO_ROOT, in_repo
+from benchmarks.runtime_bench import BenchmarkError, item_count
 
 GROUPS = 50
 
@@ -59,6 +63,7 @@ class Drained:
         return None if self.emulator_cpu_s is None else self.emulator_cpu_s / self.messages * 1000
 
     def as_json(self) -> dict[str, Any]:
+        cpu = self.emulator_cpu_ms_per_message
         return {
             "messages": self.messages,
             "publish_s": round(self.publish_s, 2),
@@ -66,13 +71,9 @@ class Drained:
             "published_per_s": round(self.messages / self.publish_s, 1),
             "drained_per_s": round(self.messages / self.drain_s, 1),
             "ms_per_message": round(self.ms_per_message, 3),
-            "emulator_cpu_ms_per_message": _rounded(self.emulator_cpu_ms_per_message),
+            "emulator_cpu_ms_per_message": None if cpu is None else round(cpu, 3),
             "deliveries": self.deliveries,
         }
-
-
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
 
 
 def _process_cpu_s(pid: int) -> float | None:
@@ -81,16 +82,6 @@ def _process_cpu_s(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _table_items(emulator: Any, table: str) -> int:
-    dynamodb, count, request = emulator.client("dynamodb"), 0, {"TableName": table, "Select": "COUNT"}
-    while True:
-        page = dynamodb.scan(**request)
-        count += page["Count"]
-        if "LastEvaluatedKey" not in page:
-            return count
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 @contextmanager
@@ -140,7 +131,7 @@ def publish_and_drain(emulator: Any, pipeline: Any, messages: int, groups: int =
     bodies = [{fields[0]: f"{run}-{n}", fields[1]: "1", "n": n} for n in range(messages)]
     dead_letter_queues = (pipeline.dead_letter_queue_url, pipeline.subscription_dead_letter_queue_url)
     dead_before = sum(messages_in(emulator, url) for url in dead_letter_queues)
-    items_before = _table_items(emulator, pipeline.table_name)
+    items_before = item_count(emulator.client("dynamodb"), pipeline.table_name)
     with EventSourceRunner(emulator) as runner:
         runner.drain(timeout=600, mappings=[pipeline.mapping])  # a warm worker; nothing left from before
         cpu_start, start = _process_cpu_s(emulator.pid), time.perf_counter()
@@ -158,7 +149,7 @@ def publish_and_drain(emulator: Any, pipeline: Any, messages: int, groups: int =
     published.raise_for_failures()
     keys = {(str(body[fields[0]]), str(body[fields[1]])) for body in bodies}
     found = len(items_with_keys(emulator, pipeline, keys))
-    grown = _table_items(emulator, pipeline.table_name) - items_before
+    grown = item_count(emulator.client("dynamodb"), pipeline.table_name) - items_before
     dead = sum(messages_in(emulator, url) for url in dead_letter_queues) - dead_before
     if (found, grown, dead, stats.delivered) != (messages, messages, 0, messages):
         raise BenchmarkError(
@@ -194,9 +185,6 @@ server.stop()
 @contextmanager
 def plain_moto_server() -> Iterator[tuple[str, int]]:
     """A moto server with none of the emulator's changes, in its own process: (endpoint, pid)."""
-    import subprocess
-    import sys
-
     env = {**os.environ, "MOTO_ACCOUNT_ID": "000000000000"}
     process = subprocess.Popen(
         [sys.executable, "-c", PLAIN_MOTO],
@@ -241,7 +229,7 @@ def plain_moto_cpu(messages: int, groups: int = GROUPS, chunk: int = 100) -> flo
     pipeline makes per message: PublishBatch (10 a call) to a FIFO topic subscribed by a FIFO queue (raw
     delivery), ReceiveMessage (10 at most), one conditional PutItem per message as the consumer writes it
     (``attribute_not_exists``), DeleteMessageBatch; ``chunk`` messages published, then drained, at a time."""
-    import hashlib
+    from benchmarks.contenders import create_our_table
 
     with plain_moto_server() as (endpoint, pid):
         sns, sqs, dynamodb = _plain_clients(endpoint)
@@ -255,18 +243,7 @@ def plain_moto_cpu(messages: int, groups: int = GROUPS, chunk: int = 100) -> flo
         sns.subscribe(
             TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
         )
-        dynamodb.create_table(
-            TableName="plain",
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_our_table(dynamodb, "plain")
         run = uuid.uuid4().hex[:8]
         start = _process_cpu_s(pid)
         for first in range(0, messages, chunk):
@@ -302,7 +279,7 @@ def plain_moto_cpu(messages: int, groups: int = GROUPS, chunk: int = 100) -> flo
                     )
                 left -= len(received)
         end = _process_cpu_s(pid)
-        stored = dynamodb.scan(TableName="plain", Select="COUNT")["Count"]
+        stored = item_count(dynamodb, "plain")
         if stored != messages:
             raise BenchmarkError(f"plain moto stored {stored} of {messages} messages")
     return None if start is None or end is None else end - start
@@ -345,8 +322,6 @@ def redrive_at_volume(letters: int = REDRIVE_LETTERS, groups: int = REDRIVE_GROU
     groups (interleaved, as SQS moves them from a busy queue), then moved back with `dlq redrive` (its own
     process, from start to exit): first by the code of :data:`ONE_AT_A_TIME` (when git can give it), then by
     this checkout's. The source queue must then hold every one once, each group in order."""
-    import subprocess
-
     with deployed_reference_stack() as (emulator, pipeline), tempfile.TemporaryDirectory() as before:
         # Run from its own directory, the old code comes first (Python puts the working directory first).
         archive = f"git -C {REPO_ROOT} archive {ONE_AT_A_TIME} idempotent_cli lambda_src | tar -x -C {before}"
@@ -359,9 +334,6 @@ def redrive_at_volume(letters: int = REDRIVE_LETTERS, groups: int = REDRIVE_GROU
 
 
 def _redrive(emulator: Any, pipeline: Any, code: str, where: Path, letters: int, groups: int) -> Redriven:
-    import subprocess
-    import sys
-
     sqs, run = emulator.client("sqs"), uuid.uuid4().hex[:8]
     fields = (pipeline.partition_key_field, pipeline.sort_key_field)
     for tens in range(0, letters, 10):
@@ -371,9 +343,7 @@ def _redrive(emulator: Any, pipeline: Any, code: str, where: Path, letters: int,
     env["PYTHONPATH"] = os.pathsep.join((str(where), str(where / "lambda_src")))
     command = [sys.executable, "-m", "idempotent_cli.dlq", "redrive", "--queue-url"]
     start = time.perf_counter()
-    done = subprocess.run(
-        [*command, pipeline.dead_letter_queue_url], cwd=where, env=env, capture_output=True, text=True
-    )
+    done = in_repo([*command, pipeline.dead_letter_queue_url], cwd=where, env=env)
     seconds = time.perf_counter() - start
     if done.returncode != 0 or f"{letters} redriven" not in done.stdout.splitlines():
         raise BenchmarkError(
@@ -394,17 +364,3 @@ def _redrive(emulator: Any, pipeline: Any, code: str, where: Path, letters: int,
             f"{code}: {len(numbers)} arrived of {letters}, not each once in its group's order"
         )
     return Redriven(code, letters, groups, seconds)
-
-
-__all__ = [
-    "GROUPS",
-    "Drained",
-    "Redriven",
-    "bootstrapped_emulator",
-    "deployed_reference_stack",
-    "measure",
-    "plain_moto_cpu",
-    "plain_moto_server",
-    "publish_and_drain",
-    "redrive_at_volume",
-]

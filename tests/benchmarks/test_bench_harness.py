@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from benchmarks import contenders, run, runtime_bench, synth_bench, volume_bench
 from benchmarks.events import fifo_batch, redelivery
-from benchmarks.instruments import LatencyInjector, RequestCounter, StandingStubber
+from benchmarks.instruments import RequestCounter, StandingStubber
 from benchmarks.report import TIMES, Metric, Target, render_markdown, unmeasured
 
 REQUIRED_KEYS = {"name", "unit", "ours", "reference", "reference_name", "ratio", "method"}
@@ -74,24 +74,6 @@ def test_request_counter_counts_retried_attempts_as_requests(moto_table):
     assert counter.snapshot() == {"PutItem": 2}
 
 
-def test_latency_injector_sleeps_before_each_request_then_moto_answers(moto_table):
-    slept = []
-    injector = LatencyInjector(moto_table, 0.01, sleep=slept.append)
-    _put(moto_table, "a")
-    _put(moto_table, "b")
-    assert slept == [0.01, 0.01]
-    assert moto_table.scan(TableName="t")["Count"] == 2
-    assert slept == [0.01, 0.01, 0.01]
-    injector.detach()
-    _put(moto_table, "c")
-    assert len(slept) == 3
-
-
-def test_latency_injector_rejects_a_negative_delay(moto_table):
-    with pytest.raises(ValueError, match="delay_s must be >= 0, got -1"):
-        LatencyInjector(moto_table, -1)
-
-
 def test_standing_stubber_answers_any_number_of_calls_in_any_order():
     client = boto3.client("dynamodb", region_name="us-east-1")
     stubber = StandingStubber(client, {"put_item": {}, "update_item": {"Attributes": {"n": {"N": "1"}}}})
@@ -146,17 +128,16 @@ def test_fifo_batch_spreads_new_keys_round_robin_over_groups():
 
 def test_powertools_peer_writes_twice_per_new_message_and_once_per_duplicate():
     counts = runtime_bench.count_requests(contenders.POWERTOOLS, records=4, groups=2)
-    assert counts.per_new_message == 2
-    assert counts.new_by_operation == {"PutItem": 4, "UpdateItem": 4}
-    assert counts.per_duplicate == 1
-    assert counts.duplicate_by_operation == {"PutItem": 4}
+    assert counts.per_message("new_message") == 2
+    assert counts.by_operation["new_message"] == {"PutItem": 4, "UpdateItem": 4}
+    assert counts.per_message("duplicate") == 1
+    assert counts.by_operation["duplicate"] == {"PutItem": 4}
     assert counts.items_after == 4
 
 
 def test_document_mode_counts_one_request_per_message_new_or_duplicate():
     counts = runtime_bench.count_requests(contenders.ours("document"), records=4, groups=2)
-    assert counts.new_by_operation == {"PutItem": 4}
-    assert counts.duplicate_by_operation == {"PutItem": 4}
+    assert counts.by_operation == {"new_message": {"PutItem": 4}, "duplicate": {"PutItem": 4}}
     assert counts.items_after == 4
 
 
@@ -297,7 +278,7 @@ def test_measurements_reach_moto_whatever_endpoint_or_profile_the_shell_exports(
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:9")
     monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
     counts = runtime_bench.count_requests(contenders.ours("document"), records=4, groups=2)
-    assert counts.new_by_operation == {"PutItem": 4}
+    assert counts.by_operation["new_message"] == {"PutItem": 4}
     assert counts.items_after == 4
     samples = runtime_bench.cpu_per_record([contenders.POWERTOOLS], rounds=1, batches=1, records=2, groups=1)
     assert len(samples.samples["Powertools"]) == 1
