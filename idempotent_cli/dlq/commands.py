@@ -329,7 +329,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
                         "blocked": plan.blocked,
                     },
                     "key_state": inspection.state.value if inspection else None,
-                    "key": inspection.key_text if inspection else None,
+                    "key": str(inspection.key) if inspection and inspection.key else None,
                 },
                 indent=2,
             )
@@ -348,7 +348,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         for note in plan.notes:
             out(f"                   note: {note}")
     if inspection is not None:
-        out(f"key state          {inspection.key_text or '-'}: {MEANING[inspection.state]}")
+        out(f"key state          {inspection.key or '-'}: {MEANING[inspection.state]}")
     return 0
 
 

@@ -234,7 +234,7 @@ class Redriver:
         ):
             # It would come straight back: the consumer quarantines it, and goes on with its group.
             reason = (
-                f"quarantined again: key {inspection.key_text} is done with another payload (stored "
+                f"quarantined again: key {inspection.key} is done with another payload (stored "
                 f"fingerprint {inspection.stored_fingerprint}, this {inspection.fingerprint}) and the "
                 "consumer quarantines such a delivery (ON_CONFLICT=quarantine); --force makes this version "
                 "win"
@@ -254,7 +254,7 @@ class Redriver:
             # the last 5 minutes, perhaps by an earlier run's copy), and the key would be gone with nothing
             # to take its place. It stays.
             self.progress.line(
-                f"{head}: key {inspection.key_text} was {inspection.state.value}; not forgotten: the "
+                f"{head}: key {inspection.key} was {inspection.state.value}; not forgotten: the "
                 f"consumer keys it by the deduplication id this send reuses ({plan.dedup_id}), which SQS "
                 "may drop as a duplicate"
             )
@@ -268,12 +268,12 @@ class Redriver:
             return self._keep(
                 letter,
                 "changed since inspected",
-                f"kept {head}: key {inspection.key_text} changed since it was inspected (it was "
+                f"kept {head}: key {inspection.key} changed since it was inspected (it was "
                 f"{inspection.state.value}): not forgotten, not redriven; run again to see its state now",
             )
         self.tally.forgotten.add((inspection.key.partition, inspection.key.sort))
         self.progress.line(
-            f"{head}: key {inspection.key_text} was {inspection.state.value}; forgot it "
+            f"{head}: key {inspection.key} was {inspection.state.value}; forgot it "
             f"({FORGET_MEANING.get(self.keys.mode, 'its record is deleted')})"
         )
         return None
@@ -452,7 +452,7 @@ def _state_text(inspection: Inspection | None) -> str:
     """What the table says about a dead letter's key, for its dry-run line."""
     if inspection is None:
         return ": key state unknown (the consumer is unknown: name it with --stack or --function)"
-    key = f" key {inspection.key_text}" if inspection.key_text else ""
+    key = f" key {inspection.key}" if inspection.key else ""
     text = f"{key}: {MEANING[inspection.state]}"
     if inspection.state is State.CONFLICT:
         text += f" [stored fingerprint {inspection.stored_fingerprint}, this {inspection.fingerprint}]"

@@ -94,9 +94,8 @@ def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record
     inspection = keys.inspect(wanted.message, message_id=wanted.message_id, compare_payload=wanted.with_body)
     if inspection.key is None:
         raise DlqError(f"the consumer cannot key {wanted.given}: {inspection.reason}")
-    found = inspection.found
-    item: dict[str, Any] = dict(getattr(found, "item", None) or {})
-    location = {name: value.get("S", "") for name, value in (getattr(found, "location", None) or {}).items()}
+    item: dict[str, Any] = dict(inspection.item or {})
+    location = {name: value.get("S", "") for name, value in (inspection.location or {}).items()}
     status = _text(item, STATUS_ATTRIBUTE, LEGACY_STATUS_ATTRIBUTE)
     expires = _number(item, keys.config.ttl_attribute)
     lease_ms = _number(item, LEASE_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE)
