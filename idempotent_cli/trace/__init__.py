@@ -156,15 +156,8 @@ def _look(args: argparse.Namespace, clients: Any, console: Any, pipeline: Any, *
 
 def _given(args: argparse.Namespace) -> str:
     """What the command line gave as the key, in words."""
-    named = [
-        f"{option} {value!r}"
-        for option, value in (
-            ("--partition", args.partition),
-            ("--sort", args.sort),
-            ("--message-id", args.message_id),
-            ("--dedup-id", args.dedup_id),
-        )
-        if value is not None
-    ]
+    from idempotent_cli.trace.wanted import options
+
+    named = [f"{option} {value!r}" for option, value in options(args).items() if value is not None]
     shown = [repr(part) for part in args.parts or []] + named + (["--body"] if args.body is not None else [])
     return " ".join(shown) or "nothing"

@@ -37,12 +37,7 @@ def from_args(args: argparse.Namespace, config: Any) -> Wanted:
     (the runtime's Config); a form its KEY_SOURCE does not key by is refused, naming what would work."""
     source = KeySource(config.key_source)
     parts = list(args.parts or [])
-    named = {
-        "--partition": args.partition,
-        "--sort": args.sort,
-        "--message-id": args.message_id,
-        "--dedup-id": args.dedup_id,
-    }
+    named = options(args)
     given = [name for name, value in named.items() if value is not None]
     if not parts and not given and args.body is None:
         raise DlqError(f"give the key to trace: {_forms(source, config)}")
@@ -78,6 +73,16 @@ def from_args(args: argparse.Namespace, config: Any) -> Wanted:
         f"deduplication id {value!r}",
         args.body is not None,
     )
+
+
+def options(args: argparse.Namespace) -> dict[str, str | None]:
+    """The key options of the command line, by option."""
+    return {
+        "--partition": args.partition,
+        "--sort": args.sort,
+        "--message-id": args.message_id,
+        "--dedup-id": args.dedup_id,
+    }
 
 
 def _fields(parts: list[str], args: argparse.Namespace, given: list[str], config: Any) -> Wanted:
