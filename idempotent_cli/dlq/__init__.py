@@ -187,7 +187,7 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
         queues = stack.of_queues(
             clients, args.queue_url, args.source_queue_url, function, subscription=subscription
         )
-        return _command(args, _context(args, clients, console, target_of(clients, queues, which)))
+        return _command(args, clients, console, target_of(clients, queues, which))
     found = stack.find(clients, stack=args.stack, function=args.function)
     if isinstance(found.named, stack.Relay) and handler in RELAY_HANDLERS:
         given = [f"--{name.replace('_', '-')}" for name in NOT_ON_RELAY if getattr(args, name, None)]
@@ -197,7 +197,7 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
                 f"({found.named.function}): its entries are batches and emitted messages, redriven whole "
                 "(redrive takes --dry-run and --limit, list and show --json)"
             )
-        return _relay_command(args, _relay_context(args, clients, console, found.named))
+        return _relay_command(args, clients, console, found.named)
     # The filters choose among a consumer's dead letters: a relay's entries have no group or kind of reason.
     filtered = any(getattr(args, name, None) for name in ("group", "reason", "reason_text"))
     relays = [r for r in found.stack.relays if r.dead_letter_queue_url and which is Which.DLQ]
@@ -211,13 +211,14 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
     pipeline = found.pipeline()
     if args.source_queue_url:
         pipeline = replace(pipeline, queue_url=args.source_queue_url)
-    return _command(args, _context(args, clients, console, target_of(clients, pipeline, which)))
+    return _command(args, clients, console, target_of(clients, pipeline, which))
 
 
-def _command(args: argparse.Namespace, context: Any) -> int:
+def _command(args: argparse.Namespace, clients: Any, console: Any, target: Any) -> int:
     """The command on one consumer's DLQ."""
     from idempotent_cli.dlq import commands
 
+    context = commands.Context(target, clients, console, args.visibility_timeout, args.wait_seconds)
     filters = Filters(
         tuple(getattr(args, "group", []) or ()),
         tuple(getattr(args, "reason", []) or ()),
@@ -240,27 +241,16 @@ def _command(args: argparse.Namespace, context: Any) -> int:
     return commands.cmd_purge(context, filters=filters, yes=args.yes, dry_run=args.dry_run)
 
 
-def _relay_command(args: argparse.Namespace, context: Any) -> int:
+def _relay_command(args: argparse.Namespace, clients: Any, console: Any, relay: Any) -> int:
     """The command on an outbox relay's DLQ."""
     from idempotent_cli.dlq import relayed
 
+    context = relayed.RelayContext(clients, console, relay, args.visibility_timeout, args.wait_seconds)
     if args.dlq_handler == "list":
         return relayed.cmd_list(context, as_json=args.json)
     if args.dlq_handler == "show":
         return relayed.cmd_show(context, message_id=args.message_id, as_json=args.json)
     return relayed.cmd_redrive(context, dry_run=args.dry_run, limit=args.limit)
-
-
-def _context(args: argparse.Namespace, clients: Any, console: Any, target: Any) -> Any:
-    from idempotent_cli.dlq import commands
-
-    return commands.Context(target, clients, console, args.visibility_timeout, args.wait_seconds)
-
-
-def _relay_context(args: argparse.Namespace, clients: Any, console: Any, relay: Any) -> Any:
-    from idempotent_cli.dlq import relayed
-
-    return relayed.RelayContext(clients, console, relay, args.visibility_timeout, args.wait_seconds)
 
 
 def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, every: list[Any]) -> int:
@@ -277,30 +267,31 @@ def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, ever
     code = 0
     for function in every:
         try:
+            on: Any = function  # what the command works on: the relay, or the consumer's target
+            run: Callable[..., int] = _relay_command
             if isinstance(function, stack.Relay):
-                context, run = _relay_context(args, clients, console, function), _relay_command
                 url = function.dead_letter_queue_url
             else:
-                target = target_of(clients, function, Which(args.which))
-                context, run, url = _context(args, clients, console, target), _command, target.dlq_url
+                on = target_of(clients, function, Which(args.which))
+                run, url = _command, on.dlq_url
         except DlqError as exc:  # no such DLQ (--which subscription): nothing of it to read
             documents.append({"pipeline": function.whose, "kind": function.kind, "error": str(exc)})
             continue
         looked.append(f"{function.whose} ({url})")
         if args.dlq_handler == "show":
             try:
-                shown = run(args, context)
+                shown = run(args, clients, console, on)
             except DlqError:  # not in this one
                 continue
             console.note(f"{said}; {args.message_id} is in the dead-letter queue of {function.whose}")
             return shown
         if args.json:
             out = io.StringIO()
-            code = max(code, run(args, replace(context, console=replace(console, out=out))))
+            code = max(code, run(args, clients, replace(console, out=out), on))
             documents.append({"pipeline": function.whose, "kind": function.kind, **_listed(function, out)})
             continue
         console.print(("\n" if len(looked) > 1 else "") + f"{function.kind} {function.describe()}:")
-        code = max(code, run(args, context))
+        code = max(code, run(args, clients, console, on))
     if args.dlq_handler == "show":
         raise DlqError(
             f"no message {args.message_id} (its id in the DLQ, the original's, or a redriven copy's) in the "
