@@ -53,6 +53,15 @@ def clients_for(args: argparse.Namespace) -> Any:
     )
 
 
+def run(work: Callable[..., int], args: argparse.Namespace, console: Any, connect: Any, **how: Any) -> int:
+    """``work(args, console, connect)``: on ``console`` (default: the terminal's), with the clients
+    ``connect`` makes (default: :func:`clients_for`), errors reported by :func:`reporting_errors`."""
+    from idempotent_cli.dlq.console import Console
+
+    console = console or Console()
+    return reporting_errors(lambda: work(args, console, connect or clients_for), console.err, **how)
+
+
 def reporting_errors(call: Callable[[], int], err: Any, *, interrupted: str | None = None) -> int:
     """``call()``, with the tools' errors printed on ``err`` as one ``error:`` line and their exit code (1;
     2 where the operator must choose); ``interrupted``: the line after Ctrl-C, exit code 130 (None lets

@@ -30,13 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from idempotent_cli.command import (
-    add_cloud_arguments,
-    add_command,
-    add_pipeline_arguments,
-    clients_for,
-    reporting_errors,
-)
+from idempotent_cli import command
+from idempotent_cli.command import add_cloud_arguments, add_command, add_pipeline_arguments
 
 __all__ = ["register", "run"]
 
@@ -70,10 +65,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, *, console: Any = None, connect: Any = None) -> int:
     """Run ``logs``; returns the exit code (0, also when --follow ends with Ctrl-C; 1 on an error)."""
-    from idempotent_cli.dlq.console import Console
-
-    console = console or Console()
-    return reporting_errors(lambda: _logs(args, console, connect), console.err)
+    return command.run(_logs, args, console, connect)
 
 
 @dataclass(frozen=True)
@@ -290,7 +282,7 @@ def _logs(args: argparse.Namespace, console: Any, connect: Any) -> int:
     since = parse_since(args.since, now) if args.since else None
     if args.poll_seconds <= 0:
         raise DlqError(f"--poll-seconds must be over 0, got {args.poll_seconds:g}")
-    clients = (connect or clients_for)(args)
+    clients = connect(args)
     found = find(clients, stack=args.stack, function=args.function)
     functions = [found.named] if found.named else found.stack.pipelines
     if clients.state_dir is None and since is None:

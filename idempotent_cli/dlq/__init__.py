@@ -158,17 +158,11 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, *, console: Any = None, connect: Connect | None = None) -> int:
     """Run the parsed ``dlq`` command; returns the exit code (errors are printed, never raised)."""
-    from idempotent_cli.dlq.console import Console
-
-    console = console or Console()
-    return command.reporting_errors(
-        lambda: _run(args, console, connect),
-        console.err,
-        interrupted="interrupted: every message the command held is visible in the DLQ again",
-    )
+    interrupted = "interrupted: every message the command held is visible in the DLQ again"
+    return command.run(_run, args, console, connect, interrupted=interrupted)
 
 
-def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int:
+def _run(args: argparse.Namespace, console: Any, connect: Connect) -> int:
     from idempotent_cli import stack
     from idempotent_cli.dlq.target import target_of
 
@@ -177,7 +171,7 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
     limit = getattr(args, "limit", None)
     if limit is not None and limit < 1:
         raise DlqError(f"--limit must be at least 1, got {limit}")
-    clients = (connect or command.clients_for)(args)
+    clients = connect(args)
     which, handler = Which(args.which), args.dlq_handler
     if args.queue_url:
         function = args.function

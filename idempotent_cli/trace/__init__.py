@@ -90,14 +90,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, *, console: Any = None, connect: Any = None) -> int:
     """Run ``trace``; returns the exit code: 0 when the key was traced (whatever its state), 1 on an error."""
-    from idempotent_cli.dlq.console import Console
-
-    console = console or Console()
-    return command.reporting_errors(
-        lambda: _trace(args, console, connect),
-        console.err,
-        interrupted="interrupted: every message the trace held is visible again",
-    )
+    interrupted = "interrupted: every message the trace held is visible again"
+    return command.run(_trace, args, console, connect, interrupted=interrupted)
 
 
 def _trace(args: argparse.Namespace, console: Any, connect: Any) -> int:
@@ -107,7 +101,7 @@ def _trace(args: argparse.Namespace, console: Any, connect: Any) -> int:
 
     if not 1 <= args.visibility_timeout <= 43200:
         raise DlqError(f"--visibility-timeout must be 1 to 43200 seconds, got {args.visibility_timeout}")
-    clients = (connect or command.clients_for)(args)
+    clients = connect(args)
     pipelines = stack.find(clients, stack=args.stack, function=args.function).pipelines()
     looks = [_look(args, clients, console, pipeline, alone=len(pipelines) == 1) for pipeline in pipelines]
     traced = [found for found in looks if isinstance(found, screen.Traced)]
