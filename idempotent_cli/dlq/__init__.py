@@ -28,7 +28,7 @@ from idempotent_cli.dlq.letters import KINDS, Filters, Which
 from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS, DEFAULT_WAIT_SECONDS
 from idempotent_cli.errors import DlqError
 
-__all__ = ["DlqError", "add_wait_argument", "main", "parser", "register", "run"]
+__all__ = ["DlqError", "add_hold_arguments", "main", "parser", "register", "run"]
 
 Connect = Callable[[argparse.Namespace], Any]
 # What `--function RELAY` does on an outbox relay's dead-letter queue (idempotent_cli.dlq.relayed); purge
@@ -103,18 +103,19 @@ def _common_options() -> argparse.ArgumentParser:
     )
     cloud = common.add_argument_group("which cloud")
     command.add_cloud_arguments(cloud)
-    cloud.add_argument(
-        "--visibility-timeout",
-        type=int,
-        default=DEFAULT_VISIBILITY_SECONDS,
-        metavar="SECONDS",
-        help=f"how long the tool holds the messages it reads (default: {DEFAULT_VISIBILITY_SECONDS})",
-    )
-    add_wait_argument(cloud)
+    add_hold_arguments(cloud, DEFAULT_VISIBILITY_SECONDS, "the tool holds the messages it reads")
     return common
 
 
-def add_wait_argument(parser: Any) -> None:
+def add_hold_arguments(parser: Any, default: int, holds: str) -> None:
+    """``--visibility-timeout``: how long a command that reads queues ``holds``; and ``--wait-seconds``."""
+    parser.add_argument(
+        "--visibility-timeout",
+        type=int,
+        default=default,
+        metavar="SECONDS",
+        help=f"how long {holds} (default: {default})",
+    )
     # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
     # answers at once use 0.
     parser.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)

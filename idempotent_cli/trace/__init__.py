@@ -29,7 +29,7 @@ import json
 from typing import Any
 
 from idempotent_cli import command
-from idempotent_cli.dlq import add_wait_argument
+from idempotent_cli.dlq import add_hold_arguments
 
 __all__ = ["register", "run"]
 
@@ -67,13 +67,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="read the source queue's visible messages for the key (each read counts as a receive)",
     )
-    trace.add_argument(
-        "--visibility-timeout",
-        type=int,
-        default=DEFAULT_VISIBILITY_SECONDS,
-        metavar="SECONDS",
-        help=f"how long the trace holds each dead letter it reads (default: {DEFAULT_VISIBILITY_SECONDS})",
-    )
+    add_hold_arguments(trace, DEFAULT_VISIBILITY_SECONDS, "the trace holds each dead letter it reads")
     trace.add_argument(
         "--next-stack",
         action="append",
@@ -83,7 +77,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "looked at): each emitted message is followed there, hop by hop",
     )
     trace.add_argument("--json", action="store_true", help="print JSON")
-    add_wait_argument(trace)
     trace.set_defaults(func=run)
     return trace
 
