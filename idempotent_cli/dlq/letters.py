@@ -282,10 +282,10 @@ class Outgoing:
 
     body: str
     attributes: dict[str, dict[str, Any]]
-    group_id: str | None
-    dedup_id: str | None
-    dedup_restored: bool  # the producer's deduplication id (False: a fresh one, or none)
-    redrive: dict[str, Any] | None  # the idempotency.redrive value, if set
+    group_id: str | None = None
+    dedup_id: str | None = None
+    dedup_restored: bool = False  # the producer's deduplication id (False: a fresh one, or none)
+    redrive: dict[str, Any] | None = None  # the idempotency.redrive value, if set
     problem: str | None = None  # why the key cannot be restored: not redriven without --force
     blocked: str | None = None  # why it cannot be sent at all (too big for the source queue)
     notes: list[str] = field(default_factory=list)

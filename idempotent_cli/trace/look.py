@@ -329,8 +329,6 @@ def _key_of_message(keys: KeyTable, message: dict[str, Any]) -> tuple[str, str] 
         attributes=dict(message.get("MessageAttributes") or {}),
         group_id=system.get("MessageGroupId"),
         dedup_id=system.get("MessageDeduplicationId"),
-        dedup_restored=False,
-        redrive=None,
     )
     computed, _ = keys.key_of(plan, message_id=message["MessageId"])
     return (computed.partition, computed.sort) if computed is not None else None

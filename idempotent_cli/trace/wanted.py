@@ -149,9 +149,7 @@ def _body_at(paths: tuple[str, ...], values: list[str]) -> dict[str, Any]:
 
 def as_received(body: str, *, dedup_id: str | None = None) -> Outgoing:
     """``body`` as the consumer would receive it: no attributes, ``dedup_id`` on a FIFO queue."""
-    return Outgoing(
-        body=body, attributes={}, group_id=None, dedup_id=dedup_id, dedup_restored=False, redrive=None
-    )
+    return Outgoing(body=body, attributes={}, dedup_id=dedup_id)
 
 
 def _forms(source: KeySource, config: Any) -> str:
