@@ -193,8 +193,7 @@ class Redriver:
         if letter.identity in self.copies:
             return self._copy(letter, *self.copies[letter.identity])
         if plan is None:
-            self.tally.outcomes["left by the filters"] += 1
-            self.progress.step("left by the filters")
+            self._count("left by the filters")
             return Decision.LEAVE
         if self.limit is not None and self.sent >= self.limit:
             self.stopped = f"stopped after --limit {self.limit}"
@@ -319,15 +318,13 @@ class Redriver:
         """After the send: the dead letter deleted (``failure``: why not, which ends the run)."""
         letter, plan, head, new_id = each.letter, each.plan, each.head, each.new_id
         if failure is not None:
-            self.tally.outcomes["not deleted"] += 1
-            self.progress.line(
+            return self._refused(
+                failure,
+                "not deleted",
                 f"{head} was sent as {new_id} but the dead letter could not be deleted ({failure}): it is "
-                "still in the DLQ; redriving it again is a duplicate the pipeline absorbs"
+                "still in the DLQ; redriving it again is a duplicate the pipeline absorbs",
             )
-            self.progress.step("not deleted")
-            return self._refused(failure)
         self.copies[letter.identity] = (letter.message_id, new_id, Decision.DELETED)
-        self.tally.outcomes["redriven"] += 1
         dedup = ""
         if self.source_fifo:
             dedup = (
@@ -336,10 +333,8 @@ class Redriver:
                 else f", deduplication id {plan.dedup_id}"
             )
         state = f"; key was {each.inspection.state.value}" if each.inspection is not None else ""
-        self.progress.line(f"redriven {head} as {new_id}{dedup}{state}")
-        for note in plan.notes:
-            self.progress.line(f"    note: {note}")
-        self.progress.step("redriven")
+        notes = [f"    note: {note}" for note in plan.notes]
+        self._count("redriven", f"redriven {head} as {new_id}{dedup}{state}", *notes)
         return Decision.DELETED
 
     def _delete(self, letters: list[DeadLetter]) -> list[str | None]:
@@ -363,23 +358,19 @@ class Redriver:
         """A later copy of a dead letter this run visited: it stays with it, or is deleted after its send."""
         head = f"{letter.message_id} (group {letter.original_group_id or '-'})"
         if sent_as is None:
-            self.tally.outcomes["copy left"] += 1
-            self.progress.line(f"kept {head}: a copy of {first}, which stays")
-            self.progress.step("copy left")
+            self._count("copy left", f"kept {head}: a copy of {first}, which stays")
             return stays
         failure = None if self.dry_run else self._delete([letter])[0]
         if failure is not None:
-            self.tally.outcomes["copy not deleted"] += 1
-            self.progress.line(f"{head}, a copy of {first}, could not be deleted ({failure})")
-            self.progress.step("copy not deleted")
-            return self._refused(failure)
-        self.tally.outcomes["copy deleted"] += 1
+            line = f"{head}, a copy of {first}, could not be deleted ({failure})"
+            return self._refused(failure, "copy not deleted", line)
         done = f"deleted after its send as {sent_as}" if sent_as else "deleted after its send"
-        self.progress.line(f"{head}: a copy of {first}: {done}")
-        self.progress.step("copy deleted")
+        self._count("copy deleted", f"{head}: a copy of {first}: {done}")
         return Decision.LEAVE if self.dry_run else Decision.DELETED
 
-    def _refused(self, failure: str) -> Decision:
+    def _refused(self, failure: str, outcome: str, line: str) -> Decision:
+        """A delete the DLQ refused: counted as ``outcome``, said in ``line``, and the end of the run."""
+        self._count(outcome, line)
         # botocore has retried what may pass: every further send would leave a copy in both queues too.
         self.stopped = (
             f"stopped: the DLQ refused DeleteMessage ({failure}): every further send would leave a copy in "
@@ -390,10 +381,15 @@ class Redriver:
     def _keep(self, letter: DeadLetter, outcome: str, line: str) -> Decision:
         decision = _stays_decision(outcome)
         self.copies.setdefault(letter.identity, (letter.message_id, None, decision))
-        self.tally.outcomes[outcome] += 1
-        self.progress.line(line)
-        self.progress.step(outcome)
+        self._count(outcome, line)
         return decision
+
+    def _count(self, outcome: str, *lines: str) -> None:
+        """Count ``outcome``, say ``lines``, and step the progress bar."""
+        self.tally.outcomes[outcome] += 1
+        for line in lines:
+            self.progress.line(line)
+        self.progress.step(outcome)
 
     def _inspect(self, letters: list[DeadLetter], plans: dict[str, Outgoing]) -> dict[str, Inspection | None]:
         """What the table says about each key, by message id (none: the table is not known or not read)."""
