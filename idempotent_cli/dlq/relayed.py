@@ -199,26 +199,23 @@ class Outbox:
 
     def _from_table(self, low: int, high: int) -> list[dict[str, Any]]:
         """The relay's outbox items committed between ``low`` and ``high`` (epoch ms), by commit time."""
-        client = self.clients("dynamodb")
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "ConsistentRead": True,
-            "FilterExpression": "#e = :e AND #s BETWEEN :low AND :high",
-            "ExpressionAttributeNames": {"#e": layout.OUTBOX_EMITTER_ATTRIBUTE, "#s": self.sort_key},
-            "ExpressionAttributeValues": {
-                ":e": {"S": layout.emitter(self.key_prefix)},
-                ":low": {"S": layout.outbox_sort(low, "")},
-                # "$" sorts right after "#": every sort key of the last millisecond is below it.
-                ":high": {"S": layout.outbox_sort(high, "")[:-1] + "$"},
-            },
-        }
-        items: list[dict[str, Any]] = []
-        while True:
-            response = client.scan(**request)
-            items += response.get("Items", [])
-            if "LastEvaluatedKey" not in response:
-                break
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        pages = (
+            self.clients("dynamodb")
+            .get_paginator("scan")
+            .paginate(
+                TableName=self.table,
+                ConsistentRead=True,
+                FilterExpression="#e = :e AND #s BETWEEN :low AND :high",
+                ExpressionAttributeNames={"#e": layout.OUTBOX_EMITTER_ATTRIBUTE, "#s": self.sort_key},
+                ExpressionAttributeValues={
+                    ":e": {"S": layout.emitter(self.key_prefix)},
+                    ":low": {"S": layout.outbox_sort(low, "")},
+                    # "$" sorts right after "#": every sort key of the last millisecond is below it.
+                    ":high": {"S": layout.outbox_sort(high, "")[:-1] + "$"},
+                },
+            )
+        )
+        items = [item for page in pages for item in page.get("Items", [])]
         items.sort(key=lambda item: (item[self.sort_key]["S"], item[self.partition_key]["S"]))
         return items
 
