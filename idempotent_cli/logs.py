@@ -106,13 +106,11 @@ def parse_since(text: str, now: float) -> float:
     match = DURATION.fullmatch(text.strip().lower())
     if match:
         return now - float(match[1]) * UNITS[match[2]]
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise _since_error(text) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    since = moment.timestamp()
+    from idempotent_cli.dlq.letters import iso_seconds
+
+    since = iso_seconds(text)
+    if since is None:
+        raise _since_error(text)
     if since > now:
         raise _since_error(text, "a time in the future")
     return since

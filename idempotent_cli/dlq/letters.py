@@ -311,6 +311,15 @@ def utc_text(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def iso_seconds(text: Any) -> float | None:
+    """An ISO 8601 time as epoch seconds (UTC if it names no zone); None if ``text`` is not one."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
 def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 

@@ -30,7 +30,6 @@ would have sent it; an unpublishable entry the target still refuses stays, with 
 
 from __future__ import annotations
 
-import datetime
 import io
 import json
 from collections import Counter
@@ -44,7 +43,7 @@ from idempotent_runtime import relay as runtime
 from idempotent_runtime.clients import CONNECT_TIMEOUT, READ_TIMEOUT
 
 from idempotent_cli.dlq.console import Console
-from idempotent_cli.dlq.letters import DeadLetter, Which, utc_text
+from idempotent_cli.dlq.letters import DeadLetter, Which, iso_seconds, utc_text
 from idempotent_cli.dlq.queue import Decision, Queue, walk
 from idempotent_cli.errors import DlqError
 from idempotent_cli.stack import Relay
@@ -259,24 +258,12 @@ def _unknown_order(items: list[dict[str, Any]], sort_key: str) -> str:
 def _window(info: dict[str, Any]) -> tuple[int, int]:
     """Epoch milliseconds: the batch's first arrival - COMMIT_LAG - MARGIN, its last + MARGIN (arrivals are
     in seconds)."""
-    first = _arrival(info.get("approximateArrivalOfFirstRecord"))
-    last = _arrival(info.get("approximateArrivalOfLastRecord")) or first
+    first = iso_seconds(info.get("approximateArrivalOfFirstRecord"))
+    last = iso_seconds(info.get("approximateArrivalOfLastRecord")) or first
     if first is None or last is None:
         raise DlqError(f"the batch's arrival times are missing or unreadable: {info}")
     low = first - COMMIT_LAG_SECONDS - MARGIN_SECONDS
     return round(low * 1000), round((last + 1 + MARGIN_SECONDS) * 1000)
-
-
-def _arrival(text: Any) -> float | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return moment.timestamp()
 
 
 # -- publishing: the relay's own code ---------------------------------------------------------------------
