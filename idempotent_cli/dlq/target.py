@@ -40,9 +40,7 @@ def target_of(clients: Clients, pipeline: Pipeline, which: Which = Which.DLQ) ->
     """The DLQ of ``pipeline`` (``which`` one), checked to exist, with its source queue's maxReceiveCount."""
     queue = pipeline.queue_url
     if which is Which.SUBSCRIPTION:
-        dlq = pipeline.subscription_dead_letter_queue_url or (
-            subscription_dlq(clients, queue) if queue else None
-        )
+        dlq = subscription_dlq(clients, pipeline)
         missing = (
             f": the SNS subscription of {queue or 'its queue'} has no dead-letter queue (no RedrivePolicy)"
         )
@@ -60,8 +58,12 @@ def target_of(clients: Clients, pipeline: Pipeline, which: Which = Which.DLQ) ->
     return Target(which, dlq, queue, pipeline, int(count) if count else None)
 
 
-def subscription_dlq(clients: Clients, queue_url: str) -> str | None:
-    """The DLQ in the redrive policy of the SNS subscription(s) delivering to ``queue_url``."""
+def subscription_dlq(clients: Clients, pipeline: Pipeline) -> str | None:
+    """The pipeline's SNS subscription DLQ: its stack's output, else the DLQ in the redrive policy of the
+    subscription(s) delivering to its queue."""
+    queue_url = pipeline.queue_url
+    if pipeline.subscription_dead_letter_queue_url or not queue_url:
+        return pipeline.subscription_dead_letter_queue_url
     found = set()
     for subscription in subscriptions(clients, queue_url):
         attributes = clients("sns").get_subscription_attributes(

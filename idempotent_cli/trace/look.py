@@ -209,9 +209,7 @@ class Letters:
 def dead_letters(context: Context, keys: KeyTable, key: Any) -> list[Letters]:
     """The key's dead letters in the queue's DLQ and in the SNS subscription's DLQ (if it has one)."""
     target = context.target
-    subscription = target.pipeline.subscription_dead_letter_queue_url or (
-        subscription_dlq(context.clients, target.source_url) if target.source_url else None
-    )
+    subscription = subscription_dlq(context.clients, target.pipeline)
     source = context.source() if target.source_url else None
     found = [_read(context, keys, key, source)]
     if subscription:
