@@ -101,8 +101,10 @@ class Context:
         assert keys is not None
         return context, keys
 
-    def walk(self, dlq: Queue, visit: Callable[[DeadLetter], Decision]) -> Walk:
-        return walk(dlq, self.target.which, visit, clock=self.console.clock, sleep=self.console.sleep)
+    def walk(self, dlq: Queue, visit: Callable[..., Any], **options: Any) -> Walk:
+        """:func:`queue.walk` of ``dlq`` on the console's clock (``options``: ``batches``)."""
+        console = self.console
+        return walk(dlq, self.target.which, visit, clock=console.clock, sleep=console.sleep, **options)
 
     def header(self, dlq: Queue, counts: Counts) -> None:
         pipeline = self.target.pipeline
@@ -470,10 +472,7 @@ def cmd_redrive(
         pace=pace,
     )
     try:
-        console = context.console
-        result = walk(
-            dlq, context.target.which, redriver, batches=True, clock=console.clock, sleep=console.sleep
-        )
+        result = context.walk(dlq, redriver, batches=True)
     except KeyboardInterrupt:
         progress.finish()
         if redriver.sending:
