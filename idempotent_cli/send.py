@@ -16,20 +16,16 @@ the content fingerprint, so sending the same input again is safe.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
-from idempotent_cli.command import (
-    add_cloud_arguments,
-    add_command,
-    add_pipeline_arguments,
-    clients_for,
-    reporting_errors,
-)
+from idempotent_cli import command
+from idempotent_cli.command import add_cloud_arguments, add_command, add_pipeline_arguments
 from idempotent_cli.errors import DlqError
 
 DEFAULT_PROGRESS_SECONDS = 2.0
@@ -86,43 +82,36 @@ def run(
     args: argparse.Namespace,
     *,
     stdin: IO[str] | None = None,
-    out: IO[str] | None = None,
-    err: IO[str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
     clock: Callable[[], float] = time.monotonic,
-    connect: Callable[[argparse.Namespace], Any] | None = None,
+    connect: command.Connect | None = None,
 ) -> int:
     """Run ``send``; returns the exit code: 0 when every message was published (errors are printed).
     ``connect(args)`` returns the clients (default: the DLQ tool's, for --local or the credential chain)."""
-    stdin, out, err = stdin or sys.stdin, out or sys.stdout, err or sys.stderr
-    return reporting_errors(lambda: _send(args, stdin, out, err, clock, connect), err)
+    from idempotent_cli.dlq.console import Console
+
+    console = Console(out=out or sys.stdout, err=err or sys.stderr, clock=clock)
+    return command.run(functools.partial(_send, stdin=stdin or sys.stdin), args, console, connect)
 
 
-def _send(
-    args: argparse.Namespace,
-    stdin: IO[str],
-    out: IO[str],
-    err: IO[str],
-    clock: Callable[[], float],
-    connect: Callable[[argparse.Namespace], Any] | None,
-) -> int:
+def _send(args: argparse.Namespace, console: Any, connect: command.Connect, *, stdin: IO[str]) -> int:
     from idempotent_runtime.publisher import MessageRejected, publish
 
     from idempotent_cli.stack import find
 
     lines = _read(args.file, stdin)
-    clients = (connect or clients_for)(args)
+    clients = connect(args)
     pipeline = find(clients, stack=args.stack, function=args.function).pipeline()
     keys = _keys(pipeline, args.key_fields)
     destination = _destination(clients, pipeline.queue_url, args.topic_arn)
     group_id = _groups(args, keys, destination)
-    print(
+    console.note(
         f"sending {_count(len(lines.texts), 'message')} from {lines.name} to the {destination.kind} "
         f"{destination.address} ({'FIFO' if destination.fifo else 'standard'}; keys as the consumer "
-        f"{pipeline.function} reads them: {_describe(keys)})",
-        file=err,
-        flush=True,
+        f"{pipeline.function} reads them: {_describe(keys)})"
     )
-    progress = _Progress(len(lines.texts), err, clock, args.progress_seconds)
+    progress = _Progress(len(lines.texts), console, args.progress_seconds)
     try:
         result = publish(
             destination.client,
@@ -134,21 +123,17 @@ def _send(
             progress=progress,
         )
     except KeyboardInterrupt:
-        print(
+        console.note(
             f"\ninterrupted: {progress.published} of {len(lines.texts)} published before the last request, "
-            f"which may or may not have been. {_again(keys, destination.fifo)}",
-            file=err,
+            f"which may or may not have been. {_again(keys, destination.fifo)}"
         )
         return 130
     except MessageRejected as exc:
         raise SendError(
             f"{lines.name}, line {lines.numbers[exc.index]}: {exc.reason}; nothing was sent"
         ) from None
-    summary = _summary(result, lines, destination, keys, clock() - progress.started)
-    if args.json:
-        print(json.dumps(summary, indent=2), file=out)
-    else:
-        print("\n".join(_render(summary, keys)), file=out)
+    summary = _summary(result, lines, destination, keys, console.clock() - progress.started)
+    console.print(json.dumps(summary, indent=2) if args.json else "\n".join(_render(summary, keys)))
     return 0 if result.ok else 1
 
 
@@ -256,25 +241,23 @@ def _describe(keys: Any) -> str:
 class _Progress:
     """A line on stderr every ``every`` seconds while messages are sent."""
 
-    def __init__(self, total: int, err: IO[str], clock: Callable[[], float], every: float) -> None:
-        self.total, self.err, self.clock, self.every = total, err, clock, every
-        self.started = self.shown = clock()
+    def __init__(self, total: int, console: Any, every: float) -> None:
+        self.total, self.console, self.every = total, console, every
+        self.started = self.shown = console.clock()
         self.published = 0
 
     def __call__(self, result: Any) -> None:
         from idempotent_runtime.publisher import Status
 
         self.published = result.counts[Status.PUBLISHED]
-        now = self.clock()
+        now = self.console.clock()
         if now - self.shown < self.every:
             return
         self.shown = now
         published, failed = result.counts[Status.PUBLISHED], result.counts[Status.FAILED]
-        print(
+        self.console.note(
             f"    {published + failed}/{self.total} sent: {published} published, {failed} failed "
-            f"({now - self.started:.0f} s)",
-            file=self.err,
-            flush=True,
+            f"({now - self.started:.0f} s)"
         )
 
 

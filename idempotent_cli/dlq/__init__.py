@@ -30,7 +30,6 @@ from idempotent_cli.errors import DlqError
 
 __all__ = ["DlqError", "add_hold_arguments", "main", "parser", "register", "run"]
 
-Connect = Callable[[argparse.Namespace], Any]
 # What `--function RELAY` does on an outbox relay's dead-letter queue (idempotent_cli.dlq.relayed); purge
 # takes the queue's URL (--queue-url), as for any queue.
 RELAY_HANDLERS = ("list", "show", "redrive")
@@ -157,13 +156,13 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
-def run(args: argparse.Namespace, *, console: Any = None, connect: Connect | None = None) -> int:
+def run(args: argparse.Namespace, *, console: Any = None, connect: command.Connect | None = None) -> int:
     """Run the parsed ``dlq`` command; returns the exit code (errors are printed, never raised)."""
     interrupted = "interrupted: every message the command held is visible in the DLQ again"
     return command.run(_run, args, console, connect, interrupted=interrupted)
 
 
-def _run(args: argparse.Namespace, console: Any, connect: Connect) -> int:
+def _run(args: argparse.Namespace, console: Any, connect: command.Connect) -> int:
     from idempotent_cli import stack
     from idempotent_cli.dlq.target import target_of
 
@@ -308,6 +307,8 @@ def _listed(function: Any, out: io.StringIO) -> dict[str, Any]:
     return {"function": function.function, **listed}
 
 
-def main(argv: Sequence[str] | None = None, *, console: Any = None, connect: Connect | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, *, console: Any = None, connect: command.Connect | None = None
+) -> int:
     args = parser().parse_args(["dlq", *(sys.argv[1:] if argv is None else argv)])
     return run(args, console=console, connect=connect)
