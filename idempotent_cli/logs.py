@@ -107,22 +107,16 @@ def parse_since(text: str, now: float) -> float:
     if match:
         return now - float(match[1]) * UNITS[match[2]]
     from idempotent_cli.dlq.letters import iso_seconds
-
-    since = iso_seconds(text)
-    if since is None:
-        raise _since_error(text)
-    if since > now:
-        raise _since_error(text, "a time in the future")
-    return since
-
-
-def _since_error(text: str, what: str = "neither a duration nor an ISO 8601 time") -> Exception:
     from idempotent_cli.errors import DlqError
 
-    return DlqError(
-        f"--since must be a duration such as 30s, 10m, 1h, 2d or an ISO 8601 time such as "
-        f"2026-11-23T10:00:00Z; got {text!r}, {what}"
-    )
+    since = iso_seconds(text)
+    if since is None or since > now:
+        raise DlqError(
+            f"--since must be a duration such as 30s, 10m, 1h, 2d or an ISO 8601 time such as "
+            f"2026-11-23T10:00:00Z; got {text!r}, "
+            + ("neither a duration nor an ISO 8601 time" if since is None else "a time in the future")
+        )
+    return since
 
 
 class LocalLog:
