@@ -33,6 +33,7 @@ from idempotent_runtime.contract import (
     GuardedStatus,
     Mode,
 )
+from idempotent_runtime.modes.base import number_of, text_of
 
 from idempotent_cli.dlq.commands import Context
 from idempotent_cli.dlq.keystate import KeyTable, State
@@ -96,9 +97,9 @@ def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record
         raise DlqError(f"the consumer cannot key {wanted.given}: {inspection.reason}")
     item: dict[str, Any] = dict(inspection.item or {})
     location = {name: value.get("S", "") for name, value in (inspection.location or {}).items()}
-    status = _text(item, STATUS_ATTRIBUTE, LEGACY_STATUS_ATTRIBUTE)
-    expires = _number(item, keys.config.ttl_attribute)
-    lease_ms = _number(item, LEASE_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE)
+    status = text_of(item, STATUS_ATTRIBUTE, LEGACY_STATUS_ATTRIBUTE)
+    expires = number_of(item, keys.config.ttl_attribute)
+    lease_ms = number_of(item, LEASE_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE)
     now = time.time() if now is None else now
     state = _state(inspection.state, item, status, expires, now)
     versions = _versions(keys, wanted, item) if keys.mode == Mode.VERSIONED else None
@@ -110,14 +111,14 @@ def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record
         record_state=inspection.state.value,
         location=location,
         item=item,
-        fingerprint=_text(item, FINGERPRINT_ATTRIBUTE),
+        fingerprint=text_of(item, FINGERPRINT_ATTRIBUTE),
         message_fingerprint=inspection.fingerprint if wanted.with_body else None,
         expires_at=expires,
         status=status,
-        owner=_text(item, OWNER_ATTRIBUTE, LEGACY_OWNER_ATTRIBUTE),
+        owner=text_of(item, OWNER_ATTRIBUTE, LEGACY_OWNER_ATTRIBUTE),
         lease_expires_at=lease_ms / 1000 if lease_ms is not None else None,
-        message_id=_text(item, MESSAGE_ID_ATTRIBUTE, LEGACY_MESSAGE_ID_ATTRIBUTE),
-        dedup_id=_text(item, DEDUP_ID_ATTRIBUTE),
+        message_id=text_of(item, MESSAGE_ID_ATTRIBUTE, LEGACY_MESSAGE_ID_ATTRIBUTE),
+        dedup_id=text_of(item, DEDUP_ID_ATTRIBUTE),
         reason=inspection.reason,
         versions=versions,
     )
@@ -166,25 +167,6 @@ def stored_attributes(item: dict[str, Any], key_names: list[str], ttl: str) -> l
 
 def has_result(item: dict[str, Any]) -> bool:
     return RESULT_ATTRIBUTE in item or LEGACY_RESULT_ATTRIBUTE in item
-
-
-def _text(item: dict[str, Any], *names: str) -> str | None:
-    for name in names:
-        value = item.get(name)
-        if isinstance(value, dict) and isinstance(value.get("S"), str):
-            return str(value["S"])
-    return None
-
-
-def _number(item: dict[str, Any], *names: str) -> float | None:
-    for name in names:
-        value = item.get(name)
-        if isinstance(value, dict) and isinstance(value.get("N"), str):
-            try:
-                return float(value["N"])
-            except ValueError:
-                return None
-    return None
 
 
 # -- the dead-letter queues -----------------------------------------------------------------------------
