@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from idempotent_runtime import contract
+from idempotent_runtime.quarantine import size as message_size  # what SQS counts against a queue's limit
 
 from idempotent_local.events import lambda_sqs_record
 
@@ -324,20 +325,6 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def message_size(body: str, attributes: Mapping[str, Mapping[str, Any]]) -> int:
-    """The size SQS counts against MaximumMessageSize: the body plus every attribute's name, type and value
-    (bytes)."""
-    return len(body.encode("utf-8", "surrogatepass")) + sum(
-        _attribute_size(name, value) for name, value in attributes.items()
-    )
-
-
-def _attribute_size(name: str, value: Mapping[str, Any]) -> int:
-    raw = value["StringValue"] if "StringValue" in value else value.get("BinaryValue", b"")
-    data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "surrogatepass")
-    return len(name.encode("utf-8")) + len(str(value.get("DataType", "")).encode("utf-8")) + len(data)
-
-
 def outgoing(
     letter: DeadLetter,
     *,
@@ -450,7 +437,7 @@ def _room(
             f"it has {len(attributes)} message attributes of its own: SQS allows "
             f"{contract.MAX_MESSAGE_ATTRIBUTES}"
         )
-    bigger = size + _attribute_size(REDRIVE_ATTRIBUTE, _redrive_attribute(redrive))
+    bigger = size + message_size("", {REDRIVE_ATTRIBUTE: _redrive_attribute(redrive)})
     if bigger > max_bytes:
         return None, (
             f"the message is {size:,} bytes and {REDRIVE_ATTRIBUTE} would make it {bigger:,}, over the "
