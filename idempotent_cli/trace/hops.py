@@ -88,15 +88,9 @@ class Follower:
         target = config.emit_target_arn
         for partition, sort in layout.outbox_keys(config.key_prefix, item):
             names = {config.partition_key: partition, config.sort_key: sort}
-            stored = (
-                self.clients("dynamodb")
-                .get_item(
-                    TableName=keys.table_name,
-                    Key={n: {"S": v} for n, v in names.items()},
-                    ConsistentRead=True,
-                )
-                .get("Item")
-            )
+            key = {name: {"S": value} for name, value in names.items()}
+            read = self.clients("dynamodb").get_item(TableName=keys.table_name, Key=key, ConsistentRead=True)
+            stored = read.get("Item")
             if stored is None:
                 found.append(Item(names, target, "gone", note="expired (TTL) or not readable"))
                 continue
