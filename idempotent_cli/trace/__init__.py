@@ -130,7 +130,10 @@ def _look(args: argparse.Namespace, clients: Any, console: Any, pipeline: Any, *
         if alone:
             raise
         return str(exc)
-    found = look.Trace(
+    return screen.Traced(
+        context,
+        keys,
+        given,
         table=record,
         dead_letters=look.dead_letters(context, keys, record.key),
         queue=look.in_flight(context, keys, record.key, peek=args.peek),
@@ -138,7 +141,6 @@ def _look(args: argparse.Namespace, clients: Any, console: Any, pipeline: Any, *
         if record.item and keys.config.emit_target_arn
         else [],
     )
-    return screen.Traced(context, keys, given, found)
 
 
 def _given(args: argparse.Namespace) -> str:

@@ -323,11 +323,3 @@ def _summary(message: dict[str, Any]) -> dict[str, Any]:
         "sent": when(sent_ms / 1000) if sent_ms else None,
         "receive_count": int(system.get("ApproximateReceiveCount") or 0),
     }
-
-
-@dataclass(frozen=True)
-class Trace:
-    table: Record
-    dead_letters: list[Letters]
-    queue: InFlight
-    emitted: list[Any] = field(default_factory=list)  # trace.hops.Item: what the key emitted, hop by hop

@@ -18,7 +18,6 @@ from idempotent_cli.trace.look import (
     InFlight,
     Letters,
     Record,
-    Trace,
     Versions,
     has_result,
     stored_attributes,
@@ -43,7 +42,10 @@ class Traced:
     context: Context
     keys: KeyTable
     wanted: Wanted
-    found: Trace
+    table: Record
+    dead_letters: list[Letters]
+    queue: InFlight
+    emitted: list[hops.Item]  # what the key emitted, hop by hop
 
     @property
     def pipeline(self) -> Pipeline:
@@ -52,11 +54,10 @@ class Traced:
     @property
     def anything(self) -> bool:
         """Whether the key is here: a record (even an expired one), a dead letter, a peeked message."""
-        found = self.found
         return (
-            found.table.state != "absent"
-            or any(letters.found for letters in found.dead_letters)
-            or bool(found.queue.found)
+            self.table.state != "absent"
+            or any(letters.found for letters in self.dead_letters)
+            or bool(self.queue.found)
         )
 
 
@@ -141,8 +142,7 @@ def _version_stored(versions: Versions, same: str) -> str:
 
 def document(traced: Traced) -> dict[str, Any]:
     """The ``--json`` document of one consumer's trace."""
-    context, keys, wanted, found = traced.context, traced.keys, traced.wanted, traced.found
-    record = found.table
+    context, keys, wanted, record = traced.context, traced.keys, traced.wanted, traced.table
     return {
         "pipeline": _pipeline(context, keys),
         "key": {
@@ -172,7 +172,7 @@ def document(traced: Traced) -> dict[str, Any]:
         },
         "dead_letters": [
             {"queue": letters.which.value, **letter_summary(copies[0], letters.max_receive_count, copies)}
-            for letters in found.dead_letters
+            for letters in traced.dead_letters
             for copies in letters.found
         ],
         "dead_letter_queues": [
@@ -184,10 +184,10 @@ def document(traced: Traced) -> dict[str, Any]:
                 "in_flight_elsewhere": letters.in_flight_elsewhere,
                 "key_unknown": letters.key_unknown,
             }
-            for letters in found.dead_letters
+            for letters in traced.dead_letters
         ],
-        "queue": _queue_document(found.queue),
-        "emitted": hops.document(found.emitted),
+        "queue": _queue_document(traced.queue),
+        "emitted": hops.document(traced.emitted),
     }
 
 
@@ -236,8 +236,7 @@ def _queue_document(queue: InFlight) -> dict[str, Any]:
 def lines(traced: Traced, args: argparse.Namespace, *, name_function: bool = False) -> list[str]:
     """The screen of one consumer's trace (``name_function``: its ``logs`` command names the function, one
     of several)."""
-    context, keys, wanted, found = traced.context, traced.keys, traced.wanted, traced.found
-    record = found.table
+    context, keys, wanted, record = traced.context, traced.keys, traced.wanted, traced.table
     pipeline = context.target.pipeline
     config = keys.config
     out = [
@@ -250,11 +249,11 @@ def lines(traced: Traced, args: argparse.Namespace, *, name_function: bool = Fal
         ),
     ]
     out += _table_lines(record, keys)
-    out += _letters_lines(found.dead_letters)
-    out += _queue_lines(found.queue)
-    if found.emitted:
-        out.append(_row("emitted", f"{sum(len(i.messages) for i in found.emitted)} message(s), hop by hop:"))
-        out += ["  " + line for line in hops.lines(found.emitted)]
+    out += _letters_lines(traced.dead_letters)
+    out += _queue_lines(traced.queue)
+    if traced.emitted:
+        out.append(_row("emitted", f"{sum(len(i.messages) for i in traced.emitted)} message(s), hop by hop:"))
+        out += ["  " + line for line in hops.lines(traced.emitted)]
     out.append(_row("logs", _logs_command(context, record, args, name_function=name_function)))
     return out
 
