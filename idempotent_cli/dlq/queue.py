@@ -206,23 +206,21 @@ def walk(
     return _Walker(queue, which, visit, batches, clock, sleep).run()
 
 
+@dataclass
 class _Walker:
-    def __init__(
-        self,
-        queue: Queue,
-        which: Which,
-        visit: Visit | VisitBatch,
-        batches: bool,
-        clock: Callable[[], float],
-        sleep: Callable[[float], None],
-    ) -> None:
-        self.queue, self.which, self.visit, self.batches = queue, which, visit, batches
-        self.clock, self.sleep = clock, sleep
-        self.result = Walk(fifo=queue.fifo, hold_seconds=queue.visibility_seconds)
+    queue: Queue
+    which: Which
+    visit: Visit | VisitBatch
+    batches: bool
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+
+    def __post_init__(self) -> None:
+        self.result = Walk(fifo=self.queue.fifo, hold_seconds=self.queue.visibility_seconds)
         self.held: dict[str, DeadLetter] = {}  # received, not deleted: hidden by us until the end
         self.seen: set[str] = set()
         self.stopped = False
-        self.refreshed = clock()  # when the oldest message we hold was last given a full timeout
+        self.refreshed = self.clock()  # when the oldest message we hold was last given a full timeout
 
     def run(self) -> Walk:
         try:
