@@ -463,7 +463,6 @@ def cmd_redrive(
         context.target,
         source,
         dlq,
-        console=context.console,
         progress=progress,
         filters=filters,
         keys=keys,

@@ -39,12 +39,12 @@ import math
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from idempotent_runtime import contract
 
-from idempotent_cli.dlq.console import Console, Pace, Progress
+from idempotent_cli.dlq.console import Pace, Progress
 from idempotent_cli.dlq.keystate import FORCED, FORGET_MEANING, MEANING, Inspection, KeyTable, State
 from idempotent_cli.dlq.letters import (
     FRESH_DEDUP_PREFIX,
@@ -89,31 +89,24 @@ class _Send:
     new_id: str = ""  # its id in the source queue, once SQS enqueued it
 
 
+@dataclass
 class Redriver:
     """The visitor of one redrive; see the module docstring."""
 
-    dry_run = False
+    dry_run: ClassVar[bool] = False
+    target: Target
+    source: Queue
+    dlq: Queue
+    progress: Progress
+    filters: Filters
+    keys: KeyTable | None
+    pace: Pace
+    force: bool = False
+    limit: int | None = None
 
-    def __init__(
-        self,
-        target: Target,
-        source: Queue,
-        dlq: Queue,
-        *,
-        console: Console,
-        progress: Progress,
-        filters: Filters,
-        keys: KeyTable | None,
-        force: bool = False,
-        limit: int | None = None,
-        pace: Pace | None = None,
-    ) -> None:
-        self.target, self.source, self.dlq = target, source, dlq
-        self.console, self.progress, self.filters, self.keys = console, progress, filters, keys
-        self.force, self.limit = force, limit
-        self.pace = pace or Pace(None, console)
+    def __post_init__(self) -> None:
         self.run_id = new_run_id()
-        self.source_fifo = source.fifo
+        self.source_fifo = self.source.fifo
         self.tally = Tally()
         self.known_ids: dict[str, float] = {}  # ids SendMessage returned in this run: when (epoch ms)
         self.sent = 0  # copies this run put into the source queue (what --limit counts)
