@@ -20,6 +20,11 @@ from idempotent_cli.errors import DlqError
 
 # The message id of the message a trace builds, for every key source but message_id (which keys by it).
 TRACE_MESSAGE_ID = "idempotent-pipeline-trace"
+# The key sources that key by an id: its option, and its name.
+BY_ID = {
+    KeySource.MESSAGE_ID: ("--message-id", "message id"),
+    KeySource.DEDUP_ID: ("--dedup-id", "deduplication id"),
+}
 
 
 @dataclass(frozen=True)
@@ -50,19 +55,19 @@ def from_args(args: argparse.Namespace, config: Any) -> Wanted:
                 f"give the body with --body, got {_shown(parts, given)}"
             )
         return Wanted(as_received(args.body), TRACE_MESSAGE_ID, "this body", True)
-    option = "--message-id" if source is KeySource.MESSAGE_ID else "--dedup-id"
+    option, noun = BY_ID[source]
     other = [name for name in given if name != option]
     value = named[option]
     if other or len(parts) > 1 or (parts and value is not None):
         raise DlqError(
-            f"the consumer keys messages by their {_noun(source)} ({KEY_SOURCE.name}={source}): give it as "
+            f"the consumer keys messages by their {noun} ({KEY_SOURCE.name}={source}): give it as "
             f"one KEY or with {option}, got {_shown(parts, given)}"
         )
     value = value if value is not None else (parts[0] if parts else None)
     if value is None:
         raise DlqError(
-            f"the consumer keys messages by their {_noun(source)} ({KEY_SOURCE.name}={source}): --body alone "
-            f"cannot say which; give the {_noun(source)} too ({option} ID)"
+            f"the consumer keys messages by their {noun} ({KEY_SOURCE.name}={source}): --body alone "
+            f"cannot say which; give the {noun} too ({option} ID)"
         )
     body = args.body if args.body is not None else "{}"
     if source is KeySource.MESSAGE_ID:
@@ -165,12 +170,8 @@ def _forms(source: KeySource, config: Any) -> str:
         )
     if source is KeySource.BODY_SHA256:
         return "a body (--body TEXT): the consumer keys messages by its SHA-256"
-    option = "--message-id" if source is KeySource.MESSAGE_ID else "--dedup-id"
-    return f"the {_noun(source)} (trace ID, or {option} ID), and optionally its body (--body JSON)"
-
-
-def _noun(source: KeySource) -> str:
-    return "message id" if source is KeySource.MESSAGE_ID else "deduplication id"
+    option, noun = BY_ID[source]
+    return f"the {noun} (trace ID, or {option} ID), and optionally its body (--body JSON)"
 
 
 def _shown(parts: list[str], given: list[str]) -> str:
