@@ -71,7 +71,7 @@ class Context:
         return Queue(self.clients("sqs"), self.target.source_url)
 
     def keys(self, *, required: bool, why: str) -> KeyTable | None:
-        environment = self.target.environment
+        environment = self.target.pipeline.environment
         if environment is None:
             if required:
                 raise DlqError(

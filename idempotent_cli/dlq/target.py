@@ -4,7 +4,6 @@ exist, and the source queue its messages go back to."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from idempotent_runtime import contract
@@ -26,14 +25,11 @@ class Target:
     max_receive_count: int | None  # the source queue's, for messages SQS moved
 
     @property
-    def environment(self) -> Mapping[str, str] | None:
-        return self.pipeline.environment
-
-    @property
     def key_source(self) -> str | None:
-        if self.environment is None:
+        environment = self.pipeline.environment
+        if environment is None:
             return None
-        return self.environment.get(contract.KEY_SOURCE.name) or contract.KEY_SOURCE.default
+        return environment.get(contract.KEY_SOURCE.name) or contract.KEY_SOURCE.default
 
 
 def target_of(clients: Clients, pipeline: Pipeline, which: Which = Which.DLQ) -> Target:
