@@ -141,11 +141,8 @@ class DeadLetter:
 
     @property
     def kind(self) -> str:
-        if self.origin is Origin.SQS:
-            return MOVED
-        if self.origin is Origin.SNS:
-            return UNDELIVERABLE
-        return _text_in(self.details, "kind") or UNKNOWN
+        moved = {Origin.SQS: MOVED, Origin.SNS: UNDELIVERABLE}.get(self.origin)
+        return moved or _text_in(self.details, "kind") or UNKNOWN
 
     @property
     def original_group_id(self) -> str | None:
