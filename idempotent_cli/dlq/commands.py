@@ -354,12 +354,8 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
     return 0
 
 
-class NotFound(DlqError):
-    """No dead letter in the DLQ has had the id."""
-
-
 def find(context: Context, message_id: str) -> tuple[DeadLetter, list[DeadLetter]]:
-    """The dead letter that has had ``message_id``, and all its copies in the DLQ (NotFound: none)."""
+    """The dead letter that has had ``message_id``, and all its copies in the DLQ (DlqError: none)."""
     found: list[DeadLetter] = []
     seen: list[DeadLetter] = []
 
@@ -373,7 +369,7 @@ def find(context: Context, message_id: str) -> tuple[DeadLetter, list[DeadLetter
     result = context.walk(context.dlq(), visit)
     if not found:
         report_walk(context.console, result)
-        raise NotFound(
+        raise DlqError(
             f"no message {message_id} (its id in the DLQ, the original's, or a redriven copy's) among the "
             f"{result.visited} read from {context.target.dlq_url}; `dlq list --messages` shows their ids "
             "(an id `sns publish` printed is the topic's, not the queue's)"
