@@ -32,10 +32,6 @@ DEFAULT_PROGRESS_SECONDS = 2.0
 SHOWN_GROUPS = 10  # groups with unpublished messages listed in the summary (--json lists all)
 
 
-class SendError(DlqError):
-    """The command cannot send (bad input, no pipeline, settings it cannot read): nothing was sent."""
-
-
 def register(subparsers: Any) -> argparse.ArgumentParser:
     help = "publish JSON lines (a file or stdin) to a pipeline, each message group in order"
     send = add_command(subparsers, "send", help, __doc__)
@@ -129,7 +125,7 @@ def _send(args: argparse.Namespace, console: Any, connect: command.Connect, *, s
         )
         return 130
     except MessageRejected as exc:
-        raise SendError(
+        raise DlqError(
             f"{lines.name}, line {lines.numbers[exc.index]}: {exc.reason}; nothing was sent"
         ) from None
     summary = _summary(result, lines, destination, keys, console.clock() - progress.started)
@@ -140,7 +136,7 @@ def _send(args: argparse.Namespace, console: Any, connect: command.Connect, *, s
 def _read(name: str | None, stdin: IO[str]) -> Lines:
     if name in (None, "-"):
         if name is None and stdin.isatty():
-            raise SendError(
+            raise DlqError(
                 "give a FILE of JSON lines, or pipe them to stdin (`... | idempotent-pipeline send`)"
             )
         stream, shown = stdin, "stdin"
@@ -148,7 +144,7 @@ def _read(name: str | None, stdin: IO[str]) -> Lines:
         try:
             stream, shown = open(name, encoding="utf-8"), name  # noqa: SIM115 - closed below
         except OSError as exc:
-            raise SendError(f"cannot read {name}: {exc.strerror}") from None
+            raise DlqError(f"cannot read {name}: {exc.strerror}") from None
     texts, numbers = [], []
     try:
         for number, line in enumerate(stream, 1):
@@ -157,7 +153,7 @@ def _read(name: str | None, stdin: IO[str]) -> Lines:
                 texts.append(text)
                 numbers.append(number)
     except UnicodeDecodeError as exc:
-        raise SendError(f"{shown} is not UTF-8 text: {exc.reason} after line {len(numbers)}") from None
+        raise DlqError(f"{shown} is not UTF-8 text: {exc.reason} after line {len(numbers)}") from None
     finally:
         if stream is not stdin:
             stream.close()
@@ -168,7 +164,7 @@ def _keys(pipeline: Any, key_fields: str | None) -> Any:
     from idempotent_runtime.publisher import ConsumerKeys
 
     if not pipeline.environment:
-        raise SendError(
+        raise DlqError(
             f"cannot read the consumer's key settings: pipeline {pipeline.label} has no readable function "
             "environment"
         )
@@ -177,7 +173,7 @@ def _keys(pipeline: Any, key_fields: str | None) -> Any:
         return ConsumerKeys.from_environment(pipeline.environment, key_fields=fields)
     except ValueError as exc:  # ConfigurationError too
         hint = " (--key-fields PATH,...)" if "dedup_id needs key_fields" in str(exc) else ""
-        raise SendError(f"the consumer {pipeline.function}: {exc}{hint}") from None
+        raise DlqError(f"the consumer {pipeline.function}: {exc}{hint}") from None
 
 
 def _destination(clients: Any, queue_url: str | None, topic_arn: str | None) -> Destination:
@@ -187,11 +183,11 @@ def _destination(clients: Any, queue_url: str | None, topic_arn: str | None) -> 
     if topic_arn:
         return Destination(clients("sns"), topic_arn, "topic", topic_arn.endswith(".fifo"))
     if not queue_url:
-        raise SendError("the pipeline's queue is unknown: pass --topic-arn")
+        raise DlqError("the pipeline's queue is unknown: pass --topic-arn")
     sns = clients("sns")
     topics = sorted({subscription["TopicArn"] for subscription in subscriptions(clients, queue_url)})
     if len(topics) > 1:
-        raise SendError(
+        raise DlqError(
             f"{len(topics)} topics deliver to {queue_url} ({', '.join(topics)}): choose one with --topic-arn"
         )
     if topics:
@@ -210,7 +206,7 @@ def _groups(args: argparse.Namespace, keys: Any, destination: Destination) -> An
     path = args.group_field
     if path is None and destination.fifo:
         if keys.key_source not in FIELD_KEY_SOURCES:
-            raise SendError(
+            raise DlqError(
                 f"the consumer keys by {keys.key_source}, so no body field names a message's group: pass "
                 "--group-field PATH (messages with the same value stay in order) or --group-id ID"
             )
@@ -220,7 +216,7 @@ def _groups(args: argparse.Namespace, keys: Any, destination: Destination) -> An
     try:
         field_path(path)
     except ConfigurationError as exc:
-        raise SendError(f"--group-field: {exc}") from None
+        raise DlqError(f"--group-field: {exc}") from None
     # The field's value as the consumer reads a key (canonical numbers); one SNS would refuse as a group id
     # (over 128 characters, not printable ASCII) becomes its SHA-256.
     return lambda data: join_key((field_key(data, path, "group"),))
