@@ -33,9 +33,11 @@ __all__ = ["DlqError", "add_hold_arguments", "main", "parser", "register", "run"
 # What `--function RELAY` does on an outbox relay's dead-letter queue (idempotent_cli.dlq.relayed); purge
 # takes the queue's URL (--queue-url), as for any queue.
 RELAY_HANDLERS = ("list", "show", "redrive")
+# The filters of list, redrive and purge (Filters' fields, in order).
+FILTERS = ("group", "reason", "reason_text")
 # The consumer DLQ's options that mean nothing there (its entries are batches and emitted messages, not a
 # consumer's messages with a key): refused, never ignored.
-NOT_ON_RELAY = ("group", "reason", "reason_text", "messages", "force", "rate")
+NOT_ON_RELAY = (*FILTERS, "messages", "force", "rate")
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -193,7 +195,7 @@ def _run(args: argparse.Namespace, console: Any, connect: command.Connect) -> in
             )
         return _relay_command(args, clients, console, found.named)
     # The filters choose among a consumer's dead letters: a relay's entries have no group or kind of reason.
-    filtered = any(getattr(args, name, None) for name in ("group", "reason", "reason_text"))
+    filtered = any(getattr(args, name, None) for name in FILTERS)
     relays = [r for r in found.stack.relays if r.dead_letter_queue_url and which is Which.DLQ]
     if relays and filtered and found.named is None and handler == "list":
         console.note(
@@ -213,11 +215,7 @@ def _command(args: argparse.Namespace, clients: Any, console: Any, target: Any) 
     from idempotent_cli.dlq import commands
 
     context = commands.Context(target, clients, console, args.visibility_timeout, args.wait_seconds)
-    filters = Filters(
-        tuple(getattr(args, "group", []) or ()),
-        tuple(getattr(args, "reason", []) or ()),
-        tuple(getattr(args, "reason_text", []) or ()),
-    )
+    filters = Filters(*(tuple(getattr(args, name, None) or ()) for name in FILTERS))
     if args.dlq_handler == "list":
         return commands.cmd_list(context, filters=filters, messages=args.messages, as_json=args.json)
     if args.dlq_handler == "show":
