@@ -38,7 +38,7 @@ from idempotent_runtime.modes.base import number_of, text_of
 from idempotent_cli.dlq.commands import Context
 from idempotent_cli.dlq.keystate import KeyTable, State
 from idempotent_cli.dlq.letters import DeadLetter, Outgoing, Which, by_identity, outgoing, utc_text
-from idempotent_cli.dlq.queue import Decision, Queue
+from idempotent_cli.dlq.queue import Counts, Decision, Queue
 from idempotent_cli.dlq.target import subscription_dlq
 from idempotent_cli.errors import DlqError
 from idempotent_cli.trace.wanted import Wanted
@@ -47,6 +47,7 @@ from idempotent_cli.trace.wanted import Wanted
 PEEK_RECEIVES = 10
 # Keying a dead letter never sends it: no size limit applies.
 NO_LIMIT = 2**62
+NONE = Counts(0, 0, 0)  # a queue the trace does not know
 
 
 def when(seconds: float | None) -> str | None:
@@ -255,12 +256,9 @@ class InFlight:
 
     url: str | None
     fifo: bool = False
-    visible: int = 0
-    in_flight: int = 0  # ApproximateNumberOfMessagesNotVisible: received, not yet deleted or returned
-    delayed: int = 0
+    counts: Counts = NONE  # in flight: received, not yet deleted or returned
     peeked: bool = False
     read: int = 0
-    key_unknown: int = 0
     found: list[dict[str, Any]] = field(default_factory=list)
     max_receive_count: int | None = None
 
@@ -272,15 +270,7 @@ def in_flight(context: Context, keys: KeyTable, key: Any, *, peek: bool) -> InFl
         return InFlight(None)
     queue = context.source()
     counts = queue.counts()
-    view = InFlight(
-        queue.url,
-        fifo=queue.fifo,
-        visible=counts.visible,
-        in_flight=counts.in_flight,
-        delayed=counts.delayed,
-        peeked=peek,
-        max_receive_count=context.target.max_receive_count,
-    )
+    view = InFlight(queue.url, queue.fifo, counts, peek, max_receive_count=context.target.max_receive_count)
     if peek and counts.visible:
         seen = _peek(queue, counts.visible)
         view.read = len(seen)

@@ -223,13 +223,13 @@ def _queue_document(queue: InFlight) -> dict[str, Any]:
     return {
         "url": queue.url,
         "fifo": queue.fifo,
-        "visible": queue.visible,
-        "in_flight": queue.in_flight,
-        "delayed": queue.delayed,
+        "visible": queue.counts.visible,
+        "in_flight": queue.counts.in_flight,
+        "delayed": queue.counts.delayed,
         "peeked": queue.peeked,
         "read": queue.read,
         "messages": queue.found,
-        "not_shown": NOT_VISIBLE if queue.in_flight else None,
+        "not_shown": NOT_VISIBLE if queue.counts.in_flight else None,
     }
 
 
@@ -394,16 +394,16 @@ def _unread(letters: Letters) -> list[str]:
 def _queue_lines(queue: InFlight) -> list[str]:
     if queue.url is None:
         return [_row("in flight", "the pipeline's source queue is unknown")]
-    counts = f"{queue.visible} visible, {queue.in_flight} in flight" + (
-        f", {queue.delayed} delayed (not readable yet)" if queue.delayed else ""
+    counts = f"{queue.counts.visible} visible, {queue.counts.in_flight} in flight" + (
+        f", {queue.counts.delayed} delayed (not readable yet)" if queue.counts.delayed else ""
     )
     out = [_row("in flight", f"queue {queue.url} ({'FIFO' if queue.fifo else 'standard'}): {counts}")]
-    if queue.in_flight:
+    if queue.counts.in_flight:
         out.append(_more(f"! {NOT_VISIBLE}"))
-    if queue.peeked and queue.visible:
+    if queue.peeked and queue.counts.visible:
         out.append(
             _more(
-                f"peeked at {queue.read} of {queue.visible} visible message(s): "
+                f"peeked at {queue.read} of {queue.counts.visible} visible message(s): "
                 f"{len(queue.found)} with this key"
             )
         )
@@ -414,15 +414,15 @@ def _queue_lines(queue: InFlight) -> list[str]:
                     f"receive count {message['receive_count']} (this read included)"
                 )
             )
-        if queue.read < queue.visible:
+        if queue.read < queue.counts.visible:
             out.append(
                 _more(
                     "! SQS hands out at most 10 messages a receive and, at visibility 0, the same ones again"
                     + (" (in a FIFO queue the first of each group)" if queue.fifo else "")
-                    + f": the other {queue.visible - queue.read} were not seen"
+                    + f": the other {queue.counts.visible - queue.read} were not seen"
                 )
             )
-    elif queue.visible:
+    elif queue.counts.visible:
         limit = f" (maxReceiveCount {queue.max_receive_count})" if queue.max_receive_count else ""
         out.append(
             _more(
