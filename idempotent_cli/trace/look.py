@@ -38,7 +38,7 @@ from idempotent_runtime.modes.base import number_of, text_of
 from idempotent_cli.dlq.commands import Context
 from idempotent_cli.dlq.keystate import KeyTable, State
 from idempotent_cli.dlq.letters import DeadLetter, Outgoing, Which, by_identity, outgoing, utc_text
-from idempotent_cli.dlq.queue import Counts, Decision, Queue
+from idempotent_cli.dlq.queue import Counts, Decision, Queue, Walk
 from idempotent_cli.dlq.target import subscription_dlq
 from idempotent_cli.errors import DlqError
 from idempotent_cli.trace.wanted import Wanted
@@ -179,13 +179,9 @@ class Letters:
 
     which: Which
     url: str | None  # None: the pipeline has no such DLQ
-    read: int = 0
-    not_reached: int = 0  # behind 10 of a FIFO group: SQS hands out no more without removing them
-    in_flight_elsewhere: int = 0  # held by another reader: not read
+    walked: Walk = field(default_factory=lambda: Walk(fifo=False, hold_seconds=0))  # what it read, what not
     key_unknown: int = 0  # dead letters whose key the consumer's configuration cannot tell
-    found: list[list[DeadLetter]] = field(
-        default_factory=list
-    )  # the key's dead letters, each with its copies
+    found: list[list[DeadLetter]] = field(default_factory=list)  # the key's, each with its copies
     max_receive_count: int | None = None
 
 
@@ -216,10 +212,7 @@ def _read(context: Context, keys: KeyTable, key: Any, source: Queue | None) -> L
             matching.append(letter)
         return Decision.LEAVE
 
-    result = context.walk(context.dlq(), visit)
-    letters.read = result.visited
-    letters.not_reached = result.not_reached
-    letters.in_flight_elsewhere = result.in_flight_elsewhere
+    letters.walked = context.walk(context.dlq(), visit)
     letters.found = list(by_identity(matching).values())
     return letters
 

@@ -179,9 +179,9 @@ def document(traced: Traced) -> dict[str, Any]:
             {
                 "queue": letters.which.value,
                 "url": letters.url,
-                "read": letters.read,
-                "not_reached": letters.not_reached,
-                "in_flight_elsewhere": letters.in_flight_elsewhere,
+                "read": letters.walked.visited,
+                "not_reached": letters.walked.not_reached,
+                "in_flight_elsewhere": letters.walked.in_flight_elsewhere,
                 "key_unknown": letters.key_unknown,
             }
             for letters in traced.dead_letters
@@ -363,7 +363,7 @@ def _letters_lines(found: list[Letters]) -> list[str]:
             )
             continue
         count = f"{len(letters.found)} in the {name}" if letters.found else f"none in the {name}"
-        out.append(_row(label, f"{count} {letters.url} ({letters.read} read)"))
+        out.append(_row(label, f"{count} {letters.url} ({letters.walked.visited} read)"))
         for first, *copies in letters.found:
             out.append(_more(message_line(first, letters.max_receive_count, 1 + len(copies)).strip()))
         out += [_more(f"! {note}") for note in _unread(letters)]
@@ -372,15 +372,16 @@ def _letters_lines(found: list[Letters]) -> list[str]:
 
 def _unread(letters: Letters) -> list[str]:
     notes = []
-    if letters.not_reached:
+    walked = letters.walked
+    if walked.not_reached:
         notes.append(
-            f"{letters.not_reached} message(s) not read: SQS hands out at most 10 messages of a FIFO group "
+            f"{walked.not_reached} message(s) not read: SQS hands out at most 10 messages of a FIFO group "
             "at a time, and these are behind them (a dead letter of this key may be among them; `dlq "
             "redrive` and `dlq purge` reach them as they remove the ones before)"
         )
-    if letters.in_flight_elsewhere:
+    if walked.in_flight_elsewhere:
         notes.append(
-            f"{letters.in_flight_elsewhere} message(s) held by another reader: not read (trace again when "
+            f"{walked.in_flight_elsewhere} message(s) held by another reader: not read (trace again when "
             "they are visible)"
         )
     if letters.key_unknown:
