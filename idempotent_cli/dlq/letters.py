@@ -68,7 +68,7 @@ FILTER_KINDS = frozenset({*KINDS, UNKNOWN})
 
 @dataclass
 class DeadLetter:
-    """One message received from a dead-letter queue."""
+    """One message received from a dead-letter queue (or, for a trace's peek, from the source queue)."""
 
     message_id: str
     receipt_handle: str

@@ -271,38 +271,30 @@ def in_flight(context: Context, keys: KeyTable, key: Any, *, peek: bool) -> InFl
     return view
 
 
-def _peek(queue: Queue, visible: int) -> list[dict[str, Any]]:
+def _peek(queue: Queue, visible: int) -> list[DeadLetter]:
     """The visible messages a receive at visibility 0 hands out: they stay visible. At visibility 0 the queue
     hands out the same ones again, so it stops at a receive that brings nothing new (or all it counts)."""
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, DeadLetter] = {}
     peeking = Queue(queue.sqs, queue.url, visibility_seconds=0, wait_seconds=0)
     for _ in range(PEEK_RECEIVES):
         new = [m for m in peeking.receive() if m["MessageId"] not in seen]
-        seen.update((m["MessageId"], m) for m in new)
+        seen.update((m["MessageId"], DeadLetter.from_message(m, Which.DLQ)) for m in new)
         if not new or len(seen) >= visible:
             break
     return list(seen.values())
 
 
-def _key_of_message(keys: KeyTable, message: dict[str, Any]) -> tuple[str, str] | None:
+def _key_of_message(keys: KeyTable, message: DeadLetter) -> tuple[str, str] | None:
     """The key the consumer will give a message of the source queue (its body, ids and attributes)."""
-    system = message.get("Attributes") or {}
-    plan = Outgoing(
-        body=message.get("Body", ""),
-        attributes=dict(message.get("MessageAttributes") or {}),
-        group_id=system.get("MessageGroupId"),
-        dedup_id=system.get("MessageDeduplicationId"),
-    )
-    computed, _ = keys.key_of(plan, message_id=message["MessageId"])
+    plan = Outgoing(message.body, message.attributes, message.group_id, message.dedup_id)
+    computed, _ = keys.key_of(plan, message_id=message.message_id)
     return (computed.partition, computed.sort) if computed is not None else None
 
 
-def _summary(message: dict[str, Any]) -> dict[str, Any]:
-    system = message.get("Attributes") or {}
-    sent_ms = int(system.get("SentTimestamp") or 0)
+def _summary(message: DeadLetter) -> dict[str, Any]:
     return {
-        "message_id": message["MessageId"],
-        "group": system.get("MessageGroupId"),
-        "sent": when(sent_ms / 1000) if sent_ms else None,
-        "receive_count": int(system.get("ApproximateReceiveCount") or 0),
+        "message_id": message.message_id,
+        "group": message.group_id,
+        "sent": message.sent_at if message.sent_ms else None,
+        "receive_count": message.receive_count,
     }
