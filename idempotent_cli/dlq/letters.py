@@ -79,9 +79,8 @@ class DeadLetter:
     reason: str | None = None
     details: dict[str, Any] | None = None
     details_error: str | None = None
-    earlier_redrive: dict[str, Any] | None = (
-        None  # idempotency.redrive of a redriven message that failed again
-    )
+    # idempotency.redrive of a redriven message that failed again
+    earlier_redrive: dict[str, Any] | None = None
 
     @classmethod
     def from_message(cls, message: Mapping[str, Any], which: Which) -> DeadLetter:
@@ -91,12 +90,9 @@ class DeadLetter:
         details_text = _string(attributes.get(contract.DLQ_DETAILS_ATTRIBUTE))
         details, details_error = _json_object(contract.DLQ_DETAILS_ATTRIBUTE, details_text)
         earlier_redrive, _ = _json_object(REDRIVE_ATTRIBUTE, _string(attributes.get(REDRIVE_ATTRIBUTE)))
+        origin = Origin.SNS if which is Which.SUBSCRIPTION else Origin.SQS
         if reason is not None or details_text is not None:
             origin = Origin.RUNTIME
-        elif which is Which.SUBSCRIPTION:
-            origin = Origin.SNS
-        else:
-            origin = Origin.SQS
         return cls(
             message_id=message["MessageId"],
             receipt_handle=message["ReceiptHandle"],
@@ -485,9 +481,7 @@ def oldest_first(letters: Iterable[DeadLetter]) -> list[DeadLetter]:
 
 
 def _string(value: Mapping[str, Any] | None) -> str | None:
-    if not value:
-        return None
-    text = value.get("StringValue")
+    text = (value or {}).get("StringValue")
     return text if isinstance(text, str) else None
 
 
