@@ -336,8 +336,12 @@ class Redriver:
         return [answer.get("Failed") for answer in self.dlq.batch("delete_message_batch", entries)]
 
     def _reuses_dedup_key(self, plan: Outgoing) -> bool:
-        """Whether the consumer keys ``plan`` by the deduplication id it is sent with (see _forget)."""
-        return self.source_fifo and _keyed_by_dedup_id(plan, self.target.key_source)
+        """Whether the consumer keys ``plan`` by the MessageDeduplicationId it is sent with (see _forget): a
+        FIFO source queue, KEY_SOURCE=dedup_id (or unknown) and no original deduplication id in
+        ``idempotency.redrive`` (which the runtime reads first)."""
+        if not self.source_fifo or self.target.key_source not in (None, contract.KeySource.DEDUP_ID):
+            return False
+        return not (plan.redrive and plan.redrive.get("dedup_id"))
 
     def _forgets(self, inspection: Inspection | None) -> bool:
         """Whether --force deletes this key's record before the send (once per key and run)."""
@@ -470,15 +474,6 @@ def _free_after(sent_ms: float) -> str:
 def _stays_decision(outcome: str) -> Decision:
     """A skipped dead letter's group goes on (the consumer went on past it); any other that stays stops it."""
     return Decision.LEAVE if outcome == SKIPPED else Decision.LEAVE_AND_STOP_GROUP
-
-
-def _keyed_by_dedup_id(plan: Outgoing, key_source: str | None) -> bool:
-    """Whether the consumer keys ``plan`` by the MessageDeduplicationId it is sent with: KEY_SOURCE=dedup_id
-    (or unknown) and no original deduplication id in ``idempotency.redrive`` (which the runtime reads
-    first)."""
-    if key_source not in (None, contract.KeySource.DEDUP_ID):
-        return False
-    return not (plan.redrive and plan.redrive.get("dedup_id"))
 
 
 def _run_of(letter: DeadLetter) -> str | None:
