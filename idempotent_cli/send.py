@@ -223,12 +223,10 @@ def _groups(args: argparse.Namespace, keys: Any, destination: Destination) -> An
 
 
 def _describe(keys: Any) -> str:
-    from idempotent_runtime.contract import KeySource
+    from idempotent_runtime.contract import FIELD_KEY_SOURCES, KeySource
 
-    if keys.key_source is KeySource.FIELDS:
-        return f"fields {keys.key_fields[0]}, {keys.key_fields[1]}"
-    if keys.key_source is KeySource.FIELD:
-        return f"field {keys.key_fields[0]}"
+    if keys.key_source in FIELD_KEY_SOURCES:  # "fields a, b" or "field a"
+        return f"field{'s' * (len(keys.key_fields) > 1)} {', '.join(keys.key_fields)}"
     if keys.key_source is KeySource.DEDUP_ID:
         return f"dedup_id from {', '.join(keys.key_fields)}"
     return str(keys.key_source)
