@@ -78,8 +78,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         yes="do not ask for confirmation",
         dry_run="list the dead letters purge would delete; delete nothing",
     )
-    for name, chosen in (("list", listing), ("show", show), ("redrive", redrive), ("purge", purge)):
-        chosen.set_defaults(dlq_handler=name)
     return dlq
 
 
@@ -174,7 +172,7 @@ def _run(args: argparse.Namespace, console: Any, connect: command.Connect) -> in
     if limit is not None and limit < 1:
         raise DlqError(f"--limit must be at least 1, got {limit}")
     clients = connect(args)
-    which, handler = Which(args.which), args.dlq_handler
+    which, handler = Which(args.which), args.dlq_command
     if args.queue_url:
         function = args.function
         if args.stack and function:  # any name the stack gives the function
@@ -216,11 +214,11 @@ def _command(args: argparse.Namespace, clients: Any, console: Any, target: Any) 
 
     context = commands.Context(target, clients, console, args.visibility_timeout, args.wait_seconds)
     filters = Filters(*(tuple(getattr(args, name, None) or ()) for name in FILTERS))
-    if args.dlq_handler == "list":
+    if args.dlq_command == "list":
         return commands.cmd_list(context, filters=filters, messages=args.messages, as_json=args.json)
-    if args.dlq_handler == "show":
+    if args.dlq_command == "show":
         return commands.cmd_show(context, message_id=args.message_id, as_json=args.json)
-    if args.dlq_handler == "redrive":
+    if args.dlq_command == "redrive":
         return commands.cmd_redrive(
             context,
             filters=filters,
@@ -238,9 +236,9 @@ def _relay_command(args: argparse.Namespace, clients: Any, console: Any, relay: 
     from idempotent_cli.dlq import relayed
 
     context = relayed.RelayContext(clients, console, relay, args.visibility_timeout, args.wait_seconds)
-    if args.dlq_handler == "list":
+    if args.dlq_command == "list":
         return relayed.cmd_list(context, as_json=args.json)
-    if args.dlq_handler == "show":
+    if args.dlq_command == "show":
         return relayed.cmd_show(context, message_id=args.message_id, as_json=args.json)
     return relayed.cmd_redrive(context, dry_run=args.dry_run, limit=args.limit)
 
@@ -252,7 +250,7 @@ def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, ever
     from idempotent_cli.dlq.target import target_of
 
     said = f"stack {name} has {len(every)} dead-letter queues: {stack.listing(every)}"
-    if args.dlq_handler == "list":
+    if args.dlq_command == "list":
         console.note(f"{said}; each is listed under whose it is (--function NAME lists one)")
     looked: list[str] = []
     documents: list[dict[str, Any]] = []
@@ -270,7 +268,7 @@ def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, ever
             documents.append({"pipeline": function.whose, "kind": function.kind, "error": str(exc)})
             continue
         looked.append(f"{function.whose} ({url})")
-        if args.dlq_handler == "show":
+        if args.dlq_command == "show":
             try:
                 shown = run(args, clients, console, on)
             except DlqError:  # not in this one
@@ -284,7 +282,7 @@ def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, ever
             continue
         console.print(("\n" if len(looked) > 1 else "") + f"{function.kind} {function.describe()}:")
         code = max(code, run(args, clients, console, on))
-    if args.dlq_handler == "show":
+    if args.dlq_command == "show":
         raise DlqError(
             f"no message {args.message_id} (its id in the DLQ, the original's, or a redriven copy's) in the "
             f"dead-letter queue of any pipeline of stack {name}: {'; '.join(looked) or 'none has one'}; "
