@@ -269,30 +269,6 @@ def _window(info: dict[str, Any]) -> tuple[int, int]:
 # -- publishing: the relay's own code ---------------------------------------------------------------------
 
 
-class Publisher:
-    """Runs the relay (:class:`idempotent_runtime.relay.Relay`) on records, with the operator's clients."""
-
-    def __init__(self, clients: Any, relay: Relay) -> None:
-        self.clients, self.relay = clients, relay
-        self.config = runtime.RelayConfig.from_env(relay.environment)
-        self.target = self.config.target_arn
-
-    def messages(self, records: list[dict[str, Any]]) -> list[runtime.Outgoing]:
-        return [m for index, r in enumerate(records) for m in runtime.outgoing(index, r, self.target)]
-
-    def publish(self, records: list[dict[str, Any]], *, dead_letters: bool) -> tuple[bool, Counter[str], str]:
-        """Publish ``records``; whether all went out (or, with ``dead_letters``, to the relay's DLQ), the
-        relay's counts, and its log (the reasons of what did not)."""
-        service = self.config.target_arn.split(":")[2]
-        config = self.config if dead_letters else replace(self.config, dlq_url=None)
-        log = io.StringIO()
-        relay = runtime.Relay(
-            config, target_client=self.clients(service), sqs_client=self.clients("sqs"), log_stream=log
-        )
-        answer = relay({"Records": records})
-        return not answer["batchItemFailures"], relay.counts, _reasons(log.getvalue())
-
-
 def _reasons(log: str) -> str:
     """The relay's warnings and errors in its JSON ``log``, one line each (what did not go out, and why)."""
     lines = []
@@ -397,7 +373,7 @@ class Redriver:
     def __init__(self, context: RelayContext, dlq: Queue, *, dry_run: bool, limit: int | None) -> None:
         self.context, self.dlq, self.dry_run, self.limit = context, dlq, dry_run, limit
         self.outbox = Outbox(context.clients, context.relay)
-        self.publisher = Publisher(context.clients, context.relay)
+        self.config = runtime.RelayConfig.from_env(context.relay.environment)
         self.tally: Counter[str] = Counter()
         self.done = 0
 
@@ -412,7 +388,8 @@ class Redriver:
             return self._keep(entry, f"cannot read what it stands for: {exc}")
         if records is None:
             return self._keep(entry, where)
-        messages = self.publisher.messages(records)
+        target = self.config.target_arn
+        messages = [m for index, r in enumerate(records) for m in runtime.outgoing(index, r, target)]
         head = f"{letter.message_id}  {entry.describe()}\n    {len(messages)} message(s) from {where}"
         if self.dry_run:
             self.done += 1
@@ -426,7 +403,7 @@ class Redriver:
             return Decision.LEAVE
         if entry.kind == UNPUBLISHABLE and messages and messages[0].problem:
             return self._keep(entry, f"still refused: {messages[0].problem}")
-        ok, counts, reasons = self.publisher.publish(records, dead_letters=entry.kind == BATCH)
+        ok, counts, reasons = self._publish(records, dead_letters=entry.kind == BATCH)
         if not ok:
             return self._keep(entry, f"not all published ({reasons or 'see the relay log'}): it stays")
         dead = counts.get(runtime.RelayMetric.DEAD_LETTERED.value, 0)
@@ -441,6 +418,22 @@ class Redriver:
         self.done += 1
         self.tally["redriven"] += 1
         return Decision.DELETED
+
+    def _publish(
+        self, records: list[dict[str, Any]], *, dead_letters: bool
+    ) -> tuple[bool, Counter[str], str]:
+        """Publish ``records`` with the relay's own code (:class:`idempotent_runtime.relay.Relay`) and the
+        operator's clients; whether all went out (or, with ``dead_letters``, to the relay's DLQ), the relay's
+        counts, and its log (the reasons of what did not)."""
+        service = self.config.target_arn.split(":")[2]
+        config = self.config if dead_letters else replace(self.config, dlq_url=None)
+        log = io.StringIO()
+        clients = self.context.clients
+        relay = runtime.Relay(
+            config, target_client=clients(service), sqs_client=clients("sqs"), log_stream=log
+        )
+        answer = relay({"Records": records})
+        return not answer["batchItemFailures"], relay.counts, _reasons(log.getvalue())
 
     def _records(self, entry: Entry) -> tuple[list[dict[str, Any]] | None, str, str | None]:
         """What ``entry`` stands for as stream records (None: nothing to publish), where they were read,
