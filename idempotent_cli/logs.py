@@ -32,6 +32,7 @@ from typing import Any
 
 from idempotent_cli import command
 from idempotent_cli.command import add_cloud_arguments, add_command, add_pipeline_arguments
+from idempotent_cli.dlq.letters import iso_seconds, json_object, utc_text
 
 __all__ = ["register", "run"]
 
@@ -78,13 +79,7 @@ class Line:
 
     @classmethod
     def parse(cls, text: str, time: float | None = None) -> Line:
-        fields = None
-        if text.startswith("{"):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                value = None
-            fields = value if isinstance(value, dict) else None
+        fields = json_object("the line", text)[0] if text.startswith("{") else None
         if time is None and fields is not None:
             time = _line_time(fields)
         return cls(time, text, fields)
@@ -106,7 +101,6 @@ def parse_since(text: str, now: float) -> float:
     match = DURATION.fullmatch(text.strip().lower())
     if match:
         return now - float(match[1]) * UNITS[match[2]]
-    from idempotent_cli.dlq.letters import iso_seconds
     from idempotent_cli.errors import DlqError
 
     since = iso_seconds(text)
@@ -339,8 +333,6 @@ def _show(
 
 def _header(console: Any, log: Log, since: float | None, chosen: Chosen) -> None:
     """What is shown, on stderr (``--json`` output stays the lines)."""
-    from idempotent_cli.dlq.letters import utc_text
-
     source = log.source
     what = f"{log.function.whose if log.several else log.function.label}: {source.describe()}"
     what += f", since {utc_text(since)}" if since is not None else ""

@@ -88,8 +88,8 @@ class DeadLetter:
         attributes = {name: dict(value) for name, value in (message.get("MessageAttributes") or {}).items()}
         reason = _string(attributes.get(contract.DLQ_REASON_ATTRIBUTE))
         details_text = _string(attributes.get(contract.DLQ_DETAILS_ATTRIBUTE))
-        details, details_error = _json_object(contract.DLQ_DETAILS_ATTRIBUTE, details_text)
-        earlier_redrive, _ = _json_object(REDRIVE_ATTRIBUTE, _string(attributes.get(REDRIVE_ATTRIBUTE)))
+        details, details_error = json_object(contract.DLQ_DETAILS_ATTRIBUTE, details_text)
+        earlier_redrive, _ = json_object(REDRIVE_ATTRIBUTE, _string(attributes.get(REDRIVE_ATTRIBUTE)))
         origin = Origin.SNS if which is Which.SUBSCRIPTION else Origin.SQS
         if reason is not None or details_text is not None:
             origin = Origin.RUNTIME
@@ -485,8 +485,9 @@ def _string(value: Mapping[str, Any] | None) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def _json_object(name: str, text: str | None) -> tuple[dict[str, Any] | None, str | None]:
-    """The JSON object in attribute ``name`` (None: no text, or JSON null), or None and why there is none."""
+def json_object(name: str, text: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object in ``text`` (None: no text, or JSON null), or None and why there is none (``name``:
+    what the text is, for the reason)."""
     try:
         parsed = json.loads(text) if text is not None else None
     except ValueError as exc:

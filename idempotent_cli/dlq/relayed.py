@@ -43,7 +43,7 @@ from idempotent_runtime import relay as runtime
 from idempotent_runtime.clients import CONNECT_TIMEOUT, READ_TIMEOUT
 
 from idempotent_cli.dlq.console import Console
-from idempotent_cli.dlq.letters import DeadLetter, Which, iso_seconds, utc_text
+from idempotent_cli.dlq.letters import DeadLetter, Which, iso_seconds, json_object, utc_text
 from idempotent_cli.dlq.queue import Decision, Queue, walk
 from idempotent_cli.errors import DlqError
 from idempotent_cli.stack import Relay
@@ -116,11 +116,8 @@ def read(letter: DeadLetter) -> Entry:
     """What ``letter`` is (see the module)."""
     if (letter.details or {}).get("kind") == contract.DeadLetterKind.UNPUBLISHABLE.value:
         return Entry(letter, UNPUBLISHABLE)
-    try:
-        body = json.loads(letter.body)
-    except ValueError:
-        body = None
-    info = body.get(BATCH_INFO) if isinstance(body, dict) else None
+    body = json_object("the body", letter.body)[0] or {}
+    info = body.get(BATCH_INFO)
     needed = ("shardId", "startSequenceNumber", "endSequenceNumber", "streamArn")
     if isinstance(info, dict) and all(isinstance(info.get(name), str) for name in needed):
         condition = (body.get("requestContext") or {}).get("condition")
@@ -273,10 +270,7 @@ def _reasons(log: str) -> str:
     """The relay's warnings and errors in its JSON ``log``, one line each (what did not go out, and why)."""
     lines = []
     for line in log.splitlines():
-        try:
-            fields = json.loads(line)
-        except ValueError:
-            continue
+        fields = json_object("a log line", line)[0] or {}
         if fields.get("level") in ("WARNING", "ERROR") and "message" in fields:
             error = fields.get("error") or fields.get("reason") or ""
             lines.append(f"{fields['message']}" + (f" ({fields.get('dedup_id')}: {error})" if error else ""))
