@@ -15,25 +15,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from idempotent_runtime.contract import (
-    ATTRIBUTE_PREFIX,
-    DEDUP_ID_ATTRIBUTE,
-    DELETED_ATTRIBUTE,
-    FINGERPRINT_ATTRIBUTE,
-    LEASE_ATTRIBUTE,
-    LEGACY_LEASE_ATTRIBUTE,
-    LEGACY_MESSAGE_ID_ATTRIBUTE,
-    LEGACY_OWNER_ATTRIBUTE,
-    LEGACY_RESULT_ATTRIBUTE,
-    LEGACY_STATUS_ATTRIBUTE,
-    MESSAGE_ID_ATTRIBUTE,
-    OWNER_ATTRIBUTE,
-    RESULT_ATTRIBUTE,
-    STATUS_ATTRIBUTE,
-    GuardedStatus,
-    Mode,
-)
+from idempotent_runtime import contract
 from idempotent_runtime.modes.base import number_of, text_of
+from idempotent_runtime.modes.guarded import LEGACY_ATTRIBUTES
 
 from idempotent_cli.dlq.commands import Context
 from idempotent_cli.dlq.keystate import KeyTable, State
@@ -98,12 +82,12 @@ def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record
         raise DlqError(f"the consumer cannot key {wanted.given}: {inspection.reason}")
     item: dict[str, Any] = dict(inspection.item or {})
     location = {name: value.get("S", "") for name, value in (inspection.location or {}).items()}
-    status = text_of(item, STATUS_ATTRIBUTE, LEGACY_STATUS_ATTRIBUTE)
+    status = text_of(item, contract.STATUS_ATTRIBUTE, contract.LEGACY_STATUS_ATTRIBUTE)
     expires = number_of(item, keys.config.ttl_attribute)
-    lease_ms = number_of(item, LEASE_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE)
+    lease_ms = number_of(item, contract.LEASE_ATTRIBUTE, contract.LEGACY_LEASE_ATTRIBUTE)
     now = time.time() if now is None else now
     state = _state(inspection.state, item, status, expires, now)
-    versions = _versions(keys, wanted, item) if keys.mode == Mode.VERSIONED else None
+    versions = _versions(keys, wanted, item) if keys.mode == contract.Mode.VERSIONED else None
     if state == "expired" and versions and not (expires is not None and expires < int(now)):
         state = "older"  # no TTL passed: the body's version is newer than the stored one (or it has none)
     return Record(
@@ -112,14 +96,14 @@ def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record
         record_state=inspection.state.value,
         location=location,
         item=item,
-        fingerprint=text_of(item, FINGERPRINT_ATTRIBUTE),
+        fingerprint=text_of(item, contract.FINGERPRINT_ATTRIBUTE),
         message_fingerprint=inspection.fingerprint if wanted.with_body else None,
         expires_at=expires,
         status=status,
-        owner=text_of(item, OWNER_ATTRIBUTE, LEGACY_OWNER_ATTRIBUTE),
+        owner=text_of(item, contract.OWNER_ATTRIBUTE, contract.LEGACY_OWNER_ATTRIBUTE),
         lease_expires_at=lease_ms / 1000 if lease_ms is not None else None,
-        message_id=text_of(item, MESSAGE_ID_ATTRIBUTE, LEGACY_MESSAGE_ID_ATTRIBUTE),
-        dedup_id=text_of(item, DEDUP_ID_ATTRIBUTE),
+        message_id=text_of(item, contract.MESSAGE_ID_ATTRIBUTE, contract.LEGACY_MESSAGE_ID_ATTRIBUTE),
+        dedup_id=text_of(item, contract.DEDUP_ID_ATTRIBUTE),
         reason=inspection.reason,
         versions=versions,
     )
@@ -143,7 +127,7 @@ def _versions(keys: KeyTable, wanted: Wanted, item: dict[str, Any]) -> Versions:
         # A version a delivery would be quarantined for is no version: the inspection's reason says why.
         with contextlib.suppress(InvalidMessage):
             message = mode.version(Message(keys.record(wanted.message, message_id=wanted.message_id)))
-    return Versions(stored, message, item.get(DELETED_ATTRIBUTE) == {"BOOL": True})
+    return Versions(stored, message, item.get(contract.DELETED_ATTRIBUTE) == {"BOOL": True})
 
 
 def _state(state: State, item: dict[str, Any], status: str | None, expires: float | None, now: float) -> str:
@@ -151,23 +135,24 @@ def _state(state: State, item: dict[str, Any], status: str | None, expires: floa
     if state is State.NEW:
         if not item:
             return "absent"
-        if status == GuardedStatus.IN_PROGRESS and not (expires is not None and expires < int(now)):
+        if status == contract.GuardedStatus.IN_PROGRESS and not (expires is not None and expires < int(now)):
             return "lease_expired"  # a delivery of the same payload takes the claim over
         return "expired"  # past its TTL: counts as absent (DynamoDB deletes it within about 48 hours)
     if state is State.DONE:
-        return "completed" if status == GuardedStatus.COMPLETED else "stored"
+        return "completed" if status == contract.GuardedStatus.COMPLETED else "stored"
     return state.value
 
 
 def stored_attributes(item: dict[str, Any], key_names: list[str], ttl: str) -> list[str]:
     """The item's attributes that are not the runtime's: a document's fields."""
-    runtime = {*key_names, ttl, LEGACY_STATUS_ATTRIBUTE, LEGACY_OWNER_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE}
-    runtime |= {LEGACY_RESULT_ATTRIBUTE, LEGACY_MESSAGE_ID_ATTRIBUTE}
-    return sorted(name for name in item if name not in runtime and not name.startswith(ATTRIBUTE_PREFIX))
+    runtime = {*key_names, ttl, *LEGACY_ATTRIBUTES}  # the key, the TTL, what 0.1 wrote on a guarded record
+    return sorted(
+        name for name in item if name not in runtime and not name.startswith(contract.ATTRIBUTE_PREFIX)
+    )
 
 
 def has_result(item: dict[str, Any]) -> bool:
-    return RESULT_ATTRIBUTE in item or LEGACY_RESULT_ATTRIBUTE in item
+    return contract.RESULT_ATTRIBUTE in item or contract.LEGACY_RESULT_ATTRIBUTE in item
 
 
 # -- the dead-letter queues -----------------------------------------------------------------------------
