@@ -455,17 +455,8 @@ def cmd_redrive(
             yes=yes,
         )
     progress = Progress(context.console, counts.total, "checked" if dry_run else "done", long=bool(rate))
-    redriver = (Preview if dry_run else Redriver)(
-        context.target,
-        source,
-        dlq,
-        progress=progress,
-        filters=filters,
-        keys=keys,
-        force=force,
-        limit=limit,
-        pace=pace,
-    )
+    visitor = Preview if dry_run else Redriver
+    redriver = visitor(context.target, source, dlq, progress, filters, keys, pace, force=force, limit=limit)
     try:
         result = context.walk(dlq, redriver, batches=True)
     except KeyboardInterrupt:
