@@ -16,9 +16,6 @@ from typing import Any
 
 from idempotent_cli.errors import DlqError
 
-# The services the tools talk to.
-SERVICES = ("sqs", "cloudformation", "lambda", "dynamodb", "sns", "logs")
-
 
 @dataclass
 class Clients:
@@ -79,27 +76,20 @@ def _account(profile: str | None, region: str | None) -> Clients:
     return Clients(factory=session.client, where=where, region=session.region_name)
 
 
-def _not_installed(exc: ImportError) -> DlqError:
-    return DlqError(
-        f"--local needs the local emulator, which is not installed ({exc}): install the `local` extra"
-    )
-
-
 def _local(app_dir: str | Path | None, state_dir: str | Path | None) -> Clients:
-    try:
-        from idempotent_local.extra import MissingExtra, require_moto
-    except ImportError as exc:
-        raise _not_installed(exc) from None
+    from idempotent_local.extra import MissingExtra, require_moto
+
     try:
         # Without moto no emulator can run: say what to install, not that none is running.
         require_moto()
-    except MissingExtra as exc:
-        raise DlqError(f"--local: {exc}") from None
-    try:
         from idempotent_local import emulator as emulators
         from idempotent_local.location import NoApp, locate
+    except MissingExtra as exc:
+        raise DlqError(f"--local: {exc}") from None
     except ImportError as exc:
-        raise _not_installed(exc) from None
+        raise DlqError(
+            f"--local needs the local emulator, which is not installed ({exc}): install the `local` extra"
+        ) from None
     try:
         where = locate(
             str(app_dir) if app_dir is not None else None, str(state_dir) if state_dir is not None else None

@@ -7,6 +7,9 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+# What makes a command's clients from its arguments (tests give one of their own).
+Connect = Callable[[argparse.Namespace], Any]
+
 
 def add_command(subparsers: Any, name: str, help: str, description: str | None) -> argparse.ArgumentParser:
     """A command of the CLI whose ``--help`` shows ``description`` (its module's docstring) as written."""
@@ -51,6 +54,17 @@ def clients_for(args: argparse.Namespace) -> Any:
         profile=args.profile,
         region=args.region,
     )
+
+
+def run(
+    work: Callable[..., int], args: argparse.Namespace, console: Any, connect: Connect | None, **how: Any
+) -> int:
+    """``work(args, console, connect)``: on ``console`` (default: the terminal's), with the clients
+    ``connect`` makes (default: :func:`clients_for`), errors reported by :func:`reporting_errors`."""
+    from idempotent_cli.dlq.console import Console
+
+    console = console or Console()
+    return reporting_errors(lambda: work(args, console, connect or clients_for), console.err, **how)
 
 
 def reporting_errors(call: Callable[[], int], err: Any, *, interrupted: str | None = None) -> int:

@@ -1,10 +1,7 @@
 """``idempotent-pipeline init DIR``: a ready CDK app that uses the constructs, as ``cdk init`` makes one.
 
-The files come from ``templates/app/`` (package data): ``app.py`` (one ``IdempotentPipeline`` and its
-outputs), ``cdk.json`` (the recommended feature flags), ``src/orders.py`` (a processor) with
-``tests/test_orders.py``, ``requirements.txt`` (idempotent-pipeline with the ``local`` extra, by name and
-version: portable), ``package.json`` (the pinned CDK CLI), ``README.md``. ``cd DIR && idempotent-pipeline
-local deploy`` then works. Needs neither moto nor Node. :data:`DESCRIPTION` is what ``init --help`` shows.
+The files come from ``templates/app/`` (package data); :data:`DESCRIPTION`, what ``init --help`` shows, says
+what each is for.
 """
 
 from __future__ import annotations

@@ -30,13 +30,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from idempotent_cli.command import (
-    add_cloud_arguments,
-    add_command,
-    add_pipeline_arguments,
-    clients_for,
-    reporting_errors,
-)
+from idempotent_cli import command
+from idempotent_cli.command import add_cloud_arguments, add_command, add_pipeline_arguments
+from idempotent_cli.dlq.letters import iso_seconds, json_object, utc_text
 
 __all__ = ["register", "run"]
 
@@ -70,10 +66,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, *, console: Any = None, connect: Any = None) -> int:
     """Run ``logs``; returns the exit code (0, also when --follow ends with Ctrl-C; 1 on an error)."""
-    from idempotent_cli.dlq.console import Console
-
-    console = console or Console()
-    return reporting_errors(lambda: _logs(args, console, connect), console.err)
+    return command.run(_logs, args, console, connect)
 
 
 @dataclass(frozen=True)
@@ -86,13 +79,7 @@ class Line:
 
     @classmethod
     def parse(cls, text: str, time: float | None = None) -> Line:
-        fields = None
-        if text.startswith("{"):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                value = None
-            fields = value if isinstance(value, dict) else None
+        fields = json_object("the line", text)[0] if text.startswith("{") else None
         if time is None and fields is not None:
             time = _line_time(fields)
         return cls(time, text, fields)
@@ -114,25 +101,16 @@ def parse_since(text: str, now: float) -> float:
     match = DURATION.fullmatch(text.strip().lower())
     if match:
         return now - float(match[1]) * UNITS[match[2]]
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise _since_error(text) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    since = moment.timestamp()
-    if since > now:
-        raise _since_error(text, "a time in the future")
-    return since
-
-
-def _since_error(text: str, what: str = "neither a duration nor an ISO 8601 time") -> Exception:
     from idempotent_cli.errors import DlqError
 
-    return DlqError(
-        f"--since must be a duration such as 30s, 10m, 1h, 2d or an ISO 8601 time such as "
-        f"2026-11-23T10:00:00Z; got {text!r}, {what}"
-    )
+    since = iso_seconds(text)
+    if since is None or since > now:
+        raise DlqError(
+            f"--since must be a duration such as 30s, 10m, 1h, 2d or an ISO 8601 time such as "
+            f"2026-11-23T10:00:00Z; got {text!r}, "
+            + ("neither a duration nor an ISO 8601 time" if since is None else "a time in the future")
+        )
+    return since
 
 
 class LocalLog:
@@ -290,7 +268,7 @@ def _logs(args: argparse.Namespace, console: Any, connect: Any) -> int:
     since = parse_since(args.since, now) if args.since else None
     if args.poll_seconds <= 0:
         raise DlqError(f"--poll-seconds must be over 0, got {args.poll_seconds:g}")
-    clients = (connect or clients_for)(args)
+    clients = connect(args)
     found = find(clients, stack=args.stack, function=args.function)
     functions = [found.named] if found.named else found.stack.pipelines
     if clients.state_dir is None and since is None:
@@ -355,8 +333,6 @@ def _show(
 
 def _header(console: Any, log: Log, since: float | None, chosen: Chosen) -> None:
     """What is shown, on stderr (``--json`` output stays the lines)."""
-    from idempotent_cli.dlq.letters import utc_text
-
     source = log.source
     what = f"{log.function.whose if log.several else log.function.label}: {source.describe()}"
     what += f", since {utc_text(since)}" if since is not None else ""

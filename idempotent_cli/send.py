@@ -16,28 +16,20 @@ the content fingerprint, so sending the same input again is safe.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
-from idempotent_cli.command import (
-    add_cloud_arguments,
-    add_command,
-    add_pipeline_arguments,
-    clients_for,
-    reporting_errors,
-)
+from idempotent_cli import command
+from idempotent_cli.command import add_cloud_arguments, add_command, add_pipeline_arguments
 from idempotent_cli.errors import DlqError
 
 DEFAULT_PROGRESS_SECONDS = 2.0
 SHOWN_GROUPS = 10  # groups with unpublished messages listed in the summary (--json lists all)
-
-
-class SendError(DlqError):
-    """The command cannot send (bad input, no pipeline, settings it cannot read): nothing was sent."""
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -86,43 +78,36 @@ def run(
     args: argparse.Namespace,
     *,
     stdin: IO[str] | None = None,
-    out: IO[str] | None = None,
-    err: IO[str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
     clock: Callable[[], float] = time.monotonic,
-    connect: Callable[[argparse.Namespace], Any] | None = None,
+    connect: command.Connect | None = None,
 ) -> int:
     """Run ``send``; returns the exit code: 0 when every message was published (errors are printed).
     ``connect(args)`` returns the clients (default: the DLQ tool's, for --local or the credential chain)."""
-    stdin, out, err = stdin or sys.stdin, out or sys.stdout, err or sys.stderr
-    return reporting_errors(lambda: _send(args, stdin, out, err, clock, connect), err)
+    from idempotent_cli.dlq.console import Console
+
+    console = Console(out=out or sys.stdout, err=err or sys.stderr, clock=clock)
+    return command.run(functools.partial(_send, stdin=stdin or sys.stdin), args, console, connect)
 
 
-def _send(
-    args: argparse.Namespace,
-    stdin: IO[str],
-    out: IO[str],
-    err: IO[str],
-    clock: Callable[[], float],
-    connect: Callable[[argparse.Namespace], Any] | None,
-) -> int:
+def _send(args: argparse.Namespace, console: Any, connect: command.Connect, *, stdin: IO[str]) -> int:
     from idempotent_runtime.publisher import MessageRejected, publish
 
     from idempotent_cli.stack import find
 
     lines = _read(args.file, stdin)
-    clients = (connect or clients_for)(args)
+    clients = connect(args)
     pipeline = find(clients, stack=args.stack, function=args.function).pipeline()
     keys = _keys(pipeline, args.key_fields)
     destination = _destination(clients, pipeline.queue_url, args.topic_arn)
     group_id = _groups(args, keys, destination)
-    print(
+    console.note(
         f"sending {_count(len(lines.texts), 'message')} from {lines.name} to the {destination.kind} "
         f"{destination.address} ({'FIFO' if destination.fifo else 'standard'}; keys as the consumer "
-        f"{pipeline.function} reads them: {_describe(keys)})",
-        file=err,
-        flush=True,
+        f"{pipeline.function} reads them: {_describe(keys)})"
     )
-    progress = _Progress(len(lines.texts), err, clock, args.progress_seconds)
+    progress = _Progress(len(lines.texts), console, args.progress_seconds)
     try:
         result = publish(
             destination.client,
@@ -134,28 +119,24 @@ def _send(
             progress=progress,
         )
     except KeyboardInterrupt:
-        print(
+        console.note(
             f"\ninterrupted: {progress.published} of {len(lines.texts)} published before the last request, "
-            f"which may or may not have been. {_again(keys, destination.fifo)}",
-            file=err,
+            f"which may or may not have been. {_again(keys, destination.fifo)}"
         )
         return 130
     except MessageRejected as exc:
-        raise SendError(
+        raise DlqError(
             f"{lines.name}, line {lines.numbers[exc.index]}: {exc.reason}; nothing was sent"
         ) from None
-    summary = _summary(result, lines, destination, keys, clock() - progress.started)
-    if args.json:
-        print(json.dumps(summary, indent=2), file=out)
-    else:
-        print("\n".join(_render(summary, keys)), file=out)
+    summary = _summary(result, lines, destination, keys, console.clock() - progress.started)
+    console.print(json.dumps(summary, indent=2) if args.json else "\n".join(_render(summary, keys)))
     return 0 if result.ok else 1
 
 
 def _read(name: str | None, stdin: IO[str]) -> Lines:
     if name in (None, "-"):
         if name is None and stdin.isatty():
-            raise SendError(
+            raise DlqError(
                 "give a FILE of JSON lines, or pipe them to stdin (`... | idempotent-pipeline send`)"
             )
         stream, shown = stdin, "stdin"
@@ -163,7 +144,7 @@ def _read(name: str | None, stdin: IO[str]) -> Lines:
         try:
             stream, shown = open(name, encoding="utf-8"), name  # noqa: SIM115 - closed below
         except OSError as exc:
-            raise SendError(f"cannot read {name}: {exc.strerror}") from None
+            raise DlqError(f"cannot read {name}: {exc.strerror}") from None
     texts, numbers = [], []
     try:
         for number, line in enumerate(stream, 1):
@@ -172,7 +153,7 @@ def _read(name: str | None, stdin: IO[str]) -> Lines:
                 texts.append(text)
                 numbers.append(number)
     except UnicodeDecodeError as exc:
-        raise SendError(f"{shown} is not UTF-8 text: {exc.reason} after line {len(numbers)}") from None
+        raise DlqError(f"{shown} is not UTF-8 text: {exc.reason} after line {len(numbers)}") from None
     finally:
         if stream is not stdin:
             stream.close()
@@ -183,7 +164,7 @@ def _keys(pipeline: Any, key_fields: str | None) -> Any:
     from idempotent_runtime.publisher import ConsumerKeys
 
     if not pipeline.environment:
-        raise SendError(
+        raise DlqError(
             f"cannot read the consumer's key settings: pipeline {pipeline.label} has no readable function "
             "environment"
         )
@@ -192,7 +173,7 @@ def _keys(pipeline: Any, key_fields: str | None) -> Any:
         return ConsumerKeys.from_environment(pipeline.environment, key_fields=fields)
     except ValueError as exc:  # ConfigurationError too
         hint = " (--key-fields PATH,...)" if "dedup_id needs key_fields" in str(exc) else ""
-        raise SendError(f"the consumer {pipeline.function}: {exc}{hint}") from None
+        raise DlqError(f"the consumer {pipeline.function}: {exc}{hint}") from None
 
 
 def _destination(clients: Any, queue_url: str | None, topic_arn: str | None) -> Destination:
@@ -202,11 +183,11 @@ def _destination(clients: Any, queue_url: str | None, topic_arn: str | None) -> 
     if topic_arn:
         return Destination(clients("sns"), topic_arn, "topic", topic_arn.endswith(".fifo"))
     if not queue_url:
-        raise SendError("the pipeline's queue is unknown: pass --topic-arn")
+        raise DlqError("the pipeline's queue is unknown: pass --topic-arn")
     sns = clients("sns")
     topics = sorted({subscription["TopicArn"] for subscription in subscriptions(clients, queue_url)})
     if len(topics) > 1:
-        raise SendError(
+        raise DlqError(
             f"{len(topics)} topics deliver to {queue_url} ({', '.join(topics)}): choose one with --topic-arn"
         )
     if topics:
@@ -225,7 +206,7 @@ def _groups(args: argparse.Namespace, keys: Any, destination: Destination) -> An
     path = args.group_field
     if path is None and destination.fifo:
         if keys.key_source not in FIELD_KEY_SOURCES:
-            raise SendError(
+            raise DlqError(
                 f"the consumer keys by {keys.key_source}, so no body field names a message's group: pass "
                 "--group-field PATH (messages with the same value stay in order) or --group-id ID"
             )
@@ -235,19 +216,17 @@ def _groups(args: argparse.Namespace, keys: Any, destination: Destination) -> An
     try:
         field_path(path)
     except ConfigurationError as exc:
-        raise SendError(f"--group-field: {exc}") from None
+        raise DlqError(f"--group-field: {exc}") from None
     # The field's value as the consumer reads a key (canonical numbers); one SNS would refuse as a group id
     # (over 128 characters, not printable ASCII) becomes its SHA-256.
     return lambda data: join_key((field_key(data, path, "group"),))
 
 
 def _describe(keys: Any) -> str:
-    from idempotent_runtime.contract import KeySource
+    from idempotent_runtime.contract import FIELD_KEY_SOURCES, KeySource
 
-    if keys.key_source is KeySource.FIELDS:
-        return f"fields {keys.key_fields[0]}, {keys.key_fields[1]}"
-    if keys.key_source is KeySource.FIELD:
-        return f"field {keys.key_fields[0]}"
+    if keys.key_source in FIELD_KEY_SOURCES:  # "fields a, b" or "field a"
+        return f"field{'s' * (len(keys.key_fields) > 1)} {', '.join(keys.key_fields)}"
     if keys.key_source is KeySource.DEDUP_ID:
         return f"dedup_id from {', '.join(keys.key_fields)}"
     return str(keys.key_source)
@@ -256,25 +235,23 @@ def _describe(keys: Any) -> str:
 class _Progress:
     """A line on stderr every ``every`` seconds while messages are sent."""
 
-    def __init__(self, total: int, err: IO[str], clock: Callable[[], float], every: float) -> None:
-        self.total, self.err, self.clock, self.every = total, err, clock, every
-        self.started = self.shown = clock()
+    def __init__(self, total: int, console: Any, every: float) -> None:
+        self.total, self.console, self.every = total, console, every
+        self.started = self.shown = console.clock()
         self.published = 0
 
     def __call__(self, result: Any) -> None:
         from idempotent_runtime.publisher import Status
 
         self.published = result.counts[Status.PUBLISHED]
-        now = self.clock()
+        now = self.console.clock()
         if now - self.shown < self.every:
             return
         self.shown = now
         published, failed = result.counts[Status.PUBLISHED], result.counts[Status.FAILED]
-        print(
+        self.console.note(
             f"    {published + failed}/{self.total} sent: {published} published, {failed} failed "
-            f"({now - self.started:.0f} s)",
-            file=self.err,
-            flush=True,
+            f"({now - self.started:.0f} s)"
         )
 
 

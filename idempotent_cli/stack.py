@@ -412,13 +412,7 @@ def of_queues(
             )
         source_url = sources[0] if sources else None
     if function is None and source_url:
-        mappings = clients("lambda").get_paginator("list_event_source_mappings")
-        arn = queue_arn_of(clients, source_url)
-        fed = [
-            m["FunctionArn"]
-            for page in mappings.paginate(EventSourceArn=arn)
-            for m in page["EventSourceMappings"]
-        ]
+        fed = [m["FunctionArn"] for m in _mappings(clients, EventSourceArn=queue_arn_of(clients, source_url))]
         consumers = [f for f in fed if _role(_configuration(clients, f)) is Pipeline]
         function = consumers[0].split(":")[6] if len(consumers) == 1 else None
     environment = (
@@ -449,13 +443,14 @@ def _configuration(clients: Clients, function: str) -> dict[str, Any]:
 def _mapped(clients: Clients, function: str, service: str) -> list[str]:
     """The ARNs of the ``service`` event sources (``sqs``; ``dynamodb``: a table's stream) feeding
     ``function``."""
-    paginator = clients("lambda").get_paginator("list_event_source_mappings")
-    arns = [
-        m.get("EventSourceArn", "")
-        for page in paginator.paginate(FunctionName=function)
-        for m in page["EventSourceMappings"]
-    ]
+    arns = [m.get("EventSourceArn", "") for m in _mappings(clients, FunctionName=function)]
     return [arn for arn in arns if arn.startswith("arn:") and arn.split(":")[2] == service]
+
+
+def _mappings(clients: Clients, **by: str) -> list[dict[str, Any]]:
+    """The event source mappings ``by`` chooses (``FunctionName=...`` or ``EventSourceArn=...``)."""
+    paginator = clients("lambda").get_paginator("list_event_source_mappings")
+    return [m for page in paginator.paginate(**by) for m in page["EventSourceMappings"]]
 
 
 def redrive_policy(clients: Clients, queue_url: str) -> dict[str, Any]:

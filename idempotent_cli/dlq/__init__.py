@@ -28,15 +28,16 @@ from idempotent_cli.dlq.letters import KINDS, Filters, Which
 from idempotent_cli.dlq.queue import DEFAULT_VISIBILITY_SECONDS, DEFAULT_WAIT_SECONDS
 from idempotent_cli.errors import DlqError
 
-__all__ = ["DlqError", "add_wait_argument", "main", "parser", "register", "run"]
+__all__ = ["DlqError", "add_hold_arguments", "main", "parser", "register", "run"]
 
-Connect = Callable[[argparse.Namespace], Any]
 # What `--function RELAY` does on an outbox relay's dead-letter queue (idempotent_cli.dlq.relayed); purge
 # takes the queue's URL (--queue-url), as for any queue.
 RELAY_HANDLERS = ("list", "show", "redrive")
+# The filters of list, redrive and purge (Filters' fields, in order).
+FILTERS = ("group", "reason", "reason_text")
 # The consumer DLQ's options that mean nothing there (its entries are batches and emitted messages, not a
 # consumer's messages with a key): refused, never ignored.
-NOT_ON_RELAY = ("group", "reason", "reason_text", "messages", "force", "rate")
+NOT_ON_RELAY = (*FILTERS, "messages", "force", "rate")
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -77,8 +78,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         yes="do not ask for confirmation",
         dry_run="list the dead letters purge would delete; delete nothing",
     )
-    for name, chosen in (("list", listing), ("show", show), ("redrive", redrive), ("purge", purge)):
-        chosen.set_defaults(dlq_handler=name)
     return dlq
 
 
@@ -103,18 +102,19 @@ def _common_options() -> argparse.ArgumentParser:
     )
     cloud = common.add_argument_group("which cloud")
     command.add_cloud_arguments(cloud)
-    cloud.add_argument(
-        "--visibility-timeout",
-        type=int,
-        default=DEFAULT_VISIBILITY_SECONDS,
-        metavar="SECONDS",
-        help=f"how long the tool holds the messages it reads (default: {DEFAULT_VISIBILITY_SECONDS})",
-    )
-    add_wait_argument(cloud)
+    add_hold_arguments(cloud, DEFAULT_VISIBILITY_SECONDS, "the tool holds the messages it reads")
     return common
 
 
-def add_wait_argument(parser: Any) -> None:
+def add_hold_arguments(parser: Any, default: int, holds: str) -> None:
+    """``--visibility-timeout``: how long a command that reads queues ``holds``; and ``--wait-seconds``."""
+    parser.add_argument(
+        "--visibility-timeout",
+        type=int,
+        default=default,
+        metavar="SECONDS",
+        help=f"how long {holds} (default: {default})",
+    )
     # Long polling makes an empty answer mean "empty" on every SQS server; tests against an emulator that
     # answers at once use 0.
     parser.add_argument("--wait-seconds", type=int, default=DEFAULT_WAIT_SECONDS, help=argparse.SUPPRESS)
@@ -156,19 +156,13 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
-def run(args: argparse.Namespace, *, console: Any = None, connect: Connect | None = None) -> int:
+def run(args: argparse.Namespace, *, console: Any = None, connect: command.Connect | None = None) -> int:
     """Run the parsed ``dlq`` command; returns the exit code (errors are printed, never raised)."""
-    from idempotent_cli.dlq.console import Console
-
-    console = console or Console()
-    return command.reporting_errors(
-        lambda: _run(args, console, connect),
-        console.err,
-        interrupted="interrupted: every message the command held is visible in the DLQ again",
-    )
+    interrupted = "interrupted: every message the command held is visible in the DLQ again"
+    return command.run(_run, args, console, connect, interrupted=interrupted)
 
 
-def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int:
+def _run(args: argparse.Namespace, console: Any, connect: command.Connect) -> int:
     from idempotent_cli import stack
     from idempotent_cli.dlq.target import target_of
 
@@ -177,8 +171,8 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
     limit = getattr(args, "limit", None)
     if limit is not None and limit < 1:
         raise DlqError(f"--limit must be at least 1, got {limit}")
-    clients = (connect or command.clients_for)(args)
-    which, handler = Which(args.which), args.dlq_handler
+    clients = connect(args)
+    which, handler = Which(args.which), args.dlq_command
     if args.queue_url:
         function = args.function
         if args.stack and function:  # any name the stack gives the function
@@ -187,7 +181,7 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
         queues = stack.of_queues(
             clients, args.queue_url, args.source_queue_url, function, subscription=subscription
         )
-        return _command(args, _context(args, clients, console, target_of(clients, queues, which)))
+        return _command(args, clients, console, target_of(clients, queues, which))
     found = stack.find(clients, stack=args.stack, function=args.function)
     if isinstance(found.named, stack.Relay) and handler in RELAY_HANDLERS:
         given = [f"--{name.replace('_', '-')}" for name in NOT_ON_RELAY if getattr(args, name, None)]
@@ -197,9 +191,9 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
                 f"({found.named.function}): its entries are batches and emitted messages, redriven whole "
                 "(redrive takes --dry-run and --limit, list and show --json)"
             )
-        return _relay_command(args, _relay_context(args, clients, console, found.named))
+        return _relay_command(args, clients, console, found.named)
     # The filters choose among a consumer's dead letters: a relay's entries have no group or kind of reason.
-    filtered = any(getattr(args, name, None) for name in ("group", "reason", "reason_text"))
+    filtered = any(getattr(args, name, None) for name in FILTERS)
     relays = [r for r in found.stack.relays if r.dead_letter_queue_url and which is Which.DLQ]
     if relays and filtered and found.named is None and handler == "list":
         console.note(
@@ -211,23 +205,20 @@ def _run(args: argparse.Namespace, console: Any, connect: Connect | None) -> int
     pipeline = found.pipeline()
     if args.source_queue_url:
         pipeline = replace(pipeline, queue_url=args.source_queue_url)
-    return _command(args, _context(args, clients, console, target_of(clients, pipeline, which)))
+    return _command(args, clients, console, target_of(clients, pipeline, which))
 
 
-def _command(args: argparse.Namespace, context: Any) -> int:
+def _command(args: argparse.Namespace, clients: Any, console: Any, target: Any) -> int:
     """The command on one consumer's DLQ."""
     from idempotent_cli.dlq import commands
 
-    filters = Filters(
-        tuple(getattr(args, "group", []) or ()),
-        tuple(getattr(args, "reason", []) or ()),
-        tuple(getattr(args, "reason_text", []) or ()),
-    )
-    if args.dlq_handler == "list":
+    context = commands.Context(target, clients, console, args.visibility_timeout, args.wait_seconds)
+    filters = Filters(*(tuple(getattr(args, name, None) or ()) for name in FILTERS))
+    if args.dlq_command == "list":
         return commands.cmd_list(context, filters=filters, messages=args.messages, as_json=args.json)
-    if args.dlq_handler == "show":
+    if args.dlq_command == "show":
         return commands.cmd_show(context, message_id=args.message_id, as_json=args.json)
-    if args.dlq_handler == "redrive":
+    if args.dlq_command == "redrive":
         return commands.cmd_redrive(
             context,
             filters=filters,
@@ -240,27 +231,16 @@ def _command(args: argparse.Namespace, context: Any) -> int:
     return commands.cmd_purge(context, filters=filters, yes=args.yes, dry_run=args.dry_run)
 
 
-def _relay_command(args: argparse.Namespace, context: Any) -> int:
+def _relay_command(args: argparse.Namespace, clients: Any, console: Any, relay: Any) -> int:
     """The command on an outbox relay's DLQ."""
     from idempotent_cli.dlq import relayed
 
-    if args.dlq_handler == "list":
+    context = relayed.RelayContext(clients, console, relay, args.visibility_timeout, args.wait_seconds)
+    if args.dlq_command == "list":
         return relayed.cmd_list(context, as_json=args.json)
-    if args.dlq_handler == "show":
+    if args.dlq_command == "show":
         return relayed.cmd_show(context, message_id=args.message_id, as_json=args.json)
     return relayed.cmd_redrive(context, dry_run=args.dry_run, limit=args.limit)
-
-
-def _context(args: argparse.Namespace, clients: Any, console: Any, target: Any) -> Any:
-    from idempotent_cli.dlq import commands
-
-    return commands.Context(target, clients, console, args.visibility_timeout, args.wait_seconds)
-
-
-def _relay_context(args: argparse.Namespace, clients: Any, console: Any, relay: Any) -> Any:
-    from idempotent_cli.dlq import relayed
-
-    return relayed.RelayContext(clients, console, relay, args.visibility_timeout, args.wait_seconds)
 
 
 def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, every: list[Any]) -> int:
@@ -270,38 +250,39 @@ def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, ever
     from idempotent_cli.dlq.target import target_of
 
     said = f"stack {name} has {len(every)} dead-letter queues: {stack.listing(every)}"
-    if args.dlq_handler == "list":
+    if args.dlq_command == "list":
         console.note(f"{said}; each is listed under whose it is (--function NAME lists one)")
     looked: list[str] = []
     documents: list[dict[str, Any]] = []
     code = 0
     for function in every:
         try:
+            on: Any = function  # what the command works on: the relay, or the consumer's target
+            run: Callable[..., int] = _relay_command
             if isinstance(function, stack.Relay):
-                context, run = _relay_context(args, clients, console, function), _relay_command
                 url = function.dead_letter_queue_url
             else:
-                target = target_of(clients, function, Which(args.which))
-                context, run, url = _context(args, clients, console, target), _command, target.dlq_url
+                on = target_of(clients, function, Which(args.which))
+                run, url = _command, on.dlq_url
         except DlqError as exc:  # no such DLQ (--which subscription): nothing of it to read
             documents.append({"pipeline": function.whose, "kind": function.kind, "error": str(exc)})
             continue
         looked.append(f"{function.whose} ({url})")
-        if args.dlq_handler == "show":
+        if args.dlq_command == "show":
             try:
-                shown = run(args, context)
+                shown = run(args, clients, console, on)
             except DlqError:  # not in this one
                 continue
             console.note(f"{said}; {args.message_id} is in the dead-letter queue of {function.whose}")
             return shown
         if args.json:
             out = io.StringIO()
-            code = max(code, run(args, replace(context, console=replace(console, out=out))))
+            code = max(code, run(args, clients, replace(console, out=out), on))
             documents.append({"pipeline": function.whose, "kind": function.kind, **_listed(function, out)})
             continue
         console.print(("\n" if len(looked) > 1 else "") + f"{function.kind} {function.describe()}:")
-        code = max(code, run(args, context))
-    if args.dlq_handler == "show":
+        code = max(code, run(args, clients, console, on))
+    if args.dlq_command == "show":
         raise DlqError(
             f"no message {args.message_id} (its id in the DLQ, the original's, or a redriven copy's) in the "
             f"dead-letter queue of any pipeline of stack {name}: {'; '.join(looked) or 'none has one'}; "
@@ -322,6 +303,8 @@ def _listed(function: Any, out: io.StringIO) -> dict[str, Any]:
     return {"function": function.function, **listed}
 
 
-def main(argv: Sequence[str] | None = None, *, console: Any = None, connect: Connect | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, *, console: Any = None, connect: command.Connect | None = None
+) -> int:
     args = parser().parse_args(["dlq", *(sys.argv[1:] if argv is None else argv)])
     return run(args, console=console, connect=connect)

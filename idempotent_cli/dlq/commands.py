@@ -71,7 +71,7 @@ class Context:
         return Queue(self.clients("sqs"), self.target.source_url)
 
     def keys(self, *, required: bool, why: str) -> KeyTable | None:
-        environment = self.target.environment
+        environment = self.target.pipeline.environment
         if environment is None:
             if required:
                 raise DlqError(
@@ -101,8 +101,10 @@ class Context:
         assert keys is not None
         return context, keys
 
-    def walk(self, dlq: Queue, visit: Callable[[DeadLetter], Decision]) -> Walk:
-        return walk(dlq, self.target.which, visit, clock=self.console.clock, sleep=self.console.sleep)
+    def walk(self, dlq: Queue, visit: Callable[..., Any], **options: Any) -> Walk:
+        """:func:`queue.walk` of ``dlq`` on the console's clock (``options``: ``batches``)."""
+        console = self.console
+        return walk(dlq, self.target.which, visit, clock=console.clock, sleep=console.sleep, **options)
 
     def header(self, dlq: Queue, counts: Counts) -> None:
         pipeline = self.target.pipeline
@@ -329,7 +331,7 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
                         "blocked": plan.blocked,
                     },
                     "key_state": inspection.state.value if inspection else None,
-                    "key": inspection.key_text if inspection else None,
+                    "key": str(inspection.key) if inspection and inspection.key else None,
                 },
                 indent=2,
             )
@@ -348,16 +350,12 @@ def cmd_show(context: Context, *, message_id: str, as_json: bool) -> int:
         for note in plan.notes:
             out(f"                   note: {note}")
     if inspection is not None:
-        out(f"key state          {inspection.key_text or '-'}: {MEANING[inspection.state]}")
+        out(f"key state          {inspection.key or '-'}: {MEANING[inspection.state]}")
     return 0
 
 
-class NotFound(DlqError):
-    """No dead letter in the DLQ has had the id."""
-
-
 def find(context: Context, message_id: str) -> tuple[DeadLetter, list[DeadLetter]]:
-    """The dead letter that has had ``message_id``, and all its copies in the DLQ (NotFound: none)."""
+    """The dead letter that has had ``message_id``, and all its copies in the DLQ (DlqError: none)."""
     found: list[DeadLetter] = []
     seen: list[DeadLetter] = []
 
@@ -371,7 +369,7 @@ def find(context: Context, message_id: str) -> tuple[DeadLetter, list[DeadLetter
     result = context.walk(context.dlq(), visit)
     if not found:
         report_walk(context.console, result)
-        raise NotFound(
+        raise DlqError(
             f"no message {message_id} (its id in the DLQ, the original's, or a redriven copy's) among the "
             f"{result.visited} read from {context.target.dlq_url}; `dlq list --messages` shows their ids "
             "(an id `sns publish` printed is the topic's, not the queue's)"
@@ -457,23 +455,10 @@ def cmd_redrive(
             yes=yes,
         )
     progress = Progress(context.console, counts.total, "checked" if dry_run else "done", long=bool(rate))
-    redriver = (Preview if dry_run else Redriver)(
-        context.target,
-        source,
-        dlq,
-        console=context.console,
-        progress=progress,
-        filters=filters,
-        keys=keys,
-        force=force,
-        limit=limit,
-        pace=pace,
-    )
+    visitor = Preview if dry_run else Redriver
+    redriver = visitor(context.target, source, dlq, progress, filters, keys, pace, force=force, limit=limit)
     try:
-        console = context.console
-        result = walk(
-            dlq, context.target.which, redriver, batches=True, clock=console.clock, sleep=console.sleep
-        )
+        result = context.walk(dlq, redriver, batches=True)
     except KeyboardInterrupt:
         progress.finish()
         if redriver.sending:

@@ -12,22 +12,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
+
+from idempotent_runtime import records
+from idempotent_runtime.config import Config
+from idempotent_runtime.records import Inspection
+from idempotent_runtime.records import RecordState as State
 
 from idempotent_cli.dlq.letters import Outgoing, lambda_record
 from idempotent_cli.errors import DlqError
-
-
-class State(StrEnum):
-    NEW = "new"  # not in the table: the redriven message is processed
-    DONE = "done"  # processed before: the redriven message is a duplicate (--force processes it again)
-    CONFLICT = "conflict"  # done with a different payload: quarantined again, or a duplicate (ON_CONFLICT)
-    IN_PROGRESS = "in_progress"  # guarded: a claim is held; the redriven message waits for it
-    STALE = "stale"  # versioned: the key holds a newer version; the redriven message writes nothing
-    INVALID = "invalid"  # the consumer cannot key it: it comes back to the DLQ
-
 
 # What a redrive means for a message in each state, for the dry-run lines.
 MEANING = {
@@ -51,32 +44,14 @@ FORGET_MEANING = {
 }
 
 
-@dataclass(frozen=True)
-class Inspection:
-    state: State
-    key: Any  # the runtime's Key, or None
-    key_text: str | None
-    reason: str | None
-    fingerprint: str | None
-    stored_fingerprint: str | None
-    found: Any  # the runtime's Inspection, which --force hands back to forget the key
-
-
 class KeyTable:
     """The consumer's idempotency table, seen with the consumer's configuration."""
 
     def __init__(self, environment: Mapping[str, str], dynamodb: Any, *, queue_arn: str, region: str) -> None:
-        from idempotent_runtime.config import Config
-
-        try:
-            from idempotent_runtime import records
-        except ImportError as exc:  # a runtime older than the DLQ tool
-            raise DlqError(f"the installed idempotent_runtime cannot inspect keys ({exc})") from None
         try:
             self.config = Config.from_env(dict(environment))
         except ValueError as exc:  # ConfigurationError
             raise DlqError(f"the consumer's configuration does not parse: {exc}") from None
-        self.records = records
         self.dynamodb = dynamodb
         self.queue_arn, self.region = queue_arn, region
 
@@ -94,44 +69,28 @@ class KeyTable:
 
     def key_of(self, message: Outgoing, *, message_id: str) -> tuple[Any, str | None]:
         """The key the consumer gives ``message`` (the runtime's Key), or None and why it cannot key it."""
-        key, reason = self.records.key_of(self.config, self.record(message, message_id=message_id))
-        return key, reason
+        return records.key_of(self.config, self.record(message, message_id=message_id))
 
     def inspect(self, message: Outgoing, *, message_id: str, compare_payload: bool = True) -> Inspection:
         """What the table says about ``message``'s key; ``compare_payload=False`` when ``message`` only
         carries the key (its payload is unknown: the state is never ``conflict``)."""
         record = self.record(message, message_id=message_id)
-        return _inspection(
-            self.records.inspect(self.config, self.dynamodb, record, compare_payload=compare_payload)
-        )
+        return records.inspect(self.config, self.dynamodb, record, compare_payload=compare_payload)
 
     def inspect_all(self, messages: list[tuple[Outgoing, str]]) -> list[Inspection]:
         """:meth:`inspect` of each (message, message id), the items they read fetched together: consistent
         BatchGetItem requests of 100 keys, instead of a GetItem each."""
-        records = [self.record(message, message_id=message_id) for message, message_id in messages]
+        received = [self.record(message, message_id=message_id) for message, message_id in messages]
         reads = _Reads(self.dynamodb, self.table_name)
-        for record in records:  # each inspection asks for the item it reads; none is there yet
-            self.records.inspect(self.config, reads, record)
+        for record in received:  # each inspection asks for the item it reads; none is there yet
+            records.inspect(self.config, reads, record)
         reads.fetch()
-        return [_inspection(self.records.inspect(self.config, reads, record)) for record in records]
+        return [records.inspect(self.config, reads, record) for record in received]
 
     def forget(self, inspection: Inspection) -> bool:
         """Delete the key's record if it is still what ``inspection`` saw; False (nothing deleted) if it
         changed since."""
-        return bool(self.records.forget(self.config, self.dynamodb, inspection.found))
-
-
-def _inspection(found: Any) -> Inspection:
-    key = getattr(found, "key", None)
-    return Inspection(
-        state=State(getattr(found.state, "value", found.state)),
-        key=key,
-        key_text=f"{key.partition}#{key.sort}" if key is not None else None,
-        reason=getattr(found, "reason", None),
-        fingerprint=getattr(found, "fingerprint", None),
-        stored_fingerprint=getattr(found, "stored_fingerprint", None),
-        found=found,
-    )
+        return bool(records.forget(self.config, self.dynamodb, inspection))
 
 
 class _Reads:

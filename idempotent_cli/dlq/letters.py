@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from idempotent_runtime import contract
+from idempotent_runtime.quarantine import size as message_size  # what SQS counts against a queue's limit
 
 from idempotent_local.events import lambda_sqs_record
 
@@ -67,7 +68,7 @@ FILTER_KINDS = frozenset({*KINDS, UNKNOWN})
 
 @dataclass
 class DeadLetter:
-    """One message received from a dead-letter queue."""
+    """One message received from a dead-letter queue (or, for a trace's peek, from the source queue)."""
 
     message_id: str
     receipt_handle: str
@@ -78,9 +79,8 @@ class DeadLetter:
     reason: str | None = None
     details: dict[str, Any] | None = None
     details_error: str | None = None
-    earlier_redrive: dict[str, Any] | None = (
-        None  # idempotency.redrive of a redriven message that failed again
-    )
+    # idempotency.redrive of a redriven message that failed again
+    earlier_redrive: dict[str, Any] | None = None
 
     @classmethod
     def from_message(cls, message: Mapping[str, Any], which: Which) -> DeadLetter:
@@ -88,14 +88,11 @@ class DeadLetter:
         attributes = {name: dict(value) for name, value in (message.get("MessageAttributes") or {}).items()}
         reason = _string(attributes.get(contract.DLQ_REASON_ATTRIBUTE))
         details_text = _string(attributes.get(contract.DLQ_DETAILS_ATTRIBUTE))
-        details, details_error = _json_object(contract.DLQ_DETAILS_ATTRIBUTE, details_text)
-        earlier_redrive, _ = _json_object(REDRIVE_ATTRIBUTE, _string(attributes.get(REDRIVE_ATTRIBUTE)))
+        details, details_error = json_object(contract.DLQ_DETAILS_ATTRIBUTE, details_text)
+        earlier_redrive, _ = json_object(REDRIVE_ATTRIBUTE, _string(attributes.get(REDRIVE_ATTRIBUTE)))
+        origin = Origin.SNS if which is Which.SUBSCRIPTION else Origin.SQS
         if reason is not None or details_text is not None:
             origin = Origin.RUNTIME
-        elif which is Which.SUBSCRIPTION:
-            origin = Origin.SNS
-        else:
-            origin = Origin.SQS
         return cls(
             message_id=message["MessageId"],
             receipt_handle=message["ReceiptHandle"],
@@ -140,11 +137,8 @@ class DeadLetter:
 
     @property
     def kind(self) -> str:
-        if self.origin is Origin.SQS:
-            return MOVED
-        if self.origin is Origin.SNS:
-            return UNDELIVERABLE
-        return _text_in(self.details, "kind") or UNKNOWN
+        moved = {Origin.SQS: MOVED, Origin.SNS: UNDELIVERABLE}.get(self.origin)
+        return moved or _text_in(self.details, "kind") or UNKNOWN
 
     @property
     def original_group_id(self) -> str | None:
@@ -282,10 +276,10 @@ class Outgoing:
 
     body: str
     attributes: dict[str, dict[str, Any]]
-    group_id: str | None
-    dedup_id: str | None
-    dedup_restored: bool  # the producer's deduplication id (False: a fresh one, or none)
-    redrive: dict[str, Any] | None  # the idempotency.redrive value, if set
+    group_id: str | None = None
+    dedup_id: str | None = None
+    dedup_restored: bool = False  # the producer's deduplication id (False: a fresh one, or none)
+    redrive: dict[str, Any] | None = None  # the idempotency.redrive value, if set
     problem: str | None = None  # why the key cannot be restored: not redriven without --force
     blocked: str | None = None  # why it cannot be sent at all (too big for the source queue)
     notes: list[str] = field(default_factory=list)
@@ -311,22 +305,17 @@ def utc_text(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def iso_seconds(text: Any) -> float | None:
+    """An ISO 8601 time as epoch seconds (UTC if it names no zone); None if ``text`` is not one."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
 def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
-
-
-def message_size(body: str, attributes: Mapping[str, Mapping[str, Any]]) -> int:
-    """The size SQS counts against MaximumMessageSize: the body plus every attribute's name, type and value
-    (bytes)."""
-    return len(body.encode("utf-8", "surrogatepass")) + sum(
-        _attribute_size(name, value) for name, value in attributes.items()
-    )
-
-
-def _attribute_size(name: str, value: Mapping[str, Any]) -> int:
-    raw = value["StringValue"] if "StringValue" in value else value.get("BinaryValue", b"")
-    data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "surrogatepass")
-    return len(name.encode("utf-8")) + len(str(value.get("DataType", "")).encode("utf-8")) + len(data)
 
 
 def outgoing(
@@ -441,7 +430,7 @@ def _room(
             f"it has {len(attributes)} message attributes of its own: SQS allows "
             f"{contract.MAX_MESSAGE_ATTRIBUTES}"
         )
-    bigger = size + _attribute_size(REDRIVE_ATTRIBUTE, _redrive_attribute(redrive))
+    bigger = size + message_size("", {REDRIVE_ATTRIBUTE: _redrive_attribute(redrive)})
     if bigger > max_bytes:
         return None, (
             f"the message is {size:,} bytes and {REDRIVE_ATTRIBUTE} would make it {bigger:,}, over the "
@@ -492,14 +481,13 @@ def oldest_first(letters: Iterable[DeadLetter]) -> list[DeadLetter]:
 
 
 def _string(value: Mapping[str, Any] | None) -> str | None:
-    if not value:
-        return None
-    text = value.get("StringValue")
+    text = (value or {}).get("StringValue")
     return text if isinstance(text, str) else None
 
 
-def _json_object(name: str, text: str | None) -> tuple[dict[str, Any] | None, str | None]:
-    """The JSON object in attribute ``name`` (None: no text, or JSON null), or None and why there is none."""
+def json_object(name: str, text: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object in ``text`` (None: no text, or JSON null), or None and why there is none (``name``:
+    what the text is, for the reason)."""
     try:
         parsed = json.loads(text) if text is not None else None
     except ValueError as exc:

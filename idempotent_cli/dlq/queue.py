@@ -57,6 +57,14 @@ class Decision(Enum):
     STOP = "stop"  # stays; the walk ends here (nothing more is received)
 
 
+# The queue attributes of Counts' fields, in their order.
+COUNTS = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+
+
 @dataclass(frozen=True)
 class Counts:
     visible: int
@@ -105,19 +113,10 @@ class Queue:
         return self.attributes["QueueArn"]
 
     def counts(self) -> Counts:
-        attributes = self.sqs.get_queue_attributes(
-            QueueUrl=self.url,
-            AttributeNames=[
-                "ApproximateNumberOfMessages",
-                "ApproximateNumberOfMessagesNotVisible",
-                "ApproximateNumberOfMessagesDelayed",
-            ],
-        )["Attributes"]
-        return Counts(
-            visible=int(attributes.get("ApproximateNumberOfMessages", 0)),
-            in_flight=int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
-            delayed=int(attributes.get("ApproximateNumberOfMessagesDelayed", 0)),
-        )
+        attributes = self.sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=list(COUNTS))[
+            "Attributes"
+        ]
+        return Counts(*(int(attributes.get(name, 0)) for name in COUNTS))
 
     def receive(self, *, wait_seconds: int | None = None) -> list[dict[str, Any]]:
         """Up to 10 messages, held for ``visibility_seconds``; a long poll of ``wait_seconds`` (default: the
@@ -206,23 +205,21 @@ def walk(
     return _Walker(queue, which, visit, batches, clock, sleep).run()
 
 
+@dataclass
 class _Walker:
-    def __init__(
-        self,
-        queue: Queue,
-        which: Which,
-        visit: Visit | VisitBatch,
-        batches: bool,
-        clock: Callable[[], float],
-        sleep: Callable[[float], None],
-    ) -> None:
-        self.queue, self.which, self.visit, self.batches = queue, which, visit, batches
-        self.clock, self.sleep = clock, sleep
-        self.result = Walk(fifo=queue.fifo, hold_seconds=queue.visibility_seconds)
+    queue: Queue
+    which: Which
+    visit: Visit | VisitBatch
+    batches: bool
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+
+    def __post_init__(self) -> None:
+        self.result = Walk(fifo=self.queue.fifo, hold_seconds=self.queue.visibility_seconds)
         self.held: dict[str, DeadLetter] = {}  # received, not deleted: hidden by us until the end
         self.seen: set[str] = set()
         self.stopped = False
-        self.refreshed = clock()  # when the oldest message we hold was last given a full timeout
+        self.refreshed = self.clock()  # when the oldest message we hold was last given a full timeout
 
     def run(self) -> Walk:
         try:

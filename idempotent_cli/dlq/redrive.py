@@ -39,12 +39,12 @@ import math
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from idempotent_runtime import contract
 
-from idempotent_cli.dlq.console import Console, Pace, Progress
+from idempotent_cli.dlq.console import Pace, Progress
 from idempotent_cli.dlq.keystate import FORCED, FORGET_MEANING, MEANING, Inspection, KeyTable, State
 from idempotent_cli.dlq.letters import (
     FRESH_DEDUP_PREFIX,
@@ -89,31 +89,24 @@ class _Send:
     new_id: str = ""  # its id in the source queue, once SQS enqueued it
 
 
+@dataclass
 class Redriver:
     """The visitor of one redrive; see the module docstring."""
 
-    dry_run = False
+    dry_run: ClassVar[bool] = False
+    target: Target
+    source: Queue
+    dlq: Queue
+    progress: Progress
+    filters: Filters
+    keys: KeyTable | None
+    pace: Pace
+    force: bool = False
+    limit: int | None = None
 
-    def __init__(
-        self,
-        target: Target,
-        source: Queue,
-        dlq: Queue,
-        *,
-        console: Console,
-        progress: Progress,
-        filters: Filters,
-        keys: KeyTable | None,
-        force: bool = False,
-        limit: int | None = None,
-        pace: Pace | None = None,
-    ) -> None:
-        self.target, self.source, self.dlq = target, source, dlq
-        self.console, self.progress, self.filters, self.keys = console, progress, filters, keys
-        self.force, self.limit = force, limit
-        self.pace = pace or Pace(None, console)
+    def __post_init__(self) -> None:
         self.run_id = new_run_id()
-        self.source_fifo = source.fifo
+        self.source_fifo = self.source.fifo
         self.tally = Tally()
         self.known_ids: dict[str, float] = {}  # ids SendMessage returned in this run: when (epoch ms)
         self.sent = 0  # copies this run put into the source queue (what --limit counts)
@@ -193,8 +186,7 @@ class Redriver:
         if letter.identity in self.copies:
             return self._copy(letter, *self.copies[letter.identity])
         if plan is None:
-            self.tally.outcomes["left by the filters"] += 1
-            self.progress.step("left by the filters")
+            self._count("left by the filters")
             return Decision.LEAVE
         if self.limit is not None and self.sent >= self.limit:
             self.stopped = f"stopped after --limit {self.limit}"
@@ -234,7 +226,7 @@ class Redriver:
         ):
             # It would come straight back: the consumer quarantines it, and goes on with its group.
             reason = (
-                f"quarantined again: key {inspection.key_text} is done with another payload (stored "
+                f"quarantined again: key {inspection.key} is done with another payload (stored "
                 f"fingerprint {inspection.stored_fingerprint}, this {inspection.fingerprint}) and the "
                 "consumer quarantines such a delivery (ON_CONFLICT=quarantine); --force makes this version "
                 "win"
@@ -254,7 +246,7 @@ class Redriver:
             # the last 5 minutes, perhaps by an earlier run's copy), and the key would be gone with nothing
             # to take its place. It stays.
             self.progress.line(
-                f"{head}: key {inspection.key_text} was {inspection.state.value}; not forgotten: the "
+                f"{head}: key {inspection.key} was {inspection.state.value}; not forgotten: the "
                 f"consumer keys it by the deduplication id this send reuses ({plan.dedup_id}), which SQS "
                 "may drop as a duplicate"
             )
@@ -268,12 +260,12 @@ class Redriver:
             return self._keep(
                 letter,
                 "changed since inspected",
-                f"kept {head}: key {inspection.key_text} changed since it was inspected (it was "
+                f"kept {head}: key {inspection.key} changed since it was inspected (it was "
                 f"{inspection.state.value}): not forgotten, not redriven; run again to see its state now",
             )
         self.tally.forgotten.add((inspection.key.partition, inspection.key.sort))
         self.progress.line(
-            f"{head}: key {inspection.key_text} was {inspection.state.value}; forgot it "
+            f"{head}: key {inspection.key} was {inspection.state.value}; forgot it "
             f"({FORGET_MEANING.get(self.keys.mode, 'its record is deleted')})"
         )
         return None
@@ -319,15 +311,13 @@ class Redriver:
         """After the send: the dead letter deleted (``failure``: why not, which ends the run)."""
         letter, plan, head, new_id = each.letter, each.plan, each.head, each.new_id
         if failure is not None:
-            self.tally.outcomes["not deleted"] += 1
-            self.progress.line(
+            return self._refused(
+                failure,
+                "not deleted",
                 f"{head} was sent as {new_id} but the dead letter could not be deleted ({failure}): it is "
-                "still in the DLQ; redriving it again is a duplicate the pipeline absorbs"
+                "still in the DLQ; redriving it again is a duplicate the pipeline absorbs",
             )
-            self.progress.step("not deleted")
-            return self._refused(failure)
         self.copies[letter.identity] = (letter.message_id, new_id, Decision.DELETED)
-        self.tally.outcomes["redriven"] += 1
         dedup = ""
         if self.source_fifo:
             dedup = (
@@ -336,10 +326,8 @@ class Redriver:
                 else f", deduplication id {plan.dedup_id}"
             )
         state = f"; key was {each.inspection.state.value}" if each.inspection is not None else ""
-        self.progress.line(f"redriven {head} as {new_id}{dedup}{state}")
-        for note in plan.notes:
-            self.progress.line(f"    note: {note}")
-        self.progress.step("redriven")
+        notes = [f"    note: {note}" for note in plan.notes]
+        self._count("redriven", f"redriven {head} as {new_id}{dedup}{state}", *notes)
         return Decision.DELETED
 
     def _delete(self, letters: list[DeadLetter]) -> list[str | None]:
@@ -348,8 +336,12 @@ class Redriver:
         return [answer.get("Failed") for answer in self.dlq.batch("delete_message_batch", entries)]
 
     def _reuses_dedup_key(self, plan: Outgoing) -> bool:
-        """Whether the consumer keys ``plan`` by the deduplication id it is sent with (see _forget)."""
-        return self.source_fifo and _keyed_by_dedup_id(plan, self.target.key_source)
+        """Whether the consumer keys ``plan`` by the MessageDeduplicationId it is sent with (see _forget): a
+        FIFO source queue, KEY_SOURCE=dedup_id (or unknown) and no original deduplication id in
+        ``idempotency.redrive`` (which the runtime reads first)."""
+        if not self.source_fifo or self.target.key_source not in (None, contract.KeySource.DEDUP_ID):
+            return False
+        return not (plan.redrive and plan.redrive.get("dedup_id"))
 
     def _forgets(self, inspection: Inspection | None) -> bool:
         """Whether --force deletes this key's record before the send (once per key and run)."""
@@ -363,23 +355,19 @@ class Redriver:
         """A later copy of a dead letter this run visited: it stays with it, or is deleted after its send."""
         head = f"{letter.message_id} (group {letter.original_group_id or '-'})"
         if sent_as is None:
-            self.tally.outcomes["copy left"] += 1
-            self.progress.line(f"kept {head}: a copy of {first}, which stays")
-            self.progress.step("copy left")
+            self._count("copy left", f"kept {head}: a copy of {first}, which stays")
             return stays
         failure = None if self.dry_run else self._delete([letter])[0]
         if failure is not None:
-            self.tally.outcomes["copy not deleted"] += 1
-            self.progress.line(f"{head}, a copy of {first}, could not be deleted ({failure})")
-            self.progress.step("copy not deleted")
-            return self._refused(failure)
-        self.tally.outcomes["copy deleted"] += 1
+            line = f"{head}, a copy of {first}, could not be deleted ({failure})"
+            return self._refused(failure, "copy not deleted", line)
         done = f"deleted after its send as {sent_as}" if sent_as else "deleted after its send"
-        self.progress.line(f"{head}: a copy of {first}: {done}")
-        self.progress.step("copy deleted")
+        self._count("copy deleted", f"{head}: a copy of {first}: {done}")
         return Decision.LEAVE if self.dry_run else Decision.DELETED
 
-    def _refused(self, failure: str) -> Decision:
+    def _refused(self, failure: str, outcome: str, line: str) -> Decision:
+        """A delete the DLQ refused: counted as ``outcome``, said in ``line``, and the end of the run."""
+        self._count(outcome, line)
         # botocore has retried what may pass: every further send would leave a copy in both queues too.
         self.stopped = (
             f"stopped: the DLQ refused DeleteMessage ({failure}): every further send would leave a copy in "
@@ -390,10 +378,15 @@ class Redriver:
     def _keep(self, letter: DeadLetter, outcome: str, line: str) -> Decision:
         decision = _stays_decision(outcome)
         self.copies.setdefault(letter.identity, (letter.message_id, None, decision))
-        self.tally.outcomes[outcome] += 1
-        self.progress.line(line)
-        self.progress.step(outcome)
+        self._count(outcome, line)
         return decision
+
+    def _count(self, outcome: str, *lines: str) -> None:
+        """Count ``outcome``, say ``lines``, and step the progress bar."""
+        self.tally.outcomes[outcome] += 1
+        for line in lines:
+            self.progress.line(line)
+        self.progress.step(outcome)
 
     def _inspect(self, letters: list[DeadLetter], plans: dict[str, Outgoing]) -> dict[str, Inspection | None]:
         """What the table says about each key, by message id (none: the table is not known or not read)."""
@@ -452,7 +445,7 @@ def _state_text(inspection: Inspection | None) -> str:
     """What the table says about a dead letter's key, for its dry-run line."""
     if inspection is None:
         return ": key state unknown (the consumer is unknown: name it with --stack or --function)"
-    key = f" key {inspection.key_text}" if inspection.key_text else ""
+    key = f" key {inspection.key}" if inspection.key else ""
     text = f"{key}: {MEANING[inspection.state]}"
     if inspection.state is State.CONFLICT:
         text += f" [stored fingerprint {inspection.stored_fingerprint}, this {inspection.fingerprint}]"
@@ -481,15 +474,6 @@ def _free_after(sent_ms: float) -> str:
 def _stays_decision(outcome: str) -> Decision:
     """A skipped dead letter's group goes on (the consumer went on past it); any other that stays stops it."""
     return Decision.LEAVE if outcome == SKIPPED else Decision.LEAVE_AND_STOP_GROUP
-
-
-def _keyed_by_dedup_id(plan: Outgoing, key_source: str | None) -> bool:
-    """Whether the consumer keys ``plan`` by the MessageDeduplicationId it is sent with: KEY_SOURCE=dedup_id
-    (or unknown) and no original deduplication id in ``idempotency.redrive`` (which the runtime reads
-    first)."""
-    if key_source not in (None, contract.KeySource.DEDUP_ID):
-        return False
-    return not (plan.redrive and plan.redrive.get("dedup_id"))
 
 
 def _run_of(letter: DeadLetter) -> str | None:

@@ -30,7 +30,6 @@ would have sent it; an unpublishable entry the target still refuses stays, with 
 
 from __future__ import annotations
 
-import datetime
 import io
 import json
 from collections import Counter
@@ -44,7 +43,7 @@ from idempotent_runtime import relay as runtime
 from idempotent_runtime.clients import CONNECT_TIMEOUT, READ_TIMEOUT
 
 from idempotent_cli.dlq.console import Console
-from idempotent_cli.dlq.letters import DeadLetter, Which, utc_text
+from idempotent_cli.dlq.letters import DeadLetter, Which, iso_seconds, json_object, utc_text
 from idempotent_cli.dlq.queue import Decision, Queue, walk
 from idempotent_cli.errors import DlqError
 from idempotent_cli.stack import Relay
@@ -117,11 +116,8 @@ def read(letter: DeadLetter) -> Entry:
     """What ``letter`` is (see the module)."""
     if (letter.details or {}).get("kind") == contract.DeadLetterKind.UNPUBLISHABLE.value:
         return Entry(letter, UNPUBLISHABLE)
-    try:
-        body = json.loads(letter.body)
-    except ValueError:
-        body = None
-    info = body.get(BATCH_INFO) if isinstance(body, dict) else None
+    body = json_object("the body", letter.body)[0] or {}
+    info = body.get(BATCH_INFO)
     needed = ("shardId", "startSequenceNumber", "endSequenceNumber", "streamArn")
     if isinstance(info, dict) and all(isinstance(info.get(name), str) for name in needed):
         condition = (body.get("requestContext") or {}).get("condition")
@@ -199,26 +195,23 @@ class Outbox:
 
     def _from_table(self, low: int, high: int) -> list[dict[str, Any]]:
         """The relay's outbox items committed between ``low`` and ``high`` (epoch ms), by commit time."""
-        client = self.clients("dynamodb")
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "ConsistentRead": True,
-            "FilterExpression": "#e = :e AND #s BETWEEN :low AND :high",
-            "ExpressionAttributeNames": {"#e": layout.OUTBOX_EMITTER_ATTRIBUTE, "#s": self.sort_key},
-            "ExpressionAttributeValues": {
-                ":e": {"S": layout.emitter(self.key_prefix)},
-                ":low": {"S": layout.outbox_sort(low, "")},
-                # "$" sorts right after "#": every sort key of the last millisecond is below it.
-                ":high": {"S": layout.outbox_sort(high, "")[:-1] + "$"},
-            },
-        }
-        items: list[dict[str, Any]] = []
-        while True:
-            response = client.scan(**request)
-            items += response.get("Items", [])
-            if "LastEvaluatedKey" not in response:
-                break
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        pages = (
+            self.clients("dynamodb")
+            .get_paginator("scan")
+            .paginate(
+                TableName=self.table,
+                ConsistentRead=True,
+                FilterExpression="#e = :e AND #s BETWEEN :low AND :high",
+                ExpressionAttributeNames={"#e": layout.OUTBOX_EMITTER_ATTRIBUTE, "#s": self.sort_key},
+                ExpressionAttributeValues={
+                    ":e": {"S": layout.emitter(self.key_prefix)},
+                    ":low": {"S": layout.outbox_sort(low, "")},
+                    # "$" sorts right after "#": every sort key of the last millisecond is below it.
+                    ":high": {"S": layout.outbox_sort(high, "")[:-1] + "$"},
+                },
+            )
+        )
+        items = [item for page in pages for item in page.get("Items", [])]
         items.sort(key=lambda item: (item[self.sort_key]["S"], item[self.partition_key]["S"]))
         return items
 
@@ -262,61 +255,22 @@ def _unknown_order(items: list[dict[str, Any]], sort_key: str) -> str:
 def _window(info: dict[str, Any]) -> tuple[int, int]:
     """Epoch milliseconds: the batch's first arrival - COMMIT_LAG - MARGIN, its last + MARGIN (arrivals are
     in seconds)."""
-    first = _arrival(info.get("approximateArrivalOfFirstRecord"))
-    last = _arrival(info.get("approximateArrivalOfLastRecord")) or first
+    first = iso_seconds(info.get("approximateArrivalOfFirstRecord"))
+    last = iso_seconds(info.get("approximateArrivalOfLastRecord")) or first
     if first is None or last is None:
         raise DlqError(f"the batch's arrival times are missing or unreadable: {info}")
     low = first - COMMIT_LAG_SECONDS - MARGIN_SECONDS
     return round(low * 1000), round((last + 1 + MARGIN_SECONDS) * 1000)
 
 
-def _arrival(text: Any) -> float | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return moment.timestamp()
-
-
 # -- publishing: the relay's own code ---------------------------------------------------------------------
-
-
-class Publisher:
-    """Runs the relay (:class:`idempotent_runtime.relay.Relay`) on records, with the operator's clients."""
-
-    def __init__(self, clients: Any, relay: Relay) -> None:
-        self.clients, self.relay = clients, relay
-        self.config = runtime.RelayConfig.from_env(relay.environment)
-        self.target = self.config.target_arn
-
-    def messages(self, records: list[dict[str, Any]]) -> list[runtime.Outgoing]:
-        return [m for index, r in enumerate(records) for m in runtime.outgoing(index, r, self.target)]
-
-    def publish(self, records: list[dict[str, Any]], *, dead_letters: bool) -> tuple[bool, Counter[str], str]:
-        """Publish ``records``; whether all went out (or, with ``dead_letters``, to the relay's DLQ), the
-        relay's counts, and its log (the reasons of what did not)."""
-        service = self.config.target_arn.split(":")[2]
-        config = self.config if dead_letters else replace(self.config, dlq_url=None)
-        log = io.StringIO()
-        relay = runtime.Relay(
-            config, target_client=self.clients(service), sqs_client=self.clients("sqs"), log_stream=log
-        )
-        answer = relay({"Records": records})
-        return not answer["batchItemFailures"], relay.counts, _reasons(log.getvalue())
 
 
 def _reasons(log: str) -> str:
     """The relay's warnings and errors in its JSON ``log``, one line each (what did not go out, and why)."""
     lines = []
     for line in log.splitlines():
-        try:
-            fields = json.loads(line)
-        except ValueError:
-            continue
+        fields = json_object("a log line", line)[0] or {}
         if fields.get("level") in ("WARNING", "ERROR") and "message" in fields:
             error = fields.get("error") or fields.get("reason") or ""
             lines.append(f"{fields['message']}" + (f" ({fields.get('dedup_id')}: {error})" if error else ""))
@@ -413,7 +367,7 @@ class Redriver:
     def __init__(self, context: RelayContext, dlq: Queue, *, dry_run: bool, limit: int | None) -> None:
         self.context, self.dlq, self.dry_run, self.limit = context, dlq, dry_run, limit
         self.outbox = Outbox(context.clients, context.relay)
-        self.publisher = Publisher(context.clients, context.relay)
+        self.config = runtime.RelayConfig.from_env(context.relay.environment)
         self.tally: Counter[str] = Counter()
         self.done = 0
 
@@ -428,7 +382,8 @@ class Redriver:
             return self._keep(entry, f"cannot read what it stands for: {exc}")
         if records is None:
             return self._keep(entry, where)
-        messages = self.publisher.messages(records)
+        target = self.config.target_arn
+        messages = [m for index, r in enumerate(records) for m in runtime.outgoing(index, r, target)]
         head = f"{letter.message_id}  {entry.describe()}\n    {len(messages)} message(s) from {where}"
         if self.dry_run:
             self.done += 1
@@ -442,7 +397,7 @@ class Redriver:
             return Decision.LEAVE
         if entry.kind == UNPUBLISHABLE and messages and messages[0].problem:
             return self._keep(entry, f"still refused: {messages[0].problem}")
-        ok, counts, reasons = self.publisher.publish(records, dead_letters=entry.kind == BATCH)
+        ok, counts, reasons = self._publish(records, dead_letters=entry.kind == BATCH)
         if not ok:
             return self._keep(entry, f"not all published ({reasons or 'see the relay log'}): it stays")
         dead = counts.get(runtime.RelayMetric.DEAD_LETTERED.value, 0)
@@ -457,6 +412,22 @@ class Redriver:
         self.done += 1
         self.tally["redriven"] += 1
         return Decision.DELETED
+
+    def _publish(
+        self, records: list[dict[str, Any]], *, dead_letters: bool
+    ) -> tuple[bool, Counter[str], str]:
+        """Publish ``records`` with the relay's own code (:class:`idempotent_runtime.relay.Relay`) and the
+        operator's clients; whether all went out (or, with ``dead_letters``, to the relay's DLQ), the relay's
+        counts, and its log (the reasons of what did not)."""
+        service = self.config.target_arn.split(":")[2]
+        config = self.config if dead_letters else replace(self.config, dlq_url=None)
+        log = io.StringIO()
+        clients = self.context.clients
+        relay = runtime.Relay(
+            config, target_client=clients(service), sqs_client=clients("sqs"), log_stream=log
+        )
+        answer = relay({"Records": records})
+        return not answer["batchItemFailures"], relay.counts, _reasons(log.getvalue())
 
     def _records(self, entry: Entry) -> tuple[list[dict[str, Any]] | None, str, str | None]:
         """What ``entry`` stands for as stream records (None: nothing to publish), where they were read,

@@ -4,7 +4,6 @@ exist, and the source queue its messages go back to."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from idempotent_runtime import contract
@@ -26,23 +25,18 @@ class Target:
     max_receive_count: int | None  # the source queue's, for messages SQS moved
 
     @property
-    def environment(self) -> Mapping[str, str] | None:
-        return self.pipeline.environment
-
-    @property
     def key_source(self) -> str | None:
-        if self.environment is None:
+        environment = self.pipeline.environment
+        if environment is None:
             return None
-        return self.environment.get(contract.KEY_SOURCE.name) or contract.KEY_SOURCE.default
+        return environment.get(contract.KEY_SOURCE.name) or contract.KEY_SOURCE.default
 
 
 def target_of(clients: Clients, pipeline: Pipeline, which: Which = Which.DLQ) -> Target:
     """The DLQ of ``pipeline`` (``which`` one), checked to exist, with its source queue's maxReceiveCount."""
     queue = pipeline.queue_url
     if which is Which.SUBSCRIPTION:
-        dlq = pipeline.subscription_dead_letter_queue_url or (
-            subscription_dlq(clients, queue) if queue else None
-        )
+        dlq = subscription_dlq(clients, pipeline)
         missing = (
             f": the SNS subscription of {queue or 'its queue'} has no dead-letter queue (no RedrivePolicy)"
         )
@@ -60,8 +54,12 @@ def target_of(clients: Clients, pipeline: Pipeline, which: Which = Which.DLQ) ->
     return Target(which, dlq, queue, pipeline, int(count) if count else None)
 
 
-def subscription_dlq(clients: Clients, queue_url: str) -> str | None:
-    """The DLQ in the redrive policy of the SNS subscription(s) delivering to ``queue_url``."""
+def subscription_dlq(clients: Clients, pipeline: Pipeline) -> str | None:
+    """The pipeline's SNS subscription DLQ: its stack's output, else the DLQ in the redrive policy of the
+    subscription(s) delivering to its queue."""
+    queue_url = pipeline.queue_url
+    if pipeline.subscription_dead_letter_queue_url or not queue_url:
+        return pipeline.subscription_dead_letter_queue_url
     found = set()
     for subscription in subscriptions(clients, queue_url):
         attributes = clients("sns").get_subscription_attributes(

@@ -29,7 +29,7 @@ import json
 from typing import Any
 
 from idempotent_cli import command
-from idempotent_cli.dlq import add_wait_argument
+from idempotent_cli.dlq import add_hold_arguments
 
 __all__ = ["register", "run"]
 
@@ -67,13 +67,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="read the source queue's visible messages for the key (each read counts as a receive)",
     )
-    trace.add_argument(
-        "--visibility-timeout",
-        type=int,
-        default=DEFAULT_VISIBILITY_SECONDS,
-        metavar="SECONDS",
-        help=f"how long the trace holds each dead letter it reads (default: {DEFAULT_VISIBILITY_SECONDS})",
-    )
+    add_hold_arguments(trace, DEFAULT_VISIBILITY_SECONDS, "the trace holds each dead letter it reads")
     trace.add_argument(
         "--next-stack",
         action="append",
@@ -83,21 +77,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "looked at): each emitted message is followed there, hop by hop",
     )
     trace.add_argument("--json", action="store_true", help="print JSON")
-    add_wait_argument(trace)
     trace.set_defaults(func=run)
     return trace
 
 
 def run(args: argparse.Namespace, *, console: Any = None, connect: Any = None) -> int:
     """Run ``trace``; returns the exit code: 0 when the key was traced (whatever its state), 1 on an error."""
-    from idempotent_cli.dlq.console import Console
-
-    console = console or Console()
-    return command.reporting_errors(
-        lambda: _trace(args, console, connect),
-        console.err,
-        interrupted="interrupted: every message the trace held is visible again",
-    )
+    interrupted = "interrupted: every message the trace held is visible again"
+    return command.run(_trace, args, console, connect, interrupted=interrupted)
 
 
 def _trace(args: argparse.Namespace, console: Any, connect: Any) -> int:
@@ -107,7 +94,7 @@ def _trace(args: argparse.Namespace, console: Any, connect: Any) -> int:
 
     if not 1 <= args.visibility_timeout <= 43200:
         raise DlqError(f"--visibility-timeout must be 1 to 43200 seconds, got {args.visibility_timeout}")
-    clients = (connect or command.clients_for)(args)
+    clients = connect(args)
     pipelines = stack.find(clients, stack=args.stack, function=args.function).pipelines()
     looks = [_look(args, clients, console, pipeline, alone=len(pipelines) == 1) for pipeline in pipelines]
     traced = [found for found in looks if isinstance(found, screen.Traced)]
@@ -143,7 +130,10 @@ def _look(args: argparse.Namespace, clients: Any, console: Any, pipeline: Any, *
         if alone:
             raise
         return str(exc)
-    found = look.Trace(
+    return screen.Traced(
+        context,
+        keys,
+        given,
         table=record,
         dead_letters=look.dead_letters(context, keys, record.key),
         queue=look.in_flight(context, keys, record.key, peek=args.peek),
@@ -151,20 +141,12 @@ def _look(args: argparse.Namespace, clients: Any, console: Any, pipeline: Any, *
         if record.item and keys.config.emit_target_arn
         else [],
     )
-    return screen.Traced(context, keys, given, found)
 
 
 def _given(args: argparse.Namespace) -> str:
     """What the command line gave as the key, in words."""
-    named = [
-        f"{option} {value!r}"
-        for option, value in (
-            ("--partition", args.partition),
-            ("--sort", args.sort),
-            ("--message-id", args.message_id),
-            ("--dedup-id", args.dedup_id),
-        )
-        if value is not None
-    ]
+    from idempotent_cli.trace.wanted import options
+
+    named = [f"{option} {value!r}" for option, value in options(args).items() if value is not None]
     shown = [repr(part) for part in args.parts or []] + named + (["--body"] if args.body is not None else [])
     return " ".join(shown) or "nothing"

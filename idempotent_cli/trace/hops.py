@@ -88,15 +88,9 @@ class Follower:
         target = config.emit_target_arn
         for partition, sort in layout.outbox_keys(config.key_prefix, item):
             names = {config.partition_key: partition, config.sort_key: sort}
-            stored = (
-                self.clients("dynamodb")
-                .get_item(
-                    TableName=keys.table_name,
-                    Key={n: {"S": v} for n, v in names.items()},
-                    ConsistentRead=True,
-                )
-                .get("Item")
-            )
+            key = {name: {"S": value} for name, value in names.items()}
+            read = self.clients("dynamodb").get_item(TableName=keys.table_name, Key=key, ConsistentRead=True)
+            stored = read.get("Item")
             if stored is None:
                 found.append(Item(names, target, "gone", note="expired (TTL) or not readable"))
                 continue
@@ -174,25 +168,18 @@ class Follower:
     def _subscribed(self, topic: str) -> set[str]:
         """The queues subscribed to ``topic``, read once per walk (every outbox item names its target)."""
         if topic not in self.subscribed:
-            self.subscribed[topic] = self._subscriptions(topic)
-        return self.subscribed[topic]
-
-    def _subscriptions(self, topic: str) -> set[str]:
-        names: set[str] = set()
-        request = {"TopicArn": topic}
-        while True:
+            names = self.subscribed[topic] = set()
+            pages = self.clients("sns").get_paginator("list_subscriptions_by_topic").paginate(TopicArn=topic)
             try:
-                page = self.clients("sns").list_subscriptions_by_topic(**request)
-            except Exception:  # a topic of another account or region: nothing known
-                return names
-            names |= {
-                s["Endpoint"].split(":")[-1]
-                for s in page.get("Subscriptions", [])
-                if s.get("Protocol") == "sqs"
-            }
-            if not page.get("NextToken"):
-                return names
-            request["NextToken"] = page["NextToken"]
+                for page in pages:
+                    names |= {
+                        s["Endpoint"].split(":")[-1]
+                        for s in page.get("Subscriptions", [])
+                        if s.get("Protocol") == "sqs"
+                    }
+            except Exception:  # a topic of another account or region: nothing more known
+                pass
+        return self.subscribed[topic]
 
     def _table(self, pipeline: Pipeline) -> tuple[Context, KeyTable]:
         if pipeline.label not in self.tables:

@@ -15,29 +15,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from idempotent_runtime.contract import (
-    ATTRIBUTE_PREFIX,
-    DEDUP_ID_ATTRIBUTE,
-    DELETED_ATTRIBUTE,
-    FINGERPRINT_ATTRIBUTE,
-    LEASE_ATTRIBUTE,
-    LEGACY_LEASE_ATTRIBUTE,
-    LEGACY_MESSAGE_ID_ATTRIBUTE,
-    LEGACY_OWNER_ATTRIBUTE,
-    LEGACY_RESULT_ATTRIBUTE,
-    LEGACY_STATUS_ATTRIBUTE,
-    MESSAGE_ID_ATTRIBUTE,
-    OWNER_ATTRIBUTE,
-    RESULT_ATTRIBUTE,
-    STATUS_ATTRIBUTE,
-    GuardedStatus,
-    Mode,
-)
+from idempotent_runtime import contract
+from idempotent_runtime.modes.base import number_of, text_of
+from idempotent_runtime.modes.guarded import LEGACY_ATTRIBUTES
 
 from idempotent_cli.dlq.commands import Context
 from idempotent_cli.dlq.keystate import KeyTable, State
 from idempotent_cli.dlq.letters import DeadLetter, Outgoing, Which, by_identity, outgoing, utc_text
-from idempotent_cli.dlq.queue import Decision, Queue
+from idempotent_cli.dlq.queue import Counts, Decision, Queue, Walk
 from idempotent_cli.dlq.target import subscription_dlq
 from idempotent_cli.errors import DlqError
 from idempotent_cli.trace.wanted import Wanted
@@ -46,6 +31,7 @@ from idempotent_cli.trace.wanted import Wanted
 PEEK_RECEIVES = 10
 # Keying a dead letter never sends it: no size limit applies.
 NO_LIMIT = 2**62
+NONE = Counts(0, 0, 0)  # a queue the trace does not know
 
 
 def when(seconds: float | None) -> str | None:
@@ -94,15 +80,14 @@ def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record
     inspection = keys.inspect(wanted.message, message_id=wanted.message_id, compare_payload=wanted.with_body)
     if inspection.key is None:
         raise DlqError(f"the consumer cannot key {wanted.given}: {inspection.reason}")
-    found = inspection.found
-    item: dict[str, Any] = dict(getattr(found, "item", None) or {})
-    location = {name: value.get("S", "") for name, value in (getattr(found, "location", None) or {}).items()}
-    status = _text(item, STATUS_ATTRIBUTE, LEGACY_STATUS_ATTRIBUTE)
-    expires = _number(item, keys.config.ttl_attribute)
-    lease_ms = _number(item, LEASE_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE)
+    item: dict[str, Any] = dict(inspection.item or {})
+    location = {name: value.get("S", "") for name, value in (inspection.location or {}).items()}
+    status = text_of(item, contract.STATUS_ATTRIBUTE, contract.LEGACY_STATUS_ATTRIBUTE)
+    expires = number_of(item, keys.config.ttl_attribute)
+    lease_ms = number_of(item, contract.LEASE_ATTRIBUTE, contract.LEGACY_LEASE_ATTRIBUTE)
     now = time.time() if now is None else now
     state = _state(inspection.state, item, status, expires, now)
-    versions = _versions(keys, wanted, item) if keys.mode == Mode.VERSIONED else None
+    versions = _versions(keys, wanted, item) if keys.mode == contract.Mode.VERSIONED else None
     if state == "expired" and versions and not (expires is not None and expires < int(now)):
         state = "older"  # no TTL passed: the body's version is newer than the stored one (or it has none)
     return Record(
@@ -111,14 +96,14 @@ def table(keys: KeyTable, wanted: Wanted, *, now: float | None = None) -> Record
         record_state=inspection.state.value,
         location=location,
         item=item,
-        fingerprint=_text(item, FINGERPRINT_ATTRIBUTE),
+        fingerprint=text_of(item, contract.FINGERPRINT_ATTRIBUTE),
         message_fingerprint=inspection.fingerprint if wanted.with_body else None,
         expires_at=expires,
         status=status,
-        owner=_text(item, OWNER_ATTRIBUTE, LEGACY_OWNER_ATTRIBUTE),
+        owner=text_of(item, contract.OWNER_ATTRIBUTE, contract.LEGACY_OWNER_ATTRIBUTE),
         lease_expires_at=lease_ms / 1000 if lease_ms is not None else None,
-        message_id=_text(item, MESSAGE_ID_ATTRIBUTE, LEGACY_MESSAGE_ID_ATTRIBUTE),
-        dedup_id=_text(item, DEDUP_ID_ATTRIBUTE),
+        message_id=text_of(item, contract.MESSAGE_ID_ATTRIBUTE, contract.LEGACY_MESSAGE_ID_ATTRIBUTE),
+        dedup_id=text_of(item, contract.DEDUP_ID_ATTRIBUTE),
         reason=inspection.reason,
         versions=versions,
     )
@@ -142,7 +127,7 @@ def _versions(keys: KeyTable, wanted: Wanted, item: dict[str, Any]) -> Versions:
         # A version a delivery would be quarantined for is no version: the inspection's reason says why.
         with contextlib.suppress(InvalidMessage):
             message = mode.version(Message(keys.record(wanted.message, message_id=wanted.message_id)))
-    return Versions(stored, message, item.get(DELETED_ATTRIBUTE) == {"BOOL": True})
+    return Versions(stored, message, item.get(contract.DELETED_ATTRIBUTE) == {"BOOL": True})
 
 
 def _state(state: State, item: dict[str, Any], status: str | None, expires: float | None, now: float) -> str:
@@ -150,42 +135,24 @@ def _state(state: State, item: dict[str, Any], status: str | None, expires: floa
     if state is State.NEW:
         if not item:
             return "absent"
-        if status == GuardedStatus.IN_PROGRESS and not (expires is not None and expires < int(now)):
+        if status == contract.GuardedStatus.IN_PROGRESS and not (expires is not None and expires < int(now)):
             return "lease_expired"  # a delivery of the same payload takes the claim over
         return "expired"  # past its TTL: counts as absent (DynamoDB deletes it within about 48 hours)
     if state is State.DONE:
-        return "completed" if status == GuardedStatus.COMPLETED else "stored"
+        return "completed" if status == contract.GuardedStatus.COMPLETED else "stored"
     return state.value
 
 
 def stored_attributes(item: dict[str, Any], key_names: list[str], ttl: str) -> list[str]:
     """The item's attributes that are not the runtime's: a document's fields."""
-    runtime = {*key_names, ttl, LEGACY_STATUS_ATTRIBUTE, LEGACY_OWNER_ATTRIBUTE, LEGACY_LEASE_ATTRIBUTE}
-    runtime |= {LEGACY_RESULT_ATTRIBUTE, LEGACY_MESSAGE_ID_ATTRIBUTE}
-    return sorted(name for name in item if name not in runtime and not name.startswith(ATTRIBUTE_PREFIX))
+    runtime = {*key_names, ttl, *LEGACY_ATTRIBUTES}  # the key, the TTL, what 0.1 wrote on a guarded record
+    return sorted(
+        name for name in item if name not in runtime and not name.startswith(contract.ATTRIBUTE_PREFIX)
+    )
 
 
 def has_result(item: dict[str, Any]) -> bool:
-    return RESULT_ATTRIBUTE in item or LEGACY_RESULT_ATTRIBUTE in item
-
-
-def _text(item: dict[str, Any], *names: str) -> str | None:
-    for name in names:
-        value = item.get(name)
-        if isinstance(value, dict) and isinstance(value.get("S"), str):
-            return str(value["S"])
-    return None
-
-
-def _number(item: dict[str, Any], *names: str) -> float | None:
-    for name in names:
-        value = item.get(name)
-        if isinstance(value, dict) and isinstance(value.get("N"), str):
-            try:
-                return float(value["N"])
-            except ValueError:
-                return None
-    return None
+    return contract.RESULT_ATTRIBUTE in item or contract.LEGACY_RESULT_ATTRIBUTE in item
 
 
 # -- the dead-letter queues -----------------------------------------------------------------------------
@@ -197,22 +164,16 @@ class Letters:
 
     which: Which
     url: str | None  # None: the pipeline has no such DLQ
-    read: int = 0
-    not_reached: int = 0  # behind 10 of a FIFO group: SQS hands out no more without removing them
-    in_flight_elsewhere: int = 0  # held by another reader: not read
+    walked: Walk = field(default_factory=lambda: Walk(fifo=False, hold_seconds=0))  # what it read, what not
     key_unknown: int = 0  # dead letters whose key the consumer's configuration cannot tell
-    found: list[list[DeadLetter]] = field(
-        default_factory=list
-    )  # the key's dead letters, each with its copies
+    found: list[list[DeadLetter]] = field(default_factory=list)  # the key's, each with its copies
     max_receive_count: int | None = None
 
 
 def dead_letters(context: Context, keys: KeyTable, key: Any) -> list[Letters]:
     """The key's dead letters in the queue's DLQ and in the SNS subscription's DLQ (if it has one)."""
     target = context.target
-    subscription = target.pipeline.subscription_dead_letter_queue_url or (
-        subscription_dlq(context.clients, target.source_url) if target.source_url else None
-    )
+    subscription = subscription_dlq(context.clients, target.pipeline)
     source = context.source() if target.source_url else None
     found = [_read(context, keys, key, source)]
     if subscription:
@@ -236,10 +197,7 @@ def _read(context: Context, keys: KeyTable, key: Any, source: Queue | None) -> L
             matching.append(letter)
         return Decision.LEAVE
 
-    result = context.walk(context.dlq(), visit)
-    letters.read = result.visited
-    letters.not_reached = result.not_reached
-    letters.in_flight_elsewhere = result.in_flight_elsewhere
+    letters.walked = context.walk(context.dlq(), visit)
     letters.found = list(by_identity(matching).values())
     return letters
 
@@ -276,12 +234,9 @@ class InFlight:
 
     url: str | None
     fifo: bool = False
-    visible: int = 0
-    in_flight: int = 0  # ApproximateNumberOfMessagesNotVisible: received, not yet deleted or returned
-    delayed: int = 0
+    counts: Counts = NONE  # in flight: received, not yet deleted or returned
     peeked: bool = False
     read: int = 0
-    key_unknown: int = 0
     found: list[dict[str, Any]] = field(default_factory=list)
     max_receive_count: int | None = None
 
@@ -293,15 +248,7 @@ def in_flight(context: Context, keys: KeyTable, key: Any, *, peek: bool) -> InFl
         return InFlight(None)
     queue = context.source()
     counts = queue.counts()
-    view = InFlight(
-        queue.url,
-        fifo=queue.fifo,
-        visible=counts.visible,
-        in_flight=counts.in_flight,
-        delayed=counts.delayed,
-        peeked=peek,
-        max_receive_count=context.target.max_receive_count,
-    )
+    view = InFlight(queue.url, queue.fifo, counts, peek, max_receive_count=context.target.max_receive_count)
     if peek and counts.visible:
         seen = _peek(queue, counts.visible)
         view.read = len(seen)
@@ -309,48 +256,30 @@ def in_flight(context: Context, keys: KeyTable, key: Any, *, peek: bool) -> InFl
     return view
 
 
-def _peek(queue: Queue, visible: int) -> list[dict[str, Any]]:
+def _peek(queue: Queue, visible: int) -> list[DeadLetter]:
     """The visible messages a receive at visibility 0 hands out: they stay visible. At visibility 0 the queue
     hands out the same ones again, so it stops at a receive that brings nothing new (or all it counts)."""
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, DeadLetter] = {}
     peeking = Queue(queue.sqs, queue.url, visibility_seconds=0, wait_seconds=0)
     for _ in range(PEEK_RECEIVES):
         new = [m for m in peeking.receive() if m["MessageId"] not in seen]
-        seen.update((m["MessageId"], m) for m in new)
+        seen.update((m["MessageId"], DeadLetter.from_message(m, Which.DLQ)) for m in new)
         if not new or len(seen) >= visible:
             break
     return list(seen.values())
 
 
-def _key_of_message(keys: KeyTable, message: dict[str, Any]) -> tuple[str, str] | None:
+def _key_of_message(keys: KeyTable, message: DeadLetter) -> tuple[str, str] | None:
     """The key the consumer will give a message of the source queue (its body, ids and attributes)."""
-    system = message.get("Attributes") or {}
-    plan = Outgoing(
-        body=message.get("Body", ""),
-        attributes=dict(message.get("MessageAttributes") or {}),
-        group_id=system.get("MessageGroupId"),
-        dedup_id=system.get("MessageDeduplicationId"),
-        dedup_restored=False,
-        redrive=None,
-    )
-    computed, _ = keys.key_of(plan, message_id=message["MessageId"])
+    plan = Outgoing(message.body, message.attributes, message.group_id, message.dedup_id)
+    computed, _ = keys.key_of(plan, message_id=message.message_id)
     return (computed.partition, computed.sort) if computed is not None else None
 
 
-def _summary(message: dict[str, Any]) -> dict[str, Any]:
-    system = message.get("Attributes") or {}
-    sent_ms = int(system.get("SentTimestamp") or 0)
+def _summary(message: DeadLetter) -> dict[str, Any]:
     return {
-        "message_id": message["MessageId"],
-        "group": system.get("MessageGroupId"),
-        "sent": when(sent_ms / 1000) if sent_ms else None,
-        "receive_count": int(system.get("ApproximateReceiveCount") or 0),
+        "message_id": message.message_id,
+        "group": message.group_id,
+        "sent": message.sent_at if message.sent_ms else None,
+        "receive_count": message.receive_count,
     }
-
-
-@dataclass(frozen=True)
-class Trace:
-    table: Record
-    dead_letters: list[Letters]
-    queue: InFlight
-    emitted: list[Any] = field(default_factory=list)  # trace.hops.Item: what the key emitted, hop by hop

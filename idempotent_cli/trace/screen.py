@@ -18,7 +18,6 @@ from idempotent_cli.trace.look import (
     InFlight,
     Letters,
     Record,
-    Trace,
     Versions,
     has_result,
     stored_attributes,
@@ -43,7 +42,10 @@ class Traced:
     context: Context
     keys: KeyTable
     wanted: Wanted
-    found: Trace
+    table: Record
+    dead_letters: list[Letters]
+    queue: InFlight
+    emitted: list[hops.Item]  # what the key emitted, hop by hop
 
     @property
     def pipeline(self) -> Pipeline:
@@ -52,11 +54,10 @@ class Traced:
     @property
     def anything(self) -> bool:
         """Whether the key is here: a record (even an expired one), a dead letter, a peeked message."""
-        found = self.found
         return (
-            found.table.state != "absent"
-            or any(letters.found for letters in found.dead_letters)
-            or bool(found.queue.found)
+            self.table.state != "absent"
+            or any(letters.found for letters in self.dead_letters)
+            or bool(self.queue.found)
         )
 
 
@@ -141,8 +142,7 @@ def _version_stored(versions: Versions, same: str) -> str:
 
 def document(traced: Traced) -> dict[str, Any]:
     """The ``--json`` document of one consumer's trace."""
-    context, keys, wanted, found = traced.context, traced.keys, traced.wanted, traced.found
-    record = found.table
+    context, keys, wanted, record = traced.context, traced.keys, traced.wanted, traced.table
     return {
         "pipeline": _pipeline(context, keys),
         "key": {
@@ -172,22 +172,22 @@ def document(traced: Traced) -> dict[str, Any]:
         },
         "dead_letters": [
             {"queue": letters.which.value, **letter_summary(copies[0], letters.max_receive_count, copies)}
-            for letters in found.dead_letters
+            for letters in traced.dead_letters
             for copies in letters.found
         ],
         "dead_letter_queues": [
             {
                 "queue": letters.which.value,
                 "url": letters.url,
-                "read": letters.read,
-                "not_reached": letters.not_reached,
-                "in_flight_elsewhere": letters.in_flight_elsewhere,
+                "read": letters.walked.visited,
+                "not_reached": letters.walked.not_reached,
+                "in_flight_elsewhere": letters.walked.in_flight_elsewhere,
                 "key_unknown": letters.key_unknown,
             }
-            for letters in found.dead_letters
+            for letters in traced.dead_letters
         ],
-        "queue": _queue_document(found.queue),
-        "emitted": hops.document(found.emitted),
+        "queue": _queue_document(traced.queue),
+        "emitted": hops.document(traced.emitted),
     }
 
 
@@ -223,21 +223,20 @@ def _queue_document(queue: InFlight) -> dict[str, Any]:
     return {
         "url": queue.url,
         "fifo": queue.fifo,
-        "visible": queue.visible,
-        "in_flight": queue.in_flight,
-        "delayed": queue.delayed,
+        "visible": queue.counts.visible,
+        "in_flight": queue.counts.in_flight,
+        "delayed": queue.counts.delayed,
         "peeked": queue.peeked,
         "read": queue.read,
         "messages": queue.found,
-        "not_shown": NOT_VISIBLE if queue.in_flight else None,
+        "not_shown": NOT_VISIBLE if queue.counts.in_flight else None,
     }
 
 
 def lines(traced: Traced, args: argparse.Namespace, *, name_function: bool = False) -> list[str]:
     """The screen of one consumer's trace (``name_function``: its ``logs`` command names the function, one
     of several)."""
-    context, keys, wanted, found = traced.context, traced.keys, traced.wanted, traced.found
-    record = found.table
+    context, keys, wanted, record = traced.context, traced.keys, traced.wanted, traced.table
     pipeline = context.target.pipeline
     config = keys.config
     out = [
@@ -250,11 +249,11 @@ def lines(traced: Traced, args: argparse.Namespace, *, name_function: bool = Fal
         ),
     ]
     out += _table_lines(record, keys)
-    out += _letters_lines(found.dead_letters)
-    out += _queue_lines(found.queue)
-    if found.emitted:
-        out.append(_row("emitted", f"{sum(len(i.messages) for i in found.emitted)} message(s), hop by hop:"))
-        out += ["  " + line for line in hops.lines(found.emitted)]
+    out += _letters_lines(traced.dead_letters)
+    out += _queue_lines(traced.queue)
+    if traced.emitted:
+        out.append(_row("emitted", f"{sum(len(i.messages) for i in traced.emitted)} message(s), hop by hop:"))
+        out += ["  " + line for line in hops.lines(traced.emitted)]
     out.append(_row("logs", _logs_command(context, record, args, name_function=name_function)))
     return out
 
@@ -364,7 +363,7 @@ def _letters_lines(found: list[Letters]) -> list[str]:
             )
             continue
         count = f"{len(letters.found)} in the {name}" if letters.found else f"none in the {name}"
-        out.append(_row(label, f"{count} {letters.url} ({letters.read} read)"))
+        out.append(_row(label, f"{count} {letters.url} ({letters.walked.visited} read)"))
         for first, *copies in letters.found:
             out.append(_more(message_line(first, letters.max_receive_count, 1 + len(copies)).strip()))
         out += [_more(f"! {note}") for note in _unread(letters)]
@@ -373,15 +372,16 @@ def _letters_lines(found: list[Letters]) -> list[str]:
 
 def _unread(letters: Letters) -> list[str]:
     notes = []
-    if letters.not_reached:
+    walked = letters.walked
+    if walked.not_reached:
         notes.append(
-            f"{letters.not_reached} message(s) not read: SQS hands out at most 10 messages of a FIFO group "
+            f"{walked.not_reached} message(s) not read: SQS hands out at most 10 messages of a FIFO group "
             "at a time, and these are behind them (a dead letter of this key may be among them; `dlq "
             "redrive` and `dlq purge` reach them as they remove the ones before)"
         )
-    if letters.in_flight_elsewhere:
+    if walked.in_flight_elsewhere:
         notes.append(
-            f"{letters.in_flight_elsewhere} message(s) held by another reader: not read (trace again when "
+            f"{walked.in_flight_elsewhere} message(s) held by another reader: not read (trace again when "
             "they are visible)"
         )
     if letters.key_unknown:
@@ -395,16 +395,16 @@ def _unread(letters: Letters) -> list[str]:
 def _queue_lines(queue: InFlight) -> list[str]:
     if queue.url is None:
         return [_row("in flight", "the pipeline's source queue is unknown")]
-    counts = f"{queue.visible} visible, {queue.in_flight} in flight" + (
-        f", {queue.delayed} delayed (not readable yet)" if queue.delayed else ""
+    counts = f"{queue.counts.visible} visible, {queue.counts.in_flight} in flight" + (
+        f", {queue.counts.delayed} delayed (not readable yet)" if queue.counts.delayed else ""
     )
     out = [_row("in flight", f"queue {queue.url} ({'FIFO' if queue.fifo else 'standard'}): {counts}")]
-    if queue.in_flight:
+    if queue.counts.in_flight:
         out.append(_more(f"! {NOT_VISIBLE}"))
-    if queue.peeked and queue.visible:
+    if queue.peeked and queue.counts.visible:
         out.append(
             _more(
-                f"peeked at {queue.read} of {queue.visible} visible message(s): "
+                f"peeked at {queue.read} of {queue.counts.visible} visible message(s): "
                 f"{len(queue.found)} with this key"
             )
         )
@@ -415,15 +415,15 @@ def _queue_lines(queue: InFlight) -> list[str]:
                     f"receive count {message['receive_count']} (this read included)"
                 )
             )
-        if queue.read < queue.visible:
+        if queue.read < queue.counts.visible:
             out.append(
                 _more(
                     "! SQS hands out at most 10 messages a receive and, at visibility 0, the same ones again"
                     + (" (in a FIFO queue the first of each group)" if queue.fifo else "")
-                    + f": the other {queue.visible - queue.read} were not seen"
+                    + f": the other {queue.counts.visible - queue.read} were not seen"
                 )
             )
-    elif queue.visible:
+    elif queue.counts.visible:
         limit = f" (maxReceiveCount {queue.max_receive_count})" if queue.max_receive_count else ""
         out.append(
             _more(

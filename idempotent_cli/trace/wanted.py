@@ -20,6 +20,11 @@ from idempotent_cli.errors import DlqError
 
 # The message id of the message a trace builds, for every key source but message_id (which keys by it).
 TRACE_MESSAGE_ID = "idempotent-pipeline-trace"
+# The key sources that key by an id: its option, and its name.
+BY_ID = {
+    KeySource.MESSAGE_ID: ("--message-id", "message id"),
+    KeySource.DEDUP_ID: ("--dedup-id", "deduplication id"),
+}
 
 
 @dataclass(frozen=True)
@@ -37,12 +42,7 @@ def from_args(args: argparse.Namespace, config: Any) -> Wanted:
     (the runtime's Config); a form its KEY_SOURCE does not key by is refused, naming what would work."""
     source = KeySource(config.key_source)
     parts = list(args.parts or [])
-    named = {
-        "--partition": args.partition,
-        "--sort": args.sort,
-        "--message-id": args.message_id,
-        "--dedup-id": args.dedup_id,
-    }
+    named = options(args)
     given = [name for name, value in named.items() if value is not None]
     if not parts and not given and args.body is None:
         raise DlqError(f"give the key to trace: {_forms(source, config)}")
@@ -55,19 +55,19 @@ def from_args(args: argparse.Namespace, config: Any) -> Wanted:
                 f"give the body with --body, got {_shown(parts, given)}"
             )
         return Wanted(as_received(args.body), TRACE_MESSAGE_ID, "this body", True)
-    option = "--message-id" if source is KeySource.MESSAGE_ID else "--dedup-id"
+    option, noun = BY_ID[source]
     other = [name for name in given if name != option]
     value = named[option]
     if other or len(parts) > 1 or (parts and value is not None):
         raise DlqError(
-            f"the consumer keys messages by their {_noun(source)} ({KEY_SOURCE.name}={source}): give it as "
+            f"the consumer keys messages by their {noun} ({KEY_SOURCE.name}={source}): give it as "
             f"one KEY or with {option}, got {_shown(parts, given)}"
         )
     value = value if value is not None else (parts[0] if parts else None)
     if value is None:
         raise DlqError(
-            f"the consumer keys messages by their {_noun(source)} ({KEY_SOURCE.name}={source}): --body alone "
-            f"cannot say which; give the {_noun(source)} too ({option} ID)"
+            f"the consumer keys messages by their {noun} ({KEY_SOURCE.name}={source}): --body alone "
+            f"cannot say which; give the {noun} too ({option} ID)"
         )
     body = args.body if args.body is not None else "{}"
     if source is KeySource.MESSAGE_ID:
@@ -78,6 +78,16 @@ def from_args(args: argparse.Namespace, config: Any) -> Wanted:
         f"deduplication id {value!r}",
         args.body is not None,
     )
+
+
+def options(args: argparse.Namespace) -> dict[str, str | None]:
+    """The key options of the command line, by option."""
+    return {
+        "--partition": args.partition,
+        "--sort": args.sort,
+        "--message-id": args.message_id,
+        "--dedup-id": args.dedup_id,
+    }
 
 
 def _fields(parts: list[str], args: argparse.Namespace, given: list[str], config: Any) -> Wanted:
@@ -144,9 +154,7 @@ def _body_at(paths: tuple[str, ...], values: list[str]) -> dict[str, Any]:
 
 def as_received(body: str, *, dedup_id: str | None = None) -> Outgoing:
     """``body`` as the consumer would receive it: no attributes, ``dedup_id`` on a FIFO queue."""
-    return Outgoing(
-        body=body, attributes={}, group_id=None, dedup_id=dedup_id, dedup_restored=False, redrive=None
-    )
+    return Outgoing(body=body, attributes={}, dedup_id=dedup_id)
 
 
 def _forms(source: KeySource, config: Any) -> str:
@@ -162,12 +170,8 @@ def _forms(source: KeySource, config: Any) -> str:
         )
     if source is KeySource.BODY_SHA256:
         return "a body (--body TEXT): the consumer keys messages by its SHA-256"
-    option = "--message-id" if source is KeySource.MESSAGE_ID else "--dedup-id"
-    return f"the {_noun(source)} (trace ID, or {option} ID), and optionally its body (--body JSON)"
-
-
-def _noun(source: KeySource) -> str:
-    return "message id" if source is KeySource.MESSAGE_ID else "deduplication id"
+    option, noun = BY_ID[source]
+    return f"the {noun} (trace ID, or {option} ID), and optionally its body (--body JSON)"
 
 
 def _shown(parts: list[str], given: list[str]) -> str:
