@@ -61,7 +61,7 @@ def run(
 ) -> int:
     """``work(args, console, connect)``: on ``console`` (default: the terminal's), with the clients
     ``connect`` makes (default: :func:`clients_for`), errors reported by :func:`reporting_errors`."""
-    from idempotent_cli.dlq.console import Console
+    from idempotent_cli.console import Console
 
     console = console or Console()
     return reporting_errors(lambda: work(args, console, connect or clients_for), console.err, **how)

@@ -85,7 +85,7 @@ def run(
 ) -> int:
     """Run ``send``; returns the exit code: 0 when every message was published (errors are printed).
     ``connect(args)`` returns the clients (default: the DLQ tool's, for --local or the credential chain)."""
-    from idempotent_cli.dlq.console import Console
+    from idempotent_cli.console import Console
 
     console = Console(out=out or sys.stdout, err=err or sys.stderr, clock=clock)
     return command.run(functools.partial(_send, stdin=stdin or sys.stdin), args, console, connect)

@@ -13,7 +13,7 @@ from typing import Any
 from idempotent_runtime import contract
 
 from idempotent_cli.aws import Clients
-from idempotent_cli.dlq.console import Console, Pace, Progress
+from idempotent_cli.console import Console, Pace, Progress
 from idempotent_cli.dlq.keystate import FORGET_MEANING, MEANING, KeyTable
 from idempotent_cli.dlq.letters import (
     MOVED,

@@ -44,7 +44,7 @@ from typing import Any, ClassVar
 from botocore.exceptions import BotoCoreError, ClientError
 from idempotent_runtime import contract
 
-from idempotent_cli.dlq.console import Pace, Progress
+from idempotent_cli.console import Pace, Progress
 from idempotent_cli.dlq.keystate import FORCED, FORGET_MEANING, MEANING, Inspection, KeyTable, State
 from idempotent_cli.dlq.letters import (
     FRESH_DEDUP_PREFIX,

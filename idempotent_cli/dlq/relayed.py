@@ -42,7 +42,7 @@ from idempotent_runtime import outbox as layout
 from idempotent_runtime import relay as runtime
 from idempotent_runtime.clients import CONNECT_TIMEOUT, READ_TIMEOUT
 
-from idempotent_cli.dlq.console import Console
+from idempotent_cli.console import Console
 from idempotent_cli.dlq.letters import DeadLetter, Which, iso_seconds, json_object, utc_text
 from idempotent_cli.dlq.queue import Decision, Queue, walk
 from idempotent_cli.errors import DlqError

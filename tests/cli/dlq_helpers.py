@@ -19,8 +19,8 @@ import boto3
 from idempotent_runtime import contract
 from idempotent_runtime.relay import RELAY_HANDLER
 
+from idempotent_cli.console import Console
 from idempotent_cli.dlq import main
-from idempotent_cli.dlq.console import Console
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from idempotent_runtime.contract import DLQ_DETAILS_ATTRIBUTE, DLQ_REASON_ATTRIBUTE
 
-from idempotent_cli.dlq.console import Console, Pace
+from idempotent_cli.console import Console, Pace
 from idempotent_cli.dlq.letters import (
     REDRIVE_ATTRIBUTE,
     DeadLetter,
