@@ -158,10 +158,10 @@ RULES: tuple[Rule[MessagingProps], ...] = (
             and dead_letter_expires_early(p.fifo, p.dead_letter_retention, p.retention_period)
         ),
         lambda p: (
-            f"{p.dead_letter_retention_name} ({p.dead_letter_retention} seconds) must be at least "
+            f"{p.dead_letter_retention_name} ({p.dead_letter_retention} seconds) must be longer than "
             f"MessagingOptions.retention_period ({p.retention_period} seconds) on standard queues: SQS keeps "
             "a message's enqueue time when it moves it to the dead-letter queue, so a dead letter would "
-            "expire early, or at once"
+            "expire early, or at once (14 days is the longest retention: give the source queue less)"
         ),
     ),
     Rule(

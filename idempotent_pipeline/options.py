@@ -76,8 +76,8 @@ class MessagingOptions:
     otherwise: a message can expire before reaching the dead-letter queue). Default: 4 days."""
 
     dead_letter_retention_period: Duration = DEFAULT_DEAD_LETTER_RETENTION_PERIOD
-    """How long the dead-letter queues keep a message (1 minute to 14 days); at least ``retention_period`` on
-    standard queues, where SQS keeps a message's enqueue time when it dead-letters it (on FIFO, where the
+    """How long the dead-letter queues keep a message (1 minute to 14 days); longer than ``retention_period``
+    on standard queues, where SQS keeps a message's enqueue time when it dead-letters it (on FIFO, where the
     clock restarts, a shorter one is a warning). Default: 14 days."""
 
     max_receive_count: int = DEFAULT_MAX_RECEIVE_COUNT
