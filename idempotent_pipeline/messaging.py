@@ -98,6 +98,12 @@ class MessagingProps:
         )
 
     @property
+    def deduplicate_by_content(self) -> bool | None:
+        """A new FIFO queue's and topic's ContentBasedDeduplication; on a standard queue or topic even False
+        is an attribute SQS and SNS refuse (a rule refuses True there), so it is left out."""
+        return self.content_based_deduplication is not False if self.fifo else None
+
+    @property
     def dead_letter_retention_name(self) -> str:
         if self.dead_letter_queue is None:
             return "MessagingOptions.dead_letter_retention_period"
@@ -363,28 +369,38 @@ class Messaging(Construct):
             _producers_need(self, props.key, "encryption_key", "producers cannot send to the queue")
         self.alarms: tuple[cloudwatch.Alarm, ...] = props.alarms.create(self, self._alarm_definitions(props))
 
+    def _queue(self, id: str, p: MessagingProps, fifo: bool, key: kms.IKey | None, **props: Any) -> sqs.Queue:
+        """A queue of this block, TLS-only and encrypted (``key``, else SSE-SQS); with high throughput every
+        queue that can receive a burst gets the per-group settings (a redrive from SNS or SQS into a
+        dead-letter queue at the default FIFO limit is throttled). A dead-letter queue unless ``props`` set
+        the content-based deduplication, retention and removal policy."""
+        fifo_or_none = True if fifo else None
+        if p.high_throughput:
+            props = {
+                "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
+                "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+            } | props
+        dead_letters = {
+            "content_based_deduplication": fifo_or_none,
+            "retention_period": p.options.dead_letter_retention_period,
+            "removal_policy": p.options.dead_letter_removal_policy,
+        }
+        return sqs.Queue(
+            self,
+            id,
+            fifo=fifo_or_none,
+            encryption=sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            **(dead_letters | props),
+        )
+
     def _build_queues(self, p: MessagingProps) -> None:
         """The dead-letter queue (unless given) and the queue, and what the consumer learns of them."""
         o, key, fifo = p.options, p.key, p.fifo
-        fifo_or_none = True if fifo else None
-        encryption = sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED
-        # High throughput: every queue that can receive a burst gets the per-group settings (a redrive from
-        # SNS or SQS into a dead-letter queue at the default FIFO limit is throttled).
-        group = _group_settings(p.high_throughput)
         dead_letter_queue = p.dead_letter_queue
         if dead_letter_queue is None:
-            dead_letter_queue = sqs.Queue(
-                self,
-                "DeadLetterQueue",
-                fifo=fifo_or_none,
-                content_based_deduplication=fifo_or_none,
-                retention_period=o.dead_letter_retention_period,
-                encryption=encryption,
-                encryption_master_key=key,
-                enforce_ssl=True,
-                removal_policy=o.dead_letter_removal_policy,
-                **group,
-            )
+            dead_letter_queue = self._queue("DeadLetterQueue", p, fifo, key)
             remember(
                 dead_letter_queue,
                 QueueFacts(
@@ -400,21 +416,18 @@ class Messaging(Construct):
             # The alarm on its depth is made here: a consumer of the queue does not make a second one.
             remember(dead_letter_queue, dataclasses.replace(p.given_dlq, alarmed=p.alarms.enabled))
         self.dead_letter_queue: sqs.IQueue = dead_letter_queue
-        self.queue = sqs.Queue(
-            self,
+        self.queue = self._queue(
             "Queue",
-            fifo=fifo_or_none,
-            content_based_deduplication=self._content_based_deduplication(p),
+            p,
+            fifo,
+            key,
+            content_based_deduplication=p.deduplicate_by_content,
             visibility_timeout=o.visibility_timeout or DEFAULT_VISIBILITY_TIMEOUT,
             retention_period=o.retention_period,
-            encryption=encryption,
-            encryption_master_key=key,
-            enforce_ssl=True,
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=dead_letter_queue, max_receive_count=o.max_receive_count
             ),
             removal_policy=o.removal_policy,
-            **group,
         )
         remember(
             self.queue,
@@ -430,16 +443,6 @@ class Messaging(Construct):
             ),
         )
 
-    @staticmethod
-    def _content_based_deduplication(p: MessagingProps) -> bool | None:
-        """FIFO only: on a standard queue or topic even False is an attribute SQS and SNS refuse (a rule
-        refuses True there), so the property is left out."""
-        if not p.fifo:
-            return None
-        return (
-            True if p.options.content_based_deduplication is None else p.options.content_based_deduplication
-        )
-
     def _subscribe(self, p: MessagingProps) -> None:
         """The topic (unless given), the subscription's own dead-letter queue, the subscription, and what
         imported keys must allow."""
@@ -449,7 +452,7 @@ class Messaging(Construct):
                 self,
                 "Topic",
                 fifo=True if p.fifo else None,
-                content_based_deduplication=self._content_based_deduplication(p),
+                content_based_deduplication=p.deduplicate_by_content,
                 master_key=p.topic_key,
                 enforce_ssl=True,
             )
@@ -463,25 +466,17 @@ class Messaging(Construct):
                 UNRESTRICTED_KEY_WARNING.format(flag=SQS_KEY_FOR_THIS_TOPIC_ONLY),
             )
         self.topic = topic
-        # SNS delivers a FIFO topic's failures only to a FIFO queue.
-        subscription_fifo = True if (p.topic_fifo if p.topic_fifo is not None else p.fifo) else None
         # The subscription's DLQ is where SNS puts what it cannot deliver to the queue, a key it cannot use
         # included. With a key of the app (whose policy is written here) it is encrypted like the other
         # queues; with an imported key, whose policy may lack SNS or which may be disabled, it would fail for
         # the same reason as the queue and SNS would drop the message: SSE-SQS instead, which SNS can always
         # write to.
-        own_key = key if not _keys.is_imported(key) else None
-        self.subscription_dead_letter_queue = sqs.Queue(
-            self,
+        # SNS delivers a FIFO topic's failures only to a FIFO queue.
+        self.subscription_dead_letter_queue = self._queue(
             "SubscriptionDeadLetterQueue",
-            fifo=subscription_fifo,
-            content_based_deduplication=subscription_fifo,
-            retention_period=p.options.dead_letter_retention_period,
-            encryption=sqs.QueueEncryption.KMS if own_key is not None else sqs.QueueEncryption.SQS_MANAGED,
-            encryption_master_key=own_key,
-            enforce_ssl=True,
-            removal_policy=p.options.dead_letter_removal_policy,
-            **_group_settings(p.high_throughput),
+            p,
+            p.topic_fifo if p.topic_fifo is not None else p.fifo,
+            key if not _keys.is_imported(key) else None,
         )
         _compat.acknowledge(
             self.subscription_dead_letter_queue, "AwsSolutions-SQS3", SUBSCRIPTION_DLQ_NAG_REASON
@@ -581,13 +576,3 @@ def _restricts_queue_key(topic: sns.ITopic) -> bool:
     from aws_cdk import FeatureFlags
 
     return bool(FeatureFlags.of(topic).is_enabled(SQS_KEY_FOR_THIS_TOPIC_ONLY))
-
-
-def _group_settings(high_throughput: bool) -> dict[str, Any]:
-    """A FIFO queue's per-message-group deduplication scope and throughput limit, with high throughput."""
-    if not high_throughput:
-        return {"deduplication_scope": None, "fifo_throughput_limit": None}
-    return {
-        "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
-        "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
-    }
