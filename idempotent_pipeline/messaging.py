@@ -290,17 +290,15 @@ def _resolve(
         topic_key=instance(
             "MessagingOptions.topic_encryption_key", o.topic_encryption_key, kms.IKey, "a kms.IKey"
         ),
-        fifo=boolean("MessagingOptions.fifo", o.fifo),
-        with_topic=boolean("MessagingOptions.with_topic", o.with_topic),
-        content_based_deduplication=boolean(
-            "MessagingOptions.content_based_deduplication", o.content_based_deduplication
-        ),
-        high_throughput=boolean("MessagingOptions.high_throughput", o.high_throughput),
+        **{
+            name: boolean(f"MessagingOptions.{name}", getattr(o, name))
+            for name in ("fifo", "with_topic", "content_based_deduplication", "high_throughput")
+        },
         visibility_timeout=seconds("MessagingOptions.visibility_timeout", visibility),
-        retention_period=seconds("MessagingOptions.retention_period", o.retention_period),
-        dead_letter_retention_period=seconds(
-            "MessagingOptions.dead_letter_retention_period", o.dead_letter_retention_period
-        ),
+        **{
+            name: seconds(f"MessagingOptions.{name}", getattr(o, name))
+            for name in ("retention_period", "dead_letter_retention_period")
+        },
         max_receive_count=read(
             "MessagingOptions.max_receive_count", contract.MAX_RECEIVE_COUNT.kind, o.max_receive_count
         )[0],
