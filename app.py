@@ -115,12 +115,13 @@ class Key:
 
 
 FLAG, INTEGER, SECONDS, NAMES = Flag(), IntRange(), Seconds(low=0), Names()
-BLOCKS = {
-    "MessagingOptions": "messaging",
-    "TableOptions": "table",
-    "ConsumerOptions": "consumer",
-    "AlarmOptions": "alarm",
+OPTIONS = {
+    "messaging": MessagingOptions,
+    "table": TableOptions,
+    "consumer": ConsumerOptions,
+    "alarm": AlarmOptions,
 }
+BLOCKS = {options.__name__: where for where, options in OPTIONS.items()}
 # The runtime's settings, from their declarations: a key per option, named like it (a duration like its
 # variable, in seconds: lease_duration is lease_seconds); parsed as the function's environment is.
 SETTINGS: dict[str, Key] = {
@@ -190,12 +191,6 @@ CONTEXT: dict[str, Key] = {
 }
 # Keys of the app itself.
 APP: dict[str, Kind] = {"stack_name": NAME, "nag": FLAG}
-OPTIONS = {
-    "messaging": MessagingOptions,
-    "table": TableOptions,
-    "consumer": ConsumerOptions,
-    "alarm": AlarmOptions,
-}
 DEFAULT_STACK_NAME = "IdempotentPipeline"
 # The processors of the two hops (``-c outbox=true``).
 TWO_HOP_CODE = str(Path(__file__).resolve().parent / "examples" / "two_hop")
@@ -294,12 +289,6 @@ class ReferenceStack(cdk.Stack):
             if options["messaging"].get("with_topic", True):
                 topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topic")
                 options["messaging"].update(topic_encryption_key=topic_key)
-        if not stack.get("alarm_topic"):
-            cdk.Annotations.of(self).acknowledge_warning(
-                "idempotent-pipeline:alarms-without-action",
-                "the reference stack's alarms notify nobody unless -c alarm_topic=true gives them a topic to "
-                "subscribe to (README: deploying to a real account)",
-            )
         if stack.get("alarm_topic"):
             # The alarm topic's key has its own policy: CloudWatch, which may use it for every alarm of the
             # account, gets nothing on the key of the pipeline's messages.
@@ -310,6 +299,12 @@ class ReferenceStack(cdk.Stack):
             )
             self.alarm_topic = sns.Topic(self, "AlarmTopic", enforce_ssl=True, master_key=alarm_key)
             options["alarm"].update(alarm_topic=self.alarm_topic)
+        else:
+            cdk.Annotations.of(self).acknowledge_warning(
+                "idempotent-pipeline:alarms-without-action",
+                "the reference stack's alarms notify nobody unless -c alarm_topic=true gives them a topic to "
+                "subscribe to (README: deploying to a real account)",
+            )
         if stack.get("tracing"):
             options["consumer"].update(tracing=lambda_.Tracing.ACTIVE)
         if stack.get("vpc"):
