@@ -6,7 +6,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -39,7 +38,12 @@ from idempotent_pipeline._rules import (
     seconds,
     warn,
 )
-from idempotent_pipeline.options import DEFAULT_VISIBILITY_TIMEOUT, AlarmOptions, MessagingOptions
+from idempotent_pipeline.options import (
+    DEFAULT_VISIBILITY_TIMEOUT,
+    WITHOUT_SNAPSHOT,
+    AlarmOptions,
+    MessagingOptions,
+)
 
 # With this flag on, the key policy statement SqsSubscription gives SNS on a customer-managed queue key is
 # limited to the subscribed topic (aws:SourceArn); off, any SNS topic could use the key.
@@ -51,11 +55,6 @@ UNRESTRICTED_KEY_WARNING = (
 FILTER_POLICY_WARNING = (
     "a subscription filter policy is set: SNS FIFO to SQS FIFO delivery is exactly-once only without message "
     "filtering, so the table's conditional writes are the only remaining duplicate guard"
-)
-QUEUE_REMOVAL_POLICIES = (
-    RemovalPolicy.DESTROY,
-    RemovalPolicy.RETAIN,
-    RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
 )
 # AWS/SNS: messages SNS could not move to the subscription's dead-letter queue either; they are lost.
 REDRIVE_FAILED_METRIC = "NumberOfNotificationsFailedToRedriveToDlq"
@@ -123,7 +122,7 @@ def _range(prop: str, low: int, high: int, limits: str) -> Rule[MessagingProps]:
 
 def _removal_policy(prop: str) -> Rule[MessagingProps]:
     return Rule(
-        lambda p: getattr(p.options, prop) not in QUEUE_REMOVAL_POLICIES,
+        lambda p: getattr(p.options, prop) not in WITHOUT_SNAPSHOT,
         lambda p: (
             f"MessagingOptions.{prop} must be DESTROY, RETAIN or RETAIN_ON_UPDATE_OR_DELETE (queues have "
             f"no snapshots); got {getattr(p.options, prop)}"

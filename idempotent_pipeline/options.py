@@ -39,6 +39,8 @@ DEFAULT_FAILED_THRESHOLD = 10
 DEFAULT_PYTHON_VERSION = "3.14"
 DEFAULT_RUNTIME = lambda_.Runtime(f"python{DEFAULT_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
 DEFAULT_ARCHITECTURE = lambda_.Architecture.ARM_64  # read once: each read of the static is a round trip
+# The removal policies of queues and tables: every one but SNAPSHOT, which neither has.
+WITHOUT_SNAPSHOT = (RemovalPolicy.DESTROY, RemovalPolicy.RETAIN, RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE)
 
 
 @dataclass(frozen=True, kw_only=True)
