@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import tokenize
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -81,8 +82,7 @@ def check_processor(
     if processor is None:
         raise ConfigurationError(
             f"ConsumerOptions.code_directory is set ({code_directory!r}) but processor is not; give "
-            "processor "
-            "as 'module:function' naming a function in that directory"
+            "processor as 'module:function' naming a function in that directory"
         )
     contract.PROCESSOR.kind.coerce("ConsumerOptions.processor", processor)  # a deploy-time one: refused
     module, attribute = processor.split(":")
@@ -99,8 +99,7 @@ def check_processor(
     if (directory / RUNTIME_PACKAGE).exists() or (directory / f"{RUNTIME_PACKAGE}.py").exists():
         raise ConfigurationError(
             f"ConsumerOptions.code_directory must not contain {RUNTIME_PACKAGE!r}: it would shadow the "
-            "bundled "
-            f"runtime; got {code_directory!r}"
+            f"bundled runtime; got {code_directory!r}"
         )
     if module.split(".")[0] == RUNTIME_PACKAGE:
         raise ConfigurationError(
@@ -291,10 +290,6 @@ def left_out_note(left_out: Sequence[PurePosixPath]) -> str | None:
     )
 
 
-def _size(files: Iterable[tuple[Path, PurePosixPath]]) -> int:
-    return sum(source.stat().st_size for source, _ in files)
-
-
 def _tree(directory: Path) -> list[tuple[Path, PurePosixPath]]:
     return [
         (path, PurePosixPath(path.relative_to(directory).as_posix()))
@@ -305,16 +300,15 @@ def _tree(directory: Path) -> list[tuple[Path, PurePosixPath]]:
 
 def check_size(parts: dict[str, list[tuple[Path, PurePosixPath]]]) -> None:
     """The asset must stay within Lambda's 250 MB unzipped."""
-    total = sum(_size(files) for files in parts.values())
+    total = sum(source.stat().st_size for files in parts.values() for source, _ in files)
     if total <= MAX_UNZIPPED_BYTES:
         return
-    largest: dict[str, int] = {}
+    largest: Counter[str] = Counter()
     for origin, files in parts.items():
         for source, relative in files:
             top = f"{origin}: {relative.parts[0]}{'/' if len(relative.parts) > 1 else ''}"
-            largest[top] = largest.get(top, 0) + source.stat().st_size
-    biggest = sorted(largest.items(), key=lambda item: item[1], reverse=True)[:3]
-    listed = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in biggest)
+            largest[top] += source.stat().st_size
+    listed = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in largest.most_common(3))
     raise ConfigurationError(
         f"the function's code asset would be {total / 1e6:.1f} MB unzipped, over Lambda's 250 MB limit "
         f"({MAX_UNZIPPED_BYTES} bytes); largest: {listed}. Leave out what the function does not need with "
