@@ -49,7 +49,6 @@ from idempotent_pipeline._rules import (
     Rule,
     describe,
     enforce,
-    implements,
     instance,
     instances,
     is_token,
@@ -68,7 +67,7 @@ from idempotent_pipeline.options import (
     AlarmOptions,
     ConsumerOptions,
 )
-from idempotent_pipeline.relay import OutboxRelay
+from idempotent_pipeline.relay import OutboxRelay, target_arn
 from idempotent_pipeline.table import IdempotencyTable
 
 # AWS guidance for SQS event sources: visibility timeout at least 6 x the function timeout, so a message is
@@ -468,7 +467,8 @@ def _resolve(
         dead_letter_queue = facts.dead_letter_queue
     dlq_facts = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
     extra = _extra_environment(o)
-    settings, deployed = _settings(o, table, dead_letter_queue, facts, _target_arn(emit_target))
+    emit_target_arn = target_arn("emit_target", emit_target) if emit_target is not None else None
+    settings, deployed = _settings(o, table, dead_letter_queue, facts, emit_target_arn)
     limits = {
         prop: read(_OPTIONS + prop, kind, getattr(o, prop), unset=True)[0]
         for prop, kind in LAMBDA_LIMITS.items()
@@ -537,17 +537,6 @@ def _extra_environment(o: ConsumerOptions) -> dict[str, str]:
             f"ConsumerOptions.environment must map names to strings; got {o.environment!r}"
         )
     return extra
-
-
-def _target_arn(target: object) -> str | None:
-    """The ARN of the consumer's ``emit_target`` (an ``sns.ITopic`` or an ``sqs.IQueue``), or None."""
-    if target is None:
-        return None
-    if implements(target, sns.ITopic):
-        return target.topic_arn  # type: ignore[attr-defined,no-any-return]
-    if implements(target, sqs.IQueue):
-        return target.queue_arn  # type: ignore[attr-defined,no-any-return]
-    raise ConfigurationError(f"emit_target must be an sns.ITopic or an sqs.IQueue; got {target!r:.120}")
 
 
 def _settings(

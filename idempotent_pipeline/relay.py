@@ -79,6 +79,15 @@ def stream_arn(table: IdempotencyTable) -> str:
     return arn
 
 
+def target_arn(prop: str, target: object) -> str:
+    """The ARN of a relay's target, an ``sns.ITopic`` or an ``sqs.IQueue`` (``prop``: its name in errors)."""
+    if implements(target, sns.ITopic):
+        return target.topic_arn  # type: ignore[attr-defined,no-any-return]
+    if implements(target, sqs.IQueue):
+        return target.queue_arn  # type: ignore[attr-defined,no-any-return]
+    raise ConfigurationError(f"{prop} must be an sns.ITopic or an sqs.IQueue; got {target!r:.120}")
+
+
 @jsii.implements(lambda_.IEventSourceDlq)
 class _OnFailure:
     """The mapping's on-failure destination: Lambda sends the description of a batch it gave up on with the
@@ -154,9 +163,8 @@ class OutboxRelay(Counters, Construct):
         super().__init__(scope, id)
         if not isinstance(table, IdempotencyTable):
             raise ConfigurationError(f"table must be an IdempotencyTable; got {type(table).__name__}")
+        self.target_arn = target_arn("target", target)
         self.to_topic = implements(target, sns.ITopic)
-        if not self.to_topic and not implements(target, sqs.IQueue):
-            raise ConfigurationError(f"target must be an sns.ITopic or an sqs.IQueue; got {target!r}")
         prefix = text("key_prefix", key_prefix)
         if prefix is TOKEN:
             raise ConfigurationError("key_prefix must be known at synth: it is the relay's event filter")
@@ -172,7 +180,6 @@ class OutboxRelay(Counters, Construct):
         self.metrics_namespace = contract.METRICS_NAMESPACE.kind.coerce(
             "metrics_namespace", metrics_namespace
         )
-        self.target_arn: str = target.topic_arn if self.to_topic else target.queue_arn  # type: ignore[union-attr]
         # The messages in it are the table's and the target's data: protected like them.
         self.dead_letter_key: kms.IKey | None = table.encryption_key or self._target_key()
         self.dead_letter_queue = sqs.Queue(
