@@ -603,13 +603,6 @@ def _known_at_synth(prop: str, value: Any, reader: Any) -> Any:
     return reader(_OPTIONS + prop, value)
 
 
-def _removal_policy(dead_letter_queue: sqs.IQueue | None) -> RemovalPolicy:
-    """The relay's dead-letter queue is kept as the consumer's is: as Messaging made it, else RETAIN."""
-    facts = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
-    known = facts.removal_policy if facts is not None else None
-    return known if known is not None else RemovalPolicy.RETAIN
-
-
 def _key_of(queue: sqs.IQueue, facts: QueueFacts | None) -> Any:
     """A queue's key as the block that made it remembered it, else as CDK knows it."""
     known = facts is not None and facts.encryption_key_known
@@ -700,6 +693,8 @@ class IdempotentConsumer(Counters, Construct):
         self.relay: OutboxRelay | None = None
         if emit_target is not None:
             o = props.options
+            # The relay's dead-letter queue is kept as the consumer's is: as Messaging made it, else RETAIN.
+            kept = getattr(props.dlq_facts, "removal_policy", None)
             self.relay = OutboxRelay(
                 self,
                 "Relay",
@@ -712,7 +707,7 @@ class IdempotentConsumer(Counters, Construct):
                 log_retention=o.log_retention,
                 log_encryption_key=o.log_encryption_key,
                 alarm_options=alarm_options,
-                dead_letter_removal_policy=_removal_policy(props.dead_letter_queue),
+                dead_letter_removal_policy=kept or RemovalPolicy.RETAIN,
             )
 
     def _build_function(self, p: ConsumerProps, user_code: Any) -> None:
@@ -779,7 +774,18 @@ class IdempotentConsumer(Counters, Construct):
             _keys.grant_through(self.function, p.table.encryption_key, contract.TABLE_KEY_ACTIONS, "dynamodb")
         if p.dead_letter_queue is not None:
             self._grant_dead_letter_queue(p.dead_letter_queue, _key_of(p.dead_letter_queue, p.dlq_facts))
-        self.event_source = self._consume(p.queue, _key_of(p.queue, p.facts), p.options)
+        # The SQS event source as CDK's SqsEventSource makes it (the same construct id, so the same mapping),
+        # whose key grant is limited to use through SQS: SqsEventSource grants the key outright.
+        o, arn, key = p.options, p.queue.queue_arn, _key_of(p.queue, p.facts)
+        self.event_source = self.function.add_event_source_mapping(
+            f"SqsEventSource:{Names.node_unique_id(p.queue.node)}",
+            event_source_arn=arn,
+            batch_size=o.batch_size,
+            max_batching_window=o.max_batching_window,
+            max_concurrency=o.max_concurrency,
+            report_batch_item_failures=True,
+        )
+        _keys.grant(self.function, CONSUME_ACTIONS, arn, key, CONSUME_KEY_ACTIONS, "sqs")
 
     def _alarm_definitions(self, p: ConsumerProps) -> list[AlarmDefinition]:
         definitions = [
@@ -824,21 +830,6 @@ class IdempotentConsumer(Counters, Construct):
         return definitions
 
     # -- grants ---------------------------------------------------------------------------------------------
-
-    def _consume(self, queue: sqs.IQueue, key: Any, o: ConsumerOptions) -> lambda_.EventSourceMapping:
-        """The SQS event source as CDK's SqsEventSource makes it (the same construct id, so the same
-        mapping), whose key grant is limited to use through SQS: SqsEventSource grants the key outright."""
-        arn = queue.queue_arn
-        mapping = self.function.add_event_source_mapping(
-            f"SqsEventSource:{Names.node_unique_id(queue.node)}",
-            event_source_arn=arn,
-            batch_size=o.batch_size,
-            max_batching_window=o.max_batching_window,
-            max_concurrency=o.max_concurrency,
-            report_batch_item_failures=True,
-        )
-        _keys.grant(self.function, CONSUME_ACTIONS, arn, key, CONSUME_KEY_ACTIONS, "sqs")
-        return mapping
 
     def _grant_dead_letter_queue(self, dead_letter_queue: sqs.IQueue, key: Any) -> iam.Grant:
         arn = dead_letter_queue.queue_arn
