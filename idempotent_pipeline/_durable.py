@@ -59,10 +59,8 @@ def durable_config(function: lambda_.IFunction | None) -> Any:
 def grant(
     grantee: lambda_.IFunction, scope: Any, function: lambda_.IFunction, key: kms.IKey | None, method: str
 ) -> iam.Grant:
-    """Invoke and GetFunctionConfiguration on the qualified function; ListDurableExecutionsByFunction and
-    ListVersionsByFunction on the function; ListDurableExecutionsByFunction and GetDurableExecution on its
-    versions' executions (``function:NAME:*``, acknowledged for cdk-nag); kms:GenerateDataKey and kms:Decrypt
-    through Lambda on ``key``."""
+    """What :meth:`IdempotentConsumer.grant_start_durable_execution` grants ``grantee`` (its docstring lists
+    the actions); its versions' executions are ``function:NAME:*``."""
     underlying, arn = qualified(function, method)
     config = durable_config(underlying)
     if config is None:

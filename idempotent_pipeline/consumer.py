@@ -631,11 +631,10 @@ def _validate(scope: Construct, p: ConsumerProps) -> None:
 class IdempotentConsumer(Counters, Construct):
     """A Lambda function running the bundled idempotent runtime on an SQS queue (FIFO or standard).
 
-    The code asset is the ``idempotent_runtime`` package plus the Python sources of ``code_directory`` and
-    what ``ConsumerOptions.include`` names, and the wheels of its ``requirements.txt``, staged without Docker;
-    handler ``idempotent_runtime.handler.handler`` on ``ConsumerOptions.runtime`` (pinned by default). The
-    SQS event source reports batch item failures. The function gets its own role with exactly the actions
-    the runtime uses and an explicit log group; its environment follows the runtime contract.
+    The code asset, staged without Docker, is the ``idempotent_runtime`` package and your code
+    (``ConsumerOptions.code_directory``); the SQS event source reports batch item failures. The function gets
+    its own role with exactly the actions the runtime uses and an explicit log group; its environment follows
+    the runtime contract.
 
     Alarms (``alarm_options``): failed records over a window, quarantined ≥ 1, conflicts ≥ 1,
     misconfigured ≥ 1, invocation errors ≥ 1; and the queue's oldest message and the DLQ's depth when no

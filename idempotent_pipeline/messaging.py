@@ -311,11 +311,9 @@ def _resolve(
 class Messaging(Construct):
     """An SNS topic delivering raw messages to an SQS queue that redrives to a dead-letter queue.
 
-    FIFO by default (``MessagingOptions.fifo``): FIFO topic, queue and dead-letter queues. The subscription
-    has its own dead-letter queue (``subscription_dead_letter_queue``), so a message SNS cannot deliver (a
-    key policy, a disabled key, too many attributes) is kept instead of dropped. Every queue is encrypted
-    (SSE-SQS or ``encryption_key``; the subscription's DLQ with SSE-SQS when ``encryption_key`` is imported,
-    so SNS can write to it whatever that key's policy or state) and denies non-TLS access; the queue and the
+    The subscription has its own dead-letter queue (``subscription_dead_letter_queue``), so a message SNS
+    cannot deliver (a key policy, a disabled key, too many attributes) is kept instead of dropped. Every queue
+    is encrypted (``MessagingOptions.encryption_key``) and denies non-TLS access; the queue and the
     subscription's DLQ accept ``sqs:SendMessage`` only from the topic; a new topic denies non-TLS publishing.
     CloudFormation names the queues. With ``with_topic=False`` there is no topic: producers send to the queue.
 

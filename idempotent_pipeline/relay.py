@@ -132,9 +132,8 @@ class OutboxRelay(Counters, Construct):
     :param batch_size: stream records per invocation (1-10000). Default: 100.
     :param retry_attempts: retries of a failing batch (0-10000) before it is given up to the dead-letter
         queue; Lambda stops earlier when its records expire (24 hours). Default: 10000.
-    :param log_encryption_key: a customer-managed KMS key for the function's log group (its lines name the
-        emitted messages and the targets' refusals), with the key policy statement CloudWatch Logs needs
-        (:attr:`ConsumerOptions.log_encryption_key`). Default: CloudWatch Logs' own encryption.
+    :param log_encryption_key: as :attr:`ConsumerOptions.log_encryption_key`, for the function's log group
+        (its lines name the emitted messages and the targets' refusals).
     """
 
     dead_letter_queue_alarm: cloudwatch.Alarm | None = None
