@@ -722,21 +722,15 @@ class IdempotentConsumer(Counters, Construct):
         note = left_out_note(left_out)
         if note is not None:
             warn(self, ASSET_LEFT_OUT, note)
-        self.role = iam.Role(
+        self.role, self.log_group, self.function = _keys.function(
             self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Idempotent consumer: reads the queue, writes the idempotency table",
-        )
-        self.log_group = _keys.log_group(self, o.log_retention, o.log_encryption_key, "ConsumerOptions")
-        self.function = lambda_.Function(
-            self,
-            "Function",
+            "Idempotent consumer: reads the queue, writes the idempotency table",
+            asset,
+            o.log_retention,
+            o.log_encryption_key,
+            "ConsumerOptions",
             runtime=runtime,
             handler=HANDLER,
-            code=lambda_.Code.from_asset(asset),
-            role=self.role,
-            log_group=self.log_group,
             timeout=o.timeout,
             memory_size=o.memory_size,
             architecture=architecture,
@@ -750,7 +744,6 @@ class IdempotentConsumer(Counters, Construct):
             layers=list(o.layers) if o.layers else None,
         )
         self._function_name = self.function.function_name
-        self.log_group.grant_write(self.role)
         if o.tracing is not None and o.tracing != lambda_.Tracing.DISABLED:
             _compat.acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]", XRAY_REASON)
         if o.vpc is not None:

@@ -9,7 +9,6 @@ import jsii
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -240,21 +239,15 @@ class OutboxRelay(Counters, Construct):
             Target(DEFAULT_PYTHON_VERSION, "arm64" if architecture is None else str(architecture.name)),
             None,
         )
-        self.role = iam.Role(
+        self.role, self.log_group, self.function = _keys.function(
             self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Outbox relay: reads the table's stream, publishes emitted messages",
-        )
-        self.log_group = _keys.log_group(self, retention, log_key, "OutboxRelay")
-        self.function = lambda_.Function(
-            self,
-            "Function",
+            "Outbox relay: reads the table's stream, publishes emitted messages",
+            asset,
+            retention,
+            log_key,
+            "OutboxRelay",
             runtime=DEFAULT_RUNTIME,
             handler=RELAY_HANDLER,
-            code=lambda_.Code.from_asset(asset),
-            role=self.role,
-            log_group=self.log_group,
             timeout=Duration.seconds(60),
             memory_size=256,
             architecture=architecture or DEFAULT_ARCHITECTURE,
@@ -262,7 +255,6 @@ class OutboxRelay(Counters, Construct):
             description="Outbox relay: publishes emitted messages with their deduplication ids",
         )
         self._function_name = self.function.function_name
-        self.log_group.grant_write(self.role)
         # The on-failure destination: Lambda writes a description of a batch it gave up on. cdk-nag's rule
         # sees a queue with no dead-letter queue of its own.
         _compat.acknowledge(
