@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from aws_cdk import FeatureFlags
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -130,6 +131,14 @@ def _removal_policy(prop: str) -> Rule[MessagingProps]:
     )
 
 
+def _needs(prop: str, needed: str, setting: str) -> Rule[MessagingProps]:
+    """``prop`` set with ``setting`` False, which takes away what it ``needed``."""
+    return Rule(
+        lambda p: bool(getattr(p.options, prop)) and not getattr(p, setting),
+        lambda p: f"MessagingOptions.{prop} {needed}; got it with {setting}=False",
+    )
+
+
 RULES: tuple[Rule[MessagingProps], ...] = (
     _range("visibility_timeout", 0, contract.SQS_MAX_VISIBILITY_SECONDS, "at most 12 hours"),
     _range("retention_period", 60, contract.SQS_MAX_RETENTION_SECONDS, "between 1 minute and 14 days"),
@@ -169,16 +178,8 @@ RULES: tuple[Rule[MessagingProps], ...] = (
             "expire early, or at once (14 days is the longest retention: give the source queue less)"
         ),
     ),
-    Rule(
-        lambda p: not p.fifo and p.content_based_deduplication,
-        lambda p: (
-            "MessagingOptions.content_based_deduplication applies only to FIFO queues; got it with fifo=False"
-        ),
-    ),
-    Rule(
-        lambda p: not p.fifo and p.high_throughput,
-        lambda p: "MessagingOptions.high_throughput applies only to FIFO queues; got it with fifo=False",
-    ),
+    _needs("content_based_deduplication", "applies only to FIFO queues", "fifo"),
+    _needs("high_throughput", "applies only to FIFO queues", "fifo"),
     Rule(
         lambda p: not p.with_topic and p.topic is not None,
         lambda p: "topic was given but MessagingOptions.with_topic is False; give one or the other",
@@ -213,14 +214,8 @@ RULES: tuple[Rule[MessagingProps], ...] = (
             f"topic where it is defined (got topic {describe(p.topic, 'topic_arn')})"
         ),
     ),
-    Rule(
-        lambda p: p.topic_key is not None and not p.with_topic,
-        lambda p: "MessagingOptions.topic_encryption_key needs a topic; got it with with_topic=False",
-    ),
-    Rule(
-        lambda p: p.filter_policy and not p.with_topic,
-        lambda p: "MessagingOptions.filter_policy needs a topic; got it with with_topic=False",
-    ),
+    _needs("topic_encryption_key", "needs a topic", "with_topic"),
+    _needs("filter_policy", "needs a topic", "with_topic"),
     _removal_policy("removal_policy"),
     _removal_policy("dead_letter_removal_policy"),
     # -- warnings ---------------------------------------------------------------------------------------
@@ -454,7 +449,7 @@ class Messaging(Construct):
             _compat.tls_only_topic(topic)
             if p.high_throughput:
                 _compat.message_group_throughput(topic)
-        elif key is not None and not _restricts_queue_key(topic):
+        elif key is not None and not FeatureFlags.of(topic).is_enabled(SQS_KEY_FOR_THIS_TOPIC_ONLY):
             warn(
                 self,
                 "idempotent-pipeline:unrestricted-queue-key",
@@ -565,9 +560,3 @@ def _topic_fifo(topic: sns.ITopic | None) -> bool | None:
     if not fifo and not isinstance(topic, sns.Topic) and is_token(topic.topic_arn):
         return None
     return fifo
-
-
-def _restricts_queue_key(topic: sns.ITopic) -> bool:
-    from aws_cdk import FeatureFlags
-
-    return bool(FeatureFlags.of(topic).is_enabled(SQS_KEY_FOR_THIS_TOPIC_ONLY))
