@@ -819,15 +819,23 @@ def test_standard_dead_letter_retention_shorter_than_the_queues_is_rejected():
     )
 
 
-def test_a_given_standard_dead_letter_queue_with_a_shorter_retention_is_rejected():
+@pytest.mark.parametrize(
+    ("days", "seconds"), [(1, 86400), (None, 345600)], ids=["shorter", "as long (SQS's default, 4 days)"]
+)
+def test_a_given_standard_dead_letter_queue_keeping_messages_no_longer_than_the_queue_is_rejected(
+    days, seconds
+):
+    """SQS's default retention (4 days) is the queue's default too: a given DLQ must keep messages longer."""
     stack = new_stack()
-    dlq = sqs.Queue(stack, "Dlq", retention_period=Duration.days(1))
+    dlq = sqs.Queue(stack, "Dlq", retention_period=Duration.days(days) if days else None)
     with pytest.raises(
         ConfigurationError,
-        match=r"^the retention period of dead_letter_queue TestStack/Dlq \(86400 seconds\) must be longer "
-        r"than MessagingOptions.retention_period \(345600 seconds\) on standard queues",
+        match=rf"^the retention period of dead_letter_queue TestStack/Dlq \({seconds} seconds\) must be "
+        r"longer than MessagingOptions.retention_period \(345600 seconds\) on standard queues",
     ):
         Messaging(stack, "M", dead_letter_queue=dlq, options=MessagingOptions(fifo=False))
+    longer = sqs.Queue(stack, "LongerDlq", retention_period=Duration.days(5))
+    Messaging(stack, "Accepted", dead_letter_queue=longer, options=MessagingOptions(fifo=False))
 
 
 def test_fifo_dead_letter_retention_shorter_than_the_queues_warns():
@@ -859,20 +867,6 @@ def test_standard_dead_letter_retention_equal_to_the_queues_is_rejected():
         "MessagingOptions.dead_letter_retention_period (1209600 seconds) must be longer than "
         "MessagingOptions.retention_period (1209600 seconds) on standard queues"
     )
-
-
-def test_a_given_standard_dead_letter_queue_keeping_messages_as_long_as_the_queue_is_rejected():
-    """SQS's default retention (4 days) is the queue's default too: a given DLQ must keep messages longer."""
-    stack = new_stack()
-    dlq = sqs.Queue(stack, "Dlq")
-    with pytest.raises(
-        ConfigurationError,
-        match=r"^the retention period of dead_letter_queue TestStack/Dlq \(345600 seconds\) must be longer "
-        r"than MessagingOptions.retention_period \(345600 seconds\) on standard queues",
-    ):
-        Messaging(stack, "M", dead_letter_queue=dlq, options=MessagingOptions(fifo=False))
-    longer = sqs.Queue(stack, "LongerDlq", retention_period=Duration.days(5))
-    Messaging(stack, "Accepted", dead_letter_queue=longer, options=MessagingOptions(fifo=False))
 
 
 def test_fifo_dead_letter_retention_equal_to_the_queues_is_accepted():
