@@ -713,10 +713,7 @@ class IdempotentConsumer(Counters, Construct):
         o = p.options
         runtime, python_version = python_runtime(o.runtime)
         architecture = o.architecture or DEFAULT_ARCHITECTURE
-        target = Target(
-            python_version=python_version,
-            architecture="arm64" if o.architecture is None else str(architecture.name),
-        )
+        target = Target(python_version, "arm64" if o.architecture is None else str(architecture.name))
         emits = p.emit_target is not None
         asset, left_out = stage_asset(user_code, p.include, p.exclude, target, p.mode, emits)
         note = left_out_note(left_out)

@@ -232,13 +232,8 @@ class OutboxRelay(Counters, Construct):
         retention: Any,
         log_key: kms.IKey | None,
     ) -> None:
-        asset, _ = stage_asset(
-            None,
-            (),
-            (),
-            Target(DEFAULT_PYTHON_VERSION, "arm64" if architecture is None else str(architecture.name)),
-            None,
-        )
+        machine = "arm64" if architecture is None else str(architecture.name)
+        asset, _ = stage_asset(None, (), (), Target(DEFAULT_PYTHON_VERSION, machine), None)
         self.role, self.log_group, self.function = _keys.function(
             self,
             "Outbox relay: reads the table's stream, publishes emitted messages",
