@@ -549,9 +549,8 @@ def stage_asset(
     emits: bool = False,
 ) -> tuple[str, list[PurePosixPath]]:
     """Copy the runtime (what ``mode`` runs, with the outbox when it ``emits``; the relay's when ``mode`` is
-    None), the user's code and its installed requirements into a fresh
-    directory; returns it and the files of the code directory left out that may be data (see
-    :func:`left_out_note`).
+    None), the user's code and its installed requirements into a fresh directory; returns it and the files
+    of the code directory left out that may be data (see :func:`left_out_note`).
 
     The directory lives until the process exits: CDK copies it into the cloud assembly at synth.
     """

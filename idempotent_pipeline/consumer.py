@@ -780,7 +780,7 @@ class IdempotentConsumer(Counters, Construct):
         definitions = [
             AlarmDefinition(
                 "FailedAlarm",
-                lambda: self.metric_failed(period=p.alarms.failed_period),
+                lambda: self.metric_failed(period=p.alarms.options.failed_period),
                 p.alarms.failed_threshold,
                 "records failed and were left for SQS to retry (throttling, timeouts, or a deployment that "
                 "cannot work): see the function's logs",

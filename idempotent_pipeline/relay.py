@@ -286,7 +286,7 @@ class OutboxRelay(Counters, Construct):
             ),
             AlarmDefinition(
                 "FailedAlarm",
-                lambda: self.metric_failed(period=alarms.failed_period),
+                lambda: self.metric_failed(period=alarms.options.failed_period),
                 alarms.failed_threshold,
                 "stream records were left for the stream to deliver again (the target throttles, fails or "
                 "refuses the relay): see the relay's logs",
