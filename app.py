@@ -51,11 +51,10 @@ from idempotent_pipeline.options import DEFAULT_RUNTIME
 class Flag(Kind):
     """true or false (also 1/0, yes/no, in any case)."""
 
+    WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
     def parse(self, name: str, text: str) -> bool:
-        flag = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(
-            text.lower()
-        )
-        return self.coerce(name, text if flag is None else flag)
+        return self.coerce(name, self.WORDS.get(text.lower(), text))
 
     def coerce(self, name: str, value: Any) -> bool:
         if not isinstance(value, bool):

@@ -86,6 +86,7 @@ LAMBDA_LIMITS = {
     "memory_size": IntRange(128, 10240),
     "max_concurrency": IntRange(2, 1000),
     "reserved_concurrent_executions": IntRange(1),
+    "batch_size": IntRange(),  # 1 to 10 on FIFO, to 10,000 on standard: a rule, once the queue is known
 }
 # Lambda creates and deletes the function's network interfaces with its role; the Describe actions take no
 # resource, and Lambda checks for these actions on "*" when the function is created.
@@ -499,7 +500,6 @@ def _resolve(
             and dead_letter_queue.queue_arn == queue.queue_arn
         ),
         **limits,
-        batch_size=read("ConsumerOptions.batch_size", IntRange(), o.batch_size, unset=True)[0],
         max_batching_window=seconds("ConsumerOptions.max_batching_window", o.max_batching_window),
         overridden=tuple(
             sorted((contract.VARIABLE_NAMES | contract.RETIRED_VARIABLES.keys()).intersection(extra))
