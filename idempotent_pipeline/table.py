@@ -178,10 +178,10 @@ def _check_names(scope: Construct, options: TableOptions, *, removal_policy: Rem
 
 def _check_schema(table: dynamodb.Table, options: TableOptions) -> None:
     """For a table defined in this app, the names the runtime is told must be the table's keys."""
-    schema = _compat.key_schema(table)
+    partition_keys, sort_keys = _compat.key_schema(table)
     wanted = (
-        ("partition_key_name", options.partition_key_name, list(schema.partition_keys)),
-        ("sort_key_name", options.sort_key_name, list(schema.sort_keys)),
+        ("partition_key_name", options.partition_key_name, partition_keys),
+        ("sort_key_name", options.sort_key_name, sort_keys),
     )
     for prop, name, attributes in wanted:
         if len(attributes) != 1:
