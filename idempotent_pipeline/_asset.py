@@ -249,16 +249,11 @@ def _named(relative: PurePosixPath, include: Sequence[str]) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class Selection:
+def select_files(
+    directory: Path, include: Sequence[str], exclude: Sequence[str]
+) -> tuple[list[tuple[Path, PurePosixPath]], list[PurePosixPath]]:
     """The files of the code directory that ship ``(source, relative path)``, and the others left out that
     may be data the function reads (not hidden, excluded, a cache, or in a directory never searched)."""
-
-    shipped: list[tuple[Path, PurePosixPath]]
-    left_out: list[PurePosixPath]
-
-
-def select_files(directory: Path, include: Sequence[str], exclude: Sequence[str]) -> Selection:
     shipped, left_out = [], []
     for root, dirs, files in os.walk(directory):
         base = PurePosixPath(Path(root).relative_to(directory).as_posix())
@@ -273,7 +268,7 @@ def select_files(directory: Path, include: Sequence[str], exclude: Sequence[str]
                 shipped.append((Path(root, name), relative))
             elif not _excluded(relative, UNREMARKABLE):
                 left_out.append(relative)
-    return Selection(shipped, left_out)
+    return shipped, left_out
 
 
 def left_out_note(left_out: Sequence[PurePosixPath]) -> str | None:
@@ -564,17 +559,15 @@ def stage_asset(
             # Installed, never shipped, even when include names them: requirements files may name a private
             # index with its credentials.
             installed_from = set(requirement_files(requirements))
-        selection = select_files(code_directory, include, exclude)
+        shipped, unshipped = select_files(code_directory, include, exclude)
         names = {path.name for path in installed_from}
         root = code_directory
 
         def installed(relative: PurePosixPath) -> bool:
             return relative.name in names and (root / relative).resolve() in installed_from
 
-        parts["code_directory"] = [
-            (source, path) for source, path in selection.shipped if not installed(path)
-        ]
-        left_out = [path for path in selection.left_out if not installed(path)]
+        parts["code_directory"] = [(source, path) for source, path in shipped if not installed(path)]
+        left_out = [path for path in unshipped if not installed(path)]
     wanted = _runtime_modules_imported(parts.get("code_directory", ()))
     parts["runtime"] = runtime_files(mode, wanted, emits)
     check_size(parts)
