@@ -61,8 +61,7 @@ FILTER_POLICY_WARNING = (
 REDRIVE_FAILED_METRIC = "NumberOfNotificationsFailedToRedriveToDlq"
 SUBSCRIPTION_DLQ_NAG_REASON = (
     "this queue is the dead-letter queue of the SNS subscription (its RedrivePolicy), which the rule does "
-    "not "
-    "recognise; SNS moves a message here when it cannot deliver it to the queue"
+    "not recognise; SNS moves a message here when it cannot deliver it to the queue"
 )
 
 
@@ -460,8 +459,7 @@ class Messaging(Construct):
         # included. With a key of the app (whose policy is written here) it is encrypted like the other
         # queues; with an imported key, whose policy may lack SNS or which may be disabled, it would fail for
         # the same reason as the queue and SNS would drop the message: SSE-SQS instead, which SNS can always
-        # write to.
-        # SNS delivers a FIFO topic's failures only to a FIFO queue.
+        # write to. FIFO with a FIFO topic: SNS delivers a FIFO topic's failures only to a FIFO queue.
         self.subscription_dead_letter_queue = self._queue(
             "SubscriptionDeadLetterQueue",
             p,
