@@ -51,11 +51,10 @@ from idempotent_pipeline.options import DEFAULT_RUNTIME
 class Flag(Kind):
     """true or false (also 1/0, yes/no, in any case)."""
 
+    WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
     def parse(self, name: str, text: str) -> bool:
-        flag = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(
-            text.lower()
-        )
-        return self.coerce(name, text if flag is None else flag)
+        return self.coerce(name, self.WORDS.get(text.lower(), text))
 
     def coerce(self, name: str, value: Any) -> bool:
         if not isinstance(value, bool):
@@ -115,12 +114,13 @@ class Key:
 
 
 FLAG, INTEGER, SECONDS, NAMES = Flag(), IntRange(), Seconds(low=0), Names()
-BLOCKS = {
-    "MessagingOptions": "messaging",
-    "TableOptions": "table",
-    "ConsumerOptions": "consumer",
-    "AlarmOptions": "alarm",
+OPTIONS = {
+    "messaging": MessagingOptions,
+    "table": TableOptions,
+    "consumer": ConsumerOptions,
+    "alarm": AlarmOptions,
 }
+BLOCKS = {options.__name__: where for where, options in OPTIONS.items()}
 # The runtime's settings, from their declarations: a key per option, named like it (a duration like its
 # variable, in seconds: lease_duration is lease_seconds); parsed as the function's environment is.
 SETTINGS: dict[str, Key] = {
@@ -190,12 +190,6 @@ CONTEXT: dict[str, Key] = {
 }
 # Keys of the app itself.
 APP: dict[str, Kind] = {"stack_name": NAME, "nag": FLAG}
-OPTIONS = {
-    "messaging": MessagingOptions,
-    "table": TableOptions,
-    "consumer": ConsumerOptions,
-    "alarm": AlarmOptions,
-}
 DEFAULT_STACK_NAME = "IdempotentPipeline"
 # The processors of the two hops (``-c outbox=true``).
 TWO_HOP_CODE = str(Path(__file__).resolve().parent / "examples" / "two_hop")
@@ -294,12 +288,6 @@ class ReferenceStack(cdk.Stack):
             if options["messaging"].get("with_topic", True):
                 topic_key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="topic")
                 options["messaging"].update(topic_encryption_key=topic_key)
-        if not stack.get("alarm_topic"):
-            cdk.Annotations.of(self).acknowledge_warning(
-                "idempotent-pipeline:alarms-without-action",
-                "the reference stack's alarms notify nobody unless -c alarm_topic=true gives them a topic to "
-                "subscribe to (README: deploying to a real account)",
-            )
         if stack.get("alarm_topic"):
             # The alarm topic's key has its own policy: CloudWatch, which may use it for every alarm of the
             # account, gets nothing on the key of the pipeline's messages.
@@ -310,27 +298,22 @@ class ReferenceStack(cdk.Stack):
             )
             self.alarm_topic = sns.Topic(self, "AlarmTopic", enforce_ssl=True, master_key=alarm_key)
             options["alarm"].update(alarm_topic=self.alarm_topic)
+        else:
+            cdk.Annotations.of(self).acknowledge_warning(
+                "idempotent-pipeline:alarms-without-action",
+                "the reference stack's alarms notify nobody unless -c alarm_topic=true gives them a topic to "
+                "subscribe to (README: deploying to a real account)",
+            )
         if stack.get("tracing"):
             options["consumer"].update(tracing=lambda_.Tracing.ACTIVE)
         if stack.get("vpc"):
-            vpc, security_group = self._vpc(
-                workflow=bool(stack.get("workflow")), durable=bool(stack.get("durable"))
-            )
-            options["consumer"].update(vpc=vpc, security_groups=[security_group])
+            self._vpc(options["consumer"], stack)
         pipeline = dict(settings.get("pipeline", {}))
         if stack.get("outbox"):
             pipeline["emit_target"] = self._downstream(options)
         workflow = self._workflow(options["consumer"]) if stack.get("workflow") else None
         durable = self._durable(options["consumer"]) if stack.get("durable") else None
-        self.pipeline = IdempotentPipeline(
-            self,
-            "Pipeline",
-            messaging_options=MessagingOptions(**options["messaging"]),
-            table_options=TableOptions(**options["table"]),
-            consumer_options=ConsumerOptions(**options["consumer"]),
-            alarm_options=AlarmOptions(**options["alarm"]),
-            **pipeline,
-        )
+        self.pipeline = IdempotentPipeline(self, "Pipeline", **_blocks(options), **pipeline)
         outputs = {
             "TopicArn": self.pipeline.topic.topic_arn if self.pipeline.topic is not None else None,
             "QueueUrl": self.pipeline.queue.queue_url,
@@ -363,19 +346,11 @@ class ReferenceStack(cdk.Stack):
             options["consumer"].update(processor="hops:order", code_directory=TWO_HOP_CODE)
         by_dedup_id = {"key_source": contract.KeySource.DEDUP_ID}
         self.shipping = IdempotentPipeline(self, "Shipping", **_hop(options, "shipping", by_dedup_id))
+        payment = dict(mode=contract.Mode.TRANSACTION, processor="hops:payment", code_directory=TWO_HOP_CODE)
         self.payments = IdempotentPipeline(
             self,
             "Payments",
-            **_hop(
-                options,
-                "payments",
-                {
-                    "mode": contract.Mode.TRANSACTION,
-                    "processor": "hops:payment",
-                    "code_directory": TWO_HOP_CODE,
-                }
-                | by_dedup_id,
-            ),
+            **_hop(options, "payments", payment | by_dedup_id),
             emit_target=self.shipping.topic,
         )
         for name, hop in (("Payments", self.payments), ("Shipping", self.shipping)):
@@ -462,10 +437,10 @@ class ReferenceStack(cdk.Stack):
         """A log group of the reference stack, under the data key when there is one."""
         return logs.LogGroup(self, id, retention=logs.RetentionDays.ONE_MONTH, encryption_key=self.data_key)
 
-    def _vpc(self, workflow: bool, durable: bool = False) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
-        """Private subnets without internet access: the function reaches DynamoDB through a gateway endpoint
-        and SQS (with ``workflow``, Step Functions; with ``durable``, Lambda) through interface endpoints that
-        admit only the function's security group."""
+    def _vpc(self, consumer: dict[str, Any], stack: Mapping[str, Any]) -> None:
+        """The consumer in private subnets without internet access: it reaches DynamoDB through a gateway
+        endpoint and SQS (with ``workflow``, Step Functions; with ``durable``, Lambda) through interface
+        endpoints that admit only the function's security group."""
         flow_logs = self._log_group("VpcFlowLogs")
         vpc = ec2.Vpc(
             self,
@@ -488,9 +463,9 @@ class ReferenceStack(cdk.Stack):
             self, "FunctionSecurityGroup", vpc=vpc, description="the consumer function"
         )
         endpoints = {"Sqs": ("SQS", ec2.InterfaceVpcEndpointAwsService.SQS)}
-        if workflow:
+        if stack.get("workflow"):
             endpoints["StepFunctions"] = ("Step Functions", ec2.InterfaceVpcEndpointAwsService.STEP_FUNCTIONS)
-        if durable:
+        if stack.get("durable"):
             endpoints["Lambda"] = ("Lambda", ec2.InterfaceVpcEndpointAwsService.LAMBDA_)
         for name, (service_name, service) in endpoints.items():
             endpoint_group = ec2.SecurityGroup(
@@ -502,7 +477,7 @@ class ReferenceStack(cdk.Stack):
             )
             endpoint_group.add_ingress_rule(function_group, ec2.Port.tcp(443), "HTTPS from the consumer")
             vpc.add_interface_endpoint(name, service=service, security_groups=[endpoint_group], open=False)
-        return vpc, function_group
+        consumer.update(vpc=vpc, security_groups=[function_group])
 
 
 def _started_from_guarded(consumer: dict[str, Any], what: str, processor: str, code: Path) -> None:
@@ -531,7 +506,12 @@ def _hop(options: Mapping[str, Mapping[str, Any]], name: str, consumer: Mapping[
     if "table_name" in options["table"]:
         mine["table"]["table_name"] = f"{options['table']['table_name']}-{name}"
     mine["consumer"].update(consumer)
-    return {f"{where}_options": OPTIONS[where](**values) for where, values in mine.items()}
+    return _blocks(mine)
+
+
+def _blocks(options: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """IdempotentPipeline's options objects, of each block's options by name."""
+    return {f"{where}_options": OPTIONS[where](**values) for where, values in options.items()}
 
 
 def build_app(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> cdk.App:

@@ -200,10 +200,6 @@ class Alarms:
             return float(self.options.failed_threshold)
         return float(self.failed_threshold_count)
 
-    @property
-    def failed_period(self) -> Any:
-        return self.options.failed_period
-
     def create(
         self, scope: Construct, definitions: Iterable[AlarmDefinition]
     ) -> tuple[cloudwatch.Alarm, ...]:

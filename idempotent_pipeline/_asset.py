@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import tokenize
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -81,8 +82,7 @@ def check_processor(
     if processor is None:
         raise ConfigurationError(
             f"ConsumerOptions.code_directory is set ({code_directory!r}) but processor is not; give "
-            "processor "
-            "as 'module:function' naming a function in that directory"
+            "processor as 'module:function' naming a function in that directory"
         )
     contract.PROCESSOR.kind.coerce("ConsumerOptions.processor", processor)  # a deploy-time one: refused
     module, attribute = processor.split(":")
@@ -99,8 +99,7 @@ def check_processor(
     if (directory / RUNTIME_PACKAGE).exists() or (directory / f"{RUNTIME_PACKAGE}.py").exists():
         raise ConfigurationError(
             f"ConsumerOptions.code_directory must not contain {RUNTIME_PACKAGE!r}: it would shadow the "
-            "bundled "
-            f"runtime; got {code_directory!r}"
+            f"bundled runtime; got {code_directory!r}"
         )
     if module.split(".")[0] == RUNTIME_PACKAGE:
         raise ConfigurationError(
@@ -250,16 +249,11 @@ def _named(relative: PurePosixPath, include: Sequence[str]) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class Selection:
+def select_files(
+    directory: Path, include: Sequence[str], exclude: Sequence[str]
+) -> tuple[list[tuple[Path, PurePosixPath]], list[PurePosixPath]]:
     """The files of the code directory that ship ``(source, relative path)``, and the others left out that
     may be data the function reads (not hidden, excluded, a cache, or in a directory never searched)."""
-
-    shipped: list[tuple[Path, PurePosixPath]]
-    left_out: list[PurePosixPath]
-
-
-def select_files(directory: Path, include: Sequence[str], exclude: Sequence[str]) -> Selection:
     shipped, left_out = [], []
     for root, dirs, files in os.walk(directory):
         base = PurePosixPath(Path(root).relative_to(directory).as_posix())
@@ -274,7 +268,7 @@ def select_files(directory: Path, include: Sequence[str], exclude: Sequence[str]
                 shipped.append((Path(root, name), relative))
             elif not _excluded(relative, UNREMARKABLE):
                 left_out.append(relative)
-    return Selection(shipped, left_out)
+    return shipped, left_out
 
 
 def left_out_note(left_out: Sequence[PurePosixPath]) -> str | None:
@@ -291,10 +285,6 @@ def left_out_note(left_out: Sequence[PurePosixPath]) -> str | None:
     )
 
 
-def _size(files: Iterable[tuple[Path, PurePosixPath]]) -> int:
-    return sum(source.stat().st_size for source, _ in files)
-
-
 def _tree(directory: Path) -> list[tuple[Path, PurePosixPath]]:
     return [
         (path, PurePosixPath(path.relative_to(directory).as_posix()))
@@ -305,16 +295,15 @@ def _tree(directory: Path) -> list[tuple[Path, PurePosixPath]]:
 
 def check_size(parts: dict[str, list[tuple[Path, PurePosixPath]]]) -> None:
     """The asset must stay within Lambda's 250 MB unzipped."""
-    total = sum(_size(files) for files in parts.values())
+    total = sum(source.stat().st_size for files in parts.values() for source, _ in files)
     if total <= MAX_UNZIPPED_BYTES:
         return
-    largest: dict[str, int] = {}
+    largest: Counter[str] = Counter()
     for origin, files in parts.items():
         for source, relative in files:
             top = f"{origin}: {relative.parts[0]}{'/' if len(relative.parts) > 1 else ''}"
-            largest[top] = largest.get(top, 0) + source.stat().st_size
-    biggest = sorted(largest.items(), key=lambda item: item[1], reverse=True)[:3]
-    listed = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in biggest)
+            largest[top] += source.stat().st_size
+    listed = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in largest.most_common(3))
     raise ConfigurationError(
         f"the function's code asset would be {total / 1e6:.1f} MB unzipped, over Lambda's 250 MB limit "
         f"({MAX_UNZIPPED_BYTES} bytes); largest: {listed}. Leave out what the function does not need with "
@@ -555,9 +544,8 @@ def stage_asset(
     emits: bool = False,
 ) -> tuple[str, list[PurePosixPath]]:
     """Copy the runtime (what ``mode`` runs, with the outbox when it ``emits``; the relay's when ``mode`` is
-    None), the user's code and its installed requirements into a fresh
-    directory; returns it and the files of the code directory left out that may be data (see
-    :func:`left_out_note`).
+    None), the user's code and its installed requirements into a fresh directory; returns it and the files
+    of the code directory left out that may be data (see :func:`left_out_note`).
 
     The directory lives until the process exits: CDK copies it into the cloud assembly at synth.
     """
@@ -571,17 +559,15 @@ def stage_asset(
             # Installed, never shipped, even when include names them: requirements files may name a private
             # index with its credentials.
             installed_from = set(requirement_files(requirements))
-        selection = select_files(code_directory, include, exclude)
+        shipped, unshipped = select_files(code_directory, include, exclude)
         names = {path.name for path in installed_from}
         root = code_directory
 
         def installed(relative: PurePosixPath) -> bool:
             return relative.name in names and (root / relative).resolve() in installed_from
 
-        parts["code_directory"] = [
-            (source, path) for source, path in selection.shipped if not installed(path)
-        ]
-        left_out = [path for path in selection.left_out if not installed(path)]
+        parts["code_directory"] = [(source, path) for source, path in shipped if not installed(path)]
+        left_out = [path for path in unshipped if not installed(path)]
     wanted = _runtime_modules_imported(parts.get("code_directory", ()))
     parts["runtime"] = runtime_files(mode, wanted, emits)
     check_size(parts)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-from dataclasses import dataclass
 from typing import Any, cast
 
 import aws_cdk as cdk
@@ -109,18 +108,11 @@ def topic_key(topic: sns.ITopic) -> kms.IKey | None:
     return cast(kms.IKey, known) if known is not None else kms.Key.from_key_arn(topic, "MasterKey", key_arn)
 
 
-@dataclass(frozen=True)
-class KeySchema:
-    """The key attributes of a table (as ``dynamodb.Table.schema_v2()`` lists them)."""
-
-    partition_keys: list[dynamodb.Attribute]
-    sort_keys: list[dynamodb.Attribute]
-
-
-def key_schema(table: dynamodb.Table) -> KeySchema:
-    """``table.schema_v2()``, or before it ``table.schema()`` (one partition key, at most one sort key)."""
+def key_schema(table: dynamodb.Table) -> tuple[list[dynamodb.Attribute], list[dynamodb.Attribute]]:
+    """A table's partition and sort key attributes: ``table.schema_v2()``, or before it ``table.schema()``
+    (one partition key, at most one sort key)."""
     if hasattr(table, "schema_v2"):
         schema = table.schema_v2()
-        return KeySchema(list(schema.partition_keys), list(schema.sort_keys))
+        return list(schema.partition_keys), list(schema.sort_keys)
     old: Any = table.schema()
-    return KeySchema([old.partition_key], [old.sort_key] if old.sort_key is not None else [])
+    return [old.partition_key], [old.sort_key] if old.sort_key is not None else []

@@ -33,10 +33,9 @@ def qualified(function: lambda_.IFunction, method: str) -> tuple[lambda_.IFuncti
     is invoked with; an unqualified function is refused (Lambda invokes durable functions by version, alias
     or $LATEST only)."""
     version = getattr(function, "version", None)  # IVersion: the version's number; IAlias: its IVersion
-    if isinstance(version, str):
-        return getattr(function, "lambda_", None), function.function_arn
-    if version is not None:  # an alias
-        return getattr(version, "lambda_", None), function.function_arn
+    if version is not None:  # a version's function, or an alias's version's
+        holder = function if isinstance(version, str) else version
+        return getattr(holder, "lambda_", None), function.function_arn
     arn = function.function_arn
     if not Token.is_unresolved(arn) and len(arn.split(":")) == 8:  # Function.from_function_arn("...:fn:1")
         return None, arn
@@ -59,10 +58,8 @@ def durable_config(function: lambda_.IFunction | None) -> Any:
 def grant(
     grantee: lambda_.IFunction, scope: Any, function: lambda_.IFunction, key: kms.IKey | None, method: str
 ) -> iam.Grant:
-    """Invoke and GetFunctionConfiguration on the qualified function; ListDurableExecutionsByFunction and
-    ListVersionsByFunction on the function; ListDurableExecutionsByFunction and GetDurableExecution on its
-    versions' executions (``function:NAME:*``, acknowledged for cdk-nag); kms:GenerateDataKey and kms:Decrypt
-    through Lambda on ``key``."""
+    """What :meth:`IdempotentConsumer.grant_start_durable_execution` grants ``grantee`` (its docstring lists
+    the actions); its versions' executions are ``function:NAME:*``."""
     underlying, arn = qualified(function, method)
     config = durable_config(underlying)
     if config is None:

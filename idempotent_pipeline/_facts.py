@@ -34,9 +34,10 @@ def expires_before_dead_letter(retention: int, max_receive_count: int, visibilit
 
 def dead_letter_expires_early(fifo: bool, dead_letter_retention: int, retention: int) -> bool:
     """On a standard queue a dead letter keeps its enqueue time, so a dead-letter queue that keeps messages
-    for less time than its source deletes them early, or at once (a FIFO dead-letter queue restarts the
-    clock)."""
-    return not fifo and dead_letter_retention < retention
+    no longer than its source deletes them early, or at once: with equal retention periods a dead letter
+    gets only what was left of its source's (AWS: the DLQ's retention longer than the source's). A FIFO
+    dead-letter queue restarts the clock."""
+    return not fifo and dead_letter_retention <= retention
 
 
 @dataclass(frozen=True)

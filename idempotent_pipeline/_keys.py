@@ -1,4 +1,5 @@
-"""Key policy statements AWS services need on customer-managed keys, and the warning for an imported key.
+"""Key policy statements AWS services need on customer-managed keys, and the warning for an imported key;
+a block's function with its role and its log group, which may be under such a key.
 
 CDK adds a statement only to the policy of a key defined in the app (``kms.Key``); an imported key's policy
 is out of its reach. Without the statement the service cannot use the key, and for SNS that means dropped
@@ -10,10 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Aws, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
@@ -175,11 +178,18 @@ def state_machine_key(state_machine: IConstruct) -> str | None:
     return arn if Token.is_unresolved(arn) or arn.startswith("arn:") else None
 
 
-def log_group(
-    scope: Construct, retention: logs.RetentionDays, key: kms.IKey | None, owner: str
-) -> logs.LogGroup:
-    """A block's function's log group (``LogGroup``), under ``key`` when given
+def function(
+    scope: Construct, role: str, asset: str, retention: Any, key: kms.IKey | None, owner: str, **props: Any
+) -> tuple[iam.Role, logs.LogGroup, lambda_.Function]:
+    """A block's function (``Function``, of the code in ``asset``) with a role of its own (``Role``, which
+    ``role`` describes) and a log group (``LogGroup``) the role writes to, under ``key`` when given
     (``<owner>.log_encryption_key``), whose policy gets the statement CloudWatch Logs needs."""
+    principal = iam.ServicePrincipal("lambda.amazonaws.com")
+    made_role = iam.Role(scope, "Role", assumed_by=principal, description=role)
     if key is not None:
         allow(scope, key, f"{owner}.log_encryption_key", CLOUDWATCH_LOGS)
-    return logs.LogGroup(scope, "LogGroup", retention=retention, encryption_key=key)
+    group = logs.LogGroup(scope, "LogGroup", retention=retention, encryption_key=key)
+    code = lambda_.Code.from_asset(asset)
+    made = lambda_.Function(scope, "Function", code=code, role=made_role, log_group=group, **props)
+    group.grant_write(made_role)
+    return made_role, group, made

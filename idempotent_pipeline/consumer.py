@@ -49,7 +49,6 @@ from idempotent_pipeline._rules import (
     Rule,
     describe,
     enforce,
-    implements,
     instance,
     instances,
     is_token,
@@ -68,7 +67,7 @@ from idempotent_pipeline.options import (
     AlarmOptions,
     ConsumerOptions,
 )
-from idempotent_pipeline.relay import OutboxRelay
+from idempotent_pipeline.relay import OutboxRelay, target_arn
 from idempotent_pipeline.table import IdempotencyTable
 
 # AWS guidance for SQS event sources: visibility timeout at least 6 x the function timeout, so a message is
@@ -87,6 +86,7 @@ LAMBDA_LIMITS = {
     "memory_size": IntRange(128, 10240),
     "max_concurrency": IntRange(2, 1000),
     "reserved_concurrent_executions": IntRange(1),
+    "batch_size": IntRange(),  # 1 to 10 on FIFO, to 10,000 on standard: a rule, once the queue is known
 }
 # Lambda creates and deletes the function's network interfaces with its role; the Describe actions take no
 # resource, and Lambda checks for these actions on "*" when the function is created.
@@ -468,7 +468,8 @@ def _resolve(
         dead_letter_queue = facts.dead_letter_queue
     dlq_facts = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
     extra = _extra_environment(o)
-    settings, deployed = _settings(o, table, dead_letter_queue, facts, _target_arn(emit_target))
+    emit_target_arn = target_arn("emit_target", emit_target) if emit_target is not None else None
+    settings, deployed = _settings(o, table, dead_letter_queue, facts, emit_target_arn)
     limits = {
         prop: read(_OPTIONS + prop, kind, getattr(o, prop), unset=True)[0]
         for prop, kind in LAMBDA_LIMITS.items()
@@ -499,7 +500,6 @@ def _resolve(
             and dead_letter_queue.queue_arn == queue.queue_arn
         ),
         **limits,
-        batch_size=read("ConsumerOptions.batch_size", IntRange(), o.batch_size, unset=True)[0],
         max_batching_window=seconds("ConsumerOptions.max_batching_window", o.max_batching_window),
         overridden=tuple(
             sorted((contract.VARIABLE_NAMES | contract.RETIRED_VARIABLES.keys()).intersection(extra))
@@ -537,17 +537,6 @@ def _extra_environment(o: ConsumerOptions) -> dict[str, str]:
             f"ConsumerOptions.environment must map names to strings; got {o.environment!r}"
         )
     return extra
-
-
-def _target_arn(target: object) -> str | None:
-    """The ARN of the consumer's ``emit_target`` (an ``sns.ITopic`` or an ``sqs.IQueue``), or None."""
-    if target is None:
-        return None
-    if implements(target, sns.ITopic):
-        return target.topic_arn  # type: ignore[attr-defined,no-any-return]
-    if implements(target, sqs.IQueue):
-        return target.queue_arn  # type: ignore[attr-defined,no-any-return]
-    raise ConfigurationError(f"emit_target must be an sns.ITopic or an sqs.IQueue; got {target!r:.120}")
 
 
 def _settings(
@@ -614,13 +603,6 @@ def _known_at_synth(prop: str, value: Any, reader: Any) -> Any:
     return reader(_OPTIONS + prop, value)
 
 
-def _removal_policy(dead_letter_queue: sqs.IQueue | None) -> RemovalPolicy:
-    """The relay's dead-letter queue is kept as the consumer's is: as Messaging made it, else RETAIN."""
-    facts = describe_queue(dead_letter_queue) if dead_letter_queue is not None else None
-    known = facts.removal_policy if facts is not None else None
-    return known if known is not None else RemovalPolicy.RETAIN
-
-
 def _key_of(queue: sqs.IQueue, facts: QueueFacts | None) -> Any:
     """A queue's key as the block that made it remembered it, else as CDK knows it."""
     known = facts is not None and facts.encryption_key_known
@@ -649,11 +631,10 @@ def _validate(scope: Construct, p: ConsumerProps) -> None:
 class IdempotentConsumer(Counters, Construct):
     """A Lambda function running the bundled idempotent runtime on an SQS queue (FIFO or standard).
 
-    The code asset is the ``idempotent_runtime`` package plus the Python sources of ``code_directory`` and
-    what ``ConsumerOptions.include`` names, and the wheels of its ``requirements.txt``, staged without Docker;
-    handler ``idempotent_runtime.handler.handler`` on ``ConsumerOptions.runtime`` (pinned by default). The
-    SQS event source reports batch item failures. The function gets its own role with exactly the actions
-    the runtime uses and an explicit log group; its environment follows the runtime contract.
+    The code asset, staged without Docker, is the ``idempotent_runtime`` package and your code
+    (``ConsumerOptions.code_directory``); the SQS event source reports batch item failures. The function gets
+    its own role with exactly the actions the runtime uses and an explicit log group; its environment follows
+    the runtime contract.
 
     Alarms (``alarm_options``): failed records over a window, quarantined ≥ 1, conflicts ≥ 1,
     misconfigured ≥ 1, invocation errors ≥ 1; and the queue's oldest message and the DLQ's depth when no
@@ -711,6 +692,8 @@ class IdempotentConsumer(Counters, Construct):
         self.relay: OutboxRelay | None = None
         if emit_target is not None:
             o = props.options
+            # The relay's dead-letter queue is kept as the consumer's is: as Messaging made it, else RETAIN.
+            kept = getattr(props.dlq_facts, "removal_policy", None)
             self.relay = OutboxRelay(
                 self,
                 "Relay",
@@ -723,37 +706,28 @@ class IdempotentConsumer(Counters, Construct):
                 log_retention=o.log_retention,
                 log_encryption_key=o.log_encryption_key,
                 alarm_options=alarm_options,
-                dead_letter_removal_policy=_removal_policy(props.dead_letter_queue),
+                dead_letter_removal_policy=kept or RemovalPolicy.RETAIN,
             )
 
     def _build_function(self, p: ConsumerProps, user_code: Any) -> None:
         o = p.options
         runtime, python_version = python_runtime(o.runtime)
         architecture = o.architecture or DEFAULT_ARCHITECTURE
-        target = Target(
-            python_version=python_version,
-            architecture="arm64" if o.architecture is None else str(architecture.name),
-        )
+        target = Target(python_version, "arm64" if o.architecture is None else str(architecture.name))
         emits = p.emit_target is not None
         asset, left_out = stage_asset(user_code, p.include, p.exclude, target, p.mode, emits)
         note = left_out_note(left_out)
         if note is not None:
             warn(self, ASSET_LEFT_OUT, note)
-        self.role = iam.Role(
+        self.role, self.log_group, self.function = _keys.function(
             self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Idempotent consumer: reads the queue, writes the idempotency table",
-        )
-        self.log_group = _keys.log_group(self, o.log_retention, o.log_encryption_key, "ConsumerOptions")
-        self.function = lambda_.Function(
-            self,
-            "Function",
+            "Idempotent consumer: reads the queue, writes the idempotency table",
+            asset,
+            o.log_retention,
+            o.log_encryption_key,
+            "ConsumerOptions",
             runtime=runtime,
             handler=HANDLER,
-            code=lambda_.Code.from_asset(asset),
-            role=self.role,
-            log_group=self.log_group,
             timeout=o.timeout,
             memory_size=o.memory_size,
             architecture=architecture,
@@ -767,7 +741,6 @@ class IdempotentConsumer(Counters, Construct):
             layers=list(o.layers) if o.layers else None,
         )
         self._function_name = self.function.function_name
-        self.log_group.grant_write(self.role)
         if o.tracing is not None and o.tracing != lambda_.Tracing.DISABLED:
             _compat.acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]", XRAY_REASON)
         if o.vpc is not None:
@@ -790,13 +763,24 @@ class IdempotentConsumer(Counters, Construct):
             _keys.grant_through(self.function, p.table.encryption_key, contract.TABLE_KEY_ACTIONS, "dynamodb")
         if p.dead_letter_queue is not None:
             self._grant_dead_letter_queue(p.dead_letter_queue, _key_of(p.dead_letter_queue, p.dlq_facts))
-        self.event_source = self._consume(p.queue, _key_of(p.queue, p.facts), p.options)
+        # The SQS event source as CDK's SqsEventSource makes it (the same construct id, so the same mapping),
+        # whose key grant is limited to use through SQS: SqsEventSource grants the key outright.
+        o, arn, key = p.options, p.queue.queue_arn, _key_of(p.queue, p.facts)
+        self.event_source = self.function.add_event_source_mapping(
+            f"SqsEventSource:{Names.node_unique_id(p.queue.node)}",
+            event_source_arn=arn,
+            batch_size=o.batch_size,
+            max_batching_window=o.max_batching_window,
+            max_concurrency=o.max_concurrency,
+            report_batch_item_failures=True,
+        )
+        _keys.grant(self.function, CONSUME_ACTIONS, arn, key, CONSUME_KEY_ACTIONS, "sqs")
 
     def _alarm_definitions(self, p: ConsumerProps) -> list[AlarmDefinition]:
         definitions = [
             AlarmDefinition(
                 "FailedAlarm",
-                lambda: self.metric_failed(period=p.alarms.failed_period),
+                lambda: self.metric_failed(period=p.alarms.options.failed_period),
                 p.alarms.failed_threshold,
                 "records failed and were left for SQS to retry (throttling, timeouts, or a deployment that "
                 "cannot work): see the function's logs",
@@ -835,21 +819,6 @@ class IdempotentConsumer(Counters, Construct):
         return definitions
 
     # -- grants ---------------------------------------------------------------------------------------------
-
-    def _consume(self, queue: sqs.IQueue, key: Any, o: ConsumerOptions) -> lambda_.EventSourceMapping:
-        """The SQS event source as CDK's SqsEventSource makes it (the same construct id, so the same
-        mapping), whose key grant is limited to use through SQS: SqsEventSource grants the key outright."""
-        arn = queue.queue_arn
-        mapping = self.function.add_event_source_mapping(
-            f"SqsEventSource:{Names.node_unique_id(queue.node)}",
-            event_source_arn=arn,
-            batch_size=o.batch_size,
-            max_batching_window=o.max_batching_window,
-            max_concurrency=o.max_concurrency,
-            report_batch_item_failures=True,
-        )
-        _keys.grant(self.function, CONSUME_ACTIONS, arn, key, CONSUME_KEY_ACTIONS, "sqs")
-        return mapping
 
     def _grant_dead_letter_queue(self, dead_letter_queue: sqs.IQueue, key: Any) -> iam.Grant:
         arn = dead_letter_queue.queue_arn

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 from idempotent_runtime.contract import Mode
@@ -12,6 +14,8 @@ from idempotent_pipeline.messaging import Messaging
 from idempotent_pipeline.table import IdempotencyTable
 
 WIDTH = 8  # three graphs per row of 24 units
+MAXIMUM: dict[str, Any] = {"period": ONE_MINUTE, "statistic": "Maximum"}
+SUM: dict[str, Any] = {"period": ONE_MINUTE, "statistic": "Sum"}
 
 
 class PipelineDashboard(Construct):
@@ -39,84 +43,59 @@ class PipelineDashboard(Construct):
         if messaging is not None and messaging.subscription_dead_letter_queue is not None:
             queues.append(("subscription dead-letter queue", messaging.subscription_dead_letter_queue))
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", default_interval=None)
-        self.dashboard.add_widgets(
-            cloudwatch.GraphWidget(
-                title="Records by outcome (per minute)",
-                left=[
+        for row in (
+            (
+                _graph(
+                    "Records by outcome (per minute)",
                     consumer.metric_processed(label="processed"),
                     consumer.metric_duplicates(label="duplicates"),
                     *([consumer.metric_stale(label="stale")] if consumer.mode == Mode.VERSIONED else []),
                     consumer.metric_quarantined(label="quarantined"),
                     consumer.metric_failed(label="failed"),
-                ],
-                stacked=True,
-                width=WIDTH,
-            ),
-            cloudwatch.GraphWidget(
-                title="Duplicate rate (%)", left=[consumer.metric_duplicate_rate()], width=WIDTH
-            ),
-            cloudwatch.GraphWidget(
-                title="Conflicts and misconfiguration",
-                left=[
+                    stacked=True,
+                ),
+                _graph("Duplicate rate (%)", consumer.metric_duplicate_rate()),
+                _graph(
+                    "Conflicts and misconfiguration",
                     consumer.metric_conflicts(label="conflicts"),
                     consumer.metric_misconfigured(label="misconfigured"),
-                ],
-                width=WIDTH,
+                ),
             ),
-        )
-        self.dashboard.add_widgets(
-            cloudwatch.GraphWidget(
-                title="Dead-letter queues (visible messages)",
-                left=[
-                    queue.metric_approximate_number_of_messages_visible(
-                        period=ONE_MINUTE, statistic="Maximum", label=label
-                    )
-                    for label, queue in queues
-                    if queue is not None
-                ],
-                width=WIDTH,
+            (
+                _graph(
+                    "Dead-letter queues (visible messages)",
+                    *(
+                        queue.metric_approximate_number_of_messages_visible(**MAXIMUM, label=label)
+                        for label, queue in queues
+                        if queue is not None
+                    ),
+                ),
+                _graph(
+                    "Oldest message in the queue (seconds)",
+                    consumer.queue.metric_approximate_age_of_oldest_message(**MAXIMUM, label="age"),
+                ),
+                _graph(
+                    "DynamoDB write throttles",
+                    table.table.metric("WriteThrottleEvents", **SUM, label="write throttles"),
+                ),
             ),
-            cloudwatch.GraphWidget(
-                title="Oldest message in the queue (seconds)",
-                left=[
-                    consumer.queue.metric_approximate_age_of_oldest_message(
-                        period=ONE_MINUTE, statistic="Maximum", label="age"
-                    )
-                ],
-                width=WIDTH,
-            ),
-            cloudwatch.GraphWidget(
-                title="DynamoDB write throttles",
-                left=[
-                    table.table.metric(
-                        "WriteThrottleEvents", period=ONE_MINUTE, statistic="Sum", label="write throttles"
-                    )
-                ],
-                width=WIDTH,
-            ),
-        )
-        self.dashboard.add_widgets(
-            cloudwatch.GraphWidget(
-                title="Function duration (ms)",
-                left=[
+            (
+                _graph(
+                    "Function duration (ms)",
                     function.metric_duration(period=ONE_MINUTE, statistic="Average", label="average"),
                     function.metric_duration(period=ONE_MINUTE, statistic="p99", label="p99"),
-                ],
-                width=WIDTH,
+                ),
+                _graph(
+                    "Function concurrency and throttles",
+                    function.metric("ConcurrentExecutions", **MAXIMUM, label="concurrent"),
+                    function.metric_throttles(**SUM, label="throttles"),
+                ),
+                _graph("Invocation errors", function.metric_errors(**SUM, label="errors")),
             ),
-            cloudwatch.GraphWidget(
-                title="Function concurrency and throttles",
-                left=[
-                    function.metric(
-                        "ConcurrentExecutions", period=ONE_MINUTE, statistic="Maximum", label="concurrent"
-                    ),
-                    function.metric_throttles(period=ONE_MINUTE, statistic="Sum", label="throttles"),
-                ],
-                width=WIDTH,
-            ),
-            cloudwatch.GraphWidget(
-                title="Invocation errors",
-                left=[function.metric_errors(period=ONE_MINUTE, statistic="Sum", label="errors")],
-                width=WIDTH,
-            ),
-        )
+        ):
+            self.dashboard.add_widgets(*row)
+
+
+def _graph(title: str, *metrics: cloudwatch.IMetric, stacked: bool | None = None) -> cloudwatch.GraphWidget:
+    """A graph a third of the dashboard wide."""
+    return cloudwatch.GraphWidget(title=title, left=list(metrics), stacked=stacked, width=WIDTH)

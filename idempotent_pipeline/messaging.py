@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import FeatureFlags
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -39,7 +39,12 @@ from idempotent_pipeline._rules import (
     seconds,
     warn,
 )
-from idempotent_pipeline.options import DEFAULT_VISIBILITY_TIMEOUT, AlarmOptions, MessagingOptions
+from idempotent_pipeline.options import (
+    DEFAULT_VISIBILITY_TIMEOUT,
+    WITHOUT_SNAPSHOT,
+    AlarmOptions,
+    MessagingOptions,
+)
 
 # With this flag on, the key policy statement SqsSubscription gives SNS on a customer-managed queue key is
 # limited to the subscribed topic (aws:SourceArn); off, any SNS topic could use the key.
@@ -52,17 +57,11 @@ FILTER_POLICY_WARNING = (
     "a subscription filter policy is set: SNS FIFO to SQS FIFO delivery is exactly-once only without message "
     "filtering, so the table's conditional writes are the only remaining duplicate guard"
 )
-QUEUE_REMOVAL_POLICIES = (
-    RemovalPolicy.DESTROY,
-    RemovalPolicy.RETAIN,
-    RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
-)
 # AWS/SNS: messages SNS could not move to the subscription's dead-letter queue either; they are lost.
 REDRIVE_FAILED_METRIC = "NumberOfNotificationsFailedToRedriveToDlq"
 SUBSCRIPTION_DLQ_NAG_REASON = (
     "this queue is the dead-letter queue of the SNS subscription (its RedrivePolicy), which the rule does "
-    "not "
-    "recognise; SNS moves a message here when it cannot deliver it to the queue"
+    "not recognise; SNS moves a message here when it cannot deliver it to the queue"
 )
 
 
@@ -98,6 +97,12 @@ class MessagingProps:
         )
 
     @property
+    def deduplicate_by_content(self) -> bool | None:
+        """A new FIFO queue's and topic's ContentBasedDeduplication; on a standard queue or topic even False
+        is an attribute SQS and SNS refuse (a rule refuses True there), so it is left out."""
+        return self.content_based_deduplication is not False if self.fifo else None
+
+    @property
     def dead_letter_retention_name(self) -> str:
         if self.dead_letter_queue is None:
             return "MessagingOptions.dead_letter_retention_period"
@@ -117,11 +122,19 @@ def _range(prop: str, low: int, high: int, limits: str) -> Rule[MessagingProps]:
 
 def _removal_policy(prop: str) -> Rule[MessagingProps]:
     return Rule(
-        lambda p: getattr(p.options, prop) not in QUEUE_REMOVAL_POLICIES,
+        lambda p: getattr(p.options, prop) not in WITHOUT_SNAPSHOT,
         lambda p: (
             f"MessagingOptions.{prop} must be DESTROY, RETAIN or RETAIN_ON_UPDATE_OR_DELETE (queues have "
             f"no snapshots); got {getattr(p.options, prop)}"
         ),
+    )
+
+
+def _needs(prop: str, needed: str, setting: str) -> Rule[MessagingProps]:
+    """``prop`` set with ``setting`` False, which takes away what it ``needed``."""
+    return Rule(
+        lambda p: bool(getattr(p.options, prop)) and not getattr(p, setting),
+        lambda p: f"MessagingOptions.{prop} {needed}; got it with {setting}=False",
     )
 
 
@@ -158,22 +171,14 @@ RULES: tuple[Rule[MessagingProps], ...] = (
             and dead_letter_expires_early(p.fifo, p.dead_letter_retention, p.retention_period)
         ),
         lambda p: (
-            f"{p.dead_letter_retention_name} ({p.dead_letter_retention} seconds) must be at least "
+            f"{p.dead_letter_retention_name} ({p.dead_letter_retention} seconds) must be longer than "
             f"MessagingOptions.retention_period ({p.retention_period} seconds) on standard queues: SQS keeps "
             "a message's enqueue time when it moves it to the dead-letter queue, so a dead letter would "
-            "expire early, or at once"
+            "expire early, or at once (14 days is the longest retention: give the source queue less)"
         ),
     ),
-    Rule(
-        lambda p: not p.fifo and p.content_based_deduplication,
-        lambda p: (
-            "MessagingOptions.content_based_deduplication applies only to FIFO queues; got it with fifo=False"
-        ),
-    ),
-    Rule(
-        lambda p: not p.fifo and p.high_throughput,
-        lambda p: "MessagingOptions.high_throughput applies only to FIFO queues; got it with fifo=False",
-    ),
+    _needs("content_based_deduplication", "applies only to FIFO queues", "fifo"),
+    _needs("high_throughput", "applies only to FIFO queues", "fifo"),
     Rule(
         lambda p: not p.with_topic and p.topic is not None,
         lambda p: "topic was given but MessagingOptions.with_topic is False; give one or the other",
@@ -208,14 +213,8 @@ RULES: tuple[Rule[MessagingProps], ...] = (
             f"topic where it is defined (got topic {describe(p.topic, 'topic_arn')})"
         ),
     ),
-    Rule(
-        lambda p: p.topic_key is not None and not p.with_topic,
-        lambda p: "MessagingOptions.topic_encryption_key needs a topic; got it with with_topic=False",
-    ),
-    Rule(
-        lambda p: p.filter_policy and not p.with_topic,
-        lambda p: "MessagingOptions.filter_policy needs a topic; got it with with_topic=False",
-    ),
+    _needs("topic_encryption_key", "needs a topic", "with_topic"),
+    _needs("filter_policy", "needs a topic", "with_topic"),
     _removal_policy("removal_policy"),
     _removal_policy("dead_letter_removal_policy"),
     # -- warnings ---------------------------------------------------------------------------------------
@@ -284,17 +283,15 @@ def _resolve(
         topic_key=instance(
             "MessagingOptions.topic_encryption_key", o.topic_encryption_key, kms.IKey, "a kms.IKey"
         ),
-        fifo=boolean("MessagingOptions.fifo", o.fifo),
-        with_topic=boolean("MessagingOptions.with_topic", o.with_topic),
-        content_based_deduplication=boolean(
-            "MessagingOptions.content_based_deduplication", o.content_based_deduplication
-        ),
-        high_throughput=boolean("MessagingOptions.high_throughput", o.high_throughput),
+        **{
+            name: boolean(f"MessagingOptions.{name}", getattr(o, name))
+            for name in ("fifo", "with_topic", "content_based_deduplication", "high_throughput")
+        },
         visibility_timeout=seconds("MessagingOptions.visibility_timeout", visibility),
-        retention_period=seconds("MessagingOptions.retention_period", o.retention_period),
-        dead_letter_retention_period=seconds(
-            "MessagingOptions.dead_letter_retention_period", o.dead_letter_retention_period
-        ),
+        **{
+            name: seconds(f"MessagingOptions.{name}", getattr(o, name))
+            for name in ("retention_period", "dead_letter_retention_period")
+        },
         max_receive_count=read(
             "MessagingOptions.max_receive_count", contract.MAX_RECEIVE_COUNT.kind, o.max_receive_count
         )[0],
@@ -308,11 +305,9 @@ def _resolve(
 class Messaging(Construct):
     """An SNS topic delivering raw messages to an SQS queue that redrives to a dead-letter queue.
 
-    FIFO by default (``MessagingOptions.fifo``): FIFO topic, queue and dead-letter queues. The subscription
-    has its own dead-letter queue (``subscription_dead_letter_queue``), so a message SNS cannot deliver (a
-    key policy, a disabled key, too many attributes) is kept instead of dropped. Every queue is encrypted
-    (SSE-SQS or ``encryption_key``; the subscription's DLQ with SSE-SQS when ``encryption_key`` is imported,
-    so SNS can write to it whatever that key's policy or state) and denies non-TLS access; the queue and the
+    The subscription has its own dead-letter queue (``subscription_dead_letter_queue``), so a message SNS
+    cannot deliver (a key policy, a disabled key, too many attributes) is kept instead of dropped. Every queue
+    is encrypted (``MessagingOptions.encryption_key``) and denies non-TLS access; the queue and the
     subscription's DLQ accept ``sqs:SendMessage`` only from the topic; a new topic denies non-TLS publishing.
     CloudFormation names the queues. With ``with_topic=False`` there is no topic: producers send to the queue.
 
@@ -363,28 +358,38 @@ class Messaging(Construct):
             _producers_need(self, props.key, "encryption_key", "producers cannot send to the queue")
         self.alarms: tuple[cloudwatch.Alarm, ...] = props.alarms.create(self, self._alarm_definitions(props))
 
+    def _queue(self, id: str, p: MessagingProps, fifo: bool, key: kms.IKey | None, **props: Any) -> sqs.Queue:
+        """A queue of this block, TLS-only and encrypted (``key``, else SSE-SQS); with high throughput every
+        queue that can receive a burst gets the per-group settings (a redrive from SNS or SQS into a
+        dead-letter queue at the default FIFO limit is throttled). A dead-letter queue unless ``props`` set
+        the content-based deduplication, retention and removal policy."""
+        fifo_or_none = True if fifo else None
+        if p.high_throughput:
+            props = {
+                "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
+                "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+            } | props
+        dead_letters = {
+            "content_based_deduplication": fifo_or_none,
+            "retention_period": p.options.dead_letter_retention_period,
+            "removal_policy": p.options.dead_letter_removal_policy,
+        }
+        return sqs.Queue(
+            self,
+            id,
+            fifo=fifo_or_none,
+            encryption=sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            **(dead_letters | props),
+        )
+
     def _build_queues(self, p: MessagingProps) -> None:
         """The dead-letter queue (unless given) and the queue, and what the consumer learns of them."""
         o, key, fifo = p.options, p.key, p.fifo
-        fifo_or_none = True if fifo else None
-        encryption = sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED
-        # High throughput: every queue that can receive a burst gets the per-group settings (a redrive from
-        # SNS or SQS into a dead-letter queue at the default FIFO limit is throttled).
-        group = _group_settings(p.high_throughput)
         dead_letter_queue = p.dead_letter_queue
         if dead_letter_queue is None:
-            dead_letter_queue = sqs.Queue(
-                self,
-                "DeadLetterQueue",
-                fifo=fifo_or_none,
-                content_based_deduplication=fifo_or_none,
-                retention_period=o.dead_letter_retention_period,
-                encryption=encryption,
-                encryption_master_key=key,
-                enforce_ssl=True,
-                removal_policy=o.dead_letter_removal_policy,
-                **group,
-            )
+            dead_letter_queue = self._queue("DeadLetterQueue", p, fifo, key)
             remember(
                 dead_letter_queue,
                 QueueFacts(
@@ -400,21 +405,18 @@ class Messaging(Construct):
             # The alarm on its depth is made here: a consumer of the queue does not make a second one.
             remember(dead_letter_queue, dataclasses.replace(p.given_dlq, alarmed=p.alarms.enabled))
         self.dead_letter_queue: sqs.IQueue = dead_letter_queue
-        self.queue = sqs.Queue(
-            self,
+        self.queue = self._queue(
             "Queue",
-            fifo=fifo_or_none,
-            content_based_deduplication=self._content_based_deduplication(p),
+            p,
+            fifo,
+            key,
+            content_based_deduplication=p.deduplicate_by_content,
             visibility_timeout=o.visibility_timeout or DEFAULT_VISIBILITY_TIMEOUT,
             retention_period=o.retention_period,
-            encryption=encryption,
-            encryption_master_key=key,
-            enforce_ssl=True,
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=dead_letter_queue, max_receive_count=o.max_receive_count
             ),
             removal_policy=o.removal_policy,
-            **group,
         )
         remember(
             self.queue,
@@ -430,16 +432,6 @@ class Messaging(Construct):
             ),
         )
 
-    @staticmethod
-    def _content_based_deduplication(p: MessagingProps) -> bool | None:
-        """FIFO only: on a standard queue or topic even False is an attribute SQS and SNS refuse (a rule
-        refuses True there), so the property is left out."""
-        if not p.fifo:
-            return None
-        return (
-            True if p.options.content_based_deduplication is None else p.options.content_based_deduplication
-        )
-
     def _subscribe(self, p: MessagingProps) -> None:
         """The topic (unless given), the subscription's own dead-letter queue, the subscription, and what
         imported keys must allow."""
@@ -449,39 +441,30 @@ class Messaging(Construct):
                 self,
                 "Topic",
                 fifo=True if p.fifo else None,
-                content_based_deduplication=self._content_based_deduplication(p),
+                content_based_deduplication=p.deduplicate_by_content,
                 master_key=p.topic_key,
                 enforce_ssl=True,
             )
             _compat.tls_only_topic(topic)
             if p.high_throughput:
                 _compat.message_group_throughput(topic)
-        elif key is not None and not _restricts_queue_key(topic):
+        elif key is not None and not FeatureFlags.of(topic).is_enabled(SQS_KEY_FOR_THIS_TOPIC_ONLY):
             warn(
                 self,
                 "idempotent-pipeline:unrestricted-queue-key",
                 UNRESTRICTED_KEY_WARNING.format(flag=SQS_KEY_FOR_THIS_TOPIC_ONLY),
             )
         self.topic = topic
-        # SNS delivers a FIFO topic's failures only to a FIFO queue.
-        subscription_fifo = True if (p.topic_fifo if p.topic_fifo is not None else p.fifo) else None
         # The subscription's DLQ is where SNS puts what it cannot deliver to the queue, a key it cannot use
         # included. With a key of the app (whose policy is written here) it is encrypted like the other
         # queues; with an imported key, whose policy may lack SNS or which may be disabled, it would fail for
         # the same reason as the queue and SNS would drop the message: SSE-SQS instead, which SNS can always
-        # write to.
-        own_key = key if not _keys.is_imported(key) else None
-        self.subscription_dead_letter_queue = sqs.Queue(
-            self,
+        # write to. FIFO with a FIFO topic: SNS delivers a FIFO topic's failures only to a FIFO queue.
+        self.subscription_dead_letter_queue = self._queue(
             "SubscriptionDeadLetterQueue",
-            fifo=subscription_fifo,
-            content_based_deduplication=subscription_fifo,
-            retention_period=p.options.dead_letter_retention_period,
-            encryption=sqs.QueueEncryption.KMS if own_key is not None else sqs.QueueEncryption.SQS_MANAGED,
-            encryption_master_key=own_key,
-            enforce_ssl=True,
-            removal_policy=p.options.dead_letter_removal_policy,
-            **_group_settings(p.high_throughput),
+            p,
+            p.topic_fifo if p.topic_fifo is not None else p.fifo,
+            key if not _keys.is_imported(key) else None,
         )
         _compat.acknowledge(
             self.subscription_dead_letter_queue, "AwsSolutions-SQS3", SUBSCRIPTION_DLQ_NAG_REASON
@@ -575,19 +558,3 @@ def _topic_fifo(topic: sns.ITopic | None) -> bool | None:
     if not fifo and not isinstance(topic, sns.Topic) and is_token(topic.topic_arn):
         return None
     return fifo
-
-
-def _restricts_queue_key(topic: sns.ITopic) -> bool:
-    from aws_cdk import FeatureFlags
-
-    return bool(FeatureFlags.of(topic).is_enabled(SQS_KEY_FOR_THIS_TOPIC_ONLY))
-
-
-def _group_settings(high_throughput: bool) -> dict[str, Any]:
-    """A FIFO queue's per-message-group deduplication scope and throughput limit, with high throughput."""
-    if not high_throughput:
-        return {"deduplication_scope": None, "fifo_throughput_limit": None}
-    return {
-        "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
-        "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
-    }

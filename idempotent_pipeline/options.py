@@ -30,15 +30,13 @@ DEFAULT_DEDUP_TTL = duration(contract.DEDUP_TTL_SECONDS.default)
 DEFAULT_LEASE_MARGIN = duration(contract.LEASE_MARGIN_SECONDS.default)
 DEFAULT_MAX_MESSAGE_AGE = duration(600)
 DEFAULT_FAILED_PERIOD = duration(300)
-DEFAULT_MAX_RECEIVE_COUNT = 5
-DEFAULT_MEMORY_SIZE = 256
-DEFAULT_BATCH_SIZE = 10
-DEFAULT_FAILED_THRESHOLD = 10
 # The function's Python, pinned here (not aws-cdk-lib's newest, which moves with every upgrade of it): it also
 # chooses the wheels installed for requirements.txt. Built from its name, so any aws-cdk-lib can express it.
 DEFAULT_PYTHON_VERSION = "3.14"
 DEFAULT_RUNTIME = lambda_.Runtime(f"python{DEFAULT_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
 DEFAULT_ARCHITECTURE = lambda_.Architecture.ARM_64  # read once: each read of the static is a round trip
+# The removal policies of queues and tables: every one but SNAPSHOT, which neither has.
+WITHOUT_SNAPSHOT = (RemovalPolicy.DESTROY, RemovalPolicy.RETAIN, RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,11 +74,11 @@ class MessagingOptions:
     otherwise: a message can expire before reaching the dead-letter queue). Default: 4 days."""
 
     dead_letter_retention_period: Duration = DEFAULT_DEAD_LETTER_RETENTION_PERIOD
-    """How long the dead-letter queues keep a message (1 minute to 14 days); at least ``retention_period`` on
-    standard queues, where SQS keeps a message's enqueue time when it dead-letters it (on FIFO, where the
+    """How long the dead-letter queues keep a message (1 minute to 14 days); longer than ``retention_period``
+    on standard queues, where SQS keeps a message's enqueue time when it dead-letters it (on FIFO, where the
     clock restarts, a shorter one is a warning). Default: 14 days."""
 
-    max_receive_count: int = DEFAULT_MAX_RECEIVE_COUNT
+    max_receive_count: int = 5
     """Receives before SQS moves a message to the dead-letter queue (1 to 1000). The consumer is told, so a
     record failing on its last receive reaches the DLQ with a reason. Default: 5."""
 
@@ -237,7 +235,7 @@ class ConsumerOptions:
     timeout: Duration = DEFAULT_TIMEOUT
     """The function timeout (1 to 900 seconds). Default: 30 seconds."""
 
-    memory_size: int = DEFAULT_MEMORY_SIZE
+    memory_size: int = 256
     """MiB of memory (128 to 10240). Default: 256."""
 
     architecture: lambda_.Architecture | None = None
@@ -248,7 +246,7 @@ class ConsumerOptions:
     ``requirements.txt`` are installed for its version. Default: python3.14, pinned by this package, so
     upgrading aws-cdk-lib never changes it."""
 
-    batch_size: int = DEFAULT_BATCH_SIZE
+    batch_size: int = 10
     """Records per invocation: 1 to 10 on FIFO, 1 to 10,000 on standard (above 10 needs
     ``max_batching_window``). Default: 10."""
 
@@ -320,7 +318,7 @@ class AlarmOptions:
     """Alarm when the oldest message in the queue is this old (at least 1 minute, less than the queue's
     retention). Default: 10 minutes."""
 
-    failed_threshold: int = DEFAULT_FAILED_THRESHOLD
+    failed_threshold: int = 10
     """Alarm when this many records failed (and were left for SQS to retry) within ``failed_period``.
     Default: 10."""
 

@@ -37,9 +37,8 @@ class IdempotentPipeline(Construct):
     """The whole pipeline: :class:`Messaging` -> :class:`IdempotentConsumer` -> :class:`IdempotencyTable`,
     each with its alarms, and optionally a :class:`PipelineDashboard`.
 
-    The options objects are those of the blocks; one default differs: the queue's visibility timeout is
-    6 x the consumer's timeout + its ``max_batching_window`` unless ``messaging_options.visibility_timeout``
-    says otherwise.
+    The options objects are those of the blocks; one default differs: ``MessagingOptions.visibility_timeout``
+    (6 x the consumer's timeout + its ``max_batching_window``).
 
     Attributes: ``topic`` (None without a topic), ``queue``, ``dead_letter_queue``,
     ``subscription_dead_letter_queue`` (None without a topic), ``table``, ``function``; the blocks

@@ -9,7 +9,6 @@ import jsii
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -79,6 +78,15 @@ def stream_arn(table: IdempotencyTable) -> str:
     return arn
 
 
+def target_arn(prop: str, target: object) -> str:
+    """The ARN of a relay's target, an ``sns.ITopic`` or an ``sqs.IQueue`` (``prop``: its name in errors)."""
+    if implements(target, sns.ITopic):
+        return target.topic_arn  # type: ignore[attr-defined,no-any-return]
+    if implements(target, sqs.IQueue):
+        return target.queue_arn  # type: ignore[attr-defined,no-any-return]
+    raise ConfigurationError(f"{prop} must be an sns.ITopic or an sqs.IQueue; got {target!r:.120}")
+
+
 @jsii.implements(lambda_.IEventSourceDlq)
 class _OnFailure:
     """The mapping's on-failure destination: Lambda sends the description of a batch it gave up on with the
@@ -123,9 +131,8 @@ class OutboxRelay(Counters, Construct):
     :param batch_size: stream records per invocation (1-10000). Default: 100.
     :param retry_attempts: retries of a failing batch (0-10000) before it is given up to the dead-letter
         queue; Lambda stops earlier when its records expire (24 hours). Default: 10000.
-    :param log_encryption_key: a customer-managed KMS key for the function's log group (its lines name the
-        emitted messages and the targets' refusals), with the key policy statement CloudWatch Logs needs
-        (:attr:`ConsumerOptions.log_encryption_key`). Default: CloudWatch Logs' own encryption.
+    :param log_encryption_key: as :attr:`ConsumerOptions.log_encryption_key`, for the function's log group
+        (its lines name the emitted messages and the targets' refusals).
     """
 
     dead_letter_queue_alarm: cloudwatch.Alarm | None = None
@@ -154,9 +161,8 @@ class OutboxRelay(Counters, Construct):
         super().__init__(scope, id)
         if not isinstance(table, IdempotencyTable):
             raise ConfigurationError(f"table must be an IdempotencyTable; got {type(table).__name__}")
+        self.target_arn = target_arn("target", target)
         self.to_topic = implements(target, sns.ITopic)
-        if not self.to_topic and not implements(target, sqs.IQueue):
-            raise ConfigurationError(f"target must be an sns.ITopic or an sqs.IQueue; got {target!r}")
         prefix = text("key_prefix", key_prefix)
         if prefix is TOKEN:
             raise ConfigurationError("key_prefix must be known at synth: it is the relay's event filter")
@@ -172,7 +178,6 @@ class OutboxRelay(Counters, Construct):
         self.metrics_namespace = contract.METRICS_NAMESPACE.kind.coerce(
             "metrics_namespace", metrics_namespace
         )
-        self.target_arn: str = target.topic_arn if self.to_topic else target.queue_arn  # type: ignore[union-attr]
         # The messages in it are the table's and the target's data: protected like them.
         self.dead_letter_key: kms.IKey | None = table.encryption_key or self._target_key()
         self.dead_letter_queue = sqs.Queue(
@@ -227,28 +232,17 @@ class OutboxRelay(Counters, Construct):
         retention: Any,
         log_key: kms.IKey | None,
     ) -> None:
-        asset, _ = stage_asset(
-            None,
-            (),
-            (),
-            Target(DEFAULT_PYTHON_VERSION, "arm64" if architecture is None else str(architecture.name)),
-            None,
-        )
-        self.role = iam.Role(
+        machine = "arm64" if architecture is None else str(architecture.name)
+        asset, _ = stage_asset(None, (), (), Target(DEFAULT_PYTHON_VERSION, machine), None)
+        self.role, self.log_group, self.function = _keys.function(
             self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Outbox relay: reads the table's stream, publishes emitted messages",
-        )
-        self.log_group = _keys.log_group(self, retention, log_key, "OutboxRelay")
-        self.function = lambda_.Function(
-            self,
-            "Function",
+            "Outbox relay: reads the table's stream, publishes emitted messages",
+            asset,
+            retention,
+            log_key,
+            "OutboxRelay",
             runtime=DEFAULT_RUNTIME,
             handler=RELAY_HANDLER,
-            code=lambda_.Code.from_asset(asset),
-            role=self.role,
-            log_group=self.log_group,
             timeout=Duration.seconds(60),
             memory_size=256,
             architecture=architecture or DEFAULT_ARCHITECTURE,
@@ -256,7 +250,6 @@ class OutboxRelay(Counters, Construct):
             description="Outbox relay: publishes emitted messages with their deduplication ids",
         )
         self._function_name = self.function.function_name
-        self.log_group.grant_write(self.role)
         # The on-failure destination: Lambda writes a description of a batch it gave up on. cdk-nag's rule
         # sees a queue with no dead-letter queue of its own.
         _compat.acknowledge(
@@ -293,7 +286,7 @@ class OutboxRelay(Counters, Construct):
             ),
             AlarmDefinition(
                 "FailedAlarm",
-                lambda: self.metric_failed(period=alarms.failed_period),
+                lambda: self.metric_failed(period=alarms.options.failed_period),
                 alarms.failed_threshold,
                 "stream records were left for the stream to deliver again (the target throttles, fails or "
                 "refuses the relay): see the relay's logs",

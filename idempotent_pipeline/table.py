@@ -15,13 +15,8 @@ from idempotent_runtime.contract import ConfigurationError
 
 from idempotent_pipeline import _compat
 from idempotent_pipeline._rules import TOKEN, Rule, boolean, enforce, instance, options_of, text, warn
-from idempotent_pipeline.options import EXPLICIT_TABLE_NAME_FLAG, TableOptions
+from idempotent_pipeline.options import EXPLICIT_TABLE_NAME_FLAG, WITHOUT_SNAPSHOT, TableOptions
 
-TABLE_REMOVAL_POLICIES = (
-    RemovalPolicy.RETAIN,
-    RemovalPolicy.DESTROY,
-    RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
-)
 # The table's attribute names are the runtime's settings PARTITION_KEY, SORT_KEY and TTL_ATTRIBUTE: checked by
 # their declarations and the contract's cross-setting rules, in the options' names.
 _NAMES = (contract.PARTITION_KEY, contract.SORT_KEY, contract.TTL_ATTRIBUTE)
@@ -53,7 +48,7 @@ RULES: tuple[Rule[TableProps], ...] = (
         ),
     ),
     Rule(
-        lambda p: p.removal_policy not in TABLE_REMOVAL_POLICIES,
+        lambda p: p.removal_policy not in WITHOUT_SNAPSHOT,
         lambda p: (
             "TableOptions.removal_policy must be RETAIN, DESTROY or RETAIN_ON_UPDATE_OR_DELETE "
             f"(DynamoDB tables do not support SNAPSHOT); got {p.removal_policy}"
@@ -183,10 +178,10 @@ def _check_names(scope: Construct, options: TableOptions, *, removal_policy: Rem
 
 def _check_schema(table: dynamodb.Table, options: TableOptions) -> None:
     """For a table defined in this app, the names the runtime is told must be the table's keys."""
-    schema = _compat.key_schema(table)
+    partition_keys, sort_keys = _compat.key_schema(table)
     wanted = (
-        ("partition_key_name", options.partition_key_name, list(schema.partition_keys)),
-        ("sort_key_name", options.sort_key_name, list(schema.sort_keys)),
+        ("partition_key_name", options.partition_key_name, partition_keys),
+        ("sort_key_name", options.sort_key_name, sort_keys),
     )
     for prop, name, attributes in wanted:
         if len(attributes) != 1:

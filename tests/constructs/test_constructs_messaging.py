@@ -812,22 +812,30 @@ def test_standard_dead_letter_retention_shorter_than_the_queues_is_rejected():
     with pytest.raises(ConfigurationError) as raised:
         Messaging(new_stack(), "M", options=options)
     assert str(raised.value) == (
-        "MessagingOptions.dead_letter_retention_period (86400 seconds) must be at least "
+        "MessagingOptions.dead_letter_retention_period (86400 seconds) must be longer than "
         "MessagingOptions.retention_period (1209600 seconds) on standard queues: SQS keeps a message's "
         "enqueue time when it moves it to the dead-letter queue, so a dead letter would expire early, or at "
-        "once"
+        "once (14 days is the longest retention: give the source queue less)"
     )
 
 
-def test_a_given_standard_dead_letter_queue_with_a_shorter_retention_is_rejected():
+@pytest.mark.parametrize(
+    ("days", "seconds"), [(1, 86400), (None, 345600)], ids=["shorter", "as long (SQS's default, 4 days)"]
+)
+def test_a_given_standard_dead_letter_queue_keeping_messages_no_longer_than_the_queue_is_rejected(
+    days, seconds
+):
+    """SQS's default retention (4 days) is the queue's default too: a given DLQ must keep messages longer."""
     stack = new_stack()
-    dlq = sqs.Queue(stack, "Dlq", retention_period=Duration.days(1))
+    dlq = sqs.Queue(stack, "Dlq", retention_period=Duration.days(days) if days else None)
     with pytest.raises(
         ConfigurationError,
-        match=r"^the retention period of dead_letter_queue TestStack/Dlq \(86400 seconds\) must be at least "
-        r"MessagingOptions.retention_period \(345600 seconds\) on standard queues",
+        match=rf"^the retention period of dead_letter_queue TestStack/Dlq \({seconds} seconds\) must be "
+        r"longer than MessagingOptions.retention_period \(345600 seconds\) on standard queues",
     ):
         Messaging(stack, "M", dead_letter_queue=dlq, options=MessagingOptions(fifo=False))
+    longer = sqs.Queue(stack, "LongerDlq", retention_period=Duration.days(5))
+    Messaging(stack, "Accepted", dead_letter_queue=longer, options=MessagingOptions(fifo=False))
 
 
 def test_fifo_dead_letter_retention_shorter_than_the_queues_warns():
@@ -847,10 +855,25 @@ def test_fifo_dead_letter_retention_shorter_than_the_queues_warns():
     assert warnings_of(stack) == []
 
 
-def test_dead_letter_retention_equal_to_the_queues_is_accepted():
-    stack = new_stack()
+def test_standard_dead_letter_retention_equal_to_the_queues_is_rejected():
+    """AWS: a standard DLQ's retention longer than its source's. With equal ones a message that waited in
+    the queue reaches the DLQ with only what was left of its retention, or none: it expires there unread."""
     options = MessagingOptions(
         fifo=False, retention_period=Duration.days(14), dead_letter_retention_period=Duration.days(14)
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        Messaging(new_stack(), "M", options=options)
+    assert str(raised.value).startswith(
+        "MessagingOptions.dead_letter_retention_period (1209600 seconds) must be longer than "
+        "MessagingOptions.retention_period (1209600 seconds) on standard queues"
+    )
+
+
+def test_fifo_dead_letter_retention_equal_to_the_queues_is_accepted():
+    """FIFO restarts the clock in the DLQ: an equal retention keeps a dead letter as long as the queue."""
+    stack = new_stack()
+    options = MessagingOptions(
+        retention_period=Duration.days(14), dead_letter_retention_period=Duration.days(14)
     )
     Messaging(stack, "M", options=options)
     assert warnings_of(stack) == []
