@@ -58,7 +58,6 @@ TAUGHT: dict[str, type[CloudFormationModel]] = {
     },
     **MODELS,
 }
-TAUGHT_TYPES = tuple(TAUGHT)
 
 
 def teach() -> None:
@@ -76,4 +75,4 @@ def teach() -> None:
 
 SERVICE = Service("CloudFormation types", lambda endpoint: teach())
 
-__all__ = ["SERVICE", "TAUGHT", "TAUGHT_TYPES", "teach"]
+__all__ = ["SERVICE", "TAUGHT", "teach"]
