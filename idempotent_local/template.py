@@ -54,26 +54,42 @@ def attribute_reads(value: Any) -> Iterator[tuple[str, Any]]:
             yield from attribute_reads(item)
 
 
-def dependency_order(resources: dict[str, Any]) -> list[str]:
-    """The logical ids of ``resources``, each after every resource it refers to or ``DependsOn``."""
+def _walk(resources: dict[str, Any]) -> tuple[list[str], list[str] | None]:
+    """The logical ids of ``resources``, each after every resource it refers to or ``DependsOn``, and the
+    first dependency cycle met on the way (None: there is none)."""
     ordered: list[str] = []
-    visiting: set[str] = set()
+    path: list[str] = []  # the resources being visited, outermost first
+    cycle: list[str] | None = None
 
     def visit(logical_id: str) -> None:
-        if logical_id in ordered or logical_id in visiting:
-            return  # a cycle is the template's error (refused when the template is checked)
-        visiting.add(logical_id)
+        nonlocal cycle
+        if logical_id in path:
+            cycle = cycle or path[path.index(logical_id) :]
+            return
+        if logical_id in ordered:
+            return
+        path.append(logical_id)
         spec = resources[logical_id]
-        depends = spec.get("DependsOn", [])
-        for target in sorted(references(spec) | set([depends] if isinstance(depends, str) else depends)):
+        for target in sorted(direct(spec if isinstance(spec, dict) else {})):
             if target in resources:
                 visit(target)
-        visiting.discard(logical_id)
+        path.pop()
         ordered.append(logical_id)
 
     for logical_id in resources:
         visit(logical_id)
-    return ordered
+    return ordered, cycle
+
+
+def dependency_order(resources: dict[str, Any]) -> list[str]:
+    """The logical ids of ``resources``, each after every resource it refers to or ``DependsOn`` (a cycle is
+    the template's error, refused when the template is checked: :func:`cycle`)."""
+    return _walk(resources)[0]
+
+
+def cycle(resources: dict[str, Any]) -> list[str] | None:
+    """The logical ids of the first dependency cycle among ``resources``, if there is one."""
+    return _walk(resources)[1]
 
 
 def needed_by(resources: dict[str, Any], roots: set[str]) -> set[str]:
@@ -96,4 +112,4 @@ def direct(spec: dict[str, Any]) -> set[str]:
     return references(spec) | set([depends] if isinstance(depends, str) else depends)
 
 
-__all__ = ["attribute_reads", "dependency_order", "direct", "needed_by", "references"]
+__all__ = ["attribute_reads", "cycle", "dependency_order", "direct", "needed_by", "references"]
