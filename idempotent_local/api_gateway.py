@@ -23,6 +23,7 @@ Authorizers, API keys, request validation, mapping templates and throttling are 
 from __future__ import annotations
 
 import base64
+import json
 import re
 import time
 import urllib.parse
@@ -205,26 +206,18 @@ def response_of(reply: dict[str, Any]) -> Response:
             or reply.get("cold_start")
             or ("timed out" if "timeout" in reply else "crashed")
         )
-        return Response(
-            502, {"Content-Type": "application/json"}, _json(INTERNAL_ERROR), f"the function failed: {why}"
-        )
+        return _internal_error(f"the function failed: {why}")
     if not isinstance(result, dict) or not isinstance(result.get("statusCode", 200), int):
-        return Response(
-            502,
-            {"Content-Type": "application/json"},
-            _json(INTERNAL_ERROR),
-            f"malformed Lambda proxy response: {result!r}",
-        )
+        return _internal_error(f"malformed Lambda proxy response: {result!r}")
     body = result.get("body") or ""
     raw = base64.b64decode(body) if result.get("isBase64Encoded") else str(body).encode()
     headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
     return Response(int(result.get("statusCode", 200)), headers, raw)
 
 
-def _json(value: Any) -> bytes:
-    import json
-
-    return json.dumps(value).encode()
+def _internal_error(why: str) -> Response:
+    """API Gateway's 502 for a function that failed or answered in another shape (``why``: for the user)."""
+    return Response(502, {"Content-Type": "application/json"}, json.dumps(INTERNAL_ERROR).encode(), why)
 
 
 __all__ = ["RequestError", "Response", "Route", "proxy_event", "resolve", "response_of"]
