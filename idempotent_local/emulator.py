@@ -219,19 +219,20 @@ def start(
         raise EmulatorError(f"the emulator did not answer within {timeout:.0f} s; see {state_dir / LOG_FILE}")
     except BaseException:
         # Ctrl-C (or a timeout) while waiting: the detached process would outlive the caller; end it here.
-        _terminate(process, state_dir)
+        end_process(process, 10)
+        _forget(state_dir, process.pid)
         raise
 
 
-def _terminate(process: subprocess.Popen[bytes], state_dir: Path) -> None:
+def end_process(process: subprocess.Popen[Any], timeout: float) -> None:
+    """Terminate ``process`` if it still runs, kill it after ``timeout`` seconds, and reap it."""
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(10)
+            process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    _forget(state_dir, process.pid)
 
 
 @dataclass(frozen=True)
