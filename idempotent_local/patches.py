@@ -129,8 +129,9 @@ class ChangeSetNotFound(CloudFormationError):
     code = "ChangeSetNotFound"
 
 
-def _change_set_of_stack(response: Any) -> tuple[str | None, Any]:
-    """The change set a request names, looked up within its stack (moto looks across all stacks)."""
+def _change_set_of_stack(response: Any, missing_ok: bool = False) -> tuple[str | None, Any]:
+    """The change set a request names, looked up within its stack (moto looks across all stacks); a missing
+    one is ChangeSetNotFound, or ``(None, None)`` when ``missing_ok``."""
     name = response._get_param("ChangeSetName")
     stack = response._get_param("StackName")
     change_sets = response.cloudformation_backend.change_sets
@@ -141,7 +142,9 @@ def _change_set_of_stack(response: Any) -> tuple[str | None, Any]:
             not stack or stack in (change_set.stack_name, change_set.stack_id)
         ):
             return key, change_set
-    return None, None
+    if missing_ok:
+        return None, None
+    raise ChangeSetNotFound(f"ChangeSet [{name}] does not exist")
 
 
 @patch("change-sets-per-stack")
@@ -150,22 +153,17 @@ def _change_sets_per_stack(endpoint: str | None) -> None:
     searches every stack and answers ValidationError, failing every CDK redeploy)"""
 
     def describe_change_set(self: Any) -> Any:
-        _, change_set = _change_set_of_stack(self)
-        if change_set is None:
-            raise ChangeSetNotFound(f"ChangeSet [{self._get_param('ChangeSetName')}] does not exist")
-        return ActionResult(change_set)
+        return ActionResult(_change_set_of_stack(self)[1])
 
     def delete_change_set(self: Any) -> Any:
         # CloudFormation: deleting a change set that does not exist succeeds (the CDK CLI relies on it).
-        key, _ = _change_set_of_stack(self)
+        key, _ = _change_set_of_stack(self, missing_ok=True)
         if key is not None:
             del self.cloudformation_backend.change_sets[key]
         return EmptyResult()
 
     def execute_change_set(self: Any) -> Any:
         key, _ = _change_set_of_stack(self)
-        if key is None:
-            raise ChangeSetNotFound(f"ChangeSet [{self._get_param('ChangeSetName')}] does not exist")
         self.cloudformation_backend.execute_change_set(
             change_set_name=key, stack_name=self._get_param("StackName")
         )
