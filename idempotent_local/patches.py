@@ -485,18 +485,12 @@ def _dynamodb_atomic_writes(endpoint: str | None) -> None:
     key at the same time cannot both pass their condition (moto checks, then writes, without a lock, and its
     server runs requests on many threads)"""
 
-    # moto reads the item, parses the condition, then writes, with nothing in between to stop another of the
-    # server's request threads from doing the same: two writes of one key could both pass their condition.
-    def make(original: Any) -> Any:
-        @functools.wraps(original)
-        def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+
+        @_around(DynamoDBBackend, name)
+        def write(original: Any, self: Any, *args: Any, **kwargs: Any) -> Any:
             with _DYNAMODB_WRITES:
                 return original(self, *args, **kwargs)
-
-        return write
-
-    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
-        _replace(DynamoDBBackend, name, make)
 
 
 # --- DynamoDB Streams -----------------------------------------------------------------------------------
