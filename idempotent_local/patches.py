@@ -433,8 +433,7 @@ def _event_source_mapping_last_modified(endpoint: str | None) -> None:
     """An event source mapping's LastModified is the time it was created or last updated (moto reads UTC wall
     time as local time: hours off outside UTC, which would move where a LATEST stream mapping starts)"""
 
-    # moto computes LastModified from UTC wall time read as local time: hours off outside UTC. Whatever it
-    # assigns, the mapping keeps the time of the assignment.
+    # Whatever moto assigns, the mapping keeps the time of the assignment.
     def stamp(self: Any, value: float) -> None:
         vars(self)["_last_modified_at"] = time.time()
 
@@ -765,8 +764,6 @@ def _dead_letter_moves(endpoint: str | None) -> None:
     id); the source queue is remembered for message move tasks"""
 
     def move(dead_letter_queue: Any, message: Any, source: Any) -> None:
-        # SQS neither deduplicates a message its redrive policy moves nor keeps its deduplication id (a FIFO
-        # DLQ gives it its message id), and remembers where it came from.
         message.dead_letter_queue_source_arn = source.queue_arn
         if dead_letter_queue.fifo_queue:
             message.deduplication_id = message.id
@@ -850,7 +847,6 @@ def _bucket_policy_conditions(endpoint: str | None) -> None:
         document = json.loads(self.policy)
         statements = document.get("Statement") or []
         statements = [statements] if isinstance(statements, dict) else statements
-        # moto cannot evaluate a Condition: a statement that has one is not applied
         unconditional = [s for s in statements if "Condition" not in s]
         if not unconditional:
             return PermissionResult.NEUTRAL
@@ -868,8 +864,7 @@ def _bucket_policy_conditions(endpoint: str | None) -> None:
 def _routing_without_listing(endpoint: str | None) -> None:
     """A request reaches its service without moto listing its own package directory first (moto does, on every
     request, one request at a time: about 1 ms each)"""
-    # moto lists its package directory (a listdir and a stat per service) to route every request, under the
-    # server's one dispatch lock: about 1 ms each, in series. The list cannot change while the server runs.
+    # The list cannot change while the server runs.
     _replace(backends, "list_of_moto_modules", lambda original: functools.cache(lambda: tuple(original())))
 
 
