@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+
 
 class Taught:
     """A mixin that declares a taught type to moto's CloudFormation, listed first among the bases, before
@@ -32,8 +34,6 @@ class Taught:
         return super().has_cfn_attr(attr) if cls.GET_ATT is None else attr in cls.GET_ATT  # type: ignore[misc]
 
     def get_cfn_attribute(self, attribute_name: str) -> Any:
-        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
-
         if self.GET_ATT is None:
             return super().get_cfn_attribute(attribute_name)  # type: ignore[misc]
         if attribute_name not in self.GET_ATT:
@@ -137,8 +137,6 @@ class StackResource:
         return self.physical_id
 
     def get_cfn_attribute(self, attribute_name: str) -> str:
-        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
-
         if attribute_name not in self.attributes:
             raise UnformattedGetAttTemplateException()
         return self.attributes[attribute_name]
