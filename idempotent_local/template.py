@@ -5,7 +5,7 @@ resource the emulator did not create."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 PSEUDO_PARAMETER = "AWS::"
@@ -54,9 +54,9 @@ def attribute_reads(value: Any) -> Iterator[tuple[str, Any]]:
             yield from attribute_reads(item)
 
 
-def _walk(resources: dict[str, Any]) -> tuple[list[str], list[str] | None]:
-    """The logical ids of ``resources``, each after every resource it refers to or ``DependsOn``, and the
-    first dependency cycle met on the way (None: there is none)."""
+def _walk(resources: dict[str, Any], roots: Iterable[str]) -> tuple[list[str], list[str] | None]:
+    """The logical ids of ``roots`` and of the resources they need, each after every resource it refers to or
+    ``DependsOn``, and the first dependency cycle met on the way (None: there is none)."""
     ordered: list[str] = []
     path: list[str] = []  # the resources being visited, outermost first
     cycle: list[str] | None = None
@@ -76,7 +76,7 @@ def _walk(resources: dict[str, Any]) -> tuple[list[str], list[str] | None]:
         path.pop()
         ordered.append(logical_id)
 
-    for logical_id in resources:
+    for logical_id in roots:
         visit(logical_id)
     return ordered, cycle
 
@@ -84,26 +84,18 @@ def _walk(resources: dict[str, Any]) -> tuple[list[str], list[str] | None]:
 def dependency_order(resources: dict[str, Any]) -> list[str]:
     """The logical ids of ``resources``, each after every resource it refers to or ``DependsOn`` (a cycle is
     the template's error, refused when the template is checked: :func:`cycle`)."""
-    return _walk(resources)[0]
+    return _walk(resources, resources)[0]
 
 
 def cycle(resources: dict[str, Any]) -> list[str] | None:
     """The logical ids of the first dependency cycle among ``resources``, if there is one."""
-    return _walk(resources)[1]
+    return _walk(resources, resources)[1]
 
 
 def needed_by(resources: dict[str, Any], roots: set[str]) -> set[str]:
     """``roots`` and every resource they refer to (``Ref``, ``Fn::GetAtt``, ``Fn::Sub``, ``DependsOn``),
     transitively."""
-    found: set[str] = set()
-    pending = [r for r in roots if r in resources]
-    while pending:
-        logical_id = pending.pop()
-        if logical_id in found:
-            continue
-        found.add(logical_id)
-        pending += [t for t in direct(resources[logical_id]) if t in resources and t not in found]
-    return found
+    return set(_walk(resources, sorted(r for r in roots if r in resources))[0])
 
 
 def direct(spec: dict[str, Any]) -> set[str]:
