@@ -250,11 +250,6 @@ class Owner:
             return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return None
 
-    @classmethod
-    def _start_time(cls, pid: int) -> str | None:
-        stat = cls._stat(pid)
-        return stat[19] if stat else None
-
     def alive(self) -> bool:
         if not _alive(self.pid):
             return False
@@ -271,7 +266,8 @@ def _owner() -> Owner | None:
         pid = int(os.environ.get(OWNER_VARIABLE, ""))
     except ValueError:
         return None
-    return Owner(pid, Owner._start_time(pid))
+    stat = Owner._stat(pid)
+    return Owner(pid, stat[19] if stat else None)
 
 
 def _command_line(pid: int) -> str | None:
