@@ -365,20 +365,14 @@ class StackUpdate:
                         step.logical_id, spec, step.previous
                     )
                 elif step.logical_id in created:
+                    # Kept: a new resource whose DeletionPolicy is Retain (RetainExceptOnCreate: deleted when
+                    # its creation is rolled back), a replacement whose UpdateReplacePolicy is.
                     spec = self.specs[step.logical_id]
-                    _delete(rm, step.logical_id, created[step.logical_id], spec, self._kept(step))
+                    policy = "UpdateReplacePolicy" if step.kind == "replaced" else "DeletionPolicy"
+                    _delete(rm, step.logical_id, created[step.logical_id], spec, spec.get(policy) == "Retain")
             except Exception as error:
                 failures.append(f"{step.logical_id}: {error}")
         return failures
-
-    def _kept(self, step: _Step) -> bool:
-        """Whether rolling back keeps what ``step`` created: a new resource whose DeletionPolicy is
-        Retain (RetainExceptOnCreate: deleted when its creation is rolled back), a replacement whose
-        UpdateReplacePolicy is."""
-        spec = self.specs[step.logical_id]
-        if step.kind == "replaced":
-            return spec.get("UpdateReplacePolicy") == "Retain"
-        return spec.get("DeletionPolicy") == "Retain"
 
 
 def _delete(resources: Any, logical_id: str, resource: Any, spec: dict[str, Any], retained: bool) -> Any:
