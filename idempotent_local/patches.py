@@ -597,33 +597,30 @@ def _subscription_delivery(endpoint: str | None) -> None:
             envelope = self.get_post_data(message, message_id, subject, message_attributes=message_attributes)
             body = json.dumps(envelope, sort_keys=True, indent=2, separators=(",", ": "))
             attributes = {}
-        _, _, _, region, account, queue = self.endpoint.split(":", 5)
-        backend = sqs_backends[account][region]
         try:
-            if queue not in backend.queues:
-                raise DeliveryFailed(
-                    "AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."
-                )
-            if len(attributes) > MAX_SQS_MESSAGE_ATTRIBUTES:
-                raise DeliveryFailed(
-                    "InvalidParameterValue",
-                    f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
-                    f"[{MAX_SQS_MESSAGE_ATTRIBUTES}].",
-                )
-            try:
-                backend.send_message(
-                    queue,
-                    body,
-                    message_attributes=attributes,
-                    deduplication_id=deduplication_id,
-                    group_id=group_id,
-                    validate_group_id=False,
-                )
-            except SQSException as exc:
-                raise DeliveryFailed(exc.code, exc.message) from exc
+            _deliver(self.endpoint, body, attributes, group_id=group_id, deduplication_id=deduplication_id)
         except DeliveryFailed as failure:
             _to_subscription_dead_letter_queue(self, message_id, body, attributes, group_id, failure)
         return None
+
+
+def _deliver(queue_arn: str, body: str, attributes: dict[str, dict[str, Any]], **ids: Any) -> None:
+    """Send ``body`` to the queue as SNS delivers (``ids``: its group and deduplication ids, the group id not
+    checked); :class:`DeliveryFailed` with SQS's answer when the queue refuses it or is gone."""
+    _, _, _, region, account, queue = queue_arn.split(":", 5)
+    backend = sqs_backends[account][region]
+    if queue not in backend.queues:
+        raise DeliveryFailed("AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist.")
+    if len(attributes) > MAX_SQS_MESSAGE_ATTRIBUTES:
+        raise DeliveryFailed(
+            "InvalidParameterValue",
+            f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
+            f"[{MAX_SQS_MESSAGE_ATTRIBUTES}].",
+        )
+    try:
+        backend.send_message(queue, body, message_attributes=attributes, validate_group_id=False, **ids)
+    except SQSException as exc:
+        raise DeliveryFailed(exc.code, exc.message) from exc
 
 
 def _to_subscription_dead_letter_queue(
@@ -647,7 +644,6 @@ def _to_subscription_dead_letter_queue(
             failure,
         )
         return
-    _, _, _, region, account, queue = target.split(":", 5)
     error = {
         "RequestID": {"DataType": "String", "StringValue": str(uuid.uuid4())},
         "ErrorCode": {"DataType": "String", "StringValue": failure.code},
@@ -655,16 +651,10 @@ def _to_subscription_dead_letter_queue(
     }
     # The original attributes as far as they fit beside the three SNS adds.
     kept = dict(list(attributes.items())[: MAX_SQS_MESSAGE_ATTRIBUTES - len(error)])
+    deduplication_id = message_id if target.endswith(".fifo") else None
     try:
-        sqs_backends[account][region].send_message(
-            queue,
-            body,
-            message_attributes={**kept, **error},
-            group_id=group_id,
-            deduplication_id=message_id if queue.endswith(".fifo") else None,
-            validate_group_id=False,
-        )
-    except SQSException as exc:
+        _deliver(target, body, {**kept, **error}, group_id=group_id, deduplication_id=deduplication_id)
+    except DeliveryFailed as exc:
         log.warning(
             "sns dropped message %s: its subscription DLQ %s refused it (%s)", message_id, target, exc
         )
