@@ -281,7 +281,7 @@ def publish_sample(emulator: Emulator, pipeline: Pipeline, traffic: SampleTraffi
     """Publish the sample traffic described in the module docstring; returns what was sent."""
     sns = emulator.client("sns")
     sent = _Sent(run_id=uuid.uuid4().hex[:8])
-    originals: list[dict[str, Any]] = []
+    originals: list[tuple[str, str, str, str]] = []  # each new message's key (x, y), group and body
 
     def publish(body: str, group: str, dedup_id: str) -> None:
         request: dict[str, Any] = {
@@ -301,24 +301,16 @@ def publish_sample(emulator: Emulator, pipeline: Pipeline, traffic: SampleTraffi
         return json.dumps(body)
 
     for n in range(traffic.groups * traffic.per_group):
-        x, y = str(uuid.uuid4()), str(uuid.uuid4())
-        message = {
-            "body": document(x, y, amount=n),
-            "group": f"demo-{sent.run_id}-g{n % traffic.groups}",
-            "dedup_id": f"{x}#{y}",
-            "x": x,
-            "y": y,
-        }
-        publish(message["body"], message["group"], message["dedup_id"])
+        x, y, group = str(uuid.uuid4()), str(uuid.uuid4()), f"demo-{sent.run_id}-g{n % traffic.groups}"
+        originals.append((x, y, group, document(x, y, amount=n)))
+        publish(originals[-1][3], group, f"{x}#{y}")
         sent.keys.add((x, y))
-        originals.append(message)
-    for message in originals[: traffic.retried]:  # a producer retry: same message, same deduplication id
-        publish(message["body"], message["group"], message["dedup_id"])
-    for message in originals[-traffic.resent :] if traffic.resent else []:  # same content, after the window
-        publish(message["body"], message["group"], f"{message['dedup_id']}#resent")
-    for n, message in enumerate(originals[: traffic.changed]):  # new content under a used key: a conflict
-        body = document(message["x"], message["y"], amount=1000 + n, revision=2)
-        publish(body, message["group"], f"{message['dedup_id']}#revision-2")
+    for x, y, group, body in originals[: traffic.retried]:  # a producer retry: same message, same dedup id
+        publish(body, group, f"{x}#{y}")
+    for x, y, group, body in originals[-traffic.resent :] if traffic.resent else []:  # same body, later
+        publish(body, group, f"{x}#{y}#resent")
+    for n, (x, y, group, _) in enumerate(originals[: traffic.changed]):  # a conflict: new body, old key
+        publish(document(x, y, amount=1000 + n, revision=2), group, f"{x}#{y}#revision-2")
     for n in range(traffic.poison):
         publish(
             f"this is not JSON (run {sent.run_id}, #{n})",
