@@ -186,9 +186,10 @@ def get_shard_iterator(
     return iterator
 
 
-def records_get(iterator: ShardIterator, get: Any, limit: int) -> dict[str, Any]:
-    """``GetRecords`` with ``get`` (moto's read): refused once the iterator's position has been trimmed while
-    it waited, and without a next iterator once a closed shard is read to its end."""
+def records_get(get: Any, iterator: ShardIterator, limit: int = 1000) -> dict[str, Any]:
+    """``ShardIterator.get`` (``GetRecords``) around ``get``, moto's read: refused once the iterator's
+    position has been trimmed while it waited, and without a next iterator once a closed shard is read to its
+    end."""
     if iterator.sequence_number < trim_horizon(iterator.stream_shard):
         raise TrimmedDataAccessException(
             f"The records at sequence number {iterator.sequence_number} and after it up to "
@@ -225,9 +226,11 @@ def expired(backend: Any, arn: str, shard_id: str, after: int | None) -> dict[st
     return {"Records": records, "TrimHorizon": str(trim_horizon(shard)) if held else None}
 
 
-def record_fields(record: Any, table: Table) -> None:
-    """A new stream record as DynamoDB writes it: ``eventVersion`` 1.1, the table's region (moto: 1.0 and
-    ``us-east-1`` whatever the region), and when it was written by the streams' clock (for its retention)."""
+def record_fields(init: Any, record: Any, table: Table, *args: Any, **kwargs: Any) -> None:
+    """``StreamRecord.__init__`` around ``init`` (moto's): a new stream record as DynamoDB writes it:
+    ``eventVersion`` 1.1, the table's region (moto: 1.0 and ``us-east-1`` whatever the region), and when it
+    was written by the streams' clock (for its retention)."""
+    init(record, table, *args, **kwargs)
     record.record["eventVersion"] = RECORD_VERSION
     record.record["awsRegion"] = table.region_name
     record.written_at = CLOCK.now()

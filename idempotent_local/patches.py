@@ -511,11 +511,7 @@ def _stream_disable_and_re_enable(endpoint: str | None) -> None:
     _replace(DynamoDBBackend, "update_table_streams", _always(dynamodb_streams.update_table_streams))
     _replace(DynamoDBStreamsBackend, "describe_stream", _always(dynamodb_streams.describe_stream))
     _replace(DynamoDBStreamsBackend, "get_shard_iterator", _always(dynamodb_streams.get_shard_iterator))
-
-    @_around(ShardIterator, "get")
-    def get(original: Any, self: Any, limit: int = 1000) -> dict[str, Any]:
-        return dynamodb_streams.records_get(self, original, limit)
-
+    _around(ShardIterator, "get")(dynamodb_streams.records_get)
     _replace(DynamoDBStreamsBackend, "list_streams", _always(dynamodb_streams.list_streams))
 
 
@@ -523,10 +519,7 @@ def _stream_disable_and_re_enable(endpoint: str | None) -> None:
 def _stream_record_fields(endpoint: str | None) -> None:
     """A stream record has eventVersion 1.1 and its table's region as awsRegion (moto: 1.0, us-east-1)"""
 
-    @_around(StreamRecord, "__init__")
-    def __init__(original: Any, self: Any, table: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, table, *args, **kwargs)
-        dynamodb_streams.record_fields(self, table)
+    _around(StreamRecord, "__init__")(dynamodb_streams.record_fields)
 
 
 # --- SNS ------------------------------------------------------------------------------------------------
