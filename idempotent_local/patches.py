@@ -803,13 +803,8 @@ def _always(value: Any) -> Callable[[Any], Any]:
 @patch("message-move-tasks")
 def _message_move_tasks(endpoint: str | None) -> None:
     """StartMessageMoveTask, ListMessageMoveTasks and CancelMessageMoveTask work (moto answers HTTP 500)"""
-    handlers = {
-        "start_message_move_task": message_move_tasks.start_message_move_task,
-        "list_message_move_tasks": message_move_tasks.list_message_move_tasks,
-        "cancel_message_move_task": message_move_tasks.cancel_message_move_task,
-    }
-    for name, handler in handlers.items():
-        _replace(SQSResponse, name, _always(handler))
+    for name in ("start_message_move_task", "list_message_move_tasks", "cancel_message_move_task"):
+        _replace(SQSResponse, name, _always(getattr(message_move_tasks, name)))  # the request handler
 
 
 # --- S3 -------------------------------------------------------------------------------------------------
