@@ -66,14 +66,10 @@ def _match(template: str, path: str) -> dict[str, str] | None:
     names: list[str] = []
     pattern = ""
     for segment in template.strip("/").split("/") if template != "/" else []:
-        greedy = re.fullmatch(r"\{(\w+)\+\}", segment)
-        single = re.fullmatch(r"\{(\w+)\}", segment)
-        if greedy:
-            names.append(greedy.group(1))
-            pattern += "/(.+)"
-        elif single:
-            names.append(single.group(1))
-            pattern += "/([^/]+)"
+        parameter = re.fullmatch(r"\{(\w+)(\+?)\}", segment)  # {name}, or {name+}: greedy
+        if parameter:
+            names.append(parameter.group(1))
+            pattern += "/(.+)" if parameter.group(2) else "/([^/]+)"
         else:
             pattern += "/" + re.escape(segment)
     found = re.fullmatch(pattern or "/?", path if pattern else path.rstrip("/") or "/")
@@ -146,9 +142,8 @@ def proxy_event(
 ) -> dict[str, Any]:
     """API Gateway's Lambda proxy event (format 1.0) for a request that took ``route``."""
     headers = dict(headers or {})
-    pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
     multi_query: dict[str, list[str]] = {}
-    for name, value in pairs:
+    for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
         multi_query.setdefault(name, []).append(value)
     text: str | None = None
     encoded = False
