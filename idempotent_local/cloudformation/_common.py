@@ -4,6 +4,7 @@ and a resource kept as stack state only."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
@@ -111,6 +112,7 @@ def queue_name(url_or_arn: str) -> str:
     return url_or_arn.rsplit("/", 1)[-1].rsplit(":", 1)[-1]
 
 
+@dataclass(eq=False)  # compared, and hashed, as the stack's object it is
 class StackResource:
     """A resource that lives only as CloudFormation state (its effect lives in another backend).
 
@@ -120,17 +122,10 @@ class StackResource:
     ``attributes`` holds its ``Fn::GetAtt`` values.
     """
 
-    def __init__(
-        self,
-        physical_id: str,
-        properties: dict[str, Any],
-        deleter: Any = None,
-        attributes: dict[str, str] | None = None,
-    ) -> None:
-        self.physical_id = physical_id
-        self.properties = properties
-        self.deleter = deleter
-        self.attributes = attributes or {}
+    physical_id: str
+    properties: dict[str, Any]
+    deleter: Any = None
+    attributes: dict[str, str] = field(default_factory=dict)
 
     @property
     def physical_resource_id(self) -> str:
