@@ -116,14 +116,7 @@ def _attribute(resource: Any, name: str) -> Any:
 # A stack operation's first event, which starts a new OperationId (the CDK CLI reads a failed deployment's
 # reasons from the events of its last operation, and of the one a rollback follows).
 BEGINS_OPERATION = frozenset(
-    {
-        "CREATE_IN_PROGRESS",
-        "UPDATE_IN_PROGRESS",
-        "DELETE_IN_PROGRESS",
-        "REVIEW_IN_PROGRESS",
-        "ROLLBACK_IN_PROGRESS",
-        "UPDATE_ROLLBACK_IN_PROGRESS",
-    }
+    f"{kind}_IN_PROGRESS" for kind in ("CREATE", "UPDATE", "DELETE", "REVIEW", "ROLLBACK", "UPDATE_ROLLBACK")
 )
 USER_INITIATED = "User Initiated"
 REPLACING = "Requested update requires the creation of a new physical resource; hence creating one."
