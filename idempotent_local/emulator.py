@@ -68,9 +68,9 @@ class Emulator:
             if name.startswith("AWS_") and name not in ("AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE",):
                 del env[name]
         missing = str(Path(self.state_dir, "no-aws-config").resolve())
-        env.update(FAKE_CREDENTIALS)
         env.update(
             {
+                **FAKE_CREDENTIALS,
                 "AWS_ENDPOINT_URL": self.endpoint,
                 "AWS_REGION": REGION,
                 "AWS_DEFAULT_REGION": REGION,
