@@ -287,10 +287,6 @@ def _templates_checked(endpoint: str | None) -> None:
         _replace(CloudFormationBackend, name, _validation.checked)
 
 
-def _is_skipped(resource_type: str) -> bool:
-    return resource_type.startswith("Custom::") or resource_type == "AWS::CloudFormation::CustomResource"
-
-
 @patch("skipped-types")
 def _skipped_types(endpoint: str | None) -> None:
     """A resource of a type the emulator does not create — one moto does not know, or a custom resource, whose
@@ -300,8 +296,9 @@ def _skipped_types(endpoint: str | None) -> None:
     returns; a Fn::GetAtt of a left-out resource fails the stack)"""
 
     @_around(parsing, "resource_class_from_type")
-    def resource_class_from_type(original: Any, resource_type: str) -> Any:
-        return None if _is_skipped(resource_type) else original(resource_type)
+    def resource_class_from_type(original: Any, kind: str) -> Any:
+        custom = kind.startswith("Custom::") or kind == "AWS::CloudFormation::CustomResource"
+        return None if custom else original(kind)
 
     def left_out(value: Any, resources: dict[str, Any]) -> bool:
         """Whether ``value`` is a ``Fn::GetAtt`` of a resource the emulator leaves out."""
