@@ -78,10 +78,7 @@ class StackSummary:
 
 
 def _pages(client: Any, operation: str, key: str, **kwargs: Any) -> list[Any]:
-    found: list[Any] = []
-    for page in client.get_paginator(operation).paginate(**kwargs):
-        found += page.get(key, [])
-    return found
+    return [item for page in client.get_paginator(operation).paginate(**kwargs) for item in page.get(key, [])]
 
 
 class Inventory:
