@@ -104,8 +104,7 @@ def emf_counts(documents: list[dict[str, Any]]) -> dict[str, float]:
     counts: dict[str, float] = {}
     for document in documents:
         try:
-            directives = document["_aws"]["CloudWatchMetrics"]
-            for directive in directives:
+            for directive in document["_aws"]["CloudWatchMetrics"]:
                 for metric in directive["Metrics"]:
                     value = document.get(metric["Name"])
                     if isinstance(value, int | float) and not isinstance(value, bool):
