@@ -34,7 +34,7 @@ from idempotent_runtime import contract
 from idempotent_local.emulator import Emulator
 from idempotent_local.errors import DemoError
 from idempotent_local.mappings import queue_url
-from idempotent_local.pollers.sqs_poller import in_batches, queue_depth
+from idempotent_local.pollers.sqs_poller import RECEIVE_ALL, in_batches, queue_depth
 from idempotent_local.runner import EventSourceRunner, Mapping
 
 RETRY_DELAY_SECONDS = 1
@@ -369,9 +369,7 @@ def _dead_letters(emulator: Emulator, url: str | None, run_id: str) -> list[Dead
             MaxNumberOfMessages=10,
             VisibilityTimeout=30,
             WaitTimeSeconds=0,
-            AttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
+            **RECEIVE_ALL,
         ).get("Messages", [])
         handles += [m["ReceiptHandle"] for m in messages]
         fresh = [m for m in messages if m["MessageId"] not in received]
