@@ -170,11 +170,9 @@ class Report:
         for letter in sorted(
             self.dead_letters, key=lambda letter: (letter.group_id or "", letter.message_id)
         ):
-            reason = (
-                letter.reason
-                if len(letter.reason) <= REASON_SHOWN
-                else letter.reason[: REASON_SHOWN - 3] + "..."
-            )
+            reason = letter.reason
+            if len(reason) > REASON_SHOWN:
+                reason = reason[: REASON_SHOWN - 3] + "..."
             if letter.kind and not reason.startswith(f"{letter.kind}:"):
                 reason = f"{letter.kind}: {reason}"
             lines.append(f"    - {letter.body[:40]!r} (group {letter.group_id}): {reason}")
@@ -233,7 +231,8 @@ def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeli
             dlq_url = queue_url(sqs, json.loads(queue["RedrivePolicy"])["deadLetterTargetArn"])
         subscription = sns.get_subscription_attributes(SubscriptionArn=subscribed[0]["SubscriptionArn"])
         redrive = subscription["Attributes"].get("RedrivePolicy")
-        subscription_dlq = json.loads(redrive).get("deadLetterTargetArn") if redrive else None
+        target = json.loads(redrive).get("deadLetterTargetArn") if redrive else None
+        subscription_dlq_url = queue_url(sqs, target) if target else None
 
         def variable(v: contract.Variable, variables: dict[str, str] = variables) -> str:
             return variables.get(v.name) or v.default or ""
@@ -254,9 +253,7 @@ def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeli
                 processor=variable(contract.PROCESSOR),
                 fifo=queue.get("FifoQueue") == "true",
                 dead_letter_queue_url=dlq_url,
-                subscription_dead_letter_queue_url=queue_url(sqs, subscription_dlq)
-                if subscription_dlq
-                else None,
+                subscription_dead_letter_queue_url=subscription_dlq_url,
             )
         )
     return pipelines
