@@ -618,6 +618,8 @@ def test_a_template_whose_resources_depend_on_each_other_in_a_cycle_is_refused(
         cloudformation.create_stack(StackName="Cycle", TemplateBody=json.dumps(template))
 
     assert refused.value.response["Error"]["Code"] == "ValidationError"
-    assert refused.value.response["Error"]["Message"] == "Circular dependency between resources: [First, Second]"
+    assert refused.value.response["Error"]["Message"] == (
+        "Circular dependency between resources: [First, Second]"
+    )
     assert cloudformation.describe_stacks()["Stacks"] == []
     assert clean_emulator.client("sqs").list_queues().get("QueueUrls", []) == []
