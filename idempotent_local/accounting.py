@@ -77,18 +77,14 @@ class Stats:
         text = f"{self.describe_totals()}; {deliveries} in {plural(self.invocations, 'invocation')}"
         failed = [m for m, outcome in self.outcomes.items() if outcome == "failed"]
         if failed:
-            exhausted, discarded = (
-                len(self.exhausted.intersection(failed)),
-                len(self.discarded.intersection(failed)),
-            )
-            said = (
-                []
-                if discarded and not exhausted
-                else [
+            exhausted = len(self.exhausted.intersection(failed))
+            discarded = len(self.discarded.intersection(failed))
+            said = []
+            if exhausted or not discarded:
+                said.append(
                     f"{exhausted} reached the queue's maxReceiveCount (SQS moves them to the dead-letter "
                     "queue)"
-                ]
-            )
+                )
             if discarded:
                 said.append(
                     f"{discarded} were discarded by their stream mapping once its retries or record age ran "
@@ -108,8 +104,7 @@ def emf_counts(documents: list[dict[str, Any]]) -> dict[str, float]:
     counts: dict[str, float] = {}
     for document in documents:
         try:
-            directives = document["_aws"]["CloudWatchMetrics"]
-            for directive in directives:
+            for directive in document["_aws"]["CloudWatchMetrics"]:
                 for metric in directive["Metrics"]:
                     value = document.get(metric["Name"])
                     if isinstance(value, int | float) and not isinstance(value, bool):

@@ -23,6 +23,7 @@ Authorizers, API keys, request validation, mapping templates and throttling are 
 from __future__ import annotations
 
 import base64
+import json
 import re
 import time
 import urllib.parse
@@ -65,14 +66,10 @@ def _match(template: str, path: str) -> dict[str, str] | None:
     names: list[str] = []
     pattern = ""
     for segment in template.strip("/").split("/") if template != "/" else []:
-        greedy = re.fullmatch(r"\{(\w+)\+\}", segment)
-        single = re.fullmatch(r"\{(\w+)\}", segment)
-        if greedy:
-            names.append(greedy.group(1))
-            pattern += "/(.+)"
-        elif single:
-            names.append(single.group(1))
-            pattern += "/([^/]+)"
+        parameter = re.fullmatch(r"\{(\w+)(\+?)\}", segment)  # {name}, or {name+}: greedy
+        if parameter:
+            names.append(parameter.group(1))
+            pattern += "/(.+)" if parameter.group(2) else "/([^/]+)"
         else:
             pattern += "/" + re.escape(segment)
     found = re.fullmatch(pattern or "/?", path if pattern else path.rstrip("/") or "/")
@@ -145,9 +142,8 @@ def proxy_event(
 ) -> dict[str, Any]:
     """API Gateway's Lambda proxy event (format 1.0) for a request that took ``route``."""
     headers = dict(headers or {})
-    pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
     multi_query: dict[str, list[str]] = {}
-    for name, value in pairs:
+    for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
         multi_query.setdefault(name, []).append(value)
     text: str | None = None
     encoded = False
@@ -205,26 +201,18 @@ def response_of(reply: dict[str, Any]) -> Response:
             or reply.get("cold_start")
             or ("timed out" if "timeout" in reply else "crashed")
         )
-        return Response(
-            502, {"Content-Type": "application/json"}, _json(INTERNAL_ERROR), f"the function failed: {why}"
-        )
+        return _internal_error(f"the function failed: {why}")
     if not isinstance(result, dict) or not isinstance(result.get("statusCode", 200), int):
-        return Response(
-            502,
-            {"Content-Type": "application/json"},
-            _json(INTERNAL_ERROR),
-            f"malformed Lambda proxy response: {result!r}",
-        )
+        return _internal_error(f"malformed Lambda proxy response: {result!r}")
     body = result.get("body") or ""
     raw = base64.b64decode(body) if result.get("isBase64Encoded") else str(body).encode()
     headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
     return Response(int(result.get("statusCode", 200)), headers, raw)
 
 
-def _json(value: Any) -> bytes:
-    import json
-
-    return json.dumps(value).encode()
+def _internal_error(why: str) -> Response:
+    """API Gateway's 502 for a function that failed or answered in another shape (``why``: for the user)."""
+    return Response(502, {"Content-Type": "application/json"}, json.dumps(INTERNAL_ERROR).encode(), why)
 
 
 __all__ = ["RequestError", "Response", "Route", "proxy_event", "resolve", "response_of"]

@@ -71,14 +71,6 @@ def install_command(prefix: Path | None = None) -> list[str]:
     ]
 
 
-def _app_cli(app_dir: Path) -> Path | None:
-    for directory in [app_dir, *app_dir.parents]:
-        candidate = directory / "node_modules" / ".bin" / "cdk"
-        if candidate.exists():
-            return candidate
-    return None
-
-
 def _run_quietly(command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **quiet_environment()}
     return subprocess.run(
@@ -99,9 +91,8 @@ def _install_into_cache(announce: Callable[[str], None]) -> tuple[Path | None, s
         result = _run_quietly([npm, *install_command(staging)[1:]])
         installed = staging / "node_modules" / ".bin" / "cdk"
         if result.returncode != 0 or not installed.exists():
-            return None, (result.stderr or result.stdout).strip()[
-                -2000:
-            ] or f"npm exit code {result.returncode}"
+            complaint = (result.stderr or result.stdout).strip()[-2000:]
+            return None, complaint or f"npm exit code {result.returncode}"
         try:
             staging.rename(target)
         except OSError:
@@ -114,9 +105,9 @@ def _install_into_cache(announce: Callable[[str], None]) -> tuple[Path | None, s
 
 def find_cdk(app_dir: Path, announce: Callable[[str], None] = lambda text: None) -> list[str]:
     """The command that runs the pinned CDK CLI for ``app_dir`` (see the module docstring for the order)."""
-    own = _app_cli(app_dir)
-    if own is not None:
-        return [str(own)]
+    for directory in [app_dir, *app_dir.parents]:
+        if (own := directory / "node_modules" / ".bin" / "cdk").exists():
+            return [str(own)]
     cached = cached_cli_dir() / "node_modules" / ".bin" / "cdk"
     if cached.exists():
         return [str(cached)]

@@ -213,10 +213,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from idempotent_local.demo import run_demo
 
     report = run_demo(_running(args, _location(args)), with_processor=args.anyway)
-    if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
-    else:
-        print(report.render())
+    print(json.dumps(report.as_dict(), indent=2) if args.json else report.render())
     return 0 if report.balanced else 1
 
 

@@ -52,15 +52,6 @@ class Control:
             self._call("clock", None if advance_seconds is None else {"advance_seconds": advance_seconds})
         )
 
-    def stream_clock_offset(self) -> float:
-        """How far the emulator's clock (which the streams keep their records by) is ahead."""
-        return float(self.clock()["offset_seconds"])
-
-    def advance_stream_clock(self, seconds: float) -> float:
-        """Move the emulator's clock ``seconds`` ahead (every record in a stream is that much older, and every
-        FIFO deduplication id); returns the new offset."""
-        return float(self.clock(seconds)["offset_seconds"])
-
     def expired_records(self, stream_arn: str, shard_id: str, after: str | None) -> dict[str, Any]:
         """``{"Records": [...], "TrimHorizon": SEQUENCE | None}``: the shard's records after ``after`` that
         have left the stream (in ``GetRecords``' shape, ``ApproximateCreationDateTime`` in epoch seconds), and

@@ -34,7 +34,7 @@ from idempotent_runtime import contract
 from idempotent_local.emulator import Emulator
 from idempotent_local.errors import DemoError
 from idempotent_local.mappings import queue_url
-from idempotent_local.pollers.sqs_poller import in_batches, queue_depth
+from idempotent_local.pollers.sqs_poller import RECEIVE_ALL, in_batches, queue_depth
 from idempotent_local.runner import EventSourceRunner, Mapping
 
 RETRY_DELAY_SECONDS = 1
@@ -170,11 +170,9 @@ class Report:
         for letter in sorted(
             self.dead_letters, key=lambda letter: (letter.group_id or "", letter.message_id)
         ):
-            reason = (
-                letter.reason
-                if len(letter.reason) <= REASON_SHOWN
-                else letter.reason[: REASON_SHOWN - 3] + "..."
-            )
+            reason = letter.reason
+            if len(reason) > REASON_SHOWN:
+                reason = reason[: REASON_SHOWN - 3] + "..."
             if letter.kind and not reason.startswith(f"{letter.kind}:"):
                 reason = f"{letter.kind}: {reason}"
             lines.append(f"    - {letter.body[:40]!r} (group {letter.group_id}): {reason}")
@@ -233,7 +231,8 @@ def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeli
             dlq_url = queue_url(sqs, json.loads(queue["RedrivePolicy"])["deadLetterTargetArn"])
         subscription = sns.get_subscription_attributes(SubscriptionArn=subscribed[0]["SubscriptionArn"])
         redrive = subscription["Attributes"].get("RedrivePolicy")
-        subscription_dlq = json.loads(redrive).get("deadLetterTargetArn") if redrive else None
+        target = json.loads(redrive).get("deadLetterTargetArn") if redrive else None
+        subscription_dlq_url = queue_url(sqs, target) if target else None
 
         def variable(v: contract.Variable, variables: dict[str, str] = variables) -> str:
             return variables.get(v.name) or v.default or ""
@@ -254,9 +253,7 @@ def find_pipelines(emulator: Emulator, runner: EventSourceRunner) -> list[Pipeli
                 processor=variable(contract.PROCESSOR),
                 fifo=queue.get("FifoQueue") == "true",
                 dead_letter_queue_url=dlq_url,
-                subscription_dead_letter_queue_url=queue_url(sqs, subscription_dlq)
-                if subscription_dlq
-                else None,
+                subscription_dead_letter_queue_url=subscription_dlq_url,
             )
         )
     return pipelines
@@ -281,7 +278,7 @@ def publish_sample(emulator: Emulator, pipeline: Pipeline, traffic: SampleTraffi
     """Publish the sample traffic described in the module docstring; returns what was sent."""
     sns = emulator.client("sns")
     sent = _Sent(run_id=uuid.uuid4().hex[:8])
-    originals: list[dict[str, Any]] = []
+    originals: list[tuple[str, str, str, str]] = []  # each new message's key (x, y), group and body
 
     def publish(body: str, group: str, dedup_id: str) -> None:
         request: dict[str, Any] = {
@@ -301,24 +298,16 @@ def publish_sample(emulator: Emulator, pipeline: Pipeline, traffic: SampleTraffi
         return json.dumps(body)
 
     for n in range(traffic.groups * traffic.per_group):
-        x, y = str(uuid.uuid4()), str(uuid.uuid4())
-        message = {
-            "body": document(x, y, amount=n),
-            "group": f"demo-{sent.run_id}-g{n % traffic.groups}",
-            "dedup_id": f"{x}#{y}",
-            "x": x,
-            "y": y,
-        }
-        publish(message["body"], message["group"], message["dedup_id"])
+        x, y, group = str(uuid.uuid4()), str(uuid.uuid4()), f"demo-{sent.run_id}-g{n % traffic.groups}"
+        originals.append((x, y, group, document(x, y, amount=n)))
+        publish(originals[-1][3], group, f"{x}#{y}")
         sent.keys.add((x, y))
-        originals.append(message)
-    for message in originals[: traffic.retried]:  # a producer retry: same message, same deduplication id
-        publish(message["body"], message["group"], message["dedup_id"])
-    for message in originals[-traffic.resent :] if traffic.resent else []:  # same content, after the window
-        publish(message["body"], message["group"], f"{message['dedup_id']}#resent")
-    for n, message in enumerate(originals[: traffic.changed]):  # new content under a used key: a conflict
-        body = document(message["x"], message["y"], amount=1000 + n, revision=2)
-        publish(body, message["group"], f"{message['dedup_id']}#revision-2")
+    for x, y, group, body in originals[: traffic.retried]:  # a producer retry: same message, same dedup id
+        publish(body, group, f"{x}#{y}")
+    for x, y, group, body in originals[-traffic.resent :] if traffic.resent else []:  # same body, later
+        publish(body, group, f"{x}#{y}#resent")
+    for n, (x, y, group, _) in enumerate(originals[: traffic.changed]):  # a conflict: new body, old key
+        publish(document(x, y, amount=1000 + n, revision=2), group, f"{x}#{y}#revision-2")
     for n in range(traffic.poison):
         publish(
             f"this is not JSON (run {sent.run_id}, #{n})",
@@ -377,9 +366,7 @@ def _dead_letters(emulator: Emulator, url: str | None, run_id: str) -> list[Dead
             MaxNumberOfMessages=10,
             VisibilityTimeout=30,
             WaitTimeSeconds=0,
-            AttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
+            **RECEIVE_ALL,
         ).get("Messages", [])
         handles += [m["ReceiptHandle"] for m in messages]
         fresh = [m for m in messages if m["MessageId"] not in received]

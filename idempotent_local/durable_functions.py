@@ -126,8 +126,7 @@ class Execution:
 
 def executions(backend: LambdaBackend) -> dict[str, Execution]:
     """The executions of a Lambda backend (an account and region), by name: a reset backend has none."""
-    found: dict[str, Execution] = vars(backend).setdefault("_durable_executions", {})
-    return found
+    return vars(backend).setdefault("_durable_executions", {})  # type: ignore[no-any-return]
 
 
 # --- running handlers ---------------------------------------------------------------------------------
@@ -160,10 +159,8 @@ class Executor:
             base = self.base()
             sha = hashlib.sha256(fn.code_bytes).hexdigest()[:16]
             code_dir = unpack(fn.code_bytes, base / "durable-functions" / f"{fn.function_name}-{sha}")
-            emulator = None
-            if self.endpoint:
-                port = int(self.endpoint.rsplit(":", 1)[1])
-                emulator = Emulator(pid=os.getpid(), port=port, state_dir=str(base))
+            port = int(self.endpoint.rsplit(":", 1)[1]) if self.endpoint else 0
+            emulator = Emulator(pid=os.getpid(), port=port, state_dir=str(base)) if port else None
             env = environment(emulator, fn.get_configuration(), code_dir, version)
             log = function_log_path(base, fn.function_name)
             worker = Worker(fn.function_name, code_dir, str(fn.handler), env, log)
@@ -305,14 +302,13 @@ def start(
             return held, False
         name = name or str(uuid.uuid4())
         function_arn, version = _function_arn(fn), str(fn.version)
-        execution = Execution(
+        store[name] = execution = Execution(
             arn=f"{function_arn}:{version}/durable-execution/{name}/{uuid.uuid4()}",
             name=name,
             function_arn=function_arn,
             version=version,
             payload=payload,
         )
-        store[name] = execution
         return execution, True
 
 

@@ -40,7 +40,6 @@ from moto.dynamodbstreams.models import ShardIterator
 
 from idempotent_local.clock import CLOCK
 
-STREAM_VIEW_TYPES = ("KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES")
 RECORD_VERSION = "1.1"  # DynamoDB Streams' record format (moto writes 1.0)
 RETENTION_SECONDS = 24 * 3600  # DynamoDB Streams keeps a record, and a closed stream, 24 hours
 
@@ -187,15 +186,22 @@ def get_shard_iterator(
     return iterator
 
 
-def records_get(iterator: ShardIterator, get: Any, limit: int) -> dict[str, Any]:
-    """``GetRecords`` with ``get`` (moto's read): refused once the iterator's position has been trimmed while
-    it waited, and without a next iterator once a closed shard is read to its end."""
+def records_get(get: Any, iterator: ShardIterator, limit: int = 1000) -> dict[str, Any]:
+    """``ShardIterator.get`` (``GetRecords``) around ``get``, moto's read: refused once the iterator's
+    position has been trimmed while it waited, and without a next iterator once a closed shard is read to its
+    end."""
     if iterator.sequence_number < trim_horizon(iterator.stream_shard):
         raise TrimmedDataAccessException(
             f"The records at sequence number {iterator.sequence_number} and after it up to "
             f"{trim_horizon(iterator.stream_shard) - 1} have left the stream (records are kept 24 hours)"
         )
-    return records_read(iterator, get(iterator, limit))
+    result = get(iterator, limit)
+    end = vars(iterator.stream_shard).get("end")
+    records = result.get("Records") or []
+    following = int(records[-1]["dynamodb"]["SequenceNumber"]) + 1 if records else iterator.sequence_number
+    if end is not None and following >= end:
+        result.pop("NextShardIterator", None)
+    return result
 
 
 def expired(backend: Any, arn: str, shard_id: str, after: int | None) -> dict[str, Any] | None:
@@ -220,22 +226,11 @@ def expired(backend: Any, arn: str, shard_id: str, after: int | None) -> dict[st
     return {"Records": records, "TrimHorizon": str(trim_horizon(shard)) if held else None}
 
 
-def records_read(iterator: ShardIterator, result: dict[str, Any]) -> dict[str, Any]:
-    """``GetRecords``' answer ``result`` of ``iterator``: without a next iterator once a closed shard is read
-    to its end."""
-    end = vars(iterator.stream_shard).get("end")
-    if end is None:
-        return result
-    records = result.get("Records") or []
-    following = int(records[-1]["dynamodb"]["SequenceNumber"]) + 1 if records else iterator.sequence_number
-    if following >= end:
-        result.pop("NextShardIterator", None)
-    return result
-
-
-def record_fields(record: Any, table: Table) -> None:
-    """A new stream record as DynamoDB writes it: ``eventVersion`` 1.1, the table's region (moto: 1.0 and
-    ``us-east-1`` whatever the region), and when it was written by the streams' clock (for its retention)."""
+def record_fields(init: Any, record: Any, table: Table, *args: Any, **kwargs: Any) -> None:
+    """``StreamRecord.__init__`` around ``init`` (moto's): a new stream record as DynamoDB writes it:
+    ``eventVersion`` 1.1, the table's region (moto: 1.0 and ``us-east-1`` whatever the region), and when it
+    was written by the streams' clock (for its retention)."""
+    init(record, table, *args, **kwargs)
     record.record["eventVersion"] = RECORD_VERSION
     record.record["awsRegion"] = table.region_name
     record.written_at = CLOCK.now()
@@ -243,7 +238,6 @@ def record_fields(record: Any, table: Table) -> None:
 
 __all__ = [
     "RETENTION_SECONDS",
-    "STREAM_VIEW_TYPES",
     "TrimmedDataAccessException",
     "describe_stream",
     "expired",
@@ -252,7 +246,6 @@ __all__ = [
     "listed_arns",
     "record_fields",
     "records_get",
-    "records_read",
     "set_stream_specification",
     "streams",
     "update_table_streams",

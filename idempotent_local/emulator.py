@@ -68,9 +68,9 @@ class Emulator:
             if name.startswith("AWS_") and name not in ("AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE",):
                 del env[name]
         missing = str(Path(self.state_dir, "no-aws-config").resolve())
-        env.update(FAKE_CREDENTIALS)
         env.update(
             {
+                **FAKE_CREDENTIALS,
                 "AWS_ENDPOINT_URL": self.endpoint,
                 "AWS_REGION": REGION,
                 "AWS_DEFAULT_REGION": REGION,
@@ -219,19 +219,20 @@ def start(
         raise EmulatorError(f"the emulator did not answer within {timeout:.0f} s; see {state_dir / LOG_FILE}")
     except BaseException:
         # Ctrl-C (or a timeout) while waiting: the detached process would outlive the caller; end it here.
-        _terminate(process, state_dir)
+        end_process(process, 10)
+        _forget(state_dir, process.pid)
         raise
 
 
-def _terminate(process: subprocess.Popen[bytes], state_dir: Path) -> None:
+def end_process(process: subprocess.Popen[Any], timeout: float) -> None:
+    """Terminate ``process`` if it still runs, kill it after ``timeout`` seconds, and reap it."""
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(10)
+            process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    _forget(state_dir, process.pid)
 
 
 @dataclass(frozen=True)
@@ -249,11 +250,6 @@ class Owner:
             return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return None
 
-    @classmethod
-    def _start_time(cls, pid: int) -> str | None:
-        stat = cls._stat(pid)
-        return stat[19] if stat else None
-
     def alive(self) -> bool:
         if not _alive(self.pid):
             return False
@@ -270,7 +266,8 @@ def _owner() -> Owner | None:
         pid = int(os.environ.get(OWNER_VARIABLE, ""))
     except ValueError:
         return None
-    return Owner(pid, Owner._start_time(pid))
+    stat = Owner._stat(pid)
+    return Owner(pid, stat[19] if stat else None)
 
 
 def _command_line(pid: int) -> str | None:

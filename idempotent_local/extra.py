@@ -26,13 +26,8 @@ def installed_from() -> str | None:
     """The wheel file or source directory this distribution was installed from, if pip recorded one."""
     try:
         text = importlib.metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    if not text:
-        return None
-    try:
-        url = json.loads(text).get("url", "")
-    except ValueError:
+        url = json.loads(text or "{}").get("url", "")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
         return None
     if not url.startswith("file:"):
         return None

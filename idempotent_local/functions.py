@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from idempotent_local.emulator import Emulator
+from idempotent_local.emulator import Emulator, end_process
 from idempotent_local.errors import RunnerError
 from idempotent_local.node import quiet_environment
 from idempotent_local.wheels import foreign, this_python
@@ -154,13 +154,7 @@ class Worker:
 
     def stop(self) -> None:
         if self.process is not None:
-            if self.process.poll() is None:
-                self.process.terminate()
-                try:
-                    self.process.wait(5)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.process.wait()
+            end_process(self.process, 5)
             for stream in (self.process.stdin, self.process.stdout):
                 with contextlib.suppress(OSError):
                     stream.close()  # type: ignore[union-attr]

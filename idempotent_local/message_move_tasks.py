@@ -147,13 +147,8 @@ def _run(task: MoveTask, source: Any, destination: Any, candidates: list[Any]) -
             target = destination
             if target is None:
                 origin = getattr(message, "dead_letter_queue_source_arn", None)
-                target = (
-                    sqs_backends[source.account_id][source.region].queues.get(
-                        (origin or "").rsplit(":", 1)[-1]
-                    )
-                    if origin
-                    else None
-                )
+                queues = sqs_backends[source.account_id][source.region].queues
+                target = queues.get(origin.rsplit(":", 1)[-1]) if origin else None
                 if target is None and message in source._messages:
                     task.status = "FAILED"
                     task.failure_reason = (

@@ -129,8 +129,9 @@ class ChangeSetNotFound(CloudFormationError):
     code = "ChangeSetNotFound"
 
 
-def _change_set_of_stack(response: Any) -> tuple[str | None, Any]:
-    """The change set a request names, looked up within its stack (moto looks across all stacks)."""
+def _change_set_of_stack(response: Any, missing_ok: bool = False) -> tuple[str | None, Any]:
+    """The change set a request names, looked up within its stack (moto looks across all stacks); a missing
+    one is ChangeSetNotFound, or ``(None, None)`` when ``missing_ok``."""
     name = response._get_param("ChangeSetName")
     stack = response._get_param("StackName")
     change_sets = response.cloudformation_backend.change_sets
@@ -141,7 +142,9 @@ def _change_set_of_stack(response: Any) -> tuple[str | None, Any]:
             not stack or stack in (change_set.stack_name, change_set.stack_id)
         ):
             return key, change_set
-    return None, None
+    if missing_ok:
+        return None, None
+    raise ChangeSetNotFound(f"ChangeSet [{name}] does not exist")
 
 
 @patch("change-sets-per-stack")
@@ -150,22 +153,17 @@ def _change_sets_per_stack(endpoint: str | None) -> None:
     searches every stack and answers ValidationError, failing every CDK redeploy)"""
 
     def describe_change_set(self: Any) -> Any:
-        _, change_set = _change_set_of_stack(self)
-        if change_set is None:
-            raise ChangeSetNotFound(f"ChangeSet [{self._get_param('ChangeSetName')}] does not exist")
-        return ActionResult(change_set)
+        return ActionResult(_change_set_of_stack(self)[1])
 
     def delete_change_set(self: Any) -> Any:
         # CloudFormation: deleting a change set that does not exist succeeds (the CDK CLI relies on it).
-        key, _ = _change_set_of_stack(self)
+        key, _ = _change_set_of_stack(self, missing_ok=True)
         if key is not None:
             del self.cloudformation_backend.change_sets[key]
         return EmptyResult()
 
     def execute_change_set(self: Any) -> Any:
         key, _ = _change_set_of_stack(self)
-        if key is None:
-            raise ChangeSetNotFound(f"ChangeSet [{self._get_param('ChangeSetName')}] does not exist")
         self.cloudformation_backend.execute_change_set(
             change_set_name=key, stack_name=self._get_param("StackName")
         )
@@ -289,10 +287,6 @@ def _templates_checked(endpoint: str | None) -> None:
         _replace(CloudFormationBackend, name, _validation.checked)
 
 
-def _is_skipped(resource_type: str) -> bool:
-    return resource_type.startswith("Custom::") or resource_type == "AWS::CloudFormation::CustomResource"
-
-
 @patch("skipped-types")
 def _skipped_types(endpoint: str | None) -> None:
     """A resource of a type the emulator does not create — one moto does not know, or a custom resource, whose
@@ -302,8 +296,9 @@ def _skipped_types(endpoint: str | None) -> None:
     returns; a Fn::GetAtt of a left-out resource fails the stack)"""
 
     @_around(parsing, "resource_class_from_type")
-    def resource_class_from_type(original: Any, resource_type: str) -> Any:
-        return None if _is_skipped(resource_type) else original(resource_type)
+    def resource_class_from_type(original: Any, kind: str) -> Any:
+        custom = kind.startswith("Custom::") or kind == "AWS::CloudFormation::CustomResource"
+        return None if custom else original(kind)
 
     def left_out(value: Any, resources: dict[str, Any]) -> bool:
         """Whether ``value`` is a ``Fn::GetAtt`` of a resource the emulator leaves out."""
@@ -435,8 +430,7 @@ def _event_source_mapping_last_modified(endpoint: str | None) -> None:
     """An event source mapping's LastModified is the time it was created or last updated (moto reads UTC wall
     time as local time: hours off outside UTC, which would move where a LATEST stream mapping starts)"""
 
-    # moto computes LastModified from UTC wall time read as local time: hours off outside UTC. Whatever it
-    # assigns, the mapping keeps the time of the assignment.
+    # Whatever moto assigns, the mapping keeps the time of the assignment.
     def stamp(self: Any, value: float) -> None:
         vars(self)["_last_modified_at"] = time.time()
 
@@ -487,18 +481,12 @@ def _dynamodb_atomic_writes(endpoint: str | None) -> None:
     key at the same time cannot both pass their condition (moto checks, then writes, without a lock, and its
     server runs requests on many threads)"""
 
-    # moto reads the item, parses the condition, then writes, with nothing in between to stop another of the
-    # server's request threads from doing the same: two writes of one key could both pass their condition.
-    def make(original: Any) -> Any:
-        @functools.wraps(original)
-        def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+
+        @_around(DynamoDBBackend, name)
+        def write(original: Any, self: Any, *args: Any, **kwargs: Any) -> Any:
             with _DYNAMODB_WRITES:
                 return original(self, *args, **kwargs)
-
-        return write
-
-    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
-        _replace(DynamoDBBackend, name, make)
 
 
 # --- DynamoDB Streams -----------------------------------------------------------------------------------
@@ -520,11 +508,7 @@ def _stream_disable_and_re_enable(endpoint: str | None) -> None:
     _replace(DynamoDBBackend, "update_table_streams", _always(dynamodb_streams.update_table_streams))
     _replace(DynamoDBStreamsBackend, "describe_stream", _always(dynamodb_streams.describe_stream))
     _replace(DynamoDBStreamsBackend, "get_shard_iterator", _always(dynamodb_streams.get_shard_iterator))
-
-    @_around(ShardIterator, "get")
-    def get(original: Any, self: Any, limit: int = 1000) -> dict[str, Any]:
-        return dynamodb_streams.records_get(self, original, limit)
-
+    _around(ShardIterator, "get")(dynamodb_streams.records_get)
     _replace(DynamoDBStreamsBackend, "list_streams", _always(dynamodb_streams.list_streams))
 
 
@@ -532,10 +516,7 @@ def _stream_disable_and_re_enable(endpoint: str | None) -> None:
 def _stream_record_fields(endpoint: str | None) -> None:
     """A stream record has eventVersion 1.1 and its table's region as awsRegion (moto: 1.0, us-east-1)"""
 
-    @_around(StreamRecord, "__init__")
-    def __init__(original: Any, self: Any, table: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, table, *args, **kwargs)
-        dynamodb_streams.record_fields(self, table)
+    _around(StreamRecord, "__init__")(dynamodb_streams.record_fields)
 
 
 # --- SNS ------------------------------------------------------------------------------------------------
@@ -606,33 +587,30 @@ def _subscription_delivery(endpoint: str | None) -> None:
             envelope = self.get_post_data(message, message_id, subject, message_attributes=message_attributes)
             body = json.dumps(envelope, sort_keys=True, indent=2, separators=(",", ": "))
             attributes = {}
-        _, _, _, region, account, queue = self.endpoint.split(":", 5)
-        backend = sqs_backends[account][region]
         try:
-            if queue not in backend.queues:
-                raise DeliveryFailed(
-                    "AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."
-                )
-            if len(attributes) > MAX_SQS_MESSAGE_ATTRIBUTES:
-                raise DeliveryFailed(
-                    "InvalidParameterValue",
-                    f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
-                    f"[{MAX_SQS_MESSAGE_ATTRIBUTES}].",
-                )
-            try:
-                backend.send_message(
-                    queue,
-                    body,
-                    message_attributes=attributes,
-                    deduplication_id=deduplication_id,
-                    group_id=group_id,
-                    validate_group_id=False,
-                )
-            except SQSException as exc:
-                raise DeliveryFailed(exc.code, exc.message) from exc
+            _deliver(self.endpoint, body, attributes, group_id=group_id, deduplication_id=deduplication_id)
         except DeliveryFailed as failure:
             _to_subscription_dead_letter_queue(self, message_id, body, attributes, group_id, failure)
         return None
+
+
+def _deliver(queue_arn: str, body: str, attributes: dict[str, dict[str, Any]], **ids: Any) -> None:
+    """Send ``body`` to the queue as SNS delivers (``ids``: its group and deduplication ids, the group id not
+    checked); :class:`DeliveryFailed` with SQS's answer when the queue refuses it or is gone."""
+    _, _, _, region, account, queue = queue_arn.split(":", 5)
+    backend = sqs_backends[account][region]
+    if queue not in backend.queues:
+        raise DeliveryFailed("AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist.")
+    if len(attributes) > MAX_SQS_MESSAGE_ATTRIBUTES:
+        raise DeliveryFailed(
+            "InvalidParameterValue",
+            f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
+            f"[{MAX_SQS_MESSAGE_ATTRIBUTES}].",
+        )
+    try:
+        backend.send_message(queue, body, message_attributes=attributes, validate_group_id=False, **ids)
+    except SQSException as exc:
+        raise DeliveryFailed(exc.code, exc.message) from exc
 
 
 def _to_subscription_dead_letter_queue(
@@ -656,7 +634,6 @@ def _to_subscription_dead_letter_queue(
             failure,
         )
         return
-    _, _, _, region, account, queue = target.split(":", 5)
     error = {
         "RequestID": {"DataType": "String", "StringValue": str(uuid.uuid4())},
         "ErrorCode": {"DataType": "String", "StringValue": failure.code},
@@ -664,16 +641,10 @@ def _to_subscription_dead_letter_queue(
     }
     # The original attributes as far as they fit beside the three SNS adds.
     kept = dict(list(attributes.items())[: MAX_SQS_MESSAGE_ATTRIBUTES - len(error)])
+    deduplication_id = message_id if target.endswith(".fifo") else None
     try:
-        sqs_backends[account][region].send_message(
-            queue,
-            body,
-            message_attributes={**kept, **error},
-            group_id=group_id,
-            deduplication_id=message_id if queue.endswith(".fifo") else None,
-            validate_group_id=False,
-        )
-    except SQSException as exc:
+        _deliver(target, body, {**kept, **error}, group_id=group_id, deduplication_id=deduplication_id)
+    except DeliveryFailed as exc:
         log.warning(
             "sns dropped message %s: its subscription DLQ %s refused it (%s)", message_id, target, exc
         )
@@ -773,8 +744,6 @@ def _dead_letter_moves(endpoint: str | None) -> None:
     id); the source queue is remembered for message move tasks"""
 
     def move(dead_letter_queue: Any, message: Any, source: Any) -> None:
-        # SQS neither deduplicates a message its redrive policy moves nor keeps its deduplication id (a FIFO
-        # DLQ gives it its message id), and remembers where it came from.
         message.dead_letter_queue_source_arn = source.queue_arn
         if dead_letter_queue.fifo_queue:
             message.deduplication_id = message.id
@@ -831,13 +800,8 @@ def _always(value: Any) -> Callable[[Any], Any]:
 @patch("message-move-tasks")
 def _message_move_tasks(endpoint: str | None) -> None:
     """StartMessageMoveTask, ListMessageMoveTasks and CancelMessageMoveTask work (moto answers HTTP 500)"""
-    handlers = {
-        "start_message_move_task": message_move_tasks.start_message_move_task,
-        "list_message_move_tasks": message_move_tasks.list_message_move_tasks,
-        "cancel_message_move_task": message_move_tasks.cancel_message_move_task,
-    }
-    for name, handler in handlers.items():
-        _replace(SQSResponse, name, _always(handler))
+    for name in ("start_message_move_task", "list_message_move_tasks", "cancel_message_move_task"):
+        _replace(SQSResponse, name, _always(getattr(message_move_tasks, name)))  # the request handler
 
 
 # --- S3 -------------------------------------------------------------------------------------------------
@@ -858,7 +822,6 @@ def _bucket_policy_conditions(endpoint: str | None) -> None:
         document = json.loads(self.policy)
         statements = document.get("Statement") or []
         statements = [statements] if isinstance(statements, dict) else statements
-        # moto cannot evaluate a Condition: a statement that has one is not applied
         unconditional = [s for s in statements if "Condition" not in s]
         if not unconditional:
             return PermissionResult.NEUTRAL
@@ -876,8 +839,7 @@ def _bucket_policy_conditions(endpoint: str | None) -> None:
 def _routing_without_listing(endpoint: str | None) -> None:
     """A request reaches its service without moto listing its own package directory first (moto does, on every
     request, one request at a time: about 1 ms each)"""
-    # moto lists its package directory (a listdir and a stat per service) to route every request, under the
-    # server's one dispatch lock: about 1 ms each, in series. The list cannot change while the server runs.
+    # The list cannot change while the server runs.
     _replace(backends, "list_of_moto_modules", lambda original: functools.cache(lambda: tuple(original())))
 
 

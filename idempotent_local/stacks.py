@@ -78,10 +78,7 @@ class StackSummary:
 
 
 def _pages(client: Any, operation: str, key: str, **kwargs: Any) -> list[Any]:
-    found: list[Any] = []
-    for page in client.get_paginator(operation).paginate(**kwargs):
-        found += page.get(key, [])
-    return found
+    return [item for page in client.get_paginator(operation).paginate(**kwargs) for item in page.get(key, [])]
 
 
 class Inventory:
@@ -165,16 +162,21 @@ def stack_outputs(emulator: Emulator, stack: str | None = None) -> dict[str, dic
     """Each live stack's outputs by stack name (the bootstrap stack's aside), from ``DescribeStacks`` alone:
     what ``local output`` needs, in one request whatever the stacks hold. ``stack`` names one (a stack that
     does not exist is left out)."""
-    named = {"StackName": stack} if stack else {}
     try:
-        stacks = _pages(emulator.client("cloudformation"), "describe_stacks", "Stacks", **named)
+        stacks = _live(emulator, stack)
     except ClientError:
         return {}  # no such stack
-    return {
-        s["StackName"]: {o["OutputKey"]: o["OutputValue"] for o in s.get("Outputs", [])}
-        for s in stacks
-        if s["StackStatus"] != "DELETE_COMPLETE" and s["StackName"] != BOOTSTRAP_STACK
-    }
+    return {s["StackName"]: {o["OutputKey"]: o["OutputValue"] for o in s.get("Outputs", [])} for s in stacks}
+
+
+def _live(emulator: Emulator, stack: str | None = None, include_bootstrap: bool = False) -> list[Any]:
+    """The stacks ``DescribeStacks`` lists (``stack``: that one) that are not deleted."""
+    named = {"StackName": stack} if stack else {}
+    return [
+        s
+        for s in _pages(emulator.client("cloudformation"), "describe_stacks", "Stacks", **named)
+        if s["StackStatus"] != "DELETE_COMPLETE" and (include_bootstrap or s["StackName"] != BOOTSTRAP_STACK)
+    ]
 
 
 def deployed_stacks(
@@ -183,12 +185,7 @@ def deployed_stacks(
     """Every live stack, with the template resources the emulator did not create and the listed resources
     that do not exist in it (both should be none). The stacks are read at the same time (the emulator
     serves requests on many threads), and their resources checked against one inventory."""
-    stacks = [
-        stack
-        for stack in _pages(emulator.client("cloudformation"), "describe_stacks", "Stacks")
-        if stack["StackStatus"] != "DELETE_COMPLETE"
-        and (include_bootstrap or stack["StackName"] != BOOTSTRAP_STACK)
-    ]
+    stacks = _live(emulator, include_bootstrap=include_bootstrap)
     inventory = inventory or Inventory(emulator)
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
         listing = pool.submit(inventory._of, "")  # the inventory, while the stacks are read

@@ -5,7 +5,7 @@ resource the emulator did not create."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 PSEUDO_PARAMETER = "AWS::"
@@ -54,40 +54,48 @@ def attribute_reads(value: Any) -> Iterator[tuple[str, Any]]:
             yield from attribute_reads(item)
 
 
-def dependency_order(resources: dict[str, Any]) -> list[str]:
-    """The logical ids of ``resources``, each after every resource it refers to or ``DependsOn``."""
+def _walk(resources: dict[str, Any], roots: Iterable[str]) -> tuple[list[str], list[str] | None]:
+    """The logical ids of ``roots`` and of the resources they need, each after every resource it refers to or
+    ``DependsOn``, and the first dependency cycle met on the way (None: there is none)."""
     ordered: list[str] = []
-    visiting: set[str] = set()
+    path: list[str] = []  # the resources being visited, outermost first
+    cycle: list[str] | None = None
 
     def visit(logical_id: str) -> None:
-        if logical_id in ordered or logical_id in visiting:
-            return  # a cycle is the template's error (refused when the template is checked)
-        visiting.add(logical_id)
+        nonlocal cycle
+        if logical_id in path:
+            cycle = cycle or path[path.index(logical_id) :]
+            return
+        if logical_id in ordered:
+            return
+        path.append(logical_id)
         spec = resources[logical_id]
-        depends = spec.get("DependsOn", [])
-        for target in sorted(references(spec) | set([depends] if isinstance(depends, str) else depends)):
+        for target in sorted(direct(spec if isinstance(spec, dict) else {})):
             if target in resources:
                 visit(target)
-        visiting.discard(logical_id)
+        path.pop()
         ordered.append(logical_id)
 
-    for logical_id in resources:
+    for logical_id in roots:
         visit(logical_id)
-    return ordered
+    return ordered, cycle
+
+
+def dependency_order(resources: dict[str, Any]) -> list[str]:
+    """The logical ids of ``resources``, each after every resource it refers to or ``DependsOn`` (a cycle is
+    the template's error, refused when the template is checked: :func:`cycle`)."""
+    return _walk(resources, resources)[0]
+
+
+def cycle(resources: dict[str, Any]) -> list[str] | None:
+    """The logical ids of the first dependency cycle among ``resources``, if there is one."""
+    return _walk(resources, resources)[1]
 
 
 def needed_by(resources: dict[str, Any], roots: set[str]) -> set[str]:
     """``roots`` and every resource they refer to (``Ref``, ``Fn::GetAtt``, ``Fn::Sub``, ``DependsOn``),
     transitively."""
-    found: set[str] = set()
-    pending = [r for r in roots if r in resources]
-    while pending:
-        logical_id = pending.pop()
-        if logical_id in found:
-            continue
-        found.add(logical_id)
-        pending += [t for t in direct(resources[logical_id]) if t in resources and t not in found]
-    return found
+    return set(_walk(resources, sorted(r for r in roots if r in resources))[0])
 
 
 def direct(spec: dict[str, Any]) -> set[str]:
@@ -96,4 +104,4 @@ def direct(spec: dict[str, Any]) -> set[str]:
     return references(spec) | set([depends] if isinstance(depends, str) else depends)
 
 
-__all__ = ["attribute_reads", "dependency_order", "direct", "needed_by", "references"]
+__all__ = ["attribute_reads", "cycle", "dependency_order", "direct", "needed_by", "references"]

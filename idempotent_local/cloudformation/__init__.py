@@ -1,21 +1,14 @@
 """CloudFormation resource types the emulator is taught, so a CDK template deploys *wired*.
 
-Moto 5.2.5's CloudFormation skips ``AWS::SNS::Subscription``, ``AWS::SQS::QueuePolicy``,
-``AWS::SNS::TopicPolicy``, ``AWS::CloudWatch::Alarm`` and ``AWS::CDK::Metadata``, does not know the types
-an ordinary app holds beside a pipeline (``AWS::S3::BucketPolicy``, ``AWS::SecretsManager::Secret``,
-``AWS::ApiGateway::Stage`` and ``Account``), ignores a table's
-``TimeToLiveSpecification`` and point-in-time recovery, never turns a table's stream off, creates every
-state machine as STANDARD, gets generated queue names wrong, replaces a topic (dropping its subscriptions)
-on any change, keeps a KMS key policy in a shape ``DescribeKey`` fails on, leaves a property dropped from
-the template at its old value (an event source mapping's filter too), and lacks attributes AWS has
-(``QueueUrl``, ``TopicArn``, ``KeyId``; a Lambda version's ``Ref`` is no ARN). Each type is a moto
+Moto 5.2.5's CloudFormation skips types a pipeline needs (subscriptions, queue and topic policies, alarms),
+does not know types an ordinary app holds beside one (bucket policies, secrets, REST API stages), and gets
+others wrong (each module's docstring says how: names, in-place updates, attributes). Each type is a moto
 ``CloudFormationModel`` that does what CloudFormation does, through moto's own backends, so the deployed
 template stays the single source of truth: nothing is created beside it. A type moto has a model for is its
 model adopted by a taught class (one module per type, on ``_common.Taught``); the types that live only as
 stack state share one shape and are declared as data, a row each (``stack_types``). Each declares exactly
-the ``Fn::GetAtt`` attributes AWS has. How a stack
-is updated (order, replacement, rollback) is in ``_updates``; what a template must not do, in
-``_validation``.
+the ``Fn::GetAtt`` attributes AWS has. How a stack is updated (order, replacement, rollback) is in
+``_updates``; what a template must not do, in ``_validation``.
 
 Moto finds CloudFormation types through ``CloudFormationModel.__subclasses__()``; a later class for the same
 type wins. Importing this package defines the classes; :func:`teach` clears moto's type caches so they take
@@ -58,7 +51,6 @@ TAUGHT: dict[str, type[CloudFormationModel]] = {
     },
     **MODELS,
 }
-TAUGHT_TYPES = tuple(TAUGHT)
 
 
 def teach() -> None:
@@ -76,4 +68,4 @@ def teach() -> None:
 
 SERVICE = Service("CloudFormation types", lambda endpoint: teach())
 
-__all__ = ["SERVICE", "TAUGHT", "TAUGHT_TYPES", "teach"]
+__all__ = ["SERVICE", "TAUGHT", "teach"]

@@ -4,7 +4,10 @@ and a resource kept as stack state only."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
 
 
 class Taught:
@@ -32,8 +35,6 @@ class Taught:
         return super().has_cfn_attr(attr) if cls.GET_ATT is None else attr in cls.GET_ATT  # type: ignore[misc]
 
     def get_cfn_attribute(self, attribute_name: str) -> Any:
-        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
-
         if self.GET_ATT is None:
             return super().get_cfn_attribute(attribute_name)  # type: ignore[misc]
         if attribute_name not in self.GET_ATT:
@@ -111,6 +112,7 @@ def queue_name(url_or_arn: str) -> str:
     return url_or_arn.rsplit("/", 1)[-1].rsplit(":", 1)[-1]
 
 
+@dataclass(eq=False)  # compared, and hashed, as the stack's object it is
 class StackResource:
     """A resource that lives only as CloudFormation state (its effect lives in another backend).
 
@@ -120,25 +122,16 @@ class StackResource:
     ``attributes`` holds its ``Fn::GetAtt`` values.
     """
 
-    def __init__(
-        self,
-        physical_id: str,
-        properties: dict[str, Any],
-        deleter: Any = None,
-        attributes: dict[str, str] | None = None,
-    ) -> None:
-        self.physical_id = physical_id
-        self.properties = properties
-        self.deleter = deleter
-        self.attributes = attributes or {}
+    physical_id: str
+    properties: dict[str, Any]
+    deleter: Any = None
+    attributes: dict[str, str] = field(default_factory=dict)
 
     @property
     def physical_resource_id(self) -> str:
         return self.physical_id
 
     def get_cfn_attribute(self, attribute_name: str) -> str:
-        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
-
         if attribute_name not in self.attributes:
             raise UnformattedGetAttTemplateException()
         return self.attributes[attribute_name]

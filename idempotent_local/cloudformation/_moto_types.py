@@ -207,17 +207,14 @@ def install(replace: Callable[[Any, str, Callable[[Any], Any]], None]) -> None:
         if kind in OPTIONAL_DEFAULTS and "update_from_cloudformation_json" in vars(model):
             replace(model, "update_from_cloudformation_json", functools.partial(_updating, kind))
     for kind, physical_id in PHYSICAL_IDS.items():
-        replace(models[kind], "physical_resource_id", functools.partial(_property, physical_id))
+        replace(models[kind], "physical_resource_id", _instead(property(physical_id)))
     for kind, deleter in DELETERS.items():
-        replace(models[kind], "delete", functools.partial(_method, deleter))
+        replace(models[kind], "delete", _instead(deleter))
 
 
-def _property(get: Callable[[Any], str], original: Any) -> property:
-    return property(get)
-
-
-def _method(function: Callable[..., None], original: Any) -> Callable[..., None]:
-    return function
+def _instead(value: Any) -> Callable[[Any], Any]:
+    """A ``make`` for ``replace`` that puts ``value`` in place of the original."""
+    return lambda original: value
 
 
 __all__ = ["DELETERS", "OPTIONAL_DEFAULTS", "PHYSICAL_IDS", "install", "with_defaults"]

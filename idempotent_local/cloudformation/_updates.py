@@ -28,6 +28,7 @@ from typing import Any
 
 from moto.cloudformation import parsing
 
+from idempotent_local.cloudformation._common import properties
 from idempotent_local.names import NOTE_PREFIX
 from idempotent_local.template import attribute_reads, dependency_order, references
 
@@ -104,10 +105,6 @@ def _reason(error: Exception) -> str:
     return message if isinstance(message, str) and message else str(error)
 
 
-def _properties(spec: dict[str, Any]) -> dict[str, Any]:
-    return spec.get("Properties") or {}
-
-
 def _attribute(resource: Any, name: str) -> Any:
     """The ``Fn::GetAtt`` value ``name`` of ``resource``, or None where it has none (now)."""
     try:
@@ -119,14 +116,7 @@ def _attribute(resource: Any, name: str) -> Any:
 # A stack operation's first event, which starts a new OperationId (the CDK CLI reads a failed deployment's
 # reasons from the events of its last operation, and of the one a rollback follows).
 BEGINS_OPERATION = frozenset(
-    {
-        "CREATE_IN_PROGRESS",
-        "UPDATE_IN_PROGRESS",
-        "DELETE_IN_PROGRESS",
-        "REVIEW_IN_PROGRESS",
-        "ROLLBACK_IN_PROGRESS",
-        "UPDATE_ROLLBACK_IN_PROGRESS",
-    }
+    f"{kind}_IN_PROGRESS" for kind in ("CREATE", "UPDATE", "DELETE", "REVIEW", "ROLLBACK", "UPDATE_ROLLBACK")
 )
 USER_INITIATED = "User Initiated"
 REPLACING = "Requested update requires the creation of a new physical resource; hence creating one."
@@ -269,7 +259,7 @@ class StackUpdate:
             return
         if not self._wanted(spec):
             return  # its condition no longer holds: removed when the update succeeded
-        old_properties, new_properties = _properties(self.old_specs[logical_id]), _properties(spec)
+        old_properties, new_properties = properties(self.old_specs[logical_id]), properties(spec)
         inputs = self.replaced | changed_parameters
         changed = {
             name
@@ -339,28 +329,12 @@ class StackUpdate:
             spec = self.old_specs[logical_id]
             rm._parsed_resources.pop(logical_id, None)
             retained = spec.get("DeletionPolicy") in RETAINED_ON_DELETE
-            self._delete(logical_id, self.old_parsed[logical_id], spec, retained)
+            _delete(rm, logical_id, self.old_parsed[logical_id], spec, retained)
         for step in self.steps:
             if step.kind == "replaced":
                 spec = self.old_specs[step.logical_id]
                 retained = spec.get("UpdateReplacePolicy") == "Retain"
-                self._delete(step.logical_id, step.previous, spec, retained)
-
-    def _delete(self, logical_id: str, resource: Any, spec: dict[str, Any], retained: bool) -> None:
-        name = getattr(resource, "physical_resource_id", resource)
-        event = {"spec": spec, "resource": resource}
-        if retained:
-            log.info("kept %s (%s): its policy retains it", name, spec.get("Type"))
-            resource_event(self.resources, logical_id, "DELETE_SKIPPED", **event)
-            return
-        resource_event(self.resources, logical_id, "DELETE_IN_PROGRESS", **event)
-        try:
-            self.resources._delete_resource(resource, spec)
-        except Exception as error:  # CloudFormation: DELETE_FAILED, the update still succeeded
-            log.warning("could not delete %s (%s): %s", name, spec.get("Type"), error)
-            resource_event(self.resources, logical_id, "DELETE_FAILED", _reason(error), **event)
-        else:
-            resource_event(self.resources, logical_id, "DELETE_COMPLETE", **event)
+                _delete(rm, step.logical_id, step.previous, spec, retained)
 
     def _restore(self) -> None:
         rm = self.resources
@@ -384,20 +358,33 @@ class StackUpdate:
                         step.logical_id, spec, step.previous
                     )
                 elif step.logical_id in created:
+                    # Kept: a new resource whose DeletionPolicy is Retain (RetainExceptOnCreate: deleted when
+                    # its creation is rolled back), a replacement whose UpdateReplacePolicy is.
                     spec = self.specs[step.logical_id]
-                    self._delete(step.logical_id, created[step.logical_id], spec, self._kept(step))
+                    policy = "UpdateReplacePolicy" if step.kind == "replaced" else "DeletionPolicy"
+                    _delete(rm, step.logical_id, created[step.logical_id], spec, spec.get(policy) == "Retain")
             except Exception as error:
                 failures.append(f"{step.logical_id}: {error}")
         return failures
 
-    def _kept(self, step: _Step) -> bool:
-        """Whether rolling back keeps what ``step`` created: a new resource whose DeletionPolicy is
-        Retain (RetainExceptOnCreate: deleted when its creation is rolled back), a replacement whose
-        UpdateReplacePolicy is."""
-        spec = self.specs[step.logical_id]
-        if step.kind == "replaced":
-            return spec.get("UpdateReplacePolicy") == "Retain"
-        return spec.get("DeletionPolicy") == "Retain"
+
+def _delete(resources: Any, logical_id: str, resource: Any, spec: dict[str, Any], retained: bool) -> Any:
+    """Delete one resource of ``resources`` (moto's ResourceMap) with its stack events, or skip it when its
+    policy retains it; returns the error of a deletion that failed (CloudFormation: DELETE_FAILED)."""
+    name, event = getattr(resource, "physical_resource_id", resource), {"spec": spec, "resource": resource}
+    if retained:
+        log.info("kept %s (%s): its policy retains it", name, spec.get("Type"))
+        resource_event(resources, logical_id, "DELETE_SKIPPED", **event)
+        return None
+    resource_event(resources, logical_id, "DELETE_IN_PROGRESS", **event)
+    try:
+        resources._delete_resource(resource, spec)
+    except Exception as error:
+        log.warning("could not delete %s (%s): %s", name, spec.get("Type"), error)
+        resource_event(resources, logical_id, "DELETE_FAILED", _reason(error), **event)
+        return error
+    resource_event(resources, logical_id, "DELETE_COMPLETE", **event)
+    return None
 
 
 def delete(resources: Any) -> None:
@@ -405,26 +392,19 @@ def delete(resources: Any) -> None:
     refers to it, except those ``DeletionPolicy`` keeps. Moto tries them in any order and again while fewer
     remain, so a resource it cannot delete before another (a route before its table) stops the deletion."""
     specs = resources._resource_json_map
-    failures: list[tuple[str, Exception]] = []
+    failures = []
     for logical_id in reversed(dependency_order(specs)):
         spec, resource = specs[logical_id], resources._parsed_resources.get(logical_id)
         if resource is None or isinstance(resource, str):
             continue
-        if spec.get("DeletionPolicy") in RETAINED_ON_DELETE:
-            resource_event(resources, logical_id, "DELETE_SKIPPED")
-            continue
-        resource_event(resources, logical_id, "DELETE_IN_PROGRESS")
-        try:
-            resources._delete_resource(resource, spec)
-        except Exception as error:  # CloudFormation: DELETE_FAILED, and the stack too
-            failures.append((logical_id, error))
-            resource_event(resources, logical_id, "DELETE_FAILED", _reason(error))
-        else:
-            resource_event(resources, logical_id, "DELETE_COMPLETE")
+        retained = spec.get("DeletionPolicy") in RETAINED_ON_DELETE
+        failure = _delete(resources, logical_id, resource, spec, retained)
+        if failure is not None:
+            failures.append(failure)  # CloudFormation: DELETE_FAILED, and the stack too
+        elif not retained:
             resources._parsed_resources.pop(logical_id)
     if failures:
-        log.warning("could not delete %s: %s", ", ".join(f for f, _ in failures), failures[0][1])
-        raise failures[0][1]
+        raise failures[0]
 
 
 def update(resources: Any, template: dict[str, Any], parameters: dict[str, Any] | None = None) -> None:

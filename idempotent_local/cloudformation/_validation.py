@@ -15,37 +15,7 @@ from moto.cloudformation import parsing
 from moto.cloudformation.exceptions import ValidationError
 from moto.cloudformation.models import Stack
 
-from idempotent_local.template import attribute_reads, references
-
-
-def _cycle(resources: dict[str, Any]) -> list[str] | None:
-    """The logical ids of one dependency cycle among ``resources``, if there is one."""
-    state: dict[str, str] = {}
-    path: list[str] = []
-
-    def visit(logical_id: str) -> list[str] | None:
-        state[logical_id] = "visiting"
-        path.append(logical_id)
-        spec = resources[logical_id] if isinstance(resources[logical_id], dict) else {}
-        depends = spec.get("DependsOn", [])
-        for target in sorted(references(spec) | set([depends] if isinstance(depends, str) else depends)):
-            if target not in resources or state.get(target) == "done":
-                continue
-            if state.get(target) == "visiting":
-                return path[path.index(target) :]
-            found = visit(target)
-            if found:
-                return found
-        state[logical_id] = "done"
-        path.pop()
-        return None
-
-    for logical_id in resources:
-        if logical_id not in state:
-            found = visit(logical_id)
-            if found:
-                return found
-    return None
+from idempotent_local.template import attribute_reads, cycle
 
 
 def check(template: dict[str, Any]) -> None:
@@ -65,9 +35,9 @@ def check(template: dict[str, Any]) -> None:
                 message=f"Template error: resource {target} does not support attribute type {attribute} "
                 "in Fn::GetAtt"
             )
-    cycle = _cycle(resources)
-    if cycle:
-        raise ValidationError(message=f"Circular dependency between resources: [{', '.join(cycle)}]")
+    found = cycle(resources)
+    if found:
+        raise ValidationError(message=f"Circular dependency between resources: [{', '.join(found)}]")
 
 
 def checked(original: Any) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
 from moto.core.common_models import CloudFormationModel
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import Table as MotoTable
@@ -52,8 +53,6 @@ class DynamoDbTable(Taught, MotoTable, CloudFormationModel):
         table.sse_specification = _encryption(props)
 
     def get_cfn_attribute(self, attribute_name: str) -> Any:
-        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
-
         if attribute_name == "StreamArn" and self.stream_shard is None:
             raise UnformattedGetAttTemplateException()  # CloudFormation: StreamArn needs StreamSpecification
         return super().get_cfn_attribute(attribute_name)

@@ -33,14 +33,9 @@ class KmsKey(Taught, MotoKey, CloudFormationModel):
         policy = props.get("KeyPolicy") or key.generate_default_policy()  # KMS's default key policy
         backend.put_key_policy(key.id, json.dumps(policy) if isinstance(policy, dict) else str(policy))
         backend.update_key_description(key.id, props.get("Description", ""))
-        if as_bool(props.get("EnableKeyRotation", False)):
-            backend.enable_key_rotation(key.id)
-        else:
-            backend.disable_key_rotation(key.id)
-        if as_bool(props.get("Enabled", True)):
-            backend.enable_key(key.id)
-        else:
-            backend.disable_key(key.id)
+        rotated = as_bool(props.get("EnableKeyRotation", False))
+        (backend.enable_key_rotation if rotated else backend.disable_key_rotation)(key.id)
+        (backend.enable_key if as_bool(props.get("Enabled", True)) else backend.disable_key)(key.id)
 
     @classmethod
     def create_resource(cls, name: str, props: dict[str, Any], account_id: str, region_name: str) -> KmsKey:

@@ -333,25 +333,13 @@ STATE_TYPES = (
     ),
     attached_policy("AWS::SNS::TopicPolicy", "Topics", _topic_policy),
     attached_policy("AWS::SQS::QueuePolicy", "Queues", _queue_policy),
-    StateType(  # none in AWS (its Ref is the bucket's name)
-        "AWS::S3::BucketPolicy",
-        _bucket_policy,
-        recreated(_bucket_policy),
-    ),
+    # No Fn::GetAtt attribute in AWS (its Ref is the bucket's name).
+    StateType("AWS::S3::BucketPolicy", _bucket_policy, recreated(_bucket_policy)),
     StateType("AWS::SecretsManager::Secret", _create_secret, _update_secret, name="Name", get_att=("Id",)),
     StateType("AWS::ApiGateway::Stage", _create_stage, _update_stage, name="StageName"),
+    StateType("AWS::ApiGateway::Account", _account_role, recreated(_account_role), get_att=("Id",)),
     StateType(
-        "AWS::ApiGateway::Account",
-        _account_role,
-        recreated(_account_role),
-        get_att=("Id",),
-    ),
-    StateType(
-        "AWS::CloudWatch::Alarm",
-        _put_alarm,
-        recreated(_put_alarm),
-        name="AlarmName",
-        get_att=("Arn",),
+        "AWS::CloudWatch::Alarm", _put_alarm, recreated(_put_alarm), name="AlarmName", get_att=("Arn",)
     ),
 )
 

@@ -16,6 +16,10 @@ from idempotent_local.functions import Worker
 from idempotent_local.mappings import Mapping
 from idempotent_local.pollers.poller import Poller
 
+# What a receive asks for, so that each record of Lambda's event carries every attribute.
+RECEIVE_ALL = {
+    name: ["All"] for name in ("AttributeNames", "MessageSystemAttributeNames", "MessageAttributeNames")
+}
 DEPTH = (
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -46,9 +50,7 @@ class SqsPoller(Poller):
             QueueUrl=self.mapping.queue_url,
             MaxNumberOfMessages=min(self.mapping.batch_size, 10),
             WaitTimeSeconds=self.wait(wait_seconds),
-            AttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
+            **RECEIVE_ALL,
         )
         messages = response.get("Messages", [])
         if not messages:
@@ -98,4 +100,4 @@ class SqsPoller(Poller):
         return queue_depth(self.context.emulator.client("sqs"), self.mapping.queue_url)
 
 
-__all__ = ["DEPTH", "SqsPoller", "in_batches", "queue_depth"]
+__all__ = ["DEPTH", "RECEIVE_ALL", "SqsPoller", "in_batches", "queue_depth"]

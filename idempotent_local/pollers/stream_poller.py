@@ -87,7 +87,7 @@ class StreamPoller(Poller):
             if position
             else {"ShardIteratorType": "TRIM_HORIZON"}
         )
-        if position is None and self._expired_for(shard_id, None):
+        if position is None and self._expired(shard_id, None)[0]:
             raise Trimmed(shard_id)  # written after the mapping, gone before its first read
         try:
             iterator = self._streams.get_shard_iterator(
@@ -135,31 +135,24 @@ class StreamPoller(Poller):
         except ClientError as error:
             if error.response["Error"]["Code"] != TRIMMED:
                 raise
-            horizon = self._expired(shard_id, None)["TrimHorizon"]
+            horizon = self._expired(shard_id, None)[1]
             # None: the stream holds none of the shard's records, the batch's included
             if horizon is None:
                 return int(streams.sequence_number(batch.records[-1])) + 1
             return int(horizon)
         return None
 
-    def _expired(self, shard_id: str, after: str | None) -> dict[str, Any]:
-        """The emulator's answer (its control API): the shard's records after ``after`` that left the stream,
-        and its trim horizon."""
-        return self.context.emulator.control.expired_records(self.mapping.stream_arn, shard_id, after)
-
-    def _expired_for(
-        self, shard_id: str, after: str | None, found: dict[str, Any] | None = None
-    ) -> list[dict[str, Any]]:
+    def _expired(self, shard_id: str, after: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """The shard's records after ``after`` that left the stream and were the mapping's to deliver (for
-        a LATEST mapping, those written after it), as Lambda records."""
+        a LATEST mapping, those written after it), as Lambda records, and the shard's trim horizon: the
+        emulator's answer (its control API)."""
         mapping = self.mapping
-        found = found if found is not None else self._expired(shard_id, after)
+        found = self.context.emulator.control.expired_records(mapping.stream_arn, shard_id, after)
         records = [lambda_dynamodb_record(raw, mapping.stream_arn) for raw in found["Records"]]
         if mapping.starting_position == "LATEST" and after is None:
-            return [
-                r for r in records if r["dynamodb"]["ApproximateCreationDateTime"] >= int(mapping.created)
-            ]
-        return records
+            created = int(mapping.created)
+            records = [r for r in records if r["dynamodb"]["ApproximateCreationDateTime"] >= created]
+        return records, found["TrimHorizon"]
 
     def _give_up_expired(self, shard_id: str) -> int:
         """The records after the mapping's checkpoint left the stream (24 hours) before it delivered them:
@@ -171,21 +164,16 @@ class StreamPoller(Poller):
         if position is not None:
             number = int(position.sequence_number)
             after = str(number if position.iterator_type == "AFTER_SEQUENCE_NUMBER" else number - 1)
-        found = self._expired(shard_id, after)
-        records = self._expired_for(shard_id, after, found)
+        records, horizon = self._expired(shard_id, after)
         delivered = self.filter_events(records)
         self.context.accounts.count(filtered=len(records) - len(delivered))
         size = self.mapping.batch_size
         for chunk in (delivered[start : start + size] for start in range(0, len(delivered), size)):
-            pending = streams.Pending(chunk, streams.sequence_number(chunk[-1]))
-            sent = self.send_events_to_dlq(
-                chunk, streams.RECORD_AGE_EXCEEDED, shard_id=shard_id, batch=pending
-            )
-            self._given_up(shard_id, chunk, sent)
+            self._given_up(shard_id, chunk, streams.Pending(chunk, streams.sequence_number(chunk[-1])))
         if records:
             self._checkpoint(shard_id, streams.Position.after(streams.sequence_number(records[-1])))
-        elif found["TrimHorizon"] is not None:
-            self._checkpoint(shard_id, streams.Position.at(found["TrimHorizon"]))
+        elif horizon is not None:
+            self._checkpoint(shard_id, streams.Position.at(horizon))
         return len(records) or 1
 
     def _read(self, shard_id: str, state: streams.Shard) -> int:
@@ -269,16 +257,17 @@ class StreamPoller(Poller):
         without invoking the function; the checkpoint moves past them."""
         batch = state.pending[0]
         old, batch.records = batch.records[:count], batch.records[count:]
-        then = self.send_events_to_dlq(old, streams.RECORD_AGE_EXCEEDED, shard_id=shard_id, batch=batch)
+        self._given_up(shard_id, old, batch)
         if batch.records:
             self._checkpoint(shard_id, streams.Position.at(streams.sequence_number(batch.records[0])))
         else:
             state.pending.pop(0)
             self._checkpoint(shard_id, streams.Position.after(batch.through))
-        self._given_up(shard_id, old, then)
 
-    def _given_up(self, shard_id: str, records: list[dict[str, Any]], then: str) -> None:
-        """Count records the mapping gave up without invoking the function (``then``: where they went)."""
+    def _given_up(self, shard_id: str, records: list[dict[str, Any]], batch: streams.Pending) -> None:
+        """Give up records too old to deliver without invoking the function (``batch``: the pending batch
+        they belong to): their invocation record to the on-failure destination, and counted."""
+        then = self.send_events_to_dlq(records, streams.RECORD_AGE_EXCEEDED, shard_id=shard_id, batch=batch)
         self.context.accounts.account(
             self._batch(shard_id, records, ["failed"] * len(records), {}, then),
             [],

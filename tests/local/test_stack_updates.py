@@ -599,3 +599,27 @@ def test_a_state_machine_keeps_the_templates_logging_and_tracing_configurations(
     described = stepfunctions.describe_state_machine(stateMachineArn=ids["Machine"])
     assert described["loggingConfiguration"] == {"level": "OFF", "includeExecutionData": False}
     assert described["tracingConfiguration"] == {"enabled": False}
+
+
+def test_a_template_whose_resources_depend_on_each_other_in_a_cycle_is_refused(
+    clean_emulator: Emulator,
+) -> None:
+    cloudformation = clean_emulator.client("cloudformation")
+    redrive = {"deadLetterTargetArn": {"Fn::GetAtt": ["First", "Arn"]}, "maxReceiveCount": 3}
+    template = {
+        "Resources": {
+            "Alone": _queue(),
+            "First": {**_queue(), "DependsOn": "Second"},
+            "Second": _queue(RedrivePolicy=redrive),
+        }
+    }
+
+    with pytest.raises(ClientError) as refused:
+        cloudformation.create_stack(StackName="Cycle", TemplateBody=json.dumps(template))
+
+    assert refused.value.response["Error"]["Code"] == "ValidationError"
+    assert refused.value.response["Error"]["Message"] == (
+        "Circular dependency between resources: [First, Second]"
+    )
+    assert cloudformation.describe_stacks()["Stacks"] == []
+    assert clean_emulator.client("sqs").list_queues().get("QueueUrls", []) == []

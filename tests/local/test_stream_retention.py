@@ -48,11 +48,11 @@ def test_a_record_leaves_its_stream_24_hours_after_it_was_written(
     deployed = deploy(clean_emulator, tmp_path / "out", mapping=False)
     deployed.put("old")
     (old,) = _sequence_numbers(clean_emulator, deployed.stream_arn)
-    clean_emulator.control.advance_stream_clock(DAY - 60)
+    clean_emulator.control.clock(DAY - 60)
     deployed.put("new")
     assert _records(clean_emulator, deployed.stream_arn) == ["old", "new"]  # 23 h 59 min: still held
 
-    clean_emulator.control.advance_stream_clock(60)
+    clean_emulator.control.clock(60)
 
     assert _records(clean_emulator, deployed.stream_arn) == ["new"]  # TRIM_HORIZON: the oldest still held
     with pytest.raises(ClientError, match="TrimmedDataAccessException"):
@@ -62,7 +62,7 @@ def test_a_record_leaves_its_stream_24_hours_after_it_was_written(
             ShardIteratorType="AT_SEQUENCE_NUMBER",
             SequenceNumber=old,
         )
-    clean_emulator.control.advance_stream_clock(DAY)
+    clean_emulator.control.clock(DAY)
     assert _records(clean_emulator, deployed.stream_arn) == []
 
 
@@ -76,7 +76,7 @@ def test_an_iterator_that_waits_while_its_record_expires_is_refused(
     iterator = streams.get_shard_iterator(
         StreamArn=deployed.stream_arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
     )["ShardIterator"]
-    clean_emulator.control.advance_stream_clock(DAY)
+    clean_emulator.control.clock(DAY)
     with pytest.raises(ClientError, match="TrimmedDataAccessException"):
         streams.get_records(ShardIterator=iterator)
 
@@ -98,7 +98,7 @@ def test_a_stream_replaced_by_a_new_view_type_stays_listed_and_readable_for_24_h
     assert old["StreamStatus"] == "DISABLED"
     assert _records(clean_emulator, deployed.stream_arn) == ["before"]  # a relay can still drain it
 
-    clean_emulator.control.advance_stream_clock(DAY)
+    clean_emulator.control.clock(DAY)
 
     assert [s["StreamArn"] for s in streams.list_streams()["Streams"]] == [new_arn]
     with pytest.raises(ClientError, match="ResourceNotFoundException"):
@@ -108,12 +108,12 @@ def test_a_stream_replaced_by_a_new_view_type_stays_listed_and_readable_for_24_h
 def test_the_streams_clock_refuses_to_go_back(clean_emulator: Emulator) -> None:
     from idempotent_local.control import ControlError
 
-    assert clean_emulator.control.advance_stream_clock(3600) == 3600
+    assert clean_emulator.control.clock(3600)["offset_seconds"] == 3600
     with pytest.raises(ControlError, match="a clock does not go back"):
-        clean_emulator.control.advance_stream_clock(-1)
-    assert clean_emulator.control.stream_clock_offset() == 3600
+        clean_emulator.control.clock(-1)
+    assert clean_emulator.control.clock()["offset_seconds"] == 3600
     clean_emulator.reset()
-    assert clean_emulator.control.stream_clock_offset() == 0  # a reset forgets it with the streams
+    assert clean_emulator.control.clock()["offset_seconds"] == 0  # a reset forgets it with the streams
 
 
 def _drain(emulator: Emulator) -> subprocess.CompletedProcess[str]:
@@ -184,7 +184,7 @@ def test_a_batch_retried_until_its_records_expire_is_given_up_with_its_invocatio
         mapping = deployed.mapping(runner)
         for _ in range(3):
             runner.poll(mapping, wait_seconds=0)
-        clean_emulator.control.advance_stream_clock(DAY)
+        clean_emulator.control.clock(DAY)
         deployed.put("later")
         stats = runner.drain(timeout=60)
 
