@@ -37,7 +37,7 @@ RELAY_HANDLERS = ("list", "show", "redrive")
 FILTERS = ("group", "reason", "reason_text")
 # The consumer DLQ's options that mean nothing there (its entries are batches and emitted messages, not a
 # consumer's messages with a key): refused, never ignored.
-NOT_ON_RELAY = (*FILTERS, "messages", "force", "rate")
+NOT_ON_RELAY = (*FILTERS, "messages", "rate")
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -65,7 +65,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         redrive,
         dry_run="show what the table says about each key; change nothing",
         force="process again messages whose key is done (deletes their idempotency record first), and "
-        "redrive those whose key cannot be restored under a new key",
+        "redrive those whose key cannot be restored under a new key; on an outbox relay's DLQ, delete a batch "
+        "entry once what the table holds of it is published, though it cannot show that it holds all",
         yes="do not ask for confirmation (--force)",
     )
     redrive.add_argument("--rate", type=float, metavar="N", help="at most N messages a second")
@@ -240,7 +241,7 @@ def _relay_command(args: argparse.Namespace, clients: Any, console: Any, relay: 
         return relayed.cmd_list(context, as_json=args.json)
     if args.dlq_command == "show":
         return relayed.cmd_show(context, message_id=args.message_id, as_json=args.json)
-    return relayed.cmd_redrive(context, dry_run=args.dry_run, limit=args.limit)
+    return relayed.cmd_redrive(context, dry_run=args.dry_run, limit=args.limit, force=args.force)
 
 
 def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, every: list[Any]) -> int:

@@ -11,9 +11,11 @@ It holds two kinds of entry:
   commit time (in their sort key) lies between the batch's first arrival less :data:`COMMIT_LAG_SECONDS`
   and its last arrival, widened by :data:`MARGIN_SECONDS` on each side (the commit time is the committing
   function's clock, the arrival DynamoDB's), in commit time order. Outbox items of other batches in that
-  window are published again too: harmless, as below. Fewer items than the batch's size: those found are
-  published and the entry stays, saying so. Items of one group committed within :data:`ATTEMPT_SECONDS` of
-  each other have no order the table can tell: the redrive says how many.
+  window are published again too: harmless, as below. So the count cannot prove that none of the batch's
+  own items expired: the entry leaves only while none committed in the window can have (outbox items live
+  ``OUTBOX_TTL_SECONDS`` at least); later, or with fewer items than the batch's size, those found are
+  published and the entry stays, saying so, until a redrive with ``--force`` (the operator satisfied).
+  Items of one group committed within :data:`ATTEMPT_SECONDS` of each other have no order the table can tell: the redrive says how many.
 - **unpublishable**: an emitted message the relay could not publish for good (its reason in
   ``idempotency.reason``, the outbox item and the message's position in ``idempotency.details``, the
   message itself, maybe encoded: :func:`idempotent_runtime.relay.read_dead_letter`). ``redrive`` publishes it
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
@@ -160,9 +163,18 @@ class Outbox:
             f"± {MARGIN_SECONDS} s)" + _unknown_order(items, self.sort_key)
         )
         size = info.get("batchSize")
-        short = isinstance(size, int) and len(items) < size
-        missing = f"the batch had {size} record(s), the table holds {len(items)} (expired by their TTL?)"
-        return [self.record(item, f"table:{self.table}") for item in items], where, missing if short else None
+        missing = None
+        if isinstance(size, int) and len(items) < size:
+            missing = f"the batch had {size} record(s), the table holds {len(items)} (expired by their TTL?)"
+        elif _now() * 1000 >= low + layout.OUTBOX_TTL_SECONDS * 1000:
+            # The window's items outnumber the batch's (other batches' are in it too): only the time can
+            # tell that none of the batch's own has expired since.
+            missing = (
+                f"outbox items committed since {utc_text(low / 1000)} may have expired by their TTL "
+                f"({layout.OUTBOX_TTL_SECONDS // 3600} h after their commit): the table cannot show that it "
+                "still holds every record of the batch"
+            )
+        return [self.record(item, f"table:{self.table}") for item in items], where, missing
 
     def _from_stream(self, info: dict[str, Any]) -> list[dict[str, Any]] | None:
         streams = self.clients("dynamodbstreams")
@@ -250,6 +262,11 @@ def _unknown_order(items: list[dict[str, Any]], sort_key: str) -> str:
         previous[group] = committed
     said = f"; {close} of them committed within {ATTEMPT_SECONDS} s of the one before in their group"
     return said + ", an order the table cannot tell (published by commit time)" if close else ""
+
+
+def _now() -> float:
+    """The operator's clock (epoch seconds)."""
+    return time.time()
 
 
 def _window(info: dict[str, Any]) -> tuple[int, int]:
@@ -364,8 +381,11 @@ def cmd_show(context: RelayContext, *, message_id: str, as_json: bool) -> int:
 class Redriver:
     """Visits each entry of the relay's DLQ and publishes what it stands for (see the module)."""
 
-    def __init__(self, context: RelayContext, dlq: Queue, *, dry_run: bool, limit: int | None) -> None:
+    def __init__(
+        self, context: RelayContext, dlq: Queue, *, dry_run: bool, limit: int | None, force: bool
+    ) -> None:
         self.context, self.dlq, self.dry_run, self.limit = context, dlq, dry_run, limit
+        self.force = force  # delete a batch entry once what was found is published, even if not all
         self.outbox = Outbox(context.clients, context.relay)
         self.config = runtime.RelayConfig.from_env(context.relay.environment)
         self.tally: Counter[str] = Counter()
@@ -393,7 +413,7 @@ class Redriver:
                 state = f"never publishable: {message.problem}" if message.problem else "would publish"
                 say(f"    {message.dedup_id} group {message.group}: {state}")
             if missing:
-                say(f"    would stay: {missing}")
+                say(f"    would {'be deleted (--force), though' if self.force else 'stay'}: {missing}")
             return Decision.LEAVE
         if entry.kind == UNPUBLISHABLE and messages and messages[0].problem:
             return self._keep(entry, f"still refused: {messages[0].problem}")
@@ -404,10 +424,11 @@ class Redriver:
         say(
             f"{head}: published {counts.get(runtime.RelayMetric.PUBLISHED.value, 0)}"
             + (f", {dead} refused for good sent back to this DLQ with the reason" if dead else "")
-            + ("" if missing else "; deleted from the DLQ")
+            + ("" if missing and not self.force else "; deleted from the DLQ")
+            + (f" (--force, though {missing})" if missing and self.force else "")
         )
-        if missing:
-            return self._keep(entry, f"not every message of it was found: {missing}")
+        if missing and not self.force:
+            return self._keep(entry, f"not every message of it was found: {missing} (--force deletes it)")
         self.dlq.delete(letter)
         self.done += 1
         self.tally["redriven"] += 1
@@ -477,12 +498,12 @@ class Redriver:
         return Decision.LEAVE_AND_STOP_GROUP
 
 
-def cmd_redrive(context: RelayContext, *, dry_run: bool, limit: int | None) -> int:
+def cmd_redrive(context: RelayContext, *, dry_run: bool, limit: int | None, force: bool = False) -> int:
     from idempotent_cli.dlq.commands import report_unread, report_walk
 
     dlq = context.dlq()
     context.header(dlq)
-    redriver = Redriver(context, dlq, dry_run=dry_run, limit=limit)
+    redriver = Redriver(context, dlq, dry_run=dry_run, limit=limit, force=force)
     context.console.print(
         ("checking" if dry_run else "publishing again")
         + f" to {context.relay.target_arn}, from the relay's outbox"

@@ -196,7 +196,6 @@ def test_a_batch_lambda_gave_up_is_published_again_from_the_stream_in_order_and_
         ("list", ("--reason", "permanent")),
         ("list", ("--messages",)),
         ("redrive", ("--reason-text", "RecordAge")),
-        ("redrive", ("--force", "--yes")),
         ("redrive", ("--rate", "5")),
     ],
 )
@@ -284,6 +283,58 @@ def test_a_batch_the_table_holds_only_part_of_is_published_as_far_as_found_and_s
     ), redriven.lines
     assert sorted(_payments(hops)) == sorted(e for e in _expected(hops) if e[0] == "o-1")
     assert [json.loads(m["Body"]) for m in _relay_dlq(hops)] == [given_up]
+
+
+def test_a_batch_whose_items_may_have_expired_stays_though_other_batches_items_fill_its_window(
+    cloud, monkeypatch
+):
+    """A batch of o-2's record alone; its item expired, o-1's (another batch's, committed in the same
+    minutes) are still there and as many as the batch's size. The count cannot tell: once an item of the
+    window can have outlived its TTL, the entry stays, saying so."""
+    from idempotent_cli.dlq import relayed
+    from idempotent_runtime.outbox import OUTBOX_TTL_SECONDS
+
+    hops = deploy_hops()
+    _committed(hops)
+    arn, shard, records = _stream(hops)
+    (o2,) = [r for r in records if "o-2" in json.dumps(r["dynamodb"]["Keys"])]
+    o2["eventSourceARN"] = GONE
+    given_up = stream_invocation_record(
+        [o2],
+        shard_id=shard,
+        function_arn=f"arn:aws:lambda:us-east-1:123456789012:function:{hops.relay}",
+        condition="RecordAgeExceeded",
+        invocations=0,
+        request_id="r-1",
+        function_error=None,
+        at=datetime.datetime.now(datetime.UTC),
+    )
+    client("sqs").send_message(QueueUrl=hops.relay_dlq_url, MessageBody=json.dumps(given_up))
+    key = {"pk": o2["dynamodb"]["Keys"]["pk"], "sk": o2["dynamodb"]["Keys"]["sk"]}
+    client("dynamodb").delete_item(TableName=hops.orders.table, Key=key)  # expired by its TTL
+    later = time.time() + OUTBOX_TTL_SECONDS
+    monkeypatch.setattr(relayed, "_now", lambda: later)
+    where = ("--stack", hops.stack, "--function", hops.relay)
+
+    code, checked = dlq("redrive", *where, "--dry-run")
+    assert any("would stay: outbox items committed since" in line for line in checked.lines), checked.lines
+    code, redriven = dlq("redrive", *where)
+
+    assert code == 1
+    assert any(line.endswith(": published 2") for line in redriven.lines), redriven.lines
+    assert any(
+        "may have expired by their TTL (48 h after their commit): the table cannot show that it still holds "
+        "every record of the batch" in line
+        for line in redriven.lines
+    ), redriven.lines
+    assert sorted(_payments(hops)) == sorted(e for e in _expected(hops) if e[0] == "o-1")
+    assert [json.loads(m["Body"]) for m in peek(hops.relay_dlq_url)] == [given_up]
+    # the operator, satisfied that o-2 reached payments otherwise, lets it go
+    code, forced = dlq("redrive", *where, "--force")
+    assert code == 0, forced.lines
+    assert any("deleted from the DLQ (--force, though outbox items" in line for line in forced.lines), forced.lines
+    assert _relay_dlq(hops) == []
+    assert _payments(hops) == []  # o-1's again: absorbed by the target's deduplication
 
 
 def test_a_group_is_published_from_the_table_in_commit_order_after_a_throttled_commit(
