@@ -265,8 +265,10 @@ def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, ever
             else:
                 on = target_of(clients, function, Which(args.which))
                 run, url = _command, on.dlq_url
-        except DlqError as exc:  # no such DLQ (--which subscription): nothing of it to read
+        except DlqError as exc:  # no such DLQ (--which subscription): nothing of it to read, said so
             documents.append({"pipeline": function.whose, "kind": function.kind, "error": str(exc)})
+            if args.dlq_command == "list" and not args.json:
+                console.print(str(exc))
             continue
         looked.append(f"{function.whose} ({url})")
         if args.dlq_command == "show":
@@ -281,7 +283,8 @@ def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, ever
             code = max(code, run(args, clients, replace(console, out=out), on))
             documents.append({"pipeline": function.whose, "kind": function.kind, **_listed(function, out)})
             continue
-        console.print(("\n" if len(looked) > 1 else "") + f"{function.kind} {function.describe()}:")
+        spaced = len(looked) + len(documents) > 1
+        console.print(("\n" if spaced else "") + f"{function.kind} {function.describe()}:")
         code = max(code, run(args, clients, console, on))
     if args.dlq_command == "show":
         raise DlqError(

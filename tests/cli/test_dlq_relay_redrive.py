@@ -332,7 +332,9 @@ def test_a_batch_whose_items_may_have_expired_stays_though_other_batches_items_f
     # the operator, satisfied that o-2 reached payments otherwise, lets it go
     code, forced = dlq("redrive", *where, "--force")
     assert code == 0, forced.lines
-    assert any("deleted from the DLQ (--force, though outbox items" in line for line in forced.lines), forced.lines
+    assert any("deleted from the DLQ (--force, though outbox items" in line for line in forced.lines), (
+        forced.lines
+    )
     assert _relay_dlq(hops) == []
     assert _payments(hops) == []  # o-1's again: absorbed by the target's deduplication
 

@@ -241,6 +241,21 @@ def test_reading_commands_cover_every_pipeline_each_saying_whose(stack, local_ap
     assert f"{hops.payments.function}: lines the local runner wrote to " in logs.error
 
 
+def test_a_pipeline_without_the_queue_asked_for_is_said_so_not_left_out():
+    """--which subscription on a stack whose pipelines have no subscription DLQ: each says it has none."""
+    hops = deploy_hops()
+    code, listed = dlq("list", "--stack", hops.stack, "--which", "subscription")
+    assert code == 0, listed.error
+    assert [line.split(": the SNS subscription of ")[0] for line in listed.lines] == [
+        f"pipeline {hops.stack}/{hops.orders.function}",
+        f"pipeline {hops.stack}/{hops.payments.function}",
+    ]
+    assert all(
+        line.endswith("has no dead-letter queue (no RedrivePolicy); pass --queue-url to name one")
+        for line in listed.lines
+    ), listed.lines
+
+
 def test_commands_that_change_things_stop_and_list_the_pipelines_without_function():
     hops = deploy_hops()
     ids = _dead_letters(hops)
