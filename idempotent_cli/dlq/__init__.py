@@ -65,8 +65,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         redrive,
         dry_run="show what the table says about each key; change nothing",
         force="process again messages whose key is done (deletes their idempotency record first), and "
-        "redrive those whose key cannot be restored under a new key; on an outbox relay's DLQ, delete a batch "
-        "entry once what the table holds of it is published, though it cannot show that it holds all",
+        "redrive those whose key cannot be restored under a new key; on an outbox relay's DLQ, delete a "
+        "batch entry once what the table holds of it is published, though it cannot show that it holds all",
         yes="do not ask for confirmation (--force)",
     )
     redrive.add_argument("--rate", type=float, metavar="N", help="at most N messages a second")

@@ -15,7 +15,8 @@ It holds two kinds of entry:
   own items expired: the entry leaves only while none committed in the window can have (outbox items live
   ``OUTBOX_TTL_SECONDS`` at least); later, or with fewer items than the batch's size, those found are
   published and the entry stays, saying so, until a redrive with ``--force`` (the operator satisfied).
-  Items of one group committed within :data:`ATTEMPT_SECONDS` of each other have no order the table can tell: the redrive says how many.
+  Items of one group committed within :data:`ATTEMPT_SECONDS` of each other have no order the table can
+  tell: the redrive says how many.
 - **unpublishable**: an emitted message the relay could not publish for good (its reason in
   ``idempotency.reason``, the outbox item and the message's position in ``idempotency.details``, the
   message itself, maybe encoded: :func:`idempotent_runtime.relay.read_dead_letter`). ``redrive`` publishes it

@@ -291,12 +291,13 @@ def test_a_batch_whose_items_may_have_expired_stays_though_other_batches_items_f
     """A batch of o-2's record alone; its item expired, o-1's (another batch's, committed in the same
     minutes) are still there and as many as the batch's size. The count cannot tell: once an item of the
     window can have outlived its TTL, the entry stays, saying so."""
-    from idempotent_cli.dlq import relayed
     from idempotent_runtime.outbox import OUTBOX_TTL_SECONDS
+
+    from idempotent_cli.dlq import relayed
 
     hops = deploy_hops()
     _committed(hops)
-    arn, shard, records = _stream(hops)
+    _, shard, records = _stream(hops)
     (o2,) = [r for r in records if "o-2" in json.dumps(r["dynamodb"]["Keys"])]
     o2["eventSourceARN"] = GONE
     given_up = stream_invocation_record(
