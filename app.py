@@ -368,6 +368,9 @@ class ReferenceStack(cdk.Stack):
         workflow = sfn.StateMachine(
             self,
             "Workflow",
+            # Named: CDK's grant of the data key to the workflow's role is conditioned on the state
+            # machine's ARN, which it can only build from a given name (unnamed: an ARN ending in ":").
+            state_machine_name=f"{self.stack_name}-Workflow",
             definition_body=sfn.DefinitionBody.from_chainable(sfn.Pass(self, "ShipOrder")),
             logs=sfn.LogOptions(destination=self._log_group("WorkflowLogs"), level=sfn.LogLevel.ALL),
             tracing_enabled=True,

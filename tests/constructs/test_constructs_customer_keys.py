@@ -135,6 +135,39 @@ def test_every_place_the_reference_app_keeps_data_is_under_a_customer_key(refere
     assert any(r["Type"] == "AWS::Logs::LogGroup" for r in template["Resources"].values())
 
 
+def _conditions(node: Any) -> list[tuple[str, Any]]:
+    """(condition key, value) of every policy statement under ``node`` (policies and key policies)."""
+    if isinstance(node, list):
+        return [found for child in node for found in _conditions(child)]
+    if not isinstance(node, dict):
+        return []
+    found = [
+        (key, value) for operator in (node.get("Condition") or {}).values() for key, value in operator.items()
+    ]
+    return found + [found for child in node.values() for found in _conditions(child)]
+
+
+def _ends_unnamed(value: Any) -> bool:
+    """An ARN built without its resource's name: its text (a literal, or a join's last part) ends in ':'."""
+    if isinstance(value, dict) and "Fn::Join" in value:
+        value = value["Fn::Join"][1][-1]
+    return isinstance(value, str) and value.endswith(":")
+
+
+@needs_reference_app
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_key_grant_condition_names_its_resource(reference_templates, variant):
+    """A grant conditioned on an encryption context ARN with no resource name in it matches nothing: the
+    workflow's role could not use the data key (an unnamed state machine)."""
+    unnamed = [
+        f"{name}: {key}"
+        for name, resource in reference_templates[variant]["Resources"].items()
+        for key, value in _conditions(resource.get("Properties", {}))
+        if key.startswith("kms:EncryptionContext:") and _ends_unnamed(value)
+    ]
+    assert unnamed == []
+
+
 @needs_reference_app
 @pytest.mark.parametrize(
     ("variant", "type_"),
