@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import weakref
 from collections.abc import Callable, Iterable
@@ -43,12 +44,22 @@ NOT_BREACHING = cloudwatch.TreatMissingData.NOT_BREACHING
 AGE = Seconds(low=60)  # AlarmOptions.max_message_age: at least a minute
 COUNT = IntRange(low=1)  # AlarmOptions.failed_threshold
 
+
+def _set_while_off(options: Any) -> list[str]:
+    """The AlarmOptions other than ``enabled`` given another value than their default."""
+    return [
+        option.name
+        for option in dataclasses.fields(AlarmOptions)
+        if option.name != "enabled" and getattr(options, option.name) is not option.default
+    ]
+
+
 RULES: tuple[Rule[Alarms], ...] = (
     Rule(
-        lambda a: not a.enabled and a.options.alarm_topic is not None,
+        lambda a: not a.enabled and bool(_set_while_off(a.options)),
         lambda a: (
-            "AlarmOptions.alarm_topic needs enabled=True: with the alarms off nothing ever notifies the "
-            "topic; got a topic with enabled=False"
+            f"AlarmOptions.{' and '.join(_set_while_off(a.options))} needs enabled=True: with the alarms "
+            "off no alarm exists to use it; got it set with enabled=False"
         ),
     ),
     Rule(

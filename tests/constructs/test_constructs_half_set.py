@@ -96,3 +96,29 @@ def test_an_alarm_topic_with_the_alarms_off_is_refused():
     topic = sns.Topic(stack, "Alarms")
     with pytest.raises(ConfigurationError, match=r"^AlarmOptions.alarm_topic needs enabled=True"):
         IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(enabled=False, alarm_topic=topic))
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"failed_threshold": 3}, "failed_threshold"),
+        ({"max_message_age": cdk.Duration.minutes(30)}, "max_message_age"),
+        (
+            {"failed_threshold": 3, "failed_period": cdk.Duration.minutes(1)},
+            "failed_threshold and failed_period",
+        ),
+    ],
+)
+def test_any_alarm_option_with_the_alarms_off_is_refused_not_ignored(options, named):
+    with pytest.raises(ConfigurationError) as raised:
+        IdempotentPipeline(new_stack(), "Pipeline", alarm_options=AlarmOptions(enabled=False, **options))
+    assert str(raised.value) == (
+        f"AlarmOptions.{named} needs enabled=True: with the alarms off no alarm exists to use it; got it set "
+        "with enabled=False"
+    )
+
+
+def test_the_alarms_off_alone_build_no_alarm():
+    stack = new_stack()
+    IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(enabled=False))
+    assert template_of(stack).find_resources("AWS::CloudWatch::Alarm") == {}
