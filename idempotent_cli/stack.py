@@ -199,11 +199,12 @@ def find(clients: Clients, *, stack: str | None, function: str | None) -> Found:
     stacks = deployed(clients, stack)
     pipelines = [p for s in stacks for p in s.pipelines]
     if function:
-        chosen = _pick([f for s in stacks for f in s.functions], function)
+        functions = [f for s in stacks for f in s.functions]
+        chosen = _pick(functions, function)
         if chosen is None:
             raise DlqError(
-                f"no pipeline with function {function}{f' in stack {stack}' if stack else ''} ({NAMES}); "
-                f"consumers: {', '.join(p.describe(stack=True) for p in pipelines)}"
+                f"no function {function}{f' in stack {stack}' if stack else ''} ({NAMES}); functions: "
+                + ", ".join(f"{f.kind} {f.describe(stack=True)}" for f in functions)
             )
         return Found(next(s for s in stacks if s.name == chosen.stack), chosen)
     holding = [s for s in stacks if s.pipelines]

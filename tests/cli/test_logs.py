@@ -237,7 +237,7 @@ def test_before_the_runner_wrote_anything_logs_says_where_it_will(local_app):
     [
         (["--since", "yesterday"], "--since must be a duration such as 30s, 10m, 1h, 2d or an ISO 8601 time"),
         (["--since", "2999-01-01T00:00:00Z"], "got '2999-01-01T00:00:00Z', a time in the future"),
-        (["--function", "nope"], "no pipeline with function nope"),
+        (["--function", "nope"], "no function nope"),
     ],
 )
 def test_bad_options_are_refused_naming_them(cloud, argv, error):
