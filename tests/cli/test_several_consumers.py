@@ -404,8 +404,8 @@ def test_a_name_no_consumer_has_is_refused_naming_each_consumer_and_its_outputs(
         f"error: no function ShippingFunctionName in stack {hops.stack} (a construct id or path, a function "
         "name or ARN, a stack output naming it, or its logical id); functions: "
         f"pipeline {hops.stack}/{hops.orders.function} (FunctionName), pipeline "
-        f"{hops.stack}/{hops.payments.function} (PaymentsFunctionName), outbox relay {hops.stack}/{hops.relay}"
-        "\n"
+        f"{hops.stack}/{hops.payments.function} (PaymentsFunctionName), outbox relay "
+        f"{hops.stack}/{hops.relay}\n"
     )
 
 
