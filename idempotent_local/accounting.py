@@ -209,7 +209,7 @@ class Accounts:
                     ended.add(key)
                 else:
                     ended.discard(key)
-            line = f"{batch.describe()} | {stats.describe_totals()}"
+            line = f"{batch.describe()} | run total, every function: {stats.describe_totals()}"
         if self.report is not None:
             self.report(line)
 

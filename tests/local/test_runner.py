@@ -417,9 +417,9 @@ def test_each_batch_is_reported_with_its_groups_outcomes_and_the_running_totals(
         assert runner.poll(mapping, wait_seconds=0) == 1
     assert lines == [
         "consumer: 3 records (groups g1, g2) -> 1 processed, 1 duplicate, 1 quarantined"
-        " | 3 messages: 1 processed, 1 duplicate, 1 quarantined, 0 failed",
+        " | run total, every function: 3 messages: 1 processed, 1 duplicate, 1 quarantined, 0 failed",
         "consumer: 1 record (group g3) -> 1 processed"
-        " | 4 messages: 2 processed, 1 duplicate, 1 quarantined, 0 failed",
+        " | run total, every function: 4 messages: 2 processed, 1 duplicate, 1 quarantined, 0 failed",
     ]
     assert runner.stats.metrics == {"processed": 2, "duplicates": 1, "quarantined": 1, "failed": 0}
 
@@ -448,7 +448,7 @@ def test_a_failed_batch_is_reported_with_the_functions_error(clean_emulator: Emu
         runner.poll(runner.mappings()[0], wait_seconds=0)
     assert lines == [
         "consumer: 1 record (group g) -> 1 failed: the function raised RuntimeError: the whole batch fails"
-        " | 1 message: 0 processed, 0 duplicate, 0 quarantined, 1 failed"
+        " | run total, every function: 1 message: 0 processed, 0 duplicate, 0 quarantined, 1 failed"
     ]
 
 
