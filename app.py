@@ -17,6 +17,7 @@ defaults.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import re
 from collections.abc import Callable, Mapping
@@ -227,6 +228,17 @@ HOP_OWN: dict[str, frozenset[str]] = {
 }
 # The processor `-c workflow=true` ships unless `processor` names another.
 WORKFLOW_CODE = Path(__file__).resolve().parent / "examples" / "workflow"
+
+
+def _workflow_name(stack_name: str, limit: int = 80) -> str:
+    """``<stack>-Workflow``, within Step Functions' 80 characters (a long stack name: cut, and its hash)."""
+    name = f"{stack_name}-Workflow"
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(stack_name.encode()).hexdigest()[:8]
+    return f"{stack_name[: limit - len('-Workflow') - 9]}-{digest}-Workflow"
+
+
 WORKFLOW_PROCESSOR = "order_workflow:start"
 # `-c durable=true`: the dispatcher the consumer ships unless `processor` names another, and the durable
 # function's code; durable functions are in aws-cdk-lib from this version (lambda_.DurableConfig).
@@ -368,9 +380,9 @@ class ReferenceStack(cdk.Stack):
         workflow = sfn.StateMachine(
             self,
             "Workflow",
-            # Named: CDK's grant of the data key to the workflow's role is conditioned on the state
-            # machine's ARN, which it can only build from a given name (unnamed: an ARN ending in ":").
-            state_machine_name=f"{self.stack_name}-Workflow",
+            # Named under the data key: CDK conditions the role's use of the key on the state machine's ARN,
+            # which it can only build from a given name (unnamed: an ARN ending in ":", matching nothing).
+            state_machine_name=_workflow_name(self.stack_name) if self.data_key is not None else None,
             definition_body=sfn.DefinitionBody.from_chainable(sfn.Pass(self, "ShipOrder")),
             logs=sfn.LogOptions(destination=self._log_group("WorkflowLogs"), level=sfn.LogLevel.ALL),
             tracing_enabled=True,

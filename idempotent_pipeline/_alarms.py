@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 import jsii
-from aws_cdk import Aws
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
@@ -46,11 +46,25 @@ COUNT = IntRange(low=1)  # AlarmOptions.failed_threshold
 
 
 def _set_while_off(options: Any) -> list[str]:
-    """The AlarmOptions other than ``enabled`` given another value than their default."""
+    """The AlarmOptions other than ``enabled`` given another value than their default (a Duration by its
+    seconds; one only known at deploy time counts as given)."""
+
+    def given(value: Any, default: Any) -> bool:
+        if not isinstance(default, Duration):
+            return bool(value != default)
+        try:
+            return not isinstance(value, Duration) or value.to_seconds() != default.to_seconds()
+        except RuntimeError:  # a deploy-time amount
+            return True
+
     return [
         option.name
         for option in dataclasses.fields(AlarmOptions)
-        if option.name != "enabled" and getattr(options, option.name) is not option.default
+        if option.name != "enabled"
+        and given(
+            getattr(options, option.name),
+            option.default if option.default is not dataclasses.MISSING else option.default_factory(),  # type: ignore[misc,operator]
+        )
     ]
 
 

@@ -190,7 +190,7 @@ def _run(args: argparse.Namespace, console: Any, connect: command.Connect) -> in
             raise DlqError(
                 f"{', '.join(given)}: not an option on an outbox relay's dead-letter queue "
                 f"({found.named.function}): its entries are batches and emitted messages, redriven whole "
-                "(redrive takes --dry-run and --limit, list and show --json)"
+                "(redrive takes --dry-run, --limit and --force, list and show --json)"
             )
         return _relay_command(args, clients, console, found.named)
     # The filters choose among a consumer's dead letters: a relay's entries have no group or kind of reason.
@@ -241,7 +241,9 @@ def _relay_command(args: argparse.Namespace, clients: Any, console: Any, relay: 
         return relayed.cmd_list(context, as_json=args.json)
     if args.dlq_command == "show":
         return relayed.cmd_show(context, message_id=args.message_id, as_json=args.json)
-    return relayed.cmd_redrive(context, dry_run=args.dry_run, limit=args.limit, force=args.force)
+    return relayed.cmd_redrive(
+        context, dry_run=args.dry_run, limit=args.limit, force=args.force, yes=args.yes
+    )
 
 
 def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, every: list[Any]) -> int:
@@ -250,26 +252,31 @@ def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, ever
     from idempotent_cli import stack
     from idempotent_cli.dlq.target import target_of
 
-    said = f"stack {name} has {len(every)} dead-letter queues: {stack.listing(every)}"
+    # (function, what the command works on, how it runs, its queue's URL)
+    found: list[tuple[Any, Any, Callable[..., int], str | None]] = []
+    lacking: list[tuple[Any, str]] = []  # (function, why it has no such queue: --which subscription)
+    for function in every:
+        if isinstance(function, stack.Relay):
+            found.append((function, function, _relay_command, function.dead_letter_queue_url))
+            continue
+        try:
+            on = target_of(clients, function, Which(args.which))
+        except DlqError as exc:
+            lacking.append((function, str(exc)))
+            continue
+        found.append((function, on, _command, on.dlq_url))
+    if not found:
+        raise DlqError(f"no pipeline of stack {name} has that queue: " + "; ".join(why for _, why in lacking))
+    said = f"stack {name} has {len(found)} dead-letter queues: {stack.listing([f for f, *_ in found])}"
     if args.dlq_command == "list":
         console.note(f"{said}; each is listed under whose it is (--function NAME lists one)")
+    documents = [{"pipeline": f.whose, "kind": f.kind, "error": why} for f, why in lacking]
+    if args.dlq_command == "list" and not args.json:
+        for _, why in lacking:
+            console.print(why)
     looked: list[str] = []
-    documents: list[dict[str, Any]] = []
     code = 0
-    for function in every:
-        try:
-            on: Any = function  # what the command works on: the relay, or the consumer's target
-            run: Callable[..., int] = _relay_command
-            if isinstance(function, stack.Relay):
-                url = function.dead_letter_queue_url
-            else:
-                on = target_of(clients, function, Which(args.which))
-                run, url = _command, on.dlq_url
-        except DlqError as exc:  # no such DLQ (--which subscription): nothing of it to read, said so
-            documents.append({"pipeline": function.whose, "kind": function.kind, "error": str(exc)})
-            if args.dlq_command == "list" and not args.json:
-                console.print(str(exc))
-            continue
+    for function, on, run, url in found:
         looked.append(f"{function.whose} ({url})")
         if args.dlq_command == "show":
             try:
@@ -283,7 +290,7 @@ def _every(args: argparse.Namespace, clients: Any, console: Any, name: str, ever
             code = max(code, run(args, clients, replace(console, out=out), on))
             documents.append({"pipeline": function.whose, "kind": function.kind, **_listed(function, out)})
             continue
-        spaced = len(looked) + len(documents) > 1
+        spaced = len(looked) + len(lacking) > 1
         console.print(("\n" if spaced else "") + f"{function.kind} {function.describe()}:")
         code = max(code, run(args, clients, console, on))
     if args.dlq_command == "show":

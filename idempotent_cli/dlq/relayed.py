@@ -38,7 +38,7 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 from idempotent_runtime import contract
@@ -134,6 +134,14 @@ def read(letter: DeadLetter) -> Entry:
     )
 
 
+class Missing(NamedTuple):
+    """What a batch's records found in the table may lack: ``known`` (fewer than the batch's size: gone),
+    else unproven (only the time says some may have expired; ``--force`` deletes the entry)."""
+
+    text: str
+    known: bool
+
+
 class Outbox:
     """The relay's table and outbox: where a batch's records and a dead letter's item are read back."""
 
@@ -151,7 +159,7 @@ class Outbox:
         filters = layout.stream_filters(self.partition_key, self.sort_key, self.key_prefix)
         self.filters = [json.dumps(pattern) for pattern in filters]
 
-    def batch(self, info: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str | None]:
+    def batch(self, info: dict[str, Any]) -> tuple[list[dict[str, Any]], str, Missing | None]:
         """The batch's outbox records in commit order, where they were read, and what is missing (None)."""
         records = self._from_stream(info)
         if records is not None:
@@ -166,14 +174,16 @@ class Outbox:
         size = info.get("batchSize")
         missing = None
         if isinstance(size, int) and len(items) < size:
-            missing = f"the batch had {size} record(s), the table holds {len(items)} (expired by their TTL?)"
-        elif _now() * 1000 >= low + layout.OUTBOX_TTL_SECONDS * 1000:
+            text = f"the batch had {size} record(s), the table holds {len(items)} (expired by their TTL?)"
+            missing = Missing(text, known=True)
+        elif _now() * 1000 >= low + (layout.OUTBOX_TTL_SECONDS - MARGIN_SECONDS) * 1000:
             # The window's items outnumber the batch's (other batches' are in it too): only the time can
-            # tell that none of the batch's own has expired since.
-            missing = (
+            # tell that none of the batch's own has expired since (by DynamoDB's clock: the margin).
+            missing = Missing(
                 f"outbox items committed since {utc_text(low / 1000)} may have expired by their TTL "
                 f"({layout.OUTBOX_TTL_SECONDS // 3600} h after their commit): the table cannot show that it "
-                "still holds every record of the batch"
+                "still holds every record of the batch",
+                known=False,
             )
         return [self.record(item, f"table:{self.table}") for item in items], where, missing
 
@@ -414,7 +424,8 @@ class Redriver:
                 state = f"never publishable: {message.problem}" if message.problem else "would publish"
                 say(f"    {message.dedup_id} group {message.group}: {state}")
             if missing:
-                say(f"    would {'be deleted (--force), though' if self.force else 'stay'}: {missing}")
+                deleted = self.force and not missing.known
+                say(f"    would {'be deleted (--force), though' if deleted else 'stay'}: {missing.text}")
             return Decision.LEAVE
         if entry.kind == UNPUBLISHABLE and messages and messages[0].problem:
             return self._keep(entry, f"still refused: {messages[0].problem}")
@@ -422,14 +433,18 @@ class Redriver:
         if not ok:
             return self._keep(entry, f"not all published ({reasons or 'see the relay log'}): it stays")
         dead = counts.get(runtime.RelayMetric.DEAD_LETTERED.value, 0)
+        # an entry whose items are known gone stays, --force or not: it is their last trace
+        kept = missing is not None and (missing.known or not self.force)
         say(
             f"{head}: published {counts.get(runtime.RelayMetric.PUBLISHED.value, 0)}"
             + (f", {dead} refused for good sent back to this DLQ with the reason" if dead else "")
-            + ("" if missing and not self.force else "; deleted from the DLQ")
-            + (f" (--force, though {missing})" if missing and self.force else "")
+            + ("" if kept else "; deleted from the DLQ")
+            + (f" (--force, though {missing.text})" if missing and not kept else "")
         )
-        if missing and not self.force:
-            return self._keep(entry, f"not every message of it was found: {missing} (--force deletes it)")
+        if missing and kept:
+            if missing.known:
+                return self._keep(entry, f"not every message of it was found: {missing.text}")
+            return self._keep(entry, f"{missing.text} (--force deletes it)")
         self.dlq.delete(letter)
         self.done += 1
         self.tally["redriven"] += 1
@@ -451,7 +466,7 @@ class Redriver:
         answer = relay({"Records": records})
         return not answer["batchItemFailures"], relay.counts, _reasons(log.getvalue())
 
-    def _records(self, entry: Entry) -> tuple[list[dict[str, Any]] | None, str, str | None]:
+    def _records(self, entry: Entry) -> tuple[list[dict[str, Any]] | None, str, Missing | None]:
         """What ``entry`` stands for as stream records (None: nothing to publish), where they were read,
         and what of it is missing (None: nothing)."""
         if entry.kind == BATCH:
@@ -499,11 +514,19 @@ class Redriver:
         return Decision.LEAVE_AND_STOP_GROUP
 
 
-def cmd_redrive(context: RelayContext, *, dry_run: bool, limit: int | None, force: bool = False) -> int:
+def cmd_redrive(
+    context: RelayContext, *, dry_run: bool, limit: int | None, force: bool = False, yes: bool = False
+) -> int:
     from idempotent_cli.dlq.commands import report_unread, report_walk
 
     dlq = context.dlq()
     context.header(dlq)
+    if force and not dry_run:
+        context.console.confirm(
+            "--force deletes each batch entry whose items the table cannot show it still holds all of, once "
+            "those it holds are published (check the downstream consumer first).",
+            yes=yes,
+        )
     redriver = Redriver(context, dlq, dry_run=dry_run, limit=limit, force=force)
     context.console.print(
         ("checking" if dry_run else "publishing again")

@@ -21,7 +21,7 @@ import base64
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from idempotent_runtime.config import Config
@@ -282,7 +282,7 @@ class Quarantine:
         return attributes, dropped
 
 
-def size(body: str, attributes: dict[str, Any]) -> int:
+def size(body: str, attributes: Mapping[str, Mapping[str, Any]]) -> int:
     """What SNS and SQS count against a message's maximum size: the body, every attribute's name, type and
     value (of attributes not yet checked too)."""
     total = len(body.encode("utf-8", "surrogatepass"))

@@ -282,6 +282,10 @@ def test_a_batch_the_table_holds_only_part_of_is_published_as_far_as_found_and_s
         for line in redriven.lines
     ), redriven.lines
     assert sorted(_payments(hops)) == sorted(e for e in _expected(hops) if e[0] == "o-1")
+    # items known gone: the entry is their last trace, --force does not delete it
+    code, forced = dlq("redrive", *where, "--force", "--yes")
+    assert code == 1, forced.lines
+    assert any("kept: not every message of it was found" in line for line in forced.lines), forced.lines
     assert [json.loads(m["Body"]) for m in _relay_dlq(hops)] == [given_up]
 
 
@@ -330,8 +334,16 @@ def test_a_batch_whose_items_may_have_expired_stays_though_other_batches_items_f
     ), redriven.lines
     assert sorted(_payments(hops)) == sorted(e for e in _expected(hops) if e[0] == "o-1")
     assert [json.loads(m["Body"]) for m in peek(hops.relay_dlq_url)] == [given_up]
+    # --force asks first (no terminal here: refused, nothing changed)
+    code, unconfirmed = dlq("redrive", *where, "--force")
+    assert code != 0 and "Pass --yes to confirm" in unconfirmed.error, unconfirmed.error
+    assert [json.loads(m["Body"]) for m in peek(hops.relay_dlq_url)] == [given_up]
+    code, previewed = dlq("redrive", *where, "--force", "--dry-run")
+    assert any("would be deleted (--force), though: outbox items" in line for line in previewed.lines), (
+        previewed.lines
+    )
     # the operator, satisfied that o-2 reached payments otherwise, lets it go
-    code, forced = dlq("redrive", *where, "--force")
+    code, forced = dlq("redrive", *where, "--force", "--yes")
     assert code == 0, forced.lines
     assert any("deleted from the DLQ (--force, though outbox items" in line for line in forced.lines), (
         forced.lines

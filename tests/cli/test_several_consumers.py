@@ -241,19 +241,17 @@ def test_reading_commands_cover_every_pipeline_each_saying_whose(stack, local_ap
     assert f"{hops.payments.function}: lines the local runner wrote to " in logs.error
 
 
-def test_a_pipeline_without_the_queue_asked_for_is_said_so_not_left_out():
-    """--which subscription on a stack whose pipelines have no subscription DLQ: each says it has none."""
+def test_a_queue_no_pipeline_has_is_an_error_naming_each_not_an_empty_listing():
+    """--which subscription on a stack whose pipelines have no subscription DLQ: as with --function, an
+    error (exit 1), each pipeline saying it has none; nothing listed, no count of queues not there."""
     hops = deploy_hops()
     code, listed = dlq("list", "--stack", hops.stack, "--which", "subscription")
-    assert code == 0, listed.error
-    assert [line.split(": the SNS subscription of ")[0] for line in listed.lines] == [
-        f"pipeline {hops.stack}/{hops.orders.function}",
-        f"pipeline {hops.stack}/{hops.payments.function}",
-    ]
-    assert all(
-        line.endswith("has no dead-letter queue (no RedrivePolicy); pass --queue-url to name one")
-        for line in listed.lines
-    ), listed.lines
+    assert code == 1 and listed.lines == []
+    assert listed.error.startswith(f"error: no pipeline of stack {hops.stack} has that queue: "), listed.error
+    for pipeline in (hops.orders, hops.payments):
+        assert f"pipeline {hops.stack}/{pipeline.function}: the SNS subscription of " in listed.error
+    assert listed.error.count("has no dead-letter queue (no RedrivePolicy)") == 2
+    assert "dead-letter queues:" not in listed.error
 
 
 def test_commands_that_change_things_stop_and_list_the_pipelines_without_function():

@@ -6,6 +6,7 @@ those types, each failure naming the resource."""
 from __future__ import annotations
 
 import json
+import re
 import runpy
 from collections.abc import Callable
 from pathlib import Path
@@ -166,6 +167,22 @@ def test_every_key_grant_condition_names_its_resource(reference_templates, varia
         if key.startswith("kms:EncryptionContext:") and _ends_unnamed(value)
     ]
     assert unnamed == []
+
+
+@needs_reference_app
+@pytest.mark.parametrize("keys", [True, False], ids=["keyed", "unkeyed"])
+def test_the_keyed_workflow_is_named_within_80_characters_and_the_unkeyed_one_keeps_no_name(keys):
+    """Named only where the key grant needs its ARN (a name replaces the state machine of an unkeyed stack
+    on upgrade); a stack name of 100 characters still gives a name Step Functions takes."""
+    context = {"workflow": "true", "mode": "guarded", "customer_managed_keys": str(keys).lower()}
+    stack = reference_stack(context, "S" * 100)
+    (machine,) = template_of(stack).find_resources("AWS::StepFunctions::StateMachine").values()
+    name = machine["Properties"].get("StateMachineName")
+    if not keys:
+        assert name is None
+        return
+    assert len(name) == 80 and name.startswith("S" * 62 + "-") and name.endswith("-Workflow"), name
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", name)
 
 
 @needs_reference_app

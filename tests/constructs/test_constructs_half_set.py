@@ -118,7 +118,14 @@ def test_any_alarm_option_with_the_alarms_off_is_refused_not_ignored(options, na
     )
 
 
-def test_the_alarms_off_alone_build_no_alarm():
+@pytest.mark.parametrize(
+    "defaults",
+    [{}, {"max_message_age": cdk.Duration.minutes(10), "failed_period": cdk.Duration.seconds(300)}],
+    ids=["alone", "with the defaults written out"],
+)
+def test_the_alarms_off_build_no_alarm(defaults):
     stack = new_stack()
-    IdempotentPipeline(stack, "Pipeline", alarm_options=AlarmOptions(enabled=False))
+    IdempotentPipeline(
+        stack, "Pipeline", alarm_options=AlarmOptions(enabled=False, failed_threshold=10, **defaults)
+    )
     assert template_of(stack).find_resources("AWS::CloudWatch::Alarm") == {}
