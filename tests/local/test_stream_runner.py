@@ -218,8 +218,8 @@ def test_reported_item_failures_move_the_checkpoint_to_the_lowest_and_retry_from
     shard = deployed.shard_id()
     assert lines[0] == (
         f"relay: 3 records (shard {shard}, {sequence[0]}-{sequence[2]}) -> 1 failed, 2 succeeded; retrying 2 "
-        f"records from {sequence[1]} (retry 1 of unlimited) | 3 stream records: 0 processed, 0 duplicate, "
-        "0 quarantined, 1 failed, 2 succeeded"
+        f"records from {sequence[1]} (retry 1 of unlimited) | run total, every function: 3 stream records: "
+        "0 processed, 0 duplicate, 0 quarantined, 1 failed, 2 succeeded"
     )
     assert lines[1].startswith(
         f"relay: 2 records (shard {shard}, {sequence[1]}-{sequence[2]}) -> 2 succeeded |"
@@ -256,7 +256,7 @@ def test_an_error_retries_the_whole_batch_then_sends_its_place_to_the_on_failure
         "2 failed: the function raised RuntimeError: poison poison; 2 records discarded "
         "(MaximumRetryAttempts 2 reached), invocation record sent to "
         "arn:aws:sqs:us-east-1:000000000000:stream-failures"
-        " | 2 stream records: 0 processed, 0 duplicate, 0 quarantined, 2 failed"
+        " | run total, every function: 2 stream records: 0 processed, 0 duplicate, 0 quarantined, 2 failed"
     )
     assert stats.summary().startswith(
         "3 stream records: 0 processed, 0 duplicate, 0 quarantined, 2 failed, 1 succeeded; 7 deliveries in "
