@@ -47,24 +47,17 @@ COUNT = IntRange(low=1)  # AlarmOptions.failed_threshold
 
 def _set_while_off(options: Any) -> list[str]:
     """The AlarmOptions other than ``enabled`` given another value than their default (a Duration by its
-    seconds; one only known at deploy time counts as given)."""
+    :func:`seconds`: one only known at deploy time counts as given)."""
 
-    def given(value: Any, default: Any) -> bool:
-        if not isinstance(default, Duration):
-            return bool(value != default)
-        try:
-            return not isinstance(value, Duration) or value.to_seconds() != default.to_seconds()
-        except RuntimeError:  # a deploy-time amount
-            return True
+    def value(option: dataclasses.Field, given: Any) -> Any:
+        duration = isinstance(option.default, Duration)
+        return seconds(f"AlarmOptions.{option.name}", given) if duration else given
 
     return [
         option.name
         for option in dataclasses.fields(AlarmOptions)
         if option.name != "enabled"
-        and given(
-            getattr(options, option.name),
-            option.default if option.default is not dataclasses.MISSING else option.default_factory(),  # type: ignore[misc,operator]
-        )
+        and value(option, getattr(options, option.name)) != value(option, option.default)
     ]
 
 

@@ -141,6 +141,16 @@ class Missing(NamedTuple):
     text: str
     known: bool
 
+    def stays(self, force: bool) -> bool:
+        """Whether the entry stays: items known gone always (it is their last trace), else unless forced."""
+        return self.known or not force
+
+    def why(self) -> str:
+        """Why it stays, for the redrive's line."""
+        if self.known:
+            return f"not every message of it was found: {self.text}"
+        return f"{self.text} (--force deletes it)"
+
 
 class Outbox:
     """The relay's table and outbox: where a batch's records and a dead letter's item are read back."""
@@ -424,8 +434,8 @@ class Redriver:
                 state = f"never publishable: {message.problem}" if message.problem else "would publish"
                 say(f"    {message.dedup_id} group {message.group}: {state}")
             if missing:
-                deleted = self.force and not missing.known
-                say(f"    would {'be deleted (--force), though' if deleted else 'stay'}: {missing.text}")
+                stays = missing.stays(self.force)
+                say(f"    would {'stay' if stays else 'be deleted (--force), though'}: {missing.text}")
             return Decision.LEAVE
         if entry.kind == UNPUBLISHABLE and messages and messages[0].problem:
             return self._keep(entry, f"still refused: {messages[0].problem}")
@@ -433,8 +443,7 @@ class Redriver:
         if not ok:
             return self._keep(entry, f"not all published ({reasons or 'see the relay log'}): it stays")
         dead = counts.get(runtime.RelayMetric.DEAD_LETTERED.value, 0)
-        # an entry whose items are known gone stays, --force or not: it is their last trace
-        kept = missing is not None and (missing.known or not self.force)
+        kept = missing is not None and missing.stays(self.force)
         say(
             f"{head}: published {counts.get(runtime.RelayMetric.PUBLISHED.value, 0)}"
             + (f", {dead} refused for good sent back to this DLQ with the reason" if dead else "")
@@ -442,9 +451,7 @@ class Redriver:
             + (f" (--force, though {missing.text})" if missing and not kept else "")
         )
         if missing and kept:
-            if missing.known:
-                return self._keep(entry, f"not every message of it was found: {missing.text}")
-            return self._keep(entry, f"{missing.text} (--force deletes it)")
+            return self._keep(entry, missing.why())
         self.dlq.delete(letter)
         self.done += 1
         self.tally["redriven"] += 1
